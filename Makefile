@@ -1,0 +1,68 @@
+# RXC: the front door. `make help` lists the targets.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/rxc-project/rxc/internal/buildinfo.Version=$(VERSION)
+GO_TEST_FLAGS ?= -count=1 -timeout 30m
+APPS := provisioner controlplane sensor-agent
+
+.PHONY: help build test test-go test-web lint check tidy-check generate generate-check vulncheck bench demo demo-clean clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
+
+build: ## build every binary into bin/
+	@mkdir -p $(BIN)
+	@for app in $(APPS); do \
+		if [ -d apps/$$app ]; then CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$$app ./apps/$$app || exit 1; fi; \
+	done
+
+test: test-go test-web ## run every test (Go, then web when web/ has a package.json)
+
+test-go: ## Go unit and integration tests (real PostgreSQL, real nats-server)
+	$(GO) test $(GO_TEST_FLAGS) ./... ./proto/...
+
+test-web: ## web unit, nginx, entrypoint and browser tests
+	@if [ -f web/package.json ]; then $(MAKE) -C web test; else echo "web: no package.json yet"; fi
+
+lint: ## gofmt, go vet, staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./... ./proto/...
+	$(GO) tool staticcheck ./... ./proto/...
+
+tidy-check: ## go.mod and go.sum are tidy
+	@cp go.mod /tmp/rxc-go.mod.bak; cp go.sum /tmp/rxc-go.sum.bak
+	@$(GO) mod tidy
+	@if ! diff -q go.mod /tmp/rxc-go.mod.bak >/dev/null || ! diff -q go.sum /tmp/rxc-go.sum.bak >/dev/null; then \
+		cp /tmp/rxc-go.mod.bak go.mod; cp /tmp/rxc-go.sum.bak go.sum; echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; fi
+
+generate: ## regenerate protobuf stubs (needs protoc)
+	@if ls proto/*.proto >/dev/null 2>&1 && grep -q '^service' proto/*.proto; then \
+		PATH="$$(pwd)/$(BIN)/tools:$$PATH"; mkdir -p $(BIN)/tools; \
+		$(GO) build -o $(BIN)/tools/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go && \
+		$(GO) build -o $(BIN)/tools/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc && \
+		cd proto && PATH="$$PATH" protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative *.proto; \
+	fi
+
+generate-check: generate ## generated code is committed and current
+	@git diff --exit-code -- proto || (echo "generated code is stale: run make generate and commit"; exit 1)
+
+vulncheck: ## govulncheck (needs the vulnerability database online)
+	@$(GO) tool govulncheck ./... || { rc=$$?; if [ $$rc -eq 3 ]; then exit 3; fi; echo "govulncheck could not run (offline?): exit $$rc"; exit $$rc; }
+
+check: lint tidy-check generate-check ## lint + tidy + generated code + dependency rule + vulncheck
+	$(GO) test -count=1 ./internal/archtest/
+	@$(MAKE) vulncheck
+
+bench: build ## benchmarks and load drivers; results appended to docs/benchmarks.md
+	./scripts/bench.sh
+
+demo: ## run the whole system locally
+	./scripts/demo.sh
+
+demo-clean: ## forget the demo's state
+	rm -rf .demo
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,59 @@
+package provisioning
+
+import (
+	"context"
+	"time"
+
+	"github.com/rxc-project/rxc/core/topology"
+)
+
+// Signer holds the operator key and mints NATS identities.
+type Signer interface {
+	// NewAccountKey creates a fresh account key pair.
+	NewAccountKey() (pubKey string, seed []byte, err error)
+	// SignAccount signs an account JWT with the operator key.
+	SignAccount(spec AccountSpec) (jwt string, err error)
+	// MintUser creates a user key and signs its JWT with the account key.
+	MintUser(spec UserSpec) (MintedUser, error)
+	// Creds formats a .creds file (JWT and seed with the usual banners).
+	Creds(userJWT string, userSeed []byte) ([]byte, error)
+}
+
+// Store persists the operator record, accounts, users and revocations.
+// Create methods are create-or-return: they insert unless a record with the
+// same identity exists, and report whether they inserted.
+type Store interface {
+	Operator(ctx context.Context) (Operator, error)
+	Account(ctx context.Context, pubKey string) (Account, error)
+	TenantAccount(ctx context.Context, tenantID string) (Account, error)
+	CreateTenantAccount(ctx context.Context, a Account) (stored Account, created bool, err error)
+	UserStore
+}
+
+// UserStore persists users and revocations.
+type UserStore interface {
+	// ActiveSensorUser returns the sensor's unrevoked user, or ErrNotFound.
+	ActiveSensorUser(ctx context.Context, tenantID, sensorID string) (User, error)
+	// ActiveBackendUser returns the named unrevoked backend user, or ErrNotFound.
+	ActiveBackendUser(ctx context.Context, name string) (User, error)
+	// CreateUser inserts u unless an active user with the same identity
+	// (account and sensor, or backend name) exists.
+	CreateUser(ctx context.Context, u User) (stored User, created bool, err error)
+	// Revoke records the revocation (keeping the earliest time when repeated),
+	// marks the user revoked if known, and replaces the account's JWT with the
+	// one resign returns for the full revocation list, all atomically.
+	Revoke(ctx context.Context, r Revocation, resign func(a Account, all []Revocation) (string, error)) (Revocation, Account, error)
+}
+
+// Pusher delivers a changed account JWT to the running nats-servers.
+type Pusher interface {
+	PushAccount(ctx context.Context, pubKey, jwt string) error
+}
+
+// Consumers creates the per-sensor durable pull consumers.
+type Consumers interface {
+	EnsureConsumer(ctx context.Context, s topology.Sensor) error
+}
+
+// Clock lets tests control time.
+type Clock func() time.Time

@@ -1,0 +1,116 @@
+// Package provisioning holds the NATS credential authority's use cases: tenant
+// accounts, sensor and backend users, revocations and the account resolver.
+// It decides what exists and who may do what (through package topology); the
+// ports below sign claims, persist records, push updates to nats-server and
+// create JetStream consumers. It never sees a key file, a SQL row or a socket.
+package provisioning
+
+import (
+	"errors"
+	"time"
+
+	"github.com/rxc-project/rxc/core/topology"
+)
+
+// Sentinel errors. Edges map them to protocol statuses in one place.
+var (
+	ErrNotFound         = errors.New("not found")
+	ErrNoAccount        = errors.New("tenant has no account")
+	ErrNATSUnavailable  = errors.New("nats unavailable")
+	ErrNoOperator       = errors.New("store has no operator")
+	ErrOperatorExists   = errors.New("store already has an operator")
+	ErrInvalidName      = errors.New("invalid name")
+	ErrInvalidPublicKey = errors.New("invalid public key")
+)
+
+// AccountKind tells the three sorts of account apart.
+type AccountKind string
+
+// Account kinds.
+const (
+	KindSystem  AccountKind = "system"
+	KindControl AccountKind = "control"
+	KindTenant  AccountKind = "tenant"
+)
+
+// Operator is the trust root's public record. Its seed lives only in the
+// operator seed file.
+type Operator struct {
+	PubKey         string
+	Name           string
+	JWT            string
+	SystemAccount  string
+	ControlAccount string
+	CreatedAt      time.Time
+}
+
+// Account is a NATS account. Seed is held in clear only in memory; stores
+// encrypt it.
+type Account struct {
+	PubKey    string
+	Kind      AccountKind
+	TenantID  string // tenant accounts only
+	Name      string
+	Seed      []byte
+	JWT       string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// UserKind tells sensor users from backend users.
+type UserKind string
+
+// User kinds.
+const (
+	UserSensor  UserKind = "sensor"
+	UserBackend UserKind = "backend"
+)
+
+// User is a NATS user with the JWT it was minted with.
+type User struct {
+	PubKey        string
+	AccountPubKey string
+	Kind          UserKind
+	TenantID      string // sensor users only
+	SensorID      string // sensor users only
+	Name          string
+	Seed          []byte
+	JWT           string
+	CreatedAt     time.Time
+	RevokedAt     time.Time // zero while active
+}
+
+// Revocation of one user key in one account.
+type Revocation struct {
+	AccountPubKey string
+	UserPubKey    string
+	RevokedAt     time.Time
+}
+
+// AccountSpec is everything needed to sign an account JWT. The signer derives
+// exports, imports and limits from Kind (via package topology).
+type AccountSpec struct {
+	PubKey      string
+	Name        string
+	Kind        AccountKind
+	TenantID    string
+	Revocations []Revocation
+}
+
+// UserSpec is everything needed to mint a user.
+type UserSpec struct {
+	AccountPubKey string
+	AccountSeed   []byte
+	Name          string
+	Permissions   topology.Permissions
+	// InboxPrefix is unused by NATS itself but documents the sensor's
+	// private inbox in the credential's tags.
+	Tags []string
+}
+
+// MintedUser is a freshly created user key and its signed JWT.
+type MintedUser struct {
+	PubKey string
+	Seed   []byte
+	JWT    string
+}

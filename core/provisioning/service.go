@@ -1,0 +1,255 @@
+package provisioning
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/topology"
+)
+
+// Config wires a Service.
+type Config struct {
+	Store     Store
+	Signer    Signer
+	Pusher    Pusher
+	Consumers Consumers
+	// Stream is the command stream's name.
+	Stream string
+	Clock  Clock
+}
+
+// Service implements the provisioner's use cases.
+type Service struct {
+	store     Store
+	signer    Signer
+	pusher    Pusher
+	consumers Consumers
+	stream    string
+	now       Clock
+}
+
+// New checks cfg and returns a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Signer == nil || cfg.Pusher == nil || cfg.Consumers == nil {
+		return nil, errors.New("provisioning: store, signer, pusher and consumers are required")
+	}
+	if err := ids.Validate(cfg.Stream); err != nil {
+		return nil, fmt.Errorf("provisioning: stream name: %w", err)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	return &Service{store: cfg.Store, signer: cfg.Signer, pusher: cfg.Pusher, consumers: cfg.Consumers, stream: cfg.Stream, now: cfg.Clock}, nil
+}
+
+// SystemAccountJWT is what the resolver answers on its base URL.
+func (s *Service) SystemAccountJWT(ctx context.Context) (string, error) {
+	op, err := s.store.Operator(ctx)
+	if err != nil {
+		return "", err
+	}
+	a, err := s.store.Account(ctx, op.SystemAccount)
+	if err != nil {
+		return "", fmt.Errorf("system account: %w", err)
+	}
+	return a.JWT, nil
+}
+
+// AccountJWT returns the current JWT of any account, for the URL resolver.
+func (s *Service) AccountJWT(ctx context.Context, pubKey string) (string, error) {
+	a, err := s.store.Account(ctx, pubKey)
+	if err != nil {
+		return "", err
+	}
+	return a.JWT, nil
+}
+
+// EnsureTenantAccount creates the tenant's account or returns the existing one.
+func (s *Service) EnsureTenantAccount(ctx context.Context, tenantID, name string) (Account, bool, error) {
+	if err := ids.Validate(tenantID); err != nil {
+		return Account{}, false, fmt.Errorf("tenant id: %w", err)
+	}
+	if name == "" {
+		name = tenantID
+	}
+	if err := validateName(name); err != nil {
+		return Account{}, false, err
+	}
+	if a, err := s.store.TenantAccount(ctx, tenantID); err == nil {
+		return a, false, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return Account{}, false, err
+	}
+	pub, seed, err := s.signer.NewAccountKey()
+	if err != nil {
+		return Account{}, false, err
+	}
+	// The JWT's name is the tenant id: it is what scoped templates and the
+	// server's logs show, and it is guaranteed subject-safe.
+	tok, err := s.signer.SignAccount(AccountSpec{PubKey: pub, Name: tenantID, Kind: KindTenant, TenantID: tenantID})
+	if err != nil {
+		return Account{}, false, err
+	}
+	now := s.now().UTC()
+	return s.store.CreateTenantAccount(ctx, Account{
+		PubKey: pub, Kind: KindTenant, TenantID: tenantID, Name: name, Seed: seed, JWT: tok,
+		CreatedAt: now, UpdatedAt: now,
+	})
+}
+
+// SensorUser is a sensor's credential and the NATS names it uses.
+type SensorUser struct {
+	User   User
+	Creds  []byte
+	Sensor topology.Sensor
+}
+
+// EnsureSensorUser returns the sensor's active user, minting one if there is
+// none (or only revoked ones), and makes sure its durable consumer exists.
+// When NATS cannot be reached the user is kept and ErrNATSUnavailable is
+// returned; a retry finishes the work.
+func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID string) (SensorUser, bool, error) {
+	if err := ids.Validate(tenantID); err != nil {
+		return SensorUser{}, false, fmt.Errorf("tenant id: %w", err)
+	}
+	if err := ids.Validate(sensorID); err != nil {
+		return SensorUser{}, false, fmt.Errorf("sensor id: %w", err)
+	}
+	sensor := topology.Sensor{Stream: s.stream, TenantID: tenantID, SensorID: sensorID}
+	u, created, err := s.ensureUser(ctx, func() (User, error) {
+		return s.store.ActiveSensorUser(ctx, tenantID, sensorID)
+	}, func() (User, error) {
+		acct, err := s.store.TenantAccount(ctx, tenantID)
+		if errors.Is(err, ErrNotFound) {
+			return User{}, fmt.Errorf("%w: %s", ErrNoAccount, tenantID)
+		}
+		if err != nil {
+			return User{}, err
+		}
+		return s.mint(acct, User{Kind: UserSensor, TenantID: tenantID, SensorID: sensorID, Name: sensorID}, UserSpec{
+			Name: sensorID, Permissions: sensor.Permissions(),
+			Tags: []string{"rxc-tenant:" + strings.ToLower(tenantID), "rxc-sensor:" + strings.ToLower(sensorID)},
+		})
+	})
+	if err != nil {
+		return SensorUser{}, false, err
+	}
+	creds, err := s.signer.Creds(u.JWT, u.Seed)
+	if err != nil {
+		return SensorUser{}, false, err
+	}
+	if err := s.consumers.EnsureConsumer(ctx, sensor); err != nil {
+		return SensorUser{}, false, fmt.Errorf("%w: consumer %s: %v", ErrNATSUnavailable, sensor.Consumer(), err)
+	}
+	return SensorUser{User: u, Creds: creds, Sensor: sensor}, created, nil
+}
+
+// BackendUser is a CONTROL-account user and its credential.
+type BackendUser struct {
+	User  User
+	Creds []byte
+}
+
+// EnsureBackendUser returns the named backend user of the CONTROL account,
+// minting it when there is none.
+func (s *Service) EnsureBackendUser(ctx context.Context, name string) (BackendUser, bool, error) {
+	if name == "" {
+		name = "backend"
+	}
+	if err := ids.Validate(name); err != nil {
+		return BackendUser{}, false, fmt.Errorf("%w: %v", ErrInvalidName, err)
+	}
+	u, created, err := s.ensureUser(ctx, func() (User, error) {
+		return s.store.ActiveBackendUser(ctx, name)
+	}, func() (User, error) {
+		op, err := s.store.Operator(ctx)
+		if err != nil {
+			return User{}, err
+		}
+		acct, err := s.store.Account(ctx, op.ControlAccount)
+		if err != nil {
+			return User{}, fmt.Errorf("control account: %w", err)
+		}
+		return s.mint(acct, User{Kind: UserBackend, Name: name}, UserSpec{Name: name, Permissions: topology.BackendPermissions()})
+	})
+	if err != nil {
+		return BackendUser{}, false, err
+	}
+	creds, err := s.signer.Creds(u.JWT, u.Seed)
+	if err != nil {
+		return BackendUser{}, false, err
+	}
+	return BackendUser{User: u, Creds: creds}, created, nil
+}
+
+func (s *Service) ensureUser(ctx context.Context, find func() (User, error), build func() (User, error)) (User, bool, error) {
+	u, err := find()
+	if err == nil {
+		return u, false, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return User{}, false, err
+	}
+	u, err = build()
+	if err != nil {
+		return User{}, false, err
+	}
+	return s.store.CreateUser(ctx, u)
+}
+
+func (s *Service) mint(acct Account, u User, spec UserSpec) (User, error) {
+	spec.AccountPubKey, spec.AccountSeed = acct.PubKey, acct.Seed
+	m, err := s.signer.MintUser(spec)
+	if err != nil {
+		return User{}, err
+	}
+	u.PubKey, u.Seed, u.JWT = m.PubKey, m.Seed, m.JWT
+	u.AccountPubKey = acct.PubKey
+	u.CreatedAt = s.now().UTC()
+	return u, nil
+}
+
+// Revoke revokes a user key in an account, re-signs the account JWT and
+// pushes it to NATS so live connections of the user close at once. It is
+// idempotent: a repeat keeps the first revocation time and pushes again.
+// When the push fails the revocation is stored and ErrNATSUnavailable is
+// returned together with the stored result.
+func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) (Revocation, Account, error) {
+	r := Revocation{AccountPubKey: accountPubKey, UserPubKey: userPubKey, RevokedAt: s.now().UTC().Truncate(time.Second)}
+	rev, acct, err := s.store.Revoke(ctx, r, func(a Account, all []Revocation) (string, error) {
+		return s.signer.SignAccount(AccountSpec{PubKey: a.PubKey, Name: jwtName(a), Kind: a.Kind, TenantID: a.TenantID, Revocations: all})
+	})
+	if err != nil {
+		return Revocation{}, Account{}, err
+	}
+	if err := s.pusher.PushAccount(ctx, acct.PubKey, acct.JWT); err != nil {
+		return rev, acct, fmt.Errorf("%w: push %s: %v", ErrNATSUnavailable, acct.PubKey, err)
+	}
+	return rev, acct, nil
+}
+
+// jwtName is the name an account's JWT carries: the tenant id for tenants,
+// the stored name for SYS and CONTROL.
+func jwtName(a Account) string {
+	if a.Kind == KindTenant {
+		return a.TenantID
+	}
+	return a.Name
+}
+
+func validateName(name string) error {
+	if len(name) > 256 || !utf8.ValidString(name) {
+		return fmt.Errorf("%w: at most 256 bytes of UTF-8", ErrInvalidName)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: control characters are not allowed", ErrInvalidName)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+// Package topology is the single source of truth for RXC's NATS layout: the
+// subjects, consumer names, inbox prefixes, exports, imports and per-user
+// permissions described in DESIGN.md. It holds plain strings and structs only;
+// the natsjwt adapter turns them into signed claims, and the control plane and
+// sensor agents use the same functions to address commands and status, so the
+// permissions a user is granted and the subjects it uses cannot drift apart.
+package topology
+
+import "fmt"
+
+// Fixed names of the layout.
+const (
+	// DefaultStream is the command stream's default name (COMMAND_STREAM_NAME).
+	DefaultStream = "RXC_CMD"
+	// APIPrefix is the local name under which tenant accounts import the
+	// CONTROL account's JetStream API. A local "$JS.API" collides with the
+	// server's implicit system import and fails.
+	APIPrefix = "ctrl.API"
+	// CommandWildcard is the command stream's subject filter.
+	CommandWildcard = "rxc.*.*.cmd"
+	// StatusWildcard matches every sensor's status subject.
+	StatusWildcard = "rxc.*.*.status"
+	// Inbox is the standard inbox prefix used by CONTROL-account users.
+	Inbox = "_INBOX.>"
+)
+
+// Sensor names everything one sensor of one tenant uses on NATS.
+type Sensor struct {
+	Stream   string
+	TenantID string
+	SensorID string
+}
+
+// Consumer is the durable pull consumer holding this sensor's commands.
+func (s Sensor) Consumer() string { return fmt.Sprintf("cmd-%s-%s", s.TenantID, s.SensorID) }
+
+// CommandSubject is where the backend publishes this sensor's commands.
+func (s Sensor) CommandSubject() string { return fmt.Sprintf("rxc.%s.%s.cmd", s.TenantID, s.SensorID) }
+
+// StatusSubject is where the sensor publishes its status.
+func (s Sensor) StatusSubject() string { return fmt.Sprintf("rxc.%s.%s.status", s.TenantID, s.SensorID) }
+
+// InboxPrefix is the sensor's private inbox prefix; it keeps one sensor from
+// reading a sibling's pull replies.
+func (s Sensor) InboxPrefix() string { return fmt.Sprintf("_INBOX_%s_%s", s.TenantID, s.SensorID) }
+
+// Permissions is what the sensor's user may publish and subscribe to.
+func (s Sensor) Permissions() Permissions {
+	c := s.Consumer()
+	return Permissions{
+		Publish: []string{
+			s.StatusSubject(),
+			APIPrefix + ".CONSUMER.MSG.NEXT." + s.Stream + "." + c,
+			APIPrefix + ".CONSUMER.INFO." + s.Stream + "." + c,
+			"$JS.ACK." + s.Stream + "." + c + ".>",
+			"$JS.ACK.*.*." + s.Stream + "." + c + ".>",
+		},
+		Subscribe: []string{s.InboxPrefix() + ".>"},
+	}
+}
+
+// ParseStatusSubject extracts tenant and sensor ids from "rxc.<t>.<s>.status".
+func ParseStatusSubject(subject string) (tenantID, sensorID string, ok bool) {
+	return parse(subject, "status")
+}
+
+// ParseCommandSubject extracts tenant and sensor ids from "rxc.<t>.<s>.cmd".
+func ParseCommandSubject(subject string) (tenantID, sensorID string, ok bool) {
+	return parse(subject, "cmd")
+}
+
+func parse(subject, kind string) (string, string, bool) {
+	var parts [4]string
+	n, start := 0, 0
+	for i := 0; i <= len(subject); i++ {
+		if i < len(subject) && subject[i] != '.' {
+			continue
+		}
+		if n == len(parts) {
+			return "", "", false
+		}
+		parts[n] = subject[start:i]
+		n, start = n+1, i+1
+	}
+	if n != 4 || parts[0] != "rxc" || parts[3] != kind || parts[1] == "" || parts[2] == "" {
+		return "", "", false
+	}
+	return parts[1], parts[2], true
+}
+
+// Permissions lists allowed publish and subscribe subjects.
+type Permissions struct {
+	Publish   []string
+	Subscribe []string
+}
+
+// BackendPermissions are the control plane's messaging user's permissions.
+func BackendPermissions() Permissions {
+	return Permissions{Publish: []string{CommandWildcard}, Subscribe: []string{StatusWildcard, Inbox}}
+}
+
+// ControlAdminPermissions are the JetStream administrator's permissions.
+func ControlAdminPermissions() Permissions {
+	return Permissions{Publish: []string{"$JS.API.>"}, Subscribe: []string{Inbox}}
+}
+
+// SystemPermissions are the provisioner's SYS user's permissions: push claim
+// updates and read the replies.
+func SystemPermissions() Permissions {
+	return Permissions{Publish: []string{"$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE"}, Subscribe: []string{Inbox}}
+}
+
+// Export is a service export of the CONTROL account.
+type Export struct {
+	Name    string
+	Subject string
+	// StreamResponse marks a service whose reply is a stream of messages
+	// (pull requests answer with many messages).
+	StreamResponse bool
+}
+
+// ControlExports are the CONTROL account's public service exports.
+func ControlExports(stream string) []Export {
+	return []Export{
+		{Name: "cmd-pull", Subject: "$JS.API.CONSUMER.MSG.NEXT." + stream + ".*", StreamResponse: true},
+		{Name: "cmd-info", Subject: "$JS.API.CONSUMER.INFO." + stream + ".*"},
+		{Name: "cmd-ack", Subject: "$JS.ACK." + stream + ".*.>"},
+		{Name: "cmd-ack-v2", Subject: "$JS.ACK.*.*." + stream + ".*.>"},
+		{Name: "status", Subject: StatusWildcard},
+	}
+}
+
+// Import is a service import of a tenant account from CONTROL. LocalSubject
+// is empty when the subject keeps its name.
+type Import struct {
+	Name         string
+	Subject      string
+	LocalSubject string
+}
+
+// TenantImports are a tenant account's imports from CONTROL.
+func TenantImports(stream, tenantID string) []Import {
+	return []Import{
+		{Name: "cmd-pull", Subject: "$JS.API.CONSUMER.MSG.NEXT." + stream + ".*", LocalSubject: APIPrefix + ".CONSUMER.MSG.NEXT." + stream + ".*"},
+		{Name: "cmd-info", Subject: "$JS.API.CONSUMER.INFO." + stream + ".*", LocalSubject: APIPrefix + ".CONSUMER.INFO." + stream + ".*"},
+		{Name: "cmd-ack", Subject: "$JS.ACK." + stream + ".*.>"},
+		{Name: "cmd-ack-v2", Subject: "$JS.ACK.*.*." + stream + ".*.>"},
+		{Name: "status", Subject: "rxc." + tenantID + ".*.status"},
+	}
+}

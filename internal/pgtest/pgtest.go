@@ -1,0 +1,239 @@
+// Package pgtest gives integration tests a real PostgreSQL. When PG_DSN is
+// set it is used as an administrative connection; otherwise the package
+// starts a throwaway cluster with the machine's initdb and pg_ctl (Debian's
+// postgresql package) for the test binary and removes it afterwards. Every
+// call to DSN creates a fresh, empty database, so tests never share state.
+//
+// Use it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	adminDSN string
+	counter  atomic.Int64
+	setupMu  sync.Mutex
+	cluster  *Cluster
+)
+
+// Main starts PostgreSQL (unless PG_DSN is set), runs the tests and stops it.
+// It returns the exit code for os.Exit.
+func Main(m *testing.M) int {
+	if dsn := os.Getenv("PG_DSN"); dsn != "" {
+		adminDSN = dsn
+		return m.Run()
+	}
+	c, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pgtest:", err)
+		return 1
+	}
+	cluster, adminDSN = c, c.DSN("postgres")
+	code := m.Run()
+	if err := c.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "pgtest: stop:", err)
+	}
+	return code
+}
+
+// DSN creates a new empty database and returns a DSN for it. The database is
+// dropped when the test ends.
+func DSN(t testing.TB) string {
+	t.Helper()
+	if adminDSN == "" {
+		t.Fatal("pgtest: call pgtest.Main from TestMain before pgtest.DSN")
+	}
+	name := fmt.Sprintf("t_%d_%d", os.Getpid(), counter.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := admin(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("pgtest: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := admin(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("pgtest: drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(adminDSN)
+	if err != nil || u.Scheme == "" {
+		// Keyword/value DSN: appending dbname overrides an earlier one.
+		return adminDSN + " dbname=" + name
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func admin(ctx context.Context, sql string) error {
+	setupMu.Lock()
+	defer setupMu.Unlock()
+	conn, err := pgx.Connect(ctx, adminDSN)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// Cluster is a throwaway PostgreSQL cluster.
+type Cluster struct {
+	dir    string
+	bin    string
+	port   int
+	runAs  string
+	stdout *os.File
+}
+
+// DSN returns a connection string for database db on the cluster.
+func (c *Cluster) DSN(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, db)
+}
+
+// Start initialises and starts a cluster on a free loopback port.
+func Start() (*Cluster, error) {
+	bin, err := findBinaries()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{bin: bin}
+	if os.Geteuid() == 0 {
+		// initdb and postgres refuse to run as root.
+		if _, err := user.Lookup("postgres"); err != nil {
+			return nil, errors.New("running as root needs a 'postgres' system user for initdb (apt-get install postgresql creates it)")
+		}
+		c.runAs = "postgres"
+	}
+	base := os.Getenv("PGTEST_DIR")
+	if base == "" {
+		base = os.TempDir()
+	}
+	c.dir, err = os.MkdirTemp(base, "rxc-pgtest-")
+	if err != nil {
+		return nil, err
+	}
+	if err := c.prepareDir(); err != nil {
+		c.cleanup()
+		return nil, err
+	}
+	if err := c.run(filepath.Join(bin, "initdb"), "-D", c.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"); err != nil {
+		c.cleanup()
+		return nil, fmt.Errorf("initdb: %w", err)
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		if c.port, err = freePort(); err != nil {
+			break
+		}
+		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", c.port, c.dir)
+		if err = c.run(filepath.Join(bin, "pg_ctl"), "-D", c.data(), "-l", filepath.Join(c.dir, "postgres.log"), "-o", opts, "-w", "-t", "60", "start"); err == nil {
+			return c, nil
+		}
+	}
+	log, _ := os.ReadFile(filepath.Join(c.dir, "postgres.log"))
+	c.cleanup()
+	return nil, fmt.Errorf("pg_ctl start: %w\n%s", err, log)
+}
+
+// Stop stops the cluster and removes its files.
+func (c *Cluster) Stop() error {
+	err := c.run(filepath.Join(c.bin, "pg_ctl"), "-D", c.data(), "-m", "immediate", "-w", "stop")
+	c.cleanup()
+	return err
+}
+
+func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }
+
+func (c *Cluster) cleanup() { _ = os.RemoveAll(c.dir) }
+
+// prepareDir lets the postgres user reach a folder that MkdirTemp made 0700.
+func (c *Cluster) prepareDir() error {
+	if c.runAs == "" {
+		return nil
+	}
+	if err := os.Chmod(c.dir, 0o755); err != nil {
+		return err
+	}
+	u, err := user.Lookup(c.runAs)
+	if err != nil {
+		return err
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return os.Chown(c.dir, uid, gid)
+}
+
+func (c *Cluster) run(name string, args ...string) error {
+	var cmd *exec.Cmd
+	if c.runAs != "" {
+		cmd = exec.Command("runuser", append([]string{"-u", c.runAs, "--", name}, args...)...)
+	} else {
+		cmd = exec.Command(name, args...)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// findBinaries locates initdb and pg_ctl: PG_BIN, then Debian's versioned
+// folders (newest first), then PATH.
+func findBinaries() (string, error) {
+	var candidates []string
+	if d := os.Getenv("PG_BIN"); d != "" {
+		candidates = append(candidates, d)
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
+	candidates = append(candidates, dirs...)
+	if p, err := exec.LookPath("initdb"); err == nil {
+		candidates = append(candidates, filepath.Dir(p))
+	}
+	for _, d := range candidates {
+		if isExec(filepath.Join(d, "initdb")) && isExec(filepath.Join(d, "pg_ctl")) {
+			return d, nil
+		}
+	}
+	return "", errors.New("no PostgreSQL server binaries (initdb, pg_ctl) found: install them (Debian: apt-get install postgresql), set PG_BIN to their folder, or set PG_DSN to an existing server")
+}
+
+func version(dir string) int {
+	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
+	return v
+}
+
+func isExec(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode()&0o111 != 0
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
