@@ -38,7 +38,9 @@ func (s Sensor) Consumer() string { return fmt.Sprintf("cmd-%s-%s", s.TenantID, 
 func (s Sensor) CommandSubject() string { return fmt.Sprintf("rxc.%s.%s.cmd", s.TenantID, s.SensorID) }
 
 // StatusSubject is where the sensor publishes its status.
-func (s Sensor) StatusSubject() string { return fmt.Sprintf("rxc.%s.%s.status", s.TenantID, s.SensorID) }
+func (s Sensor) StatusSubject() string {
+	return fmt.Sprintf("rxc.%s.%s.status", s.TenantID, s.SensorID)
+}
 
 // InboxPrefix is the sensor's private inbox prefix; it keeps one sensor from
 // reading a sibling's pull replies.
