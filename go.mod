@@ -47,3 +47,7 @@ tool (
 	google.golang.org/protobuf/cmd/protoc-gen-go
 	honnef.co/go/tools/cmd/staticcheck
 )
+
+require github.com/rxc-project/rxc/proto v0.0.0-00010101000000-000000000000
+
+replace github.com/rxc-project/rxc/proto => ./proto
