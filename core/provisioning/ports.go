@@ -28,6 +28,17 @@ type Store interface {
 	TenantAccount(ctx context.Context, tenantID string) (Account, error)
 	CreateTenantAccount(ctx context.Context, a Account) (stored Account, created bool, err error)
 	UserStore
+	PushTracker
+}
+
+// PushTracker remembers which account JWTs have reached NATS, so a change
+// made while NATS was unreachable is pushed once it is back.
+type PushTracker interface {
+	// UnpushedAccounts lists accounts whose current JWT has not been pushed.
+	UnpushedAccounts(ctx context.Context) ([]Account, error)
+	// MarkPushed records a successful push of jwt, unless the account's JWT
+	// has changed since.
+	MarkPushed(ctx context.Context, pubKey, jwt string) error
 }
 
 // UserStore persists users and revocations.

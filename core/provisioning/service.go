@@ -20,7 +20,10 @@ type Config struct {
 	Consumers Consumers
 	// Stream is the command stream's name.
 	Stream string
-	Clock  Clock
+	// ResolverCacheTTL is how long an account JWT is served from memory
+	// before the store is asked again; zero disables the cache.
+	ResolverCacheTTL time.Duration
+	Clock            Clock
 }
 
 // Service implements the provisioner's use cases.
@@ -31,6 +34,7 @@ type Service struct {
 	consumers Consumers
 	stream    string
 	now       Clock
+	cache     *jwtCache
 }
 
 // New checks cfg and returns a Service.
@@ -44,7 +48,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Service{store: cfg.Store, signer: cfg.Signer, pusher: cfg.Pusher, consumers: cfg.Consumers, stream: cfg.Stream, now: cfg.Clock}, nil
+	return &Service{
+		store: cfg.Store, signer: cfg.Signer, pusher: cfg.Pusher, consumers: cfg.Consumers,
+		stream: cfg.Stream, now: cfg.Clock, cache: newJWTCache(cfg.ResolverCacheTTL, cfg.Clock),
+	}, nil
 }
 
 // SystemAccountJWT is what the resolver answers on its base URL.
@@ -62,10 +69,14 @@ func (s *Service) SystemAccountJWT(ctx context.Context) (string, error) {
 
 // AccountJWT returns the current JWT of any account, for the URL resolver.
 func (s *Service) AccountJWT(ctx context.Context, pubKey string) (string, error) {
+	if tok, ok := s.cache.get(pubKey); ok {
+		return tok, nil
+	}
 	a, err := s.store.Account(ctx, pubKey)
 	if err != nil {
 		return "", err
 	}
+	s.cache.put(pubKey, a.JWT)
 	return a.JWT, nil
 }
 
@@ -227,10 +238,38 @@ func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) 
 	if err != nil {
 		return Revocation{}, Account{}, err
 	}
-	if err := s.pusher.PushAccount(ctx, acct.PubKey, acct.JWT); err != nil {
-		return rev, acct, fmt.Errorf("%w: push %s: %v", ErrNATSUnavailable, acct.PubKey, err)
+	s.cache.put(acct.PubKey, acct.JWT)
+	if err := s.push(ctx, acct); err != nil {
+		return rev, acct, err
 	}
 	return rev, acct, nil
+}
+
+// PushPending pushes every account JWT that changed without reaching NATS.
+// It runs after each (re)connection to NATS.
+func (s *Service) PushPending(ctx context.Context) (int, error) {
+	accts, err := s.store.UnpushedAccounts(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, a := range accts {
+		if err := s.push(ctx, a); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+func (s *Service) push(ctx context.Context, a Account) error {
+	if err := s.pusher.PushAccount(ctx, a.PubKey, a.JWT); err != nil {
+		return fmt.Errorf("%w: push %s: %v", ErrNATSUnavailable, a.PubKey, err)
+	}
+	if err := s.store.MarkPushed(ctx, a.PubKey, a.JWT); err != nil {
+		return fmt.Errorf("record push of %s: %w", a.PubKey, err)
+	}
+	return nil
 }
 
 // jwtName is the name an account's JWT carries: the tenant id for tenants,
