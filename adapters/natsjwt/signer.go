@@ -1,0 +1,308 @@
+// Package natsjwt is the provisioner's NATS credential authority: it holds the
+// operator key, signs account JWTs (SYS, CONTROL and one per tenant) whose
+// exports, imports and limits come from package topology, mints user JWTs
+// signed directly by their account key, and renders the nats-server
+// configuration fragment that trusts the operator. It implements the Signer
+// port of core/provisioning; every claim is validated before it is signed.
+package natsjwt
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/core/topology"
+)
+
+// Errors of the signer. Invalid keys wrap provisioning.ErrInvalidPublicKey.
+var (
+	// ErrInvalidSeed is wrapped when a seed does not decode to the expected
+	// kind of nkey.
+	ErrInvalidSeed = errors.New("invalid nkey seed")
+	// ErrNoControlAccount is returned when a tenant account is signed by a
+	// signer that does not know the CONTROL account.
+	ErrNoControlAccount = errors.New("control account unknown to the signer")
+	// ErrInvalidClaims is wrapped when jwt validation reports blocking issues.
+	ErrInvalidClaims = errors.New("invalid claims")
+	// ErrInvalidConfig is wrapped by New for unusable configuration.
+	ErrInvalidConfig = errors.New("invalid signer config")
+)
+
+// Limits are the CONTROL account's JetStream limits. -1 means unlimited; a
+// zero DiskStorage and MemoryStorage together would disable JetStream and are
+// refused.
+type Limits struct {
+	DiskStorage   int64
+	MemoryStorage int64
+	Streams       int64
+	Consumers     int64
+}
+
+// Config configures a Signer.
+type Config struct {
+	// OperatorSeed is the operator's nkey seed ("SO…").
+	OperatorSeed []byte
+	// Stream is the command stream's name; it appears in exports and imports.
+	Stream string
+	// ControlAccount is the CONTROL account's public key, needed to sign
+	// tenant accounts (they import from it). It may be empty while the
+	// CONTROL account does not exist yet (init-operator); see
+	// WithControlAccount.
+	ControlAccount string
+	// ControlJetStream are the CONTROL account's JetStream limits.
+	ControlJetStream Limits
+}
+
+// Signer signs account and user JWTs. It is safe for concurrent use.
+type Signer struct {
+	operator    nkeys.KeyPair
+	operatorPub string
+	stream      string
+	control     string
+	limits      Limits
+}
+
+var _ provisioning.Signer = (*Signer)(nil)
+
+// New checks cfg and returns a Signer holding the operator key.
+func New(cfg Config) (*Signer, error) {
+	kp, pub, err := keyFromSeed(cfg.OperatorSeed, nkeys.PrefixByteOperator)
+	if err != nil {
+		return nil, fmt.Errorf("natsjwt: operator seed: %w", err)
+	}
+	if err := ids.Validate(cfg.Stream); err != nil {
+		return nil, fmt.Errorf("natsjwt: %w: stream name: %v", ErrInvalidConfig, err)
+	}
+	if cfg.ControlAccount != "" && !IsAccountKey(cfg.ControlAccount) {
+		return nil, fmt.Errorf("natsjwt: control account: %w", provisioning.ErrInvalidPublicKey)
+	}
+	if err := cfg.ControlJetStream.check(); err != nil {
+		return nil, fmt.Errorf("natsjwt: %w: control JetStream limits: %v", ErrInvalidConfig, err)
+	}
+	return &Signer{operator: kp, operatorPub: pub, stream: cfg.Stream, control: cfg.ControlAccount, limits: cfg.ControlJetStream}, nil
+}
+
+func (l Limits) check() error {
+	for name, v := range map[string]int64{"disk": l.DiskStorage, "memory": l.MemoryStorage, "streams": l.Streams, "consumers": l.Consumers} {
+		if v < -1 {
+			return fmt.Errorf("%s limit %d is below -1 (unlimited)", name, v)
+		}
+	}
+	if l.DiskStorage == 0 && l.MemoryStorage == 0 {
+		return errors.New("disk and memory storage are both 0, which disables JetStream; use -1 for unlimited")
+	}
+	if l.Streams == 0 || l.Consumers == 0 {
+		return errors.New("streams and consumers must be positive or -1 (unlimited)")
+	}
+	return nil
+}
+
+// WithControlAccount returns a copy of s that signs tenant accounts importing
+// from the CONTROL account pk. init-operator uses it after creating the
+// CONTROL key with the same signer.
+func (s *Signer) WithControlAccount(pk string) (*Signer, error) {
+	if !IsAccountKey(pk) {
+		return nil, fmt.Errorf("natsjwt: control account: %w", provisioning.ErrInvalidPublicKey)
+	}
+	c := *s
+	c.control = pk
+	return &c, nil
+}
+
+// OperatorPublicKey is the public key of the operator the signer holds.
+func (s *Signer) OperatorPublicKey() string { return s.operatorPub }
+
+// NewAccountKey creates a fresh account key pair.
+func (s *Signer) NewAccountKey() (string, []byte, error) {
+	return newKey(nkeys.CreateAccount)
+}
+
+// SignAccount signs the account JWT that spec.Kind calls for: SYS has a name
+// only; CONTROL has JetStream and the public service exports of
+// topology.ControlExports; a tenant imports topology.TenantImports from the
+// CONTROL account. Every kind carries spec.Revocations.
+func (s *Signer) SignAccount(spec provisioning.AccountSpec) (string, error) {
+	if !IsAccountKey(spec.PubKey) {
+		return "", fmt.Errorf("natsjwt: account %q: %w", spec.PubKey, provisioning.ErrInvalidPublicKey)
+	}
+	ac := jwt.NewAccountClaims(spec.PubKey)
+	ac.Name = spec.Name
+	switch spec.Kind {
+	case provisioning.KindSystem:
+	case provisioning.KindControl:
+		ac.Limits.JetStreamLimits = jwt.JetStreamLimits{
+			DiskStorage:   s.limits.DiskStorage,
+			MemoryStorage: s.limits.MemoryStorage,
+			Streams:       s.limits.Streams,
+			Consumer:      s.limits.Consumers,
+		}
+		for _, e := range topology.ControlExports(s.stream) {
+			ac.Exports.Add(export(e))
+		}
+	case provisioning.KindTenant:
+		if s.control == "" {
+			return "", fmt.Errorf("natsjwt: tenant account %s: %w", spec.PubKey, ErrNoControlAccount)
+		}
+		if err := ids.Validate(spec.TenantID); err != nil {
+			return "", fmt.Errorf("natsjwt: tenant id: %w", err)
+		}
+		for _, im := range topology.TenantImports(s.stream, spec.TenantID) {
+			ac.Imports.Add(&jwt.Import{
+				Name:         im.Name,
+				Subject:      jwt.Subject(im.Subject),
+				LocalSubject: jwt.RenamingSubject(im.LocalSubject),
+				Account:      s.control,
+				Type:         jwt.Service,
+			})
+		}
+	default:
+		return "", fmt.Errorf("natsjwt: %w: unknown account kind %q", ErrInvalidClaims, spec.Kind)
+	}
+	for _, r := range spec.Revocations {
+		if r.AccountPubKey != spec.PubKey {
+			return "", fmt.Errorf("natsjwt: %w: revocation for account %s signed into %s", ErrInvalidClaims, r.AccountPubKey, spec.PubKey)
+		}
+		if !IsUserKey(r.UserPubKey) {
+			return "", fmt.Errorf("natsjwt: revoked user %q: %w", r.UserPubKey, provisioning.ErrInvalidPublicKey)
+		}
+		if r.RevokedAt.IsZero() {
+			return "", fmt.Errorf("natsjwt: %w: revocation of %s has no time", ErrInvalidClaims, r.UserPubKey)
+		}
+		ac.RevokeAt(r.UserPubKey, r.RevokedAt)
+	}
+	if err := validate(ac); err != nil {
+		return "", fmt.Errorf("natsjwt: account %s: %w", spec.PubKey, err)
+	}
+	tok, err := ac.Encode(s.operator)
+	if err != nil {
+		return "", fmt.Errorf("natsjwt: sign account %s: %w", spec.PubKey, err)
+	}
+	return tok, nil
+}
+
+func export(e topology.Export) *jwt.Export {
+	rt := jwt.ResponseType(jwt.ResponseTypeSingleton)
+	if e.StreamResponse {
+		rt = jwt.ResponseTypeStream
+	}
+	return &jwt.Export{Name: e.Name, Subject: jwt.Subject(e.Subject), Type: jwt.Service, ResponseType: rt}
+}
+
+// MintUser creates a user key and signs its JWT with the account key: no
+// issuer account (no signing keys), the spec's allow lists, name and tags,
+// and no expiry. Both allow lists must be non-empty: an empty list would
+// allow everything.
+func (s *Signer) MintUser(spec provisioning.UserSpec) (provisioning.MintedUser, error) {
+	return mintUser(spec)
+}
+
+func mintUser(spec provisioning.UserSpec) (provisioning.MintedUser, error) {
+	acct, pub, err := keyFromSeed(spec.AccountSeed, nkeys.PrefixByteAccount)
+	if err != nil {
+		return provisioning.MintedUser{}, fmt.Errorf("natsjwt: account seed: %w", err)
+	}
+	if spec.AccountPubKey != "" && spec.AccountPubKey != pub {
+		return provisioning.MintedUser{}, fmt.Errorf("natsjwt: %w: account seed does not belong to %s", ErrInvalidSeed, spec.AccountPubKey)
+	}
+	if len(spec.Permissions.Publish) == 0 || len(spec.Permissions.Subscribe) == 0 {
+		return provisioning.MintedUser{}, fmt.Errorf("natsjwt: %w: user %q needs publish and subscribe allow lists", ErrInvalidClaims, spec.Name)
+	}
+	userPub, seed, err := newKey(nkeys.CreateUser)
+	if err != nil {
+		return provisioning.MintedUser{}, err
+	}
+	uc := jwt.NewUserClaims(userPub)
+	uc.Name = spec.Name
+	uc.Pub.Allow.Add(spec.Permissions.Publish...)
+	uc.Sub.Allow.Add(spec.Permissions.Subscribe...)
+	uc.Tags.Add(spec.Tags...)
+	if err := validate(uc); err != nil {
+		return provisioning.MintedUser{}, fmt.Errorf("natsjwt: user %q: %w", spec.Name, err)
+	}
+	tok, err := uc.Encode(acct)
+	if err != nil {
+		return provisioning.MintedUser{}, fmt.Errorf("natsjwt: sign user %q: %w", spec.Name, err)
+	}
+	return provisioning.MintedUser{PubKey: userPub, Seed: seed, JWT: tok}, nil
+}
+
+// Creds formats a .creds file: the decorated JWT and seed.
+func (s *Signer) Creds(userJWT string, userSeed []byte) ([]byte, error) {
+	b, err := jwt.FormatUserConfig(userJWT, userSeed)
+	if err != nil {
+		return nil, fmt.Errorf("natsjwt: creds: %w", err)
+	}
+	return b, nil
+}
+
+// SystemUser mints an ephemeral user of the SYS account with
+// topology.SystemPermissions: enough to push claim updates and read the
+// replies. It is not stored; the provisioner mints one per process.
+func SystemUser(sysSeed []byte) (string, []byte, error) {
+	return ephemeral(sysSeed, "rxc-provisioner-sys", topology.SystemPermissions())
+}
+
+// ControlAdminUser mints an ephemeral user of the CONTROL account with
+// topology.ControlAdminPermissions, for managing the command stream and the
+// sensors' consumers.
+func ControlAdminUser(controlSeed []byte) (string, []byte, error) {
+	return ephemeral(controlSeed, "rxc-control-admin", topology.ControlAdminPermissions())
+}
+
+func ephemeral(accountSeed []byte, name string, p topology.Permissions) (string, []byte, error) {
+	m, err := mintUser(provisioning.UserSpec{AccountSeed: accountSeed, Name: name, Permissions: p})
+	if err != nil {
+		return "", nil, err
+	}
+	return m.JWT, m.Seed, nil
+}
+
+func validate(c jwt.Claims) error {
+	vr := jwt.CreateValidationResults()
+	c.Validate(vr)
+	if vr.IsBlocking(true) {
+		return fmt.Errorf("%w: %w", ErrInvalidClaims, errors.Join(vr.Errors()...))
+	}
+	return nil
+}
+
+func newKey(create func() (nkeys.KeyPair, error)) (string, []byte, error) {
+	kp, err := create()
+	if err != nil {
+		return "", nil, fmt.Errorf("natsjwt: create key: %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return "", nil, fmt.Errorf("natsjwt: public key: %w", err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return "", nil, fmt.Errorf("natsjwt: seed: %w", err)
+	}
+	return pub, seed, nil
+}
+
+// keyFromSeed decodes seed and checks it is of the wanted kind. Errors never
+// include the seed.
+func keyFromSeed(seed []byte, want nkeys.PrefixByte) (nkeys.KeyPair, string, error) {
+	prefix, _, err := nkeys.DecodeSeed(seed)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: does not decode", ErrInvalidSeed)
+	}
+	if prefix != want {
+		return nil, "", fmt.Errorf("%w: %s seed, want %s", ErrInvalidSeed, prefix, want)
+	}
+	kp, err := nkeys.FromSeed(seed)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: does not decode", ErrInvalidSeed)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: no public key", ErrInvalidSeed)
+	}
+	return kp, pub, nil
+}
