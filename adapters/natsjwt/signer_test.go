@@ -1,0 +1,581 @@
+package natsjwt_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/core/topology"
+)
+
+type keys struct {
+	opPub   string
+	opSeed  []byte
+	sysPub  string
+	sysSeed []byte
+	ctlPub  string
+	ctlSeed []byte
+}
+
+func newKeys(t *testing.T) keys {
+	t.Helper()
+	var k keys
+	var err error
+	if k.opPub, k.opSeed, err = natsjwt.NewOperatorKey(); err != nil {
+		t.Fatal(err)
+	}
+	if k.sysPub, k.sysSeed, err = accountKey(); err != nil {
+		t.Fatal(err)
+	}
+	if k.ctlPub, k.ctlSeed, err = accountKey(); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func accountKey() (string, []byte, error) {
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		return "", nil, err
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	return pub, seed, nil
+}
+
+func userKey(t *testing.T) string {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	return pub
+}
+
+var unlimited = natsjwt.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}
+
+func newSigner(t *testing.T, k keys) *natsjwt.Signer {
+	t.Helper()
+	s, err := natsjwt.New(natsjwt.Config{
+		OperatorSeed: k.opSeed, Stream: "RXC_CMD", ControlAccount: k.ctlPub,
+		ControlJetStream: natsjwt.Limits{DiskStorage: 1 << 30, MemoryStorage: 1 << 20, Streams: 4, Consumers: 10000},
+	})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s
+}
+
+// accountView is what the tests assert of a decoded account JWT.
+type accountView struct {
+	Subject     string
+	Issuer      string
+	Name        string
+	JetStream   jwt.JetStreamLimits
+	Exports     jwt.Exports
+	Imports     jwt.Imports
+	Revocations jwt.RevocationList
+}
+
+func view(t *testing.T, tok string) accountView {
+	t.Helper()
+	ac, err := jwt.DecodeAccountClaims(tok)
+	if err != nil {
+		t.Fatalf("decode account JWT: %v", err)
+	}
+	vr := jwt.CreateValidationResults()
+	ac.Validate(vr)
+	if !vr.IsEmpty() {
+		t.Errorf("signed account JWT has validation issues: %v", vr.Errors())
+	}
+	return accountView{
+		Subject: ac.Subject, Issuer: ac.Issuer, Name: ac.Name,
+		JetStream: ac.Limits.JetStreamLimits, Exports: ac.Exports, Imports: ac.Imports, Revocations: ac.Revocations,
+	}
+}
+
+// bySubject ignores order: encoding sorts exports and imports by subject.
+var bySubject = []cmp.Option{
+	cmpopts.SortSlices(func(a, b *jwt.Export) bool { return a.Subject < b.Subject }),
+	cmpopts.SortSlices(func(a, b *jwt.Import) bool { return a.Subject < b.Subject }),
+}
+
+func TestSignAccount(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	s := newSigner(t, k)
+	tenantPub, _, _ := accountKey()
+	u1, u2 := userKey(t), userKey(t)
+	t1 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	t2 := t1.Add(time.Hour)
+	controlExports := jwt.Exports{
+		{Name: "cmd-pull", Subject: "$JS.API.CONSUMER.MSG.NEXT.RXC_CMD.*", Type: jwt.Service, ResponseType: jwt.ResponseTypeStream},
+		{Name: "cmd-info", Subject: "$JS.API.CONSUMER.INFO.RXC_CMD.*", Type: jwt.Service, ResponseType: jwt.ResponseTypeSingleton},
+		{Name: "cmd-ack", Subject: "$JS.ACK.RXC_CMD.*.>", Type: jwt.Service, ResponseType: jwt.ResponseTypeSingleton},
+		{Name: "cmd-ack-v2", Subject: "$JS.ACK.*.*.RXC_CMD.*.>", Type: jwt.Service, ResponseType: jwt.ResponseTypeSingleton},
+		{Name: "status", Subject: "rxc.*.*.status", Type: jwt.Service, ResponseType: jwt.ResponseTypeSingleton},
+	}
+	tenantImports := jwt.Imports{
+		{Name: "cmd-pull", Subject: "$JS.API.CONSUMER.MSG.NEXT.RXC_CMD.*", LocalSubject: "ctrl.API.CONSUMER.MSG.NEXT.RXC_CMD.*", Account: k.ctlPub, Type: jwt.Service},
+		{Name: "cmd-info", Subject: "$JS.API.CONSUMER.INFO.RXC_CMD.*", LocalSubject: "ctrl.API.CONSUMER.INFO.RXC_CMD.*", Account: k.ctlPub, Type: jwt.Service},
+		{Name: "cmd-ack", Subject: "$JS.ACK.RXC_CMD.*.>", Account: k.ctlPub, Type: jwt.Service},
+		{Name: "cmd-ack-v2", Subject: "$JS.ACK.*.*.RXC_CMD.*.>", Account: k.ctlPub, Type: jwt.Service},
+		{Name: "status", Subject: "rxc.acme.*.status", Account: k.ctlPub, Type: jwt.Service},
+	}
+	tests := []struct {
+		name string
+		spec provisioning.AccountSpec
+		want accountView
+	}{
+		{
+			name: "system account has a name only",
+			spec: provisioning.AccountSpec{PubKey: k.sysPub, Name: "SYS", Kind: provisioning.KindSystem},
+			want: accountView{Subject: k.sysPub, Issuer: k.opPub, Name: "SYS"},
+		},
+		{
+			name: "control account has JetStream and the public exports",
+			spec: provisioning.AccountSpec{PubKey: k.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl},
+			want: accountView{
+				Subject: k.ctlPub, Issuer: k.opPub, Name: "CONTROL",
+				JetStream: jwt.JetStreamLimits{DiskStorage: 1 << 30, MemoryStorage: 1 << 20, Streams: 4, Consumer: 10000},
+				Exports:   controlExports,
+			},
+		},
+		{
+			name: "control account carries revocations of backend users",
+			spec: provisioning.AccountSpec{PubKey: k.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl,
+				Revocations: []provisioning.Revocation{{AccountPubKey: k.ctlPub, UserPubKey: u1, RevokedAt: t1}}},
+			want: accountView{
+				Subject: k.ctlPub, Issuer: k.opPub, Name: "CONTROL",
+				JetStream:   jwt.JetStreamLimits{DiskStorage: 1 << 30, MemoryStorage: 1 << 20, Streams: 4, Consumer: 10000},
+				Exports:     controlExports,
+				Revocations: jwt.RevocationList{u1: t1.Unix()},
+			},
+		},
+		{
+			name: "tenant account imports from CONTROL without JetStream",
+			spec: provisioning.AccountSpec{PubKey: tenantPub, Name: "acme", Kind: provisioning.KindTenant, TenantID: "acme"},
+			want: accountView{Subject: tenantPub, Issuer: k.opPub, Name: "acme", Imports: tenantImports},
+		},
+		{
+			name: "tenant account revokes each user at its time",
+			spec: provisioning.AccountSpec{PubKey: tenantPub, Name: "acme", Kind: provisioning.KindTenant, TenantID: "acme",
+				Revocations: []provisioning.Revocation{
+					{AccountPubKey: tenantPub, UserPubKey: u1, RevokedAt: t1},
+					{AccountPubKey: tenantPub, UserPubKey: u2, RevokedAt: t2},
+				}},
+			want: accountView{Subject: tenantPub, Issuer: k.opPub, Name: "acme", Imports: tenantImports,
+				Revocations: jwt.RevocationList{u1: t1.Unix(), u2: t2.Unix()}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tok, err := s.SignAccount(tc.spec)
+			if err != nil {
+				t.Fatalf("SignAccount: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, view(t, tok), bySubject...); diff != "" {
+				t.Errorf("account JWT mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The exports and imports the signer writes are exactly topology's, so the
+// permissions sensors get and the subjects the accounts expose cannot drift.
+func TestSignAccountFollowsTopology(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	s := newSigner(t, k)
+	ctl, err := s.SignAccount(provisioning.AccountSpec{PubKey: k.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotExports []string
+	for _, e := range view(t, ctl).Exports {
+		gotExports = append(gotExports, string(e.Subject))
+	}
+	var wantExports []string
+	for _, e := range topology.ControlExports("RXC_CMD") {
+		wantExports = append(wantExports, e.Subject)
+	}
+	if diff := cmp.Diff(wantExports, gotExports, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("exports differ from topology (-want +got):\n%s", diff)
+	}
+}
+
+func TestSignAccountRefuses(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	s := newSigner(t, k)
+	noControl, err := natsjwt.New(natsjwt.Config{OperatorSeed: k.opSeed, Stream: "RXC_CMD", ControlJetStream: unlimited})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenantPub, _, _ := accountKey()
+	otherPub, _, _ := accountKey()
+	u := userKey(t)
+	now := time.Now()
+	tests := []struct {
+		name   string
+		signer *natsjwt.Signer
+		spec   provisioning.AccountSpec
+		want   error
+	}{
+		{"user key as account", s, provisioning.AccountSpec{PubKey: u, Kind: provisioning.KindSystem}, provisioning.ErrInvalidPublicKey},
+		{"garbage account key", s, provisioning.AccountSpec{PubKey: "Anope", Kind: provisioning.KindSystem}, provisioning.ErrInvalidPublicKey},
+		{"unknown kind", s, provisioning.AccountSpec{PubKey: tenantPub, Kind: "other"}, natsjwt.ErrInvalidClaims},
+		{"tenant without control account", noControl, provisioning.AccountSpec{PubKey: tenantPub, Kind: provisioning.KindTenant, TenantID: "acme"}, natsjwt.ErrNoControlAccount},
+		{"tenant id not subject safe", s, provisioning.AccountSpec{PubKey: tenantPub, Kind: provisioning.KindTenant, TenantID: "a.b"}, ids.ErrInvalidID},
+		{"empty tenant id", s, provisioning.AccountSpec{PubKey: tenantPub, Kind: provisioning.KindTenant}, ids.ErrInvalidID},
+		{"revocation of another account", s, provisioning.AccountSpec{PubKey: tenantPub, Kind: provisioning.KindTenant, TenantID: "acme",
+			Revocations: []provisioning.Revocation{{AccountPubKey: otherPub, UserPubKey: u, RevokedAt: now}}}, natsjwt.ErrInvalidClaims},
+		{"revoked key is not a user", s, provisioning.AccountSpec{PubKey: tenantPub, Kind: provisioning.KindTenant, TenantID: "acme",
+			Revocations: []provisioning.Revocation{{AccountPubKey: tenantPub, UserPubKey: otherPub, RevokedAt: now}}}, provisioning.ErrInvalidPublicKey},
+		{"revocation without time", s, provisioning.AccountSpec{PubKey: tenantPub, Kind: provisioning.KindTenant, TenantID: "acme",
+			Revocations: []provisioning.Revocation{{AccountPubKey: tenantPub, UserPubKey: u}}}, natsjwt.ErrInvalidClaims},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tok, err := tc.signer.SignAccount(tc.spec)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("SignAccount error = %v, want %v", err, tc.want)
+			}
+			if tok != "" {
+				t.Errorf("SignAccount returned a JWT with an error")
+			}
+		})
+	}
+}
+
+func TestWithControlAccount(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	base, err := natsjwt.New(natsjwt.Config{OperatorSeed: k.opSeed, Stream: "RXC_CMD", ControlJetStream: unlimited})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenantPub, _, _ := accountKey()
+	spec := provisioning.AccountSpec{PubKey: tenantPub, Name: "acme", Kind: provisioning.KindTenant, TenantID: "acme"}
+	withCtl, err := base.WithControlAccount(k.ctlPub)
+	if err != nil {
+		t.Fatalf("WithControlAccount: %v", err)
+	}
+	tok, err := withCtl.SignAccount(spec)
+	if err != nil {
+		t.Fatalf("SignAccount: %v", err)
+	}
+	for _, im := range view(t, tok).Imports {
+		if im.Account != k.ctlPub {
+			t.Errorf("import %q from %s, want %s", im.Name, im.Account, k.ctlPub)
+		}
+	}
+	if _, err := base.SignAccount(spec); !errors.Is(err, natsjwt.ErrNoControlAccount) {
+		t.Errorf("original signer changed: SignAccount error = %v, want %v", err, natsjwt.ErrNoControlAccount)
+	}
+	if _, err := base.WithControlAccount(userKey(t)); !errors.Is(err, provisioning.ErrInvalidPublicKey) {
+		t.Errorf("WithControlAccount(user key) error = %v, want %v", err, provisioning.ErrInvalidPublicKey)
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	good := natsjwt.Config{OperatorSeed: k.opSeed, Stream: "RXC_CMD", ControlAccount: k.ctlPub, ControlJetStream: unlimited}
+	tests := []struct {
+		name   string
+		modify func(*natsjwt.Config)
+		want   error
+	}{
+		{"account seed as operator", func(c *natsjwt.Config) { c.OperatorSeed = k.ctlSeed }, natsjwt.ErrInvalidSeed},
+		{"garbage seed", func(c *natsjwt.Config) { c.OperatorSeed = []byte("SOnotaseed") }, natsjwt.ErrInvalidSeed},
+		{"no seed", func(c *natsjwt.Config) { c.OperatorSeed = nil }, natsjwt.ErrInvalidSeed},
+		{"stream with a dot", func(c *natsjwt.Config) { c.Stream = "RXC.CMD" }, natsjwt.ErrInvalidConfig},
+		{"control is an operator key", func(c *natsjwt.Config) { c.ControlAccount = k.opPub }, provisioning.ErrInvalidPublicKey},
+		{"JetStream disabled", func(c *natsjwt.Config) { c.ControlJetStream = natsjwt.Limits{} }, natsjwt.ErrInvalidConfig},
+		{"limit below -1", func(c *natsjwt.Config) { c.ControlJetStream.Streams = -2 }, natsjwt.ErrInvalidConfig},
+		{"no consumers", func(c *natsjwt.Config) { c.ControlJetStream.Consumers = 0 }, natsjwt.ErrInvalidConfig},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := good
+			tc.modify(&cfg)
+			if _, err := natsjwt.New(cfg); !errors.Is(err, tc.want) {
+				t.Fatalf("New error = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	s, err := natsjwt.New(good)
+	if err != nil {
+		t.Fatalf("New(good config): %v", err)
+	}
+	if got := s.OperatorPublicKey(); got != k.opPub {
+		t.Errorf("OperatorPublicKey = %s, want %s", got, k.opPub)
+	}
+}
+
+type userView struct {
+	Issuer        string
+	IssuerAccount string
+	Name          string
+	Expires       int64
+	Pub           jwt.Permission
+	Sub           jwt.Permission
+	Tags          jwt.TagList
+	BearerToken   bool
+}
+
+func decodeUser(t *testing.T, tok string) (*jwt.UserClaims, userView) {
+	t.Helper()
+	uc, err := jwt.DecodeUserClaims(tok)
+	if err != nil {
+		t.Fatalf("decode user JWT: %v", err)
+	}
+	return uc, userView{Issuer: uc.Issuer, IssuerAccount: uc.IssuerAccount, Name: uc.Name, Expires: uc.Expires,
+		Pub: uc.Pub, Sub: uc.Sub, Tags: uc.Tags, BearerToken: uc.BearerToken}
+}
+
+func TestMintUser(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	s := newSigner(t, k)
+	tenantPub, tenantSeed, _ := accountKey()
+	sensor := topology.Sensor{Stream: "RXC_CMD", TenantID: "acme", SensorID: "s-1"}
+	tests := []struct {
+		name string
+		spec provisioning.UserSpec
+		want userView
+	}{
+		{
+			name: "sensor user",
+			spec: provisioning.UserSpec{AccountPubKey: tenantPub, AccountSeed: tenantSeed, Name: "s-1",
+				Permissions: sensor.Permissions(), Tags: []string{"rxc-tenant:acme", "rxc-sensor:s-1"}},
+			want: userView{Issuer: tenantPub, Name: "s-1",
+				Pub: jwt.Permission{Allow: jwt.StringList{
+					"rxc.acme.s-1.status",
+					"ctrl.API.CONSUMER.MSG.NEXT.RXC_CMD.cmd-acme-s-1",
+					"ctrl.API.CONSUMER.INFO.RXC_CMD.cmd-acme-s-1",
+					"$JS.ACK.RXC_CMD.cmd-acme-s-1.>",
+					"$JS.ACK.*.*.RXC_CMD.cmd-acme-s-1.>",
+				}},
+				Sub:  jwt.Permission{Allow: jwt.StringList{"_INBOX_acme_s-1.>"}},
+				Tags: jwt.TagList{"rxc-tenant:acme", "rxc-sensor:s-1"},
+			},
+		},
+		{
+			name: "backend user",
+			spec: provisioning.UserSpec{AccountPubKey: k.ctlPub, AccountSeed: k.ctlSeed, Name: "backend", Permissions: topology.BackendPermissions()},
+			want: userView{Issuer: k.ctlPub, Name: "backend",
+				Pub: jwt.Permission{Allow: jwt.StringList{"rxc.*.*.cmd"}},
+				Sub: jwt.Permission{Allow: jwt.StringList{"rxc.*.*.status", "_INBOX.>"}},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := s.MintUser(tc.spec)
+			if err != nil {
+				t.Fatalf("MintUser: %v", err)
+			}
+			uc, got := decodeUser(t, m.JWT)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("user JWT mismatch (-want +got):\n%s", diff)
+			}
+			if uc.Subject != m.PubKey {
+				t.Errorf("JWT subject %s, returned key %s", uc.Subject, m.PubKey)
+			}
+			seedPub, err := natsjwt.PublicKeyFromSeed(m.Seed)
+			if err != nil || seedPub != m.PubKey || !natsjwt.IsUserKey(seedPub) {
+				t.Errorf("seed belongs to %q (err %v), want user key %s", seedPub, err, m.PubKey)
+			}
+			creds, err := s.Creds(m.JWT, m.Seed)
+			if err != nil {
+				t.Fatalf("Creds: %v", err)
+			}
+			gotJWT, err := jwt.ParseDecoratedJWT(creds)
+			if err != nil || gotJWT != m.JWT {
+				t.Errorf("creds JWT = %q (err %v), want the minted JWT", gotJWT, err)
+			}
+			kp, err := jwt.ParseDecoratedUserNKey(creds)
+			if err != nil {
+				t.Fatalf("creds seed: %v", err)
+			}
+			if pub, _ := kp.PublicKey(); pub != m.PubKey {
+				t.Errorf("creds seed belongs to %s, want %s", pub, m.PubKey)
+			}
+		})
+	}
+}
+
+func TestMintUserRefuses(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	s := newSigner(t, k)
+	perms := topology.BackendPermissions()
+	tests := []struct {
+		name string
+		spec provisioning.UserSpec
+		want error
+	}{
+		{"operator seed as account", provisioning.UserSpec{AccountSeed: k.opSeed, Name: "x", Permissions: perms}, natsjwt.ErrInvalidSeed},
+		{"seed of another account", provisioning.UserSpec{AccountPubKey: k.sysPub, AccountSeed: k.ctlSeed, Name: "x", Permissions: perms}, natsjwt.ErrInvalidSeed},
+		{"no seed", provisioning.UserSpec{AccountPubKey: k.ctlPub, Name: "x", Permissions: perms}, natsjwt.ErrInvalidSeed},
+		{"no publish list allows everything", provisioning.UserSpec{AccountSeed: k.ctlSeed, Name: "x",
+			Permissions: topology.Permissions{Subscribe: []string{"_INBOX.>"}}}, natsjwt.ErrInvalidClaims},
+		{"no subscribe list allows everything", provisioning.UserSpec{AccountSeed: k.ctlSeed, Name: "x",
+			Permissions: topology.Permissions{Publish: []string{"a"}}}, natsjwt.ErrInvalidClaims},
+		{"invalid subject", provisioning.UserSpec{AccountSeed: k.ctlSeed, Name: "x",
+			Permissions: topology.Permissions{Publish: []string{"a b"}, Subscribe: []string{"_INBOX.>"}}}, natsjwt.ErrInvalidClaims},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := s.MintUser(tc.spec); !errors.Is(err, tc.want) {
+				t.Fatalf("MintUser error = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCredsRefusesNonUserJWT(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	s := newSigner(t, k)
+	acct, err := s.SignAccount(provisioning.AccountSpec{PubKey: k.sysPub, Name: "SYS", Kind: provisioning.KindSystem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Creds(acct, k.sysSeed); err == nil {
+		t.Fatal("Creds formatted an account JWT")
+	}
+}
+
+func TestEphemeralUsers(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	tests := []struct {
+		name string
+		mint func([]byte) (string, []byte, error)
+		seed []byte
+		want userView
+	}{
+		{"system user", natsjwt.SystemUser, k.sysSeed, userView{Issuer: k.sysPub, Name: "rxc-provisioner-sys",
+			Pub: jwt.Permission{Allow: jwt.StringList{"$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE"}},
+			Sub: jwt.Permission{Allow: jwt.StringList{"_INBOX.>"}}}},
+		{"control admin", natsjwt.ControlAdminUser, k.ctlSeed, userView{Issuer: k.ctlPub, Name: "rxc-control-admin",
+			Pub: jwt.Permission{Allow: jwt.StringList{"$JS.API.>"}},
+			Sub: jwt.Permission{Allow: jwt.StringList{"_INBOX.>"}}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tok, seed, err := tc.mint(tc.seed)
+			if err != nil {
+				t.Fatalf("mint: %v", err)
+			}
+			uc, got := decodeUser(t, tok)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("user JWT mismatch (-want +got):\n%s", diff)
+			}
+			if pub, err := natsjwt.PublicKeyFromSeed(seed); err != nil || pub != uc.Subject {
+				t.Errorf("seed belongs to %q (err %v), want %s", pub, err, uc.Subject)
+			}
+			if _, _, err := tc.mint(k.opSeed); !errors.Is(err, natsjwt.ErrInvalidSeed) {
+				t.Errorf("mint with operator seed: error = %v, want %v", err, natsjwt.ErrInvalidSeed)
+			}
+		})
+	}
+}
+
+func TestSignOperator(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	tok, err := natsjwt.SignOperator(k.opSeed, "rxc", k.sysPub, "http://127.0.0.1:8080/jwt/v1")
+	if err != nil {
+		t.Fatalf("SignOperator: %v", err)
+	}
+	oc, err := jwt.DecodeOperatorClaims(tok)
+	if err != nil {
+		t.Fatalf("decode operator: %v", err)
+	}
+	type opView struct{ Subject, Issuer, Name, SystemAccount, AccountServerURL string }
+	want := opView{Subject: k.opPub, Issuer: k.opPub, Name: "rxc", SystemAccount: k.sysPub, AccountServerURL: "http://127.0.0.1:8080/jwt/v1"}
+	got := opView{oc.Subject, oc.Issuer, oc.Name, oc.SystemAccount, oc.AccountServerURL}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("operator JWT mismatch (-want +got):\n%s", diff)
+	}
+
+	tests := []struct {
+		name      string
+		seed      []byte
+		sys, aurl string
+		want      error
+	}{
+		{"account seed", k.sysSeed, k.sysPub, "", natsjwt.ErrInvalidSeed},
+		{"system account is a user", k.opSeed, userKey(t), "", provisioning.ErrInvalidPublicKey},
+		{"account server url without scheme", k.opSeed, k.sysPub, "127.0.0.1:8080", natsjwt.ErrInvalidClaims},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := natsjwt.SignOperator(tc.seed, "rxc", tc.sys, tc.aurl); !errors.Is(err, tc.want) {
+				t.Fatalf("SignOperator error = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestKeyKinds(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	u := userKey(t)
+	tests := []struct {
+		name              string
+		key               string
+		isAccount, isUser bool
+	}{
+		{"account", k.ctlPub, true, false},
+		{"user", u, false, true},
+		{"operator", k.opPub, false, false},
+		{"seed", string(k.ctlSeed), false, false},
+		{"corrupted account", k.ctlPub[:len(k.ctlPub)-1] + "A", false, false},
+		{"empty", "", false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := natsjwt.IsAccountKey(tc.key); got != tc.isAccount {
+				t.Errorf("IsAccountKey = %v, want %v", got, tc.isAccount)
+			}
+			if got := natsjwt.IsUserKey(tc.key); got != tc.isUser {
+				t.Errorf("IsUserKey = %v, want %v", got, tc.isUser)
+			}
+		})
+	}
+	if _, err := natsjwt.PublicKeyFromSeed([]byte("not a seed")); !errors.Is(err, natsjwt.ErrInvalidSeed) {
+		t.Errorf("PublicKeyFromSeed(garbage) error = %v, want %v", err, natsjwt.ErrInvalidSeed)
+	}
+	if got, err := natsjwt.PublicKeyFromSeed(k.opSeed); err != nil || got != k.opPub {
+		t.Errorf("PublicKeyFromSeed(operator) = %q, %v; want %s", got, err, k.opPub)
+	}
+}
+
+func TestErrorsNeverCarrySeeds(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	_, err := natsjwt.New(natsjwt.Config{OperatorSeed: k.ctlSeed, Stream: "RXC_CMD", ControlJetStream: unlimited})
+	if err == nil || strings.Contains(err.Error(), string(k.ctlSeed)) {
+		t.Fatalf("New with account seed: error %v must exist and not contain the seed", err)
+	}
+	s := newSigner(t, k)
+	_, err = s.MintUser(provisioning.UserSpec{AccountPubKey: k.sysPub, AccountSeed: k.ctlSeed, Name: "x", Permissions: topology.BackendPermissions()})
+	if err == nil || strings.Contains(err.Error(), string(k.ctlSeed)) {
+		t.Fatalf("MintUser with wrong seed: error %v must exist and not contain the seed", err)
+	}
+}
