@@ -1,0 +1,368 @@
+// Package provisionerapi is the provisioner's HTTP edge: the URL account
+// resolver nats-server calls, and the shared-secret protected routes the
+// control plane uses to mint accounts and users and to revoke them. It
+// validates input, maps core errors to RFC 9457 problems in one function, and
+// holds no business rules of its own.
+package provisionerapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/core/topology"
+)
+
+// MaxBodyBytes is the largest request body accepted (64 KiB).
+const MaxBodyBytes = 64 << 10
+
+// Header names that may carry the shared secret, in order of preference.
+const (
+	SecretHeader       = "X-Backend-Shared-Secret"
+	LegacySecretHeader = "X-Product-Provisioner-Secret"
+)
+
+// ResolverPath is the URL resolver's base path; nats-server appends the
+// account public key.
+const ResolverPath = "/jwt/v1/accounts/"
+
+// Pinger reports whether the store answers.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Config wires the API.
+type Config struct {
+	Service      *provisioning.Service
+	Health       Pinger
+	SharedSecret string
+	Logger       *slog.Logger
+	// HealthTimeout bounds the store ping of /healthz (default 2 s).
+	HealthTimeout time.Duration
+}
+
+// API serves the provisioner's routes.
+type API struct {
+	svc           *provisioning.Service
+	health        Pinger
+	secret        [sha256.Size]byte
+	log           *slog.Logger
+	healthTimeout time.Duration
+	mux           *http.ServeMux
+}
+
+// New returns the API handler.
+func New(cfg Config) (*API, error) {
+	if cfg.Service == nil || cfg.Health == nil {
+		return nil, errors.New("provisionerapi: service and health are required")
+	}
+	if len(cfg.SharedSecret) < 16 {
+		return nil, errors.New("provisionerapi: the shared secret must be at least 16 characters")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.HealthTimeout <= 0 {
+		cfg.HealthTimeout = 2 * time.Second
+	}
+	a := &API{
+		svc: cfg.Service, health: cfg.Health, log: cfg.Logger, healthTimeout: cfg.HealthTimeout,
+		// Hashing both sides gives equal-length inputs to the constant-time
+		// comparison, so the secret's length does not leak either.
+		secret: sha256.Sum256([]byte(cfg.SharedSecret)),
+		mux:    http.NewServeMux(),
+	}
+	a.mux.HandleFunc("GET /healthz", a.healthz)
+	a.mux.HandleFunc("GET "+ResolverPath, a.systemAccount)
+	a.mux.HandleFunc("GET "+ResolverPath+"{pubkey}", a.account)
+	a.mux.Handle("POST /accounts", a.authorized(a.createAccount))
+	a.mux.Handle("POST /users", a.authorized(a.createUser))
+	a.mux.Handle("POST /backend-user", a.authorized(a.createBackendUser))
+	a.mux.Handle("POST /revoke", a.authorized(a.revoke))
+	return a, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := a.mux.Handler(r)
+	if pattern == "" {
+		a.unrouted(w, r)
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+// unrouted answers 404/405 as problems rather than ServeMux's plain text.
+func (a *API) unrouted(w http.ResponseWriter, r *http.Request) {
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := a.mux.Handler(probe); pattern != "" {
+			w.Header().Set("Allow", m)
+			problem.Write(w, r, problem.New(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed", r.Method+" is not allowed here"))
+			return
+		}
+	}
+	problem.Write(w, r, problem.New(http.StatusNotFound, "route_not_found", "Not found", "no such route"))
+}
+
+func (a *API) authorized(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		given := r.Header.Get(SecretHeader)
+		if given == "" {
+			given = r.Header.Get(LegacySecretHeader)
+		}
+		sum := sha256.Sum256([]byte(given))
+		if given == "" || subtle.ConstantTimeCompare(sum[:], a.secret[:]) != 1 {
+			problem.Write(w, r, problem.New(http.StatusUnauthorized, "unauthorized", "Unauthorized", "missing or wrong shared secret"))
+			return
+		}
+		next(w, r)
+	})
+}
+
+func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), a.healthTimeout)
+	defer cancel()
+	if err := a.health.Ping(ctx); err != nil {
+		a.log.Warn("health check failed", "err", err)
+		problem.Write(w, r, problem.New(http.StatusServiceUnavailable, "database_unavailable", "Database unavailable", "PostgreSQL did not answer in time"))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *API) systemAccount(w http.ResponseWriter, r *http.Request) {
+	tok, err := a.svc.SystemAccountJWT(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJWT(w, r, tok)
+}
+
+func (a *API) account(w http.ResponseWriter, r *http.Request) {
+	pk := r.PathValue("pubkey")
+	if !nkeys.IsValidPublicAccountKey(pk) {
+		problem.Write(w, r, problem.New(http.StatusBadRequest, "invalid_public_key", "Invalid account public key", "the path must end in an account public key"))
+		return
+	}
+	tok, err := a.svc.AccountJWT(r.Context(), pk)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJWT(w, r, tok)
+}
+
+func writeJWT(w http.ResponseWriter, r *http.Request, tok string) {
+	sum := sha256.Sum256([]byte(tok))
+	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
+	h := w.Header()
+	h.Set("ETag", etag)
+	h.Set("Cache-Control", "no-cache")
+	if etagMatches(r.Header.Get("If-None-Match"), etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.Set("Content-Type", "application/jwt")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(tok))
+}
+
+// etagMatches implements If-None-Match's weak comparison over a list.
+func etagMatches(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == etag || t == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+type accountRequest struct {
+	TenantID string `json:"tenantId"`
+	Name     string `json:"name"`
+}
+
+type accountResponse struct {
+	TenantID      string `json:"tenantId"`
+	Name          string `json:"name"`
+	AccountPubKey string `json:"accountPubKey"`
+	AccountJWT    string `json:"accountJWT"`
+}
+
+func (a *API) createAccount(w http.ResponseWriter, r *http.Request) {
+	var req accountRequest
+	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
+		problem.Write(w, r, p)
+		return
+	}
+	acct, created, err := a.svc.EnsureTenantAccount(r.Context(), req.TenantID, req.Name)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if created {
+		a.log.Info("tenant account created", "tenant", acct.TenantID, "account", acct.PubKey)
+	}
+	problem.WriteJSON(w, status(created), accountResponse{TenantID: acct.TenantID, Name: acct.Name, AccountPubKey: acct.PubKey, AccountJWT: acct.JWT})
+}
+
+type userRequest struct {
+	TenantID string `json:"tenantId"`
+	SensorID string `json:"sensorId"`
+}
+
+type userResponse struct {
+	TenantID       string `json:"tenantId"`
+	SensorID       string `json:"sensorId"`
+	AccountID      string `json:"accountId"`
+	UserPubKey     string `json:"userPubKey"`
+	UserJWT        string `json:"userJWT"`
+	Creds          string `json:"creds"`
+	Stream         string `json:"stream"`
+	Consumer       string `json:"consumer"`
+	JSAPIPrefix    string `json:"jsApiPrefix"`
+	InboxPrefix    string `json:"inboxPrefix"`
+	CommandSubject string `json:"commandSubject"`
+	StatusSubject  string `json:"statusSubject"`
+}
+
+func (a *API) createUser(w http.ResponseWriter, r *http.Request) {
+	var req userRequest
+	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
+		problem.Write(w, r, p)
+		return
+	}
+	su, created, err := a.svc.EnsureSensorUser(r.Context(), req.TenantID, req.SensorID)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if created {
+		a.log.Info("sensor user created", "tenant", req.TenantID, "sensor", req.SensorID, "user", su.User.PubKey)
+	}
+	s := su.Sensor
+	problem.WriteJSON(w, status(created), userResponse{
+		TenantID: s.TenantID, SensorID: s.SensorID, AccountID: su.User.AccountPubKey,
+		UserPubKey: su.User.PubKey, UserJWT: su.User.JWT, Creds: string(su.Creds),
+		Stream: s.Stream, Consumer: s.Consumer(), JSAPIPrefix: topology.APIPrefix, InboxPrefix: s.InboxPrefix(),
+		CommandSubject: s.CommandSubject(), StatusSubject: s.StatusSubject(),
+	})
+}
+
+type backendRequest struct {
+	Name string `json:"name"`
+}
+
+type backendResponse struct {
+	Name       string `json:"name"`
+	AccountID  string `json:"accountId"`
+	UserPubKey string `json:"userPubKey"`
+	UserJWT    string `json:"userJWT"`
+	Creds      string `json:"creds"`
+}
+
+func (a *API) createBackendUser(w http.ResponseWriter, r *http.Request) {
+	var req backendRequest
+	if r.ContentLength != 0 {
+		if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
+			problem.Write(w, r, p)
+			return
+		}
+	}
+	bu, created, err := a.svc.EnsureBackendUser(r.Context(), req.Name)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if created {
+		a.log.Info("backend user created", "name", bu.User.Name, "user", bu.User.PubKey)
+	}
+	problem.WriteJSON(w, status(created), backendResponse{
+		Name: bu.User.Name, AccountID: bu.User.AccountPubKey, UserPubKey: bu.User.PubKey, UserJWT: bu.User.JWT, Creds: string(bu.Creds),
+	})
+}
+
+type revokeRequest struct {
+	AccountID  string `json:"accountId"`
+	UserPubKey string `json:"userPubKey"`
+}
+
+type revokeResponse struct {
+	AccountID  string    `json:"accountId"`
+	UserPubKey string    `json:"userPubKey"`
+	RevokedAt  time.Time `json:"revokedAt"`
+	AccountJWT string    `json:"accountJWT"`
+}
+
+func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
+	var req revokeRequest
+	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
+		problem.Write(w, r, p)
+		return
+	}
+	if !nkeys.IsValidPublicAccountKey(req.AccountID) {
+		problem.Write(w, r, problem.New(http.StatusBadRequest, "invalid_public_key", "Invalid account public key", "accountId must be an account public key"))
+		return
+	}
+	if !nkeys.IsValidPublicUserKey(req.UserPubKey) {
+		problem.Write(w, r, problem.New(http.StatusBadRequest, "invalid_public_key", "Invalid user public key", "userPubKey must be a user public key"))
+		return
+	}
+	rev, acct, err := a.svc.Revoke(r.Context(), req.AccountID, req.UserPubKey)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.log.Info("user revoked", "account", rev.AccountPubKey, "user", rev.UserPubKey, "revokedAt", rev.RevokedAt)
+	problem.WriteJSON(w, http.StatusOK, revokeResponse{AccountID: acct.PubKey, UserPubKey: rev.UserPubKey, RevokedAt: rev.RevokedAt, AccountJWT: acct.JWT})
+}
+
+func status(created bool) int {
+	if created {
+		return http.StatusCreated
+	}
+	return http.StatusOK
+}
+
+// fail is the one place where core errors become HTTP problems.
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var p *problem.Problem
+	switch {
+	case errors.Is(err, ids.ErrInvalidID):
+		p = problem.New(http.StatusBadRequest, "invalid_id", "Invalid identifier", err.Error())
+	case errors.Is(err, provisioning.ErrInvalidName):
+		p = problem.New(http.StatusBadRequest, "invalid_name", "Invalid name", err.Error())
+	case errors.Is(err, provisioning.ErrNoAccount):
+		p = problem.New(http.StatusNotFound, "tenant_has_no_account", "Tenant has no account", "create the tenant's account with POST /accounts first")
+	case errors.Is(err, provisioning.ErrNotFound):
+		p = problem.New(http.StatusNotFound, "account_not_found", "Account not found", "no account with that public key")
+	case errors.Is(err, provisioning.ErrNATSUnavailable):
+		a.log.Warn("nats unavailable", "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", "2")
+		p = problem.New(http.StatusServiceUnavailable, "nats_unavailable", "NATS unavailable", "the change is stored; retry the request to finish it")
+	case errors.Is(err, provisioning.ErrNoOperator):
+		p = problem.New(http.StatusServiceUnavailable, "no_operator", "Operator not initialised", "run provisioner init-operator")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		a.log.Warn("request cancelled or timed out", "path", r.URL.Path, "err", err)
+		p = problem.New(http.StatusServiceUnavailable, "timeout", "Timed out", "the request did not complete in time; retry")
+	default:
+		a.log.Error("request failed", "path", r.URL.Path, "err", err)
+		p = problem.New(http.StatusInternalServerError, "internal", "Internal error", "the request failed; see the provisioner's log")
+	}
+	problem.Write(w, r, p)
+}

@@ -1,0 +1,158 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/rxc-project/rxc/adapters/postgres/migrate"
+	"github.com/rxc-project/rxc/adapters/seal"
+	"github.com/rxc-project/rxc/migrations"
+)
+
+// StoreConfig is shared by every subcommand that touches the store.
+type StoreConfig struct {
+	PGDSN                    string `envconfig:"PG_DSN" required:"true"`
+	OperatorSeedPath         string `envconfig:"OPERATOR_SEED_PATH" required:"true"`
+	AccountSeedEncryptionKey string `envconfig:"ACCOUNT_SEED_ENCRYPTION_KEY" required:"true"`
+	ControlAccountName       string `envconfig:"CONTROL_ACCOUNT_NAME" default:"CONTROL"`
+	CommandStreamName        string `envconfig:"COMMAND_STREAM_NAME" default:"RXC_CMD"`
+	ControlJSMaxDisk         int64  `envconfig:"CONTROL_JETSTREAM_MAX_DISK" default:"10737418240"`
+	ControlJSMaxMemory       int64  `envconfig:"CONTROL_JETSTREAM_MAX_MEMORY" default:"268435456"`
+	LogLevel                 string `envconfig:"LOG_LEVEL" default:"info"`
+}
+
+// ServeConfig is the configuration of `provisioner serve`.
+type ServeConfig struct {
+	StoreConfig
+	ListenAddr                 string        `envconfig:"LISTEN_ADDR" default:":8080"`
+	SharedSecret               string        `envconfig:"SHARED_SECRET" required:"true"`
+	NATSURL                    string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222"`
+	ControlCredsPath           string        `envconfig:"CONTROL_CREDS_PATH"`
+	StartupEnsureCommandStream bool          `envconfig:"STARTUP_ENSURE_COMMAND_STREAM" default:"true"`
+	CommandStreamReplicas      int           `envconfig:"COMMAND_STREAM_REPLICAS" default:"1"`
+	CommandStreamMaxAge        time.Duration `envconfig:"COMMAND_STREAM_MAX_AGE" default:"168h"`
+	ConsumerAckWait            time.Duration `envconfig:"CONSUMER_ACK_WAIT" default:"30s"`
+	ResolverCacheTTL           time.Duration `envconfig:"RESOLVER_CACHE_TTL" default:"5s"`
+	MigrateOnStart             bool          `envconfig:"MIGRATE_ON_START" default:"true"`
+	ShutdownTimeout            time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"15s"`
+}
+
+// load fills cfg from the environment with a message naming what is missing.
+func load(cfg any) error {
+	if err := envconfig.Process("", cfg); err != nil {
+		return fmt.Errorf("configuration: %s", strings.TrimPrefix(err.Error(), "envconfig."))
+	}
+	return nil
+}
+
+func newLogger(level string, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("configuration: LOG_LEVEL %q: use debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// sealer parses ACCOUNT_SEED_ENCRYPTION_KEY.
+func (c StoreConfig) sealer() (*seal.Sealer, error) {
+	key, err := seal.ParseKey(c.AccountSeedEncryptionKey)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: ACCOUNT_SEED_ENCRYPTION_KEY: %w", err)
+	}
+	return seal.New(key)
+}
+
+// connect opens the pool, retrying for a while so the provisioner can start
+// together with PostgreSQL.
+func connect(ctx context.Context, dsn string, wait time.Duration) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, errors.New("configuration: PG_DSN is not a valid PostgreSQL connection string")
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err = pool.Ping(pctx)
+		cancel()
+		if err == nil {
+			return pool, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres did not answer within %s: %w", wait, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func applyMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	applied, err := migrate.Apply(ctx, pool, "provisioner", migrations.Provisioner)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	return applied, nil
+}
+
+// readSeed reads the operator seed file, refusing one that others can read.
+func readSeed(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("operator seed file %s does not exist: run provisioner init-operator first", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("operator seed file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("operator seed file %s is not a regular file", path)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("operator seed file %s has mode %04o: it must not be accessible to group or others (chmod 600)", path, perm)
+	}
+	seed, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("operator seed file: %w", err)
+	}
+	return []byte(strings.TrimSpace(string(seed))), nil
+}
+
+func migrateCmd(ctx context.Context, stdout io.Writer) error {
+	var cfg struct {
+		PGDSN string `envconfig:"PG_DSN" required:"true"`
+	}
+	if err := load(&cfg); err != nil {
+		return err
+	}
+	pool, err := connect(ctx, cfg.PGDSN, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	applied, err := applyMigrations(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(stdout, "schema is up to date")
+	}
+	for _, v := range applied {
+		fmt.Fprintln(stdout, "applied", v)
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
+	"github.com/rxc-project/rxc/core/provisioning"
+)
+
+// DefaultResolverURL is where nats-server finds the resolver by default.
+const DefaultResolverURL = "http://127.0.0.1:8080/jwt/v1/accounts/"
+
+// initOperator parses init-operator's flags and environment.
+func initOperator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fl := flag.NewFlagSet("init-operator", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	var opts InitOptions
+	fl.StringVar(&opts.Name, "name", "RXC", "operator name")
+	fl.StringVar(&opts.ResolverURL, "resolver-url", DefaultResolverURL, "URL nats-server uses to fetch account JWTs (ends in /jwt/v1/accounts/)")
+	fl.StringVar(&opts.NATSConfigPath, "nats-config", "", "write the nats-server config fragment (operator, system_account, resolver) to this path")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if fl.NArg() > 0 {
+		return fmt.Errorf("init-operator: unexpected argument %q", fl.Arg(0))
+	}
+	var cfg StoreConfig
+	if err := load(&cfg); err != nil {
+		return err
+	}
+	_, err := InitOperator(ctx, cfg, opts, stdout)
+	return err
+}
+
+// InitOptions are init-operator's flags.
+type InitOptions struct {
+	Name           string
+	ResolverURL    string
+	NATSConfigPath string
+}
+
+// InitOperator creates the operator key, the SYS and CONTROL accounts and
+// the nats-server config fragment. It never replaces an existing operator:
+// when the seed file and the store agree it only rewrites the fragment.
+func InitOperator(ctx context.Context, cfg StoreConfig, opts InitOptions, stdout io.Writer) (provisioning.Operator, error) {
+	if opts.Name == "" {
+		opts.Name = "RXC"
+	}
+	if opts.ResolverURL == "" {
+		opts.ResolverURL = DefaultResolverURL
+	}
+	if err := natsjwt.ValidateResolverURL(opts.ResolverURL); err != nil {
+		return provisioning.Operator{}, fmt.Errorf("--resolver-url: %w", err)
+	}
+	op, err := ensureOperator(ctx, cfg, opts, stdout)
+	if err != nil {
+		return provisioning.Operator{}, err
+	}
+	if opts.NATSConfigPath != "" {
+		frag := natsjwt.RenderServerConfig(op.JWT, op.SystemAccount, opts.ResolverURL)
+		if err := writeFileAtomic(opts.NATSConfigPath, frag, 0o644); err != nil {
+			return provisioning.Operator{}, fmt.Errorf("--nats-config: %w", err)
+		}
+	}
+	fmt.Fprintf(stdout, "operator:        %s\nsystem account:  %s\ncontrol account: %s\n", op.PubKey, op.SystemAccount, op.ControlAccount)
+	fmt.Fprintln(stdout, "\nnext steps:")
+	if opts.NATSConfigPath != "" {
+		fmt.Fprintf(stdout, "  1. include %s in the nats-server configuration (include %q) and enable JetStream\n", opts.NATSConfigPath, filepath.Base(opts.NATSConfigPath))
+	} else {
+		fmt.Fprintln(stdout, "  1. re-run with --nats-config PATH to write the nats-server config fragment")
+	}
+	fmt.Fprintf(stdout, "  2. start `provisioner serve` so that %s answers\n", opts.ResolverURL)
+	fmt.Fprintln(stdout, "  3. start nats-server, then the control plane")
+	return op, nil
+}
+
+func ensureOperator(ctx context.Context, cfg StoreConfig, opts InitOptions, stdout io.Writer) (provisioning.Operator, error) {
+	sealer, err := cfg.sealer()
+	if err != nil {
+		return provisioning.Operator{}, err
+	}
+	pool, err := connect(ctx, cfg.PGDSN, 30*time.Second)
+	if err != nil {
+		return provisioning.Operator{}, err
+	}
+	defer pool.Close()
+	if _, err := applyMigrations(ctx, pool); err != nil {
+		return provisioning.Operator{}, err
+	}
+	store, err := provisionerstore.New(provisionerstore.Config{Pool: pool, Sealer: sealer})
+	if err != nil {
+		return provisioning.Operator{}, err
+	}
+	op, storeErr := store.Operator(ctx)
+	if storeErr != nil && !errors.Is(storeErr, provisioning.ErrNoOperator) && !errors.Is(storeErr, provisioning.ErrNotFound) {
+		return provisioning.Operator{}, storeErr
+	}
+	hasStore := storeErr == nil
+	_, statErr := os.Lstat(cfg.OperatorSeedPath)
+	hasSeed := statErr == nil
+	if statErr != nil && !errors.Is(statErr, os.ErrNotExist) {
+		return provisioning.Operator{}, fmt.Errorf("operator seed file: %w", statErr)
+	}
+	switch {
+	case hasSeed && hasStore:
+		seed, err := readSeed(cfg.OperatorSeedPath)
+		if err != nil {
+			return provisioning.Operator{}, err
+		}
+		pub, err := natsjwt.PublicKeyFromSeed(seed)
+		if err != nil {
+			return provisioning.Operator{}, fmt.Errorf("operator seed file %s: %w", cfg.OperatorSeedPath, err)
+		}
+		if pub != op.PubKey {
+			return provisioning.Operator{}, fmt.Errorf("operator seed file %s holds operator %s but the store's operator is %s: refusing to continue", cfg.OperatorSeedPath, pub, op.PubKey)
+		}
+		fmt.Fprintln(stdout, "operator already initialised; seed file and store agree")
+		return op, nil
+	case hasSeed:
+		return provisioning.Operator{}, fmt.Errorf("operator seed file %s exists but the store has no operator: point PG_DSN at the right database or move the seed file away deliberately", cfg.OperatorSeedPath)
+	case hasStore:
+		return provisioning.Operator{}, fmt.Errorf("the store has operator %s but the seed file %s is missing: restore the seed file from backup", op.PubKey, cfg.OperatorSeedPath)
+	}
+	op, err = create(ctx, store, cfg, opts.Name, opts.ResolverURL)
+	if err != nil {
+		return provisioning.Operator{}, err
+	}
+	fmt.Fprintln(stdout, "operator created")
+	return op, nil
+}
+
+// create makes the operator and its two accounts. The seed file is written
+// under a temporary name first and linked into place only after the store
+// committed, so a failure leaves neither a lone seed file nor a lone record
+// that a re-run would refuse.
+func create(ctx context.Context, store *provisionerstore.Store, cfg StoreConfig, name, resolverURL string) (provisioning.Operator, error) {
+	opPub, opSeed, err := natsjwt.NewOperatorKey()
+	if err != nil {
+		return provisioning.Operator{}, err
+	}
+	signer, err := natsjwt.New(natsjwt.Config{OperatorSeed: opSeed, Stream: cfg.CommandStreamName, ControlJetStream: cfg.controlLimits()})
+	if err != nil {
+		return provisioning.Operator{}, err
+	}
+	now := time.Now().UTC()
+	newAccount := func(kind provisioning.AccountKind, accountName string) (provisioning.Account, error) {
+		pub, seed, err := signer.NewAccountKey()
+		if err != nil {
+			return provisioning.Account{}, err
+		}
+		return provisioning.Account{PubKey: pub, Kind: kind, Name: accountName, Seed: seed, CreatedAt: now, UpdatedAt: now}, nil
+	}
+	sys, err := newAccount(provisioning.KindSystem, "SYS")
+	if err != nil {
+		return provisioning.Operator{}, err
+	}
+	ctl, err := newAccount(provisioning.KindControl, cfg.ControlAccountName)
+	if err != nil {
+		return provisioning.Operator{}, err
+	}
+	if signer, err = signer.WithControlAccount(ctl.PubKey); err != nil {
+		return provisioning.Operator{}, err
+	}
+	for _, a := range []*provisioning.Account{&sys, &ctl} {
+		if a.JWT, err = signer.SignAccount(provisioning.AccountSpec{PubKey: a.PubKey, Name: a.Name, Kind: a.Kind}); err != nil {
+			return provisioning.Operator{}, fmt.Errorf("sign %s account: %w", a.Name, err)
+		}
+	}
+	opJWT, err := natsjwt.SignOperator(opSeed, name, sys.PubKey, resolverURL)
+	if err != nil {
+		return provisioning.Operator{}, err
+	}
+	op := provisioning.Operator{PubKey: opPub, Name: name, JWT: opJWT, SystemAccount: sys.PubKey, ControlAccount: ctl.PubKey, CreatedAt: now}
+
+	tmp, err := writeSeedTemp(cfg.OperatorSeedPath, opSeed)
+	if err != nil {
+		return provisioning.Operator{}, err
+	}
+	defer os.Remove(tmp)
+	if err := store.InitOperator(ctx, op, sys, ctl); err != nil {
+		return provisioning.Operator{}, fmt.Errorf("store operator: %w", err)
+	}
+	// os.Link fails if the target exists: the seed is never overwritten.
+	if err := os.Link(tmp, cfg.OperatorSeedPath); err != nil {
+		return provisioning.Operator{}, fmt.Errorf("operator stored but the seed file could not be placed at %s (it is at %s; move it there with mode 0600): %w", cfg.OperatorSeedPath, tmp, err)
+	}
+	return op, nil
+}
+
+// writeSeedTemp writes seed to a new 0600 file beside path, creating the
+// parent folder 0700 if needed.
+func writeSeedTemp(path string, seed []byte) (string, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("operator seed folder: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".operator-seed-*")
+	if err != nil {
+		return "", fmt.Errorf("operator seed file: %w", err)
+	}
+	name := f.Name()
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		os.Remove(name)
+		return "", err
+	}
+	if _, err := f.Write(append(seed, '\n')); err != nil {
+		f.Close()
+		os.Remove(name)
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(name)
+		return "", err
+	}
+	return name, f.Close()
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+func (c StoreConfig) controlLimits() natsjwt.Limits {
+	return natsjwt.Limits{DiskStorage: c.ControlJSMaxDisk, MemoryStorage: c.ControlJSMaxMemory, Streams: -1, Consumers: -1}
+}

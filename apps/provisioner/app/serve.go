@@ -1,0 +1,232 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+
+	"github.com/rxc-project/rxc/adapters/httpapi/provisionerapi"
+	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/natsops"
+	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
+	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/internal/buildinfo"
+)
+
+// serve runs the resolver and the API until ctx ends.
+func serve(ctx context.Context, stderr io.Writer) error {
+	var cfg ServeConfig
+	if err := load(&cfg); err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.LogLevel, stderr)
+	if err != nil {
+		return err
+	}
+	srv, err := NewServer(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx)
+}
+
+// server is a wired provisioner.
+type Server struct {
+	cfg   ServeConfig
+	log   *slog.Logger
+	close []func()
+	http  *http.Server
+	lis   net.Listener
+	nats  *natsops.Client
+	svc   *provisioning.Service
+}
+
+// newServer checks every precondition, then builds the adapters. It binds the
+// HTTP listener but serves nothing until run.
+func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (s *Server, err error) {
+	s = &Server{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			s.shutdown()
+		}
+	}()
+	if len(cfg.SharedSecret) < 16 {
+		return nil, errors.New("configuration: SHARED_SECRET must be at least 16 characters")
+	}
+	sealer, err := cfg.sealer()
+	if err != nil {
+		return nil, err
+	}
+	opSeed, err := readSeed(cfg.OperatorSeedPath)
+	if err != nil {
+		return nil, err
+	}
+	opPub, err := natsjwt.PublicKeyFromSeed(opSeed)
+	if err != nil {
+		return nil, fmt.Errorf("operator seed file %s: %w", cfg.OperatorSeedPath, err)
+	}
+	pool, err := connect(ctx, cfg.PGDSN, 60*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	s.close = append(s.close, pool.Close)
+	if cfg.MigrateOnStart {
+		applied, err := applyMigrations(ctx, pool)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range applied {
+			log.Info("migration applied", "version", v)
+		}
+	}
+	store, err := provisionerstore.New(provisionerstore.Config{Pool: pool, Sealer: sealer})
+	if err != nil {
+		return nil, err
+	}
+	op, err := store.Operator(ctx)
+	if errors.Is(err, provisioning.ErrNoOperator) || errors.Is(err, provisioning.ErrNotFound) {
+		return nil, errors.New("the store has no operator: run provisioner init-operator first")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read operator: %w", err)
+	}
+	if op.PubKey != opPub {
+		return nil, fmt.Errorf("operator seed file holds %s but the store's operator is %s", opPub, op.PubKey)
+	}
+	signer, err := natsjwt.New(natsjwt.Config{
+		OperatorSeed: opSeed, Stream: cfg.CommandStreamName, ControlAccount: op.ControlAccount, ControlJetStream: cfg.controlLimits(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	sysAcct, err := store.Account(ctx, op.SystemAccount)
+	if err != nil {
+		return nil, fmt.Errorf("system account: %w", err)
+	}
+	ctlAcct, err := store.Account(ctx, op.ControlAccount)
+	if err != nil {
+		return nil, fmt.Errorf("control account: %w", err)
+	}
+	adminUser := func() (string, []byte, error) { return natsjwt.ControlAdminUser(ctlAcct.Seed) }
+	if cfg.ControlCredsPath != "" {
+		adminUser = func() (string, []byte, error) { return readCreds(cfg.ControlCredsPath) }
+	}
+	s.nats, err = natsops.New(natsops.Config{
+		URL:        cfg.NATSURL,
+		SystemUser: func() (string, []byte, error) { return natsjwt.SystemUser(sysAcct.Seed) },
+		AdminUser:  adminUser,
+		Stream: natsops.StreamConfig{
+			Name: cfg.CommandStreamName, Replicas: cfg.CommandStreamReplicas, MaxAge: cfg.CommandStreamMaxAge, Duplicates: 2 * time.Minute,
+		},
+		ConsumerAckWait: cfg.ConsumerAckWait,
+		Logger:          log.With("component", "nats"),
+		RequestTimeout:  5 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.close = append(s.close, s.nats.Close)
+	s.svc, err = provisioning.New(provisioning.Config{
+		Store: store, Signer: signer, Pusher: s.nats, Consumers: s.nats,
+		Stream: cfg.CommandStreamName, ResolverCacheTTL: cfg.ResolverCacheTTL,
+	})
+	if err != nil {
+		return nil, err
+	}
+	api, err := provisionerapi.New(provisionerapi.Config{Service: s.svc, Health: store, SharedSecret: cfg.SharedSecret, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	s.lis, err = net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
+	}
+	s.http = &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// run serves HTTP first (nats-server will not start until the resolver
+// answers), then connects to NATS in the background.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.shutdown()
+	errc := make(chan error, 1)
+	go func() { errc <- s.http.Serve(s.lis) }()
+	s.log.Info("provisioner serving", "addr", s.lis.Addr().String(), "version", buildinfo.Version, "nats", s.cfg.NATSURL)
+
+	s.nats.OnConnect(func(ctx context.Context) {
+		if s.cfg.StartupEnsureCommandStream {
+			if err := s.nats.EnsureStream(ctx); err != nil {
+				s.log.Error("ensure command stream", "stream", s.cfg.CommandStreamName, "err", err)
+			} else {
+				s.log.Info("command stream ready", "stream", s.cfg.CommandStreamName)
+			}
+		}
+		if n, err := s.svc.PushPending(ctx); err != nil {
+			s.log.Warn("push pending account JWTs", "pushed", n, "err", err)
+		} else if n > 0 {
+			s.log.Info("pushed pending account JWTs", "count", n)
+		}
+	})
+	s.nats.Start(ctx)
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := s.http.Shutdown(sctx); err != nil {
+		s.log.Warn("http shutdown", "err", err)
+	}
+	return nil
+}
+
+func (s *Server) shutdown() {
+	for i := len(s.close) - 1; i >= 0; i-- {
+		s.close[i]()
+	}
+	s.close = nil
+}
+
+// readCreds reads a .creds file for the control admin.
+func readCreds(path string) (string, []byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("CONTROL_CREDS_PATH: %w", err)
+	}
+	tok, err := jwt.ParseDecoratedJWT(data)
+	if err != nil {
+		return "", nil, fmt.Errorf("CONTROL_CREDS_PATH: %w", err)
+	}
+	kp, err := jwt.ParseDecoratedNKey(data)
+	if err != nil {
+		return "", nil, fmt.Errorf("CONTROL_CREDS_PATH: %w", err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return "", nil, fmt.Errorf("CONTROL_CREDS_PATH: %w", err)
+	}
+	return strings.TrimSpace(tok), seed, nil
+}
+
+// Addr is the address the HTTP listener is bound to.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
