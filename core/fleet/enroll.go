@@ -1,0 +1,188 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// CertificateAuthority signs sensor client certificates. Errors caused by
+// the CSR wrap ErrInvalidCSR.
+type CertificateAuthority interface {
+	SignCSR(req CertRequest) (IssuedCertificate, error)
+	CACertificatePEM() []byte
+}
+
+// TokenKind tells the two bearer tokens of a sensor apart.
+type TokenKind string
+
+// Token kinds: the single-use enrolment token from a redemption, and the
+// long-lived sensor token used for renewal.
+const (
+	TokenEnrollment TokenKind = "enrollment"
+	TokenSensor     TokenKind = "sensor"
+)
+
+// Token is a stored bearer token: its hash, never the token.
+type Token struct {
+	SensorID  string
+	Kind      TokenKind
+	Hash      []byte
+	ExpiresAt time.Time // zero: no expiry
+}
+
+// EnrollStore persists enrolment and renewal.
+type EnrollStore interface {
+	// LiveToken returns the sensor's unused, unrevoked token of that kind,
+	// or ErrNotFound.
+	LiveToken(ctx context.Context, sensorID string, kind TokenKind) (Token, error)
+	// CompleteEnrollment, in one transaction, consumes the enrolment token
+	// (ErrInvalidToken when it was used, revoked or expired meanwhile),
+	// refuses revoked sensors (ErrRevoked), makes the certificate the
+	// sensor's only active one, replaces its sensor token and records its
+	// NATS identity and new state.
+	CompleteEnrollment(ctx context.Context, e EnrollmentRecord) error
+	// ReplaceCertificate makes c the sensor's only active certificate, in
+	// one transaction; ErrRevoked for revoked sensors.
+	ReplaceCertificate(ctx context.Context, sensorID string, c IssuedCertificate, at time.Time) error
+}
+
+// EnrollmentRecord is what a completed enrolment writes.
+type EnrollmentRecord struct {
+	SensorID            string
+	EnrollmentTokenHash []byte
+	Certificate         IssuedCertificate
+	SensorTokenHash     []byte
+	NATSUserPubKey      string
+	NATSAccountPubKey   string
+	State               State
+	At                  time.Time
+}
+
+// Enrollment is what an enrolled sensor receives; the HTTP layer adds the
+// public NATS and gRPC addresses.
+type Enrollment struct {
+	SensorID         string
+	TenantID         string
+	Certificate      IssuedCertificate
+	CACertificatePEM []byte
+	SensorToken      string
+	// NATS is nil when NATS provisioning is disabled.
+	NATS *NATSCredentials
+}
+
+// Enroll exchanges a redemption's enrolment token and a CSR for a client
+// certificate, NATS credentials and a sensor token. The token is checked
+// first, but consumed only together with storing the result: a bad CSR or an
+// unreachable provisioner leaves it usable for a retry, and of two racing
+// calls only one stores anything. The sensor is "offline" afterwards and
+// turns "online" with its first status report or health check.
+func (s *Service) Enroll(ctx context.Context, sensorID, enrollmentToken string, csrPEM []byte) (Enrollment, error) {
+	sensor, err := s.authenticate(ctx, sensorID, enrollmentToken, TokenEnrollment)
+	if err != nil {
+		return Enrollment{}, err
+	}
+	if s.provisioning {
+		t, err := s.store.Tenant(ctx, sensor.TenantID)
+		if err != nil {
+			return Enrollment{}, fmt.Errorf("enrol: %w", err)
+		}
+		if t.NATSStatus != NATSProvisioned {
+			return Enrollment{}, fmt.Errorf("enrol sensor %s: %w", sensorID, ErrTenantNotProvisioned)
+		}
+	}
+	cert, err := s.sign(sensor, csrPEM)
+	if err != nil {
+		return Enrollment{}, err
+	}
+	var creds *NATSCredentials
+	if s.provisioning {
+		c, err := s.provisioner.EnsureSensorUser(ctx, sensor.TenantID, sensor.ID)
+		if err != nil {
+			return Enrollment{}, fmt.Errorf("enrol sensor %s: nats user: %w", sensorID, err)
+		}
+		creds = &c
+	}
+	token, tokenHash, err := newToken()
+	if err != nil {
+		return Enrollment{}, err
+	}
+	rec := EnrollmentRecord{
+		SensorID: sensor.ID, EnrollmentTokenHash: hashToken(enrollmentToken), Certificate: cert,
+		SensorTokenHash: tokenHash, State: StateOffline, At: s.now(),
+	}
+	if creds != nil {
+		rec.NATSUserPubKey, rec.NATSAccountPubKey = creds.UserPubKey, creds.AccountPubKey
+	}
+	if err := s.store.CompleteEnrollment(ctx, rec); err != nil {
+		return Enrollment{}, fmt.Errorf("enrol sensor %s: %w", sensorID, err)
+	}
+	s.log.InfoContext(ctx, "sensor enrolled", "tenant_id", sensor.TenantID, "sensor_id", sensor.ID, "serial", cert.Serial)
+	return Enrollment{
+		SensorID: sensor.ID, TenantID: sensor.TenantID, Certificate: cert,
+		CACertificatePEM: s.ca.CACertificatePEM(), SensorToken: token, NATS: creds,
+	}, nil
+}
+
+// Renew exchanges the sensor token and a CSR for a new certificate, whose
+// serial replaces the sensor's previous one.
+func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPEM []byte) (IssuedCertificate, error) {
+	sensor, err := s.authenticate(ctx, sensorID, sensorToken, TokenSensor)
+	if err != nil {
+		return IssuedCertificate{}, err
+	}
+	cert, err := s.sign(sensor, csrPEM)
+	if err != nil {
+		return IssuedCertificate{}, err
+	}
+	if err := s.store.ReplaceCertificate(ctx, sensor.ID, cert, s.now()); err != nil {
+		return IssuedCertificate{}, fmt.Errorf("renew sensor %s: %w", sensorID, err)
+	}
+	s.log.InfoContext(ctx, "sensor certificate renewed", "tenant_id", sensor.TenantID, "sensor_id", sensor.ID, "serial", cert.Serial)
+	return cert, nil
+}
+
+// authenticate checks a sensor's bearer token of the given kind. Unknown
+// sensors and wrong, used or expired tokens all give ErrInvalidToken.
+func (s *Service) authenticate(ctx context.Context, sensorID, token string, kind TokenKind) (Sensor, error) {
+	sensor, err := s.store.Sensor(ctx, sensorID)
+	if errIsNotFound(err) {
+		return Sensor{}, ErrInvalidToken
+	}
+	if err != nil {
+		return Sensor{}, err
+	}
+	if sensor.State == StateRevoked {
+		return Sensor{}, fmt.Errorf("sensor %s: %w", sensorID, ErrRevoked)
+	}
+	stored, err := s.store.LiveToken(ctx, sensorID, kind)
+	if errIsNotFound(err) {
+		return Sensor{}, ErrInvalidToken
+	}
+	if err != nil {
+		return Sensor{}, err
+	}
+	if !tokenMatches(token, stored.Hash) || !stored.ExpiresAt.IsZero() && !s.now().Before(stored.ExpiresAt) {
+		return Sensor{}, ErrInvalidToken
+	}
+	return sensor, nil
+}
+
+func (s *Service) sign(sensor Sensor, csrPEM []byte) (IssuedCertificate, error) {
+	if len(csrPEM) == 0 {
+		return IssuedCertificate{}, fmt.Errorf("%w: empty", ErrInvalidCSR)
+	}
+	cert, err := s.ca.SignCSR(CertRequest{CSRPEM: csrPEM, TenantID: sensor.TenantID, SensorID: sensor.ID, TTL: s.certTTL})
+	if err != nil {
+		return IssuedCertificate{}, fmt.Errorf("sign certificate for sensor %s: %w", sensor.ID, err)
+	}
+	cert.Serial = strings.ToLower(cert.Serial)
+	if cert.Serial == "" {
+		return IssuedCertificate{}, errors.New("sign certificate: CA returned no serial")
+	}
+	cert.NotBefore = cert.NotBefore.UTC().Truncate(time.Microsecond)
+	cert.NotAfter = cert.NotAfter.UTC().Truncate(time.Microsecond)
+	return cert, nil
+}

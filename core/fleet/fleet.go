@@ -1,0 +1,130 @@
+package fleet
+
+import (
+	"errors"
+	"time"
+)
+
+// Errors of the control plane's use cases, beside the shared ones in
+// contracts.go.
+var (
+	// ErrTenantNotProvisioned means the tenant has no NATS account yet; the
+	// reconcile loop creates it, after which the call can be retried.
+	ErrTenantNotProvisioned = errors.New("tenant has no nats account yet")
+	// ErrStale marks a status report older than the last applied one.
+	ErrStale = errors.New("stale status report")
+	// ErrNotEnrolled means the sensor redeemed a claim code but never enrolled.
+	ErrNotEnrolled = errors.New("sensor has not enrolled")
+)
+
+// NATSStatus tells whether a tenant's NATS account exists.
+type NATSStatus string
+
+// NATS provisioning states of a tenant.
+const (
+	NATSPending     NATSStatus = "pending"
+	NATSProvisioned NATSStatus = "provisioned"
+)
+
+// Tenant is a customer whose sensors share one NATS account.
+type Tenant struct {
+	ID                string
+	Name              string
+	NATSAccountPubKey string
+	NATSStatus        NATSStatus
+	CreatedAt         time.Time
+}
+
+// ClaimCode is a one-time code that lets a sensor join a tenant. The code
+// itself is never stored: only the SHA-256 of its normalised form.
+type ClaimCode struct {
+	ID         string
+	TenantID   string
+	SensorName string
+	ExpiresAt  time.Time
+	CreatedAt  time.Time
+	CreatedBy  string
+	UsedAt     time.Time // zero while unused
+	RevokedAt  time.Time // zero unless revoked
+	SensorID   string    // the sensor created by the redemption
+}
+
+// State is a sensor's lifecycle state.
+type State string
+
+// Sensor states. Pending: redeemed a claim code, not enrolled. Offline:
+// enrolled (or silent too long) with no fresh status. Online, running,
+// stopped and error come from the sensor's status reports. Revoked is
+// terminal.
+const (
+	StatePending State = "pending"
+	StateOnline  State = "online"
+	StateRunning State = "running"
+	StateStopped State = "stopped"
+	StateError   State = "error"
+	StateOffline State = "offline"
+	StateRevoked State = "revoked"
+)
+
+// Valid reports whether s is one of the known states.
+func (s State) Valid() bool {
+	switch s {
+	case StatePending, StateOnline, StateRunning, StateStopped, StateError, StateOffline, StateRevoked:
+		return true
+	}
+	return false
+}
+
+// Certificate is a sensor's active client certificate.
+type Certificate struct {
+	Serial   string
+	NotAfter time.Time
+}
+
+// Sensor is one enrolled (or enrolling) sensor of a tenant.
+type Sensor struct {
+	ID                string
+	TenantID          string
+	Name              string
+	Hostname          string
+	State             State
+	LastSeenAt        time.Time // zero until the first sign of life
+	Certificate       Certificate
+	LastCommand       *Command
+	NATSUserPubKey    string
+	NATSAccountPubKey string
+	CreatedAt         time.Time
+}
+
+// Action is what a command asks a sensor to do.
+type Action string
+
+// Command actions.
+const (
+	ActionStart Action = "start"
+	ActionStop  Action = "stop"
+)
+
+// Valid reports whether a is a known action.
+func (a Action) Valid() bool { return a == ActionStart || a == ActionStop }
+
+// Command is an operator's instruction to one sensor.
+type Command struct {
+	ID             string
+	TenantID       string
+	SensorID       string
+	Action         Action
+	IssuedAt       time.Time
+	IssuedBy       string
+	ExpiresAt      time.Time
+	AcknowledgedAt time.Time // zero until a status report names it
+	// FailedAt is set when the command could not be published; such a
+	// command never reaches the sensor.
+	FailedAt time.Time
+}
+
+// SensorFilter narrows a sensor listing; empty fields match everything.
+type SensorFilter struct {
+	TenantID string
+	State    State
+}

@@ -1,0 +1,153 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/topology"
+)
+
+// Store is everything the Service persists. Each use case declares the
+// small part it needs beside itself; adapters implement them all.
+type Store interface {
+	TenantStore
+	TenantProvisioningStore
+	ClaimStore
+	RedeemStore
+	EnrollStore
+	SensorStore
+	StatusStore
+	CommandStore
+	RevokeStore
+}
+
+// Defaults and bounds of Config.
+const (
+	DefaultSensorCertTTL      = 168 * time.Hour
+	DefaultCommandTTL         = 10 * time.Minute
+	DefaultEnrollmentTokenTTL = 15 * time.Minute
+	DefaultClaimCodeTTL       = 24 * time.Hour
+	MinClaimCodeTTL           = time.Minute
+	MaxClaimCodeTTL           = 30 * 24 * time.Hour
+	// DefaultMaxClockSkew bounds how far in the future a status report's
+	// "at" may lie: a sensor with a clock running ahead would otherwise make
+	// every later, correct report look stale.
+	DefaultMaxClockSkew = 5 * time.Minute
+	// TenantReconcileLock is the Locker name that keeps tenant reconciliation
+	// to one replica at a time.
+	TenantReconcileLock = "rxc-tenant-reconcile"
+)
+
+// Config wires a Service. Zero durations take the defaults above.
+type Config struct {
+	Store Store
+	// Provisioner is required when ProvisioningEnabled is set; when it is
+	// not set the Service makes no provisioner calls at all.
+	Provisioner         Provisioner
+	ProvisioningEnabled bool
+	CA                  CertificateAuthority
+	Publisher           CommandPublisher
+	Terminator          SessionTerminator
+	Locker              Locker
+	// Stream is the command stream's name (default topology.DefaultStream).
+	Stream             string
+	SensorCertTTL      time.Duration
+	CommandTTL         time.Duration
+	EnrollmentTokenTTL time.Duration
+	MaxClockSkew       time.Duration
+	Logger             *slog.Logger
+	Clock              func() time.Time
+}
+
+// Service implements the control plane's fleet use cases.
+type Service struct {
+	store         Store
+	provisioner   Provisioner
+	provisioning  bool
+	ca            CertificateAuthority
+	publisher     CommandPublisher
+	terminator    SessionTerminator
+	locker        Locker
+	stream        string
+	certTTL       time.Duration
+	commandTTL    time.Duration
+	enrollmentTTL time.Duration
+	maxSkew       time.Duration
+	log           *slog.Logger
+	clock         func() time.Time
+}
+
+// New checks cfg and returns a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.CA == nil || cfg.Publisher == nil || cfg.Terminator == nil || cfg.Locker == nil {
+		return nil, errors.New("fleet: store, CA, publisher, terminator and locker are required")
+	}
+	if cfg.ProvisioningEnabled && cfg.Provisioner == nil {
+		return nil, errors.New("fleet: provisioning is enabled but no provisioner is configured")
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = topology.DefaultStream
+	}
+	if err := ids.Validate(cfg.Stream); err != nil {
+		return nil, fmt.Errorf("fleet: stream name: %w", err)
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&cfg.SensorCertTTL, DefaultSensorCertTTL},
+		{&cfg.CommandTTL, DefaultCommandTTL},
+		{&cfg.EnrollmentTokenTTL, DefaultEnrollmentTokenTTL},
+		{&cfg.MaxClockSkew, DefaultMaxClockSkew},
+	} {
+		if *d.v < 0 {
+			return nil, errors.New("fleet: durations must not be negative")
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	return &Service{
+		store: cfg.Store, provisioner: cfg.Provisioner, provisioning: cfg.ProvisioningEnabled,
+		ca: cfg.CA, publisher: cfg.Publisher, terminator: cfg.Terminator, locker: cfg.Locker,
+		stream: cfg.Stream, certTTL: cfg.SensorCertTTL, commandTTL: cfg.CommandTTL,
+		enrollmentTTL: cfg.EnrollmentTokenTTL, maxSkew: cfg.MaxClockSkew,
+		log: cfg.Logger, clock: cfg.Clock,
+	}, nil
+}
+
+// now is the clock at PostgreSQL's precision, so stored and returned values
+// compare equal.
+func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Microsecond) }
+
+// validateLabel checks a human-readable name: bounded, printable.
+func validateLabel(what, v string, maxRunes int) error {
+	n := 0
+	for _, r := range v {
+		n++
+		if r < 0x20 || r == 0x7f || r == '\uFFFD' {
+			return fmt.Errorf("%w: %s contains a control or invalid character", ErrInvalidInput, what)
+		}
+	}
+	if n > maxRunes {
+		return fmt.Errorf("%w: %s longer than %d characters", ErrInvalidInput, what, maxRunes)
+	}
+	return nil
+}
+
+func validateID(what, id string) error {
+	if err := ids.Validate(id); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidInput, what, err)
+	}
+	return nil
+}
