@@ -1,0 +1,345 @@
+// Package provisionmem is an in-memory provisioner store: the same contract
+// as the PostgreSQL store (core/provisioning/storetest runs against both),
+// held in maps behind one mutex. It is for tests, demos and fakes; nothing
+// survives the process, and seeds are kept in clear in memory.
+package provisionmem
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rxc-project/rxc/core/provisioning"
+)
+
+// Config configures a Store. It is empty today; it exists so the constructor
+// has the same shape as every other component's.
+type Config struct{}
+
+// Store is an in-memory provisioning.Store. It is safe for concurrent use.
+// Revoke calls its resign callback with the store locked, so resign must not
+// call back into the store.
+type Store struct {
+	mu          sync.Mutex
+	operator    *provisioning.Operator
+	accounts    map[string]*account // by public key
+	tenants     map[string]string   // tenant id → account public key
+	users       map[string]provisioning.User
+	revocations map[string]map[string]time.Time // account → user → time
+}
+
+type account struct {
+	provisioning.Account
+	pushed bool
+}
+
+// New returns an empty Store.
+func New(Config) (*Store, error) {
+	return &Store{
+		accounts:    map[string]*account{},
+		tenants:     map[string]string{},
+		users:       map[string]provisioning.User{},
+		revocations: map[string]map[string]time.Time{},
+	}, nil
+}
+
+// Ping always succeeds.
+func (s *Store) Ping(context.Context) error { return nil }
+
+// Operator returns the operator record.
+func (s *Store) Operator(context.Context) (provisioning.Operator, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.operator == nil {
+		return provisioning.Operator{}, fmt.Errorf("%w: %w", provisioning.ErrNoOperator, provisioning.ErrNotFound)
+	}
+	return *s.operator, nil
+}
+
+// InitOperator stores the operator with its SYS and CONTROL accounts, or
+// returns provisioning.ErrOperatorExists and changes nothing.
+func (s *Store) InitOperator(_ context.Context, op provisioning.Operator, sys, control provisioning.Account) error {
+	sys, control, err := checkOperator(op, sys, control)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.operator != nil {
+		return provisioning.ErrOperatorExists
+	}
+	for _, a := range []provisioning.Account{sys, control} {
+		if _, ok := s.accounts[a.PubKey]; ok {
+			return fmt.Errorf("provisionmem: account %s already exists", a.PubKey)
+		}
+	}
+	now := time.Now()
+	op.CreatedAt = stamp(op.CreatedAt, now)
+	s.operator = &op
+	for _, a := range []provisioning.Account{sys, control} {
+		s.putAccount(a, now)
+	}
+	return nil
+}
+
+// checkOperator makes sure the accounts are the ones the operator names,
+// filling in their kinds.
+func checkOperator(op provisioning.Operator, sys, control provisioning.Account) (provisioning.Account, provisioning.Account, error) {
+	if op.PubKey == "" || sys.PubKey == "" || control.PubKey == "" {
+		return sys, control, errors.New("provisionmem: operator, system and control public keys are required")
+	}
+	if op.SystemAccount != sys.PubKey || op.ControlAccount != control.PubKey {
+		return sys, control, errors.New("provisionmem: operator's system and control accounts differ from the accounts given")
+	}
+	var err error
+	if sys, err = withKind(sys, provisioning.KindSystem); err != nil {
+		return sys, control, err
+	}
+	control, err = withKind(control, provisioning.KindControl)
+	return sys, control, err
+}
+
+func withKind(a provisioning.Account, k provisioning.AccountKind) (provisioning.Account, error) {
+	if a.Kind != "" && a.Kind != k {
+		return a, fmt.Errorf("provisionmem: account %s has kind %q, want %q", a.PubKey, a.Kind, k)
+	}
+	a.Kind = k
+	return a, nil
+}
+
+// putAccount stores a copy of a; the caller holds mu.
+func (s *Store) putAccount(a provisioning.Account, now time.Time) provisioning.Account {
+	a.Seed = bytes.Clone(a.Seed)
+	a.CreatedAt = stamp(a.CreatedAt, now)
+	a.UpdatedAt = stamp(a.UpdatedAt, a.CreatedAt)
+	s.accounts[a.PubKey] = &account{Account: a}
+	if a.Kind == provisioning.KindTenant {
+		s.tenants[a.TenantID] = a.PubKey
+	}
+	return copyAccount(a)
+}
+
+// Account returns the account with the public key, of any kind.
+func (s *Store) Account(_ context.Context, pubKey string) (provisioning.Account, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.accounts[pubKey]
+	if !ok {
+		return provisioning.Account{}, fmt.Errorf("account %s: %w", pubKey, provisioning.ErrNotFound)
+	}
+	return copyAccount(a.Account), nil
+}
+
+// TenantAccount returns the tenant's account.
+func (s *Store) TenantAccount(_ context.Context, tenantID string) (provisioning.Account, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pk, ok := s.tenants[tenantID]
+	if !ok {
+		return provisioning.Account{}, fmt.Errorf("tenant %s account: %w", tenantID, provisioning.ErrNotFound)
+	}
+	return copyAccount(s.accounts[pk].Account), nil
+}
+
+// CreateTenantAccount stores a unless the tenant has an account, which it
+// returns instead.
+func (s *Store) CreateTenantAccount(_ context.Context, a provisioning.Account) (provisioning.Account, bool, error) {
+	if a.Kind == "" {
+		a.Kind = provisioning.KindTenant
+	}
+	if a.Kind != provisioning.KindTenant || a.TenantID == "" || a.PubKey == "" {
+		return provisioning.Account{}, false, errors.New("provisionmem: a tenant account needs kind tenant, a tenant id and a public key")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pk, ok := s.tenants[a.TenantID]; ok {
+		return copyAccount(s.accounts[pk].Account), false, nil
+	}
+	if _, ok := s.accounts[a.PubKey]; ok {
+		return provisioning.Account{}, false, fmt.Errorf("provisionmem: account key %s is already in use", a.PubKey)
+	}
+	return s.putAccount(a, time.Now()), true, nil
+}
+
+// ListAccounts returns every account, oldest first.
+func (s *Store) ListAccounts(context.Context) ([]provisioning.Account, error) {
+	return s.list(func(*account) bool { return true }, func(a *account) time.Time { return a.CreatedAt }), nil
+}
+
+// UnpushedAccounts returns the accounts whose current JWT has not been
+// pushed, least recently changed first.
+func (s *Store) UnpushedAccounts(context.Context) ([]provisioning.Account, error) {
+	return s.list(func(a *account) bool { return !a.pushed }, func(a *account) time.Time { return a.UpdatedAt }), nil
+}
+
+func (s *Store) list(keep func(*account) bool, by func(*account) time.Time) []provisioning.Account {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var sel []*account
+	for _, a := range s.accounts {
+		if keep(a) {
+			sel = append(sel, a)
+		}
+	}
+	slices.SortFunc(sel, func(x, y *account) int {
+		return cmp.Or(by(x).Compare(by(y)), strings.Compare(x.PubKey, y.PubKey))
+	})
+	var out []provisioning.Account
+	for _, a := range sel {
+		out = append(out, copyAccount(a.Account))
+	}
+	return out
+}
+
+// MarkPushed records that jwt reached NATS, unless the account's JWT has
+// changed since (then the newer JWT still awaits its push).
+func (s *Store) MarkPushed(_ context.Context, pubKey, jwt string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.accounts[pubKey]
+	if !ok {
+		return fmt.Errorf("account %s: %w", pubKey, provisioning.ErrNotFound)
+	}
+	if a.JWT == jwt {
+		a.pushed = true
+	}
+	return nil
+}
+
+// ActiveSensorUser returns the sensor's unrevoked user.
+func (s *Store) ActiveSensorUser(_ context.Context, tenantID, sensorID string) (provisioning.User, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range s.users {
+		if u.Kind == provisioning.UserSensor && u.RevokedAt.IsZero() && u.TenantID == tenantID && u.SensorID == sensorID {
+			return copyUser(u), nil
+		}
+	}
+	return provisioning.User{}, fmt.Errorf("sensor user %s/%s: %w", tenantID, sensorID, provisioning.ErrNotFound)
+}
+
+// ActiveBackendUser returns the named unrevoked backend user.
+func (s *Store) ActiveBackendUser(_ context.Context, name string) (provisioning.User, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range s.users {
+		if u.Kind == provisioning.UserBackend && u.RevokedAt.IsZero() && u.Name == name {
+			return copyUser(u), nil
+		}
+	}
+	return provisioning.User{}, fmt.Errorf("backend user %s: %w", name, provisioning.ErrNotFound)
+}
+
+// CreateUser stores u unless an active user with the same identity exists
+// (same account and sensor, or same backend name), which it returns instead.
+func (s *Store) CreateUser(_ context.Context, u provisioning.User) (provisioning.User, bool, error) {
+	if err := checkUser(u); err != nil {
+		return provisioning.User{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.accounts[u.AccountPubKey]; !ok {
+		return provisioning.User{}, false, fmt.Errorf("account %s: %w", u.AccountPubKey, provisioning.ErrNotFound)
+	}
+	for _, e := range s.users {
+		if sameIdentity(e, u) {
+			return copyUser(e), false, nil
+		}
+	}
+	if _, ok := s.users[u.PubKey]; ok {
+		return provisioning.User{}, false, fmt.Errorf("provisionmem: user key %s is already in use", u.PubKey)
+	}
+	u.Seed = bytes.Clone(u.Seed)
+	u.CreatedAt = stamp(u.CreatedAt, time.Now())
+	u.RevokedAt = time.Time{}
+	s.users[u.PubKey] = u
+	return copyUser(u), true, nil
+}
+
+func checkUser(u provisioning.User) error {
+	switch {
+	case u.PubKey == "" || u.AccountPubKey == "":
+		return errors.New("provisionmem: a user needs a public key and an account")
+	case u.Kind == provisioning.UserSensor && (u.TenantID == "" || u.SensorID == ""):
+		return errors.New("provisionmem: a sensor user needs a tenant id and a sensor id")
+	case u.Kind == provisioning.UserBackend && u.Name == "":
+		return errors.New("provisionmem: a backend user needs a name")
+	case u.Kind != provisioning.UserSensor && u.Kind != provisioning.UserBackend:
+		return fmt.Errorf("provisionmem: unknown user kind %q", u.Kind)
+	}
+	return nil
+}
+
+// sameIdentity mirrors the PostgreSQL store's partial unique indexes.
+func sameIdentity(e, u provisioning.User) bool {
+	if !e.RevokedAt.IsZero() || e.Kind != u.Kind {
+		return false
+	}
+	if u.Kind == provisioning.UserSensor {
+		return e.AccountPubKey == u.AccountPubKey && e.SensorID == u.SensorID
+	}
+	return e.Name == u.Name
+}
+
+// Revoke records the revocation (keeping the earliest time), marks the user
+// revoked if it belongs to the account, and stores the JWT resign returns for
+// the account's full revocation list. Nothing changes when resign fails.
+func (s *Store) Revoke(_ context.Context, r provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Revocation, provisioning.Account, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.accounts[r.AccountPubKey]
+	if !ok {
+		return provisioning.Revocation{}, provisioning.Account{}, fmt.Errorf("account %s: %w", r.AccountPubKey, provisioning.ErrNotFound)
+	}
+	now := time.Now()
+	r.RevokedAt = stamp(r.RevokedAt, now)
+	if prev, ok := s.revocations[r.AccountPubKey][r.UserPubKey]; ok && prev.Before(r.RevokedAt) {
+		r.RevokedAt = prev
+	}
+	all := []provisioning.Revocation{r}
+	for user, at := range s.revocations[r.AccountPubKey] {
+		if user != r.UserPubKey {
+			all = append(all, provisioning.Revocation{AccountPubKey: r.AccountPubKey, UserPubKey: user, RevokedAt: at})
+		}
+	}
+	slices.SortFunc(all, func(x, y provisioning.Revocation) int { return strings.Compare(x.UserPubKey, y.UserPubKey) })
+	jwt, err := resign(copyAccount(a.Account), all)
+	if err != nil {
+		return provisioning.Revocation{}, provisioning.Account{}, fmt.Errorf("re-sign account %s: %w", r.AccountPubKey, err)
+	}
+	if s.revocations[r.AccountPubKey] == nil {
+		s.revocations[r.AccountPubKey] = map[string]time.Time{}
+	}
+	s.revocations[r.AccountPubKey][r.UserPubKey] = r.RevokedAt
+	if u, ok := s.users[r.UserPubKey]; ok && u.AccountPubKey == r.AccountPubKey && (u.RevokedAt.IsZero() || u.RevokedAt.After(r.RevokedAt)) {
+		u.RevokedAt = r.RevokedAt
+		s.users[r.UserPubKey] = u
+	}
+	a.JWT, a.UpdatedAt, a.pushed = jwt, stamp(time.Time{}, now), false
+	return r, copyAccount(a.Account), nil
+}
+
+// stamp normalises t as PostgreSQL stores it (UTC, microseconds), or
+// returns def when t is zero.
+func stamp(t, def time.Time) time.Time {
+	if t.IsZero() {
+		t = def
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+func copyAccount(a provisioning.Account) provisioning.Account {
+	a.Seed = bytes.Clone(a.Seed)
+	return a
+}
+
+func copyUser(u provisioning.User) provisioning.User {
+	u.Seed = bytes.Clone(u.Seed)
+	return u
+}

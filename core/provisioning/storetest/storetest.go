@@ -1,0 +1,833 @@
+// Package storetest is the contract suite for the provisioner's store. Every
+// implementation (PostgreSQL, in-memory) runs the same Run, so they stay
+// interchangeable: create-or-return under concurrency, not-found errors,
+// active and revoked users, atomic revocations, sealed seeds that round-trip
+// byte-exact, the single operator record and push tracking.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rxc-project/rxc/core/provisioning"
+)
+
+// Store is what the provisioner's binaries need from a store: the core port
+// plus operator initialisation, listing and a health check.
+type Store interface {
+	provisioning.Store
+	// InitOperator stores the operator record with its SYS and CONTROL
+	// accounts in one step, or returns provisioning.ErrOperatorExists.
+	InitOperator(ctx context.Context, op provisioning.Operator, sys, control provisioning.Account) error
+	// ListAccounts returns every account (any kind).
+	ListAccounts(ctx context.Context) ([]provisioning.Account, error)
+	// Ping reports whether the store answers.
+	Ping(ctx context.Context) error
+}
+
+// Run runs the contract suite. newStore returns a fresh, empty store for
+// each subtest; subtests run in parallel.
+func Run(t *testing.T, newStore func(t *testing.T) Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s Store)
+	}{
+		{"OperatorMissing", testOperatorMissing},
+		{"InitOperator", testInitOperator},
+		{"InitOperatorTwice", testInitOperatorTwice},
+		{"InitOperatorRejectsMismatch", testInitOperatorRejectsMismatch},
+		{"AccountNotFound", testAccountNotFound},
+		{"CreateTenantAccount", testCreateTenantAccount},
+		{"CreateTenantAccountConcurrent", testCreateTenantAccountConcurrent},
+		{"SeedsRoundTripByteExact", testSeedsRoundTrip},
+		{"CreateSensorUser", testCreateSensorUser},
+		{"CreateBackendUser", testCreateBackendUser},
+		{"CreateUserConcurrent", testCreateUserConcurrent},
+		{"CreateUserUnknownAccount", testCreateUserUnknownAccount},
+		{"UsersNotFound", testUsersNotFound},
+		{"RevokeSensorUser", testRevokeSensorUser},
+		{"RevokeIsIdempotentKeepingFirstTime", testRevokeIdempotent},
+		{"RevokeKeepsEarliestTime", testRevokeKeepsEarliest},
+		{"RevokeResignsWithFullList", testRevokeFullList},
+		{"RevokeUnknownAccount", testRevokeUnknownAccount},
+		{"RevokeResignFailureChangesNothing", testRevokeResignFailure},
+		{"RevokeOnlyTouchesUsersOfThatAccount", testRevokeOtherAccount},
+		{"RevokeConcurrent", testRevokeConcurrent},
+		{"PushTracking", testPushTracking},
+		{"ListAccounts", testListAccounts},
+		{"Ping", testPing},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+// Fixtures.
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// key returns a fresh, well-formed-looking NATS public key with the given
+// prefix ('O' operator, 'A' account, 'U' user).
+func key(prefix string) string {
+	b := make([]byte, 35)
+	_, _ = rand.Read(b)
+	return prefix + base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b)[:55]
+}
+
+// seed returns random bytes shaped like an nkeys seed, with a zero byte and
+// non-ASCII bytes mixed in to catch lossy encodings.
+func seed() []byte {
+	b := make([]byte, 58)
+	_, _ = rand.Read(b)
+	b[3], b[10] = 0, 0xff
+	return b
+}
+
+func tenantAccount(tenantID string) provisioning.Account {
+	return provisioning.Account{
+		PubKey: key("A"), Kind: provisioning.KindTenant, TenantID: tenantID, Name: "Tenant " + tenantID,
+		Seed: seed(), JWT: "jwt-of-" + tenantID + "-" + key(""), CreatedAt: t0, UpdatedAt: t0,
+	}
+}
+
+func sensorUser(acct provisioning.Account, sensorID string) provisioning.User {
+	return provisioning.User{
+		PubKey: key("U"), AccountPubKey: acct.PubKey, Kind: provisioning.UserSensor,
+		TenantID: acct.TenantID, SensorID: sensorID, Name: sensorID, Seed: seed(),
+		JWT: "user-jwt-" + key(""), CreatedAt: t0.Add(time.Minute),
+	}
+}
+
+func backendUser(acct provisioning.Account, name string) provisioning.User {
+	return provisioning.User{
+		PubKey: key("U"), AccountPubKey: acct.PubKey, Kind: provisioning.UserBackend, Name: name,
+		Seed: seed(), JWT: "user-jwt-" + key(""), CreatedAt: t0.Add(time.Minute),
+	}
+}
+
+type operatorFixture struct {
+	op           provisioning.Operator
+	sys, control provisioning.Account
+}
+
+func newOperator() operatorFixture {
+	sys := provisioning.Account{PubKey: key("A"), Kind: provisioning.KindSystem, Name: "SYS", Seed: seed(), JWT: "sys-jwt", CreatedAt: t0, UpdatedAt: t0}
+	control := provisioning.Account{PubKey: key("A"), Kind: provisioning.KindControl, Name: "CONTROL", Seed: seed(), JWT: "control-jwt", CreatedAt: t0, UpdatedAt: t0}
+	op := provisioning.Operator{PubKey: key("O"), Name: "rxc", JWT: "op-jwt", SystemAccount: sys.PubKey, ControlAccount: control.PubKey, CreatedAt: t0}
+	return operatorFixture{op: op, sys: sys, control: control}
+}
+
+func initOperator(t *testing.T, s Store) operatorFixture {
+	t.Helper()
+	f := newOperator()
+	if err := s.InitOperator(ctx(t), f.op, f.sys, f.control); err != nil {
+		t.Fatalf("InitOperator: %v", err)
+	}
+	return f
+}
+
+func createAccount(t *testing.T, s Store, tenantID string) provisioning.Account {
+	t.Helper()
+	a := tenantAccount(tenantID)
+	got, created, err := s.CreateTenantAccount(ctx(t), a)
+	if err != nil || !created {
+		t.Fatalf("CreateTenantAccount(%s) = created %v, err %v; want created", tenantID, created, err)
+	}
+	return got
+}
+
+func createUser(t *testing.T, s Store, u provisioning.User) provisioning.User {
+	t.Helper()
+	got, created, err := s.CreateUser(ctx(t), u)
+	if err != nil || !created {
+		t.Fatalf("CreateUser(%s) = created %v, err %v; want created", u.Name, created, err)
+	}
+	return got
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// resignRecorder is a resign callback that records what it was given.
+type resignRecorder struct {
+	mu    sync.Mutex
+	calls int
+	acct  provisioning.Account
+	all   []provisioning.Revocation
+}
+
+func (r *resignRecorder) resign(a provisioning.Account, all []provisioning.Revocation) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	r.acct, r.all = a, slices.Clone(all)
+	return fmt.Sprintf("resigned-%d-%s", len(all), key("")), nil
+}
+
+func sortRevs(rs []provisioning.Revocation) []provisioning.Revocation {
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b provisioning.Revocation) int { return strings.Compare(a.UserPubKey, b.UserPubKey) })
+	return rs
+}
+
+func diff(t *testing.T, what string, want, got any) {
+	t.Helper()
+	if !reflect.DeepEqual(want, got) {
+		t.Errorf("%s mismatch:\n got: %+v\nwant: %+v", what, got, want)
+	}
+}
+
+func wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s error = %v, want %v", what, err, want)
+	}
+}
+
+// Operator.
+
+func testOperatorMissing(t *testing.T, s Store) {
+	_, err := s.Operator(ctx(t))
+	wantErr(t, "Operator on an empty store", err, provisioning.ErrNoOperator)
+	wantErr(t, "Operator on an empty store", err, provisioning.ErrNotFound)
+}
+
+func testInitOperator(t *testing.T, s Store) {
+	f := initOperator(t, s)
+	got, err := s.Operator(ctx(t))
+	if err != nil {
+		t.Fatalf("Operator: %v", err)
+	}
+	diff(t, "Operator", f.op, got)
+	for _, want := range []provisioning.Account{f.sys, f.control} {
+		got, err := s.Account(ctx(t), want.PubKey)
+		if err != nil {
+			t.Fatalf("Account(%s): %v", want.Name, err)
+		}
+		diff(t, "Account("+want.Name+")", want, got)
+	}
+	if _, err := s.TenantAccount(ctx(t), "SYS"); !errors.Is(err, provisioning.ErrNotFound) {
+		t.Errorf("TenantAccount(SYS) error = %v, want ErrNotFound: system accounts are not tenants", err)
+	}
+}
+
+func testInitOperatorTwice(t *testing.T, s Store) {
+	first := initOperator(t, s)
+	second := newOperator()
+	err := s.InitOperator(ctx(t), second.op, second.sys, second.control)
+	wantErr(t, "second InitOperator", err, provisioning.ErrOperatorExists)
+	got, err := s.Operator(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "Operator after a refused second init", first.op, got)
+	if _, err := s.Account(ctx(t), second.sys.PubKey); !errors.Is(err, provisioning.ErrNotFound) {
+		t.Errorf("refused init stored its SYS account: Account error = %v, want ErrNotFound", err)
+	}
+}
+
+func testInitOperatorRejectsMismatch(t *testing.T, s Store) {
+	tests := []struct {
+		name   string
+		mutate func(f *operatorFixture)
+	}{
+		{"system account key differs", func(f *operatorFixture) { f.op.SystemAccount = key("A") }},
+		{"control account key differs", func(f *operatorFixture) { f.op.ControlAccount = key("A") }},
+		{"sys has tenant kind", func(f *operatorFixture) { f.sys.Kind = provisioning.KindTenant }},
+		{"control has system kind", func(f *operatorFixture) { f.control.Kind = provisioning.KindSystem }},
+	}
+	for _, tc := range tests {
+		f := newOperator()
+		tc.mutate(&f)
+		if err := s.InitOperator(ctx(t), f.op, f.sys, f.control); err == nil {
+			t.Errorf("%s: InitOperator succeeded, want an error", tc.name)
+		}
+	}
+	_, err := s.Operator(ctx(t))
+	wantErr(t, "Operator after refused inits", err, provisioning.ErrNoOperator)
+}
+
+// Accounts.
+
+func testAccountNotFound(t *testing.T, s Store) {
+	createAccount(t, s, "acme")
+	_, err := s.Account(ctx(t), key("A"))
+	wantErr(t, "Account(unknown)", err, provisioning.ErrNotFound)
+	_, err = s.TenantAccount(ctx(t), "globex")
+	wantErr(t, "TenantAccount(unknown)", err, provisioning.ErrNotFound)
+	err = s.MarkPushed(ctx(t), key("A"), "jwt")
+	wantErr(t, "MarkPushed(unknown)", err, provisioning.ErrNotFound)
+}
+
+func testCreateTenantAccount(t *testing.T, s Store) {
+	want := tenantAccount("acme")
+	got, created, err := s.CreateTenantAccount(ctx(t), want)
+	if err != nil || !created {
+		t.Fatalf("first CreateTenantAccount = created %v, err %v; want created", created, err)
+	}
+	diff(t, "created account", want, got)
+
+	again := tenantAccount("acme")
+	got, created, err = s.CreateTenantAccount(ctx(t), again)
+	if err != nil {
+		t.Fatalf("second CreateTenantAccount: %v", err)
+	}
+	if created {
+		t.Errorf("second CreateTenantAccount reported created, want the existing account")
+	}
+	diff(t, "second CreateTenantAccount result", want, got)
+	if _, err := s.Account(ctx(t), again.PubKey); !errors.Is(err, provisioning.ErrNotFound) {
+		t.Errorf("losing account key was stored: Account error = %v, want ErrNotFound", err)
+	}
+
+	byTenant, err := s.TenantAccount(ctx(t), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "TenantAccount", want, byTenant)
+	byKey, err := s.Account(ctx(t), want.PubKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "Account", want, byKey)
+
+	other := createAccount(t, s, "globex")
+	if other.PubKey == want.PubKey {
+		t.Errorf("second tenant got the first tenant's account")
+	}
+}
+
+func testCreateTenantAccountConcurrent(t *testing.T, s Store) {
+	const n = 100
+	var (
+		wg      sync.WaitGroup
+		start   = make(chan struct{})
+		results = make([]provisioning.Account, n)
+		created = make([]bool, n)
+		errs    = make([]error, n)
+		inputs  = make([]provisioning.Account, n)
+	)
+	for i := range n {
+		inputs[i] = tenantAccount("acme")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i], created[i], errs[i] = s.CreateTenantAccount(context.Background(), inputs[i])
+		}()
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("call %d: %v", i, errs[i])
+		}
+		if created[i] {
+			if winner >= 0 {
+				t.Fatalf("calls %d and %d both report created", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no call reports created")
+	}
+	for i := range n {
+		diff(t, fmt.Sprintf("call %d result", i), inputs[winner], results[i])
+	}
+	all, err := s.ListAccounts(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 {
+		t.Errorf("ListAccounts has %d accounts after 100 identical creates, want 1", len(all))
+	}
+}
+
+func testSeedsRoundTrip(t *testing.T, s Store) {
+	seeds := map[string][]byte{
+		"nkeys-like": []byte("SAAJ7UBUKIUDJHWNQAA3WVGJ3AVVMBBBSJGRS5XSKGJF6HCW7VMUKDZUTQ"),
+		"binary":     {0, 1, 2, 0xfe, 0xff, 0, 0x80},
+		"one-byte":   {0},
+	}
+	for name, sd := range seeds {
+		a := tenantAccount("t-" + name)
+		a.Seed = bytes.Clone(sd)
+		if _, created, err := s.CreateTenantAccount(ctx(t), a); err != nil || !created {
+			t.Fatalf("CreateTenantAccount = created %v, err %v", created, err)
+		}
+		a.Seed[0] ^= 0xff // the store must have copied, not kept, the slice
+		got, err := s.Account(ctx(t), a.PubKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Seed, sd) {
+			t.Errorf("%s: account seed = %x, want %x", name, got.Seed, sd)
+		}
+		got.Seed[0] ^= 0xff // nor hand out its own
+		again, _ := s.Account(ctx(t), a.PubKey)
+		if !bytes.Equal(again.Seed, sd) {
+			t.Errorf("%s: mutating a returned seed changed the stored one", name)
+		}
+
+		u := sensorUser(got, "s-"+name)
+		u.Seed = bytes.Clone(sd)
+		createUser(t, s, u)
+		gotU, err := s.ActiveSensorUser(ctx(t), got.TenantID, "s-"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(gotU.Seed, sd) {
+			t.Errorf("%s: user seed = %x, want %x", name, gotU.Seed, sd)
+		}
+	}
+}
+
+// Users.
+
+func testCreateSensorUser(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	want := sensorUser(acct, "sensor-1")
+	got := createUser(t, s, want)
+	diff(t, "created user", want, got)
+
+	active, err := s.ActiveSensorUser(ctx(t), "acme", "sensor-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "ActiveSensorUser", want, active)
+
+	again, created, err := s.CreateUser(ctx(t), sensorUser(acct, "sensor-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created {
+		t.Errorf("second CreateUser for the same sensor reported created")
+	}
+	diff(t, "second CreateUser result", want, again)
+
+	same, created, err := s.CreateUser(ctx(t), want)
+	if err != nil || created {
+		t.Errorf("repeating the identical CreateUser = created %v, err %v; want existing", created, err)
+	}
+	diff(t, "identical CreateUser result", want, same)
+
+	other := createUser(t, s, sensorUser(acct, "sensor-2"))
+	if other.PubKey == want.PubKey {
+		t.Errorf("second sensor got the first sensor's user")
+	}
+}
+
+func testCreateBackendUser(t *testing.T, s Store) {
+	f := initOperator(t, s)
+	want := backendUser(f.control, "backend")
+	diff(t, "created backend user", want, createUser(t, s, want))
+	got, err := s.ActiveBackendUser(ctx(t), "backend")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "ActiveBackendUser", want, got)
+	again, created, err := s.CreateUser(ctx(t), backendUser(f.control, "backend"))
+	if err != nil || created {
+		t.Errorf("second backend CreateUser = created %v, err %v; want existing", created, err)
+	}
+	diff(t, "second backend CreateUser result", want, again)
+	if _, err := s.ActiveSensorUser(ctx(t), "", "backend"); !errors.Is(err, provisioning.ErrNotFound) {
+		t.Errorf("a backend user is returned as a sensor user: err = %v", err)
+	}
+	createUser(t, s, backendUser(f.control, "analytics"))
+}
+
+func testCreateUserConcurrent(t *testing.T, s Store) {
+	f := initOperator(t, s)
+	acct := createAccount(t, s, "acme")
+	tests := []struct {
+		name  string
+		build func() provisioning.User
+		find  func() (provisioning.User, error)
+	}{
+		{"sensor", func() provisioning.User { return sensorUser(acct, "sensor-1") },
+			func() (provisioning.User, error) { return s.ActiveSensorUser(ctx(t), "acme", "sensor-1") }},
+		{"backend", func() provisioning.User { return backendUser(f.control, "backend") },
+			func() (provisioning.User, error) { return s.ActiveBackendUser(ctx(t), "backend") }},
+	}
+	for _, tc := range tests {
+		const n = 100
+		var (
+			wg      sync.WaitGroup
+			start   = make(chan struct{})
+			inputs  = make([]provisioning.User, n)
+			results = make([]provisioning.User, n)
+			created = make([]bool, n)
+			errs    = make([]error, n)
+		)
+		for i := range n {
+			inputs[i] = tc.build()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				results[i], created[i], errs[i] = s.CreateUser(context.Background(), inputs[i])
+			}()
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("%s: call %d: %v", tc.name, i, errs[i])
+			}
+			if created[i] {
+				if winner >= 0 {
+					t.Fatalf("%s: calls %d and %d both report created", tc.name, winner, i)
+				}
+				winner = i
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("%s: no call reports created", tc.name)
+		}
+		for i := range n {
+			diff(t, fmt.Sprintf("%s: call %d result", tc.name, i), inputs[winner], results[i])
+		}
+		got, err := tc.find()
+		if err != nil {
+			t.Fatal(err)
+		}
+		diff(t, tc.name+": active user", inputs[winner], got)
+	}
+}
+
+func testCreateUserUnknownAccount(t *testing.T, s Store) {
+	ghost := tenantAccount("ghost")
+	_, _, err := s.CreateUser(ctx(t), sensorUser(ghost, "sensor-1"))
+	wantErr(t, "CreateUser in an unknown account", err, provisioning.ErrNotFound)
+	_, err = s.ActiveSensorUser(ctx(t), "ghost", "sensor-1")
+	wantErr(t, "ActiveSensorUser after the refused create", err, provisioning.ErrNotFound)
+}
+
+func testUsersNotFound(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	createUser(t, s, sensorUser(acct, "sensor-1"))
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"unknown sensor", func() error { _, err := s.ActiveSensorUser(ctx(t), "acme", "sensor-2"); return err }},
+		{"unknown tenant", func() error { _, err := s.ActiveSensorUser(ctx(t), "globex", "sensor-1"); return err }},
+		{"unknown backend", func() error { _, err := s.ActiveBackendUser(ctx(t), "backend"); return err }},
+		{"sensor name as backend", func() error { _, err := s.ActiveBackendUser(ctx(t), "sensor-1"); return err }},
+	}
+	for _, tc := range tests {
+		wantErr(t, tc.name, tc.call(), provisioning.ErrNotFound)
+	}
+}
+
+// Revocations.
+
+func testRevokeSensorUser(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	u := createUser(t, s, sensorUser(acct, "sensor-1"))
+	sibling := createUser(t, s, sensorUser(acct, "sensor-2"))
+	rec := &resignRecorder{}
+	r := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u.PubKey, RevokedAt: t0.Add(time.Hour)}
+	gotRev, gotAcct, err := s.Revoke(ctx(t), r, rec.resign)
+	if err != nil {
+		t.Fatalf("Revoke: %v", err)
+	}
+	diff(t, "returned revocation", r, gotRev)
+	if rec.calls != 1 {
+		t.Fatalf("resign called %d times, want 1", rec.calls)
+	}
+	diff(t, "account given to resign", acct, rec.acct)
+	diff(t, "revocations given to resign", []provisioning.Revocation{r}, rec.all)
+	if !strings.HasPrefix(gotAcct.JWT, "resigned-1-") {
+		t.Errorf("returned account JWT = %q, want the one resign returned", gotAcct.JWT)
+	}
+	if gotAcct.PubKey != acct.PubKey || !bytes.Equal(gotAcct.Seed, acct.Seed) || !gotAcct.CreatedAt.Equal(acct.CreatedAt) {
+		t.Errorf("returned account = %+v, want %s with its seed and creation time", gotAcct, acct.PubKey)
+	}
+	stored, err := s.Account(ctx(t), acct.PubKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "stored account after Revoke", gotAcct, stored)
+	if !stored.UpdatedAt.After(acct.UpdatedAt) {
+		t.Errorf("UpdatedAt = %v, want later than %v", stored.UpdatedAt, acct.UpdatedAt)
+	}
+
+	if _, err := s.ActiveSensorUser(ctx(t), "acme", "sensor-1"); !errors.Is(err, provisioning.ErrNotFound) {
+		t.Errorf("ActiveSensorUser of a revoked user: err = %v, want ErrNotFound", err)
+	}
+	if got, err := s.ActiveSensorUser(ctx(t), "acme", "sensor-2"); err != nil || got.PubKey != sibling.PubKey {
+		t.Errorf("sibling sensor after Revoke = %s, %v; want %s still active", got.PubKey, err, sibling.PubKey)
+	}
+	fresh := sensorUser(acct, "sensor-1")
+	fresh.CreatedAt = t0.Add(2 * time.Hour)
+	got, created, err := s.CreateUser(ctx(t), fresh)
+	if err != nil || !created {
+		t.Fatalf("CreateUser after revocation = created %v, err %v; want a new user", created, err)
+	}
+	diff(t, "new user after revocation", fresh, got)
+	active, err := s.ActiveSensorUser(ctx(t), "acme", "sensor-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "ActiveSensorUser after re-create", fresh, active)
+}
+
+func testRevokeIdempotent(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	u := createUser(t, s, sensorUser(acct, "sensor-1"))
+	first := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u.PubKey, RevokedAt: t0.Add(time.Hour)}
+	if _, _, err := s.Revoke(ctx(t), first, (&resignRecorder{}).resign); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.Account(ctx(t), acct.PubKey)
+	rec := &resignRecorder{}
+	later := first
+	later.RevokedAt = t0.Add(3 * time.Hour)
+	gotRev, gotAcct, err := s.Revoke(ctx(t), later, rec.resign)
+	if err != nil {
+		t.Fatalf("repeated Revoke: %v", err)
+	}
+	diff(t, "repeated Revoke result", first, gotRev)
+	diff(t, "resign list on repeat", []provisioning.Revocation{first}, rec.all)
+	if gotAcct.JWT == before.JWT {
+		t.Errorf("repeated Revoke kept the old JWT; want the freshly signed one")
+	}
+	if _, err := s.ActiveSensorUser(ctx(t), "acme", "sensor-1"); !errors.Is(err, provisioning.ErrNotFound) {
+		t.Errorf("ActiveSensorUser after repeat: err = %v, want ErrNotFound", err)
+	}
+}
+
+func testRevokeKeepsEarliest(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	u := createUser(t, s, sensorUser(acct, "sensor-1"))
+	r := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u.PubKey, RevokedAt: t0.Add(3 * time.Hour)}
+	if _, _, err := s.Revoke(ctx(t), r, (&resignRecorder{}).resign); err != nil {
+		t.Fatal(err)
+	}
+	earlier := r
+	earlier.RevokedAt = t0.Add(time.Hour) // another replica's clock ran behind
+	rec := &resignRecorder{}
+	got, _, err := s.Revoke(ctx(t), earlier, rec.resign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "Revoke with an earlier time", earlier, got)
+	diff(t, "resign list", []provisioning.Revocation{earlier}, rec.all)
+}
+
+func testRevokeFullList(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	var want []provisioning.Revocation
+	for i := range 3 {
+		u := createUser(t, s, sensorUser(acct, fmt.Sprintf("sensor-%d", i)))
+		want = append(want, provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u.PubKey, RevokedAt: t0.Add(time.Duration(i+1) * time.Hour)})
+	}
+	// A key never stored as a user can still be revoked.
+	want = append(want, provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: key("U"), RevokedAt: t0.Add(10 * time.Hour)})
+	// Another account's revocations are not part of this account's list.
+	other := createAccount(t, s, "globex")
+	if _, _, err := s.Revoke(ctx(t), provisioning.Revocation{AccountPubKey: other.PubKey, UserPubKey: key("U"), RevokedAt: t0}, (&resignRecorder{}).resign); err != nil {
+		t.Fatal(err)
+	}
+	rec := &resignRecorder{}
+	for i, r := range want {
+		if _, _, err := s.Revoke(ctx(t), r, rec.resign); err != nil {
+			t.Fatal(err)
+		}
+		diff(t, fmt.Sprintf("resign list after %d revocations", i+1), sortRevs(want[:i+1]), sortRevs(rec.all))
+		if rec.acct.PubKey != acct.PubKey || rec.acct.Kind != provisioning.KindTenant || rec.acct.TenantID != "acme" {
+			t.Errorf("resign got account %s/%s/%s, want %s/tenant/acme", rec.acct.PubKey, rec.acct.Kind, rec.acct.TenantID, acct.PubKey)
+		}
+	}
+}
+
+func testRevokeUnknownAccount(t *testing.T, s Store) {
+	createAccount(t, s, "acme")
+	rec := &resignRecorder{}
+	_, _, err := s.Revoke(ctx(t), provisioning.Revocation{AccountPubKey: key("A"), UserPubKey: key("U"), RevokedAt: t0}, rec.resign)
+	wantErr(t, "Revoke in an unknown account", err, provisioning.ErrNotFound)
+	if rec.calls != 0 {
+		t.Errorf("resign called %d times for an unknown account, want 0", rec.calls)
+	}
+}
+
+func testRevokeResignFailure(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	u := createUser(t, s, sensorUser(acct, "sensor-1"))
+	boom := errors.New("signer broken")
+	r := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u.PubKey, RevokedAt: t0.Add(time.Hour)}
+	_, _, err := s.Revoke(ctx(t), r, func(provisioning.Account, []provisioning.Revocation) (string, error) { return "", boom })
+	wantErr(t, "Revoke with a failing resign", err, boom)
+
+	got, err := s.Account(ctx(t), acct.PubKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "account after failed Revoke", acct, got)
+	if _, err := s.ActiveSensorUser(ctx(t), "acme", "sensor-1"); err != nil {
+		t.Errorf("user revoked although Revoke failed: %v", err)
+	}
+	rec := &resignRecorder{}
+	later := r
+	later.RevokedAt = t0.Add(2 * time.Hour)
+	if _, _, err := s.Revoke(ctx(t), later, rec.resign); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "revocation list after a failed then a good Revoke", []provisioning.Revocation{later}, rec.all)
+}
+
+func testRevokeOtherAccount(t *testing.T, s Store) {
+	acme := createAccount(t, s, "acme")
+	globex := createAccount(t, s, "globex")
+	u := createUser(t, s, sensorUser(globex, "sensor-1"))
+	if _, _, err := s.Revoke(ctx(t), provisioning.Revocation{AccountPubKey: acme.PubKey, UserPubKey: u.PubKey, RevokedAt: t0}, (&resignRecorder{}).resign); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ActiveSensorUser(ctx(t), "globex", "sensor-1"); err != nil {
+		t.Errorf("revoking the key in another account revoked the user: %v", err)
+	}
+}
+
+// Concurrent revocations in one account must serialise: the final JWT is
+// signed over every revocation, none lost to a racing writer.
+func testRevokeConcurrent(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	const n = 10
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make([]error, n)
+	for i := range n {
+		u := createUser(t, s, sensorUser(acct, fmt.Sprintf("sensor-%d", i)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, _, errs[i] = s.Revoke(context.Background(), provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u.PubKey, RevokedAt: t0}, (&resignRecorder{}).resign)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Revoke %d: %v", i, err)
+		}
+	}
+	got, err := s.Account(ctx(t), acct.PubKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("resigned-%d-", n); !strings.HasPrefix(got.JWT, want) {
+		t.Errorf("final JWT = %q, want one signed over all %d revocations (prefix %q)", got.JWT, n, want)
+	}
+}
+
+// Push tracking.
+
+func pubKeys(as []provisioning.Account) []string {
+	var ks []string
+	for _, a := range as {
+		ks = append(ks, a.PubKey)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func sorted(ks ...string) []string {
+	ks = slices.Clone(ks)
+	slices.Sort(ks)
+	return ks
+}
+
+func testPushTracking(t *testing.T, s Store) {
+	f := initOperator(t, s)
+	acct := createAccount(t, s, "acme")
+	unpushed := func() []string {
+		t.Helper()
+		as, err := s.UnpushedAccounts(ctx(t))
+		if err != nil {
+			t.Fatalf("UnpushedAccounts: %v", err)
+		}
+		return pubKeys(as)
+	}
+	diff(t, "unpushed after creation", sorted(f.sys.PubKey, f.control.PubKey, acct.PubKey), unpushed())
+
+	for _, a := range []provisioning.Account{f.sys, f.control, acct} {
+		if err := s.MarkPushed(ctx(t), a.PubKey, a.JWT); err != nil {
+			t.Fatalf("MarkPushed(%s): %v", a.Name, err)
+		}
+	}
+	diff(t, "unpushed after pushing all", []string(nil), unpushed())
+
+	u := createUser(t, s, sensorUser(acct, "sensor-1"))
+	_, revoked, err := s.Revoke(ctx(t), provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u.PubKey, RevokedAt: t0}, (&resignRecorder{}).resign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := s.UnpushedAccounts(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(as) != 1 || as[0].JWT != revoked.JWT || !bytes.Equal(as[0].Seed, acct.Seed) {
+		t.Fatalf("unpushed after Revoke = %+v, want only %s with its new JWT", as, acct.PubKey)
+	}
+
+	// A push of the old JWT finishing late must not hide the new one.
+	if err := s.MarkPushed(ctx(t), acct.PubKey, acct.JWT); err != nil {
+		t.Fatalf("MarkPushed(stale JWT): %v", err)
+	}
+	diff(t, "unpushed after marking a stale JWT", []string{acct.PubKey}, unpushed())
+
+	if err := s.MarkPushed(ctx(t), acct.PubKey, revoked.JWT); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "unpushed after marking the current JWT", []string(nil), unpushed())
+}
+
+func testListAccounts(t *testing.T, s Store) {
+	if as, err := s.ListAccounts(ctx(t)); err != nil || len(as) != 0 {
+		t.Fatalf("ListAccounts on an empty store = %d accounts, %v; want none", len(as), err)
+	}
+	f := initOperator(t, s)
+	acme := createAccount(t, s, "acme")
+	globex := createAccount(t, s, "globex")
+	got, err := s.ListAccounts(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]provisioning.Account{}
+	for _, a := range got {
+		byKey[a.PubKey] = a
+	}
+	want := map[string]provisioning.Account{f.sys.PubKey: f.sys, f.control.PubKey: f.control, acme.PubKey: acme, globex.PubKey: globex}
+	diff(t, "ListAccounts", want, byKey)
+	if len(got) != len(want) {
+		t.Errorf("ListAccounts returned %d accounts, want %d", len(got), len(want))
+	}
+}
+
+func testPing(t *testing.T, s Store) {
+	if err := s.Ping(ctx(t)); err != nil {
+		t.Errorf("Ping = %v, want nil", err)
+	}
+}
