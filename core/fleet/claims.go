@@ -12,7 +12,8 @@ type ClaimStore interface {
 	CreateClaimCode(ctx context.Context, c ClaimCode, codeHash []byte) error
 	// ClaimCodes lists a tenant's codes, newest first.
 	ClaimCodes(ctx context.Context, tenantID string) ([]ClaimCode, error)
-	// RevokeClaimCode marks an unused code revoked; repeats are no-ops.
+	// RevokeClaimCode marks a code revoked; repeats are no-ops, unknown ids
+	// give ErrNotFound and used codes ErrConflict.
 	RevokeClaimCode(ctx context.Context, id string, at time.Time) error
 }
 

@@ -1,0 +1,92 @@
+package controlplanestore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+// CreateClaimCode implements fleet.ClaimStore.
+func (s *Store) CreateClaimCode(ctx context.Context, c fleet.ClaimCode, codeHash []byte) error {
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO claim_codes (id, tenant_id, code_hash, sensor_name, created_at, created_by, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		c.ID, c.TenantID, codeHash, c.SensorName, c.CreatedAt, c.CreatedBy, c.ExpiresAt)
+	return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+}
+
+// ClaimCodes implements fleet.ClaimStore.
+func (s *Store) ClaimCodes(ctx context.Context, tenantID string) ([]fleet.ClaimCode, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, tenant_id, sensor_name, expires_at, created_at, created_by, used_at, revoked_at, COALESCE(sensor_id, '')
+		FROM claim_codes WHERE tenant_id = $1 ORDER BY created_at DESC, id`, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (fleet.ClaimCode, error) {
+		var c fleet.ClaimCode
+		var used, revoked *time.Time
+		if err := r.Scan(&c.ID, &c.TenantID, &c.SensorName, &c.ExpiresAt, &c.CreatedAt, &c.CreatedBy, &used, &revoked, &c.SensorID); err != nil {
+			return fleet.ClaimCode{}, err
+		}
+		c.ExpiresAt, c.CreatedAt = c.ExpiresAt.UTC(), c.CreatedAt.UTC()
+		c.UsedAt, c.RevokedAt = utc(used), utc(revoked)
+		return c, nil
+	})
+}
+
+// RevokeClaimCode implements fleet.ClaimStore. A used code cannot be
+// revoked (ErrConflict); revoking twice keeps the first time.
+func (s *Store) RevokeClaimCode(ctx context.Context, id string, at time.Time) error {
+	var used *time.Time
+	err := s.pool.QueryRow(ctx, `
+		UPDATE claim_codes SET revoked_at = COALESCE(revoked_at, $2)
+		WHERE id = $1 RETURNING used_at`, id, at).Scan(&used)
+	if err != nil {
+		return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+	}
+	if used != nil {
+		return errors.Join(fleet.ErrConflict, errors.New("claim code already used"))
+	}
+	return nil
+}
+
+// Redeem implements fleet.RedeemStore. The conditional UPDATE is the
+// single-use guarantee: concurrent redeemers queue on the row lock and all
+// but the first then see used_at set and match nothing.
+func (s *Store) Redeem(ctx context.Context, r fleet.RedeemRecord) (fleet.Sensor, error) {
+	var sensor fleet.Sensor
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `
+			WITH code AS (
+				UPDATE claim_codes SET used_at = $2, sensor_id = $3
+				WHERE code_hash = $1 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $2
+				RETURNING tenant_id, sensor_name
+			)
+			INSERT INTO sensors (id, tenant_id, name, hostname, state, created_at)
+			SELECT $3, code.tenant_id, COALESCE(NULLIF(code.sensor_name, ''), NULLIF($4, ''), $3), $4, 'pending', $2
+			FROM code
+			RETURNING id, tenant_id, name, hostname, state, created_at`,
+			r.CodeHash, r.At, r.SensorID, r.Hostname,
+		).Scan(&sensor.ID, &sensor.TenantID, &sensor.Name, &sensor.Hostname, &sensor.State, &sensor.CreatedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fleet.ErrInvalidClaimCode
+		}
+		if err != nil {
+			return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO sensor_tokens (token_hash, sensor_id, kind, created_at, expires_at)
+			VALUES ($1, $2, 'enrollment', $3, $4)`, r.TokenHash, r.SensorID, r.At, r.TokenExpiresAt)
+		return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+	})
+	if err != nil {
+		return fleet.Sensor{}, err
+	}
+	sensor.CreatedAt = sensor.CreatedAt.UTC()
+	return sensor, nil
+}

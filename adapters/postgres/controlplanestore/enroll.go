@@ -1,0 +1,95 @@
+package controlplanestore
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+// LiveToken implements fleet.EnrollStore.
+func (s *Store) LiveToken(ctx context.Context, sensorID string, kind fleet.TokenKind) (fleet.Token, error) {
+	t := fleet.Token{SensorID: sensorID, Kind: kind}
+	var expires *time.Time
+	err := s.pool.QueryRow(ctx, `
+		SELECT token_hash, expires_at FROM sensor_tokens
+		WHERE sensor_id = $1 AND kind = $2 AND used_at IS NULL AND revoked_at IS NULL`,
+		sensorID, string(kind)).Scan(&t.Hash, &expires)
+	if err != nil {
+		return fleet.Token{}, classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+	}
+	t.ExpiresAt = utc(expires)
+	return t, nil
+}
+
+// CompleteEnrollment implements fleet.EnrollStore.
+func (s *Store) CompleteEnrollment(ctx context.Context, e fleet.EnrollmentRecord) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockLiveSensor(ctx, tx, e.SensorID); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `
+			UPDATE sensor_tokens SET used_at = $3
+			WHERE token_hash = $2 AND sensor_id = $1 AND kind = 'enrollment'
+			  AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $3`,
+			e.SensorID, e.EnrollmentTokenHash, e.At)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fleet.ErrInvalidToken
+		}
+		if err := replaceCertificate(ctx, tx, e.SensorID, e.Certificate, e.At); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			UPDATE sensor_tokens SET revoked_at = $2
+			WHERE sensor_id = $1 AND kind = 'sensor' AND revoked_at IS NULL`, e.SensorID, e.At); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO sensor_tokens (token_hash, sensor_id, kind, created_at) VALUES ($1, $2, 'sensor', $3)`,
+			e.SensorTokenHash, e.SensorID, e.At); err != nil {
+			return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+		}
+		_, err = tx.Exec(ctx, `
+			UPDATE sensors SET state = $2, nats_user_pub_key = $3, nats_account_pub_key = $4 WHERE id = $1`,
+			e.SensorID, string(e.State), e.NATSUserPubKey, e.NATSAccountPubKey)
+		return err
+	})
+}
+
+// ReplaceCertificate implements fleet.EnrollStore.
+func (s *Store) ReplaceCertificate(ctx context.Context, sensorID string, c fleet.IssuedCertificate, at time.Time) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockLiveSensor(ctx, tx, sensorID); err != nil {
+			return err
+		}
+		return replaceCertificate(ctx, tx, sensorID, c, at)
+	})
+}
+
+// lockLiveSensor locks the sensor row against a concurrent revocation and
+// refuses revoked sensors.
+func lockLiveSensor(ctx context.Context, tx pgx.Tx, sensorID string) error {
+	var state fleet.State
+	if err := tx.QueryRow(ctx, `SELECT state FROM sensors WHERE id = $1 FOR UPDATE`, sensorID).Scan(&state); err != nil {
+		return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+	}
+	if state == fleet.StateRevoked {
+		return fleet.ErrRevoked
+	}
+	return nil
+}
+
+func replaceCertificate(ctx context.Context, tx pgx.Tx, sensorID string, c fleet.IssuedCertificate, at time.Time) error {
+	if _, err := tx.Exec(ctx, `UPDATE sensor_certificates SET active = false WHERE sensor_id = $1 AND active`, sensorID); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `
+		INSERT INTO sensor_certificates (serial, sensor_id, active, not_after, issued_at) VALUES ($1, $2, true, $3, $4)`,
+		c.Serial, sensorID, c.NotAfter, at)
+	return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+}
