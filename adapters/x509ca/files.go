@@ -1,0 +1,417 @@
+package x509ca
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+// InitOptions describe the CA and server certificate Init creates.
+type InitOptions struct {
+	// DNSNames and IPAddresses are the server certificate's SANs: the names
+	// sensors dial. At least one is required.
+	DNSNames    []string
+	IPAddresses []net.IP
+	// Organization goes into both subjects; default "RXC".
+	Organization string
+	// CAValidity defaults to DefaultCAValidity, ServerValidity to
+	// DefaultServerValidity.
+	CAValidity     time.Duration
+	ServerValidity time.Duration
+}
+
+// InitResult reports what Init did.
+type InitResult struct {
+	// CACreated is false when an existing CA was reused.
+	CACreated      bool
+	CACertPath     string
+	CAKeyPath      string
+	ServerCertPath string
+	ServerKeyPath  string
+	CANotAfter     time.Time
+	ServerNotAfter time.Time
+}
+
+// Init creates a CA in dir (ca.crt, ca.key) unless one exists, and issues a
+// fresh server certificate (server.crt, server.key) signed by it. dir is
+// created with mode 0700 and keys with 0600. The CA key is created
+// exclusively and never replaced: with an existing CA, only the server
+// certificate and key are (re)written.
+func Init(dir string, opts InitOptions) (InitResult, error) {
+	if len(opts.DNSNames) == 0 && len(opts.IPAddresses) == 0 {
+		return InitResult{}, fmt.Errorf("%w: the server certificate needs at least one DNS name or IP address", fleet.ErrInvalidInput)
+	}
+	if opts.Organization == "" {
+		opts.Organization = "RXC"
+	}
+	if opts.CAValidity == 0 {
+		opts.CAValidity = DefaultCAValidity
+	}
+	if opts.ServerValidity == 0 {
+		opts.ServerValidity = DefaultServerValidity
+	}
+	if opts.CAValidity < 0 || opts.ServerValidity < 0 {
+		return InitResult{}, fmt.Errorf("%w: negative validity", fleet.ErrInvalidInput)
+	}
+	if err := ensurePrivateDir(dir); err != nil {
+		return InitResult{}, err
+	}
+	paths := Config{Dir: dir}.withDefaults()
+	res := InitResult{
+		CACertPath:     paths.CACertPath,
+		CAKeyPath:      paths.CAKeyPath,
+		ServerCertPath: paths.ServerCertPath,
+		ServerKeyPath:  paths.ServerKeyPath,
+	}
+	now := time.Now()
+
+	cert, key, created, err := loadOrCreateCA(paths, opts, now)
+	if err != nil {
+		return InitResult{}, err
+	}
+	res.CACreated = created
+	res.CANotAfter = cert.NotAfter
+
+	serverNotAfter := now.Add(opts.ServerValidity)
+	if serverNotAfter.After(cert.NotAfter) {
+		serverNotAfter = cert.NotAfter
+	}
+	serverKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return InitResult{}, fmt.Errorf("x509ca: server key: %w", err)
+	}
+	serial, err := randomSerial()
+	if err != nil {
+		return InitResult{}, err
+	}
+	commonName := "rxc-control-plane"
+	if len(opts.DNSNames) > 0 {
+		commonName = opts.DNSNames[0]
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: commonName, Organization: []string{opts.Organization}},
+		DNSNames:              opts.DNSNames,
+		IPAddresses:           opts.IPAddresses,
+		NotBefore:             now.Add(-backdate),
+		NotAfter:              serverNotAfter,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		AuthorityKeyId:        cert.SubjectKeyId,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, cert, &serverKey.PublicKey, key)
+	if err != nil {
+		return InitResult{}, fmt.Errorf("x509ca: sign server certificate: %w", err)
+	}
+	keyPEM, err := marshalKey(serverKey)
+	if err != nil {
+		return InitResult{}, err
+	}
+	// The key goes first: a certificate next to a stale key would fail to load,
+	// a key next to a stale certificate too, but Load says which.
+	if err := replaceFile(paths.ServerKeyPath, keyPEM, 0o600); err != nil {
+		return InitResult{}, err
+	}
+	if err := replaceFile(paths.ServerCertPath, pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: der}), 0o644); err != nil {
+		return InitResult{}, err
+	}
+	res.ServerNotAfter = tmpl.NotAfter.UTC().Truncate(time.Second)
+	return res, nil
+}
+
+func loadOrCreateCA(paths Config, opts InitOptions, now time.Time) (*x509.Certificate, crypto.Signer, bool, error) {
+	_, keyErr := os.Lstat(paths.CAKeyPath)
+	_, certErr := os.Lstat(paths.CACertPath)
+	switch {
+	case keyErr == nil:
+		cert, _, key, err := loadCA(paths)
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("x509ca: reusing the existing CA: %w", err)
+		}
+		return cert, key, false, nil
+	case !errors.Is(keyErr, fs.ErrNotExist):
+		return nil, nil, false, fmt.Errorf("x509ca: %w", keyErr)
+	case certErr == nil:
+		return nil, nil, false, fmt.Errorf("x509ca: %s exists without %s: refusing to replace a CA certificate; move it away or restore its key", paths.CACertPath, paths.CAKeyPath)
+	}
+
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("x509ca: CA key: %w", err)
+	}
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, nil, false, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: opts.Organization + " sensor CA", Organization: []string{opts.Organization}},
+		NotBefore:             now.Add(-backdate),
+		NotAfter:              now.Add(opts.CAValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLen:            0,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("x509ca: self-sign CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("x509ca: parse CA certificate: %w", err)
+	}
+	keyPEM, err := marshalKey(key)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if err := createExclusive(paths.CAKeyPath, keyPEM); err != nil {
+		return nil, nil, false, err
+	}
+	if err := replaceFile(paths.CACertPath, pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: der}), 0o644); err != nil {
+		return nil, nil, false, err
+	}
+	return cert, key, true, nil
+}
+
+// Config locates a CA on disk. Explicit paths win over Dir.
+type Config struct {
+	Dir            string
+	CACertPath     string
+	CAKeyPath      string
+	ServerCertPath string
+	ServerKeyPath  string
+	// Now is the clock used for issued certificates; default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	def := func(p *string, name string) {
+		if *p == "" && c.Dir != "" {
+			*p = filepath.Join(c.Dir, name)
+		}
+	}
+	def(&c.CACertPath, CACertFile)
+	def(&c.CAKeyPath, CAKeyFile)
+	def(&c.ServerCertPath, ServerCertFile)
+	def(&c.ServerKeyPath, ServerKeyFile)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Load reads the CA and the server certificate. It refuses key files that
+// group or others can read, a key that does not match its certificate, a CA
+// certificate that is not a CA, and a server certificate the CA did not sign.
+func Load(cfg Config) (*CA, error) {
+	cfg = cfg.withDefaults()
+	for _, p := range []struct{ name, path string }{
+		{"CA certificate", cfg.CACertPath}, {"CA key", cfg.CAKeyPath},
+		{"server certificate", cfg.ServerCertPath}, {"server key", cfg.ServerKeyPath},
+	} {
+		if p.path == "" {
+			return nil, fmt.Errorf("x509ca: no %s path (set Dir or the explicit path)", p.name)
+		}
+	}
+	cert, certPEM, key, err := loadCA(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+
+	serverCert, _, err := readCertificate(cfg.ServerCertPath)
+	if err != nil {
+		return nil, err
+	}
+	serverKey, err := readKey(cfg.ServerKeyPath)
+	if err != nil {
+		return nil, err
+	}
+	if !publicKeysEqual(serverCert.PublicKey, serverKey.Public()) {
+		return nil, fmt.Errorf("x509ca: %s does not match %s", cfg.ServerKeyPath, cfg.ServerCertPath)
+	}
+	if _, err := serverCert.Verify(x509.VerifyOptions{
+		Roots:       pool,
+		CurrentTime: cfg.Now(),
+		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}); err != nil {
+		return nil, fmt.Errorf("x509ca: %s is not a valid server certificate of this CA: %w", cfg.ServerCertPath, err)
+	}
+	return &CA{
+		cert:    cert,
+		certPEM: certPEM,
+		key:     key,
+		server:  tls.Certificate{Certificate: [][]byte{serverCert.Raw}, PrivateKey: serverKey, Leaf: serverCert},
+		pool:    pool,
+		now:     cfg.Now,
+	}, nil
+}
+
+func loadCA(cfg Config) (*x509.Certificate, []byte, crypto.Signer, error) {
+	cert, certPEM, err := readCertificate(cfg.CACertPath)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if !cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return nil, nil, nil, fmt.Errorf("x509ca: %s is not a CA certificate", cfg.CACertPath)
+	}
+	key, err := readKey(cfg.CAKeyPath)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if !publicKeysEqual(cert.PublicKey, key.Public()) {
+		return nil, nil, nil, fmt.Errorf("x509ca: %s does not match %s", cfg.CAKeyPath, cfg.CACertPath)
+	}
+	return cert, certPEM, key, nil
+}
+
+func readCertificate(path string) (*x509.Certificate, []byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("x509ca: %w", err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != pemCertificate {
+		return nil, nil, fmt.Errorf("x509ca: %s: no PEM %q block", path, pemCertificate)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("x509ca: %s: %w", path, err)
+	}
+	return cert, pem.EncodeToMemory(block), nil
+}
+
+// readKey refuses a key file group or others can read before reading it, so
+// that a leaked key is noticed rather than used.
+func readKey(path string) (crypto.Signer, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("x509ca: %w", err)
+	}
+	if mode := info.Mode().Perm(); mode&0o077 != 0 {
+		return nil, fmt.Errorf("x509ca: key file %s has mode %04o: it must not be accessible to group or others (chmod 600 %s)", path, mode, path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("x509ca: %w", err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != pemPrivateKey {
+		return nil, fmt.Errorf("x509ca: %s: no PEM %q (PKCS#8) block", path, pemPrivateKey)
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("x509ca: %s: %w", path, err)
+	}
+	signer, ok := parsed.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("x509ca: %s: key type %T cannot sign", path, parsed)
+	}
+	return signer, nil
+}
+
+func publicKeysEqual(a, b crypto.PublicKey) bool {
+	ak, ok := a.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && ak.Equal(b)
+}
+
+func marshalKey(key crypto.Signer) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("x509ca: encode key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: pemPrivateKey, Bytes: der}), nil
+}
+
+// ensurePrivateDir creates dir with mode 0700, or checks that an existing
+// one is not open to group or others.
+func ensurePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("x509ca: %w", err)
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("x509ca: %w", err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("x509ca: %s is not a directory", dir)
+	}
+	if mode := info.Mode().Perm(); mode&0o077 != 0 {
+		return fmt.Errorf("x509ca: directory %s has mode %04o: it must not be accessible to group or others (chmod 700 %s)", dir, mode, dir)
+	}
+	return nil
+}
+
+// createExclusive writes a new key file, failing if the path exists.
+func createExclusive(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("x509ca: create %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("x509ca: write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("x509ca: sync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("x509ca: close %s: %w", path, err)
+	}
+	return nil
+}
+
+// replaceFile writes data to a temporary file beside path and renames it
+// over path, so that a reader never sees half a file.
+func replaceFile(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("x509ca: %w", err)
+	}
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("x509ca: write %s: %w", path, err)
+	}
+	if err := f.Chmod(mode); err != nil {
+		return fail(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("x509ca: write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("x509ca: %w", err)
+	}
+	return nil
+}
