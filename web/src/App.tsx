@@ -1,0 +1,34 @@
+import { Link, Navigate, Route, Routes } from 'react-router';
+import { RequireSession } from './components/Layout';
+import { LoginScreen } from './screens/Login';
+import { SensorDetailScreen } from './screens/SensorDetail';
+import { SensorsScreen } from './screens/Sensors';
+import { TenantDetailScreen } from './screens/TenantDetail';
+import { TenantsScreen } from './screens/Tenants';
+
+export function AppRoutes() {
+  return (
+    <Routes>
+      <Route path="/login" element={<LoginScreen />} />
+      <Route element={<RequireSession />}>
+        <Route index element={<Navigate to="/sensors" replace />} />
+        <Route path="/sensors" element={<SensorsScreen />} />
+        <Route path="/sensors/:sensorId" element={<SensorDetailScreen />} />
+        <Route path="/tenants" element={<TenantsScreen />} />
+        <Route path="/tenants/:tenantId" element={<TenantDetailScreen />} />
+        <Route path="*" element={<NotFound />} />
+      </Route>
+    </Routes>
+  );
+}
+
+function NotFound() {
+  return (
+    <section>
+      <h1>Page not found</h1>
+      <p>
+        Nothing lives at this address. Go to <Link to="/sensors">Sensors</Link>.
+      </p>
+    </section>
+  );
+}

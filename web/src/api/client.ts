@@ -1,0 +1,201 @@
+// The one place that talks HTTP to the control plane. Every failure becomes an ApiError whose
+// kind tells the operator what went wrong: a rejected session, an API that cannot be reached,
+// a base URL that points at something other than the API, or a problem the API reported.
+
+import type { ChatStatus, ClaimCode, IssuedClaimCode, Items, Sensor, Tenant } from './types';
+
+export type ApiErrorKind = 'unauthorized' | 'unreachable' | 'misconfigured' | 'problem';
+
+export class ApiError extends Error {
+  readonly kind: ApiErrorKind;
+  readonly status: number;
+  readonly code: string;
+  readonly title: string;
+  readonly detail: string;
+
+  constructor(kind: ApiErrorKind, init: { status?: number; code?: string; title: string; detail?: string }) {
+    super(init.detail ? `${init.title}: ${init.detail}` : init.title);
+    this.name = 'ApiError';
+    this.kind = kind;
+    this.status = init.status ?? 0;
+    this.code = init.code ?? kind;
+    this.title = init.title;
+    this.detail = init.detail ?? '';
+  }
+}
+
+export interface ApiClientOptions {
+  baseUrl: string;
+  fetch?: typeof fetch;
+  /** Called on every 401, before the error is thrown, so the app can return to the login page. */
+  onUnauthorized?: (err: ApiError) => void;
+}
+
+type Query = Record<string, string | undefined>;
+
+function isJson(contentType: string | null): boolean {
+  return !!contentType && /^application\/([\w.+-]+\+)?json\b/i.test(contentType);
+}
+
+function isProblem(contentType: string | null): boolean {
+  return !!contentType && /^application\/problem\+json\b/i.test(contentType);
+}
+
+export class ApiClient {
+  readonly baseUrl: string;
+  private readonly fetchFn: typeof fetch;
+  private readonly onUnauthorized?: (err: ApiError) => void;
+
+  constructor(opts: ApiClientOptions) {
+    this.baseUrl = opts.baseUrl;
+    this.fetchFn = opts.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    this.onUnauthorized = opts.onUnauthorized;
+  }
+
+  url(path: string, query?: Query): string {
+    const u = `${this.baseUrl}/api${path}`;
+    if (!query) return u;
+    const params = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) if (v) params.set(k, v);
+    const qs = params.toString();
+    return qs ? `${u}?${qs}` : u;
+  }
+
+  /** Sends a request and returns the raw response once its status says success. */
+  async send(method: string, path: string, opts: { body?: unknown; query?: Query; accept?: string; signal?: AbortSignal } = {}): Promise<Response> {
+    const headers: Record<string, string> = { Accept: opts.accept ?? 'application/json' };
+    if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
+    let res: Response;
+    try {
+      res = await this.fetchFn(this.url(path, opts.query), {
+        method,
+        headers,
+        credentials: 'include',
+        body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+        signal: opts.signal,
+      });
+    } catch (err) {
+      if (err instanceof DOMException && err.name === 'AbortError') throw err;
+      throw new ApiError('unreachable', {
+        title: 'Control plane unreachable',
+        detail: `No answer from ${this.baseUrl}. It may be down, or it may not allow this origin (CORS).`,
+      });
+    }
+    if (res.ok) return res;
+    throw this.fail(await errorFromResponse(res, this.baseUrl));
+  }
+
+  private fail(err: ApiError): ApiError {
+    if (err.kind === 'unauthorized') this.onUnauthorized?.(err);
+    return err;
+  }
+
+  async json<T>(method: string, path: string, opts: { body?: unknown; query?: Query; signal?: AbortSignal } = {}): Promise<T> {
+    const res = await this.send(method, path, opts);
+    if (res.status === 204) return undefined as T;
+    const ct = res.headers.get('Content-Type');
+    if (!isJson(ct)) throw this.fail(wrongBaseUrl(this.baseUrl, `answered ${res.status} with ${ct || 'no content type'} where JSON was expected`));
+    try {
+      return (await res.json()) as T;
+    } catch {
+      throw wrongBaseUrl(this.baseUrl, 'answered with a body that is not JSON');
+    }
+  }
+
+  async noContent(method: string, path: string, body?: unknown): Promise<void> {
+    const res = await this.send(method, path, { body });
+    // A 200 with an HTML page here means the request reached a web server, not the API.
+    const ct = res.headers.get('Content-Type');
+    if (res.status !== 204 && ct && /text\/html/i.test(ct)) throw this.fail(wrongBaseUrl(this.baseUrl, 'answered with an HTML page'));
+  }
+
+  login(email: string, password: string) {
+    return this.noContent('POST', '/auth/login', { email, password });
+  }
+  logout() {
+    return this.noContent('POST', '/auth/logout');
+  }
+  me() {
+    return this.json<{ email: string }>('GET', '/auth/me');
+  }
+  listTenants() {
+    return this.json<Items<Tenant>>('GET', '/tenants');
+  }
+  createTenant(id: string, name: string) {
+    return this.json<Tenant>('POST', '/tenants', { body: { id, name } });
+  }
+  listClaimCodes(tenantId: string) {
+    return this.json<Items<ClaimCode>>('GET', `/tenants/${encodeURIComponent(tenantId)}/claim-codes`);
+  }
+  issueClaimCode(tenantId: string, req: { ttlSeconds?: number; sensorName?: string }) {
+    return this.json<IssuedClaimCode>('POST', `/tenants/${encodeURIComponent(tenantId)}/claim-codes`, { body: req });
+  }
+  revokeClaimCode(id: string) {
+    return this.noContent('DELETE', `/claim-codes/${encodeURIComponent(id)}`);
+  }
+  listSensors(filter: { tenantId?: string; state?: string }, signal?: AbortSignal) {
+    return this.json<Items<Sensor>>('GET', '/sensors', { query: filter, signal });
+  }
+  getSensor(id: string, signal?: AbortSignal) {
+    return this.json<Sensor>('GET', `/sensors/${encodeURIComponent(id)}`, { signal });
+  }
+  sendCommand(id: string, action: 'start' | 'stop') {
+    return this.json<{ commandId: string }>('POST', `/sensors/${encodeURIComponent(id)}/commands`, { body: { action } });
+  }
+  revokeSensor(id: string) {
+    return this.noContent('POST', `/sensors/${encodeURIComponent(id)}/revoke`);
+  }
+  chatStatus() {
+    return this.json<ChatStatus>('GET', '/analytics/chat/status');
+  }
+  /** Opens the chat stream; the caller reads the text/event-stream body. */
+  chat(req: { tenantId: string; question: string; snapshot: unknown }, signal?: AbortSignal) {
+    return this.send('POST', '/analytics/chat', { body: req, accept: 'text/event-stream', signal });
+  }
+}
+
+function wrongBaseUrl(baseUrl: string, what: string): ApiError {
+  return new ApiError('misconfigured', {
+    title: 'Wrong API base URL',
+    detail: `${baseUrl}/api ${what}; check VITE_API_BASE_URL.`,
+  });
+}
+
+/** Maps a non-2xx response to an ApiError, reading RFC 9457 problem details when present. */
+export async function errorFromResponse(res: Response, baseUrl: string): Promise<ApiError> {
+  const ct = res.headers.get('Content-Type');
+  let problem: Record<string, unknown> | null = null;
+  if (isJson(ct)) {
+    try {
+      const body = (await res.json()) as unknown;
+      if (body && typeof body === 'object') problem = body as Record<string, unknown>;
+    } catch {
+      problem = null;
+    }
+  }
+  const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
+  if (res.status === 401) {
+    return new ApiError('unauthorized', {
+      status: 401,
+      code: str(problem?.code) ?? 'unauthorized',
+      title: str(problem?.title) ?? 'Not signed in',
+      detail: str(problem?.detail) ?? 'Your session has expired or was ended. Sign in again.',
+    });
+  }
+  if (problem && (isProblem(ct) || str(problem.code) || str(problem.title))) {
+    return new ApiError('problem', {
+      status: res.status,
+      code: str(problem.code) ?? `http_${res.status}`,
+      title: str(problem.title) ?? `Request failed (${res.status})`,
+      detail: str(problem.detail),
+    });
+  }
+  if (res.status === 404 || res.status === 405 || /text\/html/i.test(ct ?? '')) {
+    return wrongBaseUrl(baseUrl, `answered ${res.status} with ${ct || 'no content type'} where JSON was expected`);
+  }
+  return new ApiError('problem', {
+    status: res.status,
+    code: `http_${res.status}`,
+    title: `Request failed (${res.status} ${res.statusText})`.replace(' )', ')'),
+  });
+}

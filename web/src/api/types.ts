@@ -1,0 +1,60 @@
+// Shapes of the control plane's JSON, as DESIGN.md's "Control plane contract" states them.
+
+export type NatsStatus = 'pending' | 'provisioned';
+
+export interface Tenant {
+  id: string;
+  name: string;
+  natsAccountPubKey?: string | null;
+  natsStatus: NatsStatus;
+}
+
+export interface IssuedClaimCode {
+  id: string;
+  code: string;
+  expiresAt: string;
+}
+
+export interface ClaimCode {
+  id: string;
+  expiresAt: string;
+  sensorName?: string | null;
+  createdAt?: string | null;
+  usedAt?: string | null;
+  revokedAt?: string | null;
+  used?: boolean;
+  revoked?: boolean;
+}
+
+export const SENSOR_STATES = ['online', 'running', 'stopped', 'error', 'offline', 'revoked', 'pending'] as const;
+export type SensorState = (typeof SENSOR_STATES)[number];
+
+export interface LastCommand {
+  commandId: string;
+  action: string;
+  issuedAt: string;
+  acknowledgedAt?: string | null;
+}
+
+export interface Sensor {
+  id: string;
+  tenantId: string;
+  name: string;
+  state: SensorState | string;
+  lastSeenAt?: string | null;
+  certificate?: { serial: string; notAfter: string } | null;
+  lastCommand?: LastCommand | null;
+}
+
+export interface ChatStatus {
+  enabled: boolean;
+  model?: string;
+  capabilities?: { threatIntel?: boolean; historicalEnrichment?: boolean; playbooks?: boolean };
+}
+
+export interface Items<T> {
+  items: T[];
+}
+
+/** Tenant and sensor ids become NATS subject tokens: the control plane accepts only this grammar. */
+export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;

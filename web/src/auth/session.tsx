@@ -1,0 +1,106 @@
+// Session state for the whole app. The API client reports every 401 here; the session then ends
+// and the login page says why, including when the API cannot be reached or the base URL is wrong.
+
+import { createContext, useCallback, useContext, useEffect, useMemo, useRef, useState } from 'react';
+import type { ReactNode } from 'react';
+import { ApiClient, ApiError } from '../api/client';
+import type { AppConfig } from '../config';
+
+export type SessionState =
+  | { status: 'checking' }
+  | { status: 'signedIn'; email: string }
+  | { status: 'signedOut'; reason: SignedOutReason | null };
+
+export interface SignedOutReason {
+  kind: 'expired' | 'unreachable' | 'misconfigured' | 'signedOut' | 'error';
+  message: string;
+}
+
+interface SessionContextValue {
+  config: AppConfig;
+  api: ApiClient;
+  session: SessionState;
+  signIn: (email: string, password: string) => Promise<void>;
+  signOut: () => Promise<void>;
+}
+
+const SessionContext = createContext<SessionContextValue | null>(null);
+
+export function reasonFor(err: unknown, wasSignedIn: boolean): SignedOutReason | null {
+  if (err instanceof ApiError) {
+    switch (err.kind) {
+      case 'unauthorized':
+        return wasSignedIn ? { kind: 'expired', message: 'Your session has expired. Sign in again.' } : null;
+      case 'unreachable':
+        return { kind: 'unreachable', message: `The control plane cannot be reached. ${err.detail}` };
+      case 'misconfigured':
+        return { kind: 'misconfigured', message: `${err.title}: ${err.detail}` };
+      default:
+        return { kind: 'error', message: err.message };
+    }
+  }
+  return { kind: 'error', message: err instanceof Error ? err.message : String(err) };
+}
+
+export function SessionProvider({ config, children, fetchFn }: { config: AppConfig; children: ReactNode; fetchFn?: typeof fetch }) {
+  const [session, setSession] = useState<SessionState>({ status: 'checking' });
+  const signedIn = useRef(false);
+
+  const api = useMemo(
+    () =>
+      new ApiClient({
+        baseUrl: config.apiBaseUrl,
+        fetch: fetchFn,
+        onUnauthorized: () => {
+          if (!signedIn.current) return;
+          signedIn.current = false;
+          setSession({ status: 'signedOut', reason: { kind: 'expired', message: 'Your session has expired. Sign in again.' } });
+        },
+      }),
+    [config.apiBaseUrl, fetchFn],
+  );
+
+  useEffect(() => {
+    let live = true;
+    api.me().then(
+      (me) => {
+        if (!live) return;
+        signedIn.current = true;
+        setSession({ status: 'signedIn', email: me.email });
+      },
+      (err) => live && setSession({ status: 'signedOut', reason: reasonFor(err, false) }),
+    );
+    return () => {
+      live = false;
+    };
+  }, [api]);
+
+  const signIn = useCallback(
+    async (email: string, password: string) => {
+      await api.login(email, password);
+      const me = await api.me();
+      signedIn.current = true;
+      setSession({ status: 'signedIn', email: me.email });
+    },
+    [api],
+  );
+
+  const signOut = useCallback(async () => {
+    signedIn.current = false;
+    try {
+      await api.logout();
+      setSession({ status: 'signedOut', reason: { kind: 'signedOut', message: 'You are signed out.' } });
+    } catch (err) {
+      setSession({ status: 'signedOut', reason: reasonFor(err, false) ?? { kind: 'signedOut', message: 'You are signed out.' } });
+    }
+  }, [api]);
+
+  const value = useMemo(() => ({ config, api, session, signIn, signOut }), [config, api, session, signIn, signOut]);
+  return <SessionContext.Provider value={value}>{children}</SessionContext.Provider>;
+}
+
+export function useSession(): SessionContextValue {
+  const v = useContext(SessionContext);
+  if (!v) throw new Error('useSession outside SessionProvider');
+  return v;
+}

@@ -1,0 +1,41 @@
+import { Navigate, NavLink, Outlet, useLocation } from 'react-router';
+import { useSession } from '../auth/session';
+import { ChatLauncher } from '../chat/Chat';
+import { Loading } from './Status';
+
+export function RequireSession() {
+  const { session } = useSession();
+  const location = useLocation();
+  if (session.status === 'checking') return <Loading label="Checking your session…" />;
+  if (session.status === 'signedOut') return <Navigate to="/login" replace state={{ from: location.pathname + location.search }} />;
+  return <Layout email={session.email} />;
+}
+
+function Layout({ email }: { email: string }) {
+  const { signOut } = useSession();
+  return (
+    <div className="shell">
+      <a className="skip-link" href="#main">
+        Skip to content
+      </a>
+      <header className="topbar">
+        <span className="brand">RXC</span>
+        <nav aria-label="Main">
+          <NavLink to="/sensors">Sensors</NavLink>
+          <NavLink to="/tenants">Tenants</NavLink>
+        </nav>
+        <span className="spacer" />
+        <span className="muted user" title="Signed in as">
+          {email}
+        </span>
+        <button type="button" className="btn btn-small" onClick={signOut}>
+          Sign out
+        </button>
+      </header>
+      <main id="main" className="content" tabIndex={-1}>
+        <Outlet />
+      </main>
+      <ChatLauncher />
+    </div>
+  );
+}

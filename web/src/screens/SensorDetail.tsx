@@ -1,0 +1,129 @@
+import { useState } from 'react';
+import { Link, useParams } from 'react-router';
+import { useSession } from '../auth/session';
+import { ConfirmDialog } from '../components/Dialog';
+import { ErrorBanner, Loading, Notice, StateBadge } from '../components/Status';
+import { Time } from '../components/Time';
+import { usePolling } from '../usePolling';
+import { POLL_MS } from './Sensors';
+
+type Pending = 'start' | 'stop' | 'revoke' | null;
+
+const COPY = {
+  start: { title: 'Start sensor?', confirm: 'Start', text: 'The sensor will be told to start capturing.' },
+  stop: { title: 'Stop sensor?', confirm: 'Stop', text: 'The sensor will stop capturing until it is started again.' },
+  revoke: {
+    title: 'Revoke sensor?',
+    confirm: 'Revoke sensor',
+    text: 'Its certificate and NATS credentials stop working at once and live connections are closed. This cannot be undone: the sensor must be enrolled again with a new claim code.',
+  },
+};
+
+export function SensorDetailScreen() {
+  const { sensorId = '' } = useParams();
+  const { api } = useSession();
+  const sensor = usePolling((signal) => api.getSensor(sensorId, signal), [api, sensorId], POLL_MS);
+  const [pending, setPending] = useState<Pending>(null);
+  const [notice, setNotice] = useState<string | null>(null);
+  const s = sensor.data;
+  const revoked = s?.state === 'revoked';
+
+  async function act(kind: Exclude<Pending, null>) {
+    if (kind === 'revoke') {
+      await api.revokeSensor(sensorId);
+      setNotice('Sensor revoked. Its certificate and credentials no longer work.');
+    } else {
+      const { commandId } = await api.sendCommand(sensorId, kind);
+      setNotice(`${kind === 'start' ? 'Start' : 'Stop'} command sent (command ${commandId}). The state changes when the sensor acknowledges it.`);
+    }
+    sensor.reload();
+  }
+
+  return (
+    <section>
+      <nav aria-label="Breadcrumb" className="crumbs">
+        <Link to="/sensors">Sensors</Link> / <span aria-current="page">{s?.name || sensorId}</span>
+      </nav>
+      <div className="page-head">
+        <h1>{s?.name || sensorId}</h1>
+        {s && <StateBadge state={s.state} />}
+        <span className="spacer" />
+        <div className="actions" role="group" aria-label="Sensor actions">
+          <button type="button" className="btn btn-primary" disabled={!s || revoked || s.state === 'running'} onClick={() => setPending('start')}>
+            Start
+          </button>
+          <button type="button" className="btn" disabled={!s || revoked || s.state === 'stopped'} onClick={() => setPending('stop')}>
+            Stop
+          </button>
+          <button type="button" className="btn btn-danger-outline" disabled={!s || revoked} onClick={() => setPending('revoke')}>
+            Revoke
+          </button>
+        </div>
+      </div>
+      {notice && <Notice>{notice}</Notice>}
+      <ErrorBanner error={sensor.error} onRetry={sensor.reload} />
+      {sensor.loading && !s ? (
+        <Loading label="Loading sensor…" />
+      ) : s ? (
+        <div className="grid">
+          <div className="card">
+            <h2>Sensor</h2>
+            <dl className="props">
+              <dt>ID</dt>
+              <dd className="mono">{s.id}</dd>
+              <dt>Tenant</dt>
+              <dd>
+                <Link to={`/tenants/${encodeURIComponent(s.tenantId)}`}>{s.tenantId}</Link>
+              </dd>
+              <dt>State</dt>
+              <dd>
+                <StateBadge state={s.state} />
+              </dd>
+              <dt>Last seen</dt>
+              <dd>
+                <Time value={s.lastSeenAt} />
+              </dd>
+            </dl>
+          </div>
+          <div className="card">
+            <h2>Certificate</h2>
+            <dl className="props">
+              <dt>Serial</dt>
+              <dd className="mono break">{s.certificate?.serial ?? <span className="muted">not enrolled</span>}</dd>
+              <dt>Expires</dt>
+              <dd>
+                <Time value={s.certificate?.notAfter} />
+              </dd>
+            </dl>
+          </div>
+          <div className="card">
+            <h2>Last command</h2>
+            {s.lastCommand ? (
+              <dl className="props">
+                <dt>Action</dt>
+                <dd>{s.lastCommand.action}</dd>
+                <dt>Command ID</dt>
+                <dd className="mono break">{s.lastCommand.commandId}</dd>
+                <dt>Issued</dt>
+                <dd>
+                  <Time value={s.lastCommand.issuedAt} />
+                </dd>
+                <dt>Acknowledged</dt>
+                <dd data-testid="ack">{s.lastCommand.acknowledgedAt ? <Time value={s.lastCommand.acknowledgedAt} /> : <span className="badge badge-warn">waiting for the sensor</span>}</dd>
+              </dl>
+            ) : (
+              <p className="muted">No command sent yet.</p>
+            )}
+          </div>
+        </div>
+      ) : null}
+      {pending && (
+        <ConfirmDialog title={COPY[pending].title} confirmLabel={COPY[pending].confirm} danger={pending !== 'start'} onClose={() => setPending(null)} onConfirm={() => act(pending)}>
+          <p>
+            <strong>{s?.name || sensorId}</strong>: {COPY[pending].text}
+          </p>
+        </ConfirmDialog>
+      )}
+    </section>
+  );
+}

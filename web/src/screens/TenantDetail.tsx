@@ -1,0 +1,229 @@
+import { useEffect, useRef, useState } from 'react';
+import type { FormEvent } from 'react';
+import { Link, useParams } from 'react-router';
+import type { ClaimCode, IssuedClaimCode } from '../api/types';
+import { useSession } from '../auth/session';
+import { ConfirmDialog } from '../components/Dialog';
+import { ErrorBanner, Loading, Notice, StateBadge } from '../components/Status';
+import { Time } from '../components/Time';
+import { isPast } from '../format';
+import { usePolling } from '../usePolling';
+
+const TTL_CHOICES = [
+  { label: '1 hour', seconds: 3600 },
+  { label: '24 hours', seconds: 86400 },
+  { label: '7 days', seconds: 604800 },
+];
+
+export function claimCodeState(c: ClaimCode, now = Date.now()): 'revoked' | 'used' | 'expired' | 'active' {
+  if (c.revoked || c.revokedAt) return 'revoked';
+  if (c.used || c.usedAt) return 'used';
+  if (isPast(c.expiresAt, now)) return 'expired';
+  return 'active';
+}
+
+export function TenantDetailScreen() {
+  const { tenantId = '' } = useParams();
+  const { api } = useSession();
+  const tenants = usePolling((_s) => api.listTenants(), [api], null);
+  const codes = usePolling((_s) => api.listClaimCodes(tenantId), [api, tenantId], 10000);
+  const [issued, setIssued] = useState<IssuedClaimCode | null>(null);
+  const [revoking, setRevoking] = useState<ClaimCode | null>(null);
+  const [notice, setNotice] = useState<string | null>(null);
+  const tenant = tenants.data?.items.find((t) => t.id === tenantId);
+
+  return (
+    <section>
+      <nav aria-label="Breadcrumb" className="crumbs">
+        <Link to="/tenants">Tenants</Link> / <span aria-current="page">{tenantId}</span>
+      </nav>
+      <div className="page-head">
+        <h1>{tenant ? tenant.name : tenantId}</h1>
+        {tenant && <StateBadge state={tenant.natsStatus} />}
+        <span className="spacer" />
+        <Link className="btn" to={`/sensors?tenantId=${encodeURIComponent(tenantId)}`}>
+          View sensors
+        </Link>
+      </div>
+      {tenants.data && !tenant && <ErrorBanner error={{ title: 'Unknown tenant', detail: `No tenant has the ID "${tenantId}".` }} />}
+      <ErrorBanner error={tenants.error} onRetry={tenants.reload} />
+
+      <IssueClaimCode
+        tenantId={tenantId}
+        onIssued={(c) => {
+          setIssued(c);
+          setNotice(null);
+          codes.reload();
+        }}
+      />
+      {issued && <IssuedCode code={issued} onDismiss={() => setIssued(null)} />}
+      {notice && <Notice>{notice}</Notice>}
+
+      <h2>Claim codes</h2>
+      <ErrorBanner error={codes.error} onRetry={codes.reload} />
+      {codes.loading && !codes.data ? (
+        <Loading label="Loading claim codes…" />
+      ) : codes.data && codes.data.items.length === 0 ? (
+        <p className="empty">No claim codes for this tenant.</p>
+      ) : codes.data ? (
+        <table className="table">
+          <caption className="sr-only">Claim codes</caption>
+          <thead>
+            <tr>
+              <th scope="col">ID</th>
+              <th scope="col">Sensor name</th>
+              <th scope="col">Expires</th>
+              <th scope="col">State</th>
+              <th scope="col">
+                <span className="sr-only">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {codes.data.items.map((c) => {
+              const state = claimCodeState(c);
+              return (
+                <tr key={c.id}>
+                  <td className="mono">{c.id}</td>
+                  <td>{c.sensorName || <span className="muted">any</span>}</td>
+                  <td>
+                    <Time value={c.expiresAt} />
+                  </td>
+                  <td>
+                    <StateBadge state={state} />
+                  </td>
+                  <td className="actions">
+                    {state === 'active' && (
+                      <button type="button" className="btn btn-small btn-danger-outline" onClick={() => setRevoking(c)}>
+                        Revoke<span className="sr-only"> claim code {c.id}</span>
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      ) : null}
+
+      {revoking && (
+        <ConfirmDialog
+          title="Revoke claim code?"
+          confirmLabel="Revoke code"
+          danger
+          onClose={() => setRevoking(null)}
+          onConfirm={async () => {
+            await api.revokeClaimCode(revoking.id);
+            setNotice(`Claim code ${revoking.id} revoked. It can no longer be redeemed.`);
+            if (issued?.id === revoking.id) setIssued(null);
+            codes.reload();
+          }}
+        >
+          <p>
+            Claim code <span className="mono">{revoking.id}</span>
+            {revoking.sensorName ? ` for ${revoking.sensorName}` : ''} will stop working at once. A sensor that already redeemed it is not affected.
+          </p>
+        </ConfirmDialog>
+      )}
+    </section>
+  );
+}
+
+function IssueClaimCode({ tenantId, onIssued }: { tenantId: string; onIssued: (c: IssuedClaimCode) => void }) {
+  const { api } = useSession();
+  const [sensorName, setSensorName] = useState('');
+  const [ttl, setTtl] = useState(String(TTL_CHOICES[1].seconds));
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+
+  async function submit(e: FormEvent) {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const req: { ttlSeconds: number; sensorName?: string } = { ttlSeconds: Number(ttl) };
+      if (sensorName.trim()) req.sensorName = sensorName.trim();
+      onIssued(await api.issueClaimCode(tenantId, req));
+      setSensorName('');
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  return (
+    <form className="card form-inline" onSubmit={submit} aria-labelledby="issue-title">
+      <h2 id="issue-title">Issue a claim code</h2>
+      <div className="field">
+        <label htmlFor="claim-sensor-name">Sensor name (optional)</label>
+        <input id="claim-sensor-name" value={sensorName} onChange={(e) => setSensorName(e.target.value)} autoComplete="off" />
+      </div>
+      <div className="field">
+        <label htmlFor="claim-ttl">Valid for</label>
+        <select id="claim-ttl" value={ttl} onChange={(e) => setTtl(e.target.value)}>
+          {TTL_CHOICES.map((c) => (
+            <option key={c.seconds} value={c.seconds}>
+              {c.label}
+            </option>
+          ))}
+        </select>
+      </div>
+      <button type="submit" className="btn btn-primary" disabled={busy}>
+        {busy ? 'Issuing…' : 'Issue claim code'}
+      </button>
+      <ErrorBanner error={error} />
+    </form>
+  );
+}
+
+function IssuedCode({ code, onDismiss }: { code: IssuedClaimCode; onDismiss: () => void }) {
+  const [copied, setCopied] = useState<'yes' | 'failed' | null>(null);
+  const codeRef = useRef<HTMLElement>(null);
+  const headingRef = useRef<HTMLHeadingElement>(null);
+
+  useEffect(() => headingRef.current?.focus(), [code.id]);
+
+  async function copy() {
+    try {
+      await navigator.clipboard.writeText(code.code);
+      setCopied('yes');
+    } catch {
+      // Without clipboard access, select the code so Ctrl+C works.
+      const sel = window.getSelection();
+      if (sel && codeRef.current) {
+        const range = document.createRange();
+        range.selectNodeContents(codeRef.current);
+        sel.removeAllRanges();
+        sel.addRange(range);
+      }
+      setCopied('failed');
+    }
+  }
+
+  return (
+    <div className="card issued" aria-labelledby="issued-title">
+      <h2 id="issued-title" ref={headingRef} tabIndex={-1}>
+        Claim code issued
+      </h2>
+      <p className="warn-text">This code is shown only once. Copy it now and hand it to the sensor's installer.</p>
+      <div className="code-row">
+        <code ref={codeRef} className="claim-code" data-testid="claim-code">
+          {code.code}
+        </code>
+        <button type="button" className="btn" onClick={copy}>
+          Copy
+        </button>
+        <span role="status" className="muted">
+          {copied === 'yes' ? 'Copied to clipboard.' : copied === 'failed' ? 'Copy failed: the code is selected, press Ctrl+C.' : ''}
+        </span>
+      </div>
+      <p>
+        Expires <Time value={code.expiresAt} />
+      </p>
+      <button type="button" className="btn btn-small" onClick={onDismiss}>
+        Done
+      </button>
+    </div>
+  );
+}
