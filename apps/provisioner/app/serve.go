@@ -230,3 +230,6 @@ func readCreds(path string) (string, []byte, error) {
 
 // Addr is the address the HTTP listener is bound to.
 func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// NATSReady reports whether the provisioner is connected to NATS.
+func (s *Server) NATSReady() bool { return s.nats.Ready() }

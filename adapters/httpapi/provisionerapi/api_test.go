@@ -1,0 +1,137 @@
+package provisionerapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/rxc-project/rxc/adapters/httpapi/provisionerapi"
+	"github.com/rxc-project/rxc/adapters/memory/provisionmem"
+	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/core/topology"
+)
+
+const secret = "fuzz-shared-secret-0123456789"
+
+// natsDown stands in for nats-server, which a fuzzer cannot restart per input.
+type natsDown struct{}
+
+func (natsDown) PushAccount(context.Context, string, string) error { return nil }
+
+func (natsDown) EnsureConsumer(context.Context, topology.Sensor) error { return nil }
+
+// newAPI builds the real API over the in-memory store and the real signer.
+func newAPI(t testing.TB) http.Handler {
+	t.Helper()
+	_, opSeed, err := natsjwt.NewOperatorKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := natsjwt.New(natsjwt.Config{OperatorSeed: opSeed, Stream: "RXC_CMD", ControlJetStream: natsjwt.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := provisionmem.New(provisionmem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	mk := func(kind provisioning.AccountKind, name string) provisioning.Account {
+		pub, seed, err := signer.NewAccountKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return provisioning.Account{PubKey: pub, Kind: kind, Name: name, Seed: seed, CreatedAt: now, UpdatedAt: now}
+	}
+	sys, ctl := mk(provisioning.KindSystem, "SYS"), mk(provisioning.KindControl, "CONTROL")
+	if signer, err = signer.WithControlAccount(ctl.PubKey); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []*provisioning.Account{&sys, &ctl} {
+		if a.JWT, err = signer.SignAccount(provisioning.AccountSpec{PubKey: a.PubKey, Name: a.Name, Kind: a.Kind}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opPub, _ := natsjwt.PublicKeyFromSeed(opSeed)
+	opJWT, err := natsjwt.SignOperator(opSeed, "FUZZ", sys.PubKey, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.InitOperator(context.Background(), provisioning.Operator{PubKey: opPub, Name: "FUZZ", JWT: opJWT, SystemAccount: sys.PubKey, ControlAccount: ctl.PubKey, CreatedAt: now}, sys, ctl); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := provisioning.New(provisioning.Config{Store: store, Signer: signer, Pusher: natsDown{}, Consumers: natsDown{}, Stream: "RXC_CMD"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := provisionerapi.New(provisionerapi.Config{Service: svc, Health: store, SharedSecret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api
+}
+
+var routes = []string{"/accounts", "/users", "/backend-user", "/revoke"}
+
+// FuzzWriteRoutes feeds arbitrary bodies to every write route: the API must
+// never fail with a 5xx or answer an error that is not a problem document.
+func FuzzWriteRoutes(f *testing.F) {
+	api := newAPI(f)
+	seeds := []string{
+		`{"tenantId":"acme","name":"Acme"}`, `{"tenantId":"acme","sensorId":"s1"}`, `{"name":"backend"}`,
+		`{"accountId":"A","userPubKey":"U"}`, `{`, `[]`, `null`, `{"tenantId":"a.b"}`, `{"tenantId":"\u0000"}`, ``,
+	}
+	for i, s := range seeds {
+		f.Add(uint8(i), []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
+		path := routes[int(route)%len(routes)]
+		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Backend-Shared-Secret", secret)
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("POST %s %q: status %d: %s", path, body, rec.Code, rec.Body)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+			t.Fatalf("POST %s %q: body is not JSON: %q", path, body, rec.Body)
+		}
+		if rec.Code >= 400 {
+			if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" || doc["code"] == "" {
+				t.Fatalf("POST %s %q: error %d without a problem document: %s %s", path, body, rec.Code, ct, rec.Body)
+			}
+		}
+	})
+}
+
+func FuzzResolverPath(f *testing.F) {
+	api := newAPI(f)
+	for _, s := range []string{"", "AABC", "..%2f", "ADQKZ4N6XHDFZLMXN4KUWXCBVIF6F5OIRWDBJXFQX67ZRHH7GDZ6MFPO"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		req, err := http.NewRequest(http.MethodGet, "http://x/jwt/v1/accounts/"+key, nil)
+		if err != nil {
+			return
+		}
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("GET resolver %q: %d %s", key, rec.Code, rec.Body)
+		}
+	})
+}
+
+func TestSharedSecretMustBeLongEnough(t *testing.T) {
+	_, err := provisionerapi.New(provisionerapi.Config{Service: &provisioning.Service{}, Health: nil, SharedSecret: "short"})
+	if err == nil {
+		t.Fatal("New accepted a missing health checker and a short secret")
+	}
+}

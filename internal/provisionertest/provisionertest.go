@@ -1,0 +1,238 @@
+// Package provisionertest runs the real provisioner in-process for
+// integration tests: a fresh PostgreSQL database from pgtest, init-operator,
+// `serve` on a loopback port, and an in-process nats-server started from the
+// configuration fragment init-operator wrote, resolving accounts through the
+// provisioner. Packages that use it call pgtest.Main from TestMain.
+package provisionertest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/rxc-project/rxc/apps/provisioner/app"
+	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/internal/pgtest"
+)
+
+// Stack is a running provisioner with its nats-server.
+type Stack struct {
+	t        testing.TB
+	Dir      string
+	URL      string
+	Secret   string
+	NATSURL  string
+	Operator provisioning.Operator
+	Config   app.ServeConfig
+	NATS     *server.Server
+
+	natsPort int
+	srv      *app.Server
+	cancel   context.CancelFunc
+	done     chan error
+}
+
+// Options tune Start.
+type Options struct {
+	// NoNATS leaves nats-server stopped; call StartNATS later.
+	NoNATS bool
+	// LogLevel of the provisioner (default "error" to keep test output short).
+	LogLevel string
+}
+
+// Start brings up PostgreSQL database, provisioner and nats-server.
+func Start(t testing.TB, opts Options) *Stack {
+	t.Helper()
+	dir := t.TempDir()
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "error"
+	}
+	s := &Stack{t: t, Dir: dir, Secret: "test-shared-secret-0123456789", natsPort: FreePort(t)}
+	httpPort := FreePort(t)
+	s.URL = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	s.NATSURL = fmt.Sprintf("nats://127.0.0.1:%d", s.natsPort)
+	store := app.StoreConfig{
+		PGDSN:                    pgtest.DSN(t),
+		OperatorSeedPath:         filepath.Join(dir, "keys", "operator.nk"),
+		AccountSeedEncryptionKey: base64.StdEncoding.EncodeToString(key),
+		ControlAccountName:       "CONTROL",
+		CommandStreamName:        "RXC_CMD",
+		ControlJSMaxDisk:         1 << 30,
+		ControlJSMaxMemory:       64 << 20,
+		LogLevel:                 opts.LogLevel,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	op, err := app.InitOperator(ctx, store, app.InitOptions{
+		Name:           "TEST",
+		ResolverURL:    s.URL + "/jwt/v1/accounts/",
+		NATSConfigPath: filepath.Join(dir, "nats-operator.conf"),
+	}, io.Discard)
+	if err != nil {
+		t.Fatalf("init-operator: %v", err)
+	}
+	s.Operator = op
+	s.Config = app.ServeConfig{
+		StoreConfig:                store,
+		ListenAddr:                 fmt.Sprintf("127.0.0.1:%d", httpPort),
+		SharedSecret:               s.Secret,
+		NATSURL:                    s.NATSURL,
+		StartupEnsureCommandStream: true,
+		CommandStreamReplicas:      1,
+		CommandStreamMaxAge:        time.Hour,
+		ConsumerAckWait:            5 * time.Second,
+		ResolverCacheTTL:           time.Second,
+		MigrateOnStart:             true,
+		ShutdownTimeout:            5 * time.Second,
+	}
+	s.StartServe()
+	t.Cleanup(s.StopServe)
+	if !opts.NoNATS {
+		s.StartNATS()
+		s.WaitNATSReady()
+	}
+	return s
+}
+
+// StartServe starts `provisioner serve` and waits until /healthz answers.
+func (s *Stack) StartServe() {
+	s.t.Helper()
+	lvl := slog.LevelError
+	_ = lvl.UnmarshalText([]byte(s.Config.LogLevel))
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := app.NewServer(ctx, s.Config, log)
+	if err != nil {
+		cancel()
+		s.t.Fatalf("provisioner serve: %v", err)
+	}
+	s.srv, s.cancel, s.done = srv, cancel, make(chan error, 1)
+	go func() { s.done <- srv.Run(ctx) }()
+	s.waitFor("provisioner /healthz", func() bool {
+		resp, err := http.Get(s.URL + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusNoContent
+	})
+}
+
+// StopServe stops `serve` gracefully; it is safe to call twice.
+func (s *Stack) StopServe() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			s.t.Errorf("provisioner serve: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		s.t.Errorf("provisioner serve did not stop within 20s")
+	}
+	s.cancel = nil
+}
+
+// StartNATS starts nats-server from a config that includes the fragment
+// init-operator wrote. It reuses the port and JetStream store across restarts.
+func (s *Stack) StartNATS() {
+	s.t.Helper()
+	conf := filepath.Join(s.Dir, "nats.conf")
+	body := fmt.Sprintf("listen: 127.0.0.1:%d\nserver_name: rxc-test\njetstream {\n  store_dir: %q\n}\ninclude \"nats-operator.conf\"\n", s.natsPort, filepath.Join(s.Dir, "jetstream"))
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		s.t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		s.t.Fatalf("nats-server config: %v", err)
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		s.t.Fatalf("nats-server: %v", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(15 * time.Second) {
+		s.t.Fatal("nats-server not ready within 15s")
+	}
+	s.NATS = ns
+	s.t.Cleanup(ns.Shutdown)
+}
+
+// StopNATS shuts nats-server down.
+func (s *Stack) StopNATS() {
+	if s.NATS != nil {
+		s.NATS.Shutdown()
+		s.NATS.WaitForShutdown()
+		s.NATS = nil
+	}
+}
+
+// WaitNATSReady waits until the provisioner is connected to NATS.
+func (s *Stack) WaitNATSReady() {
+	s.t.Helper()
+	s.waitFor("provisioner connected to NATS", s.srv.NATSReady)
+}
+
+func (s *Stack) waitFor(what string, ok func() bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Post sends body as JSON with the shared secret and returns status and body.
+func (s *Stack) Post(path string, body any) (int, []byte) {
+	s.t.Helper()
+	data, err := json.Marshal(body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, s.URL+path, bytes.NewReader(data))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Backend-Shared-Secret", s.Secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
