@@ -1,0 +1,461 @@
+// Package provisionerstore keeps the provisioner's records in PostgreSQL
+// (schema: migrations/001_init.sql): the operator, accounts, users and
+// revocations. Account and user seeds are sealed with AES-256-GCM using the
+// record's public key as additional data, so a seed never sits in clear in
+// the database and a sealed seed moved to another row does not open.
+// Create-or-return is INSERT … ON CONFLICT DO NOTHING followed by a read, so
+// concurrent identical requests leave one row and all see it; revocations
+// lock the account row so each re-signed JWT covers every revocation.
+package provisionerstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rxc-project/rxc/adapters/seal"
+	"github.com/rxc-project/rxc/core/provisioning"
+)
+
+// Config wires a Store.
+type Config struct {
+	Pool   *pgxpool.Pool
+	Sealer *seal.Sealer
+}
+
+// Store is the PostgreSQL provisioning.Store. It is safe for concurrent use.
+type Store struct {
+	pool   *pgxpool.Pool
+	sealer *seal.Sealer
+}
+
+// New returns a Store. The schema must already be applied (package migrate).
+func New(cfg Config) (*Store, error) {
+	if cfg.Pool == nil || cfg.Sealer == nil {
+		return nil, errors.New("provisionerstore: pool and sealer are required")
+	}
+	return &Store{pool: cfg.Pool, sealer: cfg.Sealer}, nil
+}
+
+// querier is what both a pool and a transaction offer.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// createUserAttempts bounds the insert-then-read loop of CreateUser: a read
+// can miss when the conflicting active user is revoked in between.
+const createUserAttempts = 3
+
+const (
+	accountCols = `account_id, kind, tenant_id, name, seed_enc, jwt, created_at, updated_at`
+	userCols    = `user_pub_key, account_id, kind, tenant_id, sensor_id, name, seed_enc, jwt, created_at, revoked_at`
+)
+
+// Ping checks that PostgreSQL answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("provisionerstore: ping: %w", err)
+	}
+	return nil
+}
+
+// Operator returns the operator record, or an error matching both
+// provisioning.ErrNoOperator and provisioning.ErrNotFound.
+func (s *Store) Operator(ctx context.Context) (provisioning.Operator, error) {
+	var op provisioning.Operator
+	err := s.pool.QueryRow(ctx, `SELECT pub_key, name, jwt, system_account, control_account, created_at FROM nats_operator WHERE id = 1`).
+		Scan(&op.PubKey, &op.Name, &op.JWT, &op.SystemAccount, &op.ControlAccount, &op.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return provisioning.Operator{}, fmt.Errorf("%w: %w", provisioning.ErrNoOperator, provisioning.ErrNotFound)
+	}
+	if err != nil {
+		return provisioning.Operator{}, fmt.Errorf("provisionerstore: operator: %w", err)
+	}
+	op.CreatedAt = op.CreatedAt.UTC()
+	return op, nil
+}
+
+// InitOperator stores the operator with its SYS and CONTROL accounts in one
+// transaction, or returns provisioning.ErrOperatorExists and changes nothing.
+func (s *Store) InitOperator(ctx context.Context, op provisioning.Operator, sys, control provisioning.Account) error {
+	sys, control, err := checkOperator(op, sys, control)
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO nats_operator (id, pub_key, name, jwt, system_account, control_account, created_at)
+			VALUES (1, $1, $2, $3, $4, $5, COALESCE($6, now())) ON CONFLICT (id) DO NOTHING`,
+			op.PubKey, op.Name, op.JWT, op.SystemAccount, op.ControlAccount, optTime(op.CreatedAt))
+		if err != nil {
+			return fmt.Errorf("provisionerstore: insert operator: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return provisioning.ErrOperatorExists
+		}
+		for _, a := range []provisioning.Account{sys, control} {
+			if _, err := s.insertAccount(ctx, tx, a, ""); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// checkOperator makes sure the accounts are the ones the operator names,
+// filling in their kinds.
+func checkOperator(op provisioning.Operator, sys, control provisioning.Account) (provisioning.Account, provisioning.Account, error) {
+	if op.PubKey == "" || sys.PubKey == "" || control.PubKey == "" {
+		return sys, control, errors.New("provisionerstore: operator, system and control public keys are required")
+	}
+	if op.SystemAccount != sys.PubKey || op.ControlAccount != control.PubKey {
+		return sys, control, errors.New("provisionerstore: operator's system and control accounts differ from the accounts given")
+	}
+	var err error
+	if sys, err = withKind(sys, provisioning.KindSystem); err != nil {
+		return sys, control, err
+	}
+	control, err = withKind(control, provisioning.KindControl)
+	return sys, control, err
+}
+
+func withKind(a provisioning.Account, k provisioning.AccountKind) (provisioning.Account, error) {
+	if a.Kind != "" && a.Kind != k {
+		return a, fmt.Errorf("provisionerstore: account %s has kind %q, want %q", a.PubKey, a.Kind, k)
+	}
+	a.Kind = k
+	return a, nil
+}
+
+// insertAccount inserts a and returns it as stored, or ErrNoRows when
+// onConflict ("ON CONFLICT DO NOTHING") skipped it.
+func (s *Store) insertAccount(ctx context.Context, q querier, a provisioning.Account, onConflict string) (provisioning.Account, error) {
+	sealed, err := s.sealer.Seal(a.Seed, []byte(a.PubKey))
+	if err != nil {
+		return provisioning.Account{}, fmt.Errorf("provisionerstore: seal account seed: %w", err)
+	}
+	row := q.QueryRow(ctx, `INSERT INTO nats_accounts (account_id, kind, tenant_id, name, seed_enc, jwt, jwt_hash, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8, now()), COALESCE($9, $8, now())) `+onConflict+`
+		RETURNING `+accountCols,
+		a.PubKey, string(a.Kind), optString(a.TenantID), a.Name, sealed, a.JWT, jwtHash(a.JWT), optTime(a.CreatedAt), optTime(a.UpdatedAt))
+	stored, err := s.scanAccount(row)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return provisioning.Account{}, fmt.Errorf("provisionerstore: insert account %s: %w", a.PubKey, err)
+	}
+	return stored, err
+}
+
+// Account returns the account with the public key, of any kind.
+func (s *Store) Account(ctx context.Context, pubKey string) (provisioning.Account, error) {
+	a, err := s.scanAccount(s.pool.QueryRow(ctx, `SELECT `+accountCols+` FROM nats_accounts WHERE account_id = $1`, pubKey))
+	return a, notFound(err, "account "+pubKey)
+}
+
+// TenantAccount returns the tenant's account.
+func (s *Store) TenantAccount(ctx context.Context, tenantID string) (provisioning.Account, error) {
+	a, err := s.scanAccount(s.pool.QueryRow(ctx, `SELECT `+accountCols+` FROM nats_accounts WHERE tenant_id = $1`, tenantID))
+	return a, notFound(err, "tenant "+tenantID+" account")
+}
+
+// CreateTenantAccount stores a unless the tenant has an account, which it
+// returns instead.
+func (s *Store) CreateTenantAccount(ctx context.Context, a provisioning.Account) (provisioning.Account, bool, error) {
+	if a.Kind == "" {
+		a.Kind = provisioning.KindTenant
+	}
+	if a.Kind != provisioning.KindTenant || a.TenantID == "" || a.PubKey == "" {
+		return provisioning.Account{}, false, errors.New("provisionerstore: a tenant account needs kind tenant, a tenant id and a public key")
+	}
+	stored, err := s.insertAccount(ctx, s.pool, a, "ON CONFLICT DO NOTHING")
+	if err == nil {
+		return stored, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return provisioning.Account{}, false, err
+	}
+	stored, err = s.TenantAccount(ctx, a.TenantID)
+	if errors.Is(err, provisioning.ErrNotFound) {
+		return provisioning.Account{}, false, fmt.Errorf("provisionerstore: account key %s is already in use", a.PubKey)
+	}
+	return stored, false, err
+}
+
+// ListAccounts returns every account, oldest first.
+func (s *Store) ListAccounts(ctx context.Context) ([]provisioning.Account, error) {
+	return s.queryAccounts(ctx, `SELECT `+accountCols+` FROM nats_accounts ORDER BY created_at, account_id`)
+}
+
+// UnpushedAccounts returns the accounts whose current JWT has not been
+// pushed, least recently changed first.
+func (s *Store) UnpushedAccounts(ctx context.Context) ([]provisioning.Account, error) {
+	return s.queryAccounts(ctx, `SELECT `+accountCols+` FROM nats_accounts WHERE pushed_at IS NULL ORDER BY updated_at, account_id`)
+}
+
+func (s *Store) queryAccounts(ctx context.Context, sql string) ([]provisioning.Account, error) {
+	rows, err := s.pool.Query(ctx, sql)
+	if err != nil {
+		return nil, fmt.Errorf("provisionerstore: list accounts: %w", err)
+	}
+	defer rows.Close()
+	var out []provisioning.Account
+	for rows.Next() {
+		a, err := s.scanAccount(rows)
+		if err != nil {
+			return nil, fmt.Errorf("provisionerstore: list accounts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("provisionerstore: list accounts: %w", err)
+	}
+	return out, nil
+}
+
+// MarkPushed records that jwt reached NATS, unless the account's JWT has
+// changed since (then the newer JWT still awaits its push).
+func (s *Store) MarkPushed(ctx context.Context, pubKey, jwt string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE nats_accounts SET pushed_at = now() WHERE account_id = $1 AND jwt_hash = $2`, pubKey, jwtHash(jwt))
+	if err != nil {
+		return fmt.Errorf("provisionerstore: mark pushed %s: %w", pubKey, err)
+	}
+	if tag.RowsAffected() > 0 {
+		return nil
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM nats_accounts WHERE account_id = $1)`, pubKey).Scan(&exists); err != nil {
+		return fmt.Errorf("provisionerstore: mark pushed %s: %w", pubKey, err)
+	}
+	if !exists {
+		return fmt.Errorf("account %s: %w", pubKey, provisioning.ErrNotFound)
+	}
+	return nil
+}
+
+// ActiveSensorUser returns the sensor's unrevoked user.
+func (s *Store) ActiveSensorUser(ctx context.Context, tenantID, sensorID string) (provisioning.User, error) {
+	u, err := s.scanUser(s.pool.QueryRow(ctx, `SELECT `+userCols+` FROM nats_users
+		WHERE kind = 'sensor' AND tenant_id = $1 AND sensor_id = $2 AND revoked_at IS NULL`, tenantID, sensorID))
+	return u, notFound(err, "sensor user "+tenantID+"/"+sensorID)
+}
+
+// ActiveBackendUser returns the named unrevoked backend user.
+func (s *Store) ActiveBackendUser(ctx context.Context, name string) (provisioning.User, error) {
+	u, err := s.scanUser(s.pool.QueryRow(ctx, `SELECT `+userCols+` FROM nats_users
+		WHERE kind = 'backend' AND name = $1 AND revoked_at IS NULL`, name))
+	return u, notFound(err, "backend user "+name)
+}
+
+// CreateUser stores u unless an active user with the same identity exists
+// (same account and sensor, or same backend name), which it returns instead.
+func (s *Store) CreateUser(ctx context.Context, u provisioning.User) (provisioning.User, bool, error) {
+	if err := checkUser(u); err != nil {
+		return provisioning.User{}, false, err
+	}
+	sealed, err := s.sealer.Seal(u.Seed, []byte(u.PubKey))
+	if err != nil {
+		return provisioning.User{}, false, fmt.Errorf("provisionerstore: seal user seed: %w", err)
+	}
+	for range createUserAttempts {
+		stored, err := s.scanUser(s.pool.QueryRow(ctx, `INSERT INTO nats_users (user_pub_key, account_id, kind, tenant_id, sensor_id, name, seed_enc, jwt, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9, now())) ON CONFLICT DO NOTHING RETURNING `+userCols,
+			u.PubKey, u.AccountPubKey, string(u.Kind), optString(u.TenantID), optString(u.SensorID), u.Name, sealed, u.JWT, optTime(u.CreatedAt)))
+		if err == nil {
+			return stored, true, nil
+		}
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "23503" {
+			return provisioning.User{}, false, fmt.Errorf("account %s: %w", u.AccountPubKey, provisioning.ErrNotFound)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return provisioning.User{}, false, fmt.Errorf("provisionerstore: insert user %s: %w", u.PubKey, err)
+		}
+		stored, err = s.activeUserLike(ctx, u)
+		if err == nil {
+			return stored, false, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return provisioning.User{}, false, fmt.Errorf("provisionerstore: read back user: %w", err)
+		}
+	}
+	return provisioning.User{}, false, fmt.Errorf("provisionerstore: user %s conflicts with a stored user (key already in use?)", u.PubKey)
+}
+
+// activeUserLike reads the active user with u's identity, as the partial
+// unique indexes define it.
+func (s *Store) activeUserLike(ctx context.Context, u provisioning.User) (provisioning.User, error) {
+	if u.Kind == provisioning.UserSensor {
+		return s.scanUser(s.pool.QueryRow(ctx, `SELECT `+userCols+` FROM nats_users
+			WHERE kind = 'sensor' AND account_id = $1 AND sensor_id = $2 AND revoked_at IS NULL`, u.AccountPubKey, u.SensorID))
+	}
+	return s.scanUser(s.pool.QueryRow(ctx, `SELECT `+userCols+` FROM nats_users
+		WHERE kind = 'backend' AND name = $1 AND revoked_at IS NULL`, u.Name))
+}
+
+func checkUser(u provisioning.User) error {
+	switch {
+	case u.PubKey == "" || u.AccountPubKey == "":
+		return errors.New("provisionerstore: a user needs a public key and an account")
+	case u.Kind == provisioning.UserSensor && (u.TenantID == "" || u.SensorID == ""):
+		return errors.New("provisionerstore: a sensor user needs a tenant id and a sensor id")
+	case u.Kind == provisioning.UserBackend && u.Name == "":
+		return errors.New("provisionerstore: a backend user needs a name")
+	case u.Kind != provisioning.UserSensor && u.Kind != provisioning.UserBackend:
+		return fmt.Errorf("provisionerstore: unknown user kind %q", u.Kind)
+	}
+	return nil
+}
+
+// Revoke records the revocation (keeping the earliest time), marks the user
+// revoked if it belongs to the account, and stores the JWT resign returns for
+// the account's full revocation list, in one transaction. resign runs while
+// the account row is locked, so concurrent revocations in one account
+// serialise and none is left out of the final JWT.
+func (s *Store) Revoke(ctx context.Context, r provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Revocation, provisioning.Account, error) {
+	var acct provisioning.Account
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// NO KEY UPDATE: serialises revocations of this account without
+		// blocking inserts of users that reference it.
+		a, err := s.scanAccount(tx.QueryRow(ctx, `SELECT `+accountCols+` FROM nats_accounts WHERE account_id = $1 FOR NO KEY UPDATE`, r.AccountPubKey))
+		if err != nil {
+			return notFound(err, "account "+r.AccountPubKey)
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO nats_revocations (account_id, user_pub_key, revoked_at) VALUES ($1, $2, COALESCE($3, now()))
+			ON CONFLICT (account_id, user_pub_key) DO UPDATE SET revoked_at = LEAST(nats_revocations.revoked_at, EXCLUDED.revoked_at)
+			RETURNING revoked_at`, r.AccountPubKey, r.UserPubKey, optTime(r.RevokedAt)).Scan(&r.RevokedAt); err != nil {
+			return fmt.Errorf("provisionerstore: record revocation: %w", err)
+		}
+		r.RevokedAt = r.RevokedAt.UTC()
+		if _, err := tx.Exec(ctx, `UPDATE nats_users SET revoked_at = $3
+			WHERE user_pub_key = $2 AND account_id = $1 AND (revoked_at IS NULL OR revoked_at > $3)`,
+			r.AccountPubKey, r.UserPubKey, r.RevokedAt); err != nil {
+			return fmt.Errorf("provisionerstore: mark user revoked: %w", err)
+		}
+		all, err := revocations(ctx, tx, r.AccountPubKey)
+		if err != nil {
+			return err
+		}
+		jwt, err := resign(a, all)
+		if err != nil {
+			return fmt.Errorf("re-sign account %s: %w", r.AccountPubKey, err)
+		}
+		a.JWT = jwt
+		if err := tx.QueryRow(ctx, `UPDATE nats_accounts SET jwt = $2, jwt_hash = $3, updated_at = now(), pushed_at = NULL
+			WHERE account_id = $1 RETURNING updated_at`, r.AccountPubKey, jwt, jwtHash(jwt)).Scan(&a.UpdatedAt); err != nil {
+			return fmt.Errorf("provisionerstore: store re-signed JWT: %w", err)
+		}
+		a.UpdatedAt = a.UpdatedAt.UTC()
+		acct = a
+		return nil
+	})
+	if err != nil {
+		return provisioning.Revocation{}, provisioning.Account{}, err
+	}
+	return r, acct, nil
+}
+
+func revocations(ctx context.Context, q querier, accountPubKey string) ([]provisioning.Revocation, error) {
+	rows, err := q.Query(ctx, `SELECT user_pub_key, revoked_at FROM nats_revocations WHERE account_id = $1 ORDER BY user_pub_key COLLATE "C"`, accountPubKey)
+	if err != nil {
+		return nil, fmt.Errorf("provisionerstore: list revocations: %w", err)
+	}
+	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (provisioning.Revocation, error) {
+		r := provisioning.Revocation{AccountPubKey: accountPubKey}
+		err := row.Scan(&r.UserPubKey, &r.RevokedAt)
+		r.RevokedAt = r.RevokedAt.UTC()
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provisionerstore: list revocations: %w", err)
+	}
+	return all, nil
+}
+
+func (s *Store) scanAccount(row pgx.Row) (provisioning.Account, error) {
+	var (
+		a        provisioning.Account
+		kind     string
+		tenantID *string
+		sealed   []byte
+	)
+	if err := row.Scan(&a.PubKey, &kind, &tenantID, &a.Name, &sealed, &a.JWT, &a.CreatedAt, &a.UpdatedAt); err != nil {
+		return provisioning.Account{}, err
+	}
+	a.Kind, a.TenantID = provisioning.AccountKind(kind), deref(tenantID)
+	a.CreatedAt, a.UpdatedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC()
+	seed, err := s.sealer.Open(sealed, []byte(a.PubKey))
+	if err != nil {
+		return provisioning.Account{}, fmt.Errorf("open seed of account %s (is ACCOUNT_SEED_ENCRYPTION_KEY the one it was stored with?): %w", a.PubKey, err)
+	}
+	a.Seed = seed
+	return a, nil
+}
+
+func (s *Store) scanUser(row pgx.Row) (provisioning.User, error) {
+	var (
+		u                  provisioning.User
+		kind               string
+		tenantID, sensorID *string
+		sealed             []byte
+		revokedAt          *time.Time
+	)
+	if err := row.Scan(&u.PubKey, &u.AccountPubKey, &kind, &tenantID, &sensorID, &u.Name, &sealed, &u.JWT, &u.CreatedAt, &revokedAt); err != nil {
+		return provisioning.User{}, err
+	}
+	u.Kind, u.TenantID, u.SensorID = provisioning.UserKind(kind), deref(tenantID), deref(sensorID)
+	u.CreatedAt = u.CreatedAt.UTC()
+	if revokedAt != nil {
+		u.RevokedAt = revokedAt.UTC()
+	}
+	seed, err := s.sealer.Open(sealed, []byte(u.PubKey))
+	if err != nil {
+		return provisioning.User{}, fmt.Errorf("open seed of user %s (is ACCOUNT_SEED_ENCRYPTION_KEY the one it was stored with?): %w", u.PubKey, err)
+	}
+	u.Seed = seed
+	return u, nil
+}
+
+// notFound maps "no rows" to provisioning.ErrNotFound.
+func notFound(err error, what string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%s: %w", what, provisioning.ErrNotFound)
+	default:
+		return fmt.Errorf("provisionerstore: %s: %w", what, err)
+	}
+}
+
+// jwtHash is the hex SHA-256 of a JWT, stored beside it.
+func jwtHash(jwt string) string {
+	h := sha256.Sum256([]byte(jwt))
+	return hex.EncodeToString(h[:])
+}
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,321 @@
+package provisionerstore_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rxc-project/rxc/adapters/postgres/migrate"
+	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
+	"github.com/rxc-project/rxc/adapters/seal"
+	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/core/provisioning/storetest"
+	"github.com/rxc-project/rxc/internal/pgtest"
+	"github.com/rxc-project/rxc/migrations"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+var _ provisioning.Store = (*provisionerstore.Store)(nil)
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func newSealer(t *testing.T) *seal.Sealer {
+	t.Helper()
+	key := make([]byte, seal.KeySize)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	s, err := seal.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newPool(t *testing.T, dsn string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func newStore(t *testing.T, pool *pgxpool.Pool, sealer *seal.Sealer) *provisionerstore.Store {
+	t.Helper()
+	s, err := provisionerstore.New(provisionerstore.Config{Pool: pool, Sealer: sealer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// migratedPool returns a pool on a fresh database with the provisioner schema.
+func migratedPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	pool := newPool(t, pgtest.DSN(t))
+	if _, err := migrate.Apply(ctx(t), pool, "provisioner", migrations.Provisioner); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return pool
+}
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Store {
+		return newStore(t, migratedPool(t), newSealer(t))
+	})
+}
+
+func TestNewRequiresPoolAndSealer(t *testing.T) {
+	t.Parallel()
+	for name, cfg := range map[string]provisionerstore.Config{
+		"empty":     {},
+		"no sealer": {Pool: &pgxpool.Pool{}},
+		"no pool":   {Sealer: newSealer(t)},
+	} {
+		if _, err := provisionerstore.New(cfg); err == nil {
+			t.Errorf("New(%s) succeeded, want an error", name)
+		}
+	}
+}
+
+var (
+	t0       = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	opKey    = "OAOPERATOR" + strings.Repeat("X", 46)
+	sysKey   = "ASYSTEM" + strings.Repeat("S", 49)
+	ctlKey   = "ACONTROL" + strings.Repeat("C", 48)
+	acmeKey  = "AACME" + strings.Repeat("A", 51)
+	otherKey = "AOTHER" + strings.Repeat("O", 50)
+	userKey  = "USENSOR" + strings.Repeat("U", 49)
+)
+
+func seedOf(s string) []byte { return []byte("SA" + s + strings.Repeat("Q", 40)) }
+
+// populate stores an operator, a tenant account and a sensor user with
+// recognisable seeds.
+func populate(t *testing.T, s *provisionerstore.Store) map[string][]byte {
+	t.Helper()
+	seeds := map[string][]byte{sysKey: seedOf("SYSSEED"), ctlKey: seedOf("CTLSEED"), acmeKey: seedOf("ACMESEED"), userKey: seedOf("USERSEED")}
+	op := provisioning.Operator{PubKey: opKey, Name: "rxc", JWT: "op", SystemAccount: sysKey, ControlAccount: ctlKey, CreatedAt: t0}
+	sys := provisioning.Account{PubKey: sysKey, Name: "SYS", Seed: seeds[sysKey], JWT: "sys"}
+	ctl := provisioning.Account{PubKey: ctlKey, Name: "CONTROL", Seed: seeds[ctlKey], JWT: "ctl"}
+	if err := s.InitOperator(ctx(t), op, sys, ctl); err != nil {
+		t.Fatal(err)
+	}
+	acct, _, err := s.CreateTenantAccount(ctx(t), provisioning.Account{PubKey: acmeKey, Kind: provisioning.KindTenant, TenantID: "acme", Name: "Acme", Seed: seeds[acmeKey], JWT: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.CreateUser(ctx(t), provisioning.User{PubKey: userKey, AccountPubKey: acct.PubKey, Kind: provisioning.UserSensor,
+		TenantID: "acme", SensorID: "s1", Name: "s1", Seed: seeds[userKey], JWT: "user"}); err != nil {
+		t.Fatal(err)
+	}
+	return seeds
+}
+
+// The database alone must not give away a seed.
+func TestSeedsAreSealedAtRest(t *testing.T) {
+	t.Parallel()
+	pool := migratedPool(t)
+	sealer := newSealer(t)
+	seeds := populate(t, newStore(t, pool, sealer))
+
+	rows, err := pool.Query(ctx(t), `SELECT account_id, seed_enc FROM nats_accounts UNION ALL SELECT user_pub_key, seed_enc FROM nats_users`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]byte{}
+	for rows.Next() {
+		var k string
+		var enc []byte
+		if err := rows.Scan(&k, &enc); err != nil {
+			t.Fatal(err)
+		}
+		got[k] = enc
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(seeds) {
+		t.Fatalf("found %d sealed seeds, want %d", len(got), len(seeds))
+	}
+	for k, enc := range got {
+		clear := seeds[k]
+		if bytes.Contains(enc, clear) || bytes.Contains(enc, clear[2:12]) {
+			t.Errorf("seed_enc of %s contains its clear seed", k)
+		}
+		if plain, err := sealer.Open(enc, []byte(k)); err != nil || !bytes.Equal(plain, clear) {
+			t.Errorf("seed_enc of %s does not open to its seed with its key as additional data: %v", k, err)
+		}
+	}
+	var leaked bool
+	for _, table := range []string{"nats_accounts", "nats_users", "nats_operator"} {
+		for _, sd := range seeds {
+			// Any text column holding the seed would show up in the row's text form.
+			if err := pool.QueryRow(ctx(t), `SELECT EXISTS (SELECT 1 FROM `+table+` t WHERE strpos(t::text, $1) > 0)`, string(sd)).Scan(&leaked); err != nil {
+				t.Fatal(err)
+			}
+			if leaked {
+				t.Errorf("a row of %s holds a clear seed", table)
+			}
+		}
+	}
+}
+
+// A sealed seed copied onto another row must not open there.
+func TestSealedSeedIsBoundToItsRow(t *testing.T) {
+	t.Parallel()
+	pool := migratedPool(t)
+	s := newStore(t, pool, newSealer(t))
+	seeds := populate(t, s)
+	if _, _, err := s.CreateTenantAccount(ctx(t), provisioning.Account{PubKey: otherKey, TenantID: "other", Name: "Other", Seed: seedOf("OTHER"), JWT: "o"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx(t), `UPDATE nats_accounts SET seed_enc = (SELECT seed_enc FROM nats_accounts WHERE account_id = $1) WHERE account_id = $2`, acmeKey, otherKey); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Account(ctx(t), otherKey)
+	if !errors.Is(err, seal.ErrOpen) {
+		t.Fatalf("Account with a seed copied from another row: err = %v, want seal.ErrOpen", err)
+	}
+	if errors.Is(err, provisioning.ErrNotFound) {
+		t.Errorf("an unreadable seed is reported as not found")
+	}
+	if strings.Contains(err.Error(), string(seeds[acmeKey])) {
+		t.Errorf("error quotes the seed")
+	}
+	if a, err := s.Account(ctx(t), acmeKey); err != nil || !bytes.Equal(a.Seed, seeds[acmeKey]) {
+		t.Errorf("source row no longer opens: %v", err)
+	}
+}
+
+func TestWrongKeyCannotOpenSeeds(t *testing.T) {
+	t.Parallel()
+	pool := migratedPool(t)
+	populate(t, newStore(t, pool, newSealer(t)))
+	other := newStore(t, pool, newSealer(t))
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"Account", func() error { _, err := other.Account(ctx(t), acmeKey); return err }},
+		{"TenantAccount", func() error { _, err := other.TenantAccount(ctx(t), "acme"); return err }},
+		{"ListAccounts", func() error { _, err := other.ListAccounts(ctx(t)); return err }},
+		{"ActiveSensorUser", func() error { _, err := other.ActiveSensorUser(ctx(t), "acme", "s1"); return err }},
+	}
+	for _, tc := range tests {
+		err := tc.call()
+		if !errors.Is(err, seal.ErrOpen) {
+			t.Errorf("%s with another key: err = %v, want seal.ErrOpen", tc.name, err)
+		}
+	}
+}
+
+func TestPingFailsWhenDatabaseIsGone(t *testing.T) {
+	t.Parallel()
+	pool := migratedPool(t)
+	s := newStore(t, pool, newSealer(t))
+	if err := s.Ping(ctx(t)); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	pool.Close()
+	if err := s.Ping(ctx(t)); err == nil {
+		t.Errorf("Ping on a closed pool = nil, want an error")
+	}
+}
+
+// `psql -f migrations/001_init.sql` and `provisioner migrate` must both work,
+// in either order: an operator may bootstrap by hand and upgrade later.
+func TestPlainSQLThenMigrate(t *testing.T) {
+	t.Parallel()
+	text, err := os.ReadFile(filepath.Join("..", "..", "..", "migrations", "001_init.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	embedded, err := migrations.Provisioner.Open("001_init.sql")
+	if err != nil {
+		t.Fatalf("embedded 001_init.sql: %v", err)
+	}
+	embedded.Close()
+
+	tests := []struct {
+		name  string
+		apply func(t *testing.T, dsn string, pool *pgxpool.Pool)
+	}{
+		{"exec file text", func(t *testing.T, _ string, pool *pgxpool.Pool) {
+			if _, err := pool.Exec(ctx(t), string(text)); err != nil {
+				t.Fatalf("exec 001_init.sql: %v", err)
+			}
+		}},
+		{"psql -f", func(t *testing.T, dsn string, _ *pgxpool.Pool) {
+			psql := findPsql(t)
+			out, err := exec.CommandContext(ctx(t), psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-f", filepath.Join("..", "..", "..", "migrations", "001_init.sql")).CombinedOutput()
+			if err != nil {
+				t.Fatalf("psql -f 001_init.sql: %v\n%s", err, out)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := pgtest.DSN(t)
+			pool := newPool(t, dsn)
+			tc.apply(t, dsn, pool)
+			// Twice by hand is harmless too.
+			tc.apply(t, dsn, pool)
+			applied, err := migrate.Apply(ctx(t), pool, "provisioner", migrations.Provisioner)
+			if err != nil {
+				t.Fatalf("migrate after plain SQL: %v", err)
+			}
+			if diff := cmp.Diff([]string{"001_init.sql"}, applied); diff != "" {
+				t.Errorf("applied (-want +got):\n%s", diff)
+			}
+			applied, err = migrate.Apply(ctx(t), pool, "provisioner", migrations.Provisioner)
+			if err != nil || len(applied) != 0 {
+				t.Errorf("second migrate = %v, %v; want nothing applied", applied, err)
+			}
+			s := newStore(t, pool, newSealer(t))
+			populate(t, s)
+			if _, err := s.ActiveSensorUser(ctx(t), "acme", "s1"); err != nil {
+				t.Errorf("store on the hand-applied schema: %v", err)
+			}
+		})
+	}
+}
+
+// findPsql looks where pgtest looks for the server binaries.
+func findPsql(t *testing.T) string {
+	t.Helper()
+	var candidates []string
+	if d := os.Getenv("PG_BIN"); d != "" {
+		candidates = append(candidates, filepath.Join(d, "psql"))
+	}
+	globbed, _ := filepath.Glob("/usr/lib/postgresql/*/bin/psql")
+	candidates = append(candidates, globbed...)
+	if p, err := exec.LookPath("psql"); err == nil {
+		candidates = append(candidates, p)
+	}
+	for _, c := range candidates {
+		if st, err := os.Stat(c); err == nil && st.Mode()&0o111 != 0 {
+			return c
+		}
+	}
+	t.Skip("psql not installed")
+	return ""
+}
