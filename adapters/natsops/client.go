@@ -1,0 +1,371 @@
+// Package natsops is the provisioner's connection to the running
+// nats-servers. As the SYS user it pushes changed account JWTs with
+// "$SYS.REQ.ACCOUNT.<pk>.CLAIMS.UPDATE" (the URL resolver never refetches an
+// account, so a revocation only takes effect when pushed); as the CONTROL
+// account's JetStream administrator it keeps the command stream and each
+// sensor's durable pull consumer in place. It connects in the background and
+// keeps retrying, because nats-server will not start until the provisioner's
+// resolver answers: nothing in the provisioner may wait for NATS to start.
+// It implements the Pusher and Consumers ports of core/provisioning.
+package natsops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/provisioning"
+)
+
+// Errors of the client.
+var (
+	// ErrNotConnected is returned at once, without waiting, while the
+	// connection a call needs is down.
+	ErrNotConnected = errors.New("not connected to NATS")
+	// ErrClaimUpdate is wrapped when nats-server answers a claim update with
+	// an error or with a reply that is not a success.
+	ErrClaimUpdate = errors.New("claim update rejected")
+	// ErrInvalidConfig is wrapped by New.
+	ErrInvalidConfig = errors.New("invalid natsops config")
+	// ErrStreamMismatch is returned when a sensor names another stream than
+	// the one this client manages.
+	ErrStreamMismatch = errors.New("sensor stream differs from the managed stream")
+)
+
+// StreamConfig describes the command stream.
+type StreamConfig struct {
+	Name string
+	// Replicas defaults to 1.
+	Replicas int
+	// MaxAge drops commands never fetched; 0 keeps them.
+	MaxAge time.Duration
+	// Duplicates is the window in which a repeated Nats-Msg-Id is dropped;
+	// 0 leaves the server default (2 minutes).
+	Duplicates time.Duration
+}
+
+// Config configures a Client.
+type Config struct {
+	// URL of the nats-servers; several may be given separated by commas.
+	URL string
+	// SystemUser mints the SYS account user that pushes claim updates.
+	SystemUser func() (jwt string, seed []byte, err error)
+	// AdminUser mints the CONTROL account's JetStream administrator.
+	AdminUser func() (jwt string, seed []byte, err error)
+	Stream    StreamConfig
+	// ConsumerAckWait is how long a sensor has to ack a command before it is
+	// redelivered; defaults to 30s.
+	ConsumerAckWait time.Duration
+	// ConsumerMaxDeliver bounds deliveries of one command; defaults to 10.
+	ConsumerMaxDeliver int
+	// ConsumerMaxAckPending bounds unacknowledged commands per sensor;
+	// defaults to 16.
+	ConsumerMaxAckPending int
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// RequestTimeout bounds every request to NATS; defaults to 5s.
+	RequestTimeout time.Duration
+	// MaxReconnectWait caps the back-off between connection attempts;
+	// defaults to 5s.
+	MaxReconnectWait time.Duration
+}
+
+// Client holds the SYS and the CONTROL admin connections. Its methods are
+// safe for concurrent use.
+type Client struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	conns   [2]*nats.Conn
+	hook    func(ctx context.Context)
+	started bool
+	closed  bool
+	cancel  context.CancelFunc
+
+	hookKick   chan struct{}
+	streamKick chan struct{}
+	wg         sync.WaitGroup
+}
+
+type role int
+
+const (
+	sysConn role = iota
+	adminConn
+)
+
+func (r role) String() string {
+	if r == sysConn {
+		return "sys"
+	}
+	return "control-admin"
+}
+
+// New checks cfg, fills defaults and returns a Client that is not connected
+// yet; Start connects.
+func New(cfg Config) (*Client, error) {
+	if cfg.URL == "" {
+		return nil, fmt.Errorf("natsops: %w: URL is required", ErrInvalidConfig)
+	}
+	if cfg.SystemUser == nil || cfg.AdminUser == nil {
+		return nil, fmt.Errorf("natsops: %w: SystemUser and AdminUser are required", ErrInvalidConfig)
+	}
+	if err := ids.Validate(cfg.Stream.Name); err != nil {
+		return nil, fmt.Errorf("natsops: %w: stream name: %v", ErrInvalidConfig, err)
+	}
+	if cfg.Stream.Replicas == 0 {
+		cfg.Stream.Replicas = 1
+	}
+	s := cfg.Stream
+	switch {
+	case s.Replicas < 1 || s.Replicas > 5:
+		return nil, fmt.Errorf("natsops: %w: stream replicas %d, want 1 to 5", ErrInvalidConfig, s.Replicas)
+	case s.MaxAge < 0 || s.Duplicates < 0:
+		return nil, fmt.Errorf("natsops: %w: negative stream max age or duplicate window", ErrInvalidConfig)
+	case s.MaxAge > 0 && s.Duplicates > s.MaxAge:
+		return nil, fmt.Errorf("natsops: %w: duplicate window %s exceeds max age %s", ErrInvalidConfig, s.Duplicates, s.MaxAge)
+	case cfg.ConsumerAckWait < 0 || cfg.ConsumerMaxDeliver < 0 || cfg.ConsumerMaxAckPending < 0 || cfg.RequestTimeout < 0 || cfg.MaxReconnectWait < 0:
+		return nil, fmt.Errorf("natsops: %w: negative consumer or timeout setting", ErrInvalidConfig)
+	}
+	cfg.ConsumerAckWait = orDefault(cfg.ConsumerAckWait, 30*time.Second)
+	cfg.ConsumerMaxDeliver = orDefault(cfg.ConsumerMaxDeliver, 10)
+	cfg.ConsumerMaxAckPending = orDefault(cfg.ConsumerMaxAckPending, 16)
+	cfg.RequestTimeout = orDefault(cfg.RequestTimeout, 5*time.Second)
+	cfg.MaxReconnectWait = orDefault(cfg.MaxReconnectWait, 5*time.Second)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Client{
+		cfg: cfg, log: log.With("component", "natsops"),
+		hookKick: make(chan struct{}, 1), streamKick: make(chan struct{}, 1),
+	}, nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// OnConnect registers fn to run after every connect and reconnect of the SYS
+// connection, so the caller can push account JWTs that changed while NATS
+// was away. Runs never overlap; a (re)connect during a run causes one more
+// run. fn's ctx ends when the client closes.
+func (c *Client) OnConnect(fn func(ctx context.Context)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hook = fn
+}
+
+// Start mints the two users and connects both in the background, retrying
+// with back-off until Close or until ctx ends. It returns at once; it fails
+// only when a user cannot be minted or Start was called before. Once the
+// admin connection is up (and after each reconnect) the command stream is
+// ensured.
+func (c *Client) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started || c.closed {
+		return errors.New("natsops: Start called twice or after Close")
+	}
+	creds := [2]func() (string, []byte, error){sysConn: c.cfg.SystemUser, adminConn: c.cfg.AdminUser}
+	var opts [2]nats.Option
+	for r, mint := range creds {
+		o, err := userAuth(mint)
+		if err != nil {
+			return fmt.Errorf("natsops: %s user: %w", role(r), err)
+		}
+		opts[r] = o
+	}
+	c.started = true
+	ctx, c.cancel = context.WithCancel(ctx)
+	c.run(func() { c.worker(ctx, c.hookKick, c.runHook) })
+	c.run(func() { c.worker(ctx, c.streamKick, c.ensureStreamOnConnect) })
+	c.run(func() { c.dial(ctx, sysConn, opts[sysConn], c.hookKick) })
+	c.run(func() { c.dial(ctx, adminConn, opts[adminConn], c.streamKick) })
+	c.run(func() { <-ctx.Done(); c.shutdown() })
+	return nil
+}
+
+func (c *Client) run(fn func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn()
+	}()
+}
+
+// userAuth mints a user once and signs the server's nonce with its key on
+// every (re)connect. The seed stays inside the key pair.
+func userAuth(mint func() (string, []byte, error)) (nats.Option, error) {
+	tok, seed, err := mint()
+	if err != nil {
+		return nil, err
+	}
+	kp, err := nkeys.FromSeed(seed)
+	clear(seed)
+	if err != nil {
+		return nil, errors.New("seed does not decode")
+	}
+	return nats.UserJWT(
+		func() (string, error) { return tok, nil },
+		func(nonce []byte) ([]byte, error) { return kp.Sign(nonce) },
+	), nil
+}
+
+// dial creates the connection. nats.go then reconnects by itself forever;
+// the loop here only covers errors Connect reports before that (such as a
+// malformed URL).
+func (c *Client) dial(ctx context.Context, r role, auth nats.Option, kick chan struct{}) {
+	log := c.log.With("conn", r.String())
+	up := func(nc *nats.Conn) {
+		c.setConn(r, nc)
+		log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	opts := []nats.Option{
+		nats.Name("rxc-provisioner-" + r.String()),
+		auth,
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.IgnoreAuthErrorAbort(),
+		nats.CustomReconnectDelay(c.backoff),
+		// Buffering while disconnected would turn fail-fast calls into
+		// timeouts; callers retry instead.
+		nats.ReconnectBufSize(-1),
+		nats.ConnectHandler(up),
+		nats.ReconnectHandler(up),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("disconnected from NATS", "error", err)
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("NATS error", "error", err)
+		}),
+	}
+	for attempt := 0; ; attempt++ {
+		nc, err := nats.Connect(c.cfg.URL, opts...)
+		if err == nil {
+			c.setConn(r, nc)
+			return
+		}
+		log.Error("cannot set up NATS connection", "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(c.backoff(attempt)):
+		}
+	}
+}
+
+// backoff doubles from 100ms up to MaxReconnectWait, with ±20% jitter so a
+// fleet of provisioners does not reconnect in step.
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.cfg.MaxReconnectWait
+	if attempt < 16 {
+		d = min(100*time.Millisecond<<attempt, d)
+	}
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+func (c *Client) setConn(r role, nc *nats.Conn) {
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.conns[r] = nc
+	}
+	c.mu.Unlock()
+	if closed {
+		nc.Close()
+	}
+}
+
+// conn returns the connection for r when it is connected right now.
+func (c *Client) conn(r role) (*nats.Conn, error) {
+	c.mu.Lock()
+	nc := c.conns[r]
+	c.mu.Unlock()
+	if nc == nil || !nc.IsConnected() {
+		return nil, fmt.Errorf("natsops: %s connection: %w", r, ErrNotConnected)
+	}
+	return nc, nil
+}
+
+func (c *Client) worker(ctx context.Context, kick chan struct{}, fn func(context.Context)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+			fn(ctx)
+		}
+	}
+}
+
+func (c *Client) runHook(ctx context.Context) {
+	c.mu.Lock()
+	fn := c.hook
+	c.mu.Unlock()
+	if fn != nil {
+		fn(ctx)
+	}
+}
+
+func (c *Client) ensureStreamOnConnect(ctx context.Context) {
+	if err := c.EnsureStream(ctx); err != nil {
+		c.log.Error("cannot ensure the command stream", "stream", c.cfg.Stream.Name, "error", err)
+	}
+}
+
+// Ready reports whether both connections are up.
+func (c *Client) Ready() bool {
+	_, errSys := c.conn(sysConn)
+	_, errAdmin := c.conn(adminConn)
+	return errSys == nil && errAdmin == nil
+}
+
+// Close closes both connections and waits for the background work, including
+// a running OnConnect function, to stop. It is safe to call more than once.
+func (c *Client) Close() {
+	c.shutdown()
+	c.wg.Wait()
+}
+
+func (c *Client) shutdown() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	conns, cancel := c.conns, c.cancel
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	for _, nc := range conns {
+		if nc != nil {
+			nc.Close()
+		}
+	}
+}
+
+// The ports this adapter implements.
+var (
+	_ provisioning.Pusher    = (*Client)(nil)
+	_ provisioning.Consumers = (*Client)(nil)
+)

@@ -1,0 +1,211 @@
+package natsops_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/natsops"
+	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/core/topology"
+)
+
+const stream = "RXC_CMD"
+
+// env is an operator-mode nats-server whose URL resolver is an httptest
+// server serving JWTs signed by natsjwt, as the provisioner serves them.
+type env struct {
+	t        *testing.T
+	signer   *natsjwt.Signer
+	opClaims *jwt.OperatorClaims
+	sysPub   string
+	sysSeed  []byte
+	ctlPub   string
+	ctlSeed  []byte
+	resolver string
+	storeDir string
+
+	mu   sync.Mutex
+	jwts map[string]string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, jwts: map[string]string{}, storeDir: t.TempDir()}
+	_, opSeed, err := natsjwt.NewOperatorKey()
+	must(t, err)
+	e.signer, err = natsjwt.New(natsjwt.Config{OperatorSeed: opSeed, Stream: stream,
+		ControlJetStream: natsjwt.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
+	must(t, err)
+	e.sysPub, e.sysSeed, err = e.signer.NewAccountKey()
+	must(t, err)
+	e.ctlPub, e.ctlSeed, err = e.signer.NewAccountKey()
+	must(t, err)
+	e.signer, err = e.signer.WithControlAccount(e.ctlPub)
+	must(t, err)
+	e.sign(provisioning.AccountSpec{PubKey: e.sysPub, Name: "SYS", Kind: provisioning.KindSystem})
+	e.sign(provisioning.AccountSpec{PubKey: e.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl})
+	opJWT, err := natsjwt.SignOperator(opSeed, "rxc-test", e.sysPub, "")
+	must(t, err)
+	e.opClaims, err = jwt.DecodeOperatorClaims(opJWT)
+	must(t, err)
+
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := strings.TrimPrefix(r.URL.Path, "/jwt/v1/accounts/")
+		if key == "" {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		e.mu.Lock()
+		tok, ok := e.jwts[key]
+		e.mu.Unlock()
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		fmt.Fprint(w, tok)
+	}))
+	t.Cleanup(hs.Close)
+	e.resolver = hs.URL + "/jwt/v1/accounts/"
+	return e
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sign signs an account and publishes it on the resolver.
+func (e *env) sign(spec provisioning.AccountSpec) string {
+	e.t.Helper()
+	tok, err := e.signer.SignAccount(spec)
+	must(e.t, err)
+	e.mu.Lock()
+	e.jwts[spec.PubKey] = tok
+	e.mu.Unlock()
+	return tok
+}
+
+// start runs the server on port (-1 for any) and stops it at cleanup.
+func (e *env) start(port int) *server.Server {
+	e.t.Helper()
+	res, err := server.NewURLAccResolver(e.resolver)
+	must(e.t, err)
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
+		TrustedOperators: []*jwt.OperatorClaims{e.opClaims},
+		SystemAccount:    e.sysPub,
+		AccountResolver:  res,
+		JetStream:        true,
+		StoreDir:         e.storeDir,
+	})
+	must(e.t, err)
+	go s.Start()
+	e.t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(10 * time.Second) {
+		e.t.Fatal("nats-server not ready")
+	}
+	return s
+}
+
+func (e *env) config(url string) natsops.Config {
+	return natsops.Config{
+		URL:             url,
+		SystemUser:      func() (string, []byte, error) { return natsjwt.SystemUser(e.sysSeed) },
+		AdminUser:       func() (string, []byte, error) { return natsjwt.ControlAdminUser(e.ctlSeed) },
+		Stream:          natsops.StreamConfig{Name: stream, MaxAge: time.Hour, Duplicates: 2 * time.Minute},
+		ConsumerAckWait: 5 * time.Second,
+		RequestTimeout:  5 * time.Second,
+	}
+}
+
+// client starts a client and waits until both connections are up.
+func (e *env) client(cfg natsops.Config) *natsops.Client {
+	e.t.Helper()
+	c, err := natsops.New(cfg)
+	must(e.t, err)
+	e.t.Cleanup(c.Close)
+	must(e.t, c.Start(context.Background()))
+	eventually(e.t, 10*time.Second, "client ready", c.Ready)
+	return c
+}
+
+// tenant creates a tenant account and publishes its JWT.
+func (e *env) tenant(id string) (pub string, seed []byte) {
+	e.t.Helper()
+	pub, seed, err := e.signer.NewAccountKey()
+	must(e.t, err)
+	e.sign(provisioning.AccountSpec{PubKey: pub, Name: id, Kind: provisioning.KindTenant, TenantID: id})
+	return pub, seed
+}
+
+func (e *env) user(acctPub string, acctSeed []byte, name string, p topology.Permissions) provisioning.MintedUser {
+	e.t.Helper()
+	m, err := e.signer.MintUser(provisioning.UserSpec{AccountPubKey: acctPub, AccountSeed: acctSeed, Name: name, Permissions: p})
+	must(e.t, err)
+	return m
+}
+
+func connect(url string, u provisioning.MintedUser, extra ...nats.Option) (*nats.Conn, error) {
+	opts := append([]nats.Option{nats.UserJWTAndSeed(u.JWT, string(u.Seed)), nats.MaxReconnects(0)}, extra...)
+	return nats.Connect(url, opts...)
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true within %s", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// freePort finds a port nothing listens on, for a server started later.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	must(t, l.Close())
+	return port
+}
+
+// logBuffer collects log output for assertions; safe for concurrent use.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}

@@ -1,0 +1,158 @@
+package natsops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/core/topology"
+)
+
+// claimUpdateReply is nats-server's answer to a claim update.
+type claimUpdateReply struct {
+	Data *struct {
+		Account string `json:"account"`
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"data"`
+	Error *struct {
+		Account     string `json:"account"`
+		Code        int    `json:"code"`
+		Description string `json:"description"`
+	} `json:"error"`
+}
+
+// PushAccount sends the account JWT to the nats-servers as the SYS user and
+// checks the reply. A server that has not loaded the account answers that it
+// skipped the update, which is a success: it will fetch the current JWT from
+// the resolver when it needs the account. While the SYS connection is down it
+// fails at once with ErrNotConnected.
+func (c *Client) PushAccount(ctx context.Context, pubKey, accountJWT string) error {
+	if !nkeys.IsValidPublicAccountKey(pubKey) {
+		return fmt.Errorf("natsops: push %q: %w", pubKey, provisioning.ErrInvalidPublicKey)
+	}
+	nc, err := c.conn(sysConn)
+	if err != nil {
+		return fmt.Errorf("natsops: push %s: %w", pubKey, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	msg, err := nc.RequestWithContext(ctx, "$SYS.REQ.ACCOUNT."+pubKey+".CLAIMS.UPDATE", []byte(accountJWT))
+	if errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("natsops: push %s: no server answers claim updates (is this the system account?): %w", pubKey, err)
+	}
+	if err != nil {
+		return fmt.Errorf("natsops: push %s: %w", pubKey, err)
+	}
+	var reply claimUpdateReply
+	if err := json.Unmarshal(msg.Data, &reply); err != nil {
+		return fmt.Errorf("natsops: push %s: %w: unreadable reply: %v", pubKey, ErrClaimUpdate, err)
+	}
+	switch {
+	case reply.Error != nil:
+		return fmt.Errorf("natsops: push %s: %w: %s (code %d)", pubKey, ErrClaimUpdate, reply.Error.Description, reply.Error.Code)
+	case reply.Data == nil:
+		return fmt.Errorf("natsops: push %s: %w: reply has neither data nor error", pubKey, ErrClaimUpdate)
+	case reply.Data.Account != pubKey:
+		return fmt.Errorf("natsops: push %s: %w: reply is about account %q", pubKey, ErrClaimUpdate, reply.Data.Account)
+	}
+	c.log.Info("pushed account JWT", "account", pubKey, "result", reply.Data.Message)
+	return nil
+}
+
+func (c *Client) jetStream() (jetstream.JetStream, error) {
+	nc, err := c.conn(adminConn)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("natsops: jetstream: %w", err)
+	}
+	return js, nil
+}
+
+// EnsureStream creates the command stream or brings it to the configured
+// settings: work-queue retention, file storage, subjects
+// topology.CommandWildcard, and the configured replicas, max age and
+// duplicate window. Changes NATS refuses (retention or storage of an existing
+// stream) are returned as errors; the stream is then left as it is.
+func (c *Client) EnsureStream(ctx context.Context) error {
+	js, err := c.jetStream()
+	if err != nil {
+		return fmt.Errorf("natsops: stream %s: %w", c.cfg.Stream.Name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	s := c.cfg.Stream
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        s.Name,
+		Description: "RXC sensor commands",
+		Subjects:    []string{topology.CommandWildcard},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.Replicas,
+		MaxAge:      s.MaxAge,
+		Duplicates:  s.Duplicates,
+	}); err != nil {
+		return fmt.Errorf("natsops: stream %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+// EnsureConsumer creates or updates the sensor's durable pull consumer on the
+// command stream: filtered to the sensor's command subject, explicit acks,
+// bounded deliveries and pending acks. Identical concurrent calls all
+// succeed and leave one consumer. A missing stream is created first.
+func (c *Client) EnsureConsumer(ctx context.Context, s topology.Sensor) error {
+	if err := ids.Validate(s.TenantID); err != nil {
+		return fmt.Errorf("natsops: consumer: tenant id: %w", err)
+	}
+	if err := ids.Validate(s.SensorID); err != nil {
+		return fmt.Errorf("natsops: consumer: sensor id: %w", err)
+	}
+	if s.Stream != c.cfg.Stream.Name {
+		return fmt.Errorf("natsops: consumer %s: %w: %q, managing %q", s.Consumer(), ErrStreamMismatch, s.Stream, c.cfg.Stream.Name)
+	}
+	err := c.createConsumer(ctx, s)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if err := c.EnsureStream(ctx); err != nil {
+			return err
+		}
+		err = c.createConsumer(ctx, s)
+	}
+	return err
+}
+
+func (c *Client) createConsumer(ctx context.Context, s topology.Sensor) error {
+	js, err := c.jetStream()
+	if err != nil {
+		return fmt.Errorf("natsops: consumer %s: %w", s.Consumer(), err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := js.CreateOrUpdateConsumer(ctx, s.Stream, consumerConfig(c.cfg, s)); err != nil {
+		return fmt.Errorf("natsops: consumer %s: %w", s.Consumer(), err)
+	}
+	return nil
+}
+
+func consumerConfig(cfg Config, s topology.Sensor) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       s.Consumer(),
+		Description:   "commands of sensor " + s.SensorID + " of tenant " + s.TenantID,
+		FilterSubject: s.CommandSubject(),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.ConsumerAckWait,
+		MaxDeliver:    cfg.ConsumerMaxDeliver,
+		MaxAckPending: cfg.ConsumerMaxAckPending,
+	}
+}
