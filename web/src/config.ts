@@ -16,9 +16,13 @@ declare global {
 }
 
 export function normalizeBaseUrl(raw: string): string {
-  let url = raw.trim().replace(/\/+$/, '');
-  if (url.endsWith('/api')) url = url.slice(0, -4);
-  return url.replace(/\/+$/, '');
+  const s = raw.trim();
+  // Only the path may lose a trailing "/api": in "http://api" it is the host.
+  const m = /^([a-z][a-z0-9+.-]*:\/\/[^/?#]*)(.*)$/i.exec(s);
+  if (!m) return s.replace(/\/+$/, '');
+  let path = m[2].replace(/\/+$/, '');
+  if (path.endsWith('/api')) path = path.slice(0, -4);
+  return m[1] + path.replace(/\/+$/, '');
 }
 
 export function readConfig(source: unknown = window.__APP_CONFIG__): ConfigResult {

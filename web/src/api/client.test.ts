@@ -1,0 +1,111 @@
+import { describe, expect, it, vi } from 'vitest';
+import { BASE, fakeFetch, html, json, problem } from '../test-utils';
+import { ApiClient, ApiError } from './client';
+
+function client(routes: Parameters<typeof fakeFetch>[0], onUnauthorized = vi.fn()) {
+  const f = fakeFetch(routes);
+  return { api: new ApiClient({ baseUrl: BASE, fetch: f.fetch, onUnauthorized }), f, onUnauthorized };
+}
+
+async function failure(p: Promise<unknown>): Promise<ApiError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(ApiError);
+    return err as ApiError;
+  }
+  throw new Error('expected the call to fail');
+}
+
+describe('ApiClient', () => {
+  it('sends every request under /api with credentials and JSON', async () => {
+    const { api, f } = client({ 'POST /api/tenants': () => json(201, { id: 'acme', name: 'Acme', natsStatus: 'pending' }) });
+    const t = await api.createTenant('acme', 'Acme');
+    expect(t.id).toBe('acme');
+    expect(f.calls[0].url.href).toBe(`${BASE}/api/tenants`);
+    expect(f.calls[0].init.credentials).toBe('include');
+    expect(f.calls[0].body).toEqual({ id: 'acme', name: 'Acme' });
+    expect((f.calls[0].init.headers as Record<string, string>)['Content-Type']).toBe('application/json');
+  });
+
+  it('puts only set filters in the sensor query', async () => {
+    const { api, f } = client({ 'GET /api/sensors': () => json(200, { items: [] }) });
+    await api.listSensors({ tenantId: 'acme', state: '' });
+    expect(f.calls[0].url.search).toBe('?tenantId=acme');
+  });
+
+  it('accepts 204 for login and sends the credentials body', async () => {
+    const { api, f } = client({ 'POST /api/auth/login': () => new Response(null, { status: 204 }) });
+    await api.login('a@b.c', 'pw');
+    expect(f.calls[0].body).toEqual({ email: 'a@b.c', password: 'pw' });
+    expect(f.calls[0].init.credentials).toBe('include');
+  });
+
+  it('maps problem+json to code, title, detail and status', async () => {
+    const { api } = client({ 'POST /api/tenants': () => problem(409, 'tenant_exists', 'Tenant exists', 'acme is taken') });
+    const err = await failure(api.createTenant('acme', 'Acme'));
+    expect(err).toMatchObject({ kind: 'problem', status: 409, code: 'tenant_exists', title: 'Tenant exists', detail: 'acme is taken' });
+  });
+
+  it('reports 401 to onUnauthorized and throws an unauthorized error', async () => {
+    const { api, onUnauthorized } = client({ 'GET /api/tenants': () => problem(401, 'session_expired', 'Session expired') });
+    const err = await failure(api.listTenants());
+    expect(err.kind).toBe('unauthorized');
+    expect(err.code).toBe('session_expired');
+    expect(onUnauthorized).toHaveBeenCalledTimes(1);
+  });
+
+  it('treats a 401 without a body as unauthorized too', async () => {
+    const { api, onUnauthorized } = client({ 'GET /api/auth/me': () => new Response('', { status: 401 }) });
+    expect((await failure(api.me())).kind).toBe('unauthorized');
+    expect(onUnauthorized).toHaveBeenCalled();
+  });
+
+  it('does not call onUnauthorized for other failures', async () => {
+    const { api, onUnauthorized } = client({ 'GET /api/tenants': () => problem(500, 'internal', 'Internal error') });
+    expect((await failure(api.listTenants())).kind).toBe('problem');
+    expect(onUnauthorized).not.toHaveBeenCalled();
+  });
+
+  it('says the API is unreachable when fetch itself fails', async () => {
+    const api = new ApiClient({ baseUrl: BASE, fetch: () => Promise.reject(new TypeError('Failed to fetch')) });
+    const err = await failure(api.me());
+    expect(err.kind).toBe('unreachable');
+    expect(err.detail).toContain(BASE);
+  });
+
+  it('says the base URL is wrong when an HTML page answers with 200', async () => {
+    const { api } = client({ 'GET /api/auth/me': () => html(200) });
+    const err = await failure(api.me());
+    expect(err.kind).toBe('misconfigured');
+    expect(err.detail).toMatch(/text\/html/);
+  });
+
+  it('says the base URL is wrong on a plain 404', async () => {
+    const { api } = client({ 'GET /api/auth/me': () => new Response('404 page not found', { status: 404, headers: { 'Content-Type': 'text/plain' } }) });
+    expect((await failure(api.me())).kind).toBe('misconfigured');
+  });
+
+  it('keeps a 404 problem from the API as a problem', async () => {
+    const { api } = client({ 'GET /api/sensors/nope': () => problem(404, 'sensor_not_found', 'Sensor not found') });
+    const err = await failure(api.getSensor('nope'));
+    expect(err).toMatchObject({ kind: 'problem', code: 'sensor_not_found', status: 404 });
+  });
+
+  it('maps a body that is not JSON to a wrong base URL', async () => {
+    const { api } = client({ 'GET /api/tenants': () => new Response('{oops', { status: 200, headers: { 'Content-Type': 'application/json' } }) });
+    expect((await failure(api.listTenants())).kind).toBe('misconfigured');
+  });
+
+  it('escapes ids in paths', async () => {
+    const { api, f } = client({ 'DELETE /api/claim-codes/a%2Fb': () => new Response(null, { status: 204 }) });
+    await api.revokeClaimCode('a/b');
+    expect(f.calls[0].url.pathname).toBe('/api/claim-codes/a%2Fb');
+  });
+
+  it('sends start and stop commands', async () => {
+    const { api, f } = client({ 'POST /api/sensors/s1/commands': () => json(202, { commandId: 'c1' }) });
+    expect(await api.sendCommand('s1', 'stop')).toEqual({ commandId: 'c1' });
+    expect(f.calls[0].body).toEqual({ action: 'stop' });
+  });
+});
