@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -135,6 +136,9 @@ func (s *Service) RedeemClaimCode(ctx context.Context, code, hostname string) (R
 		CodeHash: hash, SensorID: sensorID, Hostname: hostname,
 		TokenHash: tokenHash, TokenExpiresAt: expires, At: now,
 	})
+	if errors.Is(err, ErrInvalidClaimCode) {
+		return Redemption{}, ErrInvalidClaimCode
+	}
 	if err != nil {
 		return Redemption{}, fmt.Errorf("redeem claim code: %w", err)
 	}

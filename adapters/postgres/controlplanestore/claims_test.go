@@ -1,0 +1,267 @@
+package controlplanestore_test
+
+import (
+	"crypto/sha256"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/ids"
+)
+
+func TestIssueClaimCodeLifetime(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	tests := []struct {
+		name    string
+		tenant  string
+		ttl     time.Duration
+		want    time.Duration
+		wantErr error
+	}{
+		{name: "default 24h", tenant: "acme", want: 24 * time.Hour},
+		{name: "minimum", tenant: "acme", ttl: time.Minute, want: time.Minute},
+		{name: "maximum", tenant: "acme", ttl: 30 * 24 * time.Hour, want: 30 * 24 * time.Hour},
+		{name: "below minimum", tenant: "acme", ttl: 59 * time.Second, wantErr: fleet.ErrInvalidInput},
+		{name: "above maximum", tenant: "acme", ttl: 31 * 24 * time.Hour, wantErr: fleet.ErrInvalidInput},
+		{name: "negative", tenant: "acme", ttl: -time.Hour, wantErr: fleet.ErrInvalidInput},
+		{name: "unknown tenant", tenant: "ghost", wantErr: fleet.ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, code, err := f.svc.IssueClaimCode(f.ctx, tt.tenant, tt.ttl, "", "ops@example.com")
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("error = %v, want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.ExpiresAt.Sub(c.CreatedAt); got != tt.want {
+				t.Errorf("lifetime %s, want %s", got, tt.want)
+			}
+			if _, err := fleet.NormalizeClaimCode(code); err != nil {
+				t.Errorf("issued code %q does not parse: %v", code, err)
+			}
+		})
+	}
+}
+
+func TestClaimCodesAreStoredOnlyAsHashes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	issued, code, err := f.svc.IssueClaimCode(f.ctx, "acme", 0, "edge-1", "ops@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	normal, _ := fleet.NormalizeClaimCode(code)
+	var rows []string
+	r, err := f.pool.Query(f.ctx, `SELECT c::text FROM claim_codes c`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Next() {
+		var s string
+		if err := r.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, s)
+	}
+	if len(rows) != 1 {
+		t.Fatalf("%d rows, want 1", len(rows))
+	}
+	for _, form := range []string{code, normal, strings.ToLower(normal)} {
+		if strings.Contains(rows[0], form) {
+			t.Errorf("claim_codes row contains the clear code %q: %s", form, rows[0])
+		}
+	}
+	sum := sha256.Sum256([]byte(normal))
+	if got := f.count(t, `SELECT count(*) FROM claim_codes WHERE code_hash = $1`, sum[:]); got != 1 {
+		t.Errorf("no row with the SHA-256 of the normalised code")
+	}
+	list, err := f.svc.ListClaimCodes(f.ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]fleet.ClaimCode{issued}, list); diff != "" {
+		t.Errorf("ListClaimCodes (-want +got):\n%s", diff)
+	}
+}
+
+func TestRedeemCreatesPendingSensor(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	tests := []struct {
+		name, sensorName, hostname, wantName string
+	}{
+		{"named by the claim code", "edge-1", "host-a", "edge-1"},
+		{"named after the host", "", "host-b", "host-b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			issued, code, err := f.svc.IssueClaimCode(f.ctx, "acme", 0, tt.sensorName, "ops@example.com")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := f.svc.RedeemClaimCode(f.ctx, strings.ToLower(code), tt.hostname)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ids.Validate(r.SensorID); err != nil || !strings.HasPrefix(r.SensorID, "s-") {
+				t.Errorf("sensor id %q: %v", r.SensorID, err)
+			}
+			if r.TenantID != "acme" || len(r.EnrollmentToken) < 43 || !r.ExpiresAt.Equal(f.clock.Now().Add(15*time.Minute)) {
+				t.Errorf("redemption %+v", r)
+			}
+			got := f.sensor(t, r.SensorID)
+			want := fleet.Sensor{ID: r.SensorID, TenantID: "acme", Name: tt.wantName, Hostname: tt.hostname, State: fleet.StatePending, CreatedAt: f.clock.Now()}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("sensor (-want +got):\n%s", diff)
+			}
+			list, _ := f.svc.ListClaimCodes(f.ctx, "acme")
+			for _, c := range list {
+				if c.ID == issued.ID && (c.SensorID != r.SensorID || !c.UsedAt.Equal(f.clock.Now())) {
+					t.Errorf("claim code after redemption: %+v", c)
+				}
+			}
+			if n := f.count(t, `SELECT count(*) FROM sensor_tokens WHERE token_hash = $1`, sha(r.EnrollmentToken)); n != 1 {
+				t.Errorf("enrolment token hash stored %d times, want 1", n)
+			}
+			if n := f.count(t, `SELECT count(*) FROM sensor_tokens WHERE position(convert_to($1, 'UTF8') IN token_hash) > 0`, r.EnrollmentToken); n != 0 {
+				t.Errorf("clear enrolment token stored")
+			}
+		})
+	}
+}
+
+func sha(s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return sum[:]
+}
+
+func TestRedeemRejectsUnusableCodesUniformly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	issue := func(ttl time.Duration) (fleet.ClaimCode, string) {
+		c, code, err := f.svc.IssueClaimCode(f.ctx, "acme", ttl, "", "ops@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, code
+	}
+	_, used := issue(0)
+	if _, err := f.svc.RedeemClaimCode(f.ctx, used, ""); err != nil {
+		t.Fatal(err)
+	}
+	revokedCode, revoked := issue(0)
+	if err := f.svc.RevokeClaimCode(f.ctx, revokedCode.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, expired := issue(time.Minute)
+	f.clock.Advance(time.Minute)
+	unknown, _ := fleet.NewClaimCode()
+
+	cases := map[string]string{
+		"unknown":   unknown,
+		"malformed": "not-a-code",
+		"empty":     "",
+		"used":      used,
+		"revoked":   revoked,
+		"expired":   expired,
+	}
+	for name, code := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := f.svc.RedeemClaimCode(f.ctx, code, "h")
+			if err != fleet.ErrInvalidClaimCode {
+				t.Errorf("RedeemClaimCode error = %#v, want exactly ErrInvalidClaimCode", err)
+			}
+		})
+	}
+	if n := f.count(t, `SELECT count(*) FROM sensors`); n != 1 {
+		t.Errorf("%d sensors, want only the one from the first redemption", n)
+	}
+}
+
+func TestRevokeClaimCode(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	c, code, _ := f.svc.IssueClaimCode(f.ctx, "acme", 0, "", "ops")
+	usedC, usedCode, _ := f.svc.IssueClaimCode(f.ctx, "acme", 0, "", "ops")
+	if _, err := f.svc.RedeemClaimCode(f.ctx, usedCode, ""); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		id      string
+		wantErr error
+	}{
+		{"unused", c.ID, nil},
+		{"again", c.ID, nil},
+		{"unknown", "00000000-0000-4000-8000-000000000000", fleet.ErrNotFound},
+		{"already used", usedC.ID, fleet.ErrConflict},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := f.svc.RevokeClaimCode(f.ctx, tt.id); !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+				t.Errorf("RevokeClaimCode error = %v, want %v", err, tt.wantErr)
+			}
+		})
+	}
+	if _, err := f.svc.RedeemClaimCode(f.ctx, code, ""); err != fleet.ErrInvalidClaimCode {
+		t.Errorf("redeeming a revoked code: %v", err)
+	}
+}
+
+func TestRedeemConcurrentlyExactlyOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	_, code, err := f.svc.IssueClaimCode(f.ctx, "acme", 0, "", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		successes []fleet.Redemption
+		others    []error
+	)
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r, err := f.svc.RedeemClaimCode(f.ctx, code, "h")
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				successes = append(successes, r)
+			case !errors.Is(err, fleet.ErrInvalidClaimCode):
+				others = append(others, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(successes) != 1 || len(others) != 0 {
+		t.Fatalf("%d successes, unexpected errors %v; want exactly one success, the rest ErrInvalidClaimCode", len(successes), others)
+	}
+	if got := f.count(t, `SELECT count(*) FROM sensors`); got != 1 {
+		t.Errorf("%d sensors, want 1", got)
+	}
+}

@@ -1,0 +1,287 @@
+package controlplanestore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/adapters/postgres/migrate"
+	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/internal/pgtest"
+	"github.com/rxc-project/rxc/migrations"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// clock is a controllable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// The fakes below stand in for other components' adapters (provisioner
+// client, CA, NATS publisher, gRPC session registry); they record calls.
+
+type fakeProvisioner struct {
+	mu          sync.Mutex
+	calls       []string
+	accountErr  error
+	userErr     error
+	revokeErr   error
+	revocations [][2]string
+}
+
+func (p *fakeProvisioner) record(call string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, call)
+}
+
+func (p *fakeProvisioner) Calls() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.calls...)
+}
+
+func (p *fakeProvisioner) EnsureAccount(_ context.Context, tenantID, name string) (string, error) {
+	p.record("EnsureAccount " + tenantID)
+	if p.accountErr != nil {
+		return "", p.accountErr
+	}
+	return "A-" + tenantID, nil
+}
+
+func (p *fakeProvisioner) EnsureSensorUser(_ context.Context, tenantID, sensorID string) (fleet.NATSCredentials, error) {
+	p.record("EnsureSensorUser " + tenantID + " " + sensorID)
+	if p.userErr != nil {
+		return fleet.NATSCredentials{}, p.userErr
+	}
+	return fleet.NATSCredentials{AccountPubKey: "A-" + tenantID, UserPubKey: "U-" + sensorID, Creds: "creds", Consumer: "cmd-" + tenantID + "-" + sensorID}, nil
+}
+
+func (p *fakeProvisioner) RevokeUser(_ context.Context, accountPubKey, userPubKey string) error {
+	p.record("RevokeUser " + accountPubKey + " " + userPubKey)
+	if p.revokeErr != nil {
+		return p.revokeErr
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.revocations = append(p.revocations, [2]string{accountPubKey, userPubKey})
+	return nil
+}
+
+type fakeCA struct {
+	mu       sync.Mutex
+	clock    *clock
+	serial   int
+	requests []fleet.CertRequest
+}
+
+func (c *fakeCA) SignCSR(req fleet.CertRequest) (fleet.IssuedCertificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if string(req.CSRPEM) == "bad csr" {
+		return fleet.IssuedCertificate{}, fmt.Errorf("parse: %w", fleet.ErrInvalidCSR)
+	}
+	c.requests = append(c.requests, req)
+	c.serial++
+	now := c.clock.Now()
+	return fleet.IssuedCertificate{
+		CertificatePEM: []byte("cert for " + req.SensorID),
+		Serial:         fmt.Sprintf("%032X", c.serial),
+		NotBefore:      now.Add(-time.Minute), NotAfter: now.Add(req.TTL),
+	}, nil
+}
+
+func (c *fakeCA) CACertificatePEM() []byte { return []byte("ca pem") }
+
+type published struct {
+	Subject, MsgID string
+	Payload        []byte
+}
+
+type fakePublisher struct {
+	mu   sync.Mutex
+	err  error
+	msgs []published
+}
+
+func (p *fakePublisher) PublishCommand(_ context.Context, subject, msgID string, payload []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return p.err
+	}
+	p.msgs = append(p.msgs, published{subject, msgID, payload})
+	return nil
+}
+
+type fakeTerminator struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (f *fakeTerminator) Terminate(tenantID, sensorID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, tenantID+"/"+sensorID)
+}
+
+// countingLocker wraps a Locker and counts TryLock calls.
+type countingLocker struct {
+	fleet.Locker
+	mu sync.Mutex
+	n  int
+}
+
+func (l *countingLocker) TryLock(ctx context.Context, name string) (func(), bool, error) {
+	l.mu.Lock()
+	l.n++
+	l.mu.Unlock()
+	return l.Locker.TryLock(ctx, name)
+}
+
+type fixture struct {
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	store  *controlplanestore.Store
+	svc    *fleet.Service
+	clock  *clock
+	prov   *fakeProvisioner
+	ca     *fakeCA
+	pub    *fakePublisher
+	term   *fakeTerminator
+	locker *countingLocker
+}
+
+// newPool gives a migrated, empty control-plane database.
+func newPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 12
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := migrate.Apply(ctx, pool, "controlplane", migrations.ControlPlane); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return pool
+}
+
+func newFixture(t testing.TB, configure ...func(*fleet.Config)) *fixture {
+	t.Helper()
+	pool := newPool(t)
+	store, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)}
+	f := &fixture{
+		ctx: context.Background(), pool: pool, store: store, clock: clk,
+		prov: &fakeProvisioner{}, ca: &fakeCA{clock: clk}, pub: &fakePublisher{}, term: &fakeTerminator{},
+		locker: &countingLocker{Locker: store},
+	}
+	cfg := fleet.Config{
+		Store: store, Provisioner: f.prov, ProvisioningEnabled: true, CA: f.ca, Publisher: f.pub,
+		Terminator: f.term, Locker: f.locker, Clock: clk.Now,
+	}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	f.svc, err = fleet.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// provisionedTenant creates tenant id and gives it its NATS account.
+func (f *fixture) provisionedTenant(t testing.TB, id string) fleet.Tenant {
+	t.Helper()
+	if _, _, err := f.svc.CreateTenant(f.ctx, id, "Tenant "+id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.ReconcileTenants(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	tenant, err := f.svc.Tenant(f.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tenant
+}
+
+// redeemed issues a claim code in tenantID and redeems it.
+func (f *fixture) redeemed(t testing.TB, tenantID string) fleet.Redemption {
+	t.Helper()
+	_, code, err := f.svc.IssueClaimCode(f.ctx, tenantID, 0, "", "ops@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.svc.RedeemClaimCode(f.ctx, code, "sensor-host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// enrolled returns a freshly enrolled sensor of tenantID.
+func (f *fixture) enrolled(t testing.TB, tenantID string) (fleet.Redemption, fleet.Enrollment) {
+	t.Helper()
+	r := f.redeemed(t, tenantID)
+	e, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("csr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, e
+}
+
+func (f *fixture) sensor(t testing.TB, id string) fleet.Sensor {
+	t.Helper()
+	s, err := f.svc.Sensor(f.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (f *fixture) count(t testing.TB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := f.pool.QueryRow(f.ctx, query, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func wantErr(t testing.TB, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("error = %v, want %v", err, want)
+	}
+}

@@ -1,0 +1,216 @@
+package controlplanestore_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/ids"
+)
+
+func TestCreateTenant(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	first, created, err := f.svc.CreateTenant(f.ctx, "acme", "Acme Corp")
+	if err != nil || !created {
+		t.Fatalf("CreateTenant = %v, %v; want created", created, err)
+	}
+	want := fleet.Tenant{ID: "acme", Name: "Acme Corp", NATSStatus: fleet.NATSPending, CreatedAt: f.clock.Now()}
+	if diff := cmp.Diff(want, first); diff != "" {
+		t.Errorf("created tenant (-want +got):\n%s", diff)
+	}
+	tests := []struct {
+		name        string
+		id, tName   string
+		wantCreated bool
+		wantErr     error
+	}{
+		{name: "same id and name returns existing", id: "acme", tName: "Acme Corp"},
+		{name: "same id, other name", id: "acme", tName: "Other", wantErr: fleet.ErrConflict},
+		{name: "invalid id", id: "acme.corp", tName: "x", wantErr: ids.ErrInvalidID},
+		{name: "id starting with dash", id: "-acme", tName: "x", wantErr: fleet.ErrInvalidInput},
+		{name: "control character in name", id: "ok", tName: "a\x00b", wantErr: fleet.ErrInvalidInput},
+		{name: "empty name defaults to id", id: "beta", wantCreated: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, created, err := f.svc.CreateTenant(f.ctx, tt.id, tt.tName)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("CreateTenant(%q, %q) error = %v, want %v", tt.id, tt.tName, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || created != tt.wantCreated {
+				t.Fatalf("CreateTenant(%q, %q) = created %v, %v; want created %v", tt.id, tt.tName, created, err, tt.wantCreated)
+			}
+			if got.ID != tt.id || got.Name == "" {
+				t.Errorf("got %+v", got)
+			}
+		})
+	}
+	list, err := f.svc.ListTenants(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tn := range list {
+		names = append(names, tn.ID+"="+tn.Name)
+	}
+	if diff := cmp.Diff([]string{"acme=Acme Corp", "beta=beta"}, names); diff != "" {
+		t.Errorf("ListTenants (-want +got):\n%s", diff)
+	}
+	if _, err := f.svc.Tenant(f.ctx, "nope"); !errors.Is(err, fleet.ErrNotFound) {
+		t.Errorf("Tenant(nope) error = %v, want ErrNotFound", err)
+	}
+}
+
+func TestCreateTenantConcurrentLeavesOneRecord(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const n = 20
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		created int
+		errs    []error
+	)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, c, err := f.svc.CreateTenant(f.ctx, "race", "Race")
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if c {
+				created++
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 || created != 1 {
+		t.Fatalf("created %d times with errors %v; want exactly once, no errors", created, errs)
+	}
+	if got := f.count(t, `SELECT count(*) FROM tenants WHERE id = 'race'`); got != 1 {
+		t.Errorf("%d rows, want 1", got)
+	}
+}
+
+func TestReconcileProvisionsPendingTenants(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, id := range []string{"t1", "t2"} {
+		if _, _, err := f.svc.CreateTenant(f.ctx, id, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := f.svc.ReconcileTenants(f.ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("ReconcileTenants = %d, %v; want 2, nil", n, err)
+	}
+	for _, id := range []string{"t1", "t2"} {
+		tn, _ := f.svc.Tenant(f.ctx, id)
+		if tn.NATSStatus != fleet.NATSProvisioned || tn.NATSAccountPubKey != "A-"+id {
+			t.Errorf("tenant %s = %+v, want provisioned with A-%s", id, tn, id)
+		}
+	}
+	n, err = f.svc.ReconcileTenants(f.ctx)
+	if err != nil || n != 0 {
+		t.Fatalf("second ReconcileTenants = %d, %v; want 0, nil", n, err)
+	}
+	if diff := cmp.Diff([]string{"EnsureAccount t1", "EnsureAccount t2"}, f.prov.Calls()); diff != "" {
+		t.Errorf("provisioner calls (-want +got):\n%s", diff)
+	}
+}
+
+func TestReconcileDisabledMakesNoCalls(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *fleet.Config) { c.ProvisioningEnabled = false })
+	if _, _, err := f.svc.CreateTenant(f.ctx, "t1", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.svc.ReconcileTenants(f.ctx)
+	if !errors.Is(err, fleet.ErrProvisionerDisabled) || n != 0 {
+		t.Fatalf("ReconcileTenants = %d, %v; want 0, ErrProvisionerDisabled", n, err)
+	}
+	if calls := f.prov.Calls(); len(calls) != 0 || f.locker.n != 0 {
+		t.Errorf("provisioner calls %v, lock attempts %d; want none", calls, f.locker.n)
+	}
+	tn, _ := f.svc.Tenant(f.ctx, "t1")
+	if tn.NATSStatus != fleet.NATSPending {
+		t.Errorf("tenant status %s, want pending", tn.NATSStatus)
+	}
+}
+
+func TestReconcileSkipsWhileAnotherReplicaHoldsTheLock(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	if _, _, err := f.svc.CreateTenant(f.ctx, "t1", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	unlock, ok, err := f.store.TryLock(f.ctx, fleet.TenantReconcileLock)
+	if err != nil || !ok {
+		t.Fatalf("TryLock = %v, %v", ok, err)
+	}
+	n, err := f.svc.ReconcileTenants(f.ctx)
+	if err != nil || n != 0 || len(f.prov.Calls()) != 0 {
+		t.Fatalf("ReconcileTenants while locked = %d, %v, calls %v; want a skipped cycle", n, err, f.prov.Calls())
+	}
+	unlock()
+	if n, err := f.svc.ReconcileTenants(f.ctx); err != nil || n != 1 {
+		t.Fatalf("ReconcileTenants after unlock = %d, %v; want 1", n, err)
+	}
+}
+
+func TestReconcileStopsAtProvisionerError(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.prov.accountErr = errors.Join(fleet.ErrProvisionerUnavailable, errors.New("circuit open"))
+	for _, id := range []string{"t1", "t2"} {
+		if _, _, err := f.svc.CreateTenant(f.ctx, id, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := f.svc.ReconcileTenants(f.ctx)
+	if !errors.Is(err, fleet.ErrProvisionerUnavailable) || n != 0 {
+		t.Fatalf("ReconcileTenants = %d, %v; want 0, ErrProvisionerUnavailable", n, err)
+	}
+	if calls := f.prov.Calls(); len(calls) != 1 {
+		t.Errorf("provisioner calls %v; want the cycle to stop after the first", calls)
+	}
+	// The lock was released: the next cycle runs and succeeds.
+	f.prov.accountErr = nil
+	if n, err := f.svc.ReconcileTenants(f.ctx); err != nil || n != 2 {
+		t.Fatalf("retry = %d, %v; want 2", n, err)
+	}
+}
+
+func TestLocker(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	unlock, ok, err := f.store.TryLock(f.ctx, "job")
+	if err != nil || !ok {
+		t.Fatalf("first TryLock = %v, %v", ok, err)
+	}
+	if _, ok, err := f.store.TryLock(f.ctx, "job"); err != nil || ok {
+		t.Fatalf("second TryLock = %v, %v; want not acquired", ok, err)
+	}
+	other, ok, err := f.store.TryLock(f.ctx, "other-job")
+	if err != nil || !ok {
+		t.Fatalf("TryLock(other-job) = %v, %v; want acquired", ok, err)
+	}
+	other()
+	unlock()
+	unlock() // idempotent
+	again, ok, err := f.store.TryLock(f.ctx, "job")
+	if err != nil || !ok {
+		t.Fatalf("TryLock after unlock = %v, %v", ok, err)
+	}
+	again()
+}
