@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -318,4 +319,49 @@ func findPsql(t *testing.T) string {
 	}
 	t.Skip("psql not installed")
 	return ""
+}
+
+// The contract checks what callers see; this checks the table itself: the
+// losers of a create race leave no row behind.
+func TestConcurrentCreatesLeaveOneRow(t *testing.T) {
+	t.Parallel()
+	pool := migratedPool(t)
+	s := newStore(t, pool, newSealer(t))
+	populate(t, s)
+	const n = 100
+	errs := make(chan error, 2*n)
+	start := make(chan struct{})
+	for i := range n {
+		go func() {
+			<-start
+			_, _, err := s.CreateTenantAccount(context.Background(), provisioning.Account{
+				PubKey: fmt.Sprintf("ARACE%051d", i), TenantID: "globex", Name: "Globex", Seed: seedOf("G"), JWT: "g"})
+			errs <- err
+		}()
+		go func() {
+			<-start
+			_, _, err := s.CreateUser(context.Background(), provisioning.User{
+				PubKey: fmt.Sprintf("URACE%051d", i), AccountPubKey: acmeKey, Kind: provisioning.UserSensor,
+				TenantID: "acme", SensorID: "s2", Name: "s2", Seed: seedOf("U"), JWT: "u"})
+			errs <- err
+		}()
+	}
+	close(start)
+	for range 2 * n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ query, what string }{
+		{`SELECT count(*) FROM nats_accounts WHERE tenant_id = 'globex'`, "globex accounts"},
+		{`SELECT count(*) FROM nats_users WHERE sensor_id = 's2'`, "s2 users"},
+	} {
+		var got int
+		if err := pool.QueryRow(ctx(t), c.query).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != 1 {
+			t.Errorf("%s rows = %d, want 1", c.what, got)
+		}
+	}
 }
