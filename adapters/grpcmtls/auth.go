@@ -1,0 +1,134 @@
+package grpcmtls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+// Identity is the sensor a call comes from, read from its verified client
+// certificate.
+type Identity struct {
+	TenantID string
+	SensorID string
+	// Serial is the certificate serial in lower-case hex.
+	Serial string
+}
+
+type identityKey struct{}
+
+// IdentityFrom returns the caller's identity inside a handler.
+func IdentityFrom(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok
+}
+
+var (
+	errUnauthenticated = errors.New("no valid sensor certificate")
+	errTerminated      = fmt.Errorf("sensor session terminated: %w", fleet.ErrRevoked)
+	errInvalidEvent    = errors.New("invalid event")
+)
+
+// authenticate is the one check every call passes, unary or streaming: the
+// handshake verified the chain, so only identity and revocation remain.
+func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil, fmt.Errorf("%w: no peer", errUnauthenticated)
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return nil, fmt.Errorf("%w: not a TLS connection", errUnauthenticated)
+	}
+	chains := info.State.VerifiedChains
+	if len(chains) == 0 || len(chains[0]) == 0 {
+		return nil, fmt.Errorf("%w: no verified client certificate", errUnauthenticated)
+	}
+	leaf := chains[0][0]
+	tenantID, sensorID, err := x509ca.SensorIdentity(leaf)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUnauthenticated, err)
+	}
+	id := Identity{TenantID: tenantID, SensorID: sensorID, Serial: x509ca.SerialHex(leaf.SerialNumber)}
+	if err := s.auth.AuthorizeSensor(ctx, tenantID, sensorID, id.Serial); err != nil {
+		return nil, fmt.Errorf("authorize sensor %s/%s serial %s: %w", tenantID, sensorID, id.Serial, err)
+	}
+	return context.WithValue(ctx, identityKey{}, id), nil
+}
+
+func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, err := s.authenticate(ctx)
+	if err != nil {
+		return nil, s.refuse(info.FullMethod, err)
+	}
+	return handler(ctx, req)
+}
+
+func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx, err := s.authenticate(ss.Context())
+	if err != nil {
+		return s.refuse(info.FullMethod, err)
+	}
+	id, _ := IdentityFrom(ctx)
+	ctx, unregister := s.register(ctx, id)
+	defer unregister()
+	return handler(srv, &identifiedStream{ServerStream: ss, ctx: ctx})
+}
+
+func isStatus(err error) bool {
+	_, ok := status.FromError(err)
+	return ok
+}
+
+func (s *Server) refuse(method string, err error) error {
+	st := statusFor(err)
+	s.log.Warn("sensor call refused", "method", method, "code", st.Code().String(), "err", err)
+	return st.Err()
+}
+
+// identifiedStream carries the authenticated, cancellable context into a
+// stream handler.
+type identifiedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *identifiedStream) Context() context.Context { return s.ctx }
+
+// statusFor is the one place errors become gRPC statuses. Messages for
+// internal failures stay generic: details go to the log, not the sensor.
+func statusFor(err error) *status.Status {
+	switch {
+	case err == nil:
+		return status.New(codes.OK, "")
+	case isStatus(err):
+		// Already a status, e.g. from the transport: keep it.
+		st, _ := status.FromError(err)
+		return st
+	case errors.Is(err, errUnauthenticated):
+		return status.New(codes.Unauthenticated, "a valid sensor certificate is required")
+	case errors.Is(err, errTerminated):
+		return status.New(codes.PermissionDenied, "sensor session terminated")
+	case errors.Is(err, fleet.ErrRevoked), errors.Is(err, fleet.ErrNotFound), errors.Is(err, fleet.ErrInvalidToken):
+		return status.New(codes.PermissionDenied, "sensor certificate is not authorised")
+	case errors.Is(err, errInvalidEvent), errors.Is(err, fleet.ErrInvalidInput):
+		return status.New(codes.InvalidArgument, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.New(codes.Canceled, "call cancelled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.New(codes.DeadlineExceeded, "deadline exceeded")
+	case errors.Is(err, fleet.ErrProvisionerUnavailable), errors.Is(err, fleet.ErrMessagingUnavailable):
+		return status.New(codes.Unavailable, "temporarily unavailable, retry later")
+	default:
+		return status.New(codes.Internal, "internal error")
+	}
+}

@@ -1,0 +1,204 @@
+// Package grpcmtls is the control plane's gRPC endpoint for sensors: health
+// checks and the event stream, over TLS 1.3 with client certificates from
+// the sensor CA. A sensor's identity is read only from its verified
+// certificate, and every call, unary or streaming, is authorised again (the
+// certificate serial must still be active), because TLS session resumption
+// skips certificate callbacks. Live streams can be cut at once when a
+// sensor is revoked.
+package grpcmtls
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	sensorpb "github.com/rxc-project/rxc/proto"
+)
+
+// Authorizer decides whether a certificate serial is the active one of the
+// sensor it names. It returns nil, or an error wrapping fleet.ErrRevoked,
+// fleet.ErrNotFound or fleet.ErrInvalidToken to refuse; other errors are
+// treated as failures of the check itself.
+type Authorizer interface {
+	AuthorizeSensor(ctx context.Context, tenantID, sensorID, serial string) error
+}
+
+// Heartbeats records that a sensor was heard from.
+type Heartbeats interface {
+	SensorSeen(ctx context.Context, tenantID, sensorID string) error
+}
+
+// EventSink takes the events a sensor streams. ev.EventId is the sensor's
+// idempotency key: a sink that stores events should ignore repeats.
+type EventSink interface {
+	AcceptEvent(ctx context.Context, from Identity, ev *sensorpb.SensorEvent) error
+}
+
+// Defaults.
+const (
+	DefaultMaxRecvMsgSize = 256 << 10
+	maxConcurrentStreams  = 32
+	handshakeTimeout      = 10 * time.Second
+)
+
+// Config for New. TLS, Authorizer and Heartbeats are required.
+type Config struct {
+	// TLS must require and verify client certificates and allow TLS 1.3
+	// only, e.g. x509ca.CA.ServerTLSConfig().
+	TLS        *tls.Config
+	Authorizer Authorizer
+	Heartbeats Heartbeats
+	// Events defaults to a sink that logs each event at debug level.
+	Events EventSink
+	Logger *slog.Logger
+	// MaxRecvMsgSize bounds one inbound message; default
+	// DefaultMaxRecvMsgSize.
+	MaxRecvMsgSize int
+}
+
+// Server serves the sensor gRPC services.
+type Server struct {
+	grpc   *grpc.Server
+	log    *slog.Logger
+	auth   Authorizer
+	beats  Heartbeats
+	events EventSink
+
+	mu      sync.Mutex
+	streams map[sensorKey]map[*liveStream]struct{}
+}
+
+type sensorKey struct{ tenantID, sensorID string }
+
+type liveStream struct{ cancel context.CancelCauseFunc }
+
+// New builds a Server. It refuses a TLS configuration that would let a
+// client in without a verified certificate or below TLS 1.3.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.TLS == nil:
+		return nil, errors.New("grpcmtls: TLS config is required")
+	case cfg.TLS.ClientAuth != tls.RequireAndVerifyClientCert:
+		return nil, errors.New("grpcmtls: TLS config must set ClientAuth to RequireAndVerifyClientCert")
+	case cfg.TLS.ClientCAs == nil:
+		return nil, errors.New("grpcmtls: TLS config must set ClientCAs to the sensor CA")
+	case cfg.TLS.MinVersion < tls.VersionTLS13:
+		return nil, errors.New("grpcmtls: TLS config must set MinVersion to TLS 1.3")
+	case cfg.Authorizer == nil:
+		return nil, errors.New("grpcmtls: Authorizer is required")
+	case cfg.Heartbeats == nil:
+		return nil, errors.New("grpcmtls: Heartbeats is required")
+	case cfg.MaxRecvMsgSize < 0:
+		return nil, fmt.Errorf("grpcmtls: negative MaxRecvMsgSize %d", cfg.MaxRecvMsgSize)
+	}
+	if cfg.MaxRecvMsgSize == 0 {
+		cfg.MaxRecvMsgSize = DefaultMaxRecvMsgSize
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	events := cfg.Events
+	if events == nil {
+		events = LogSink{Logger: log}
+	}
+	s := &Server{
+		log:     log,
+		auth:    cfg.Authorizer,
+		beats:   cfg.Heartbeats,
+		events:  events,
+		streams: map[sensorKey]map[*liveStream]struct{}{},
+	}
+	s.grpc = grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(cfg.TLS.Clone())),
+		grpc.UnaryInterceptor(s.unaryInterceptor),
+		grpc.StreamInterceptor(s.streamInterceptor),
+		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		grpc.ConnectionTimeout(handshakeTimeout),
+		// Sensors sit behind NATs that drop idle flows: let them ping every
+		// 30 s even without a call in flight, but no more often.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             30 * time.Second,
+			PermitWithoutStream: true,
+		}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: 15 * time.Minute,
+			Time:              2 * time.Minute,
+			Timeout:           20 * time.Second,
+		}),
+	)
+	sensorpb.RegisterSensorHealthcheckServiceServer(s.grpc, healthService{s: s})
+	sensorpb.RegisterSensorEventStreamServiceServer(s.grpc, eventService{s: s})
+	return s, nil
+}
+
+// Serve accepts connections on lis until Shutdown. It returns nil after
+// Shutdown.
+func (s *Server) Serve(lis net.Listener) error {
+	if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("grpcmtls: serve: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops accepting calls and waits for running ones until ctx is
+// done, then closes whatever is left.
+func (s *Server) Shutdown(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+	}
+}
+
+// Terminate cancels every live stream of the sensor at once; the sensor sees
+// codes.PermissionDenied. Calls it makes afterwards are authorised afresh.
+func (s *Server) Terminate(tenantID, sensorID string) {
+	s.mu.Lock()
+	live := s.streams[sensorKey{tenantID, sensorID}]
+	delete(s.streams, sensorKey{tenantID, sensorID})
+	s.mu.Unlock()
+	for l := range live {
+		l.cancel(errTerminated)
+	}
+	if len(live) > 0 {
+		s.log.Info("sensor streams terminated", "tenant", tenantID, "sensor", sensorID, "streams", len(live))
+	}
+}
+
+func (s *Server) register(ctx context.Context, id Identity) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	l := &liveStream{cancel: cancel}
+	k := sensorKey{id.TenantID, id.SensorID}
+	s.mu.Lock()
+	if s.streams[k] == nil {
+		s.streams[k] = map[*liveStream]struct{}{}
+	}
+	s.streams[k][l] = struct{}{}
+	s.mu.Unlock()
+	return ctx, func() {
+		s.mu.Lock()
+		delete(s.streams[k], l)
+		if len(s.streams[k]) == 0 {
+			delete(s.streams, k)
+		}
+		s.mu.Unlock()
+		cancel(context.Canceled)
+	}
+}

@@ -1,0 +1,668 @@
+package grpcmtls_test
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/rxc-project/rxc/adapters/grpcmtls"
+	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/core/fleet"
+	sensorpb "github.com/rxc-project/rxc/proto"
+)
+
+// fakeAuthorizer knows which serial is active for which sensor, as the
+// control plane's store would.
+type fakeAuthorizer struct {
+	mu      sync.Mutex
+	active  map[string]grpcmtls.Identity // by serial
+	revoked map[string]bool
+	calls   int
+}
+
+func (a *fakeAuthorizer) allow(id grpcmtls.Identity) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.active[id.Serial] = id
+}
+
+func (a *fakeAuthorizer) revoke(serial string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.revoked[serial] = true
+}
+
+func (a *fakeAuthorizer) callCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.calls
+}
+
+func (a *fakeAuthorizer) AuthorizeSensor(_ context.Context, tenantID, sensorID, serial string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls++
+	id, ok := a.active[serial]
+	switch {
+	case !ok:
+		return fmt.Errorf("serial %s: %w", serial, fleet.ErrNotFound)
+	case id.TenantID != tenantID || id.SensorID != sensorID:
+		return fmt.Errorf("serial %s belongs to another sensor: %w", serial, fleet.ErrNotFound)
+	case a.revoked[serial]:
+		return fmt.Errorf("serial %s: %w", serial, fleet.ErrRevoked)
+	}
+	return nil
+}
+
+type fakeHeartbeats struct {
+	mu   sync.Mutex
+	seen []string
+	err  error
+}
+
+func (h *fakeHeartbeats) SensorSeen(_ context.Context, tenantID, sensorID string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.seen = append(h.seen, tenantID+"/"+sensorID)
+	return h.err
+}
+
+func (h *fakeHeartbeats) list() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.seen...)
+}
+
+type sunk struct {
+	From    grpcmtls.Identity
+	EventID string
+}
+
+// chanSink hands events to the test as they arrive, so the test knows a
+// stream is live without guessing at timing.
+type chanSink chan sunk
+
+func (c chanSink) AcceptEvent(_ context.Context, from grpcmtls.Identity, ev *sensorpb.SensorEvent) error {
+	c <- sunk{From: from, EventID: ev.GetEventId()}
+	return nil
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type fixture struct {
+	ca    *x509ca.CA
+	caDir string
+	srv   *grpcmtls.Server
+	addr  string
+	auth  *fakeAuthorizer
+	beats *fakeHeartbeats
+	logs  *lockedBuffer
+}
+
+type option func(*grpcmtls.Config)
+
+func withSink(s grpcmtls.EventSink) option { return func(c *grpcmtls.Config) { c.Events = s } }
+
+func start(t *testing.T, opts ...option) *fixture {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "ca")
+	if _, err := x509ca.Init(dir, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509ca.Load(x509ca.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{
+		ca: ca, caDir: dir,
+		auth:  &fakeAuthorizer{active: map[string]grpcmtls.Identity{}, revoked: map[string]bool{}},
+		beats: &fakeHeartbeats{},
+		logs:  &lockedBuffer{},
+	}
+	cfg := grpcmtls.Config{
+		TLS:        ca.ServerTLSConfig(),
+		Authorizer: f.auth,
+		Heartbeats: f.beats,
+		Logger:     slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	f.srv, err = grpcmtls.New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addr = lis.Addr().String()
+	served := make(chan error, 1)
+	go func() { served <- f.srv.Serve(lis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		f.srv.Shutdown(ctx)
+		if err := <-served; err != nil {
+			t.Errorf("Serve returned %v after Shutdown, want nil", err)
+		}
+	})
+	return f
+}
+
+// enrol issues a certificate the way the control plane does and, when
+// active, tells the authorizer its serial.
+func (f *fixture) enrol(t *testing.T, tenantID, sensorID string, active bool) (tls.Certificate, grpcmtls.Identity) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued, err := f.ca.SignCSR(fleet.CertRequest{
+		CSRPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr}),
+		TenantID: tenantID, SensorID: sensorID,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(issued.CertificatePEM, mustPKCS8(t, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := grpcmtls.Identity{TenantID: tenantID, SensorID: sensorID, Serial: issued.Serial}
+	if active {
+		f.auth.allow(id)
+	}
+	return cert, id
+}
+
+// forge signs an arbitrary template with the CA's own key: certificates the
+// CA would never issue through SignCSR but that pass the TLS chain check.
+func (f *fixture) forge(t *testing.T, tmpl *x509.Certificate) tls.Certificate {
+	t.Helper()
+	caPEM, err := os.ReadFile(filepath.Join(f.caDir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(f.caDir, "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPair, err := tls.X509KeyPair(caPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.SerialNumber = serial
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	if tmpl.NotAfter.IsZero() {
+		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caPair.Leaf, &key.PublicKey, caPair.PrivateKey.(crypto.Signer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+}
+
+func mustPKCS8(t *testing.T, key crypto.Signer) []byte {
+	t.Helper()
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+}
+
+func (f *fixture) dial(t *testing.T, cfg *tls.Config) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func (f *fixture) sensor(t *testing.T, cert tls.Certificate) *grpc.ClientConn {
+	return f.dial(t, f.ca.ClientTLSConfig(cert, "localhost"))
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func event(id string) *sensorpb.SensorEvent {
+	return &sensorpb.SensorEvent{
+		EventId: id, Kind: "alert", SrcIp: "192.0.2.10", SrcPort: 51000, DestIp: "198.51.100.7", DestPort: 443, Protocol: "TCP",
+		Alert:   &sensorpb.Alert{SignatureId: 2100498, Signature: "GPL ATTACK_RESPONSE id check returned root", Category: "Potentially Bad Traffic", Severity: 2},
+		RawJson: []byte(`{"event_type":"alert","secret_marker":"raw-payload"}`),
+	}
+}
+
+// sendEvents streams evs and closes; Send errors are left to CloseAndRecv,
+// which reports the status the server ended the call with.
+func sendEvents(ctx context.Context, conn *grpc.ClientConn, evs ...*sensorpb.SensorEvent) (uint64, error) {
+	stream, err := sensorpb.NewSensorEventStreamServiceClient(conn).StreamEvents(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, ev := range evs {
+		if err := stream.Send(ev); err != nil {
+			break
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	return resp.GetAccepted(), err
+}
+
+func check(ctx context.Context, conn *grpc.ClientConn) (*sensorpb.CheckResponse, error) {
+	return sensorpb.NewSensorHealthcheckServiceClient(conn).Check(ctx, &sensorpb.CheckRequest{AgentVersion: "1.2.3", State: sensorpb.SensorState_SENSOR_STATE_RUNNING})
+}
+
+func TestSensorChecksAndStreams(t *testing.T) {
+	t.Parallel()
+	sink := make(chanSink, 16)
+	f := start(t, withSink(sink))
+	cert, id := f.enrol(t, "acme", "s1", true)
+	conn := f.sensor(t, cert)
+	ctx := testCtx(t)
+
+	before := time.Now()
+	resp, err := check(ctx, conn)
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if got, want := resp.GetStatus(), sensorpb.CheckResponse_SERVING_STATUS_SERVING; got != want {
+		t.Errorf("Check status = %v, want %v", got, want)
+	}
+	if st := resp.GetServerTime().AsTime(); st.Before(before.Add(-time.Second)) || st.After(time.Now().Add(time.Second)) {
+		t.Errorf("server_time %v is not now", st)
+	}
+	if diff := cmp.Diff([]string{"acme/s1"}, f.beats.list()); diff != "" {
+		t.Errorf("heartbeats (-want +got):\n%s", diff)
+	}
+
+	accepted, err := sendEvents(ctx, conn, event("e1"), event("e2"), event("e3"))
+	if err != nil {
+		t.Fatalf("StreamEvents: %v", err)
+	}
+	if accepted != 3 {
+		t.Errorf("accepted = %d, want 3", accepted)
+	}
+	close(sink)
+	var got []sunk
+	for s := range sink {
+		got = append(got, s)
+	}
+	want := []sunk{{id, "e1"}, {id, "e2"}, {id, "e3"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events reaching the sink (-want +got):\n%s", diff)
+	}
+}
+
+func TestDefaultSinkLogsEnvelopeOnly(t *testing.T) {
+	t.Parallel()
+	f := start(t)
+	cert, _ := f.enrol(t, "acme", "s1", true)
+	if _, err := sendEvents(testCtx(t), f.sensor(t, cert), event("e1")); err != nil {
+		t.Fatalf("StreamEvents: %v", err)
+	}
+	logs := f.logs.String()
+	for _, want := range []string{`"msg":"sensor event"`, `"tenant":"acme"`, `"sensor":"s1"`, `"kind":"alert"`, `"event_id":"e1"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("log lacks %s:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "raw-payload") {
+		t.Errorf("log contains the raw event record:\n%s", logs)
+	}
+}
+
+func TestHandshakeRefusals(t *testing.T) {
+	t.Parallel()
+	f := start(t)
+	other := start(t)
+	otherCert, _ := other.enrol(t, "acme", "s1", true)
+	expired := f.forge(t, &x509.Certificate{
+		Subject:   pkix.Name{CommonName: "s1"},
+		URIs:      []*url.URL{x509ca.SensorURI("acme", "s1")},
+		NotBefore: time.Now().Add(-48 * time.Hour),
+		NotAfter:  time.Now().Add(-24 * time.Hour),
+	})
+	f.auth.allow(grpcmtls.Identity{TenantID: "acme", SensorID: "s1", Serial: x509ca.SerialHex(expired.Leaf.SerialNumber)})
+	valid, _ := f.enrol(t, "acme", "s1", true)
+	noCert := f.ca.ClientTLSConfig(valid, "localhost")
+	noCert.Certificates = nil
+
+	tests := []struct {
+		name string
+		tls  *tls.Config
+		// wantAlert is the alert the server sends when the handshake fails.
+		wantAlert string
+	}{
+		{"no client certificate", noCert, "tls: certificate required"},
+		{"certificate from another CA", f.ca.ClientTLSConfig(otherCert, "localhost"), "tls: unknown certificate authority"},
+		{"expired certificate", f.ca.ClientTLSConfig(expired, "localhost"), "tls: expired certificate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := check(testCtx(t), f.dial(t, tt.tls))
+			if got := status.Code(err); got != codes.Unavailable {
+				t.Errorf("Check code = %v (%v), want %v: the handshake must fail", got, err, codes.Unavailable)
+			}
+			// gRPC's first write may race the alert, so the alert itself is
+			// read on a plain TLS connection that never writes.
+			if got := tlsAlert(t, f.addr, tt.tls); !strings.Contains(got, tt.wantAlert) {
+				t.Errorf("TLS connection error %q, want the alert %q", got, tt.wantAlert)
+			}
+		})
+	}
+	if n := f.auth.callCount(); n != 0 {
+		t.Errorf("authorizer called %d times, want 0: refused handshakes must not reach it", n)
+	}
+	if _, err := check(testCtx(t), f.sensor(t, valid)); err != nil {
+		t.Errorf("control: Check with a valid certificate: %v", err)
+	}
+}
+
+// tlsAlert completes a client handshake (in TLS 1.3 the server verifies the
+// client afterwards) and returns the error of the first read.
+func tlsAlert(t *testing.T, addr string, cfg *tls.Config) string {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close()
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Read(make([]byte, 1))
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}
+
+func TestCallRefusals(t *testing.T) {
+	t.Parallel()
+	f := start(t)
+	revokedCert, revokedID := f.enrol(t, "acme", "s1", true)
+	f.auth.revoke(revokedID.Serial)
+	unknownCert, _ := f.enrol(t, "acme", "s2", false)
+	// The authorizer holds this serial for tenant "other": the URI SAN names
+	// the wrong tenant.
+	mismatchCert, mismatchID := f.enrol(t, "acme", "s3", false)
+	f.auth.allow(grpcmtls.Identity{TenantID: "other", SensorID: "s3", Serial: mismatchID.Serial})
+	cnMismatch := f.forge(t, &x509.Certificate{Subject: pkix.Name{CommonName: "s9"}, URIs: []*url.URL{x509ca.SensorURI("acme", "s4")}})
+	noURI := f.forge(t, &x509.Certificate{Subject: pkix.Name{CommonName: "s5"}})
+	// Active serial, so only the identity check can refuse it.
+	f.auth.allow(grpcmtls.Identity{TenantID: "acme", SensorID: "s4", Serial: x509ca.SerialHex(cnMismatch.Leaf.SerialNumber)})
+
+	tests := []struct {
+		name string
+		cert tls.Certificate
+		want codes.Code
+	}{
+		{"revoked serial", revokedCert, codes.PermissionDenied},
+		{"unknown serial", unknownCert, codes.PermissionDenied},
+		{"URI SAN names another tenant", mismatchCert, codes.PermissionDenied},
+		{"common name differs from URI SAN", cnMismatch, codes.Unauthenticated},
+		{"no URI SAN", noURI, codes.Unauthenticated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			conn := f.sensor(t, tt.cert)
+			ctx := testCtx(t)
+			if _, err := check(ctx, conn); status.Code(err) != tt.want {
+				t.Errorf("Check: code %v (%v), want %v", status.Code(err), err, tt.want)
+			}
+			if _, err := sendEvents(ctx, conn, event("e1")); status.Code(err) != tt.want {
+				t.Errorf("StreamEvents: code %v (%v), want %v", status.Code(err), err, tt.want)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if seen := f.beats.list(); len(seen) != 0 {
+			t.Errorf("heartbeats recorded for refused sensors: %v", seen)
+		}
+	})
+}
+
+func TestTerminateEndsLiveStreams(t *testing.T) {
+	t.Parallel()
+	sink := make(chanSink, 16)
+	f := start(t, withSink(sink))
+	victimCert, _ := f.enrol(t, "acme", "s1", true)
+	bystanderCert, _ := f.enrol(t, "acme", "s2", true)
+	ctx := testCtx(t)
+
+	open := func(cert tls.Certificate, id string) sensorpb.SensorEventStreamService_StreamEventsClient {
+		stream, err := sensorpb.NewSensorEventStreamServiceClient(f.sensor(t, cert)).StreamEvents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(event(id)); err != nil {
+			t.Fatal(err)
+		}
+		// The event reaching the sink proves the stream is registered.
+		select {
+		case <-sink:
+		case <-ctx.Done():
+			t.Fatalf("event %s never arrived", id)
+		}
+		return stream
+	}
+	victim := open(victimCert, "v1")
+	bystander := open(bystanderCert, "b1")
+
+	f.srv.Terminate("acme", "s1")
+
+	// The victim has not closed its side: only Terminate can end the call
+	// before ctx's deadline.
+	err := victim.RecvMsg(new(sensorpb.StreamEventsResponse))
+	if got := status.Code(err); got != codes.PermissionDenied {
+		t.Fatalf("terminated stream ended with %v (%v), want %v", got, err, codes.PermissionDenied)
+	}
+
+	if err := bystander.Send(event("b2")); err != nil {
+		t.Fatalf("bystander Send after Terminate: %v", err)
+	}
+	<-sink
+	resp, err := bystander.CloseAndRecv()
+	if err != nil {
+		t.Fatalf("bystander stream: %v", err)
+	}
+	if resp.GetAccepted() != 2 {
+		t.Errorf("bystander accepted = %d, want 2", resp.GetAccepted())
+	}
+}
+
+func TestEventValidation(t *testing.T) {
+	t.Parallel()
+	f := start(t)
+	cert, _ := f.enrol(t, "acme", "s1", true)
+	conn := f.sensor(t, cert)
+	with := func(change func(*sensorpb.SensorEvent)) *sensorpb.SensorEvent {
+		ev := event("e1")
+		change(ev)
+		return ev
+	}
+	tests := []struct {
+		name string
+		ev   *sensorpb.SensorEvent
+		want codes.Code
+	}{
+		{"raw_json at the limit", with(func(e *sensorpb.SensorEvent) { e.RawJson = bytes.Repeat([]byte("x"), grpcmtls.MaxRawJSON) }), codes.OK},
+		{"raw_json over the limit", with(func(e *sensorpb.SensorEvent) { e.RawJson = bytes.Repeat([]byte("x"), grpcmtls.MaxRawJSON+1) }), codes.InvalidArgument},
+		{"no event_id", with(func(e *sensorpb.SensorEvent) { e.EventId = "" }), codes.InvalidArgument},
+		{"long event_id", with(func(e *sensorpb.SensorEvent) { e.EventId = strings.Repeat("e", 129) }), codes.InvalidArgument},
+		{"no kind", with(func(e *sensorpb.SensorEvent) { e.Kind = "" }), codes.InvalidArgument},
+		{"bad address", with(func(e *sensorpb.SensorEvent) { e.SrcIp = "300.1.1.1" }), codes.InvalidArgument},
+		{"port out of range", with(func(e *sensorpb.SensorEvent) { e.DestPort = 70000 }), codes.InvalidArgument},
+		{"message over the gRPC limit", with(func(e *sensorpb.SensorEvent) { e.RawJson = make([]byte, grpcmtls.DefaultMaxRecvMsgSize+1) }), codes.ResourceExhausted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := sendEvents(testCtx(t), conn, tt.ev)
+			if got := status.Code(err); got != tt.want {
+				t.Errorf("StreamEvents code = %v (%v), want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestHeartbeatFailure(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  error
+		want codes.Code
+	}{
+		{"sensor gone", fmt.Errorf("sensor: %w", fleet.ErrNotFound), codes.PermissionDenied},
+		{"store failure", errors.New("connection refused to 10.0.0.5"), codes.Internal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := start(t)
+			f.beats.err = tt.err
+			cert, _ := f.enrol(t, "acme", "s1", true)
+			_, err := check(testCtx(t), f.sensor(t, cert))
+			if got := status.Code(err); got != tt.want {
+				t.Errorf("Check code = %v (%v), want %v", got, err, tt.want)
+			}
+			if strings.Contains(status.Convert(err).Message(), "10.0.0.5") {
+				t.Errorf("status message leaks the internal error: %q", status.Convert(err).Message())
+			}
+		})
+	}
+}
+
+func TestShutdownIsBounded(t *testing.T) {
+	t.Parallel()
+	sink := make(chanSink, 1)
+	f := start(t, withSink(sink))
+	cert, _ := f.enrol(t, "acme", "s1", true)
+	ctx := testCtx(t)
+	stream, err := sensorpb.NewSensorEventStreamServiceClient(f.sensor(t, cert)).StreamEvents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(event("e1")); err != nil {
+		t.Fatal(err)
+	}
+	<-sink
+
+	// The stream never ends by itself, so a graceful stop alone would wait
+	// forever; an expired context must make Shutdown close it.
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	f.srv.Shutdown(expired)
+
+	if err := stream.RecvMsg(new(sensorpb.StreamEventsResponse)); err == nil || errors.Is(err, io.EOF) {
+		t.Errorf("stream after Shutdown: err = %v, want a failure status", err)
+	} else if status.Code(err) == codes.DeadlineExceeded {
+		t.Errorf("stream outlived Shutdown until the test deadline")
+	}
+}
+
+func TestNewRefusesWeakConfig(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "ca")
+	if _, err := x509ca.Init(dir, x509ca.InitOptions{DNSNames: []string{"localhost"}}); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509ca.Load(x509ca.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := grpcmtls.Config{TLS: ca.ServerTLSConfig(), Authorizer: &fakeAuthorizer{}, Heartbeats: &fakeHeartbeats{}}
+	tests := []struct {
+		name   string
+		change func(*grpcmtls.Config)
+	}{
+		{"no TLS", func(c *grpcmtls.Config) { c.TLS = nil }},
+		{"client certificate optional", func(c *grpcmtls.Config) { c.TLS.ClientAuth = tls.VerifyClientCertIfGiven }},
+		{"TLS 1.2 allowed", func(c *grpcmtls.Config) { c.TLS.MinVersion = tls.VersionTLS12 }},
+		{"no client CAs", func(c *grpcmtls.Config) { c.TLS.ClientCAs = nil }},
+		{"no authorizer", func(c *grpcmtls.Config) { c.Authorizer = nil }},
+		{"no heartbeats", func(c *grpcmtls.Config) { c.Heartbeats = nil }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := good
+			cfg.TLS = ca.ServerTLSConfig()
+			tt.change(&cfg)
+			if _, err := grpcmtls.New(cfg); err == nil {
+				t.Errorf("New accepted the config, want an error")
+			}
+		})
+	}
+	if _, err := grpcmtls.New(good); err != nil {
+		t.Errorf("control: New with a good config: %v", err)
+	}
+}

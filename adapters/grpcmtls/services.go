@@ -1,0 +1,150 @@
+package grpcmtls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sensorpb "github.com/rxc-project/rxc/proto"
+)
+
+// Limits on one event. raw_json holds a whole Suricata EVE record; the rest
+// are short strings.
+const (
+	MaxRawJSON     = 64 << 10
+	maxEventID     = 128
+	maxShortField  = 256
+	maxAlertString = 1024
+)
+
+type healthService struct {
+	sensorpb.UnimplementedSensorHealthcheckServiceServer
+	s *Server
+}
+
+func (h healthService) Check(ctx context.Context, req *sensorpb.CheckRequest) (*sensorpb.CheckResponse, error) {
+	id, ok := IdentityFrom(ctx)
+	if !ok {
+		return nil, statusFor(errUnauthenticated).Err()
+	}
+	if err := h.s.beats.SensorSeen(ctx, id.TenantID, id.SensorID); err != nil {
+		h.s.log.Error("recording sensor heartbeat", "tenant", id.TenantID, "sensor", id.SensorID, "err", err)
+		return nil, statusFor(err).Err()
+	}
+	return &sensorpb.CheckResponse{
+		Status:     sensorpb.CheckResponse_SERVING_STATUS_SERVING,
+		ServerTime: timestamppb.Now(),
+	}, nil
+}
+
+type eventService struct {
+	sensorpb.UnimplementedSensorEventStreamServiceServer
+	s *Server
+}
+
+type received struct {
+	ev  *sensorpb.SensorEvent
+	err error
+}
+
+// StreamEvents takes events until the sensor closes its side. Recv cannot be
+// interrupted, so it runs in its own goroutine and the handler also watches
+// the stream context, which Terminate cancels; returning ends the stream and
+// with it the pending Recv.
+func (e eventService) StreamEvents(stream sensorpb.SensorEventStreamService_StreamEventsServer) error {
+	ctx := stream.Context()
+	id, ok := IdentityFrom(ctx)
+	if !ok {
+		return statusFor(errUnauthenticated).Err()
+	}
+	in := make(chan received)
+	go func() {
+		for {
+			ev, err := stream.Recv()
+			select {
+			case in <- received{ev, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	var accepted uint64
+	for {
+		select {
+		case <-ctx.Done():
+			cause := context.Cause(ctx)
+			e.s.log.Info("event stream ended by server", "tenant", id.TenantID, "sensor", id.SensorID, "accepted", accepted, "cause", cause)
+			return statusFor(cause).Err()
+		case r := <-in:
+			if errors.Is(r.err, io.EOF) {
+				return stream.SendAndClose(&sensorpb.StreamEventsResponse{Accepted: accepted})
+			}
+			if r.err != nil {
+				return statusFor(r.err).Err()
+			}
+			if err := validateEvent(r.ev); err != nil {
+				e.s.log.Info("event refused", "tenant", id.TenantID, "sensor", id.SensorID, "accepted", accepted, "err", err)
+				return statusFor(err).Err()
+			}
+			if err := e.s.events.AcceptEvent(ctx, id, r.ev); err != nil {
+				e.s.log.Error("storing event", "tenant", id.TenantID, "sensor", id.SensorID, "event_id", r.ev.GetEventId(), "err", err)
+				return statusFor(err).Err()
+			}
+			accepted++
+		}
+	}
+}
+
+func validateEvent(ev *sensorpb.SensorEvent) error {
+	switch {
+	case ev.GetEventId() == "":
+		return fmt.Errorf("%w: event_id is required", errInvalidEvent)
+	case len(ev.GetEventId()) > maxEventID:
+		return fmt.Errorf("%w: event_id longer than %d bytes", errInvalidEvent, maxEventID)
+	case ev.GetKind() == "":
+		return fmt.Errorf("%w: kind is required", errInvalidEvent)
+	case len(ev.GetKind()) > maxShortField, len(ev.GetProtocol()) > maxShortField:
+		return fmt.Errorf("%w: kind or protocol longer than %d bytes", errInvalidEvent, maxShortField)
+	case len(ev.GetRawJson()) > MaxRawJSON:
+		return fmt.Errorf("%w: raw_json of %d bytes exceeds %d", errInvalidEvent, len(ev.GetRawJson()), MaxRawJSON)
+	case ev.GetSrcPort() > 65535 || ev.GetDestPort() > 65535:
+		return fmt.Errorf("%w: port out of range", errInvalidEvent)
+	}
+	for _, addr := range []string{ev.GetSrcIp(), ev.GetDestIp()} {
+		if addr == "" {
+			continue
+		}
+		if _, err := netip.ParseAddr(addr); err != nil {
+			return fmt.Errorf("%w: %q is not an IP address", errInvalidEvent, addr)
+		}
+	}
+	if a := ev.GetAlert(); a != nil {
+		if len(a.GetSignature()) > maxAlertString || len(a.GetCategory()) > maxAlertString {
+			return fmt.Errorf("%w: alert signature or category longer than %d bytes", errInvalidEvent, maxAlertString)
+		}
+	}
+	return nil
+}
+
+// LogSink is the default EventSink until events are stored: it logs each
+// event's envelope at debug level, never the raw record.
+type LogSink struct {
+	Logger *slog.Logger
+}
+
+// AcceptEvent logs ev.
+func (l LogSink) AcceptEvent(ctx context.Context, from Identity, ev *sensorpb.SensorEvent) error {
+	l.Logger.DebugContext(ctx, "sensor event",
+		"tenant", from.TenantID, "sensor", from.SensorID,
+		"event_id", ev.GetEventId(), "kind", ev.GetKind(), "raw_bytes", len(ev.GetRawJson()))
+	return nil
+}
