@@ -143,6 +143,9 @@ func loadOrCreateCA(paths Config, opts InitOptions, now time.Time) (*x509.Certif
 		if err != nil {
 			return nil, nil, false, fmt.Errorf("x509ca: reusing the existing CA: %w", err)
 		}
+		if !now.Before(cert.NotAfter) {
+			return nil, nil, false, fmt.Errorf("x509ca: the CA in %s expired on %s: initialise a new CA directory and re-enrol sensors", paths.CACertPath, cert.NotAfter.UTC().Format(time.RFC3339))
+		}
 		return cert, key, false, nil
 	case !errors.Is(keyErr, fs.ErrNotExist):
 		return nil, nil, false, fmt.Errorf("x509ca: %w", keyErr)

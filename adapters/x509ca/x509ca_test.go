@@ -271,6 +271,15 @@ func TestInitRefusesUnsafeState(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{"expired CA", func(t *testing.T, dir string) {
+			// Certificate times have whole seconds, so a CA valid for 1ns
+			// has already expired when Init runs again.
+			opts := testInit
+			opts.CAValidity = time.Nanosecond
+			if _, err := x509ca.Init(dir, opts); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"key that is not a key", func(t *testing.T, dir string) {
 			if err := os.Mkdir(dir, 0o700); err != nil {
 				t.Fatal(err)
