@@ -230,8 +230,17 @@ func mintUser(spec provisioning.UserSpec) (provisioning.MintedUser, error) {
 	return provisioning.MintedUser{PubKey: userPub, Seed: seed, JWT: tok}, nil
 }
 
-// Creds formats a .creds file: the decorated JWT and seed.
+// Creds formats a .creds file: the decorated JWT and seed. It refuses a seed
+// that does not belong to the JWT's user, which would give a sensor creds
+// that can never connect.
 func (s *Signer) Creds(userJWT string, userSeed []byte) ([]byte, error) {
+	uc, err := jwt.DecodeUserClaims(userJWT)
+	if err != nil {
+		return nil, fmt.Errorf("natsjwt: creds: %w", err)
+	}
+	if _, pub, err := keyFromSeed(userSeed, nkeys.PrefixByteUser); err != nil || pub != uc.Subject {
+		return nil, fmt.Errorf("natsjwt: creds: %w: seed is not the key of user %s", ErrInvalidSeed, uc.Subject)
+	}
 	b, err := jwt.FormatUserConfig(userJWT, userSeed)
 	if err != nil {
 		return nil, fmt.Errorf("natsjwt: creds: %w", err)

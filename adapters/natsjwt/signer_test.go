@@ -446,7 +446,7 @@ func TestMintUserRefuses(t *testing.T) {
 	}
 }
 
-func TestCredsRefusesNonUserJWT(t *testing.T) {
+func TestCredsRefuses(t *testing.T) {
 	t.Parallel()
 	k := newKeys(t)
 	s := newSigner(t, k)
@@ -454,8 +454,31 @@ func TestCredsRefusesNonUserJWT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Creds(acct, k.sysSeed); err == nil {
-		t.Fatal("Creds formatted an account JWT")
+	perms := topology.BackendPermissions()
+	a, err := s.MintUser(provisioning.UserSpec{AccountSeed: k.ctlSeed, Name: "a", Permissions: perms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.MintUser(provisioning.UserSpec{AccountSeed: k.ctlSeed, Name: "b", Permissions: perms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		jwt  string
+		seed []byte
+	}{
+		{"account JWT", acct, k.sysSeed},
+		{"seed of another user", a.JWT, b.Seed},
+		{"account seed", a.JWT, k.ctlSeed},
+		{"not a JWT", "garbage", a.Seed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if creds, err := s.Creds(tc.jwt, tc.seed); err == nil {
+				t.Fatalf("Creds formatted %d bytes, want an error", len(creds))
+			}
+		})
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,7 +87,7 @@ type Client struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
-	conns   [2]*nats.Conn
+	links   [2]link
 	hook    func(ctx context.Context)
 	started bool
 	closed  bool
@@ -94,6 +96,14 @@ type Client struct {
 	hookKick   chan struct{}
 	streamKick chan struct{}
 	wg         sync.WaitGroup
+}
+
+// link is one connection and the signal of its current session.
+type link struct {
+	nc *nats.Conn
+	// down is closed when the connection drops, ending calls in flight; nil
+	// while the connection is not up.
+	down chan struct{}
 }
 
 type role int
@@ -113,8 +123,8 @@ func (r role) String() string {
 // New checks cfg, fills defaults and returns a Client that is not connected
 // yet; Start connects.
 func New(cfg Config) (*Client, error) {
-	if cfg.URL == "" {
-		return nil, fmt.Errorf("natsops: %w: URL is required", ErrInvalidConfig)
+	if err := checkURLs(cfg.URL); err != nil {
+		return nil, fmt.Errorf("natsops: %w: %v", ErrInvalidConfig, err)
 	}
 	if cfg.SystemUser == nil || cfg.AdminUser == nil {
 		return nil, fmt.Errorf("natsops: %w: SystemUser and AdminUser are required", ErrInvalidConfig)
@@ -149,6 +159,33 @@ func New(cfg Config) (*Client, error) {
 		cfg: cfg, log: log.With("component", "natsops"),
 		hookKick: make(chan struct{}, 1), streamKick: make(chan struct{}, 1),
 	}, nil
+}
+
+// checkURLs catches malformed server URLs up front: nats.go would otherwise
+// report them only from the background connect loop.
+func checkURLs(list string) error {
+	if strings.TrimSpace(list) == "" {
+		return errors.New("URL is required")
+	}
+	for _, u := range strings.Split(list, ",") {
+		u = strings.TrimSpace(u)
+		if !strings.Contains(u, "://") {
+			u = "nats://" + u
+		}
+		parsed, err := url.Parse(u)
+		if err != nil || parsed.Host == "" {
+			return fmt.Errorf("server URL %q is malformed", redact(u))
+		}
+	}
+	return nil
+}
+
+// redact hides a password in a URL for error messages.
+func redact(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return "(unparsable)"
 }
 
 func orDefault[T comparable](v, def T) T {
@@ -231,7 +268,7 @@ func userAuth(mint func() (string, []byte, error)) (nats.Option, error) {
 func (c *Client) dial(ctx context.Context, r role, auth nats.Option, kick chan struct{}) {
 	log := c.log.With("conn", r.String())
 	up := func(nc *nats.Conn) {
-		c.setConn(r, nc)
+		c.up(r, nc)
 		log.Info("connected to NATS", "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
 		select {
 		case kick <- struct{}{}:
@@ -251,6 +288,7 @@ func (c *Client) dial(ctx context.Context, r role, auth nats.Option, kick chan s
 		nats.ConnectHandler(up),
 		nats.ReconnectHandler(up),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			c.lost(r)
 			log.Warn("disconnected from NATS", "error", err)
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
@@ -260,7 +298,7 @@ func (c *Client) dial(ctx context.Context, r role, auth nats.Option, kick chan s
 	for attempt := 0; ; attempt++ {
 		nc, err := nats.Connect(c.cfg.URL, opts...)
 		if err == nil {
-			c.setConn(r, nc)
+			c.keep(r, nc)
 			return
 		}
 		log.Error("cannot set up NATS connection", "error", err)
@@ -282,11 +320,12 @@ func (c *Client) backoff(attempt int) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
-func (c *Client) setConn(r role, nc *nats.Conn) {
+// keep records the connection nats.Connect returned; it may not be up yet.
+func (c *Client) keep(r role, nc *nats.Conn) {
 	c.mu.Lock()
 	closed := c.closed
-	if !closed {
-		c.conns[r] = nc
+	if !closed && c.links[r].nc == nil {
+		c.links[r].nc = nc
 	}
 	c.mu.Unlock()
 	if closed {
@@ -294,15 +333,68 @@ func (c *Client) setConn(r role, nc *nats.Conn) {
 	}
 }
 
-// conn returns the connection for r when it is connected right now.
-func (c *Client) conn(r role) (*nats.Conn, error) {
+// up starts a new session of connection r.
+func (c *Client) up(r role, nc *nats.Conn) {
 	c.mu.Lock()
-	nc := c.conns[r]
-	c.mu.Unlock()
-	if nc == nil || !nc.IsConnected() {
-		return nil, fmt.Errorf("natsops: %s connection: %w", r, ErrNotConnected)
+	closed := c.closed
+	if !closed {
+		l := &c.links[r]
+		if l.down != nil {
+			close(l.down)
+		}
+		l.nc, l.down = nc, make(chan struct{})
 	}
-	return nc, nil
+	c.mu.Unlock()
+	if closed {
+		nc.Close()
+	}
+}
+
+// lost ends the current session of connection r.
+func (c *Client) lost(r role) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := &c.links[r]; l.down != nil {
+		close(l.down)
+		l.down = nil
+	}
+}
+
+// session returns connection r and its session signal when it is up now.
+func (c *Client) session(r role) (link, error) {
+	c.mu.Lock()
+	l := c.links[r]
+	c.mu.Unlock()
+	if l.nc == nil || l.down == nil || !l.nc.IsConnected() {
+		return link{}, fmt.Errorf("natsops: %s connection: %w", r, ErrNotConnected)
+	}
+	return l, nil
+}
+
+// call runs fn on connection r with a context bounded by RequestTimeout that
+// also ends when the connection drops, so a call caught by an outage fails
+// with ErrNotConnected at once instead of waiting for its timeout.
+func (c *Client) call(ctx context.Context, r role, fn func(ctx context.Context, nc *nats.Conn) error) error {
+	l, err := c.session(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	ctx, drop := context.WithCancelCause(ctx)
+	defer drop(nil)
+	go func() {
+		select {
+		case <-l.down:
+			drop(ErrNotConnected)
+		case <-ctx.Done():
+		}
+	}()
+	err = fn(ctx, l.nc)
+	if err != nil && errors.Is(context.Cause(ctx), ErrNotConnected) {
+		return fmt.Errorf("natsops: %s connection dropped during the call: %w", r, ErrNotConnected)
+	}
+	return err
 }
 
 func (c *Client) worker(ctx context.Context, kick chan struct{}, fn func(context.Context)) {
@@ -333,8 +425,8 @@ func (c *Client) ensureStreamOnConnect(ctx context.Context) {
 
 // Ready reports whether both connections are up.
 func (c *Client) Ready() bool {
-	_, errSys := c.conn(sysConn)
-	_, errAdmin := c.conn(adminConn)
+	_, errSys := c.session(sysConn)
+	_, errAdmin := c.session(adminConn)
 	return errSys == nil && errAdmin == nil
 }
 
@@ -352,14 +444,14 @@ func (c *Client) shutdown() {
 		return
 	}
 	c.closed = true
-	conns, cancel := c.conns, c.cancel
+	links, cancel := c.links, c.cancel
 	c.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
-	for _, nc := range conns {
-		if nc != nil {
-			nc.Close()
+	for _, l := range links {
+		if l.nc != nil {
+			l.nc.Close()
 		}
 	}
 }

@@ -3,6 +3,8 @@ package natsops_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +30,8 @@ func TestNewRefuses(t *testing.T) {
 		modify func(*natsops.Config)
 	}{
 		{"no URL", func(c *natsops.Config) { c.URL = "" }},
+		{"malformed URL", func(c *natsops.Config) { c.URL = "nats://127.0.0.1:4222, nats://[::1" }},
+		{"URL without host", func(c *natsops.Config) { c.URL = "nats://" }},
 		{"no system user", func(c *natsops.Config) { c.SystemUser = nil }},
 		{"no admin user", func(c *natsops.Config) { c.AdminUser = nil }},
 		{"stream name with a dot", func(c *natsops.Config) { c.Stream.Name = "RXC.CMD" }},
@@ -45,6 +49,17 @@ func TestNewRefuses(t *testing.T) {
 				t.Fatalf("New error = %v, want %v", err, natsops.ErrInvalidConfig)
 			}
 		})
+	}
+}
+
+func TestNewAcceptsServerLists(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, u := range []string{"nats://127.0.0.1:4222", "127.0.0.1:4222", "nats://a:4222, tls://b:4222", "nats://user:pass@host:4222"} {
+		cfg := e.config(u)
+		if _, err := natsops.New(cfg); err != nil {
+			t.Errorf("New(URL %q): %v", u, err)
+		}
 	}
 }
 
@@ -215,7 +230,14 @@ func TestEnsureConsumerRecreatesMissingStream(t *testing.T) {
 	adm := e.admin(srv.ClientURL())
 	c := e.client(e.config(srv.ClientURL()))
 	eventually(t, 5*time.Second, "stream created on connect", func() bool { _, err := streamOf(t, adm); return err == nil })
+	// The server removes the stream's files after answering the delete;
+	// recreating the stream before they are gone fails inside the server.
+	dir := filepath.Join(e.storeDir, "jetstream", e.ctlPub, "streams", stream)
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("stream files not where expected: %v", err)
+	}
 	must(t, adm.DeleteStream(context.Background(), stream))
+	eventually(t, 5*time.Second, "stream files removed", func() bool { _, err := os.Stat(dir); return os.IsNotExist(err) })
 
 	if err := c.EnsureConsumer(context.Background(), topology.Sensor{Stream: stream, TenantID: "acme", SensorID: "s-1"}); err != nil {
 		t.Fatalf("EnsureConsumer without a stream: %v", err)

@@ -162,7 +162,11 @@ func (e *env) user(acctPub string, acctSeed []byte, name string, p topology.Perm
 }
 
 func connect(url string, u provisioning.MintedUser, extra ...nats.Option) (*nats.Conn, error) {
-	opts := append([]nats.Option{nats.UserJWTAndSeed(u.JWT, string(u.Seed)), nats.MaxReconnects(0)}, extra...)
+	opts := append([]nats.Option{
+		nats.UserJWTAndSeed(u.JWT, string(u.Seed)), nats.MaxReconnects(0),
+		// Revocations and permission checks are what the tests provoke.
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}),
+	}, extra...)
 	return nats.Connect(url, opts...)
 }
 

@@ -38,13 +38,12 @@ func (c *Client) PushAccount(ctx context.Context, pubKey, accountJWT string) err
 	if !nkeys.IsValidPublicAccountKey(pubKey) {
 		return fmt.Errorf("natsops: push %q: %w", pubKey, provisioning.ErrInvalidPublicKey)
 	}
-	nc, err := c.conn(sysConn)
-	if err != nil {
-		return fmt.Errorf("natsops: push %s: %w", pubKey, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-	defer cancel()
-	msg, err := nc.RequestWithContext(ctx, "$SYS.REQ.ACCOUNT."+pubKey+".CLAIMS.UPDATE", []byte(accountJWT))
+	var msg *nats.Msg
+	err := c.call(ctx, sysConn, func(ctx context.Context, nc *nats.Conn) error {
+		var err error
+		msg, err = nc.RequestWithContext(ctx, "$SYS.REQ.ACCOUNT."+pubKey+".CLAIMS.UPDATE", []byte(accountJWT))
+		return err
+	})
 	if errors.Is(err, nats.ErrNoResponders) {
 		return fmt.Errorf("natsops: push %s: no server answers claim updates (is this the system account?): %w", pubKey, err)
 	}
@@ -67,16 +66,15 @@ func (c *Client) PushAccount(ctx context.Context, pubKey, accountJWT string) err
 	return nil
 }
 
-func (c *Client) jetStream() (jetstream.JetStream, error) {
-	nc, err := c.conn(adminConn)
-	if err != nil {
-		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("natsops: jetstream: %w", err)
-	}
-	return js, nil
+// jetStream runs fn with a JetStream context of the CONTROL admin connection.
+func (c *Client) jetStream(ctx context.Context, fn func(ctx context.Context, js jetstream.JetStream) error) error {
+	return c.call(ctx, adminConn, func(ctx context.Context, nc *nats.Conn) error {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, js)
+	})
 }
 
 // EnsureStream creates the command stream or brings it to the configured
@@ -85,14 +83,8 @@ func (c *Client) jetStream() (jetstream.JetStream, error) {
 // duplicate window. Changes NATS refuses (retention or storage of an existing
 // stream) are returned as errors; the stream is then left as it is.
 func (c *Client) EnsureStream(ctx context.Context) error {
-	js, err := c.jetStream()
-	if err != nil {
-		return fmt.Errorf("natsops: stream %s: %w", c.cfg.Stream.Name, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-	defer cancel()
 	s := c.cfg.Stream
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:        s.Name,
 		Description: "RXC sensor commands",
 		Subjects:    []string{topology.CommandWildcard},
@@ -101,7 +93,12 @@ func (c *Client) EnsureStream(ctx context.Context) error {
 		Replicas:    s.Replicas,
 		MaxAge:      s.MaxAge,
 		Duplicates:  s.Duplicates,
-	}); err != nil {
+	}
+	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {
+		_, err := js.CreateOrUpdateStream(ctx, cfg)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("natsops: stream %s: %w", s.Name, err)
 	}
 	return nil
@@ -132,13 +129,11 @@ func (c *Client) EnsureConsumer(ctx context.Context, s topology.Sensor) error {
 }
 
 func (c *Client) createConsumer(ctx context.Context, s topology.Sensor) error {
-	js, err := c.jetStream()
+	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {
+		_, err := js.CreateOrUpdateConsumer(ctx, s.Stream, consumerConfig(c.cfg, s))
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("natsops: consumer %s: %w", s.Consumer(), err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-	defer cancel()
-	if _, err := js.CreateOrUpdateConsumer(ctx, s.Stream, consumerConfig(c.cfg, s)); err != nil {
 		return fmt.Errorf("natsops: consumer %s: %w", s.Consumer(), err)
 	}
 	return nil
