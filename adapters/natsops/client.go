@@ -59,8 +59,10 @@ type Config struct {
 	// URL of the nats-servers; several may be given separated by commas.
 	URL string
 	// SystemUser mints the SYS account user that pushes claim updates.
+	// Start calls it once and wipes the seed slice after decoding it.
 	SystemUser func() (jwt string, seed []byte, err error)
-	// AdminUser mints the CONTROL account's JetStream administrator.
+	// AdminUser mints the CONTROL account's JetStream administrator, like
+	// SystemUser.
 	AdminUser func() (jwt string, seed []byte, err error)
 	Stream    StreamConfig
 	// ConsumerAckWait is how long a sensor has to ack a command before it is
