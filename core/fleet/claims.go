@@ -103,6 +103,9 @@ func (s *Service) ListClaimCodes(ctx context.Context, tenantID string) ([]ClaimC
 
 // RevokeClaimCode makes a code unusable. Unknown ids give ErrNotFound.
 func (s *Service) RevokeClaimCode(ctx context.Context, id string) error {
+	if err := validateID("claim code id", id); err != nil {
+		return err
+	}
 	if err := s.store.RevokeClaimCode(ctx, id, s.now()); err != nil {
 		return fmt.Errorf("revoke claim code: %w", err)
 	}

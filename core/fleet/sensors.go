@@ -159,6 +159,12 @@ func (s *Service) AuthorizeSensor(ctx context.Context, tenantID, sensorID, seria
 // call, a health check): it refreshes lastSeenAt and wakes an offline
 // sensor to online.
 func (s *Service) SensorSeen(ctx context.Context, tenantID, sensorID string) error {
+	if err := validateID("tenant id", tenantID); err != nil {
+		return err
+	}
+	if err := validateID("sensor id", sensorID); err != nil {
+		return err
+	}
 	now := s.now()
 	return s.store.UpdateSensorStatus(ctx, tenantID, sensorID, func(cur SensorStatus) (SensorStatus, error) {
 		if cur.State == StateRevoked {
@@ -178,6 +184,9 @@ func (s *Service) SensorSeen(ctx context.Context, tenantID, sensorID string) err
 // and the error is returned; calling again retries it.
 func (s *Service) RevokeSensor(ctx context.Context, sensorID, by string) error {
 	if err := validateID("sensor id", sensorID); err != nil {
+		return err
+	}
+	if err := validateLabel("revoked by", by, maxIssuer); err != nil {
 		return err
 	}
 	sensor, err := s.store.RevokeSensor(ctx, sensorID, by, s.now())

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/rxc-project/rxc/core/ids"
 )
 
 // SensorControlCommand is the JSON published on rxc.<t>.<s>.cmd.
@@ -34,7 +36,6 @@ type StatusReport struct {
 const (
 	// MaxStatusPayload is the largest status message accepted.
 	MaxStatusPayload = 4 << 10
-	maxCommandIDLen  = 64
 )
 
 // ParseStatusReport strictly decodes a status payload: at most
@@ -59,8 +60,10 @@ func ParseStatusReport(payload []byte) (StatusReport, error) {
 	if r.At.IsZero() {
 		return StatusReport{}, fmt.Errorf("%w: status without at", ErrInvalidInput)
 	}
-	if len(r.CommandID) > maxCommandIDLen {
-		return StatusReport{}, fmt.Errorf("%w: commandId too long", ErrInvalidInput)
+	if r.CommandID != "" {
+		if err := ids.Validate(r.CommandID); err != nil {
+			return StatusReport{}, fmt.Errorf("%w: commandId: %w", ErrInvalidInput, err)
+		}
 	}
 	r.At = r.At.UTC().Truncate(time.Microsecond)
 	return r, nil

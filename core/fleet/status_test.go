@@ -86,6 +86,7 @@ func TestParseStatusReport(t *testing.T) {
 		{name: "not an object", payload: `["online"]`, wantErr: true},
 		{name: "bad time", payload: `{"state":"online","at":"yesterday"}`, wantErr: true},
 		{name: "long command id", payload: `{"state":"online","at":"2026-03-01T12:00:00Z","commandId":"` + strings.Repeat("c", 65) + `"}`, wantErr: true},
+		{name: "command id with NUL", payload: `{"state":"online","at":"2026-03-01T12:00:00Z","commandId":"a\u0000b"}`, wantErr: true},
 		{name: "too big", payload: `{"state":"online","at":"2026-03-01T12:00:00Z","detail":"` + strings.Repeat("d", MaxStatusPayload) + `"}`, wantErr: true},
 		{name: "empty", payload: ``, wantErr: true},
 	}

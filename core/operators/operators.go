@@ -133,7 +133,7 @@ func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Microse
 func NormalizeEmail(email string) (string, error) {
 	e := strings.ToLower(strings.TrimSpace(email))
 	at := strings.IndexByte(e, '@')
-	if len(e) > maxEmail || at < 1 || at != strings.LastIndexByte(e, '@') || at == len(e)-1 || !utf8.ValidString(e) || strings.ContainsAny(e, " \t\r\n") {
+	if len(e) > maxEmail || at < 1 || at != strings.LastIndexByte(e, '@') || at == len(e)-1 || !utf8.ValidString(e) || strings.ContainsFunc(e, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		return "", fmt.Errorf("%w: email address", ErrInvalidInput)
 	}
 	return e, nil

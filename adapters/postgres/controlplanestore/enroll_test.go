@@ -1,0 +1,251 @@
+package controlplanestore_test
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+func TestEnroll(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	r := f.redeemed(t, "acme")
+	e, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("csr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.SensorID != r.SensorID || e.TenantID != "acme" || string(e.CACertificatePEM) != "ca pem" || len(e.SensorToken) < 43 {
+		t.Errorf("enrollment %+v", e)
+	}
+	if e.Certificate.Serial != strings.ToLower(e.Certificate.Serial) {
+		t.Errorf("serial %q not lower-case", e.Certificate.Serial)
+	}
+	if e.NATS == nil || e.NATS.UserPubKey != "U-"+r.SensorID {
+		t.Errorf("NATS credentials %+v", e.NATS)
+	}
+	if diff := cmp.Diff([]fleet.CertRequest{{CSRPEM: []byte("csr"), TenantID: "acme", SensorID: r.SensorID, TTL: 168 * time.Hour}}, f.ca.requests); diff != "" {
+		t.Errorf("CA requests (-want +got):\n%s", diff)
+	}
+	got := f.sensor(t, r.SensorID)
+	want := fleet.Sensor{
+		ID: r.SensorID, TenantID: "acme", Name: "sensor-host", Hostname: "sensor-host", State: fleet.StateOffline,
+		Certificate:    fleet.Certificate{Serial: e.Certificate.Serial, NotAfter: e.Certificate.NotAfter},
+		NATSUserPubKey: "U-" + r.SensorID, NATSAccountPubKey: "A-acme", CreatedAt: f.clock.Now(),
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sensor after enrolment (-want +got):\n%s", diff)
+	}
+	if n := f.count(t, `SELECT count(*) FROM sensor_tokens WHERE token_hash = $1 AND kind = 'sensor'`, sha(e.SensorToken)); n != 1 {
+		t.Errorf("sensor token hash stored %d times", n)
+	}
+
+	// The enrolment token is single use.
+	_, err = f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("csr"))
+	wantErr(t, err, fleet.ErrInvalidToken)
+}
+
+func TestEnrollRefusals(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	if _, _, err := f.svc.CreateTenant(f.ctx, "late", "late"); err != nil {
+		t.Fatal(err)
+	}
+	// "late" is created after the reconcile cycle, so it has no NATS account.
+	_, lateCode, err := f.svc.IssueClaimCode(f.ctx, "late", 0, "", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	late, err := f.svc.RedeemClaimCode(f.ctx, lateCode, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := f.redeemed(t, "acme")
+	expiring := f.redeemed(t, "acme")
+	otherSensor := f.redeemed(t, "acme")
+
+	tests := []struct {
+		name     string
+		sensorID string
+		token    string
+		csr      string
+		advance  time.Duration
+		wantErr  error
+	}{
+		{name: "unknown sensor", sensorID: "s-0000000000000000", token: ok.EnrollmentToken, csr: "csr", wantErr: fleet.ErrInvalidToken},
+		{name: "wrong token", sensorID: ok.SensorID, token: otherSensor.EnrollmentToken, csr: "csr", wantErr: fleet.ErrInvalidToken},
+		{name: "empty token", sensorID: ok.SensorID, token: "", csr: "csr", wantErr: fleet.ErrInvalidToken},
+		{name: "bad CSR", sensorID: ok.SensorID, token: ok.EnrollmentToken, csr: "bad csr", wantErr: fleet.ErrInvalidCSR},
+		{name: "empty CSR", sensorID: ok.SensorID, token: ok.EnrollmentToken, csr: "", wantErr: fleet.ErrInvalidCSR},
+		{name: "tenant not provisioned", sensorID: late.SensorID, token: late.EnrollmentToken, csr: "csr", wantErr: fleet.ErrTenantNotProvisioned},
+		{name: "token usable after those failures", sensorID: ok.SensorID, token: ok.EnrollmentToken, csr: "csr"},
+		{name: "expired token", sensorID: expiring.SensorID, token: expiring.EnrollmentToken, csr: "csr", advance: 15 * time.Minute, wantErr: fleet.ErrInvalidToken},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f.clock.Advance(tt.advance)
+			_, err := f.svc.Enroll(f.ctx, tt.sensorID, tt.token, []byte(tt.csr))
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("Enroll: %v", err)
+				}
+				return
+			}
+			wantErr(t, err, tt.wantErr)
+		})
+	}
+	if n := f.count(t, `SELECT count(*) FROM sensor_certificates`); n != 1 {
+		t.Errorf("%d certificates stored, want only the successful one", n)
+	}
+}
+
+func TestEnrollConcurrentlyWithOneTokenStoresOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	r := f.redeemed(t, "acme")
+	const n = 10
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		wins int
+		bad  []error
+	)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("csr"))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case !errors.Is(err, fleet.ErrInvalidToken):
+				bad = append(bad, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 || len(bad) != 0 {
+		t.Fatalf("%d enrolments succeeded, unexpected errors %v; want exactly one", wins, bad)
+	}
+	if got := f.count(t, `SELECT count(*) FROM sensor_certificates WHERE active`); got != 1 {
+		t.Errorf("%d active certificates, want 1", got)
+	}
+}
+
+func TestEnrollWithoutProvisioningGivesNoNATSCredentials(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *fleet.Config) { c.ProvisioningEnabled = false; c.Provisioner = nil })
+	if _, _, err := f.svc.CreateTenant(f.ctx, "acme", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	_, e := f.enrolled(t, "acme")
+	if e.NATS != nil {
+		t.Errorf("NATS credentials %+v with provisioning disabled", e.NATS)
+	}
+	if err := f.svc.RevokeSensor(f.ctx, e.SensorID, "ops"); err != nil {
+		t.Errorf("RevokeSensor of a sensor without NATS user: %v", err)
+	}
+}
+
+func TestRenewReplacesSerial(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	r, e := f.enrolled(t, "acme")
+	old := e.Certificate.Serial
+	f.clock.Advance(24 * time.Hour)
+	cert, err := f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, []byte("csr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert.Serial == old {
+		t.Fatalf("renewal kept serial %s", old)
+	}
+	if got := f.sensor(t, r.SensorID).Certificate; got.Serial != cert.Serial || !got.NotAfter.Equal(cert.NotAfter) {
+		t.Errorf("sensor certificate %+v, want %s", got, cert.Serial)
+	}
+	wantErr(t, f.svc.AuthorizeSensor(f.ctx, "acme", r.SensorID, old), fleet.ErrInvalidToken)
+	if err := f.svc.AuthorizeSensor(f.ctx, "acme", r.SensorID, cert.Serial); err != nil {
+		t.Errorf("AuthorizeSensor(new serial): %v", err)
+	}
+	if n := f.count(t, `SELECT count(*) FROM sensor_certificates WHERE sensor_id = $1 AND active`, r.SensorID); n != 1 {
+		t.Errorf("%d active certificates, want 1", n)
+	}
+
+	for name, tc := range map[string]struct {
+		token, csr string
+		want       error
+	}{
+		"wrong token":                {token: "x" + e.SensorToken[1:], csr: "csr", want: fleet.ErrInvalidToken},
+		"enrolment token is no good": {token: r.EnrollmentToken, csr: "csr", want: fleet.ErrInvalidToken},
+		"bad CSR":                    {token: e.SensorToken, csr: "bad csr", want: fleet.ErrInvalidCSR},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := f.svc.Renew(f.ctx, r.SensorID, tc.token, []byte(tc.csr))
+			wantErr(t, err, tc.want)
+		})
+	}
+
+	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, []byte("csr"))
+	wantErr(t, err, fleet.ErrRevoked)
+}
+
+func TestAuthorizeSensor(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	f.provisionedTenant(t, "other")
+	r, e := f.enrolled(t, "acme")
+	pending := f.redeemed(t, "acme")
+	serial := e.Certificate.Serial
+	tests := []struct {
+		name             string
+		tenant, sensor   string
+		serial           string
+		want             error
+		revokeFirst      bool
+		advanceBeforeRun time.Duration
+	}{
+		{name: "active serial", tenant: "acme", sensor: r.SensorID, serial: serial},
+		{name: "upper-case serial", tenant: "acme", sensor: r.SensorID, serial: strings.ToUpper(serial)},
+		{name: "wrong tenant", tenant: "other", sensor: r.SensorID, serial: serial, want: fleet.ErrNotFound},
+		{name: "unknown sensor", tenant: "acme", sensor: "s-ffffffffffffffff", serial: serial, want: fleet.ErrNotFound},
+		{name: "wrong serial", tenant: "acme", sensor: r.SensorID, serial: "abcdef", want: fleet.ErrInvalidToken},
+		{name: "empty serial", tenant: "acme", sensor: r.SensorID, serial: "", want: fleet.ErrInvalidToken},
+		{name: "pending sensor has no certificate", tenant: "acme", sensor: pending.SensorID, serial: "", want: fleet.ErrInvalidToken},
+		{name: "expired certificate", tenant: "acme", sensor: r.SensorID, serial: serial, advanceBeforeRun: 169 * time.Hour, want: fleet.ErrInvalidToken},
+		{name: "revoked", tenant: "acme", sensor: r.SensorID, serial: serial, revokeFirst: true, want: fleet.ErrRevoked},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f.clock.Advance(tt.advanceBeforeRun)
+			defer f.clock.Advance(-tt.advanceBeforeRun)
+			if tt.revokeFirst {
+				if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := f.svc.AuthorizeSensor(f.ctx, tt.tenant, tt.sensor, tt.serial)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("AuthorizeSensor: %v", err)
+				}
+				return
+			}
+			wantErr(t, err, tt.want)
+		})
+	}
+}

@@ -1,0 +1,286 @@
+package controlplanestore_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+func TestIssueCommand(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	r, _ := f.enrolled(t, "acme")
+	c, err := f.svc.IssueCommand(f.ctx, r.SensorID, fleet.ActionStart, "ops@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.pub.msgs) != 1 {
+		t.Fatalf("%d messages published, want 1", len(f.pub.msgs))
+	}
+	msg := f.pub.msgs[0]
+	if msg.Subject != "rxc.acme."+r.SensorID+".cmd" || msg.MsgID != c.ID {
+		t.Errorf("published to %q with id %q; want rxc.acme.%s.cmd, %s", msg.Subject, msg.MsgID, r.SensorID, c.ID)
+	}
+	var wire map[string]any
+	if err := json.Unmarshal(msg.Payload, &wire); err != nil {
+		t.Fatal(err)
+	}
+	now := f.clock.Now()
+	wantWire := map[string]any{
+		"commandId": c.ID, "tenantId": "acme", "sensorId": r.SensorID, "action": "start",
+		"issuedAt": now.Format(time.RFC3339Nano), "issuedBy": "ops@example.com",
+		"expiresAt": now.Add(10 * time.Minute).Format(time.RFC3339Nano),
+	}
+	if diff := cmp.Diff(wantWire, wire); diff != "" {
+		t.Errorf("wire command (-want +got):\n%s", diff)
+	}
+	if got := f.sensor(t, r.SensorID).LastCommand; got == nil || *got != c {
+		t.Errorf("last command %+v, want %+v", got, c)
+	}
+
+	t.Run("publish failure marks the command failed", func(t *testing.T) {
+		f.pub.err = fmt.Errorf("nats: %w", fleet.ErrMessagingUnavailable)
+		defer func() { f.pub.err = nil }()
+		c, err := f.svc.IssueCommand(f.ctx, r.SensorID, fleet.ActionStop, "ops")
+		wantErr(t, err, fleet.ErrMessagingUnavailable)
+		last := f.sensor(t, r.SensorID).LastCommand
+		if last == nil || last.ID != c.ID || last.FailedAt.IsZero() {
+			t.Errorf("last command %+v, want %s marked failed", last, c.ID)
+		}
+	})
+
+	pending := f.redeemed(t, "acme")
+	tests := []struct {
+		name     string
+		sensorID string
+		action   fleet.Action
+		want     error
+	}{
+		{"unknown action", r.SensorID, "reboot", fleet.ErrInvalidInput},
+		{"unknown sensor", "s-0000000000000000", fleet.ActionStart, fleet.ErrNotFound},
+		{"not enrolled", pending.SensorID, fleet.ActionStart, fleet.ErrNotEnrolled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := f.svc.IssueCommand(f.ctx, tt.sensorID, tt.action, "ops")
+			wantErr(t, err, tt.want)
+		})
+	}
+	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.svc.IssueCommand(f.ctx, r.SensorID, fleet.ActionStart, "ops")
+	wantErr(t, err, fleet.ErrRevoked)
+	if len(f.pub.msgs) != 1 {
+		t.Errorf("%d messages published, want still 1", len(f.pub.msgs))
+	}
+}
+
+func status(state fleet.State, at time.Time, commandID string) []byte {
+	b, _ := json.Marshal(fleet.StatusReport{State: state, At: at, CommandID: commandID})
+	return b
+}
+
+func TestHandleStatus(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	f.provisionedTenant(t, "other")
+	r, _ := f.enrolled(t, "acme")
+	cmd, err := f.svc.IssueCommand(f.ctx, r.SensorID, fleet.ActionStart, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := "rxc.acme." + r.SensorID + ".status"
+	t0 := f.clock.Now()
+
+	steps := []struct {
+		name      string
+		subject   string
+		payload   []byte
+		wantErr   error
+		wantState fleet.State
+		wantSeen  time.Time
+	}{
+		{name: "running acknowledges the command", subject: subject, payload: status(fleet.StateRunning, t0, cmd.ID), wantState: fleet.StateRunning, wantSeen: t0},
+		{name: "older report is stale", subject: subject, payload: status(fleet.StateStopped, t0.Add(-time.Second), ""), wantErr: fleet.ErrStale, wantState: fleet.StateRunning, wantSeen: t0},
+		{name: "same time is applied", subject: subject, payload: status(fleet.StateError, t0, ""), wantState: fleet.StateError, wantSeen: t0},
+		{name: "newer report", subject: subject, payload: status(fleet.StateStopped, t0.Add(time.Second), ""), wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "report from the future", subject: subject, payload: status(fleet.StateRunning, t0.Add(time.Hour), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "unreportable state", subject: subject, payload: status(fleet.StateRevoked, t0.Add(2*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "other tenant's subject", subject: "rxc.other." + r.SensorID + ".status", payload: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrNotFound, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "command subject", subject: "rxc.acme." + r.SensorID + ".cmd", payload: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "wildcard in subject", subject: "rxc.acme.*.status", payload: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "payload names another sensor", subject: subject, payload: []byte(`{"state":"running","at":"2026-05-04T10:00:05Z","sensorId":"x"}`), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			err := f.svc.HandleStatus(f.ctx, st.subject, st.payload)
+			if st.wantErr == nil && err != nil || st.wantErr != nil && !errors.Is(err, st.wantErr) {
+				t.Fatalf("HandleStatus error = %v, want %v", err, st.wantErr)
+			}
+			s := f.sensor(t, r.SensorID)
+			if s.State != st.wantState || !s.LastSeenAt.Equal(st.wantSeen) {
+				t.Errorf("sensor state %s seen %s; want %s seen %s", s.State, s.LastSeenAt, st.wantState, st.wantSeen)
+			}
+		})
+	}
+	last := f.sensor(t, r.SensorID).LastCommand
+	if last == nil || !last.AcknowledgedAt.Equal(t0) {
+		t.Errorf("last command %+v, want acknowledged at %s", last, t0)
+	}
+	wantErr(t, f.svc.HandleStatus(f.ctx, "rxc.acme.s-0000000000000000.status", status(fleet.StateRunning, t0, "")), fleet.ErrNotFound)
+
+	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, f.svc.HandleStatus(f.ctx, subject, status(fleet.StateRunning, t0.Add(time.Minute), "")), fleet.ErrRevoked)
+	if s := f.sensor(t, r.SensorID); s.State != fleet.StateRevoked {
+		t.Errorf("revoked sensor moved to %s", s.State)
+	}
+}
+
+func TestStatusDoesNotAcknowledgeAnotherSensorsCommand(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	a, _ := f.enrolled(t, "acme")
+	b, _ := f.enrolled(t, "acme")
+	cmd, err := f.svc.IssueCommand(f.ctx, a.SensorID, fleet.ActionStop, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.svc.HandleStatus(f.ctx, "rxc.acme."+b.SensorID+".status", status(fleet.StateStopped, f.clock.Now(), cmd.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if last := f.sensor(t, a.SensorID).LastCommand; !last.AcknowledgedAt.IsZero() {
+		t.Errorf("sensor %s acknowledged sensor %s's command", b.SensorID, a.SensorID)
+	}
+}
+
+func TestMarkSilentOfflineAndSensorSeen(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	quiet, _ := f.enrolled(t, "acme")
+	chatty, _ := f.enrolled(t, "acme")
+	revoked, _ := f.enrolled(t, "acme")
+	pending := f.redeemed(t, "acme")
+	for _, id := range []string{quiet.SensorID, chatty.SensorID, revoked.SensorID} {
+		if err := f.svc.HandleStatus(f.ctx, "rxc.acme."+id+".status", status(fleet.StateRunning, f.clock.Now(), "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.svc.RevokeSensor(f.ctx, revoked.SensorID, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(90 * time.Second)
+	if err := f.svc.SensorSeen(f.ctx, "acme", chatty.SensorID); err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.svc.MarkSilentOffline(f.ctx, time.Minute)
+	if err != nil || n != 1 {
+		t.Fatalf("MarkSilentOffline = %d, %v; want 1", n, err)
+	}
+	want := map[string]fleet.State{
+		quiet.SensorID: fleet.StateOffline, chatty.SensorID: fleet.StateRunning,
+		revoked.SensorID: fleet.StateRevoked, pending.SensorID: fleet.StatePending,
+	}
+	got := map[string]fleet.State{}
+	all, err := f.svc.Sensors(f.ctx, fleet.SensorFilter{TenantID: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range all {
+		got[s.ID] = s.State
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("states (-want +got):\n%s", diff)
+	}
+
+	// A sign of life wakes an offline sensor; revoked ones stay revoked.
+	if err := f.svc.SensorSeen(f.ctx, "acme", quiet.SensorID); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.sensor(t, quiet.SensorID); s.State != fleet.StateOnline || !s.LastSeenAt.Equal(f.clock.Now()) {
+		t.Errorf("after SensorSeen: %s seen %s", s.State, s.LastSeenAt)
+	}
+	wantErr(t, f.svc.SensorSeen(f.ctx, "acme", revoked.SensorID), fleet.ErrRevoked)
+	wantErr(t, f.svc.SensorSeen(f.ctx, "other", quiet.SensorID), fleet.ErrNotFound)
+
+	offline, err := f.svc.Sensors(f.ctx, fleet.SensorFilter{State: fleet.StateRevoked})
+	if err != nil || len(offline) != 1 || offline[0].ID != revoked.SensorID {
+		t.Errorf("Sensors(state=revoked) = %v, %v", offline, err)
+	}
+	_, err = f.svc.Sensors(f.ctx, fleet.SensorFilter{State: "sleeping"})
+	wantErr(t, err, fleet.ErrInvalidInput)
+}
+
+func TestRevokeSensor(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	r, e := f.enrolled(t, "acme")
+	f.prov.revokeErr = fmt.Errorf("provisioner: %w", fleet.ErrProvisionerUnavailable)
+
+	err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops@example.com")
+	wantErr(t, err, fleet.ErrProvisionerUnavailable)
+	s := f.sensor(t, r.SensorID)
+	if s.State != fleet.StateRevoked || s.Certificate.Serial != "" {
+		t.Errorf("after revoke with provisioner down: %+v; want revoked without active certificate", s)
+	}
+	wantErr(t, f.svc.AuthorizeSensor(f.ctx, "acme", r.SensorID, e.Certificate.Serial), fleet.ErrRevoked)
+	if n := f.count(t, `SELECT count(*) FROM sensor_certificates WHERE sensor_id = $1 AND active`, r.SensorID); n != 0 {
+		t.Errorf("%d active certificates after revoke", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM sensor_tokens WHERE sensor_id = $1 AND used_at IS NULL AND revoked_at IS NULL`, r.SensorID); n != 0 {
+		t.Errorf("%d live tokens after revoke", n)
+	}
+
+	// The repeat retries the NATS part.
+	f.prov.revokeErr = nil
+	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops@example.com"); err != nil {
+		t.Fatalf("repeat RevokeSensor: %v", err)
+	}
+	if diff := cmp.Diff([][2]string{{"A-acme", "U-" + r.SensorID}}, f.prov.revocations); diff != "" {
+		t.Errorf("NATS revocations (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"acme/" + r.SensorID, "acme/" + r.SensorID}, f.term.calls); diff != "" {
+		t.Errorf("terminated sessions (-want +got):\n%s", diff)
+	}
+	wantErr(t, f.svc.RevokeSensor(f.ctx, "s-0000000000000000", "ops"), fleet.ErrNotFound)
+}
+
+func FuzzHandleStatus(f *testing.F) {
+	fx := newFixture(f)
+	fx.provisionedTenant(f, "acme")
+	r, _ := fx.enrolled(f, "acme")
+	subject := "rxc.acme." + r.SensorID + ".status"
+	f.Add(subject, []byte(`{"state":"running","at":"2026-05-04T10:00:00Z"}`))
+	f.Add(subject, []byte(`{"state":"stopped","at":"2026-05-04T09:00:00Z","commandId":"x","detail":"d","agentVersion":"1"}`))
+	f.Add(subject, []byte(`{"state":"revoked","at":"2026-05-04T10:00:00Z"}`))
+	f.Add("rxc.acme.s-0000000000000000.status", []byte(`{"state":"online","at":"2026-05-04T10:00:00Z"}`))
+	f.Add("rxc..x.status", []byte(`{}`))
+	f.Fuzz(func(t *testing.T, subject string, payload []byte) {
+		err := fx.svc.HandleStatus(fx.ctx, subject, payload)
+		known := []error{fleet.ErrInvalidInput, fleet.ErrStale, fleet.ErrNotFound, fleet.ErrRevoked}
+		if err != nil {
+			for _, k := range known {
+				if errors.Is(err, k) {
+					return
+				}
+			}
+			t.Fatalf("HandleStatus(%q, %q): unexpected error %v", subject, payload, err)
+		}
+		if s := fx.sensor(t, r.SensorID); !fleet.Reportable(s.State) {
+			t.Fatalf("accepted report left the sensor in state %s", s.State)
+		}
+	})
+}
