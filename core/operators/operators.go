@@ -129,11 +129,14 @@ func New(cfg Config) (*Service, error) {
 
 func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Microsecond) }
 
-// NormalizeEmail trims and lower-cases an address and checks its shape.
+// NormalizeEmail trims and lower-cases an address and checks its shape:
+// one "@" with something on both sides, no spaces or control characters.
 func NormalizeEmail(email string) (string, error) {
 	e := strings.ToLower(strings.TrimSpace(email))
 	at := strings.IndexByte(e, '@')
-	if len(e) > maxEmail || at < 1 || at != strings.LastIndexByte(e, '@') || at == len(e)-1 || !utf8.ValidString(e) || strings.ContainsFunc(e, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+	bad := len(e) > maxEmail || at < 1 || at == len(e)-1 || at != strings.LastIndexByte(e, '@') ||
+		!utf8.ValidString(e) || strings.ContainsFunc(e, func(r rune) bool { return r <= ' ' || r == 0x7f })
+	if bad {
 		return "", fmt.Errorf("%w: email address", ErrInvalidInput)
 	}
 	return e, nil

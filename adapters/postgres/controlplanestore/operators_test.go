@@ -1,0 +1,135 @@
+package controlplanestore_test
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rxc-project/rxc/adapters/passwords"
+	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/core/operators"
+)
+
+// countingHasher counts Verify calls around the real argon2id hasher.
+type countingHasher struct {
+	*passwords.Hasher
+	verifies atomic.Int64
+}
+
+func (h *countingHasher) Verify(hash, password string) (bool, error) {
+	h.verifies.Add(1)
+	return h.Hasher.Verify(hash, password)
+}
+
+func TestOperators(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	store, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph, err := passwords.New(passwords.Config{MemoryKiB: 64, Time: 1, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasher := &countingHasher{Hasher: ph}
+	clk := &clock{t: time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)}
+	svc, err := operators.New(operators.Config{Store: store, Hasher: hasher, Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const password = "correct horse battery"
+
+	op, err := svc.CreateOperator(ctx, "  Alice@Example.COM ", password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Email != "alice@example.com" {
+		t.Errorf("email stored as %q, want normalised", op.Email)
+	}
+	var stored string
+	if err := pool.QueryRow(ctx, `SELECT password_hash FROM operators WHERE id = $1`, op.ID).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(stored, "$argon2id$v=19$") || strings.Contains(stored, password) {
+		t.Errorf("stored password hash %q", stored)
+	}
+
+	t.Run("create refusals", func(t *testing.T) {
+		for name, tc := range map[string]struct {
+			email, password string
+			want            error
+		}{
+			"duplicate, other case": {"ALICE@example.com", password, operators.ErrConflict},
+			"short password":        {"bob@example.com", "elevenchars", operators.ErrInvalidInput},
+			"no at sign":            {"bob.example.com", password, operators.ErrInvalidInput},
+			"two at signs":          {"bob@x@example.com", password, operators.ErrInvalidInput},
+			"control character":     {"bob\x00@example.com", password, operators.ErrInvalidInput},
+		} {
+			if _, err := svc.CreateOperator(ctx, tc.email, tc.password); !errors.Is(err, tc.want) {
+				t.Errorf("%s: CreateOperator error = %v, want %v", name, err, tc.want)
+			}
+		}
+	})
+
+	t.Run("wrong credentials are indistinguishable", func(t *testing.T) {
+		for name, tc := range map[string]struct{ email, password string }{
+			"wrong password":  {"alice@example.com", password + "!"},
+			"unknown email":   {"mallory@example.com", password},
+			"malformed email": {"mallory", password},
+			"empty password":  {"alice@example.com", ""},
+		} {
+			before := hasher.verifies.Load()
+			_, token, _, err := svc.Login(ctx, tc.email, tc.password)
+			if err != operators.ErrInvalidCredentials || token != "" {
+				t.Errorf("%s: Login = %q, %v; want exactly ErrInvalidCredentials", name, token, err)
+			}
+			if n := hasher.verifies.Load() - before; n != 1 {
+				t.Errorf("%s: %d password verifications, want 1 (same work for every failure)", name, n)
+			}
+		}
+	})
+
+	got, token, expires, err := svc.Login(ctx, "ALICE@example.com", password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != op.ID || !expires.Equal(clk.Now().Add(12*time.Hour)) || len(token) < 43 {
+		t.Errorf("Login = %+v, %q, %s", got, token, expires)
+	}
+	var clear int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM operator_sessions WHERE position(convert_to($1, 'UTF8') IN token_hash) > 0`, token).Scan(&clear); err != nil || clear != 0 {
+		t.Errorf("session token stored in clear (%d, %v)", clear, err)
+	}
+	if who, err := svc.Authenticate(ctx, token); err != nil || who.ID != op.ID {
+		t.Errorf("Authenticate = %+v, %v", who, err)
+	}
+	if _, err := svc.Authenticate(ctx, token[:len(token)-1]+"x"); !errors.Is(err, operators.ErrUnauthenticated) {
+		t.Errorf("Authenticate(wrong token) error = %v", err)
+	}
+
+	t.Run("session expires", func(t *testing.T) {
+		_, short, _, err := svc.Login(ctx, "alice@example.com", password)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(12 * time.Hour)
+		defer clk.Advance(-12 * time.Hour)
+		if _, err := svc.Authenticate(ctx, short); !errors.Is(err, operators.ErrUnauthenticated) {
+			t.Errorf("Authenticate after 12h error = %v, want ErrUnauthenticated", err)
+		}
+	})
+
+	if err := svc.Logout(ctx, token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Authenticate(ctx, token); !errors.Is(err, operators.ErrUnauthenticated) {
+		t.Errorf("Authenticate after logout error = %v, want ErrUnauthenticated", err)
+	}
+	if err := svc.Logout(ctx, token); err != nil {
+		t.Errorf("second Logout: %v", err)
+	}
+}
