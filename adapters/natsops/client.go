@@ -65,6 +65,11 @@ type Config struct {
 	// SystemUser.
 	AdminUser func() (jwt string, seed []byte, err error)
 	Stream    StreamConfig
+	// ManageStream lets the client create or update the command stream after
+	// each (re)connect of the admin connection and when a consumer finds it
+	// missing. When false (STARTUP_ENSURE_COMMAND_STREAM=false) the stream is
+	// managed elsewhere and only consumers are created.
+	ManageStream bool
 	// ConsumerAckWait is how long a sensor has to ack a command before it is
 	// redelivered; defaults to 30s.
 	ConsumerAckWait time.Duration
@@ -231,7 +236,9 @@ func (c *Client) Start(ctx context.Context) error {
 	c.started = true
 	ctx, c.cancel = context.WithCancel(ctx)
 	c.run(func() { c.worker(ctx, c.hookKick, c.runHook) })
-	c.run(func() { c.worker(ctx, c.streamKick, c.ensureStreamOnConnect) })
+	if c.cfg.ManageStream {
+		c.run(func() { c.worker(ctx, c.streamKick, c.ensureStreamOnConnect) })
+	}
 	c.run(func() { c.dial(ctx, sysConn, opts[sysConn], c.hookKick) })
 	c.run(func() { c.dial(ctx, adminConn, opts[adminConn], c.streamKick) })
 	c.run(func() { <-ctx.Done(); c.shutdown() })

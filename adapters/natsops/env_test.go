@@ -129,6 +129,7 @@ func (e *env) config(url string) natsops.Config {
 		SystemUser:      func() (string, []byte, error) { return natsjwt.SystemUser(e.sysSeed) },
 		AdminUser:       func() (string, []byte, error) { return natsjwt.ControlAdminUser(e.ctlSeed) },
 		Stream:          natsops.StreamConfig{Name: stream, MaxAge: time.Hour, Duplicates: 2 * time.Minute},
+		ManageStream:    true,
 		ConsumerAckWait: 5 * time.Second,
 		RequestTimeout:  5 * time.Second,
 	}

@@ -107,7 +107,8 @@ func (c *Client) EnsureStream(ctx context.Context) error {
 // EnsureConsumer creates or updates the sensor's durable pull consumer on the
 // command stream: filtered to the sensor's command subject, explicit acks,
 // bounded deliveries and pending acks. Identical concurrent calls all
-// succeed and leave one consumer. A missing stream is created first.
+// succeed and leave one consumer. A missing stream is created first when
+// the client manages the stream.
 func (c *Client) EnsureConsumer(ctx context.Context, s topology.Sensor) error {
 	if err := ids.Validate(s.TenantID); err != nil {
 		return fmt.Errorf("natsops: consumer: tenant id: %w", err)
@@ -119,7 +120,7 @@ func (c *Client) EnsureConsumer(ctx context.Context, s topology.Sensor) error {
 		return fmt.Errorf("natsops: consumer %s: %w: %q, managing %q", s.Consumer(), ErrStreamMismatch, s.Stream, c.cfg.Stream.Name)
 	}
 	err := c.createConsumer(ctx, s)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
+	if errors.Is(err, jetstream.ErrStreamNotFound) && c.cfg.ManageStream {
 		if err := c.EnsureStream(ctx); err != nil {
 			return err
 		}

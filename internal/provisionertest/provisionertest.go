@@ -62,7 +62,10 @@ func Start(t testing.TB, opts Options) *Stack {
 		t.Fatal(err)
 	}
 	if opts.LogLevel == "" {
-		opts.LogLevel = "error"
+		opts.LogLevel = os.Getenv("RXC_TEST_LOG_LEVEL")
+		if opts.LogLevel == "" {
+			opts.LogLevel = "error"
+		}
 	}
 	s := &Stack{t: t, Dir: dir, Secret: "test-shared-secret-0123456789", natsPort: FreePort(t)}
 	httpPort := FreePort(t)

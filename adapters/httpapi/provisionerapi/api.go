@@ -95,12 +95,13 @@ func New(cfg Config) (*API, error) {
 
 // ServeHTTP implements http.Handler.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h, pattern := a.mux.Handler(r)
-	if pattern == "" {
+	// Handler only finds the pattern; ServeMux.ServeHTTP also sets the path
+	// values the handlers read.
+	if _, pattern := a.mux.Handler(r); pattern == "" {
 		a.unrouted(w, r)
 		return
 	}
-	h.ServeHTTP(w, r)
+	a.mux.ServeHTTP(w, r)
 }
 
 // unrouted answers 404/405 as problems rather than ServeMux's plain text.

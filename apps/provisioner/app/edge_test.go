@@ -63,7 +63,7 @@ func TestResolver(t *testing.T) {
 		{"stale etag", s.Operator.ControlAccount, `"0000"`, 200, ""},
 		{"not an account key", "UABC", "", 400, "invalid_public_key"},
 		{"operator key is not an account", s.Operator.PubKey, "", 400, "invalid_public_key"},
-		{"unknown account", "ADQKZ4N6XHDFZLMXN4KUWXCBVIF6F5OIRWDBJXFQX67ZRHH7GDZ6MFPO", "", 404, "account_not_found"},
+		{"unknown account", "ADUQSHUIDOWZ3ASXIDULEISXDMYOYTSNQBXWLBJCROYLLB7HVYCTMJAF", "", 404, "account_not_found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,7 +139,7 @@ func TestWriteRoutesRejectBadInput(t *testing.T) {
 		{"invalid backend name", "/backend-user", "", "ok", `{"name":"a b"}`, 400, "invalid_name"},
 		{"revoke malformed account", "/revoke", "", "ok", `{"accountId":"x","userPubKey":"UABC"}`, 400, "invalid_public_key"},
 		{"revoke malformed user", "/revoke", "", "ok", `{"accountId":"` + validAcct + `","userPubKey":"` + validAcct + `"}`, 400, "invalid_public_key"},
-		{"revoke unknown account", "/revoke", "", "ok", `{"accountId":"ADQKZ4N6XHDFZLMXN4KUWXCBVIF6F5OIRWDBJXFQX67ZRHH7GDZ6MFPO","userPubKey":"UCSSVJAEBVCOKBSTS7TLUX3EBMKJDVKMLJAWOYU24XXX4VF5OHRW5YLK"}`, 404, "account_not_found"},
+		{"revoke unknown account", "/revoke", "", "ok", `{"accountId":"ADUQSHUIDOWZ3ASXIDULEISXDMYOYTSNQBXWLBJCROYLLB7HVYCTMJAF","userPubKey":"UA7KWYFCS7HDDPVHTP3MTGJ7TERY3R6GR6HYGGXG7IUWJNPAOD2AIQYC"}`, 404, "account_not_found"},
 		{"wrong media type", "/accounts", "", "ok", "tenantId=a", 415, "unsupported_media_type"},
 	}
 	for _, tt := range tests {

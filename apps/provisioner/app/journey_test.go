@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -234,15 +235,17 @@ func waitStreamMsgs(t *testing.T, ctx context.Context, s *provisionertest.Stack,
 	var n uint64
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		acc, err := s.NATS.LookupAccount(s.Operator.ControlAccount)
+		jsz, err := s.NATS.Jsz(&server.JSzOptions{Account: s.Operator.ControlAccount, Streams: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		mset, err := acc.LookupStream("RXC_CMD")
-		if err != nil {
-			t.Fatal(err)
+		for _, a := range jsz.AccountDetails {
+			for _, st := range a.Streams {
+				if st.Name == "RXC_CMD" {
+					n = st.State.Msgs
+				}
+			}
 		}
-		n = mset.State().Msgs
 		if n == want {
 			return n
 		}

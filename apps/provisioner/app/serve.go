@@ -52,37 +52,41 @@ type Server struct {
 
 // newServer checks every precondition, then builds the adapters. It binds the
 // HTTP listener but serves nothing until run.
-func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (s *Server, err error) {
-	s = &Server{cfg: cfg, log: log}
-	defer func() {
-		if err != nil {
-			s.shutdown()
-		}
-	}()
+func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (*Server, error) {
+	s := &Server{cfg: cfg, log: log}
+	if err := s.build(ctx); err != nil {
+		s.shutdown()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) build(ctx context.Context) (err error) {
+	cfg, log := s.cfg, s.log
 	if len(cfg.SharedSecret) < 16 {
-		return nil, errors.New("configuration: SHARED_SECRET must be at least 16 characters")
+		return errors.New("configuration: SHARED_SECRET must be at least 16 characters")
 	}
 	sealer, err := cfg.sealer()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	opSeed, err := readSeed(cfg.OperatorSeedPath)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	opPub, err := natsjwt.PublicKeyFromSeed(opSeed)
 	if err != nil {
-		return nil, fmt.Errorf("operator seed file %s: %w", cfg.OperatorSeedPath, err)
+		return fmt.Errorf("operator seed file %s: %w", cfg.OperatorSeedPath, err)
 	}
 	pool, err := connect(ctx, cfg.PGDSN, 60*time.Second)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.close = append(s.close, pool.Close)
 	if cfg.MigrateOnStart {
 		applied, err := applyMigrations(ctx, pool)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, v := range applied {
 			log.Info("migration applied", "version", v)
@@ -90,31 +94,31 @@ func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (s *Serve
 	}
 	store, err := provisionerstore.New(provisionerstore.Config{Pool: pool, Sealer: sealer})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	op, err := store.Operator(ctx)
 	if errors.Is(err, provisioning.ErrNoOperator) || errors.Is(err, provisioning.ErrNotFound) {
-		return nil, errors.New("the store has no operator: run provisioner init-operator first")
+		return errors.New("the store has no operator: run provisioner init-operator first")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read operator: %w", err)
+		return fmt.Errorf("read operator: %w", err)
 	}
 	if op.PubKey != opPub {
-		return nil, fmt.Errorf("operator seed file holds %s but the store's operator is %s", opPub, op.PubKey)
+		return fmt.Errorf("operator seed file holds %s but the store's operator is %s", opPub, op.PubKey)
 	}
 	signer, err := natsjwt.New(natsjwt.Config{
 		OperatorSeed: opSeed, Stream: cfg.CommandStreamName, ControlAccount: op.ControlAccount, ControlJetStream: cfg.controlLimits(),
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	sysAcct, err := store.Account(ctx, op.SystemAccount)
 	if err != nil {
-		return nil, fmt.Errorf("system account: %w", err)
+		return fmt.Errorf("system account: %w", err)
 	}
 	ctlAcct, err := store.Account(ctx, op.ControlAccount)
 	if err != nil {
-		return nil, fmt.Errorf("control account: %w", err)
+		return fmt.Errorf("control account: %w", err)
 	}
 	adminUser := func() (string, []byte, error) { return natsjwt.ControlAdminUser(ctlAcct.Seed) }
 	if cfg.ControlCredsPath != "" {
@@ -127,12 +131,13 @@ func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (s *Serve
 		Stream: natsops.StreamConfig{
 			Name: cfg.CommandStreamName, Replicas: cfg.CommandStreamReplicas, MaxAge: cfg.CommandStreamMaxAge, Duplicates: 2 * time.Minute,
 		},
+		ManageStream:    cfg.StartupEnsureCommandStream,
 		ConsumerAckWait: cfg.ConsumerAckWait,
 		Logger:          log.With("component", "nats"),
 		RequestTimeout:  5 * time.Second,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.close = append(s.close, s.nats.Close)
 	s.svc, err = provisioning.New(provisioning.Config{
@@ -140,15 +145,15 @@ func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (s *Serve
 		Stream: cfg.CommandStreamName, ResolverCacheTTL: cfg.ResolverCacheTTL,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	api, err := provisionerapi.New(provisionerapi.Config{Service: s.svc, Health: store, SharedSecret: cfg.SharedSecret, Logger: log})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.lis, err = net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
+		return fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
 	}
 	s.http = &http.Server{
 		Handler:           api,
@@ -159,7 +164,7 @@ func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (s *Serve
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	return s, nil
+	return nil
 }
 
 // run serves HTTP first (nats-server will not start until the resolver
@@ -171,20 +176,15 @@ func (s *Server) Run(ctx context.Context) error {
 	s.log.Info("provisioner serving", "addr", s.lis.Addr().String(), "version", buildinfo.Version, "nats", s.cfg.NATSURL)
 
 	s.nats.OnConnect(func(ctx context.Context) {
-		if s.cfg.StartupEnsureCommandStream {
-			if err := s.nats.EnsureStream(ctx); err != nil {
-				s.log.Error("ensure command stream", "stream", s.cfg.CommandStreamName, "err", err)
-			} else {
-				s.log.Info("command stream ready", "stream", s.cfg.CommandStreamName)
-			}
-		}
 		if n, err := s.svc.PushPending(ctx); err != nil {
 			s.log.Warn("push pending account JWTs", "pushed", n, "err", err)
 		} else if n > 0 {
 			s.log.Info("pushed pending account JWTs", "count", n)
 		}
 	})
-	s.nats.Start(ctx)
+	if err := s.nats.Start(ctx); err != nil {
+		return err
+	}
 
 	select {
 	case err := <-errc:
