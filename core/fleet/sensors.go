@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/topology"
 )
 
@@ -138,7 +139,10 @@ func (s *Service) MarkSilentOffline(ctx context.Context, silence time.Duration) 
 // that tenant, is not revoked, and serial is its active, unexpired
 // certificate's serial.
 func (s *Service) AuthorizeSensor(ctx context.Context, tenantID, sensorID, serial string) error {
-	sensor, err := s.Sensor(ctx, sensorID)
+	if ids.Validate(tenantID) != nil || ids.Validate(sensorID) != nil {
+		return fmt.Errorf("sensor %q in tenant %q: %w", sensorID, tenantID, ErrNotFound)
+	}
+	sensor, err := s.store.Sensor(ctx, sensorID)
 	if err != nil {
 		return err
 	}

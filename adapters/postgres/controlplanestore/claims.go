@@ -42,17 +42,23 @@ func (s *Store) ClaimCodes(ctx context.Context, tenantID string) ([]fleet.ClaimC
 // RevokeClaimCode implements fleet.ClaimStore. A used code cannot be
 // revoked (ErrConflict); revoking twice keeps the first time.
 func (s *Store) RevokeClaimCode(ctx context.Context, id string, at time.Time) error {
-	var used *time.Time
-	err := s.pool.QueryRow(ctx, `
+	tag, err := s.pool.Exec(ctx, `
 		UPDATE claim_codes SET revoked_at = COALESCE(revoked_at, $2)
-		WHERE id = $1 RETURNING used_at`, id, at).Scan(&used)
+		WHERE id = $1 AND used_at IS NULL`, id, at)
 	if err != nil {
-		return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+		return err
 	}
-	if used != nil {
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM claim_codes WHERE id = $1)`, id).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
 		return errors.Join(fleet.ErrConflict, errors.New("claim code already used"))
 	}
-	return nil
+	return fleet.ErrNotFound
 }
 
 // Redeem implements fleet.RedeemStore. The conditional UPDATE is the

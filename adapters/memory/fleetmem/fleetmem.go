@@ -1,0 +1,453 @@
+// Package fleetmem is an in-memory implementation of the fleet store ports
+// and Locker, for tests and local experiments. It passes the same contract
+// suite (core/fleet/fleettest) as the PostgreSQL store; one mutex makes every
+// method atomic, which is what the PostgreSQL store's transactions give.
+package fleetmem
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+// Config is empty; it exists for the usual New(Config) shape.
+type Config struct{}
+
+type sensor struct {
+	fleet.Sensor
+	lastStatusAt  time.Time
+	revokedAt     time.Time
+	lastCommandID string
+}
+
+type claim struct {
+	fleet.ClaimCode
+	hash []byte
+}
+
+type cert struct {
+	serial   string
+	sensorID string
+	active   bool
+	notAfter time.Time
+}
+
+type token struct {
+	fleet.Token
+	used, revoked bool
+}
+
+// Store keeps everything in maps guarded by one mutex.
+type Store struct {
+	mu       sync.Mutex
+	tenants  map[string]fleet.Tenant
+	claims   map[string]*claim
+	sensors  map[string]*sensor
+	certs    map[string]*cert
+	tokens   []*token
+	commands map[string]*fleet.Command
+	locks    map[string]bool
+}
+
+// New returns an empty Store.
+func New(Config) (*Store, error) {
+	return &Store{
+		tenants: map[string]fleet.Tenant{}, claims: map[string]*claim{}, sensors: map[string]*sensor{},
+		certs: map[string]*cert{}, commands: map[string]*fleet.Command{}, locks: map[string]bool{},
+	}, nil
+}
+
+var (
+	_ fleet.Store  = (*Store)(nil)
+	_ fleet.Locker = (*Store)(nil)
+)
+
+// CreateTenant implements fleet.TenantStore.
+func (s *Store) CreateTenant(_ context.Context, t fleet.Tenant) (fleet.Tenant, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.tenants[t.ID]; ok {
+		return old, false, nil
+	}
+	s.tenants[t.ID] = t
+	return t, true, nil
+}
+
+// Tenant implements fleet.TenantStore.
+func (s *Store) Tenant(_ context.Context, id string) (fleet.Tenant, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tenants[id]
+	if !ok {
+		return fleet.Tenant{}, fleet.ErrNotFound
+	}
+	return t, nil
+}
+
+// ListTenants implements fleet.TenantStore.
+func (s *Store) ListTenants(context.Context) ([]fleet.Tenant, error) {
+	return s.listTenants(func(fleet.Tenant) bool { return true }), nil
+}
+
+// PendingTenants implements fleet.TenantProvisioningStore.
+func (s *Store) PendingTenants(context.Context) ([]fleet.Tenant, error) {
+	return s.listTenants(func(t fleet.Tenant) bool { return t.NATSStatus == fleet.NATSPending }), nil
+}
+
+func (s *Store) listTenants(keep func(fleet.Tenant) bool) []fleet.Tenant {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []fleet.Tenant
+	for _, t := range s.tenants {
+		if keep(t) {
+			out = append(out, t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// SetTenantAccount implements fleet.TenantProvisioningStore.
+func (s *Store) SetTenantAccount(_ context.Context, tenantID, accountPubKey string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tenants[tenantID]
+	if !ok {
+		return fleet.ErrNotFound
+	}
+	t.NATSAccountPubKey, t.NATSStatus = accountPubKey, fleet.NATSProvisioned
+	s.tenants[tenantID] = t
+	return nil
+}
+
+// CreateClaimCode implements fleet.ClaimStore.
+func (s *Store) CreateClaimCode(_ context.Context, c fleet.ClaimCode, codeHash []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.tenants[c.TenantID]; !ok {
+		return fleet.ErrNotFound
+	}
+	if _, ok := s.claims[c.ID]; ok {
+		return fleet.ErrConflict
+	}
+	for _, other := range s.claims {
+		if bytes.Equal(other.hash, codeHash) {
+			return fleet.ErrConflict
+		}
+	}
+	s.claims[c.ID] = &claim{ClaimCode: c, hash: bytes.Clone(codeHash)}
+	return nil
+}
+
+// ClaimCodes implements fleet.ClaimStore.
+func (s *Store) ClaimCodes(_ context.Context, tenantID string) ([]fleet.ClaimCode, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []fleet.ClaimCode
+	for _, c := range s.claims {
+		if c.TenantID == tenantID {
+			out = append(out, c.ClaimCode)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.After(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// RevokeClaimCode implements fleet.ClaimStore.
+func (s *Store) RevokeClaimCode(_ context.Context, id string, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.claims[id]
+	if !ok {
+		return fleet.ErrNotFound
+	}
+	if !c.UsedAt.IsZero() {
+		return fleet.ErrConflict
+	}
+	if c.RevokedAt.IsZero() {
+		c.RevokedAt = at
+	}
+	return nil
+}
+
+// Redeem implements fleet.RedeemStore.
+func (s *Store) Redeem(_ context.Context, r fleet.RedeemRecord) (fleet.Sensor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var c *claim
+	for _, x := range s.claims {
+		if bytes.Equal(x.hash, r.CodeHash) {
+			c = x
+		}
+	}
+	if c == nil || !c.UsedAt.IsZero() || !c.RevokedAt.IsZero() || !c.ExpiresAt.After(r.At) {
+		return fleet.Sensor{}, fleet.ErrInvalidClaimCode
+	}
+	if _, ok := s.sensors[r.SensorID]; ok {
+		return fleet.Sensor{}, fleet.ErrConflict
+	}
+	if s.tokenIndex(r.TokenHash) >= 0 {
+		return fleet.Sensor{}, fleet.ErrConflict
+	}
+	name := c.SensorName
+	if name == "" {
+		name = r.Hostname
+	}
+	if name == "" {
+		name = r.SensorID
+	}
+	c.UsedAt, c.SensorID = r.At, r.SensorID
+	sn := &sensor{Sensor: fleet.Sensor{ID: r.SensorID, TenantID: c.TenantID, Name: name, Hostname: r.Hostname, State: fleet.StatePending, CreatedAt: r.At}}
+	s.sensors[sn.ID] = sn
+	s.tokens = append(s.tokens, &token{Token: fleet.Token{SensorID: sn.ID, Kind: fleet.TokenEnrollment, Hash: bytes.Clone(r.TokenHash), ExpiresAt: r.TokenExpiresAt}})
+	return sn.Sensor, nil
+}
+
+func (s *Store) tokenIndex(hash []byte) int {
+	return slices.IndexFunc(s.tokens, func(t *token) bool { return bytes.Equal(t.Hash, hash) })
+}
+
+// LiveToken implements fleet.EnrollStore.
+func (s *Store) LiveToken(_ context.Context, sensorID string, kind fleet.TokenKind) (fleet.Token, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.tokens {
+		if t.SensorID == sensorID && t.Kind == kind && !t.used && !t.revoked {
+			out := t.Token
+			out.Hash = bytes.Clone(t.Hash)
+			return out, nil
+		}
+	}
+	return fleet.Token{}, fleet.ErrNotFound
+}
+
+// CompleteEnrollment implements fleet.EnrollStore.
+func (s *Store) CompleteEnrollment(_ context.Context, e fleet.EnrollmentRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, err := s.liveSensor(e.SensorID)
+	if err != nil {
+		return err
+	}
+	i := s.tokenIndex(e.EnrollmentTokenHash)
+	if i < 0 {
+		return fleet.ErrInvalidToken
+	}
+	t := s.tokens[i]
+	if t.SensorID != e.SensorID || t.Kind != fleet.TokenEnrollment || t.used || t.revoked || !t.ExpiresAt.After(e.At) {
+		return fleet.ErrInvalidToken
+	}
+	if _, ok := s.certs[e.Certificate.Serial]; ok {
+		return fleet.ErrConflict
+	}
+	if s.tokenIndex(e.SensorTokenHash) >= 0 {
+		return fleet.ErrConflict
+	}
+	t.used = true
+	s.replaceCertificate(e.SensorID, e.Certificate)
+	for _, old := range s.tokens {
+		if old.SensorID == e.SensorID && old.Kind == fleet.TokenSensor {
+			old.revoked = true
+		}
+	}
+	s.tokens = append(s.tokens, &token{Token: fleet.Token{SensorID: e.SensorID, Kind: fleet.TokenSensor, Hash: bytes.Clone(e.SensorTokenHash)}})
+	sn.State, sn.NATSUserPubKey, sn.NATSAccountPubKey = e.State, e.NATSUserPubKey, e.NATSAccountPubKey
+	return nil
+}
+
+// ReplaceCertificate implements fleet.EnrollStore.
+func (s *Store) ReplaceCertificate(_ context.Context, sensorID string, c fleet.IssuedCertificate, _ time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.liveSensor(sensorID); err != nil {
+		return err
+	}
+	if _, ok := s.certs[c.Serial]; ok {
+		return fleet.ErrConflict
+	}
+	s.replaceCertificate(sensorID, c)
+	return nil
+}
+
+func (s *Store) liveSensor(id string) (*sensor, error) {
+	sn, ok := s.sensors[id]
+	if !ok {
+		return nil, fleet.ErrNotFound
+	}
+	if sn.State == fleet.StateRevoked {
+		return nil, fleet.ErrRevoked
+	}
+	return sn, nil
+}
+
+func (s *Store) replaceCertificate(sensorID string, c fleet.IssuedCertificate) {
+	for _, old := range s.certs {
+		if old.sensorID == sensorID {
+			old.active = false
+		}
+	}
+	s.certs[c.Serial] = &cert{serial: c.Serial, sensorID: sensorID, active: true, notAfter: c.NotAfter}
+}
+
+// Sensor implements fleet.SensorStore.
+func (s *Store) Sensor(_ context.Context, id string) (fleet.Sensor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.sensors[id]
+	if !ok {
+		return fleet.Sensor{}, fleet.ErrNotFound
+	}
+	return s.view(sn), nil
+}
+
+func (s *Store) view(sn *sensor) fleet.Sensor {
+	out := sn.Sensor
+	for _, c := range s.certs {
+		if c.sensorID == sn.ID && c.active {
+			out.Certificate = fleet.Certificate{Serial: c.serial, NotAfter: c.notAfter}
+		}
+	}
+	if c, ok := s.commands[sn.lastCommandID]; ok {
+		cp := *c
+		out.LastCommand = &cp
+	}
+	return out
+}
+
+// Sensors implements fleet.SensorStore.
+func (s *Store) Sensors(_ context.Context, f fleet.SensorFilter) ([]fleet.Sensor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []fleet.Sensor
+	for _, sn := range s.sensors {
+		if (f.TenantID == "" || sn.TenantID == f.TenantID) && (f.State == "" || sn.State == f.State) {
+			out = append(out, s.view(sn))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// UpdateSensorStatus implements fleet.StatusStore.
+func (s *Store) UpdateSensorStatus(_ context.Context, tenantID, sensorID string, apply func(fleet.SensorStatus) (fleet.SensorStatus, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.sensors[sensorID]
+	if !ok || sn.TenantID != tenantID {
+		return fleet.ErrNotFound
+	}
+	next, err := apply(fleet.SensorStatus{State: sn.State, LastSeenAt: sn.LastSeenAt, LastStatusAt: sn.lastStatusAt})
+	if err != nil {
+		return err
+	}
+	sn.State, sn.LastSeenAt, sn.lastStatusAt = next.State, next.LastSeenAt, next.LastStatusAt
+	if c, ok := s.commands[next.AcknowledgeCommandID]; ok && c.SensorID == sensorID && c.AcknowledgedAt.IsZero() {
+		c.AcknowledgedAt = next.AcknowledgedAt
+	}
+	return nil
+}
+
+// MarkSilent implements fleet.StatusStore.
+func (s *Store) MarkSilent(_ context.Context, seenBefore time.Time, from []fleet.State, to fleet.State) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, sn := range s.sensors {
+		if slices.Contains(from, sn.State) && sn.LastSeenAt.Before(seenBefore) {
+			sn.State = to
+			n++
+		}
+	}
+	return n, nil
+}
+
+// RevokeSensor implements fleet.RevokeStore.
+func (s *Store) RevokeSensor(_ context.Context, sensorID, _ string, at time.Time) (fleet.Sensor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.sensors[sensorID]
+	if !ok {
+		return fleet.Sensor{}, fleet.ErrNotFound
+	}
+	if sn.revokedAt.IsZero() {
+		sn.revokedAt = at
+	}
+	sn.State = fleet.StateRevoked
+	for _, c := range s.certs {
+		if c.sensorID == sensorID {
+			c.active = false
+		}
+	}
+	for _, t := range s.tokens {
+		if t.SensorID == sensorID && !t.used {
+			t.revoked = true
+		}
+	}
+	return s.view(sn), nil
+}
+
+// CreateCommand implements fleet.CommandStore.
+func (s *Store) CreateCommand(_ context.Context, c fleet.Command) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.sensors[c.SensorID]
+	if !ok {
+		return fleet.ErrNotFound
+	}
+	if _, ok := s.commands[c.ID]; ok {
+		return fleet.ErrConflict
+	}
+	s.commands[c.ID] = &c
+	sn.lastCommandID = c.ID
+	return nil
+}
+
+// FailCommand implements fleet.CommandStore.
+func (s *Store) FailCommand(_ context.Context, id string, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.commands[id]
+	if !ok {
+		return fleet.ErrNotFound
+	}
+	c.FailedAt = at
+	return nil
+}
+
+// TryLock implements fleet.Locker within this process.
+func (s *Store) TryLock(_ context.Context, name string) (func(), bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.locks[name] {
+		return nil, false, nil
+	}
+	s.locks[name] = true
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			delete(s.locks, name)
+		})
+	}, true, nil
+}

@@ -1,0 +1,19 @@
+package controlplanestore_test
+
+import (
+	"testing"
+
+	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/core/fleet/fleettest"
+)
+
+func TestContract(t *testing.T) {
+	t.Parallel()
+	fleettest.Run(t, func(t *testing.T) fleettest.Store {
+		s, err := controlplanestore.New(controlplanestore.Config{Pool: newPool(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}

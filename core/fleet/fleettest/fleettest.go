@@ -1,0 +1,590 @@
+// Package fleettest is the contract suite for the fleet store ports and the
+// Locker. Every implementation (PostgreSQL, in-memory) runs the same Run, so
+// they stay interchangeable: create-or-return under concurrency, single-use
+// claim codes and enrolment tokens, one active certificate per sensor,
+// atomic status updates, revocation, commands and mutual exclusion.
+package fleettest
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+// Store is what the suite exercises.
+type Store interface {
+	fleet.Store
+	fleet.Locker
+}
+
+// Run runs the suite; newStore returns a fresh, empty store per subtest.
+func Run(t *testing.T, newStore func(t *testing.T) Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s Store)
+	}{
+		{"CreateTenantCreateOrReturn", testCreateTenant},
+		{"CreateTenantConcurrent", testCreateTenantConcurrent},
+		{"TenantProvisioning", testTenantProvisioning},
+		{"ClaimCodes", testClaimCodes},
+		{"RedeemUsableCodeOnly", testRedeem},
+		{"RedeemConcurrent", testRedeemConcurrent},
+		{"Enrollment", testEnrollment},
+		{"ReplaceCertificate", testReplaceCertificate},
+		{"UpdateSensorStatus", testUpdateSensorStatus},
+		{"MarkSilent", testMarkSilent},
+		{"RevokeSensor", testRevokeSensor},
+		{"Commands", testCommands},
+		{"SensorFilter", testSensorFilter},
+		{"Locker", testLocker},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, newStore(t))
+		})
+	}
+}
+
+var t0 = time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+
+func hash(s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return sum[:]
+}
+
+func tenant(t *testing.T, s Store, id string) fleet.Tenant {
+	t.Helper()
+	tn, _, err := s.CreateTenant(context.Background(), fleet.Tenant{ID: id, Name: id, NATSStatus: fleet.NATSPending, CreatedAt: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tn
+}
+
+func code(t *testing.T, s Store, tenantID, id string, name string) {
+	t.Helper()
+	c := fleet.ClaimCode{ID: id, TenantID: tenantID, SensorName: name, CreatedAt: t0, ExpiresAt: t0.Add(time.Hour), CreatedBy: "ops"}
+	if err := s.CreateClaimCode(context.Background(), c, hash("code "+id)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pending redeems a fresh code into sensor sensorID of tenantID.
+func pending(t *testing.T, s Store, tenantID, sensorID string) fleet.Sensor {
+	t.Helper()
+	code(t, s, tenantID, "cc-"+sensorID, "")
+	sn, err := s.Redeem(context.Background(), fleet.RedeemRecord{
+		CodeHash: hash("code cc-" + sensorID), SensorID: sensorID, Hostname: "host-" + sensorID,
+		TokenHash: hash("enrol " + sensorID), TokenExpiresAt: t0.Add(15 * time.Minute), At: t0,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sn
+}
+
+func certificate(serial string) fleet.IssuedCertificate {
+	return fleet.IssuedCertificate{Serial: serial, NotBefore: t0.Add(-time.Minute), NotAfter: t0.Add(168 * time.Hour)}
+}
+
+// enrolled gives a sensor with certificate serial and sensor token "sensor <id>".
+func enrolled(t *testing.T, s Store, tenantID, sensorID, serial string) fleet.Sensor {
+	t.Helper()
+	pending(t, s, tenantID, sensorID)
+	err := s.CompleteEnrollment(context.Background(), fleet.EnrollmentRecord{
+		SensorID: sensorID, EnrollmentTokenHash: hash("enrol " + sensorID), Certificate: certificate(serial),
+		SensorTokenHash: hash("sensor " + sensorID), NATSUserPubKey: "U" + sensorID, NATSAccountPubKey: "A" + tenantID,
+		State: fleet.StateOffline, At: t0.Add(time.Minute),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn, err := s.Sensor(context.Background(), sensorID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sn
+}
+
+func is(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if want == nil && err != nil || want != nil && !errors.Is(err, want) {
+		t.Errorf("%s: error = %v, want %v", what, err, want)
+	}
+}
+
+func testCreateTenant(t *testing.T, s Store) {
+	ctx := context.Background()
+	want := fleet.Tenant{ID: "acme", Name: "Acme", NATSStatus: fleet.NATSPending, CreatedAt: t0}
+	got, created, err := s.CreateTenant(ctx, want)
+	if err != nil || !created {
+		t.Fatalf("CreateTenant = %v, %v", created, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("created (-want +got):\n%s", diff)
+	}
+	got, created, err = s.CreateTenant(ctx, fleet.Tenant{ID: "acme", Name: "Other", NATSStatus: fleet.NATSPending, CreatedAt: t0.Add(time.Hour)})
+	if err != nil || created {
+		t.Fatalf("second CreateTenant = %v, %v; want existing", created, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("second create returned (-want +got):\n%s", diff)
+	}
+	if got, err := s.Tenant(ctx, "acme"); err != nil || got != want {
+		t.Errorf("Tenant = %+v, %v", got, err)
+	}
+	_, err = s.Tenant(ctx, "ghost")
+	is(t, "Tenant(ghost)", err, fleet.ErrNotFound)
+}
+
+func testCreateTenantConcurrent(t *testing.T, s Store) {
+	const n = 20
+	var (
+		wg      sync.WaitGroup
+		created sync.Map
+		fails   = make(chan error, n)
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, c, err := s.CreateTenant(context.Background(), fleet.Tenant{ID: "race", Name: "race", NATSStatus: fleet.NATSPending, CreatedAt: t0})
+			if err != nil {
+				fails <- err
+			}
+			if c {
+				created.Store(i, true)
+			}
+		}()
+	}
+	wg.Wait()
+	close(fails)
+	for err := range fails {
+		t.Errorf("CreateTenant: %v", err)
+	}
+	count := 0
+	created.Range(func(any, any) bool { count++; return true })
+	if count != 1 {
+		t.Errorf("created %d times, want 1", count)
+	}
+	list, _ := s.ListTenants(context.Background())
+	if len(list) != 1 {
+		t.Errorf("%d tenants listed, want 1", len(list))
+	}
+}
+
+func testTenantProvisioning(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "a")
+	tenant(t, s, "b")
+	if err := s.SetTenantAccount(ctx, "a", "AKEY"); err != nil {
+		t.Fatal(err)
+	}
+	is(t, "SetTenantAccount(ghost)", s.SetTenantAccount(ctx, "ghost", "X"), fleet.ErrNotFound)
+	pend, err := s.PendingTenants(ctx)
+	if err != nil || len(pend) != 1 || pend[0].ID != "b" {
+		t.Errorf("PendingTenants = %+v, %v; want only b", pend, err)
+	}
+	a, _ := s.Tenant(ctx, "a")
+	if a.NATSStatus != fleet.NATSProvisioned || a.NATSAccountPubKey != "AKEY" {
+		t.Errorf("tenant a = %+v", a)
+	}
+}
+
+func testClaimCodes(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	older := fleet.ClaimCode{ID: "c1", TenantID: "acme", SensorName: "n", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour), CreatedBy: "ops"}
+	newer := older
+	newer.ID, newer.CreatedAt = "c2", t0.Add(time.Second)
+	if err := s.CreateClaimCode(ctx, older, hash("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateClaimCode(ctx, newer, hash("two")); err != nil {
+		t.Fatal(err)
+	}
+	dup := newer
+	dup.ID = "c3"
+	is(t, "duplicate hash", s.CreateClaimCode(ctx, dup, hash("one")), fleet.ErrConflict)
+	list, err := s.ClaimCodes(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]fleet.ClaimCode{newer, older}, list); diff != "" {
+		t.Errorf("ClaimCodes, newest first (-want +got):\n%s", diff)
+	}
+	is(t, "revoke", s.RevokeClaimCode(ctx, "c1", t0.Add(time.Minute)), nil)
+	is(t, "revoke again", s.RevokeClaimCode(ctx, "c1", t0.Add(2*time.Minute)), nil)
+	is(t, "revoke unknown", s.RevokeClaimCode(ctx, "nope", t0), fleet.ErrNotFound)
+	list, _ = s.ClaimCodes(ctx, "acme")
+	if !list[1].RevokedAt.Equal(t0.Add(time.Minute)) {
+		t.Errorf("revoked at %s, want the first revocation's time", list[1].RevokedAt)
+	}
+	if _, err := s.Redeem(ctx, fleet.RedeemRecord{CodeHash: hash("two"), SensorID: "s1", TokenHash: hash("t"), TokenExpiresAt: t0.Add(time.Hour), At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	is(t, "revoke used", s.RevokeClaimCode(ctx, "c2", t0), fleet.ErrConflict)
+	list, _ = s.ClaimCodes(ctx, "acme")
+	if !list[0].RevokedAt.IsZero() || list[0].SensorID != "s1" || !list[0].UsedAt.Equal(t0) {
+		t.Errorf("used code after refused revoke: %+v", list[0])
+	}
+}
+
+func testRedeem(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	code(t, s, "acme", "named", "edge-1")
+	code(t, s, "acme", "unnamed", "")
+	code(t, s, "acme", "bare", "")
+	code(t, s, "acme", "revoked", "")
+	code(t, s, "acme", "expired", "")
+	if err := s.RevokeClaimCode(ctx, "revoked", t0); err != nil {
+		t.Fatal(err)
+	}
+	rec := func(codeID, sensorID, host string, at time.Time) fleet.RedeemRecord {
+		return fleet.RedeemRecord{CodeHash: hash("code " + codeID), SensorID: sensorID, Hostname: host, TokenHash: hash("tok " + sensorID), TokenExpiresAt: at.Add(15 * time.Minute), At: at}
+	}
+	tests := []struct {
+		name     string
+		r        fleet.RedeemRecord
+		wantName string
+		wantErr  error
+	}{
+		{"named by the code", rec("named", "s1", "h1", t0), "edge-1", nil},
+		{"named by the host", rec("unnamed", "s2", "h2", t0), "h2", nil},
+		{"named by the id", rec("bare", "s3", "", t0), "s3", nil},
+		{"used", rec("named", "s4", "h", t0), "", fleet.ErrInvalidClaimCode},
+		{"revoked", rec("revoked", "s5", "h", t0), "", fleet.ErrInvalidClaimCode},
+		{"expired", rec("expired", "s6", "h", t0.Add(time.Hour)), "", fleet.ErrInvalidClaimCode},
+		{"unknown", rec("ghost", "s7", "h", t0), "", fleet.ErrInvalidClaimCode},
+	}
+	for _, tt := range tests {
+		got, err := s.Redeem(ctx, tt.r)
+		is(t, tt.name, err, tt.wantErr)
+		if tt.wantErr != nil {
+			if _, err := s.Sensor(ctx, tt.r.SensorID); !errors.Is(err, fleet.ErrNotFound) {
+				t.Errorf("%s: sensor %s exists after a refused redemption", tt.name, tt.r.SensorID)
+			}
+			continue
+		}
+		want := fleet.Sensor{ID: tt.r.SensorID, TenantID: "acme", Name: tt.wantName, Hostname: tt.r.Hostname, State: fleet.StatePending, CreatedAt: t0}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: sensor (-want +got):\n%s", tt.name, diff)
+		}
+		tok, err := s.LiveToken(ctx, tt.r.SensorID, fleet.TokenEnrollment)
+		if err != nil || string(tok.Hash) != string(tt.r.TokenHash) || !tok.ExpiresAt.Equal(tt.r.TokenExpiresAt) {
+			t.Errorf("%s: enrolment token %+v, %v", tt.name, tok, err)
+		}
+	}
+}
+
+func testRedeemConcurrent(t *testing.T, s Store) {
+	tenant(t, s, "acme")
+	code(t, s, "acme", "c", "")
+	const n = 50
+	var wg sync.WaitGroup
+	results := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("s%d", i)
+			_, err := s.Redeem(context.Background(), fleet.RedeemRecord{CodeHash: hash("code c"), SensorID: id, TokenHash: hash(id), TokenExpiresAt: t0.Add(time.Hour), At: t0})
+			results <- err
+		}()
+	}
+	wg.Wait()
+	close(results)
+	wins := 0
+	for err := range results {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, fleet.ErrInvalidClaimCode):
+			t.Errorf("Redeem: %v", err)
+		}
+	}
+	if wins != 1 {
+		t.Errorf("%d redemptions succeeded, want 1", wins)
+	}
+	if all, _ := s.Sensors(context.Background(), fleet.SensorFilter{}); len(all) != 1 {
+		t.Errorf("%d sensors, want 1", len(all))
+	}
+}
+
+func testEnrollment(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	pending(t, s, "acme", "s1")
+	rec := fleet.EnrollmentRecord{
+		SensorID: "s1", EnrollmentTokenHash: hash("enrol s1"), Certificate: certificate("aa01"),
+		SensorTokenHash: hash("sensor s1"), NATSUserPubKey: "U1", NATSAccountPubKey: "A1", State: fleet.StateOffline, At: t0.Add(time.Minute),
+	}
+	wrong := rec
+	wrong.EnrollmentTokenHash = hash("guess")
+	is(t, "wrong token", s.CompleteEnrollment(ctx, wrong), fleet.ErrInvalidToken)
+	late := rec
+	late.At = t0.Add(15 * time.Minute)
+	is(t, "expired token", s.CompleteEnrollment(ctx, late), fleet.ErrInvalidToken)
+	is(t, "enrol", s.CompleteEnrollment(ctx, rec), nil)
+	again := rec
+	again.Certificate, again.SensorTokenHash = certificate("aa02"), hash("sensor s1 again")
+	is(t, "token reuse", s.CompleteEnrollment(ctx, again), fleet.ErrInvalidToken)
+
+	got, err := s.Sensor(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fleet.Sensor{
+		ID: "s1", TenantID: "acme", Name: "host-s1", Hostname: "host-s1", State: fleet.StateOffline,
+		Certificate: fleet.Certificate{Serial: "aa01", NotAfter: rec.Certificate.NotAfter}, NATSUserPubKey: "U1", NATSAccountPubKey: "A1", CreatedAt: t0,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("enrolled sensor (-want +got):\n%s", diff)
+	}
+	_, err = s.LiveToken(ctx, "s1", fleet.TokenEnrollment)
+	is(t, "enrolment token after use", err, fleet.ErrNotFound)
+	tok, err := s.LiveToken(ctx, "s1", fleet.TokenSensor)
+	if err != nil || string(tok.Hash) != string(hash("sensor s1")) || !tok.ExpiresAt.IsZero() {
+		t.Errorf("sensor token %+v, %v", tok, err)
+	}
+
+	pending(t, s, "acme", "s2")
+	if _, err := s.RevokeSensor(ctx, "s2", "ops", t0); err != nil {
+		t.Fatal(err)
+	}
+	revoked := rec
+	revoked.SensorID, revoked.EnrollmentTokenHash, revoked.Certificate, revoked.SensorTokenHash = "s2", hash("enrol s2"), certificate("bb01"), hash("sensor s2")
+	is(t, "revoked sensor", s.CompleteEnrollment(ctx, revoked), fleet.ErrRevoked)
+	unknown := rec
+	unknown.SensorID = "ghost"
+	is(t, "unknown sensor", s.CompleteEnrollment(ctx, unknown), fleet.ErrNotFound)
+}
+
+func testReplaceCertificate(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	enrolled(t, s, "acme", "s1", "aa01")
+	enrolled(t, s, "acme", "s2", "bb01")
+	next := certificate("aa02")
+	next.NotAfter = t0.Add(300 * time.Hour)
+	is(t, "replace", s.ReplaceCertificate(ctx, "s1", next, t0.Add(time.Hour)), nil)
+	got, _ := s.Sensor(ctx, "s1")
+	if diff := cmp.Diff(fleet.Certificate{Serial: "aa02", NotAfter: next.NotAfter}, got.Certificate); diff != "" {
+		t.Errorf("certificate after renewal (-want +got):\n%s", diff)
+	}
+	is(t, "serial of another sensor", s.ReplaceCertificate(ctx, "s1", certificate("bb01"), t0), fleet.ErrConflict)
+	is(t, "old serial again", s.ReplaceCertificate(ctx, "s1", certificate("aa01"), t0), fleet.ErrConflict)
+	other, _ := s.Sensor(ctx, "s2")
+	if other.Certificate.Serial != "bb01" {
+		t.Errorf("other sensor's certificate changed to %q", other.Certificate.Serial)
+	}
+	if _, err := s.RevokeSensor(ctx, "s1", "ops", t0); err != nil {
+		t.Fatal(err)
+	}
+	is(t, "revoked", s.ReplaceCertificate(ctx, "s1", certificate("aa03"), t0), fleet.ErrRevoked)
+	is(t, "unknown", s.ReplaceCertificate(ctx, "ghost", certificate("cc01"), t0), fleet.ErrNotFound)
+}
+
+func testUpdateSensorStatus(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	tenant(t, s, "other")
+	enrolled(t, s, "acme", "s1", "aa01")
+	enrolled(t, s, "acme", "s2", "bb01")
+	mine := fleet.Command{ID: "cmd-1", TenantID: "acme", SensorID: "s1", Action: fleet.ActionStart, IssuedAt: t0, IssuedBy: "ops", ExpiresAt: t0.Add(10 * time.Minute)}
+	theirs := mine
+	theirs.ID, theirs.SensorID = "cmd-2", "s2"
+	for _, c := range []fleet.Command{mine, theirs} {
+		if err := s.CreateCommand(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	boom := errors.New("refused")
+	err := s.UpdateSensorStatus(ctx, "acme", "s1", func(cur fleet.SensorStatus) (fleet.SensorStatus, error) {
+		return fleet.SensorStatus{State: fleet.StateError, LastSeenAt: t0}, boom
+	})
+	is(t, "apply error", err, boom)
+	if got, _ := s.Sensor(ctx, "s1"); got.State != fleet.StateOffline || !got.LastSeenAt.IsZero() {
+		t.Errorf("a refused update changed the sensor: %+v", got)
+	}
+	var seen fleet.SensorStatus
+	at := t0.Add(time.Hour)
+	err = s.UpdateSensorStatus(ctx, "acme", "s1", func(cur fleet.SensorStatus) (fleet.SensorStatus, error) {
+		seen = cur
+		return fleet.SensorStatus{State: fleet.StateRunning, LastSeenAt: at, LastStatusAt: at.Add(-time.Second), AcknowledgeCommandID: "cmd-2", AcknowledgedAt: at}, nil
+	})
+	is(t, "update", err, nil)
+	if diff := cmp.Diff(fleet.SensorStatus{State: fleet.StateOffline}, seen); diff != "" {
+		t.Errorf("status passed to apply (-want +got):\n%s", diff)
+	}
+	err = s.UpdateSensorStatus(ctx, "acme", "s1", func(cur fleet.SensorStatus) (fleet.SensorStatus, error) {
+		seen = cur
+		cur.AcknowledgeCommandID, cur.AcknowledgedAt = "cmd-1", at
+		return cur, nil
+	})
+	is(t, "second update", err, nil)
+	if diff := cmp.Diff(fleet.SensorStatus{State: fleet.StateRunning, LastSeenAt: at, LastStatusAt: at.Add(-time.Second)}, seen); diff != "" {
+		t.Errorf("stored status (-want +got):\n%s", diff)
+	}
+	s1, _ := s.Sensor(ctx, "s1")
+	s2, _ := s.Sensor(ctx, "s2")
+	if !s1.LastCommand.AcknowledgedAt.Equal(at) {
+		t.Errorf("own command not acknowledged: %+v", s1.LastCommand)
+	}
+	if !s2.LastCommand.AcknowledgedAt.IsZero() {
+		t.Errorf("another sensor acknowledged s2's command: %+v", s2.LastCommand)
+	}
+	noop := func(cur fleet.SensorStatus) (fleet.SensorStatus, error) { return cur, nil }
+	is(t, "wrong tenant", s.UpdateSensorStatus(ctx, "other", "s1", noop), fleet.ErrNotFound)
+	is(t, "unknown sensor", s.UpdateSensorStatus(ctx, "acme", "ghost", noop), fleet.ErrNotFound)
+}
+
+func testMarkSilent(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	set := func(id string, state fleet.State, seen time.Time) {
+		enrolled(t, s, "acme", id, fmt.Sprintf("%x", id))
+		err := s.UpdateSensorStatus(ctx, "acme", id, func(fleet.SensorStatus) (fleet.SensorStatus, error) {
+			return fleet.SensorStatus{State: state, LastSeenAt: seen, LastStatusAt: seen}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("old-running", fleet.StateRunning, t0)
+	set("old-error", fleet.StateError, t0)
+	set("fresh", fleet.StateRunning, t0.Add(time.Hour))
+	set("old-offline", fleet.StateOffline, t0)
+	pending(t, s, "acme", "pend")
+	n, err := s.MarkSilent(ctx, t0.Add(time.Minute), []fleet.State{fleet.StateOnline, fleet.StateRunning, fleet.StateStopped, fleet.StateError}, fleet.StateOffline)
+	if err != nil || n != 2 {
+		t.Fatalf("MarkSilent = %d, %v; want 2", n, err)
+	}
+	want := map[string]fleet.State{"old-running": fleet.StateOffline, "old-error": fleet.StateOffline, "fresh": fleet.StateRunning, "old-offline": fleet.StateOffline, "pend": fleet.StatePending}
+	got := map[string]fleet.State{}
+	all, _ := s.Sensors(ctx, fleet.SensorFilter{})
+	for _, sn := range all {
+		got[sn.ID] = sn.State
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("states (-want +got):\n%s", diff)
+	}
+}
+
+func testRevokeSensor(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	enrolled(t, s, "acme", "s1", "aa01")
+	got, err := s.RevokeSensor(ctx, "s1", "ops", t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != fleet.StateRevoked || got.Certificate != (fleet.Certificate{}) || got.NATSUserPubKey != "Us1" || got.NATSAccountPubKey != "Aacme" {
+		t.Errorf("revoked sensor %+v; want revoked, no certificate, NATS keys kept for the provisioner", got)
+	}
+	_, err = s.LiveToken(ctx, "s1", fleet.TokenSensor)
+	is(t, "sensor token after revoke", err, fleet.ErrNotFound)
+	again, err := s.RevokeSensor(ctx, "s1", "someone else", t0.Add(2*time.Hour))
+	if err != nil || again.State != fleet.StateRevoked {
+		t.Errorf("repeat RevokeSensor = %+v, %v", again, err)
+	}
+	_, err = s.RevokeSensor(ctx, "ghost", "ops", t0)
+	is(t, "unknown", err, fleet.ErrNotFound)
+}
+
+func testCommands(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	enrolled(t, s, "acme", "s1", "aa01")
+	c := fleet.Command{ID: "cmd-1", TenantID: "acme", SensorID: "s1", Action: fleet.ActionStop, IssuedAt: t0, IssuedBy: "ops", ExpiresAt: t0.Add(10 * time.Minute)}
+	is(t, "create", s.CreateCommand(ctx, c), nil)
+	is(t, "duplicate id", s.CreateCommand(ctx, c), fleet.ErrConflict)
+	got, _ := s.Sensor(ctx, "s1")
+	if got.LastCommand == nil || *got.LastCommand != c {
+		t.Errorf("last command %+v, want %+v", got.LastCommand, c)
+	}
+	is(t, "fail", s.FailCommand(ctx, "cmd-1", t0.Add(time.Second)), nil)
+	is(t, "fail unknown", s.FailCommand(ctx, "ghost", t0), fleet.ErrNotFound)
+	got, _ = s.Sensor(ctx, "s1")
+	if !got.LastCommand.FailedAt.Equal(t0.Add(time.Second)) {
+		t.Errorf("failed command %+v", got.LastCommand)
+	}
+	later := c
+	later.ID, later.IssuedAt = "cmd-2", t0.Add(time.Minute)
+	is(t, "second", s.CreateCommand(ctx, later), nil)
+	got, _ = s.Sensor(ctx, "s1")
+	if got.LastCommand == nil || got.LastCommand.ID != "cmd-2" {
+		t.Errorf("last command %+v, want cmd-2", got.LastCommand)
+	}
+}
+
+func testSensorFilter(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "a")
+	tenant(t, s, "b")
+	enrolled(t, s, "a", "a1", "a1")
+	pending(t, s, "a", "a2")
+	enrolled(t, s, "b", "b1", "b1")
+	ids := func(f fleet.SensorFilter) []string {
+		list, err := s.Sensors(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		for _, sn := range list {
+			out = append(out, sn.ID)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		f    fleet.SensorFilter
+		want []string
+	}{
+		{"all", fleet.SensorFilter{}, []string{"a1", "a2", "b1"}},
+		{"tenant", fleet.SensorFilter{TenantID: "a"}, []string{"a1", "a2"}},
+		{"state", fleet.SensorFilter{State: fleet.StateOffline}, []string{"a1", "b1"}},
+		{"tenant and state", fleet.SensorFilter{TenantID: "a", State: fleet.StatePending}, []string{"a2"}},
+		{"nothing", fleet.SensorFilter{TenantID: "c"}, []string{}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, ids(tt.f)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
+	}
+	_, err := s.Sensor(ctx, "ghost")
+	is(t, "Sensor(ghost)", err, fleet.ErrNotFound)
+}
+
+func testLocker(t *testing.T, s Store) {
+	ctx := context.Background()
+	unlock, ok, err := s.TryLock(ctx, "job")
+	if err != nil || !ok {
+		t.Fatalf("TryLock = %v, %v", ok, err)
+	}
+	if _, ok, err := s.TryLock(ctx, "job"); err != nil || ok {
+		t.Fatalf("second TryLock = %v, %v; want refused", ok, err)
+	}
+	other, ok, err := s.TryLock(ctx, "other")
+	if err != nil || !ok {
+		t.Fatalf("TryLock(other) = %v, %v", ok, err)
+	}
+	other()
+	unlock()
+	unlock()
+	again, ok, err := s.TryLock(ctx, "job")
+	if err != nil || !ok {
+		t.Fatalf("TryLock after unlock = %v, %v", ok, err)
+	}
+	again()
+}
