@@ -2,7 +2,7 @@
 // the control plane's status agree (see gating.ts).
 
 import { useEffect, useRef, useState } from 'react';
-import type { FormEvent, KeyboardEvent } from 'react';
+import type { FormEvent } from 'react';
 import { useLocation } from 'react-router';
 import { readChatEvents } from '../api/sse';
 import type { ChatEvent } from '../api/sse';
@@ -119,18 +119,22 @@ export function ChatShell({ status, onClose }: { status: ChatStatus; onClose: ()
       }
     } finally {
       update((t) => ({ ...t, streaming: false }));
+      // The Ask button was disabled while streaming, which dropped focus: bring it back.
+      setTimeout(() => questionRef.current?.focus(), 0);
     }
   }
 
-  function onKeyDown(e: KeyboardEvent) {
-    if (e.key === 'Escape') {
-      e.stopPropagation();
-      onClose();
-    }
-  }
+  // Escape closes the panel wherever focus is, unless a modal dialog took it first.
+  useEffect(() => {
+    const onKey = (e: globalThis.KeyboardEvent) => {
+      if (e.key === 'Escape' && !e.defaultPrevented && !document.querySelector('[aria-modal="true"]')) onClose();
+    };
+    document.addEventListener('keydown', onKey);
+    return () => document.removeEventListener('keydown', onKey);
+  }, [onClose]);
 
   return (
-    <aside className="chat" role="dialog" aria-modal="false" aria-labelledby="chat-title" onKeyDown={onKeyDown}>
+    <aside className="chat" role="dialog" aria-modal="false" aria-labelledby="chat-title">
       <header className="chat-head">
         <h2 id="chat-title">Analytics assistant</h2>
         <span className="muted small">{status.model}</span>

@@ -1,0 +1,313 @@
+// The control plane the browser tests talk to, behind one function. By default a small fake that
+// follows DESIGN.md's control plane contract; with RXC_E2E_API_BASE_URL set, a real control plane.
+//
+// Real control plane mode needs:
+//   RXC_E2E_API_BASE_URL   e.g. http://127.0.0.1:5009
+//   RXC_E2E_EMAIL, RXC_E2E_PASSWORD   an operator (controlplane create-operator)
+//   RXC_E2E_SENSOR_CMD     a shell command that enrols a sensor agent with $RXC_CLAIM_CODE against
+//                          $RXC_API_BASE_URL and keeps it running (it must answer start/stop)
+//   RXC_E2E_WEB_PORT       port for nginx (default 8000); the control plane's CORS_ALLOWED_ORIGINS
+//                          must contain http://localhost:<port>
+
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface E2eApi {
+  baseUrl: string;
+  email: string;
+  password: string;
+  /** What a sensor agent does with a claim code: redeem it and enrol. */
+  enrolSensor: (claimCode: string, hostname: string) => Promise<void>;
+  /** Only the fake can change its chat status; a real API is taken as it is. */
+  setChatEnabled?: (enabled: boolean) => void;
+  stop: () => Promise<void>;
+}
+
+export interface WebTarget {
+  origin: string;
+  host: string;
+  port: number;
+}
+
+export function isRealApi(): boolean {
+  return !!process.env.RXC_E2E_API_BASE_URL;
+}
+
+export async function startApi(web: WebTarget): Promise<E2eApi> {
+  return isRealApi() ? realApi() : fakeApi(web.origin);
+}
+
+function need(name: string): string {
+  const v = process.env[name];
+  if (!v) throw new Error(`RXC_E2E_API_BASE_URL is set, so ${name} must be set too (see test/system/api.ts)`);
+  return v;
+}
+
+async function realApi(): Promise<E2eApi> {
+  const baseUrl = need('RXC_E2E_API_BASE_URL').replace(/\/+$/, '').replace(/\/api$/, '');
+  const email = need('RXC_E2E_EMAIL');
+  const password = need('RXC_E2E_PASSWORD');
+  const cmd = need('RXC_E2E_SENSOR_CMD');
+  const agents: ChildProcess[] = [];
+  return {
+    baseUrl,
+    email,
+    password,
+    enrolSensor: async (claimCode, hostname) => {
+      const p = spawn('sh', ['-c', cmd], { env: { ...process.env, RXC_CLAIM_CODE: claimCode, RXC_SENSOR_HOSTNAME: hostname, RXC_API_BASE_URL: baseUrl }, stdio: 'inherit' });
+      agents.push(p);
+    },
+    stop: async () => {
+      for (const p of agents) p.kill('SIGTERM');
+    },
+  };
+}
+
+// ---- the fake -------------------------------------------------------------------------------
+
+interface FakeSensor {
+  id: string;
+  tenantId: string;
+  name: string;
+  state: string;
+  lastSeenAt: string | null;
+  certificate: { serial: string; notAfter: string } | null;
+  lastCommand: { commandId: string; action: string; issuedAt: string; acknowledgedAt: string | null } | null;
+}
+
+const ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+const EMAIL = 'operator@example.com';
+const PASSWORD = 'correct horse battery staple';
+const ACK_DELAY_MS = 700;
+
+class HttpProblem extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    readonly title: string,
+    readonly detail?: string,
+  ) {
+    super(title);
+  }
+}
+
+async function fakeApi(webOrigin: string): Promise<E2eApi> {
+  const sessions = new Set<string>();
+  const tenants: { id: string; name: string; natsAccountPubKey: string; natsStatus: string }[] = [];
+  const codes: { id: string; tenantId: string; code: string; expiresAt: string; sensorName?: string; usedAt?: string; revokedAt?: string }[] = [];
+  const sensors: FakeSensor[] = [];
+  const timers = new Set<NodeJS.Timeout>();
+  let chatEnabled = true;
+  const later = (ms: number, fn: () => void) => {
+    const t = setTimeout(() => {
+      timers.delete(t);
+      fn();
+    }, ms);
+    timers.add(t);
+  };
+
+  const server = http.createServer(async (req, res) => {
+    const origin = req.headers.origin;
+    if (origin === webOrigin) {
+      res.setHeader('Access-Control-Allow-Origin', origin);
+      res.setHeader('Access-Control-Allow-Credentials', 'true');
+      res.setHeader('Vary', 'Origin');
+    }
+    if (req.method === 'OPTIONS') {
+      res.setHeader('Access-Control-Allow-Methods', 'GET, POST, DELETE');
+      res.setHeader('Access-Control-Allow-Headers', 'Content-Type, Accept');
+      res.setHeader('Access-Control-Max-Age', '600');
+      res.writeHead(204).end();
+      return;
+    }
+    try {
+      await route(req, res);
+    } catch (err) {
+      const p = err instanceof HttpProblem ? err : new HttpProblem(500, 'internal', 'Internal error');
+      res.writeHead(p.status, { 'Content-Type': 'application/problem+json' });
+      res.end(JSON.stringify({ type: 'about:blank', status: p.status, code: p.code, title: p.title, detail: p.detail }));
+    }
+  });
+
+  async function body(req: http.IncomingMessage): Promise<Record<string, unknown>> {
+    let raw = '';
+    for await (const chunk of req) {
+      raw += chunk;
+      if (raw.length > 65536) throw new HttpProblem(413, 'body_too_large', 'Request body too large');
+    }
+    if (!raw) return {};
+    try {
+      return JSON.parse(raw);
+    } catch {
+      throw new HttpProblem(400, 'malformed_json', 'Malformed JSON');
+    }
+  }
+
+  function send(res: http.ServerResponse, status: number, value?: unknown) {
+    if (value === undefined) {
+      res.writeHead(status).end();
+      return;
+    }
+    res.writeHead(status, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify(value));
+  }
+
+  function session(req: http.IncomingMessage) {
+    const m = /(?:^|;\s*)rxc_session=([^;]+)/.exec(req.headers.cookie ?? '');
+    if (!m || !sessions.has(m[1])) throw new HttpProblem(401, 'unauthenticated', 'Not signed in', 'Sign in to continue.');
+    return m[1];
+  }
+
+  function checkOrigin(req: http.IncomingMessage) {
+    if (req.headers.origin !== webOrigin) throw new HttpProblem(403, 'bad_origin', 'Origin not allowed');
+  }
+
+  async function route(req: http.IncomingMessage, res: http.ServerResponse) {
+    const url = new URL(req.url ?? '/', 'http://fake');
+    const p = url.pathname;
+    const m = req.method ?? 'GET';
+    let g: RegExpExecArray | null;
+
+    if (m === 'POST' && p === '/api/auth/login') {
+      checkOrigin(req);
+      const b = await body(req);
+      if (b.email !== EMAIL || b.password !== PASSWORD) throw new HttpProblem(401, 'invalid_credentials', 'Wrong email or password');
+      const token = randomBytes(16).toString('hex');
+      sessions.add(token);
+      res.setHeader('Set-Cookie', `rxc_session=${token}; Path=/; HttpOnly; SameSite=Lax`);
+      return send(res, 204);
+    }
+    if (m === 'POST' && p === '/api/auth/logout') {
+      checkOrigin(req);
+      try {
+        sessions.delete(session(req));
+      } catch {
+        // already signed out
+      }
+      res.setHeader('Set-Cookie', 'rxc_session=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0');
+      return send(res, 204);
+    }
+    session(req);
+    if (m !== 'GET') checkOrigin(req);
+
+    if (m === 'GET' && p === '/api/auth/me') return send(res, 200, { email: EMAIL });
+    if (m === 'GET' && p === '/api/tenants') return send(res, 200, { items: tenants });
+    if (m === 'POST' && p === '/api/tenants') {
+      const b = await body(req);
+      if (typeof b.id !== 'string' || !ID.test(b.id)) throw new HttpProblem(400, 'invalid_id', 'Invalid tenant ID');
+      if (typeof b.name !== 'string' || !b.name) throw new HttpProblem(400, 'invalid_name', 'A name is required');
+      if (tenants.some((t) => t.id === b.id)) throw new HttpProblem(409, 'tenant_exists', 'Tenant already exists');
+      const t = { id: b.id, name: b.name, natsAccountPubKey: '', natsStatus: 'pending' };
+      tenants.push(t);
+      // The provisioner answers in the background.
+      later(800, () => Object.assign(t, { natsStatus: 'provisioned', natsAccountPubKey: `A${randomBytes(28).toString('hex').toUpperCase().slice(0, 55)}` }));
+      return send(res, 201, t);
+    }
+    if ((g = /^\/api\/tenants\/([^/]+)\/claim-codes$/.exec(p))) {
+      const tenantId = decodeURIComponent(g[1]);
+      if (!tenants.some((t) => t.id === tenantId)) throw new HttpProblem(404, 'tenant_not_found', 'Tenant not found');
+      if (m === 'GET') return send(res, 200, { items: codes.filter((c) => c.tenantId === tenantId).map(({ code: _code, tenantId: _t, ...rest }) => rest) });
+      if (m === 'POST') {
+        const b = await body(req);
+        const ttl = typeof b.ttlSeconds === 'number' ? b.ttlSeconds : 86400;
+        const c = {
+          id: randomUUID(),
+          tenantId,
+          code: randomBytes(10).toString('base64url').toUpperCase(),
+          expiresAt: new Date(Date.now() + ttl * 1000).toISOString(),
+          sensorName: typeof b.sensorName === 'string' ? b.sensorName : undefined,
+        };
+        codes.push(c);
+        return send(res, 201, { id: c.id, code: c.code, expiresAt: c.expiresAt });
+      }
+    }
+    if (m === 'DELETE' && (g = /^\/api\/claim-codes\/([^/]+)$/.exec(p))) {
+      const c = codes.find((x) => x.id === decodeURIComponent(g![1]));
+      if (!c) throw new HttpProblem(404, 'claim_code_not_found', 'Claim code not found');
+      c.revokedAt = new Date().toISOString();
+      return send(res, 204);
+    }
+    if (m === 'GET' && p === '/api/sensors') {
+      const tenantId = url.searchParams.get('tenantId');
+      const state = url.searchParams.get('state');
+      return send(res, 200, { items: sensors.filter((s) => (!tenantId || s.tenantId === tenantId) && (!state || s.state === state)) });
+    }
+    if ((g = /^\/api\/sensors\/([^/]+)(\/commands|\/revoke)?$/.exec(p))) {
+      const s = sensors.find((x) => x.id === decodeURIComponent(g![1]));
+      if (!s) throw new HttpProblem(404, 'sensor_not_found', 'Sensor not found');
+      if (m === 'GET' && !g[2]) return send(res, 200, s);
+      if (m === 'POST' && g[2] === '/commands') {
+        const b = await body(req);
+        if (b.action !== 'start' && b.action !== 'stop') throw new HttpProblem(400, 'invalid_action', 'Action must be start or stop');
+        if (s.state === 'revoked') throw new HttpProblem(409, 'sensor_revoked', 'Sensor is revoked');
+        const cmd = { commandId: randomUUID(), action: b.action, issuedAt: new Date().toISOString(), acknowledgedAt: null as string | null };
+        s.lastCommand = cmd;
+        // The sensor agent acknowledges over NATS a moment later.
+        later(ACK_DELAY_MS, () => {
+          const now = new Date().toISOString();
+          cmd.acknowledgedAt = now;
+          s.lastSeenAt = now;
+          s.state = b.action === 'start' ? 'running' : 'stopped';
+        });
+        return send(res, 202, { commandId: cmd.commandId });
+      }
+      if (m === 'POST' && g[2] === '/revoke') {
+        s.state = 'revoked';
+        return send(res, 204);
+      }
+    }
+    if (m === 'GET' && p === '/api/analytics/chat/status') {
+      return send(res, 200, chatEnabled ? { enabled: true, model: 'fake-llm-1', capabilities: { threatIntel: true, historicalEnrichment: false, playbooks: true } } : { enabled: false });
+    }
+    if (m === 'POST' && p === '/api/analytics/chat') {
+      if (!chatEnabled) throw new HttpProblem(404, 'chat_disabled', 'Analytics chat is disabled');
+      const b = await body(req);
+      res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store' });
+      const ev = (event: string, data: unknown) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+      ev('enrichment', { kind: 'threatIntel', indicator: '203.0.113.7', title: 'Known scanner', detail: 'MISP event 4711' });
+      ev('enrichment', { kind: 'historical', indicator: '203.0.113.7', title: 'Seen 12 times', detail: 'last 30 days' });
+      ev('enrichment', { kind: 'playbook', indicator: 'ET SCAN', title: 'Scanner triage', detail: 'playbooks/scan.md' });
+      for (const word of `For tenant ${String(b.tenantId)}: 203.0.113.7 is a known scanner; block it at the edge.`.split(' ')) {
+        ev('delta', { text: `${word} ` });
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      ev('done', { model: 'fake-llm-1' });
+      res.end();
+      return;
+    }
+    throw new HttpProblem(404, 'not_found', 'Not found');
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    email: EMAIL,
+    password: PASSWORD,
+    enrolSensor: async (claimCode, hostname) => {
+      const c = codes.find((x) => x.code === claimCode && !x.usedAt && !x.revokedAt && new Date(x.expiresAt).getTime() > Date.now());
+      if (!c) throw new Error('invalid_claim_code');
+      c.usedAt = new Date().toISOString();
+      sensors.push({
+        id: `s-${randomBytes(4).toString('hex')}`,
+        tenantId: c.tenantId,
+        name: c.sensorName || hostname,
+        state: 'online',
+        lastSeenAt: new Date().toISOString(),
+        certificate: { serial: randomBytes(16).toString('hex'), notAfter: new Date(Date.now() + 7 * 86400_000).toISOString() },
+        lastCommand: null,
+      });
+    },
+    setChatEnabled: (enabled) => {
+      chatEnabled = enabled;
+    },
+    stop: async () => {
+      for (const t of timers) clearTimeout(t);
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

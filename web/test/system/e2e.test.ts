@@ -1,0 +1,218 @@
+// The console in Chromium, served by the production nginx config, against the control plane
+// returned by startApi() (a fake by default; see api.ts for a real one).
+
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isRealApi, startApi } from './api';
+import type { E2eApi } from './api';
+import { freePort, requireTool, RESULTS, runHook, startNginx, tempDir } from './tools';
+import type { Nginx } from './tools';
+
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+let api: E2eApi;
+let nginx: Nginx;
+let context: BrowserContext;
+let page: Page;
+const problems: string[] = [];
+const tenantId = `e2e-${Date.now().toString(36)}`;
+const sensorName = `edge-${Date.now().toString(36)}`;
+
+async function shot(name: string) {
+  await page.screenshot({ path: path.join(RESULTS, `${name}.png`), fullPage: true });
+}
+
+/** Rewrites /config.js through the hook, as a container restart with other variables would. */
+function setChatFlag(enabled: boolean) {
+  const r = runHook('busybox', {
+    VITE_API_BASE_URL: `${api.baseUrl}/api`,
+    VITE_ANALYTICS_AI_CHAT_ENABLED: String(enabled),
+    RXC_CONFIG_DIR: nginx.configDir,
+    RXC_LISTEN_PORT: String(nginx.port),
+    RXC_IF_INET6: '/nonexistent',
+  });
+  if (r.status !== 0) throw new Error(r.stderr);
+  // The hook wrote listen.conf again; the running nginx keeps its sockets, so nothing else to do.
+}
+
+beforeAll(async () => {
+  requireTool('/usr/bin/chromium');
+  mkdirSync(RESULTS, { recursive: true });
+  const port = isRealApi() ? Number(process.env.RXC_E2E_WEB_PORT ?? 8000) : await freePort();
+  const host = isRealApi() ? 'localhost' : '127.0.0.1';
+  api = await startApi({ origin: `http://${host}:${port}`, host, port });
+  nginx = await startNginx({ apiBaseUrl: `${api.baseUrl}/api`, chat: false, port });
+  context = await chromium.launchPersistentContext(tempDir('chromium-profile'), {
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: CHROMIUM_ARGS,
+    viewport: { width: 1280, height: 800 },
+    baseURL: `http://${host}:${port}`,
+  });
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: `http://${host}:${port}` });
+  page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(10_000);
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !/status of 401/.test(m.text())) problems.push(`console: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+}, 60_000);
+
+afterAll(async () => {
+  await context?.close();
+  await nginx?.stop();
+  await api?.stop();
+});
+
+describe.sequential('operator console in Chromium', () => {
+  it('sends a deep link to login and back after signing in', async () => {
+    await page.goto('/tenants');
+    await page.getByLabel('Email').waitFor();
+    expect(new URL(page.url()).pathname).toBe('/login');
+    await shot('01-login');
+    await page.getByLabel('Email').fill(api.email);
+    await page.getByLabel('Password').fill('wrong password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').filter({ hasText: 'Email or password is wrong' }).waitFor();
+    await page.getByLabel('Password').fill(api.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Tenants' }).waitFor();
+    expect(new URL(page.url()).pathname).toBe('/tenants');
+  });
+
+  it('creates a tenant, refusing a bad ID first', async () => {
+    await page.getByLabel('ID').fill('bad id!');
+    await page.getByLabel('Name').fill('E2E Corp');
+    await page.getByRole('button', { name: 'Create tenant' }).click();
+    await page.getByText('Use 1–64 letters').waitFor();
+    await page.getByLabel('ID').fill(tenantId);
+    await page.getByRole('button', { name: 'Create tenant' }).click();
+    const row = page.getByRole('row').filter({ has: page.getByRole('link', { name: tenantId, exact: true }) });
+    await row.waitFor();
+    // The NATS account is provisioned in the background; the list polls until it is.
+    await row.getByText('provisioned').waitFor({ timeout: 15_000 });
+    await shot('02-tenants');
+  });
+
+  it('issues a claim code shown once with copy and expiry', async () => {
+    await page.getByRole('link', { name: tenantId, exact: true }).first().click();
+    await page.getByRole('heading', { name: 'E2E Corp' }).waitFor();
+    await page.getByLabel('Sensor name (optional)').fill(sensorName);
+    await page.getByRole('button', { name: 'Issue claim code' }).click();
+    const code = (await page.getByTestId('claim-code').textContent())!.trim();
+    expect(code.length).toBeGreaterThan(5);
+    await expect(page.getByText('This code is shown only once').isVisible()).resolves.toBe(true);
+    await page.getByRole('button', { name: 'Copy' }).click();
+    await page.getByText('Copied to clipboard.').waitFor();
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(code);
+    await page.getByRole('row').filter({ hasText: sensorName }).getByText('active').waitFor();
+    await shot('03-claim-code');
+    await api.enrolSensor(code, sensorName);
+  });
+
+  it('shows the sensor appear in the live list without a reload', async () => {
+    await page.getByRole('link', { name: 'View sensors' }).click();
+    await page.getByRole('heading', { name: 'Sensors' }).waitFor();
+    expect(new URL(page.url()).search).toBe(`?tenantId=${tenantId}`);
+    await page.getByRole('link', { name: sensorName }).waitFor({ timeout: 15_000 });
+    await shot('04-sensors');
+  });
+
+  it('starts the sensor after confirmation and shows the acknowledgement', async () => {
+    await page.getByRole('link', { name: sensorName }).click();
+    await page.getByRole('heading', { name: sensorName }).waitFor();
+    await page.getByRole('button', { name: 'Start' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Start sensor?' });
+    await dialog.waitFor();
+    expect(await dialog.getByRole('button', { name: 'Cancel' }).evaluate((el) => el === document.activeElement)).toBe(true);
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
+    await page.getByRole('button', { name: 'Start' }).click();
+    await dialog.getByRole('button', { name: 'Start' }).click();
+    await page.getByText(/Start command sent/).waitFor();
+    await page.locator('.page-head').getByText('running').waitFor({ timeout: 20_000 });
+    await page.getByTestId('ack').locator('time').waitFor();
+    await shot('05-sensor-running');
+  });
+
+  it('keeps the page on refresh of a deep link', async () => {
+    const url = page.url();
+    expect(new URL(url).pathname).toMatch(/^\/sensors\/.+/);
+    await page.reload();
+    await page.getByRole('heading', { name: sensorName }).waitFor();
+    await page.locator('.page-head').getByText('running').waitFor();
+    expect(page.url()).toBe(url);
+  });
+
+  it('shows the chat launcher only when the flag and the API status agree', async () => {
+    const launcher = page.getByRole('button', { name: 'Ask analytics' });
+    const statusSays = async () =>
+      page.evaluate(async (base) => {
+        const r = await fetch(`${base}/api/analytics/chat/status`, { credentials: 'include' });
+        return r.ok && (await r.json()).enabled === true;
+      }, api.baseUrl);
+
+    // Flag off: no launcher, whatever the API says.
+    await page.goto('/sensors');
+    await page.getByRole('heading', { name: 'Sensors' }).waitFor();
+    await page.waitForLoadState('networkidle');
+    expect(await launcher.count()).toBe(0);
+
+    setChatFlag(true);
+    if (api.setChatEnabled) {
+      api.setChatEnabled(false);
+      await page.reload();
+      await page.getByRole('heading', { name: 'Sensors' }).waitFor();
+      await page.waitForLoadState('networkidle');
+      expect(await launcher.count()).toBe(0);
+      api.setChatEnabled(true);
+    }
+
+    await page.goto(`/sensors?tenantId=${tenantId}`);
+    await page.getByRole('heading', { name: 'Sensors' }).waitFor();
+    await page.waitForLoadState('networkidle');
+    const enabled = await statusSays();
+    expect(await launcher.count()).toBe(enabled ? 1 : 0);
+    if (!enabled) return;
+
+    await launcher.click();
+    await page.getByRole('dialog', { name: 'Analytics assistant' }).waitFor();
+    await page.getByLabel('Question').fill('What is 203.0.113.7 doing?');
+    await page.getByRole('button', { name: 'Ask', exact: true }).click();
+    await page.getByText(/Answered by/).waitFor({ timeout: 15_000 });
+    if (!isRealApi()) {
+      const chips = page.getByRole('list', { name: 'Enrichment' }).getByRole('listitem');
+      expect(await chips.allTextContents()).toEqual(['Known scanner 203.0.113.7', 'Scanner triage ET SCAN']);
+      await page.getByText(/block it at the edge\./).waitFor();
+      // historicalEnrichment is false in the fake's status: no chip for it.
+      expect(await page.getByText('Seen 12 times').count()).toBe(0);
+    }
+    await shot('06-chat');
+    await page.keyboard.press('Escape');
+    await launcher.waitFor();
+  });
+
+  it('says on the login page when the session has expired', async () => {
+    await page.context().clearCookies();
+    await page.getByRole('link', { name: 'Tenants' }).click();
+    await page.getByText('Your session has expired').waitFor();
+    expect(new URL(page.url()).pathname).toBe('/login');
+    await shot('07-expired');
+  });
+
+  it('ran without page errors or CSP violations', () => {
+    expect(problems).toEqual([]);
+  });
+});
