@@ -76,6 +76,8 @@ type SessionStore interface {
 	SessionOperator(ctx context.Context, tokenHash []byte, now time.Time) (Operator, error)
 	// DeleteSession removes a session; unknown hashes are not an error.
 	DeleteSession(ctx context.Context, tokenHash []byte) error
+	// DeleteExpiredSessions removes sessions expired at now and counts them.
+	DeleteExpiredSessions(ctx context.Context, now time.Time) (int, error)
 }
 
 // Config wires a Service.
@@ -235,6 +237,16 @@ func (s *Service) Logout(ctx context.Context, token string) error {
 		return fmt.Errorf("logout: %w", err)
 	}
 	return nil
+}
+
+// PurgeExpiredSessions deletes expired sessions (a periodic housekeeping
+// job; expired sessions are refused whether or not they were purged).
+func (s *Service) PurgeExpiredSessions(ctx context.Context) (int, error) {
+	n, err := s.store.DeleteExpiredSessions(ctx, s.now())
+	if err != nil {
+		return 0, fmt.Errorf("purge sessions: %w", err)
+	}
+	return n, nil
 }
 
 func newToken() (string, []byte, error) {

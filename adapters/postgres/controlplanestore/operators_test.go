@@ -111,6 +111,16 @@ func TestOperators(t *testing.T) {
 		t.Errorf("Authenticate(wrong token) error = %v", err)
 	}
 
+	if err := svc.Logout(ctx, token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Authenticate(ctx, token); !errors.Is(err, operators.ErrUnauthenticated) {
+		t.Errorf("Authenticate after logout error = %v, want ErrUnauthenticated", err)
+	}
+	if err := svc.Logout(ctx, token); err != nil {
+		t.Errorf("second Logout: %v", err)
+	}
+
 	t.Run("session expires", func(t *testing.T) {
 		_, short, _, err := svc.Login(ctx, "alice@example.com", password)
 		if err != nil {
@@ -121,15 +131,9 @@ func TestOperators(t *testing.T) {
 		if _, err := svc.Authenticate(ctx, short); !errors.Is(err, operators.ErrUnauthenticated) {
 			t.Errorf("Authenticate after 12h error = %v, want ErrUnauthenticated", err)
 		}
+		// The logged-out session is gone already; the purge removes the expired one.
+		if n, err := svc.PurgeExpiredSessions(ctx); err != nil || n != 1 {
+			t.Errorf("PurgeExpiredSessions = %d, %v; want 1", n, err)
+		}
 	})
-
-	if err := svc.Logout(ctx, token); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := svc.Authenticate(ctx, token); !errors.Is(err, operators.ErrUnauthenticated) {
-		t.Errorf("Authenticate after logout error = %v, want ErrUnauthenticated", err)
-	}
-	if err := svc.Logout(ctx, token); err != nil {
-		t.Errorf("second Logout: %v", err)
-	}
 }
