@@ -64,6 +64,27 @@ type Config struct {
 }
 
 // Service implements the control plane's fleet use cases.
+//
+// Decisions where the design leaves room:
+//   - An enrolled sensor is "offline" until its first status report or
+//     health check (SensorSeen) shows it alive; "online" is never assumed.
+//   - The enrolment token is verified before the CA and the provisioner are
+//     called but consumed only in the transaction that stores the result, so
+//     a bad CSR or an unreachable provisioner leaves it usable for a retry.
+//   - With NATS provisioning disabled, enrolment still issues a certificate
+//     and a sensor token, without NATS credentials (Enrollment.NATS is nil);
+//     with it enabled the tenant must have its account (ErrTenantNotProvisioned).
+//   - A command whose publication fails stays on record with FailedAt set,
+//     so the operator sees what was attempted; it never reaches the sensor.
+//   - Commands are refused for pending (never enrolled) sensors: ErrNotEnrolled.
+//   - A status report whose "at" lies more than MaxClockSkew ahead of the
+//     server clock is refused: it would make every later report look stale.
+//     Reports with the same "at" as the last applied one are applied.
+//   - Revocation is local first (state, certificates, tokens, live streams),
+//     then the NATS user; a failure of the latter is returned and a repeated
+//     RevokeSensor retries it.
+//   - A redeemed sensor is named after the claim code's sensor name, else the
+//     hostname it reported, else its id.
 type Service struct {
 	store         Store
 	provisioner   Provisioner
