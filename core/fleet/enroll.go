@@ -117,6 +117,13 @@ func (s *Service) Enroll(ctx context.Context, sensorID, enrollmentToken string, 
 		rec.NATSUserPubKey, rec.NATSAccountPubKey = creds.UserPubKey, creds.AccountPubKey
 	}
 	if err := s.store.CompleteEnrollment(ctx, rec); err != nil {
+		if errors.Is(err, ErrRevoked) && creds != nil {
+			// Revoked while enrolling: the revocation saw no NATS user yet,
+			// so the one just created must not outlive this call.
+			if rerr := s.provisioner.RevokeUser(ctx, creds.AccountPubKey, creds.UserPubKey); rerr != nil {
+				s.log.ErrorContext(ctx, "revoke nats user of a sensor revoked during enrolment", "sensor_id", sensorID, "user", creds.UserPubKey, "error", rerr)
+			}
+		}
 		return Enrollment{}, fmt.Errorf("enrol sensor %s: %w", sensorID, err)
 	}
 	s.log.InfoContext(ctx, "sensor enrolled", "tenant_id", sensor.TenantID, "sensor_id", sensor.ID, "serial", cert.Serial)

@@ -249,3 +249,23 @@ func TestAuthorizeSensor(t *testing.T) {
 		})
 	}
 }
+
+func TestEnrollRacingRevocationRevokesTheNewNATSUser(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	r := f.redeemed(t, "acme")
+	f.ca.onSign = func(req fleet.CertRequest) {
+		if _, err := f.store.RevokeSensor(f.ctx, req.SensorID, "ops", f.clock.Now()); err != nil {
+			t.Error(err)
+		}
+	}
+	_, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("csr"))
+	wantErr(t, err, fleet.ErrRevoked)
+	if diff := cmp.Diff([][2]string{{"A-acme", "U-" + r.SensorID}}, f.prov.revocations); diff != "" {
+		t.Errorf("NATS revocations (-want +got):\n%s", diff)
+	}
+	if s := f.sensor(t, r.SensorID); s.State != fleet.StateRevoked || s.Certificate.Serial != "" {
+		t.Errorf("sensor %+v, want revoked without certificate", s)
+	}
+}

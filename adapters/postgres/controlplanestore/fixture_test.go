@@ -94,6 +94,8 @@ type fakeCA struct {
 	clock    *clock
 	serial   int
 	requests []fleet.CertRequest
+	// onSign, when set, runs inside SignCSR: a hook to interleave events.
+	onSign func(fleet.CertRequest)
 }
 
 func (c *fakeCA) SignCSR(req fleet.CertRequest) (fleet.IssuedCertificate, error) {
@@ -101,6 +103,9 @@ func (c *fakeCA) SignCSR(req fleet.CertRequest) (fleet.IssuedCertificate, error)
 	defer c.mu.Unlock()
 	if string(req.CSRPEM) == "bad csr" {
 		return fleet.IssuedCertificate{}, fmt.Errorf("parse: %w", fleet.ErrInvalidCSR)
+	}
+	if c.onSign != nil {
+		c.onSign(req)
 	}
 	c.requests = append(c.requests, req)
 	c.serial++
