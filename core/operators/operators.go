@@ -134,10 +134,13 @@ func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Microse
 // NormalizeEmail trims and lower-cases an address and checks its shape:
 // one "@" with something on both sides, no spaces or control characters.
 func NormalizeEmail(email string) (string, error) {
+	if !utf8.ValidString(email) {
+		return "", fmt.Errorf("%w: email address", ErrInvalidInput)
+	}
 	e := strings.ToLower(strings.TrimSpace(email))
 	at := strings.IndexByte(e, '@')
 	bad := len(e) > maxEmail || at < 1 || at == len(e)-1 || at != strings.LastIndexByte(e, '@') ||
-		!utf8.ValidString(e) || strings.ContainsFunc(e, func(r rune) bool { return r <= ' ' || r == 0x7f })
+		strings.ContainsFunc(e, func(r rune) bool { return r <= ' ' || r == 0x7f })
 	if bad {
 		return "", fmt.Errorf("%w: email address", ErrInvalidInput)
 	}
