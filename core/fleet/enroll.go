@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/rxc-project/rxc/core/ids"
 )
 
 // CertificateAuthority signs sensor client certificates. Errors caused by
@@ -154,6 +156,9 @@ func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPE
 // authenticate checks a sensor's bearer token of the given kind. Unknown
 // sensors and wrong, used or expired tokens all give ErrInvalidToken.
 func (s *Service) authenticate(ctx context.Context, sensorID, token string, kind TokenKind) (Sensor, error) {
+	if ids.Validate(sensorID) != nil {
+		return Sensor{}, ErrInvalidToken
+	}
 	sensor, err := s.store.Sensor(ctx, sensorID)
 	if errIsNotFound(err) {
 		return Sensor{}, ErrInvalidToken

@@ -79,6 +79,7 @@ func TestEnrollRefusals(t *testing.T) {
 		advance  time.Duration
 		wantErr  error
 	}{
+		{name: "malformed sensor id", sensorID: "s\x00", token: ok.EnrollmentToken, csr: "csr", wantErr: fleet.ErrInvalidToken},
 		{name: "unknown sensor", sensorID: "s-0000000000000000", token: ok.EnrollmentToken, csr: "csr", wantErr: fleet.ErrInvalidToken},
 		{name: "wrong token", sensorID: ok.SensorID, token: otherSensor.EnrollmentToken, csr: "csr", wantErr: fleet.ErrInvalidToken},
 		{name: "empty token", sensorID: ok.SensorID, token: "", csr: "csr", wantErr: fleet.ErrInvalidToken},
