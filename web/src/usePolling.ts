@@ -17,6 +17,7 @@ export function usePolling<T>(load: (signal: AbortSignal) => Promise<T>, deps: u
   const [updatedAt, setUpdatedAt] = useState<number | null>(null);
   const [tick, setTick] = useState(0);
   const loadRef = useRef(load);
+  const updatedAtRef = useRef<number | null>(null);
   loadRef.current = load;
 
   useEffect(() => {
@@ -29,12 +30,18 @@ export function usePolling<T>(load: (signal: AbortSignal) => Promise<T>, deps: u
     const ctrl = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const run = async () => {
+      // A hidden tab skips its refreshes and catches up on the next tick after it is shown.
+      if (updatedAtRef.current !== null && intervalMs && document.visibilityState === 'hidden') {
+        timer = setTimeout(run, intervalMs);
+        return;
+      }
       try {
         const v = await loadRef.current(ctrl.signal);
         if (ctrl.signal.aborted) return;
         setData(v);
         setError(null);
-        setUpdatedAt(Date.now());
+        updatedAtRef.current = Date.now();
+        setUpdatedAt(updatedAtRef.current);
       } catch (err) {
         if (ctrl.signal.aborted) return;
         setError(err);

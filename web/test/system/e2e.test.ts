@@ -1,7 +1,7 @@
 // The console in Chromium, served by the production nginx config, against the control plane
 // returned by startApi() (a fake by default; see api.ts for a real one).
 
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 import type { BrowserContext, Page } from 'playwright-core';
@@ -35,16 +35,18 @@ async function shot(name: string) {
 }
 
 /** Rewrites /config.js through the hook, as a container restart with other variables would. */
-function setChatFlag(enabled: boolean) {
+function configure(chat: boolean, apiBaseUrl = `${api.baseUrl}/api`) {
   const r = runHook('busybox', {
-    VITE_API_BASE_URL: `${api.baseUrl}/api`,
-    VITE_ANALYTICS_AI_CHAT_ENABLED: String(enabled),
+    VITE_API_BASE_URL: apiBaseUrl,
+    VITE_ANALYTICS_AI_CHAT_ENABLED: String(chat),
     RXC_CONFIG_DIR: nginx.configDir,
     RXC_LISTEN_PORT: String(nginx.port),
     RXC_IF_INET6: '/nonexistent',
   });
   if (r.status !== 0) throw new Error(r.stderr);
-  // The hook wrote listen.conf again; the running nginx keeps its sockets, so nothing else to do.
+  // The hook wrote listen.conf for every address again; keep the test on loopback.
+  const listen = path.join(nginx.configDir, 'listen.conf');
+  writeFileSync(listen, readFileSync(listen, 'utf8').replace(`listen ${nginx.port};`, `listen 127.0.0.1:${nginx.port};`));
 }
 
 beforeAll(async () => {
@@ -65,7 +67,9 @@ beforeAll(async () => {
   page = context.pages()[0] ?? (await context.newPage());
   page.setDefaultTimeout(10_000);
   page.on('console', (m) => {
-    if (m.type() === 'error' && !/status of 401/.test(m.text())) problems.push(`console: ${m.text()}`);
+    // 401s and the refused connection of the unreachable-API test are expected; anything else
+    // (a CSP violation, a React error) is not.
+    if (m.type() === 'error' && !/status of 401|ERR_CONNECTION_REFUSED/.test(m.text())) problems.push(`console: ${m.text()}`);
   });
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
 }, 60_000);
@@ -170,7 +174,7 @@ describe.sequential('operator console in Chromium', () => {
     await page.waitForLoadState('networkidle');
     expect(await launcher.count()).toBe(0);
 
-    setChatFlag(true);
+    configure(true);
     if (api.setChatEnabled) {
       api.setChatEnabled(false);
       await page.reload();
@@ -210,6 +214,24 @@ describe.sequential('operator console in Chromium', () => {
     await page.getByText('Your session has expired').waitFor();
     expect(new URL(page.url()).pathname).toBe('/login');
     await shot('07-expired');
+  });
+
+  it('says on the login page when the base URL is wrong or the API unreachable', async () => {
+    // nginx itself answers /api/... with the SPA's HTML.
+    configure(false, nginx.origin);
+    await page.goto('/sensors');
+    await page.getByText(/Wrong API base URL/).waitFor();
+    await shot('08-wrong-base-url');
+
+    const closed = `http://127.0.0.1:${await freePort()}`;
+    configure(false, closed);
+    await nginx.reload(); // the CSP's connect-src follows the new origin
+    await page.goto('/sensors');
+    await page.getByText(/control plane cannot be reached/).waitFor();
+    expect(await page.getByText(closed).count()).toBeGreaterThan(0);
+
+    configure(false);
+    await nginx.reload();
   });
 
   it('ran without page errors or CSP violations', () => {

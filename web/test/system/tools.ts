@@ -75,6 +75,8 @@ export interface Nginx {
   root: string;
   configDir: string;
   stop: () => Promise<void>;
+  /** Re-reads the config (and the hook's includes), as nginx -s reload does. */
+  reload: () => Promise<void>;
   errorLog: () => string;
 }
 
@@ -158,7 +160,13 @@ export async function startNginx(opts: { apiBaseUrl: string; chat: boolean; port
       proc.kill('SIGQUIT');
       setTimeout(() => proc.kill('SIGKILL'), 5000).unref();
     });
-  return { origin, port, root, configDir, stop, errorLog };
+  const reload = async () => {
+    proc.kill('SIGHUP');
+    // Old workers finish and new ones start; give them a moment, then make sure nginx is still up.
+    await new Promise((r) => setTimeout(r, 300));
+    if ((await request(`${origin}/healthz`)).status !== 200) throw new Error(`nginx did not come back after reload:\n${errorLog()}`);
+  };
+  return { origin, port, root, configDir, stop, reload, errorLog };
 }
 
 export interface RawResponse {
