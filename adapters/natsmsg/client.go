@@ -1,0 +1,419 @@
+// Package natsmsg is the control plane's NATS messaging: it publishes sensor
+// commands into the JetStream command stream (de-duplicated by message id)
+// and receives sensor status reports through a queue subscription, as the
+// CONTROL account's backend user. It connects in the background and never
+// blocks start-up: a down server or provisioner only delays the connection,
+// and a connection that nats.go gives up on (for example after its
+// credentials are revoked) is replaced using freshly fetched credentials.
+//
+// Status handlers run sequentially per subscription, in the order the
+// server delivers: a handler that falls behind makes nats.go drop messages
+// past the subscription's pending limits (logged as a slow consumer) rather
+// than grow memory without bound.
+package natsmsg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/topology"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultQueueGroup     = "rxc-controlplane"
+	DefaultPublishTimeout = 5 * time.Second
+	DefaultReconnectWait  = 2 * time.Second
+	DefaultDrainTimeout   = 5 * time.Second
+)
+
+// MaxStatusBytes is the largest status message handed to a handler; larger
+// ones are dropped and counted.
+const MaxStatusBytes = 4 << 10
+
+const (
+	// Pending limits per status subscription: beyond them nats.go drops
+	// messages and reports a slow consumer.
+	pendingMsgs  = 8192
+	pendingBytes = 32 << 20
+	// credsTimeout bounds one attempt to obtain credentials.
+	credsTimeout = 30 * time.Second
+	connName     = "rxc-controlplane"
+)
+
+// Config wires a Client.
+type Config struct {
+	// URL is the nats-server URL (a comma-separated list is accepted).
+	URL string
+	// Creds returns the backend user's .creds content. It is called before
+	// every new connection, so it may read a file or ask the provisioner.
+	Creds func(ctx context.Context) (string, error)
+	// Stream is the command stream (default topology.DefaultStream); a
+	// publish whose subject lands in another stream fails.
+	Stream string
+	// PublishTimeout bounds waiting for the stream's acknowledgement (default 5s).
+	PublishTimeout time.Duration
+	// QueueGroup shares status messages among control-plane replicas
+	// (default "rxc-controlplane").
+	QueueGroup string
+	// ReconnectWait is nats.go's pause between reconnect attempts and the
+	// base of the back-off between failed initial connections (default 2s).
+	ReconnectWait time.Duration
+	// DrainTimeout bounds Close (default 5s).
+	DrainTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// StatusHandler receives one status message. subject is
+// "rxc.<tenantId>.<sensorId>.status"; data is at most MaxStatusBytes.
+type StatusHandler func(ctx context.Context, subject string, data []byte)
+
+// Stats are cumulative counters since New.
+type Stats struct {
+	// Published counts commands the stream acknowledged (duplicates included).
+	Published uint64
+	// StatusReceived counts status messages that arrived, dropped ones included.
+	StatusReceived uint64
+	// StatusDropped counts status messages not handed to a handler because
+	// they were larger than MaxStatusBytes.
+	StatusDropped uint64
+}
+
+// Client is the control plane's NATS connection. It is safe for concurrent use.
+type Client struct {
+	url           string
+	creds         func(ctx context.Context) (string, error)
+	stream        string
+	pubTimeout    time.Duration
+	queue         string
+	reconnectWait time.Duration
+	drainTimeout  time.Duration
+	log           *slog.Logger
+
+	// wake tells the connection loop that a handler was registered.
+	wake chan struct{}
+
+	mu       sync.Mutex
+	started  bool
+	closed   bool
+	cancel   context.CancelFunc
+	done     chan struct{}
+	conn     *nats.Conn
+	js       jetstream.JetStream
+	subsUp   bool // the current connection's subscriptions are registered
+	handlers []StatusHandler
+
+	published, received, dropped atomic.Uint64
+}
+
+// New checks cfg and returns a Client that is not yet connected.
+func New(cfg Config) (*Client, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("natsmsg: URL is required")
+	}
+	if cfg.Creds == nil {
+		return nil, errors.New("natsmsg: a credentials source is required")
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = topology.DefaultStream
+	}
+	if err := ids.Validate(cfg.Stream); err != nil {
+		return nil, fmt.Errorf("natsmsg: stream name: %w", err)
+	}
+	if cfg.QueueGroup == "" {
+		cfg.QueueGroup = DefaultQueueGroup
+	}
+	if cfg.PublishTimeout <= 0 {
+		cfg.PublishTimeout = DefaultPublishTimeout
+	}
+	if cfg.ReconnectWait <= 0 {
+		cfg.ReconnectWait = DefaultReconnectWait
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Client{
+		url: cfg.URL, creds: cfg.Creds, stream: cfg.Stream, pubTimeout: cfg.PublishTimeout, queue: cfg.QueueGroup,
+		reconnectWait: cfg.ReconnectWait, drainTimeout: cfg.DrainTimeout,
+		log:  cfg.Logger.With("component", "natsmsg"),
+		wake: make(chan struct{}, 1),
+	}, nil
+}
+
+// Start connects in the background and returns at once. The client keeps
+// (re)connecting until ctx ends or Close is called. Later calls do nothing.
+func (c *Client) Start(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started || c.closed {
+		return
+	}
+	c.started = true
+	runCtx, cancel := context.WithCancel(ctx)
+	c.cancel = cancel
+	c.done = make(chan struct{})
+	go c.run(runCtx)
+}
+
+// Close stops reconnecting and drains the connection: status messages
+// already received are handled, then the connection closes. It waits at
+// most about DrainTimeout.
+func (c *Client) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	cancel, done := c.cancel, c.done
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// Ready reports whether the client is connected and its status
+// subscriptions are registered with the server.
+func (c *Client) Ready() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn != nil && c.subsUp && c.conn.IsConnected()
+}
+
+// Stats returns the counters.
+func (c *Client) Stats() Stats {
+	return Stats{Published: c.published.Load(), StatusReceived: c.received.Load(), StatusDropped: c.dropped.Load()}
+}
+
+// SubscribeStatus has handle called for every sensor status message, in a
+// queue subscription on topology.StatusWildcard shared with the other
+// clients of the same queue group. Registered before the connection exists,
+// it is subscribed once connected; nats.go restores it after reconnects.
+func (c *Client) SubscribeStatus(handle StatusHandler) {
+	c.mu.Lock()
+	c.handlers = append(c.handlers, handle)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// PublishCommand publishes payload on a command subject
+// ("rxc.<tenantId>.<sensorId>.cmd") with Nats-Msg-Id msgID and waits for the
+// stream's acknowledgement. Publishing the same msgID again within the
+// stream's duplicate window is acknowledged without storing a second copy.
+func (c *Client) PublishCommand(ctx context.Context, subject, msgID string, payload []byte) error {
+	tenantID, sensorID, ok := topology.ParseCommandSubject(subject)
+	if !ok || ids.Validate(tenantID) != nil || ids.Validate(sensorID) != nil {
+		return fmt.Errorf("natsmsg: publish: %q is not a sensor's command subject: %w", subject, fleet.ErrInvalidInput)
+	}
+	if msgID == "" {
+		return fmt.Errorf("natsmsg: publish %s: empty message id: %w", subject, fleet.ErrInvalidInput)
+	}
+	c.mu.Lock()
+	nc, js := c.conn, c.js
+	c.mu.Unlock()
+	// Fail at once rather than park the command in the reconnect buffer
+	// until the timeout: the caller can report the outage now.
+	if nc == nil || !nc.IsConnected() {
+		return fmt.Errorf("natsmsg: publish %s: not connected: %w", subject, fleet.ErrMessagingUnavailable)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.pubTimeout)
+	defer cancel()
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: payload},
+		jetstream.WithMsgID(msgID), jetstream.WithExpectStream(c.stream))
+	if err != nil {
+		return fmt.Errorf("natsmsg: publish %s: %w: %w", subject, fleet.ErrMessagingUnavailable, err)
+	}
+	c.published.Add(1)
+	if ack.Duplicate {
+		c.log.Debug("command already in the stream", "subject", subject, "msgId", msgID, "seq", ack.Sequence)
+	}
+	return nil
+}
+
+// run owns the connection: it connects with back-off, serves until the
+// connection is closed for good, and starts over with fresh credentials.
+func (c *Client) run(ctx context.Context) {
+	defer close(c.done)
+	// Handlers outlive ctx by the drain, so messages received before Close
+	// are handled with a live context; it ends when the loop returns.
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer hcancel()
+	for failures := 0; ctx.Err() == nil; {
+		nc, closed, err := c.connect(ctx)
+		if err != nil {
+			wait := c.backoff(failures)
+			failures++
+			c.log.Warn("nats connection failed; retrying", "attempt", failures, "wait", wait, "error", err)
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+			continue
+		}
+		failures = 0
+		c.serve(ctx, hctx, nc, closed)
+	}
+}
+
+func (c *Client) backoff(failures int) time.Duration {
+	ceiling := 16 * c.reconnectWait
+	if failures < 5 {
+		ceiling = c.reconnectWait << failures
+	}
+	return c.reconnectWait/2 + rand.N(ceiling/2+1)
+}
+
+func (c *Client) connect(ctx context.Context) (*nats.Conn, <-chan struct{}, error) {
+	cctx, cancel := context.WithTimeout(ctx, credsTimeout)
+	creds, err := c.creds(cctx)
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("credentials: %w", err)
+	}
+	// Check the creds here so a bad file is reported once, clearly, and
+	// never echoed: neither parser includes the content in its error.
+	if _, err := nkeys.ParseDecoratedJWT([]byte(creds)); err != nil {
+		return nil, nil, errors.New("credentials: no user JWT in the creds content")
+	}
+	kp, err := nkeys.ParseDecoratedNKey([]byte(creds))
+	if err != nil {
+		return nil, nil, errors.New("credentials: no user seed in the creds content")
+	}
+	kp.Wipe()
+	closed := make(chan struct{})
+	nc, err := nats.Connect(c.url,
+		nats.Name(connName),
+		nats.UserCredentialBytes([]byte(creds)),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(c.reconnectWait),
+		nats.DrainTimeout(c.drainTimeout),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			c.log.Warn("nats disconnected", "error", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			c.log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			c.log.Warn("nats asynchronous error", "subject", subject, "error", err)
+		}),
+	)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nc, closed, nil
+}
+
+// serve installs the status subscriptions on nc and returns when nc is
+// closed: by nats.go giving up, or by a drain once ctx ends.
+func (c *Client) serve(ctx, hctx context.Context, nc *nats.Conn, closed <-chan struct{}) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		c.log.Error("jetstream context", "error", err)
+		nc.Close()
+		return
+	}
+	c.log.Info("nats connected", "server", nc.ConnectedUrlRedacted())
+	c.mu.Lock()
+	c.conn, c.js, c.subsUp = nc, js, false
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.conn, c.js, c.subsUp = nil, nil, false
+		c.mu.Unlock()
+	}()
+
+	installed := 0
+	install := func() {
+		c.mu.Lock()
+		pending := c.handlers[installed:]
+		c.mu.Unlock()
+		for _, h := range pending {
+			sub, err := nc.QueueSubscribe(topology.StatusWildcard, c.queue, c.deliver(hctx, h))
+			if err != nil {
+				c.log.Error("status subscription failed", "error", err)
+				continue
+			}
+			_ = sub.SetPendingLimits(pendingMsgs, pendingBytes)
+		}
+		installed += len(pending)
+		// The flush makes Ready mean the server knows the subscriptions.
+		if err := nc.FlushTimeout(c.drainTimeout); err != nil {
+			c.log.Warn("nats flush after subscribing", "error", err)
+			return
+		}
+		c.mu.Lock()
+		c.subsUp = true
+		c.mu.Unlock()
+	}
+	install()
+	for {
+		select {
+		case <-c.wake:
+			install()
+		case <-closed:
+			c.log.Warn("nats connection closed; reconnecting with fresh credentials", "error", nc.LastError())
+			return
+		case <-ctx.Done():
+			c.drain(nc, closed)
+			return
+		}
+	}
+}
+
+func (c *Client) drain(nc *nats.Conn, closed <-chan struct{}) {
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return
+	}
+	t := time.NewTimer(c.drainTimeout + time.Second)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+		c.log.Warn("nats drain did not finish in time; closing")
+		nc.Close()
+	}
+}
+
+func (c *Client) deliver(ctx context.Context, h StatusHandler) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		c.received.Add(1)
+		if len(m.Data) > MaxStatusBytes {
+			c.dropped.Add(1)
+			c.log.Debug("status message too large; dropped", "subject", m.Subject, "bytes", len(m.Data))
+			return
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				c.log.Error("status handler panicked", "subject", m.Subject, "panic", fmt.Sprint(r))
+			}
+		}()
+		h(ctx, m.Subject, m.Data)
+	}
+}

@@ -1,0 +1,469 @@
+package natsmsg_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxc-project/rxc/adapters/natsmsg"
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+func newClient(t *testing.T, url string, creds func(context.Context) (string, error), mutate ...func(*natsmsg.Config)) *natsmsg.Client {
+	t.Helper()
+	cfg := natsmsg.Config{URL: url, Creds: creds, ReconnectWait: 20 * time.Millisecond, DrainTimeout: 2 * time.Second}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	c, err := natsmsg.New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func static(creds string) func(context.Context) (string, error) {
+	return func(context.Context) (string, error) { return creds, nil }
+}
+
+func startReady(t *testing.T, c *natsmsg.Client) {
+	t.Helper()
+	c.Start(t.Context())
+	waitFor(t, 10*time.Second, "client ready", c.Ready)
+}
+
+type status struct {
+	Subject string
+	Data    string
+}
+
+// recorder is a status handler that remembers what it was given.
+type recorder struct {
+	mu  sync.Mutex
+	got []status
+}
+
+func (r *recorder) handle(_ context.Context, subject string, data []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, status{subject, string(data)})
+}
+
+func (r *recorder) all() []status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]status(nil), r.got...)
+}
+
+func (r *recorder) len() int { return len(r.all()) }
+
+func TestCommandLandsInStreamOnceAndReachesTheSensor(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	url := w.start(-1)
+	s1 := sensorT1("s1")
+	admin := w.admin(url, s1)
+	c := newClient(t, url, static(w.backendCreds()))
+	startReady(t, c)
+	ctx := t.Context()
+
+	publishes := []struct{ id, payload string }{
+		{"cmd-1", `{"action":"start"}`},
+		{"cmd-1", `{"action":"start"}`}, // a retry of the same command
+		{"cmd-2", `{"action":"stop"}`},
+	}
+	for _, p := range publishes {
+		if err := c.PublishCommand(ctx, s1.CommandSubject(), p.id, []byte(p.payload)); err != nil {
+			t.Fatalf("PublishCommand(%s): %v", p.id, err)
+		}
+	}
+
+	st, err := admin.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.CachedInfo().State.Msgs; got != 2 {
+		t.Errorf("stream holds %d messages, want 2 (duplicate msg id stored once)", got)
+	}
+	raw, err := st.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := raw.Header.Get(jetstream.MsgIDHeader); got != "cmd-1" {
+		t.Errorf("first message Nats-Msg-Id = %q, want cmd-1", got)
+	}
+
+	_, sjs := w.sensor(url, s1)
+	cons, err := sjs.Consumer(ctx, stream, s1.Consumer())
+	if err != nil {
+		t.Fatalf("sensor looks up its consumer: %v", err)
+	}
+	batch, err := cons.Fetch(2, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []status
+	for m := range batch.Messages() {
+		got = append(got, status{m.Headers().Get(jetstream.MsgIDHeader), string(m.Data())})
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Errorf("ack: %v", err)
+		}
+	}
+	if err := batch.Error(); err != nil {
+		t.Fatalf("fetch: %v", err)
+	}
+	want := []status{{"cmd-1", `{"action":"start"}`}, {"cmd-2", `{"action":"stop"}`}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("sensor fetched (-want +got):\n%s", diff)
+	}
+	if got := c.Stats().Published; got != 3 {
+		t.Errorf("Stats().Published = %d, want 3", got)
+	}
+}
+
+func TestStatusReachesHandler(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name            string
+		subscribeBefore bool
+	}{
+		{name: "subscribed before connecting", subscribeBefore: true},
+		{name: "subscribed while connected"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			url := w.start(-1)
+			c := newClient(t, url, static(w.backendCreds()))
+			var rec recorder
+			if tt.subscribeBefore {
+				c.SubscribeStatus(rec.handle)
+			}
+			startReady(t, c)
+			if !tt.subscribeBefore {
+				c.SubscribeStatus(rec.handle)
+				probe(t, w, url, &rec)
+			}
+
+			s1 := sensorT1("s1")
+			snc, _ := w.sensor(url, s1)
+			sent := []string{`{"state":"online"}`, strings.Repeat("x", natsmsg.MaxStatusBytes+1), `{"state":"running"}`}
+			for _, d := range sent {
+				if err := snc.Publish(s1.StatusSubject(), []byte(d)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := snc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			fromS1 := func() []status {
+				var out []status
+				for _, s := range rec.all() {
+					if s.Subject == s1.StatusSubject() {
+						out = append(out, s)
+					}
+				}
+				return out
+			}
+			waitFor(t, 5*time.Second, "two statuses handled", func() bool { return len(fromS1()) >= 2 })
+
+			want := []status{{s1.StatusSubject(), sent[0]}, {s1.StatusSubject(), sent[2]}}
+			if diff := cmp.Diff(want, fromS1()); diff != "" {
+				t.Errorf("handled (-want +got):\n%s", diff)
+			}
+			// Every status that arrived was either handled or dropped.
+			waitFor(t, 5*time.Second, "counters settle", func() bool {
+				st := c.Stats()
+				return st.StatusReceived == uint64(rec.len())+st.StatusDropped
+			})
+			if got := c.Stats().StatusDropped; got != 1 {
+				t.Errorf("StatusDropped = %d, want 1", got)
+			}
+		})
+	}
+}
+
+// probe publishes statuses from another sensor until the handler sees one:
+// a subscription added while connected is live once a probe gets through.
+func probe(t *testing.T, w *world, url string, rec *recorder) {
+	t.Helper()
+	nc, _ := w.sensor(url, sensorT1("probe"))
+	waitFor(t, 5*time.Second, "probe status handled", func() bool {
+		_ = nc.Publish("rxc.t1.probe.status", []byte("probe"))
+		_ = nc.Flush()
+		return rec.len() > 0
+	})
+}
+
+func TestQueueGroupSharesStatus(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	url := w.start(-1)
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	perClient := make([]atomic.Int64, 2)
+	clients := make([]*natsmsg.Client, 2)
+	for i := range clients {
+		c := newClient(t, url, static(w.backendCreds()))
+		c.SubscribeStatus(func(_ context.Context, _ string, data []byte) {
+			perClient[i].Add(1)
+			mu.Lock()
+			seen[string(data)]++
+			mu.Unlock()
+		})
+		startReady(t, c)
+		clients[i] = c
+	}
+
+	snc, _ := w.sensor(url, sensorT1("s1"))
+	const n = 60
+	for i := 0; i < n; i++ {
+		if err := snc.Publish("rxc.t1.s1.status", fmt.Appendf(nil, `{"seq":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := snc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "all statuses handled", func() bool { return perClient[0].Load()+perClient[1].Load() >= n })
+	// Close drains: anything already delivered to either client is handled
+	// before it returns, so a duplicate cannot arrive after the count.
+	for _, c := range clients {
+		c.Close()
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]int{}
+	for i := 0; i < n; i++ {
+		want[fmt.Sprintf(`{"seq":%d}`, i)] = 1
+	}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("times each status was handled (-want +got):\n%s", diff)
+	}
+	if perClient[0].Load() == 0 || perClient[1].Load() == 0 {
+		t.Errorf("handled per client = %d, %d: want both to share the work", perClient[0].Load(), perClient[1].Load())
+	}
+}
+
+func TestStartBeforeServerConnectsLater(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	port := freePort(t)
+	var credsCalls atomic.Int64
+	backend := w.backendCreds()
+	creds := func(context.Context) (string, error) {
+		// The provisioner is down for the first two attempts too.
+		if credsCalls.Add(1) <= 2 {
+			return "", fleet.ErrProvisionerUnavailable
+		}
+		return backend, nil
+	}
+	c := newClient(t, urlFor(port), creds)
+	var rec recorder
+	c.SubscribeStatus(rec.handle)
+
+	start := time.Now()
+	c.Start(t.Context())
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Start blocked for %v", took)
+	}
+	if c.Ready() {
+		t.Fatal("Ready before any server exists")
+	}
+	waitFor(t, 5*time.Second, "credentials retried", func() bool { return credsCalls.Load() >= 3 })
+
+	url := w.start(port)
+	s1 := sensorT1("s1")
+	w.admin(url, s1)
+	waitFor(t, 10*time.Second, "client ready after the server started", c.Ready)
+
+	if err := c.PublishCommand(t.Context(), s1.CommandSubject(), "cmd-1", []byte("{}")); err != nil {
+		t.Errorf("PublishCommand: %v", err)
+	}
+	snc, _ := w.sensor(url, s1)
+	if err := snc.Publish(s1.StatusSubject(), []byte("up")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "status handled", func() bool { return rec.len() == 1 })
+	if diff := cmp.Diff([]status{{s1.StatusSubject(), "up"}}, rec.all()); diff != "" {
+		t.Errorf("handled (-want +got):\n%s", diff)
+	}
+}
+
+func TestPublishWhileDisconnectedFailsPromptly(t *testing.T) {
+	t.Parallel()
+	const publishTimeout = 30 * time.Second
+	tests := []struct {
+		name  string
+		setup func(t *testing.T) *natsmsg.Client
+	}{
+		{
+			name: "never started",
+			setup: func(t *testing.T) *natsmsg.Client {
+				return newClient(t, "nats://127.0.0.1:1", static("unused"))
+			},
+		},
+		{
+			name: "server went away",
+			setup: func(t *testing.T) *natsmsg.Client {
+				w := newWorld(t)
+				url := w.start(-1)
+				w.admin(url)
+				c := newClient(t, url, static(w.backendCreds()), func(cfg *natsmsg.Config) { cfg.PublishTimeout = publishTimeout })
+				startReady(t, c)
+				w.stop()
+				waitFor(t, 5*time.Second, "client notices", func() bool { return !c.Ready() })
+				return c
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := tt.setup(t)
+			done := make(chan error, 1)
+			go func() { done <- c.PublishCommand(context.Background(), "rxc.t1.s1.cmd", "cmd-1", []byte("{}")) }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, fleet.ErrMessagingUnavailable) {
+					t.Errorf("err = %v, want ErrMessagingUnavailable", err)
+				}
+			case <-time.After(publishTimeout / 2):
+				t.Fatal("PublishCommand waited instead of failing promptly")
+			}
+		})
+	}
+}
+
+func TestReconnectRestoresStatusSubscription(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	port := freePort(t)
+	url := w.start(port)
+	s1 := sensorT1("s1")
+	c := newClient(t, url, static(w.backendCreds()))
+	var rec recorder
+	c.SubscribeStatus(rec.handle)
+	startReady(t, c)
+
+	w.stop()
+	waitFor(t, 5*time.Second, "disconnect noticed", func() bool { return !c.Ready() })
+	w.start(port)
+	w.admin(url, s1)
+	waitFor(t, 10*time.Second, "reconnected", c.Ready)
+
+	snc, _ := w.sensor(url, s1)
+	waitFor(t, 5*time.Second, "status handled after reconnect", func() bool {
+		_ = snc.Publish(s1.StatusSubject(), []byte("back"))
+		_ = snc.Flush()
+		return rec.len() > 0
+	})
+	if err := c.PublishCommand(t.Context(), s1.CommandSubject(), "cmd-after", []byte("{}")); err != nil {
+		t.Errorf("PublishCommand after reconnect: %v", err)
+	}
+}
+
+func TestPublishRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, "nats://127.0.0.1:1", static("unused"))
+	tests := []struct{ name, subject, id string }{
+		{"status subject", "rxc.t1.s1.status", "c1"},
+		{"wildcard", "rxc.*.*.cmd", "c1"},
+		{"no msg id", "rxc.t1.s1.cmd", ""},
+	}
+	for _, tt := range tests {
+		if err := c.PublishCommand(t.Context(), tt.subject, tt.id, nil); !errors.Is(err, fleet.ErrInvalidInput) {
+			t.Errorf("%s: err = %v, want ErrInvalidInput", tt.name, err)
+		}
+	}
+}
+
+func TestCredsNeverLogged(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	url := w.start(-1)
+	creds := w.backendCreds()
+	var buf syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	calls := 0
+	var mu sync.Mutex
+	c := newClient(t, url, func(context.Context) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			return "garbage " + creds[len(creds)/2:], nil // a damaged file
+		}
+		return creds, nil
+	}, func(cfg *natsmsg.Config) { cfg.Logger = logger })
+	startReady(t, c)
+	c.Close()
+	logs := buf.String()
+	if !strings.Contains(logs, "nats connection failed") {
+		t.Errorf("damaged creds not reported; logs:\n%s", logs)
+	}
+	for _, line := range strings.Split(creds, "\n") {
+		if len(line) > 20 && strings.Contains(logs, line) {
+			t.Errorf("logs contain a line of the creds file")
+		}
+	}
+	if c.Ready() {
+		t.Error("Ready after Close")
+	}
+}
+
+func TestNewValidatesConfig(t *testing.T) {
+	t.Parallel()
+	creds := static("x")
+	tests := []struct {
+		name    string
+		cfg     natsmsg.Config
+		wantErr bool
+	}{
+		{name: "minimal", cfg: natsmsg.Config{URL: nats.DefaultURL, Creds: creds}},
+		{name: "no URL", cfg: natsmsg.Config{Creds: creds}, wantErr: true},
+		{name: "no creds", cfg: natsmsg.Config{URL: nats.DefaultURL}, wantErr: true},
+		{name: "bad stream", cfg: natsmsg.Config{URL: nats.DefaultURL, Creds: creds, Stream: "a.b"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := natsmsg.New(tt.cfg)
+			if gotErr := err != nil; gotErr != tt.wantErr {
+				t.Errorf("err = %v, want error: %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

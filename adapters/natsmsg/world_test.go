@@ -1,0 +1,282 @@
+package natsmsg_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"github.com/rxc-project/rxc/core/topology"
+)
+
+const stream = topology.DefaultStream
+
+// world is an operator-mode nats-server with a URL account resolver and the
+// RXC accounts: SYS, CONTROL (JetStream, topology.ControlExports) and one
+// tenant "t1" (topology.TenantImports), all signed with jwt/v2 as the
+// provisioner would.
+type world struct {
+	t        *testing.T
+	operator *jwt.OperatorClaims
+	sys      nkeys.KeyPair
+	control  nkeys.KeyPair
+	tenant   nkeys.KeyPair
+	resolver string
+	storeDir string
+
+	mu   sync.Mutex
+	jwts map[string]string
+	srv  *server.Server
+}
+
+func pubKey(t *testing.T, kp nkeys.KeyPair) string {
+	t.Helper()
+	p, err := kp.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{t: t, jwts: map[string]string{}, storeDir: t.TempDir()}
+	okp := mustKey(t, nkeys.CreateOperator)
+	w.sys = mustKey(t, nkeys.CreateAccount)
+	w.control = mustKey(t, nkeys.CreateAccount)
+	w.tenant = mustKey(t, nkeys.CreateAccount)
+
+	oc := jwt.NewOperatorClaims(pubKey(t, okp))
+	oc.Name = "test-operator"
+	oc.SystemAccount = pubKey(t, w.sys)
+	tok, err := oc.Encode(okp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.operator, err = jwt.DecodeOperatorClaims(tok); err != nil {
+		t.Fatal(err)
+	}
+
+	sc := jwt.NewAccountClaims(pubKey(t, w.sys))
+	sc.Name = "SYS"
+	w.sign(okp, sc)
+
+	cc := jwt.NewAccountClaims(pubKey(t, w.control))
+	cc.Name = "CONTROL"
+	cc.Limits.JetStreamLimits = jwt.JetStreamLimits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumer: -1}
+	for _, e := range topology.ControlExports(stream) {
+		exp := &jwt.Export{Name: e.Name, Subject: jwt.Subject(e.Subject), Type: jwt.Service}
+		if e.StreamResponse {
+			exp.ResponseType = jwt.ResponseTypeStream
+		}
+		cc.Exports.Add(exp)
+	}
+	w.sign(okp, cc)
+
+	tc := jwt.NewAccountClaims(pubKey(t, w.tenant))
+	tc.Name = "t1"
+	for _, i := range topology.TenantImports(stream, "t1") {
+		tc.Imports.Add(&jwt.Import{
+			Name: i.Name, Account: pubKey(t, w.control), Type: jwt.Service,
+			Subject: jwt.Subject(i.Subject), LocalSubject: jwt.RenamingSubject(i.LocalSubject),
+		})
+	}
+	w.sign(okp, tc)
+
+	rs := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		key := strings.TrimPrefix(r.URL.Path, "/jwt/v1/accounts/")
+		if key == "" || key == "/jwt/v1/accounts" {
+			return // nats-server checks the base URL answers 200 at start
+		}
+		w.mu.Lock()
+		tok, ok := w.jwts[key]
+		w.mu.Unlock()
+		if !ok {
+			http.NotFound(rw, r)
+			return
+		}
+		rw.Header().Set("Content-Type", "application/jwt")
+		_, _ = rw.Write([]byte(tok))
+	}))
+	t.Cleanup(rs.Close)
+	w.resolver = rs.URL + "/jwt/v1/accounts/"
+	return w
+}
+
+func mustKey(t *testing.T, create func() (nkeys.KeyPair, error)) nkeys.KeyPair {
+	t.Helper()
+	kp, err := create()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+func (w *world) sign(okp nkeys.KeyPair, ac *jwt.AccountClaims) {
+	w.t.Helper()
+	vr := jwt.CreateValidationResults()
+	ac.Validate(vr)
+	if errs := vr.Errors(); len(errs) > 0 {
+		w.t.Fatalf("account %s: %v", ac.Name, errs)
+	}
+	tok, err := ac.Encode(okp)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.mu.Lock()
+	w.jwts[ac.Subject] = tok
+	w.mu.Unlock()
+}
+
+// start runs nats-server on port (-1: any free port) and returns its URL.
+func (w *world) start(port int) string {
+	w.t.Helper()
+	res, err := server.NewURLAccResolver(w.resolver)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
+		TrustedOperators: []*jwt.OperatorClaims{w.operator},
+		SystemAccount:    pubKey(w.t, w.sys),
+		AccountResolver:  res,
+		JetStream:        true,
+		StoreDir:         w.storeDir,
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		w.t.Fatal("nats-server not ready")
+	}
+	w.t.Cleanup(s.Shutdown)
+	w.mu.Lock()
+	w.srv = s
+	w.mu.Unlock()
+	return s.ClientURL()
+}
+
+func (w *world) stop() {
+	w.mu.Lock()
+	s := w.srv
+	w.mu.Unlock()
+	s.Shutdown()
+	s.WaitForShutdown()
+}
+
+// creds mints a user of account acc with the given permissions and returns
+// its .creds content.
+func (w *world) creds(acc nkeys.KeyPair, name string, p topology.Permissions) string {
+	w.t.Helper()
+	ukp := mustKey(w.t, nkeys.CreateUser)
+	uc := jwt.NewUserClaims(pubKey(w.t, ukp))
+	uc.Name = name
+	uc.Pub.Allow.Add(p.Publish...)
+	uc.Sub.Allow.Add(p.Subscribe...)
+	tok, err := uc.Encode(acc)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	seed, err := ukp.Seed()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	b, err := jwt.FormatUserConfig(tok, seed)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return string(b)
+}
+
+func (w *world) backendCreds() string {
+	return w.creds(w.control, "backend", topology.BackendPermissions())
+}
+
+func (w *world) connect(url, creds string, opts ...nats.Option) *nats.Conn {
+	w.t.Helper()
+	nc, err := nats.Connect(url, append([]nats.Option{nats.UserCredentialBytes([]byte(creds))}, opts...)...)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(nc.Close)
+	return nc
+}
+
+// admin creates the work-queue command stream and the sensors' durable
+// consumers as the control admin user, and returns its JetStream handle.
+func (w *world) admin(url string, sensors ...topology.Sensor) jetstream.JetStream {
+	w.t.Helper()
+	nc := w.connect(url, w.creds(w.control, "control-admin", topology.ControlAdminPermissions()))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: stream, Subjects: []string{topology.CommandWildcard},
+		Retention: jetstream.WorkQueuePolicy, Storage: jetstream.MemoryStorage,
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for _, s := range sensors {
+		_, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+			Durable: s.Consumer(), FilterSubject: s.CommandSubject(), AckPolicy: jetstream.AckExplicitPolicy,
+		})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	return js
+}
+
+// sensor connects as sensor s of tenant t1, as a sensor agent does.
+func (w *world) sensor(url string, s topology.Sensor) (*nats.Conn, jetstream.JetStream) {
+	w.t.Helper()
+	nc := w.connect(url, w.creds(w.tenant, s.SensorID, s.Permissions()), nats.CustomInboxPrefix(s.InboxPrefix()))
+	js, err := jetstream.NewWithAPIPrefix(nc, topology.APIPrefix)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return nc, js
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func sensorT1(id string) topology.Sensor {
+	return topology.Sensor{Stream: stream, TenantID: "t1", SensorID: id}
+}
+
+func urlFor(port int) string { return fmt.Sprintf("nats://127.0.0.1:%d", port) }
