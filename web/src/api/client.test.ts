@@ -108,4 +108,14 @@ describe('ApiClient', () => {
     expect(await api.sendCommand('s1', 'stop')).toEqual({ commandId: 'c1' });
     expect(f.calls[0].body).toEqual({ action: 'stop' });
   });
+
+  it('opens the chat stream only when the answer is an event stream', async () => {
+    const { api } = client({
+      'POST /api/analytics/chat': () => new Response('event: done\ndata: {}\n\n', { status: 200, headers: { 'Content-Type': 'text/event-stream; charset=utf-8' } }),
+    });
+    const res = await api.chat({ tenantId: 't', question: 'q', snapshot: {} });
+    expect(await res.text()).toContain('event: done');
+    const html = client({ 'POST /api/analytics/chat': () => new Response('<html>', { status: 200, headers: { 'Content-Type': 'text/html' } }) });
+    expect((await failure(html.api.chat({ tenantId: 't', question: 'q', snapshot: {} }))).kind).toBe('misconfigured');
+  });
 });

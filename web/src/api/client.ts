@@ -149,8 +149,11 @@ export class ApiClient {
     return this.json<ChatStatus>('GET', '/analytics/chat/status');
   }
   /** Opens the chat stream; the caller reads the text/event-stream body. */
-  chat(req: { tenantId: string; question: string; snapshot: unknown }, signal?: AbortSignal) {
-    return this.send('POST', '/analytics/chat', { body: req, accept: 'text/event-stream', signal });
+  async chat(req: { tenantId: string; question: string; snapshot: unknown }, signal?: AbortSignal): Promise<Response> {
+    const res = await this.send('POST', '/analytics/chat', { body: req, accept: 'text/event-stream', signal });
+    const ct = res.headers.get('Content-Type');
+    if (!ct || !/^text\/event-stream\b/i.test(ct)) throw wrongBaseUrl(this.baseUrl, `answered ${ct || 'no content type'} where an event stream was expected`);
+    return res;
   }
 }
 

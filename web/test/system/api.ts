@@ -51,17 +51,17 @@ async function realApi(): Promise<E2eApi> {
   const email = need('RXC_E2E_EMAIL');
   const password = need('RXC_E2E_PASSWORD');
   const cmd = need('RXC_E2E_SENSOR_CMD');
-  const agents: ChildProcess[] = [];
+  const sensorAgents: ChildProcess[] = [];
   return {
     baseUrl,
     email,
     password,
     enrolSensor: async (claimCode, hostname) => {
       const p = spawn('sh', ['-c', cmd], { env: { ...process.env, RXC_CLAIM_CODE: claimCode, RXC_SENSOR_HOSTNAME: hostname, RXC_API_BASE_URL: baseUrl }, stdio: 'inherit' });
-      agents.push(p);
+      sensorAgents.push(p);
     },
     stop: async () => {
-      for (const p of agents) p.kill('SIGTERM');
+      for (const p of sensorAgents) p.kill('SIGTERM');
     },
   };
 }
