@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -293,8 +294,12 @@ func (c *Client) connect(ctx context.Context) (*nats.Conn, <-chan struct{}, erro
 	}
 	// Check the creds here so a bad file is reported once, clearly, and
 	// never echoed: neither parser includes the content in its error.
-	if _, err := nkeys.ParseDecoratedJWT([]byte(creds)); err != nil {
+	tok, err := jwt.ParseDecoratedJWT([]byte(creds))
+	if err != nil {
 		return nil, nil, errors.New("credentials: no user JWT in the creds content")
+	}
+	if _, err := jwt.DecodeUserClaims(tok); err != nil {
+		return nil, nil, errors.New("credentials: the creds content holds no valid user JWT")
 	}
 	kp, err := nkeys.ParseDecoratedNKey([]byte(creds))
 	if err != nil {

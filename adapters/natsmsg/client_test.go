@@ -414,7 +414,7 @@ func TestCredsNeverLogged(t *testing.T) {
 	startReady(t, c)
 	c.Close()
 	logs := buf.String()
-	if !strings.Contains(logs, "nats connection failed") {
+	if !strings.Contains(logs, "nats connection failed") || !strings.Contains(logs, "creds content") {
 		t.Errorf("damaged creds not reported; logs:\n%s", logs)
 	}
 	for _, line := range strings.Split(creds, "\n") {
