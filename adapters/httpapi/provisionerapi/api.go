@@ -11,9 +11,11 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nkeys"
@@ -60,6 +62,7 @@ type API struct {
 	log           *slog.Logger
 	healthTimeout time.Duration
 	mux           *http.ServeMux
+	etags         etags
 }
 
 // New returns the API handler.
@@ -85,7 +88,7 @@ func New(cfg Config) (*API, error) {
 	}
 	a.mux.HandleFunc("GET /healthz", a.healthz)
 	a.mux.HandleFunc("GET "+ResolverPath, a.systemAccount)
-	a.mux.HandleFunc("GET "+ResolverPath+"{pubkey}", a.account)
+	a.mux.HandleFunc("GET "+ResolverPath+"{pubkey}", func(w http.ResponseWriter, r *http.Request) { a.account(w, r, r.PathValue("pubkey")) })
 	a.mux.Handle("POST /accounts", a.authorized(a.createAccount))
 	a.mux.Handle("POST /users", a.authorized(a.createUser))
 	a.mux.Handle("POST /backend-user", a.authorized(a.createBackendUser))
@@ -95,6 +98,12 @@ func New(cfg Config) (*API, error) {
 
 // ServeHTTP implements http.Handler.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The resolver is the hot path (every nats-server asks it for every
+	// account it loads): answer it without the router's pattern matching.
+	if r.Method == http.MethodGet && len(r.URL.Path) > len(ResolverPath) && strings.HasPrefix(r.URL.Path, ResolverPath) {
+		a.account(w, r, r.URL.Path[len(ResolverPath):])
+		return
+	}
 	// Handler only finds the pattern; ServeMux.ServeHTTP also sets the path
 	// values the handlers read.
 	if _, pattern := a.mux.Handler(r); pattern == "" {
@@ -150,11 +159,10 @@ func (a *API) systemAccount(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJWT(w, r, tok)
+	writeJWT(w, r, tok, a.etags.of("", tok))
 }
 
-func (a *API) account(w http.ResponseWriter, r *http.Request) {
-	pk := r.PathValue("pubkey")
+func (a *API) account(w http.ResponseWriter, r *http.Request, pk string) {
 	if !nkeys.IsValidPublicAccountKey(pk) {
 		problem.Write(w, r, problem.New(http.StatusBadRequest, "invalid_public_key", "Invalid account public key", "the path must end in an account public key"))
 		return
@@ -164,22 +172,51 @@ func (a *API) account(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJWT(w, r, tok)
+	writeJWT(w, r, tok, a.etags.of(pk, tok))
 }
 
-func writeJWT(w http.ResponseWriter, r *http.Request, tok string) {
+// Header values shared by every resolver response; assigning the canonical
+// keys directly skips canonicalisation on the hot path.
+var (
+	noCache     = []string{"no-cache"}
+	contentJWT  = []string{"application/jwt"}
+	headerETag  = http.CanonicalHeaderKey("ETag")
+	headerCache = http.CanonicalHeaderKey("Cache-Control")
+	headerType  = http.CanonicalHeaderKey("Content-Type")
+)
+
+// etags remembers the ETag of the last JWT served per account, so the hash
+// is computed once per JWT rather than once per request.
+type etags struct{ m sync.Map }
+
+type etagEntry struct{ jwt, etag string }
+
+func (e *etags) of(pk, tok string) string {
+	if v, ok := e.m.Load(pk); ok {
+		if ent := v.(etagEntry); ent.jwt == tok {
+			return ent.etag
+		}
+	}
 	sum := sha256.Sum256([]byte(tok))
-	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
+	var buf [2 + 2*16]byte
+	buf[0], buf[len(buf)-1] = '"', '"'
+	hex.Encode(buf[1:len(buf)-1], sum[:16])
+	etag := string(buf[:])
+	e.m.Store(pk, etagEntry{jwt: tok, etag: etag})
+	return etag
+}
+
+func writeJWT(w http.ResponseWriter, r *http.Request, tok, etag string) {
 	h := w.Header()
-	h.Set("ETag", etag)
-	h.Set("Cache-Control", "no-cache")
-	if etagMatches(r.Header.Get("If-None-Match"), etag) {
+	h[headerETag] = []string{etag}
+	h[headerCache] = noCache
+	if inm := r.Header["If-None-Match"]; len(inm) > 0 && etagMatches(strings.Join(inm, ","), etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	h.Set("Content-Type", "application/jwt")
+	h[headerType] = contentJWT
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte(tok))
+	_, _ = io.WriteString(w, tok)
 }
 
 // etagMatches implements If-None-Match's weak comparison over a list.

@@ -1,0 +1,441 @@
+// Command provisioner-bench measures the provisioner on this machine: the URL
+// resolver's throughput and tail latency with 1,000 accounts, side by side
+// with nginx serving the same JWTs as static files in the same run, and the
+// time to provision 10,000 sensor users with their JetStream consumers. It
+// starts its own throwaway PostgreSQL, the provisioner binary, an in-process
+// nats-server and nginx, all on loopback, and stops them when done.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/rxc-project/rxc/bench/benchenv"
+	"github.com/rxc-project/rxc/internal/pgtest"
+)
+
+type options struct {
+	bin         string
+	accounts    int
+	users       int
+	tenants     int
+	duration    time.Duration
+	conns       int
+	concurrency int
+	out         string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.bin, "bin", "bin/provisioner", "provisioner binary")
+	flag.IntVar(&o.accounts, "accounts", 1000, "tenant accounts to create and resolve")
+	flag.IntVar(&o.users, "users", 10000, "sensor users to provision")
+	flag.IntVar(&o.tenants, "user-tenants", 10, "tenants the sensor users are spread over")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "length of each resolver load run")
+	flag.IntVar(&o.conns, "conns", 32, "concurrent HTTP connections for the resolver load")
+	flag.IntVar(&o.concurrency, "concurrency", 16, "concurrent POST /users requests")
+	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "provisioner-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	for _, tool := range []string{"wrk", "nginx"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not found: install Debian's %s package", tool, map[string]string{"wrk": "wrk", "nginx": "nginx-light"}[tool])
+		}
+	}
+	dir, err := os.MkdirTemp("", "rxc-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	// nginx workers run as an unprivileged user: they must reach the files.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+
+	fmt.Println("starting PostgreSQL…")
+	pg, err := pgtest.Start()
+	if err != nil {
+		return err
+	}
+	defer pg.Stop()
+	if err := createDB(ctx, pg.DSN("postgres"), "bench"); err != nil {
+		return err
+	}
+
+	httpPort, _ := benchenv.FreePort()
+	natsPort, _ := benchenv.FreePort()
+	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	key := make([]byte, 32)
+	rand.Read(key)
+	secret := base64.RawURLEncoding.EncodeToString(key[:24])
+	env := append(os.Environ(),
+		"PG_DSN="+pg.DSN("bench"),
+		"OPERATOR_SEED_PATH="+filepath.Join(dir, "keys", "operator.nk"),
+		"ACCOUNT_SEED_ENCRYPTION_KEY="+base64.StdEncoding.EncodeToString(key),
+		"SHARED_SECRET="+secret,
+		fmt.Sprintf("LISTEN_ADDR=127.0.0.1:%d", httpPort),
+		fmt.Sprintf("NATS_URL=nats://127.0.0.1:%d", natsPort),
+		"LOG_LEVEL=warn",
+	)
+	initCmd := exec.CommandContext(ctx, o.bin, "init-operator", "--resolver-url", base+"/jwt/v1/accounts/", "--nats-config", filepath.Join(dir, "operator.conf"))
+	initCmd.Env = env
+	if out, err := initCmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("init-operator: %v: %s", err, out)
+	}
+	serve := exec.Command(o.bin, "serve")
+	serve.Env, serve.Stderr = env, os.Stderr
+	if err := serve.Start(); err != nil {
+		return err
+	}
+	defer func() { serve.Process.Signal(os.Interrupt); serve.Wait() }()
+	if err := waitHTTP(ctx, base+"/healthz", 204); err != nil {
+		return err
+	}
+	ns, err := startNATS(dir, natsPort)
+	if err != nil {
+		return err
+	}
+	defer ns.Shutdown()
+
+	c := &client{base: base, secret: secret, hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	fmt.Printf("creating %d accounts…\n", o.accounts)
+	start := time.Now()
+	keys, err := c.createAccounts(ctx, o.accounts)
+	if err != nil {
+		return err
+	}
+	acctTime := time.Since(start)
+
+	static := filepath.Join(dir, "static")
+	if err := writeStatic(ctx, base, static, keys); err != nil {
+		return err
+	}
+	script := filepath.Join(dir, "keys.lua")
+	if err := writeLua(script, keys); err != nil {
+		return err
+	}
+	nginxPort, _ := benchenv.FreePort()
+	stopNginx, err := startNginx(dir, static, nginxPort)
+	if err != nil {
+		return err
+	}
+	defer stopNginx()
+	nginxBase := fmt.Sprintf("http://127.0.0.1:%d", nginxPort)
+
+	// Alternate the two targets so drift in the machine's load hits both.
+	var nginxRuns, provRuns []benchenv.WrkResult
+	for round := 0; round < 2; round++ {
+		for _, t := range []struct {
+			name, url string
+			into      *[]benchenv.WrkResult
+		}{{"nginx", nginxBase, &nginxRuns}, {"provisioner", base, &provRuns}} {
+			if _, err := benchenv.Wrk(ctx, t.url, script, 2, o.conns, 2*time.Second); err != nil { // warm-up
+				return err
+			}
+			fmt.Printf("resolver load on %s (round %d, %s)…\n", t.name, round+1, o.duration)
+			r, err := benchenv.Wrk(ctx, t.url, script, 2, o.conns, o.duration)
+			if err != nil {
+				return err
+			}
+			if r.Errors != "" {
+				return fmt.Errorf("%s answered errors under load: %s", t.name, r.Errors)
+			}
+			*t.into = append(*t.into, r)
+		}
+	}
+	bestN, bestP := best(nginxRuns), best(provRuns)
+
+	fmt.Printf("provisioning %d sensor users with consumers (%d concurrent)…\n", o.users, o.concurrency)
+	ures, err := c.provisionUsers(ctx, keys, o.users, o.tenants, o.concurrency)
+	if err != nil {
+		return err
+	}
+
+	ratio := bestP.Requests / bestN.Requests * 100
+	var b strings.Builder
+	fmt.Fprintf(&b, "Provisioner binary against nginx %s serving the same %d JWTs as static files; wrk, 2 threads, %d connections, %s per run, best of 2 alternating runs; PostgreSQL %s; nats-server %s in-process in the driver.\n\n",
+		nginxVersion(), o.accounts, o.conns, o.duration, pgVersion(ctx, pg.DSN("bench")), server.VERSION)
+	fmt.Fprintf(&b, "| measurement | result | goal |\n|---|---|---|\n")
+	fmt.Fprintf(&b, "| resolver GET, provisioner | %.0f req/s, p50 %s, p99 %s | |\n", bestP.Requests, bestP.P50, bestP.P99)
+	fmt.Fprintf(&b, "| resolver GET, nginx static | %.0f req/s, p50 %s, p99 %s | |\n", bestN.Requests, bestN.P50, bestN.P99)
+	fmt.Fprintf(&b, "| provisioner / nginx rate | %.0f%% | ≥ 80%% |\n", ratio)
+	fmt.Fprintf(&b, "| create %d tenant accounts (POST /accounts, 8 concurrent) | %s (%.0f/s) | |\n", o.accounts, acctTime.Round(time.Millisecond), float64(o.accounts)/acctTime.Seconds())
+	fmt.Fprintf(&b, "| provision %d sensor users + consumers (POST /users, %d concurrent) | %s (%.0f/s), p50 %s, p99 %s | < 60 s |\n",
+		o.users, o.concurrency, ures.total.Round(time.Millisecond), float64(o.users)/ures.total.Seconds(), ures.p50, ures.p99)
+	fmt.Println()
+	fmt.Print(b.String())
+	if o.out != "" {
+		return benchenv.AppendResults(o.out, "Provisioner", b.String())
+	}
+	return nil
+}
+
+func best(rs []benchenv.WrkResult) benchenv.WrkResult {
+	b := rs[0]
+	for _, r := range rs[1:] {
+		if r.Requests > b.Requests {
+			b = r
+		}
+	}
+	return b
+}
+
+func createDB(ctx context.Context, dsn, name string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+name)
+	return err
+}
+
+func pgVersion(ctx context.Context, dsn string) string {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return "?"
+	}
+	defer conn.Close(ctx)
+	var v string
+	_ = conn.QueryRow(ctx, "SHOW server_version").Scan(&v)
+	return strings.Fields(v + " ")[0]
+}
+
+func nginxVersion() string {
+	out, _ := exec.Command("nginx", "-v").CombinedOutput()
+	return strings.TrimPrefix(strings.TrimSpace(string(out)), "nginx version: ")
+}
+
+func waitHTTP(ctx context.Context, url string, want int) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not answer %d within 60s", url, want)
+}
+
+func startNATS(dir string, port int) (*server.Server, error) {
+	conf := filepath.Join(dir, "nats.conf")
+	body := fmt.Sprintf("listen: 127.0.0.1:%d\njetstream { store_dir: %q }\ninclude \"operator.conf\"\n", port, filepath.Join(dir, "js"))
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		return nil, err
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		return nil, err
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		return nil, errors.New("nats-server not ready")
+	}
+	return ns, nil
+}
+
+type client struct {
+	base, secret string
+	hc           *http.Client
+}
+
+func (c *client) post(ctx context.Context, path string, body any) (int, []byte, error) {
+	data, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(data))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Backend-Shared-Secret", c.secret)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
+}
+
+func (c *client) createAccounts(ctx context.Context, n int) ([]string, error) {
+	keys := make([]string, n)
+	err := parallel(ctx, n, 8, func(i int) error {
+		status, body, err := c.post(ctx, "/accounts", map[string]string{"tenantId": fmt.Sprintf("bench-%04d", i)})
+		if err != nil || status >= 300 {
+			return fmt.Errorf("POST /accounts: %d %s %v", status, body, err)
+		}
+		var v struct{ AccountPubKey string }
+		if err := json.Unmarshal(body, &v); err != nil {
+			return err
+		}
+		keys[i] = v.AccountPubKey
+		return nil
+	})
+	return keys, err
+}
+
+type userResult struct {
+	total, p50, p99 time.Duration
+}
+
+func (c *client) provisionUsers(ctx context.Context, keys []string, n, tenants, conc int) (userResult, error) {
+	lat := make([]time.Duration, n)
+	var retried atomic.Int64
+	start := time.Now()
+	err := parallel(ctx, n, conc, func(i int) error {
+		body := map[string]string{"tenantId": fmt.Sprintf("bench-%04d", i%tenants), "sensorId": fmt.Sprintf("s-%06d", i)}
+		t0 := time.Now()
+		for attempt := 0; ; attempt++ {
+			status, out, err := c.post(ctx, "/users", body)
+			if err == nil && status == 201 {
+				break
+			}
+			if status == 503 && attempt < 5 {
+				retried.Add(1)
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("POST /users: %d %s %v", status, out, err)
+		}
+		lat[i] = time.Since(t0)
+		return nil
+	})
+	total := time.Since(start)
+	if err != nil {
+		return userResult{}, err
+	}
+	if r := retried.Load(); r > 0 {
+		fmt.Printf("  (%d requests answered 503 and were retried)\n", r)
+	}
+	slices.Sort(lat)
+	return userResult{total: total, p50: benchenv.Percentile(lat, 50), p99: benchenv.Percentile(lat, 99)}, nil
+}
+
+func parallel(ctx context.Context, n, conc int, fn func(i int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// writeStatic stores each account's JWT under the same path nginx will serve.
+func writeStatic(ctx context.Context, base, root string, keys []string) error {
+	dir := filepath.Join(root, "jwt", "v1", "accounts")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		resp, err := http.Get(base + "/jwt/v1/accounts/" + k)
+		if err != nil {
+			return err
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			return fmt.Errorf("fetch %s: %d %v", k, resp.StatusCode, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, k), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeLua(path string, keys []string) error {
+	var b strings.Builder
+	b.WriteString("local keys = {\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %q,\n", k)
+	}
+	b.WriteString("}\nlocal n = 0\nrequest = function()\n  n = n + 1\n  return wrk.format(\"GET\", \"/jwt/v1/accounts/\" .. keys[(n % #keys) + 1])\nend\n")
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+func startNginx(dir, root string, port int) (func(), error) {
+	prefix := filepath.Join(dir, "nginx")
+	if err := os.MkdirAll(filepath.Join(prefix, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	conf := fmt.Sprintf(`worker_processes auto;
+pid %s/nginx.pid;
+error_log stderr warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  sendfile on;
+  keepalive_requests 100000;
+  default_type application/jwt;
+  server {
+    listen 127.0.0.1:%d;
+    root %s;
+    location / { etag on; }
+  }
+}
+`, prefix, port, root)
+	confPath := filepath.Join(prefix, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("nginx", "-p", prefix, "-c", confPath, "-g", "daemon off;")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop := func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }
+	if err := waitHTTP(context.Background(), fmt.Sprintf("http://127.0.0.1:%d/jwt/v1/accounts/", port), 403); err != nil {
+		if err2 := waitHTTP(context.Background(), fmt.Sprintf("http://127.0.0.1:%d/jwt/v1/accounts/", port), 404); err2 != nil {
+			stop()
+			return nil, err
+		}
+	}
+	return stop, nil
+}
