@@ -264,16 +264,22 @@ func (c *Client) run(ctx context.Context) {
 			wait := c.backoff(failures)
 			failures++
 			c.log.Warn("nats connection failed; retrying", "attempt", failures, "wait", wait, "error", err)
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-			case <-t.C:
-			}
+			sleep(ctx, wait)
 			continue
 		}
 		failures = 0
 		c.serve(ctx, hctx, nc, closed)
+		// A connection closed right after it opened must not spin the loop.
+		sleep(ctx, c.backoff(0))
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -375,6 +376,37 @@ func TestReconnectRestoresStatusSubscription(t *testing.T) {
 	})
 	if err := c.PublishCommand(t.Context(), s1.CommandSubject(), "cmd-after", []byte("{}")); err != nil {
 		t.Errorf("PublishCommand after reconnect: %v", err)
+	}
+}
+
+func TestRevokedCredentialsAreReplaced(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	url := w.start(-1)
+	s1 := sensorT1("s1")
+	w.admin(url, s1)
+	first, second := w.backendCreds(), w.backendCreds()
+	var calls atomic.Int64
+	c := newClient(t, url, func(context.Context) (string, error) {
+		if calls.Add(1) == 1 {
+			return first, nil
+		}
+		return second, nil
+	})
+	startReady(t, c)
+
+	tok, err := jwt.ParseDecoratedJWT([]byte(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := jwt.DecodeUserClaims(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.revokeControlUser(url, uc.Subject)
+	waitFor(t, 10*time.Second, "reconnected with fresh credentials", func() bool { return calls.Load() >= 2 && c.Ready() })
+	if err := c.PublishCommand(t.Context(), s1.CommandSubject(), "cmd-1", []byte("{}")); err != nil {
+		t.Errorf("PublishCommand with the new user: %v", err)
 	}
 }
 

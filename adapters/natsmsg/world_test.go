@@ -27,13 +27,15 @@ const stream = topology.DefaultStream
 // tenant "t1" (topology.TenantImports), all signed with jwt/v2 as the
 // provisioner would.
 type world struct {
-	t        *testing.T
-	operator *jwt.OperatorClaims
-	sys      nkeys.KeyPair
-	control  nkeys.KeyPair
-	tenant   nkeys.KeyPair
-	resolver string
-	storeDir string
+	t         *testing.T
+	okp       nkeys.KeyPair
+	operator  *jwt.OperatorClaims
+	ctlClaims *jwt.AccountClaims
+	sys       nkeys.KeyPair
+	control   nkeys.KeyPair
+	tenant    nkeys.KeyPair
+	resolver  string
+	storeDir  string
 
 	mu   sync.Mutex
 	jwts map[string]string
@@ -53,6 +55,7 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{t: t, jwts: map[string]string{}, storeDir: t.TempDir()}
 	okp := mustKey(t, nkeys.CreateOperator)
+	w.okp = okp
 	w.sys = mustKey(t, nkeys.CreateAccount)
 	w.control = mustKey(t, nkeys.CreateAccount)
 	w.tenant = mustKey(t, nkeys.CreateAccount)
@@ -83,6 +86,7 @@ func newWorld(t *testing.T) *world {
 		cc.Exports.Add(exp)
 	}
 	w.sign(okp, cc)
+	w.ctlClaims = cc
 
 	tc := jwt.NewAccountClaims(pubKey(t, w.tenant))
 	tc.Name = "t1"
@@ -198,6 +202,21 @@ func (w *world) creds(acc nkeys.KeyPair, name string, p topology.Permissions) st
 		w.t.Fatal(err)
 	}
 	return string(b)
+}
+
+// revokeControlUser revokes a CONTROL user and pushes the new account JWT
+// as the SYS user, as the provisioner does.
+func (w *world) revokeControlUser(url, userPub string) {
+	w.t.Helper()
+	w.ctlClaims.Revoke(userPub)
+	w.sign(w.okp, w.ctlClaims)
+	w.mu.Lock()
+	tok := w.jwts[w.ctlClaims.Subject]
+	w.mu.Unlock()
+	nc := w.connect(url, w.creds(w.sys, "sys", topology.SystemPermissions()))
+	if _, err := nc.Request("$SYS.REQ.ACCOUNT."+w.ctlClaims.Subject+".CLAIMS.UPDATE", []byte(tok), 5*time.Second); err != nil {
+		w.t.Fatalf("push CONTROL claims: %v", err)
+	}
 }
 
 func (w *world) backendCreds() string {
