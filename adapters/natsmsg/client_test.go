@@ -499,3 +499,6 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// The client is the domain's command publisher port.
+var _ fleet.CommandPublisher = (*natsmsg.Client)(nil)

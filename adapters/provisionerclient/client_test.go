@@ -632,3 +632,6 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// The client is the domain's provisioner port.
+var _ fleet.Provisioner = (*provisionerclient.Client)(nil)
