@@ -6,6 +6,7 @@ export default defineConfig({
   test: {
     environment: 'node',
     include: ['test/system/**/*.test.ts'],
+    setupFiles: ['test/system/setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
   },

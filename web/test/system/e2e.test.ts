@@ -8,7 +8,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRealApi, startApi } from './api';
 import type { E2eApi } from './api';
-import { freePort, requireTool, RESULTS, runHook, startNginx, tempDir } from './tools';
+import { freePort, makeReadable, requireTool, RESULTS, runHook, startNginx, tempDir } from './tools';
 import type { Nginx } from './tools';
 
 const CHROMIUM_ARGS = [
@@ -47,6 +47,7 @@ function configure(chat: boolean, apiBaseUrl = `${api.baseUrl}/api`) {
   // The hook wrote listen.conf for every address again; keep the test on loopback.
   const listen = path.join(nginx.configDir, 'listen.conf');
   writeFileSync(listen, readFileSync(listen, 'utf8').replace(`listen ${nginx.port};`, `listen 127.0.0.1:${nginx.port};`));
+  makeReadable(nginx.configDir);
 }
 
 beforeAll(async () => {

@@ -3,7 +3,7 @@
 
 import { spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { accessSync, constants, cpSync, mkdtempSync, readFileSync, writeFileSync, mkdirSync, chmodSync, existsSync, rmSync } from 'node:fs';
+import { accessSync, chmodSync, constants, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
@@ -31,11 +31,29 @@ export function requireTool(file: string): string {
   return file;
 }
 
+const tempDirs: string[] = [];
+
+/** Removes every folder tempDir made in this test file (run by setup.ts after the file). */
+export function removeTempDirs() {
+  for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
 export function tempDir(prefix: string): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), `rxc-web-${prefix}-`));
+  tempDirs.push(dir);
   // nginx started as root runs its workers as nobody: they must read what the tests write.
   chmodSync(dir, 0o755);
   return dir;
+}
+
+/** nginx workers (nobody) must read everything under dir, whatever the umask was. */
+export function makeReadable(dir: string) {
+  chmodSync(dir, 0o755);
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, entry.name);
+    if (entry.isDirectory()) makeReadable(p);
+    else chmodSync(p, 0o644);
+  }
 }
 
 export async function freePort(): Promise<number> {
@@ -105,7 +123,6 @@ export async function startNginx(opts: { apiBaseUrl: string; chat: boolean; port
     RXC_IF_INET6: path.join(prefix, 'no-ipv6'),
   });
   if (hook.status !== 0) throw new Error(`entrypoint hook failed: ${hook.stderr}`);
-  chmodSync(configDir, 0o755);
   // Loopback only: the hook's "listen PORT;" would bind every address.
   const listen = path.join(configDir, 'listen.conf');
   writeFileSync(listen, replaceOnce(readFileSync(listen, 'utf8'), `listen ${port};`, `listen 127.0.0.1:${port};`, listen));
@@ -125,6 +142,7 @@ export async function startNginx(opts: { apiBaseUrl: string; chat: boolean; port
   server = replaceOnce(server, '/usr/share/nginx/html', root, serverSrc);
   server = replaceOnce(server, '/etc/nginx/snippets/rxc-security-headers.conf', path.join(WEB_DIR, 'nginx/security-headers.conf'), serverSrc);
   writeFileSync(path.join(confd, 'default.conf'), server);
+  makeReadable(prefix);
 
   const args = ['-p', prefix, '-c', path.join(prefix, 'nginx.conf'), '-e', path.join(prefix, 'error.log'), '-g', 'daemon off;'];
   const check = spawnSync(nginx, [...args, '-t'], { encoding: 'utf8' });
