@@ -77,9 +77,7 @@ type Config struct {
 	Logger       *slog.Logger
 }
 
-// StatusHandler receives one status message. subject is
-// "rxc.<tenantId>.<sensorId>.status"; data is at most MaxStatusBytes.
-type StatusHandler func(ctx context.Context, subject string, data []byte)
+type statusHandler = func(ctx context.Context, subject string, data []byte)
 
 // Stats are cumulative counters since New.
 type Stats struct {
@@ -114,7 +112,7 @@ type Client struct {
 	conn     *nats.Conn
 	js       jetstream.JetStream
 	subsUp   bool // the current connection's subscriptions are registered
-	handlers []StatusHandler
+	handlers []statusHandler
 
 	published, received, dropped atomic.Uint64
 }
@@ -204,9 +202,10 @@ func (c *Client) Stats() Stats {
 
 // SubscribeStatus has handle called for every sensor status message, in a
 // queue subscription on topology.StatusWildcard shared with the other
-// clients of the same queue group. Registered before the connection exists,
+// clients of the same queue group. subject is "rxc.<tenantId>.<sensorId>.status";
+// data is at most MaxStatusBytes. Registered before the connection exists,
 // it is subscribed once connected; nats.go restores it after reconnects.
-func (c *Client) SubscribeStatus(handle StatusHandler) {
+func (c *Client) SubscribeStatus(handle func(ctx context.Context, subject string, data []byte)) {
 	c.mu.Lock()
 	c.handlers = append(c.handlers, handle)
 	c.mu.Unlock()
@@ -412,7 +411,7 @@ func (c *Client) drain(nc *nats.Conn, closed <-chan struct{}) {
 	}
 }
 
-func (c *Client) deliver(ctx context.Context, h StatusHandler) nats.MsgHandler {
+func (c *Client) deliver(ctx context.Context, h statusHandler) nats.MsgHandler {
 	return func(m *nats.Msg) {
 		c.received.Add(1)
 		if len(m.Data) > MaxStatusBytes {

@@ -262,7 +262,7 @@ func (w *world) admin(url string, sensors ...topology.Sensor) jetstream.JetStrea
 	return js
 }
 
-// sensor connects as sensor s of tenant t1, as a sensor agent does.
+// sensor connects as sensor s of tenant t1, the way a sensor does.
 func (w *world) sensor(url string, s topology.Sensor) (*nats.Conn, jetstream.JetStream) {
 	w.t.Helper()
 	nc := w.connect(url, w.creds(w.tenant, s.SensorID, s.Permissions()), nats.CustomInboxPrefix(s.InboxPrefix()))
