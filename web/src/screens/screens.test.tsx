@@ -225,3 +225,59 @@ describe('sensor detail', () => {
     expect(await screen.findByRole('alert')).toHaveTextContent('Sensor not found');
   });
 });
+
+describe('sensors list', () => {
+  it('filters by tenant and state through the query and the URL', async () => {
+    const user = userEvent.setup();
+    const f = fakeFetch({
+      ...ME,
+      'GET /api/tenants': () => json(200, { items: [{ id: 'acme', name: 'Acme', natsStatus: 'provisioned' }, { id: 'beta', name: 'Beta', natsStatus: 'pending' }] }),
+      'GET /api/sensors': ({ url }) =>
+        json(200, {
+          items: [{ id: 's-1', tenantId: url.searchParams.get('tenantId') ?? 'acme', name: 'edge-1', state: url.searchParams.get('state') || 'running', lastSeenAt: null, certificate: null }],
+        }),
+    });
+    renderApp('/sensors?tenantId=acme', f);
+    expect(await screen.findByRole('link', { name: 'edge-1' })).toHaveAttribute('href', '/sensors/s-1');
+    await waitFor(() => expect(screen.getByLabelText('Tenant')).toHaveValue('acme'));
+    const sensorCalls = () => f.calls.filter((c) => c.url.pathname === '/api/sensors').map((c) => c.url.search);
+    expect(sensorCalls()[0]).toBe('?tenantId=acme');
+    await user.selectOptions(screen.getByLabelText('State'), 'offline');
+    await waitFor(() => expect(sensorCalls()).toContain('?tenantId=acme&state=offline'));
+    expect(await within(screen.getByRole('table', { name: 'Sensors' })).findByText('offline')).toBeInTheDocument();
+    await user.selectOptions(screen.getByLabelText('Tenant'), '');
+    await waitFor(() => expect(sensorCalls()).toContain('?state=offline'));
+  });
+
+  it('keeps the last list and says so when a refresh fails', async () => {
+    let fail = false;
+    const f = fakeFetch({
+      ...ME,
+      'GET /api/tenants': () => json(200, { items: [] }),
+      'GET /api/sensors': () => (fail ? Promise.reject(new TypeError('Failed to fetch')) : json(200, { items: [{ id: 's-1', tenantId: 'acme', name: 'edge-1', state: 'online' }] })),
+    });
+    renderApp('/sensors', f);
+    await screen.findByRole('link', { name: 'edge-1' });
+    fail = true;
+    // The next poll fails: the table stays, with the cause above it.
+    expect(await screen.findByText('Control plane unreachable', {}, { timeout: 5000 })).toBeInTheDocument();
+    expect(screen.getByRole('link', { name: 'edge-1' })).toBeInTheDocument();
+  });
+});
+
+describe('sign out', () => {
+  it('ends the session and says so', async () => {
+    const user = userEvent.setup();
+    const f = fakeFetch({
+      ...ME,
+      'GET /api/sensors': () => json(200, { items: [] }),
+      'GET /api/tenants': () => json(200, { items: [] }),
+      'POST /api/auth/logout': () => new Response(null, { status: 204 }),
+    });
+    renderApp('/sensors', f);
+    await user.click(await screen.findByRole('button', { name: 'Sign out' }));
+    expect(await screen.findByText('You are signed out.')).toBeInTheDocument();
+    expect(f.calls.find((c) => c.url.pathname === '/api/auth/logout')!.init.credentials).toBe('include');
+  });
+});
+
