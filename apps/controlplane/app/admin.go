@@ -1,0 +1,124 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/rxc-project/rxc/adapters/passwords"
+	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/core/operators"
+)
+
+// listFlag collects a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// initCA creates the sensor CA (never replacing an existing CA key) and
+// issues the gRPC server certificate for the given names.
+func initCA(args []string, stdout, stderr io.Writer) error {
+	fl := flag.NewFlagSet("init-ca", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	var dns, ips listFlag
+	fl.Var(&dns, "dns", "DNS name for the gRPC server certificate (repeatable)")
+	fl.Var(&ips, "ip", "IP address for the gRPC server certificate (repeatable)")
+	org := fl.String("org", "RXC", "organisation in the certificates' subjects")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	var cfg struct {
+		CADir string `envconfig:"CA_DIR" default:"ca"`
+	}
+	if err := load(&cfg); err != nil {
+		return err
+	}
+	opts := x509ca.InitOptions{DNSNames: dns, Organization: *org}
+	for _, s := range ips {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return fmt.Errorf("--ip %q is not an IP address", s)
+		}
+		opts.IPAddresses = append(opts.IPAddresses, ip)
+	}
+	res, err := x509ca.Init(cfg.CADir, opts)
+	if err != nil {
+		return err
+	}
+	if res.CACreated {
+		fmt.Fprintf(stdout, "sensor CA created: %s (valid until %s)\n", res.CACertPath, res.CANotAfter.Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(stdout, "sensor CA kept: %s\n", res.CACertPath)
+	}
+	fmt.Fprintf(stdout, "gRPC server certificate: %s (valid until %s)\n", res.ServerCertPath, res.ServerNotAfter.Format(time.RFC3339))
+	return nil
+}
+
+// createOperator creates an operator; the password is the first line of stdin
+// so that it never appears in a process listing or shell history.
+func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fl := flag.NewFlagSet("create-operator", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	email := fl.String("email", "", "the operator's email address (required)")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if *email == "" {
+		return errors.New("create-operator: --email is required")
+	}
+	var cfg struct {
+		PGDSN string `envconfig:"PG_DSN" required:"true"`
+	}
+	if err := load(&cfg); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(io.LimitReader(stdin, 4096)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read password from standard input: %w", err)
+	}
+	password := strings.TrimRight(line, "\r\n")
+	if password == "" {
+		return errors.New("create-operator: no password on standard input (pipe it in, e.g. from a secret file)")
+	}
+	pool, err := connect(ctx, cfg.PGDSN, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := applyMigrations(ctx, pool); err != nil {
+		return err
+	}
+	store, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
+	if err != nil {
+		return err
+	}
+	ops, err := newOperators(store, 0, nil)
+	if err != nil {
+		return err
+	}
+	op, err := ops.CreateOperator(ctx, *email, password)
+	if err != nil {
+		return fmt.Errorf("create-operator: %w", err)
+	}
+	fmt.Fprintf(stdout, "operator %s created\n", op.Email)
+	return nil
+}
+
+// newOperators builds the operators service with argon2id hashing at the
+// passwords package's defaults (OWASP's recommendation).
+func newOperators(store *controlplanestore.Store, sessionTTL time.Duration, log *slog.Logger) (*operators.Service, error) {
+	hasher, err := passwords.New(passwords.Config{})
+	if err != nil {
+		return nil, err
+	}
+	return operators.New(operators.Config{Store: store, Hasher: hasher, SessionTTL: sessionTTL, Logger: log})
+}

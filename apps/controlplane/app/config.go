@@ -1,0 +1,170 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/rxc-project/rxc/adapters/postgres/migrate"
+	"github.com/rxc-project/rxc/migrations"
+)
+
+// ServeConfig is the configuration of `controlplane serve`.
+type ServeConfig struct {
+	PGDSN              string        `envconfig:"PG_DSN" required:"true"`
+	ListenAddr         string        `envconfig:"LISTEN_ADDR" default:":5009"`
+	GRPCListenAddr     string        `envconfig:"GRPC_LISTEN_ADDR" default:":5010"`
+	CADir              string        `envconfig:"CA_DIR" default:"ca"`
+	SensorCertTTL      time.Duration `envconfig:"SENSOR_CERT_TTL" default:"168h"`
+	CORSAllowedOrigins []string      `envconfig:"CORS_ALLOWED_ORIGINS" default:"http://localhost:8000"`
+	LocalMode          bool          `envconfig:"LOCAL_MODE" default:"false"`
+	TrustProxy         bool          `envconfig:"TRUST_PROXY" default:"false"`
+	PublicGRPCAddr     string        `envconfig:"PUBLIC_GRPC_ADDR" default:"localhost:5010"`
+	PublicNATSURL      string        `envconfig:"PUBLIC_NATS_URL" default:"nats://localhost:4222"`
+	CommandStreamName  string        `envconfig:"COMMAND_STREAM_NAME" default:"RXC_CMD"`
+	CommandTTL         time.Duration `envconfig:"COMMAND_TTL" default:"10m"`
+	SensorOfflineAfter time.Duration `envconfig:"SENSOR_OFFLINE_AFTER" default:"90s"`
+	SessionTTL         time.Duration `envconfig:"SESSION_TTL" default:"12h"`
+	RedeemPerMinute    int           `envconfig:"REDEEM_RATE_PER_MINUTE" default:"10"`
+	RedeemBurst        int           `envconfig:"REDEEM_RATE_BURST" default:"5"`
+	MigrateOnStart     bool          `envconfig:"MIGRATE_ON_START" default:"true"`
+	ShutdownTimeout    time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"15s"`
+	LogLevel           string        `envconfig:"LOG_LEVEL" default:"info"`
+	// BootstrapOperatorEmail and BootstrapOperatorPassword create the first
+	// operator at start when no operator with that email exists.
+	BootstrapOperatorEmail    string `envconfig:"BOOTSTRAP_OPERATOR_EMAIL"`
+	BootstrapOperatorPassword string `envconfig:"BOOTSTRAP_OPERATOR_PASSWORD"`
+
+	Provisioner ProvisionerConfig `envconfig:"NATS_PROVISIONER"`
+	Messaging   MessagingConfig   `envconfig:"NATS_MESSAGING"`
+	Chat        ChatConfig        `envconfig:"ANALYTICS_CHAT"`
+}
+
+// ProvisionerConfig is the NATS_PROVISIONER_ group.
+type ProvisionerConfig struct {
+	Enabled          bool   `envconfig:"ENABLED" default:"false"`
+	BaseURL          string `envconfig:"BASE_URL" default:"http://127.0.0.1:8080"`
+	SharedSecret     string `envconfig:"SHARED_SECRET"`
+	SharedSecretName string `envconfig:"SHARED_SECRET_HEADER_NAME" default:"X-Backend-Shared-Secret"`
+	IntervalSeconds  int    `envconfig:"INTERVAL_SECONDS" default:"30"`
+	TimeoutSeconds   int    `envconfig:"TIMEOUT_SECONDS" default:"5"`
+}
+
+// Interval is the reconcile period; values under 5 s are raised to 5 s.
+func (p ProvisionerConfig) Interval() time.Duration {
+	return time.Duration(max(p.IntervalSeconds, 5)) * time.Second
+}
+
+// MessagingConfig is the NATS_MESSAGING_ group.
+type MessagingConfig struct {
+	Enabled   bool   `envconfig:"ENABLED" default:"false"`
+	URL       string `envconfig:"URL" default:"nats://127.0.0.1:4222"`
+	CredsPath string `envconfig:"CREDS_PATH"`
+}
+
+// ChatConfig is the ANALYTICS_CHAT_ group. Only the status endpoint uses it
+// so far.
+type ChatConfig struct {
+	Enabled      bool             `envconfig:"ENABLED" default:"false"`
+	BaseURL      string           `envconfig:"BASE_URL"`
+	Model        string           `envconfig:"MODEL"`
+	APIKey       string           `envconfig:"API_KEY"`
+	Timeout      time.Duration    `envconfig:"TIMEOUT" default:"60s"`
+	PlaybooksDir string           `envconfig:"PLAYBOOKS_DIR"`
+	Enrichment   EnrichmentConfig `envconfig:"ENRICHMENT"`
+}
+
+// EnrichmentConfig is the ANALYTICS_CHAT_ENRICHMENT_ group.
+type EnrichmentConfig struct {
+	Enabled            bool          `envconfig:"ENABLED" default:"false"`
+	MISPURL            string        `envconfig:"MISP_URL"`
+	MISPKey            string        `envconfig:"MISP_KEY"`
+	Timeout            time.Duration `envconfig:"TIMEOUT" default:"3s"`
+	InsecureSkipVerify bool          `envconfig:"INSECURE_SKIP_VERIFY" default:"false"`
+}
+
+// load fills cfg from the environment with a message naming what is wrong.
+func load(cfg any) error {
+	if err := envconfig.Process("", cfg); err != nil {
+		return fmt.Errorf("configuration: %s", strings.TrimPrefix(err.Error(), "envconfig."))
+	}
+	return nil
+}
+
+func newLogger(level string, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("configuration: LOG_LEVEL %q: use debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// connect opens the pool, retrying for a while so the control plane can
+// start together with PostgreSQL.
+func connect(ctx context.Context, dsn string, wait time.Duration) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, errors.New("configuration: PG_DSN is not a valid PostgreSQL connection string")
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err = pool.Ping(pctx)
+		cancel()
+		if err == nil {
+			return pool, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres did not answer within %s: %w", wait, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func applyMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	applied, err := migrate.Apply(ctx, pool, "controlplane", migrations.ControlPlane)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	return applied, nil
+}
+
+func migrateCmd(ctx context.Context, stdout io.Writer) error {
+	var cfg struct {
+		PGDSN string `envconfig:"PG_DSN" required:"true"`
+	}
+	if err := load(&cfg); err != nil {
+		return err
+	}
+	pool, err := connect(ctx, cfg.PGDSN, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	applied, err := applyMigrations(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(stdout, "schema is up to date")
+	}
+	for _, v := range applied {
+		fmt.Fprintln(stdout, "applied", v)
+	}
+	return nil
+}

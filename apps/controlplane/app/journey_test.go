@@ -1,0 +1,393 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/internal/pgtest"
+	"github.com/rxc-project/rxc/internal/provisionertest"
+	sensorpb "github.com/rxc-project/rxc/proto"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+const (
+	opEmail    = "ops@example.com"
+	opPassword = "correct horse battery staple"
+)
+
+// plane is a running control plane wired to a running provisioner.
+type plane struct {
+	t       *testing.T
+	prov    *provisionertest.Stack
+	srv     *app.Server
+	base    string
+	grpc    string
+	caPEM   []byte
+	http    *http.Client
+	stopped chan error
+	cancel  context.CancelFunc
+}
+
+func startPlane(t *testing.T, prov *provisionertest.Stack, mutate ...func(*app.ServeConfig)) *plane {
+	t.Helper()
+	caDir := filepath.Join(t.TempDir(), "ca")
+	if _, err := x509ca.Init(caDir, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	grpcPort := provisionertest.FreePort(t)
+	cfg := app.ServeConfig{
+		PGDSN: pgtest.DSN(t), ListenAddr: "127.0.0.1:0", GRPCListenAddr: fmt.Sprintf("127.0.0.1:%d", grpcPort),
+		CADir: caDir, SensorCertTTL: 168 * time.Hour, CORSAllowedOrigins: []string{"http://localhost:8000"},
+		LocalMode: true, PublicGRPCAddr: fmt.Sprintf("127.0.0.1:%d", grpcPort), PublicNATSURL: prov.NATSURL,
+		CommandStreamName: "RXC_CMD", CommandTTL: 10 * time.Minute, SensorOfflineAfter: time.Minute, SessionTTL: time.Hour,
+		RedeemPerMinute: 60, RedeemBurst: 20, MigrateOnStart: true, ShutdownTimeout: 5 * time.Second, LogLevel: "error",
+		BootstrapOperatorEmail: opEmail, BootstrapOperatorPassword: opPassword,
+		Provisioner: app.ProvisionerConfig{Enabled: true, BaseURL: prov.URL, SharedSecret: prov.Secret,
+			SharedSecretName: "X-Backend-Shared-Secret", IntervalSeconds: 5, TimeoutSeconds: 5},
+		Messaging: app.MessagingConfig{Enabled: true, URL: prov.NATSURL},
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := app.NewServer(ctx, cfg, log)
+	if err != nil {
+		cancel()
+		t.Fatalf("control plane: %v", err)
+	}
+	jar, _ := cookiejar.New(nil)
+	p := &plane{t: t, prov: prov, srv: srv, base: "http://" + srv.HTTPAddr(), grpc: cfg.PublicGRPCAddr,
+		http: &http.Client{Jar: jar, Timeout: 20 * time.Second}, stopped: make(chan error, 1), cancel: cancel}
+	p.caPEM, _ = os.ReadFile(filepath.Join(caDir, "ca.crt"))
+	go func() { p.stopped <- srv.Run(ctx) }()
+	t.Cleanup(p.stop)
+	waitUntil(t, 20*time.Second, "control plane ready", func() bool {
+		resp, err := http.Get(p.base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && srv.Ready()
+	})
+	return p
+}
+
+func (p *plane) stop() {
+	if p.cancel == nil {
+		return
+	}
+	p.cancel()
+	select {
+	case <-p.stopped:
+	case <-time.After(15 * time.Second):
+		p.t.Error("control plane did not stop within 15s")
+	}
+	p.cancel = nil
+}
+
+// do sends a JSON request with the operator's cookies; bearer is optional.
+func (p *plane) do(method, path string, body any, bearer string) (int, []byte) {
+	p.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		data, _ := json.Marshal(body)
+		rd = bytes.NewReader(data)
+	}
+	req, _ := http.NewRequest(method, p.base+path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		p.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func (p *plane) must(method, path string, body any, bearer string, want int, into any) {
+	p.t.Helper()
+	status, out := p.do(method, path, body, bearer)
+	if status != want {
+		p.t.Fatalf("%s %s: status %d, want %d: %s", method, path, status, want, out)
+	}
+	if into != nil {
+		if err := json.Unmarshal(out, into); err != nil {
+			p.t.Fatalf("%s %s: decode %s: %v", method, path, out, err)
+		}
+	}
+}
+
+func waitUntil(t *testing.T, limit time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+type enrollment struct {
+	SensorID      string    `json:"sensorId"`
+	TenantID      string    `json:"tenantId"`
+	Certificate   string    `json:"certificate"`
+	CACertificate string    `json:"caCertificate"`
+	Serial        string    `json:"serial"`
+	NotAfter      time.Time `json:"notAfter"`
+	SensorToken   string    `json:"sensorToken"`
+	NATS          struct {
+		URL            string `json:"url"`
+		Creds          string `json:"creds"`
+		Stream         string `json:"stream"`
+		Consumer       string `json:"consumer"`
+		JSAPIPrefix    string `json:"jsApiPrefix"`
+		InboxPrefix    string `json:"inboxPrefix"`
+		CommandSubject string `json:"commandSubject"`
+		StatusSubject  string `json:"statusSubject"`
+	} `json:"nats"`
+	GRPC struct {
+		Address string `json:"address"`
+	} `json:"grpc"`
+}
+
+type sensorView struct {
+	ID          string `json:"id"`
+	TenantID    string `json:"tenantId"`
+	State       string `json:"state"`
+	Certificate *struct {
+		Serial string `json:"serial"`
+	} `json:"certificate"`
+	LastCommand *struct {
+		CommandID      string     `json:"commandId"`
+		Action         string     `json:"action"`
+		AcknowledgedAt *time.Time `json:"acknowledgedAt"`
+	} `json:"lastCommand"`
+}
+
+// testSensor is what a sensor holds after enrolment.
+type testSensor struct {
+	key  *ecdsa.PrivateKey
+	enr  enrollment
+	cert tls.Certificate
+}
+
+func newCSR(t *testing.T, key *ecdsa.PrivateKey) string {
+	t.Helper()
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "ignored"}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+}
+
+func (p *plane) enrol(tenant string) *testSensor {
+	p.t.Helper()
+	var code struct{ Code string }
+	p.must("POST", "/api/tenants/"+tenant+"/claim-codes", map[string]any{"ttlSeconds": 600, "sensorName": "edge-1"}, "", 201, &code)
+	var red struct {
+		SensorID, TenantID, EnrollmentToken string
+	}
+	p.must("POST", "/api/sensors/claim/redeem", map[string]string{"claimCode": code.Code, "hostname": "edge-1.local"}, "", 201, &red)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	s := &testSensor{key: key}
+	p.must("POST", "/api/sensors/"+red.SensorID+"/agent/enroll", map[string]string{"csr": newCSR(p.t, key)}, red.EnrollmentToken, 201, &s.enr)
+	block, _ := pem.Decode([]byte(s.enr.Certificate))
+	if block == nil {
+		p.t.Fatal("enrol returned no certificate PEM")
+	}
+	s.cert = tls.Certificate{Certificate: [][]byte{block.Bytes}, PrivateKey: key}
+	return s
+}
+
+func (p *plane) grpcConn(s *testSensor) *grpc.ClientConn {
+	p.t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(p.caPEM)
+	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{s.cert}, RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13})
+	cc, err := grpc.NewClient(s.enr.GRPC.Address, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func natsConnect(s *testSensor, opts ...nats.Option) (*nats.Conn, error) {
+	tok, err := jwt.ParseDecoratedJWT([]byte(s.enr.NATS.Creds))
+	if err != nil {
+		return nil, err
+	}
+	kp, err := jwt.ParseDecoratedNKey([]byte(s.enr.NATS.Creds))
+	if err != nil {
+		return nil, err
+	}
+	seed, _ := kp.Seed()
+	return nats.Connect(s.enr.NATS.URL, append([]nats.Option{
+		nats.UserJWTAndSeed(tok, string(seed)), nats.CustomInboxPrefix(s.enr.NATS.InboxPrefix), nats.MaxReconnects(0),
+	}, opts...)...)
+}
+
+func TestSensorJourney(t *testing.T) {
+	prov := provisionertest.Start(t, provisionertest.Options{})
+	p := startPlane(t, prov)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	// The operator logs in, creates a tenant, and the worker provisions it.
+	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
+	var me struct{ Email string }
+	p.must("GET", "/api/auth/me", nil, "", 200, &me)
+	if me.Email != opEmail {
+		t.Fatalf("me = %q", me.Email)
+	}
+	var tenant struct{ ID, NatsStatus, NatsAccountPubKey string }
+	p.must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme Corp"}, "", 201, &tenant)
+	if tenant.NatsStatus != "pending" {
+		t.Fatalf("new tenant natsStatus %q, want pending", tenant.NatsStatus)
+	}
+	waitUntil(t, 15*time.Second, "tenant provisioned by the reconcile worker", func() bool {
+		p.must("GET", "/api/tenants/acme", nil, "", 200, &tenant)
+		return tenant.NatsStatus == "provisioned" && tenant.NatsAccountPubKey != ""
+	})
+
+	// A sensor redeems a claim code and enrols with a CSR.
+	s := p.enrol("acme")
+	if s.enr.TenantID != "acme" || s.enr.NATS.Consumer != "cmd-acme-"+s.enr.SensorID || s.enr.NATS.URL != prov.NATSURL {
+		t.Fatalf("enrolment response: %+v", s.enr)
+	}
+	leaf, _ := x509.ParseCertificate(s.cert.Certificate[0])
+	if len(leaf.URIs) != 1 || leaf.URIs[0].String() != "urn:rxc:sensor:acme:"+s.enr.SensorID {
+		t.Fatalf("certificate URI SANs %v", leaf.URIs)
+	}
+
+	// It connects to NATS with the returned creds.
+	nc, err := natsConnect(s)
+	if err != nil {
+		t.Fatalf("sensor NATS connect: %v", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.NewWithAPIPrefix(nc, s.enr.NATS.JSAPIPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, s.enr.NATS.Stream, s.enr.NATS.Consumer)
+	if err != nil {
+		t.Fatalf("sensor consumer: %v", err)
+	}
+
+	// It calls Check over mTLS and streams events.
+	cc := p.grpcConn(s)
+	hc := sensorpb.NewSensorHealthcheckServiceClient(cc)
+	if resp, err := hc.Check(ctx, &sensorpb.CheckRequest{AgentVersion: "test"}); err != nil || resp.GetStatus() != sensorpb.ServingStatus_SERVING {
+		t.Fatalf("Check: %v %v", resp, err)
+	}
+	stream, err := sensorpb.NewSensorEventStreamServiceClient(cc).StreamEvents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := stream.Send(&sensorpb.SensorEvent{EventId: fmt.Sprintf("e-%d", i), Kind: "alert"}); err != nil {
+			t.Fatalf("send event %d: %v", i, err)
+		}
+	}
+
+	// The operator sends start; the sensor receives it and reports running.
+	var cmd struct{ CommandID string }
+	p.must("POST", "/api/sensors/"+s.enr.SensorID+"/commands", map[string]string{"action": "start"}, "", 202, &cmd)
+	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil {
+		t.Fatalf("sensor did not receive the command: %v", err)
+	}
+	var wire struct {
+		CommandID, TenantID, SensorID, Action, IssuedBy string
+		IssuedAt, ExpiresAt                            time.Time
+	}
+	if err := json.Unmarshal(msg.Data(), &wire); err != nil {
+		t.Fatal(err)
+	}
+	if wire.CommandID != cmd.CommandID || wire.Action != "start" || wire.TenantID != "acme" || wire.SensorID != s.enr.SensorID || wire.IssuedBy != opEmail || !wire.ExpiresAt.After(wire.IssuedAt) {
+		t.Fatalf("command on the wire: %+v (want id %s)", wire, cmd.CommandID)
+	}
+	if got := msg.Headers().Get("Nats-Msg-Id"); got != cmd.CommandID {
+		t.Fatalf("Nats-Msg-Id %q, want %q", got, cmd.CommandID)
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		t.Fatal(err)
+	}
+	report, _ := json.Marshal(map[string]any{"state": "running", "commandId": cmd.CommandID, "at": time.Now().UTC(), "agentVersion": "test"})
+	if err := nc.Publish(s.enr.NATS.StatusSubject, report); err != nil {
+		t.Fatal(err)
+	}
+	var view sensorView
+	waitUntil(t, 10*time.Second, "API shows the sensor running", func() bool {
+		p.must("GET", "/api/sensors/"+s.enr.SensorID, nil, "", 200, &view)
+		return view.State == "running" && view.LastCommand != nil && view.LastCommand.AcknowledgedAt != nil
+	})
+	if view.LastCommand.CommandID != cmd.CommandID || view.Certificate == nil || view.Certificate.Serial != s.enr.Serial {
+		t.Fatalf("sensor view %+v", view)
+	}
+
+	// The operator revokes: the stream ends, NATS closes, the certificate is refused.
+	p.must("POST", "/api/sensors/"+s.enr.SensorID+"/revoke", nil, "", 200, &view)
+	if view.State != "revoked" {
+		t.Fatalf("state after revoke %q", view.State)
+	}
+	streamEnded := make(chan error, 1)
+	go func() {
+		_, err := stream.CloseAndRecv()
+		streamEnded <- err
+	}()
+	select {
+	case err := <-streamEnded:
+		if c := status.Code(err); c != codes.PermissionDenied && c != codes.Canceled && c != codes.Unavailable {
+			t.Fatalf("event stream ended with %v, want PermissionDenied", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("event stream still open 5s after revoke")
+	}
+	waitUntil(t, 3*time.Second, "sensor NATS connection closed", func() bool { return !nc.IsConnected() })
+	if _, err := natsConnect(s); err == nil {
+		t.Fatal("revoked NATS creds accepted")
+	}
+	if _, err := hc.Check(ctx, &sensorpb.CheckRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("Check with a revoked certificate: %v, want PermissionDenied", err)
+	}
+	if st, _ := p.do("POST", "/api/sensors/"+s.enr.SensorID+"/agent/renew", map[string]string{"csr": newCSR(t, s.key)}, s.enr.SensorToken); st != 403 && st != 401 {
+		t.Fatalf("renew after revoke: status %d", st)
+	}
+}

@@ -1,0 +1,419 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/rxc-project/rxc/adapters/grpcmtls"
+	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
+	"github.com/rxc-project/rxc/adapters/natsmsg"
+	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/adapters/provisionerclient"
+	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/operators"
+	"github.com/rxc-project/rxc/internal/buildinfo"
+)
+
+func serve(ctx context.Context, stderr io.Writer) error {
+	var cfg ServeConfig
+	if err := load(&cfg); err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.LogLevel, stderr)
+	if err != nil {
+		return err
+	}
+	srv, err := NewServer(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx)
+}
+
+// Server is a wired control plane.
+type Server struct {
+	cfg   ServeConfig
+	log   *slog.Logger
+	close []func()
+
+	store       *controlplanestore.Store
+	fleet       *fleet.Service
+	operators   *operators.Service
+	provisioner *provisionerclient.Client
+	messaging   *natsmsg.Client
+	grpc        *grpcmtls.Server
+	http        *http.Server
+	httpLis     net.Listener
+	grpcLis     net.Listener
+	statusErrs  statusCounters
+}
+
+// NewServer checks the configuration, builds every adapter and binds both
+// listeners; nothing is served until Run.
+func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (*Server, error) {
+	s := &Server{cfg: cfg, log: log}
+	if err := s.build(ctx); err != nil {
+		s.shutdown()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) build(ctx context.Context) error {
+	cfg, log := s.cfg, s.log
+	if cfg.Provisioner.Enabled && len(cfg.Provisioner.SharedSecret) < 16 {
+		return errors.New("configuration: NATS_PROVISIONER_SHARED_SECRET must be set (16 characters or more) when NATS_PROVISIONER_ENABLED=true")
+	}
+	if cfg.Messaging.Enabled && cfg.Messaging.CredsPath == "" && !cfg.Provisioner.Enabled {
+		return errors.New("configuration: NATS_MESSAGING_ENABLED=true needs NATS_MESSAGING_CREDS_PATH or an enabled provisioner to fetch backend credentials from")
+	}
+	ca, err := x509ca.Load(x509ca.Config{Dir: cfg.CADir})
+	if err != nil {
+		return fmt.Errorf("sensor CA (CA_DIR=%s; create it with controlplane init-ca): %w", cfg.CADir, err)
+	}
+	pool, err := connect(ctx, cfg.PGDSN, 60*time.Second)
+	if err != nil {
+		return err
+	}
+	s.close = append(s.close, pool.Close)
+	if cfg.MigrateOnStart {
+		applied, err := applyMigrations(ctx, pool)
+		if err != nil {
+			return err
+		}
+		for _, v := range applied {
+			log.Info("migration applied", "version", v)
+		}
+	}
+	if s.store, err = controlplanestore.New(controlplanestore.Config{Pool: pool}); err != nil {
+		return err
+	}
+	if s.operators, err = newOperators(s.store, cfg.SessionTTL, log.With("component", "operators")); err != nil {
+		return err
+	}
+	if err := s.bootstrapOperator(ctx); err != nil {
+		return err
+	}
+	s.provisioner, err = provisionerclient.New(provisionerclient.Config{
+		Enabled:      cfg.Provisioner.Enabled,
+		BaseURL:      cfg.Provisioner.BaseURL,
+		SharedSecret: cfg.Provisioner.SharedSecret,
+		HeaderName:   cfg.Provisioner.SharedSecretName,
+		Timeout:      time.Duration(max(cfg.Provisioner.TimeoutSeconds, 1)) * time.Second,
+		Logger:       log.With("component", "provisioner-client"),
+	})
+	if err != nil {
+		return err
+	}
+	var publisher fleet.CommandPublisher = disabledPublisher{}
+	if cfg.Messaging.Enabled {
+		s.messaging, err = natsmsg.New(natsmsg.Config{
+			URL:    cfg.Messaging.URL,
+			Creds:  s.backendCreds,
+			Stream: cfg.CommandStreamName,
+			Logger: log.With("component", "nats"),
+		})
+		if err != nil {
+			return err
+		}
+		s.close = append(s.close, s.messaging.Close)
+		publisher = s.messaging
+	}
+	terminator := &lateTerminator{}
+	s.fleet, err = fleet.New(fleet.Config{
+		Store: s.store, Provisioner: s.provisioner, ProvisioningEnabled: cfg.Provisioner.Enabled,
+		CA: ca, Publisher: publisher, Terminator: terminator, Locker: s.store,
+		Stream: cfg.CommandStreamName, SensorCertTTL: cfg.SensorCertTTL, CommandTTL: cfg.CommandTTL,
+		Logger: log.With("component", "fleet"),
+	})
+	if err != nil {
+		return err
+	}
+	s.grpc, err = grpcmtls.New(grpcmtls.Config{
+		TLS: ca.ServerTLSConfig(), Authorizer: s.fleet, Heartbeats: s.fleet, Logger: log.With("component", "grpc"),
+	})
+	if err != nil {
+		return err
+	}
+	terminator.set(s.grpc)
+	api, err := controlapi.New(controlapi.Config{
+		Fleet: s.fleet, Operators: s.operators, CACertificatePEM: ca.CACertificatePEM,
+		PublicNATSURL: cfg.PublicNATSURL, PublicGRPCAddr: cfg.PublicGRPCAddr,
+		AllowedOrigins: cfg.CORSAllowedOrigins, LocalMode: cfg.LocalMode, TrustProxy: cfg.TrustProxy,
+		Chat:                chatStatus(cfg.Chat),
+		ProvisioningEnabled: cfg.Provisioner.Enabled, MessagingEnabled: cfg.Messaging.Enabled,
+		Readiness:           s.readiness(),
+		Metrics:             s.metrics,
+		RedeemRate:          controlapi.RateLimit{PerMinute: cfg.RedeemPerMinute, Burst: cfg.RedeemBurst},
+		Logger:              log.With("component", "http"),
+	})
+	if err != nil {
+		return err
+	}
+	if s.httpLis, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
+	}
+	s.close = append(s.close, func() { s.httpLis.Close() })
+	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCListenAddr); err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.GRPCListenAddr, err)
+	}
+	s.close = append(s.close, func() { s.grpcLis.Close() })
+	s.http = &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    32 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return nil
+}
+
+// Run serves HTTP and gRPC, connects to NATS in the background and runs the
+// periodic workers until ctx ends, then drains everything within
+// SHUTDOWN_TIMEOUT.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.shutdown()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	go func() { errc <- fmt.Errorf("http: %w", s.http.Serve(s.httpLis)) }()
+	go func() { errc <- fmt.Errorf("grpc: %w", s.grpc.Serve(s.grpcLis)) }()
+	s.log.Info("control plane serving", "http", s.HTTPAddr(), "grpc", s.GRPCAddr(), "version", buildinfo.Version,
+		"provisioning", s.cfg.Provisioner.Enabled, "messaging", s.cfg.Messaging.Enabled)
+
+	if s.messaging != nil {
+		s.messaging.SubscribeStatus(s.handleStatus)
+		s.messaging.Start(ctx)
+	}
+	var wg sync.WaitGroup
+	if s.cfg.Provisioner.Enabled {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.every(ctx, s.cfg.Provisioner.Interval(), s.reconcile) }()
+	}
+	wg.Add(2)
+	go func() { defer wg.Done(); s.every(ctx, min(s.cfg.SensorOfflineAfter/3, 15*time.Second), s.markOffline) }()
+	go func() { defer wg.Done(); s.every(ctx, time.Hour, s.purgeSessions) }()
+
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+	}
+	cancel()
+	wg.Wait()
+	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout.String())
+	sctx, scancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer scancel()
+	if herr := s.http.Shutdown(sctx); herr != nil {
+		s.log.Warn("http shutdown", "err", herr)
+	}
+	s.grpc.Shutdown(sctx)
+	return err
+}
+
+// HTTPAddr is the bound HTTP address.
+func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
+
+// GRPCAddr is the bound gRPC address.
+func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
+
+// Ready reports whether every enabled dependency is connected.
+func (s *Server) Ready() bool {
+	return s.messaging == nil || s.messaging.Ready()
+}
+
+func (s *Server) shutdown() {
+	for i := len(s.close) - 1; i >= 0; i-- {
+		s.close[i]()
+	}
+	s.close = nil
+}
+
+// every runs fn at once and then every d until ctx ends.
+func (s *Server) every(ctx context.Context, d time.Duration, fn func(context.Context)) {
+	if d <= 0 {
+		d = time.Second
+	}
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		fn(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) reconcile(ctx context.Context) {
+	n, err := s.fleet.ReconcileTenants(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("tenant reconcile", "provisioned", n, "err", err, "breaker", s.provisioner.BreakerState())
+	case n > 0:
+		s.log.Info("tenants provisioned", "count", n)
+	}
+}
+
+func (s *Server) markOffline(ctx context.Context) {
+	if n, err := s.fleet.MarkSilentOffline(ctx, s.cfg.SensorOfflineAfter); err != nil && ctx.Err() == nil {
+		s.log.Warn("mark silent sensors offline", "err", err)
+	} else if n > 0 {
+		s.log.Info("sensors marked offline", "count", n, "silence", s.cfg.SensorOfflineAfter.String())
+	}
+}
+
+func (s *Server) purgeSessions(ctx context.Context) {
+	if _, err := s.operators.PurgeExpiredSessions(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("purge expired sessions", "err", err)
+	}
+}
+
+func (s *Server) handleStatus(ctx context.Context, subject string, data []byte) {
+	err := s.fleet.HandleStatus(ctx, subject, data)
+	s.statusErrs.count(err)
+	if err != nil && !errors.Is(err, fleet.ErrStale) {
+		// The payload is not logged: it is sensor-controlled text.
+		s.log.Debug("status ignored", "subject", subject, "err", err)
+	}
+}
+
+// backendCreds reads the messaging creds file, or asks the provisioner for
+// the control plane's backend user.
+func (s *Server) backendCreds(ctx context.Context) (string, error) {
+	if p := s.cfg.Messaging.CredsPath; p != "" {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return "", fmt.Errorf("NATS_MESSAGING_CREDS_PATH: %w", err)
+		}
+		return string(data), nil
+	}
+	return s.provisioner.BackendCreds(ctx, "controlplane")
+}
+
+func (s *Server) bootstrapOperator(ctx context.Context) error {
+	email, password := s.cfg.BootstrapOperatorEmail, s.cfg.BootstrapOperatorPassword
+	if email == "" && password == "" {
+		return nil
+	}
+	if email == "" || password == "" {
+		return errors.New("configuration: BOOTSTRAP_OPERATOR_EMAIL and BOOTSTRAP_OPERATOR_PASSWORD go together")
+	}
+	_, err := s.operators.CreateOperator(ctx, email, password)
+	switch {
+	case err == nil:
+		s.log.Info("bootstrap operator created", "email", email)
+	case errors.Is(err, operators.ErrConflict):
+	default:
+		return fmt.Errorf("bootstrap operator: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) readiness() []controlapi.Check {
+	checks := []controlapi.Check{{Name: "postgres", Fn: s.store.Ping}}
+	if s.messaging != nil {
+		checks = append(checks, controlapi.Check{Name: "nats", Fn: func(context.Context) error {
+			if !s.messaging.Ready() {
+				return errors.New("not connected")
+			}
+			return nil
+		}})
+	}
+	return checks
+}
+
+// metrics appends the app's own gauges and counters to /metrics.
+func (s *Server) metrics(w io.Writer) {
+	state := map[string]int{"closed": 0, "half-open": 1, "open": 2}[s.provisioner.BreakerState()]
+	fmt.Fprintf(w, "# HELP rxc_provisioner_breaker_state Circuit breaker nats-provisioner: 0 closed, 1 half-open, 2 open.\n# TYPE rxc_provisioner_breaker_state gauge\nrxc_provisioner_breaker_state{name=\"nats-provisioner\"} %d\n", state)
+	applied, stale, rejected := s.statusErrs.snapshot()
+	fmt.Fprintf(w, "# HELP rxc_status_messages_total Sensor status messages by outcome.\n# TYPE rxc_status_messages_total counter\n")
+	fmt.Fprintf(w, "rxc_status_messages_total{outcome=\"applied\"} %d\nrxc_status_messages_total{outcome=\"stale\"} %d\nrxc_status_messages_total{outcome=\"rejected\"} %d\n", applied, stale, rejected)
+	if s.messaging != nil {
+		st := s.messaging.Stats()
+		fmt.Fprintf(w, "# HELP rxc_commands_published_total Commands acknowledged by the stream.\n# TYPE rxc_commands_published_total counter\nrxc_commands_published_total %d\n", st.Published)
+		fmt.Fprintf(w, "# HELP rxc_status_dropped_total Oversized status messages dropped.\n# TYPE rxc_status_dropped_total counter\nrxc_status_dropped_total %d\n", st.StatusDropped)
+	}
+}
+
+func chatStatus(c ChatConfig) controlapi.ChatStatus {
+	// Until the chat backend exists the status reports what is configured:
+	// enabled only with a model provider, and each capability only when its
+	// settings are complete.
+	enabled := c.Enabled && c.BaseURL != "" && c.Model != ""
+	return controlapi.ChatStatus{
+		Enabled:              enabled,
+		Model:                c.Model,
+		ThreatIntel:          enabled && c.Enrichment.Enabled && c.Enrichment.MISPURL != "" && c.Enrichment.MISPKey != "",
+		HistoricalEnrichment: false,
+		Playbooks:            enabled && c.PlaybooksDir != "",
+	}
+}
+
+// disabledPublisher answers every command with ErrMessagingDisabled.
+type disabledPublisher struct{}
+
+func (disabledPublisher) PublishCommand(context.Context, string, string, []byte) error {
+	return fmt.Errorf("%w: set NATS_MESSAGING_ENABLED=true", fleet.ErrMessagingDisabled)
+}
+
+// lateTerminator breaks the construction cycle between the fleet service
+// (which terminates streams) and the gRPC server (which authorises through
+// the fleet service).
+type lateTerminator struct {
+	mu sync.RWMutex
+	t  fleet.SessionTerminator
+}
+
+func (l *lateTerminator) set(t fleet.SessionTerminator) {
+	l.mu.Lock()
+	l.t = t
+	l.mu.Unlock()
+}
+
+func (l *lateTerminator) Terminate(tenantID, sensorID string) {
+	l.mu.RLock()
+	t := l.t
+	l.mu.RUnlock()
+	if t != nil {
+		t.Terminate(tenantID, sensorID)
+	}
+}
+
+// statusCounters counts status messages by outcome.
+type statusCounters struct {
+	mu                       sync.Mutex
+	applied, stale, rejected uint64
+}
+
+func (c *statusCounters) count(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil:
+		c.applied++
+	case errors.Is(err, fleet.ErrStale):
+		c.stale++
+	default:
+		c.rejected++
+	}
+}
+
+func (c *statusCounters) snapshot() (applied, stale, rejected uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.applied, c.stale, c.rejected
+}
