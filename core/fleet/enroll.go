@@ -103,7 +103,7 @@ func (s *Service) Enroll(ctx context.Context, sensorID, enrollmentToken string, 
 	if s.provisioning {
 		c, err := s.provisioner.EnsureSensorUser(ctx, sensor.TenantID, sensor.ID)
 		if err != nil {
-			return Enrollment{}, fmt.Errorf("enrol sensor %s: nats user: %w", sensorID, err)
+			return Enrollment{}, fmt.Errorf("enrol sensor %s: nats user: %w", sensorID, provisionerFailure(err))
 		}
 		creds = &c
 	}
@@ -197,4 +197,14 @@ func (s *Service) sign(sensor Sensor, csrPEM []byte) (IssuedCertificate, error) 
 	cert.NotBefore = cert.NotBefore.UTC().Truncate(time.Microsecond)
 	cert.NotAfter = cert.NotAfter.UTC().Truncate(time.Microsecond)
 	return cert, nil
+}
+
+// provisionerFailure marks every provisioner error as ErrProvisionerUnavailable
+// (unless it says disabled): a refusal such as "tenant has no account" wraps
+// ErrNotFound, which must not read as "no such sensor" to the caller.
+func provisionerFailure(err error) error {
+	if errors.Is(err, ErrProvisionerUnavailable) || errors.Is(err, ErrProvisionerDisabled) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrProvisionerUnavailable, err)
 }

@@ -15,6 +15,10 @@ var (
 	ErrStale = errors.New("stale status report")
 	// ErrNotEnrolled means the sensor redeemed a claim code but never enrolled.
 	ErrNotEnrolled = errors.New("sensor has not enrolled")
+	// ErrNATSRevokePending means a sensor is revoked locally but revoking its
+	// NATS user failed; a repeated RevokeSensor retries that part. Edges
+	// must not report it as a failure of the whole revocation.
+	ErrNATSRevokePending = errors.New("sensor revoked locally; nats user revocation pending")
 )
 
 // NATSStatus tells whether a tenant's NATS account exists.

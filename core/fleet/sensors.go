@@ -203,11 +203,11 @@ func (s *Service) RevokeSensor(ctx context.Context, sensorID, by string) error {
 		return nil
 	}
 	if !s.provisioning {
-		return fmt.Errorf("sensor %s revoked; its NATS user must be revoked once provisioning is enabled: %w", sensorID, ErrProvisionerDisabled)
+		return fmt.Errorf("sensor %s revoked; its NATS user must be revoked once provisioning is enabled: %w: %w", sensorID, ErrNATSRevokePending, ErrProvisionerDisabled)
 	}
 	if err := s.provisioner.RevokeUser(ctx, sensor.NATSAccountPubKey, sensor.NATSUserPubKey); err != nil {
 		s.log.WarnContext(ctx, "nats user revocation failed; retry the revocation", "sensor_id", sensor.ID, "error", err)
-		return fmt.Errorf("sensor %s revoked; revoking its NATS user failed and must be retried: %w", sensorID, err)
+		return fmt.Errorf("sensor %s revoked; revoking its NATS user failed and must be retried: %w: %w", sensorID, ErrNATSRevokePending, err)
 	}
 	return nil
 }
