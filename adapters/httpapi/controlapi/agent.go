@@ -1,0 +1,163 @@
+package controlapi
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+// maxBearerLen bounds the Authorization value looked at; real tokens are 43
+// characters.
+const maxBearerLen = 512
+
+type redeemRequest struct {
+	ClaimCode string `json:"claimCode"`
+	Hostname  string `json:"hostname"`
+}
+
+type redeemResponse struct {
+	SensorID        string    `json:"sensorId"`
+	TenantID        string    `json:"tenantId"`
+	EnrollmentToken string    `json:"enrollmentToken"`
+	ExpiresAt       time.Time `json:"expiresAt"`
+}
+
+func (a *API) redeem(w http.ResponseWriter, r *http.Request) {
+	if ok, wait := a.redeemLimiter.allow(clientKey(r, a.trustProxy)); !ok {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+		problem.Write(w, r, problem.New(http.StatusTooManyRequests, "rate_limited", "Too many attempts",
+			"too many claim code attempts from this address; retry after the time in Retry-After"))
+		return
+	}
+	var req redeemRequest
+	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
+		problem.Write(w, r, p)
+		return
+	}
+	red, err := a.fleet.RedeemClaimCode(r.Context(), req.ClaimCode, req.Hostname)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	problem.WriteJSON(w, http.StatusCreated, redeemResponse{
+		SensorID: red.SensorID, TenantID: red.TenantID, EnrollmentToken: red.EnrollmentToken, ExpiresAt: red.ExpiresAt.UTC(),
+	})
+}
+
+type csrRequest struct {
+	CSR string `json:"csr"`
+}
+
+type natsJSON struct {
+	URL            string `json:"url"`
+	Creds          string `json:"creds"`
+	Stream         string `json:"stream"`
+	Consumer       string `json:"consumer"`
+	JSAPIPrefix    string `json:"jsApiPrefix"`
+	InboxPrefix    string `json:"inboxPrefix"`
+	CommandSubject string `json:"commandSubject"`
+	StatusSubject  string `json:"statusSubject"`
+}
+
+type grpcJSON struct {
+	Address string `json:"address"`
+}
+
+type enrollResponse struct {
+	SensorID      string    `json:"sensorId"`
+	TenantID      string    `json:"tenantId"`
+	Certificate   string    `json:"certificate"`
+	CACertificate string    `json:"caCertificate"`
+	Serial        string    `json:"serial"`
+	NotAfter      time.Time `json:"notAfter"`
+	SensorToken   string    `json:"sensorToken"`
+	NATS          *natsJSON `json:"nats"`
+	GRPC          grpcJSON  `json:"grpc"`
+}
+
+type renewResponse struct {
+	SensorID      string    `json:"sensorId"`
+	Certificate   string    `json:"certificate"`
+	CACertificate string    `json:"caCertificate"`
+	Serial        string    `json:"serial"`
+	NotAfter      time.Time `json:"notAfter"`
+}
+
+// sensorRequest reads what enrol and renew share: the sensor id, the bearer
+// token and the CSR. On failure it has answered.
+func (a *API) sensorRequest(w http.ResponseWriter, r *http.Request) (id, token string, csr []byte, ok bool) {
+	if id, ok = a.pathID(w, r); !ok {
+		return "", "", nil, false
+	}
+	token, ok = bearer(r)
+	if !ok {
+		a.fail(w, r, fleet.ErrInvalidToken)
+		return "", "", nil, false
+	}
+	var req csrRequest
+	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
+		problem.Write(w, r, p)
+		return "", "", nil, false
+	}
+	return id, token, []byte(req.CSR), true
+}
+
+func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
+	id, token, csr, ok := a.sensorRequest(w, r)
+	if !ok {
+		return
+	}
+	e, err := a.fleet.Enroll(r.Context(), id, token, csr)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := enrollResponse{
+		SensorID: e.SensorID, TenantID: e.TenantID,
+		Certificate: string(e.Certificate.CertificatePEM), CACertificate: string(e.CACertificatePEM),
+		Serial: e.Certificate.Serial, NotAfter: e.Certificate.NotAfter.UTC(),
+		SensorToken: e.SensorToken, GRPC: grpcJSON{Address: a.grpcAddr},
+	}
+	if n := e.NATS; n != nil {
+		out.NATS = &natsJSON{
+			URL: a.natsURL, Creds: n.Creds, Stream: n.Stream, Consumer: n.Consumer, JSAPIPrefix: n.JSAPIPrefix,
+			InboxPrefix: n.InboxPrefix, CommandSubject: n.CommandSubject, StatusSubject: n.StatusSubject,
+		}
+	}
+	problem.WriteJSON(w, http.StatusCreated, out)
+}
+
+func (a *API) renew(w http.ResponseWriter, r *http.Request) {
+	id, token, csr, ok := a.sensorRequest(w, r)
+	if !ok {
+		return
+	}
+	c, err := a.fleet.Renew(r.Context(), id, token, csr)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	problem.WriteJSON(w, http.StatusOK, renewResponse{
+		SensorID: id, Certificate: string(c.CertificatePEM), CACertificate: string(a.caPEM()),
+		Serial: c.Serial, NotAfter: c.NotAfter.UTC(),
+	})
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	if len(h) > maxBearerLen {
+		return "", false
+	}
+	scheme, token, found := strings.Cut(h, " ")
+	token = strings.TrimSpace(token)
+	if !found || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return "", false
+	}
+	return token, true
+}

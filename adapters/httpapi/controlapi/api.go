@@ -1,0 +1,304 @@
+// Package controlapi is the control plane's HTTP edge (served on :5009): the
+// operators' session-cookie API the SPA uses (tenants, claim codes, sensors,
+// commands, revocation, chat status), the sensors' public routes (claim code
+// redemption, enrolment and renewal with bearer tokens), and liveness,
+// readiness and Prometheus metrics. It validates input at the edge, calls the
+// fleet and operators services, and maps their errors to RFC 9457 problems in
+// one function (fail); the business rules stay in core.
+package controlapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/operators"
+)
+
+// MaxBodyBytes is the largest request body accepted (64 KiB).
+const MaxBodyBytes = 64 << 10
+
+// SessionCookie is the name of the operators' session cookie.
+const SessionCookie = "rxc_session"
+
+// Defaults of Config.
+const (
+	DefaultRedeemPerMinute  = 10
+	DefaultRedeemBurst      = 5
+	DefaultReadinessTimeout = 2 * time.Second
+)
+
+// ChatStatus is what GET /api/analytics/chat/status reports.
+type ChatStatus struct {
+	Enabled              bool
+	Model                string
+	ThreatIntel          bool
+	HistoricalEnrichment bool
+	Playbooks            bool
+}
+
+// Check is one readiness check; GET /readyz fails while any Fn fails.
+type Check struct {
+	Name string
+	Fn   func(ctx context.Context) error
+}
+
+// RateLimit is a token bucket per client address: Burst attempts at once,
+// refilled at PerMinute per minute.
+type RateLimit struct {
+	PerMinute int
+	Burst     int
+}
+
+// Config wires the API.
+type Config struct {
+	Fleet     *fleet.Service
+	Operators *operators.Service
+	// CACertificatePEM returns the sensor CA certificate sent with renewed
+	// certificates (enrolment takes it from the fleet's result).
+	CACertificatePEM func() []byte
+	// PublicNATSURL and PublicGRPCAddr are the addresses enrolment tells
+	// sensors to dial.
+	PublicNATSURL  string
+	PublicGRPCAddr string
+	// AllowedOrigins are the exact browser origins (scheme://host[:port])
+	// allowed to call the operator routes with credentials.
+	AllowedOrigins []string
+	// LocalMode drops the Secure attribute of the session cookie, for plain
+	// http on localhost.
+	LocalMode bool
+	// TrustProxy takes the client address for rate limiting from the last
+	// X-Forwarded-For entry (the one the trusted proxy appended).
+	TrustProxy          bool
+	Chat                ChatStatus
+	ProvisioningEnabled bool
+	MessagingEnabled    bool
+	Readiness           []Check
+	// ReadinessTimeout bounds each readiness check (default 2 s).
+	ReadinessTimeout time.Duration
+	// Metrics, when set, appends the application's own Prometheus text to
+	// GET /metrics.
+	Metrics func(w io.Writer)
+	// RedeemRate limits claim code redemptions per client address
+	// (default 10 per minute, burst 5).
+	RedeemRate RateLimit
+	Logger     *slog.Logger
+	Clock      func() time.Time
+}
+
+// API is the control plane's http.Handler.
+type API struct {
+	fleet          *fleet.Service
+	operators      *operators.Service
+	caPEM          func() []byte
+	natsURL        string
+	grpcAddr       string
+	origins        map[string]bool
+	localMode      bool
+	trustProxy     bool
+	chat           ChatStatus
+	provisioning   bool
+	messaging      bool
+	readiness      []Check
+	readyTimeout   time.Duration
+	extraMetrics   func(io.Writer)
+	redeemLimiter  *limiter
+	log            *slog.Logger
+	clock          func() time.Time
+	mux            *http.ServeMux
+	requestMetrics requestMetrics
+}
+
+// New checks cfg and returns the API.
+func New(cfg Config) (*API, error) {
+	if cfg.Fleet == nil || cfg.Operators == nil || cfg.CACertificatePEM == nil {
+		return nil, errors.New("controlapi: fleet, operators and CACertificatePEM are required")
+	}
+	if cfg.ProvisioningEnabled && cfg.PublicNATSURL == "" {
+		return nil, errors.New("controlapi: PublicNATSURL is required when provisioning is enabled")
+	}
+	origins := make(map[string]bool, len(cfg.AllowedOrigins))
+	for _, o := range cfg.AllowedOrigins {
+		canon, ok := canonicalOrigin(o)
+		if !ok {
+			return nil, errors.New("controlapi: allowed origin " + o + " is not scheme://host[:port]")
+		}
+		origins[canon] = true
+	}
+	for _, c := range cfg.Readiness {
+		if c.Name == "" || c.Fn == nil {
+			return nil, errors.New("controlapi: every readiness check needs a name and a function")
+		}
+	}
+	rate := cfg.RedeemRate
+	if rate.PerMinute < 0 || rate.Burst < 0 {
+		return nil, errors.New("controlapi: negative redeem rate limit")
+	}
+	if rate.PerMinute == 0 {
+		rate.PerMinute = DefaultRedeemPerMinute
+	}
+	if rate.Burst == 0 {
+		rate.Burst = DefaultRedeemBurst
+	}
+	if cfg.ReadinessTimeout <= 0 {
+		cfg.ReadinessTimeout = DefaultReadinessTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	a := &API{
+		fleet: cfg.Fleet, operators: cfg.Operators, caPEM: cfg.CACertificatePEM,
+		natsURL: cfg.PublicNATSURL, grpcAddr: cfg.PublicGRPCAddr,
+		origins: origins, localMode: cfg.LocalMode, trustProxy: cfg.TrustProxy,
+		chat: cfg.Chat, provisioning: cfg.ProvisioningEnabled, messaging: cfg.MessagingEnabled,
+		readiness: slices.Clone(cfg.Readiness), readyTimeout: cfg.ReadinessTimeout,
+		extraMetrics:  cfg.Metrics,
+		redeemLimiter: newLimiter(rate, cfg.Clock),
+		log:           cfg.Logger, clock: cfg.Clock,
+		mux: http.NewServeMux(),
+	}
+	a.routes()
+	return a, nil
+}
+
+func (a *API) routes() {
+	m := a.mux
+	m.HandleFunc("GET /healthz", a.healthz)
+	m.HandleFunc("GET /readyz", a.readyz)
+	m.HandleFunc("GET /metrics", a.metrics)
+
+	m.HandleFunc("POST /api/auth/login", a.sameOrigin(a.login))
+	m.HandleFunc("POST /api/auth/logout", a.sameOrigin(a.logout))
+	m.HandleFunc("GET /api/auth/me", a.operator(a.me))
+
+	m.HandleFunc("GET /api/tenants", a.operator(a.listTenants))
+	m.HandleFunc("POST /api/tenants", a.operator(a.createTenant))
+	m.HandleFunc("GET /api/tenants/{id}", a.operator(a.getTenant))
+	m.HandleFunc("POST /api/tenants/{id}/claim-codes", a.operator(a.issueClaimCode))
+	m.HandleFunc("GET /api/tenants/{id}/claim-codes", a.operator(a.listClaimCodes))
+	m.HandleFunc("DELETE /api/claim-codes/{id}", a.operator(a.revokeClaimCode))
+	m.HandleFunc("GET /api/sensors", a.operator(a.listSensors))
+	m.HandleFunc("GET /api/sensors/{id}", a.operator(a.getSensor))
+	m.HandleFunc("POST /api/sensors/{id}/commands", a.operator(a.issueCommand))
+	m.HandleFunc("POST /api/sensors/{id}/revoke", a.operator(a.revokeSensor))
+	m.HandleFunc("GET /api/analytics/chat/status", a.operator(a.chatStatus))
+
+	m.HandleFunc("POST /api/sensors/claim/redeem", a.redeem)
+	m.HandleFunc("POST /api/sensors/{id}/agent/enroll", a.enroll)
+	m.HandleFunc("POST /api/sensors/{id}/agent/renew", a.renew)
+}
+
+// sensorRoutePrefix marks the routes sensors call: their refusals say
+// "forbidden" where an operator's say "conflict".
+const sensorRoutePrefix = "POST /api/sensors/"
+
+func isSensorRoute(r *http.Request) bool {
+	return r.Pattern == "POST /api/sensors/claim/redeem" || strings.HasPrefix(r.Pattern, sensorRoutePrefix) && strings.Contains(r.Pattern, "/agent/")
+}
+
+// ServeHTTP implements http.Handler: security headers, CORS, routing,
+// request metrics and logs around the routes.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := a.clock()
+	rec := &statusRecorder{ResponseWriter: w}
+	h := rec.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	a.cors(h, r)
+
+	route := "unmatched"
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			a.log.Error("handler panicked", "route", route, "panic", v)
+			if rec.status == 0 {
+				problem.Write(rec, r, internalProblem())
+			}
+		}
+		a.requestMetrics.add(route, rec.code())
+		a.log.Debug("request", "method", r.Method, "route", route, "status", rec.code(), "duration", a.clock().Sub(start))
+	}()
+
+	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+		route = "preflight"
+		a.preflight(rec, r)
+		return
+	}
+	if _, pattern := a.mux.Handler(r); pattern != "" {
+		route = pattern
+		a.mux.ServeHTTP(rec, r)
+		return
+	}
+	a.unrouted(rec, r)
+}
+
+// unrouted answers 404/405 as problems rather than ServeMux's plain text.
+func (a *API) unrouted(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := a.mux.Handler(probe); pattern != "" {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		problem.Write(w, r, problem.New(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed", r.Method+" is not allowed here; use "+strings.Join(allowed, " or ")))
+		return
+	}
+	problem.Write(w, r, problem.New(http.StatusNotFound, "route_not_found", "Not found", "no such route"))
+}
+
+// statusRecorder remembers the status a handler wrote, for metrics.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *statusRecorder) code() int {
+	if s.status == 0 {
+		return http.StatusOK
+	}
+	return s.status
+}
+
+// canonicalOrigin returns scheme://host[:port] in lower case, or false when
+// o is not an origin (paths, queries, user info are refused).
+func canonicalOrigin(o string) (string, bool) {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return "", false
+	}
+	return strings.ToLower(u.Scheme + "://" + u.Host), true
+}

@@ -1,0 +1,352 @@
+package controlapi
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/operators"
+)
+
+// The JSON shapes of the operator routes. Optional values are pointers so
+// that they are null, never missing: the console relies on every member.
+
+type itemsResponse[T any] struct {
+	Items []T `json:"items"`
+}
+
+type tenantJSON struct {
+	ID                string     `json:"id"`
+	Name              string     `json:"name"`
+	NATSAccountPubKey *string    `json:"natsAccountPubKey"`
+	NATSStatus        string     `json:"natsStatus"`
+	CreatedAt         *time.Time `json:"createdAt"`
+}
+
+func tenantOut(t fleet.Tenant) tenantJSON {
+	return tenantJSON{
+		ID: t.ID, Name: t.Name, NATSAccountPubKey: optString(t.NATSAccountPubKey),
+		NATSStatus: string(t.NATSStatus), CreatedAt: optTime(t.CreatedAt),
+	}
+}
+
+type issuedClaimCodeJSON struct {
+	ID        string    `json:"id"`
+	Code      string    `json:"code"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+type claimCodeJSON struct {
+	ID         string     `json:"id"`
+	TenantID   string     `json:"tenantId"`
+	SensorName *string    `json:"sensorName"`
+	ExpiresAt  time.Time  `json:"expiresAt"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	UsedAt     *time.Time `json:"usedAt"`
+	RevokedAt  *time.Time `json:"revokedAt"`
+	SensorID   *string    `json:"sensorId"`
+}
+
+func claimCodeOut(c fleet.ClaimCode) claimCodeJSON {
+	return claimCodeJSON{
+		ID: c.ID, TenantID: c.TenantID, SensorName: optString(c.SensorName),
+		ExpiresAt: c.ExpiresAt.UTC(), CreatedAt: c.CreatedAt.UTC(),
+		UsedAt: optTime(c.UsedAt), RevokedAt: optTime(c.RevokedAt), SensorID: optString(c.SensorID),
+	}
+}
+
+type certificateJSON struct {
+	Serial   string    `json:"serial"`
+	NotAfter time.Time `json:"notAfter"`
+}
+
+type commandJSON struct {
+	CommandID      string     `json:"commandId"`
+	Action         string     `json:"action"`
+	IssuedAt       time.Time  `json:"issuedAt"`
+	AcknowledgedAt *time.Time `json:"acknowledgedAt"`
+	// FailedAt is set when the command could not be published.
+	FailedAt *time.Time `json:"failedAt"`
+}
+
+type sensorJSON struct {
+	ID          string           `json:"id"`
+	TenantID    string           `json:"tenantId"`
+	Name        string           `json:"name"`
+	Hostname    *string          `json:"hostname"`
+	State       string           `json:"state"`
+	LastSeenAt  *time.Time       `json:"lastSeenAt"`
+	Certificate *certificateJSON `json:"certificate"`
+	LastCommand *commandJSON     `json:"lastCommand"`
+	CreatedAt   *time.Time       `json:"createdAt"`
+}
+
+func sensorOut(s fleet.Sensor) sensorJSON {
+	out := sensorJSON{
+		ID: s.ID, TenantID: s.TenantID, Name: s.Name, Hostname: optString(s.Hostname),
+		State: string(s.State), LastSeenAt: optTime(s.LastSeenAt), CreatedAt: optTime(s.CreatedAt),
+	}
+	if s.Certificate.Serial != "" {
+		out.Certificate = &certificateJSON{Serial: s.Certificate.Serial, NotAfter: s.Certificate.NotAfter.UTC()}
+	}
+	if c := s.LastCommand; c != nil {
+		out.LastCommand = &commandJSON{
+			CommandID: c.ID, Action: string(c.Action), IssuedAt: c.IssuedAt.UTC(),
+			AcknowledgedAt: optTime(c.AcknowledgedAt), FailedAt: optTime(c.FailedAt),
+		}
+	}
+	return out
+}
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// pathID returns the {id} path value when it is a valid id; otherwise it
+// answers 400 invalid_id and returns false.
+func (a *API) pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if err := ids.Validate(id); err != nil {
+		a.fail(w, r, err)
+		return "", false
+	}
+	return id, true
+}
+
+func (a *API) listTenants(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+	ts, err := a.fleet.ListTenants(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := make([]tenantJSON, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, tenantOut(t))
+	}
+	problem.WriteJSON(w, http.StatusOK, itemsResponse[tenantJSON]{Items: out})
+}
+
+type createTenantRequest struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+func (a *API) createTenant(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+	var req createTenantRequest
+	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
+		problem.Write(w, r, p)
+		return
+	}
+	if err := ids.Validate(req.ID); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	t, created, err := a.fleet.CreateTenant(r.Context(), req.ID, req.Name)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	problem.WriteJSON(w, status, tenantOut(t))
+}
+
+func (a *API) getTenant(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+	id, ok := a.pathID(w, r)
+	if !ok {
+		return
+	}
+	t, err := a.fleet.Tenant(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	problem.WriteJSON(w, http.StatusOK, tenantOut(t))
+}
+
+type issueClaimCodeRequest struct {
+	TTLSeconds int64  `json:"ttlSeconds"`
+	SensorName string `json:"sensorName"`
+}
+
+// maxTTLSeconds keeps ttlSeconds far from overflowing a time.Duration; the
+// core enforces the real bounds.
+const maxTTLSeconds = 10 * 365 * 24 * 3600
+
+func (a *API) issueClaimCode(w http.ResponseWriter, r *http.Request, op operators.Operator) {
+	id, ok := a.pathID(w, r)
+	if !ok {
+		return
+	}
+	var req issueClaimCodeRequest
+	// The body is optional: no body means the defaults.
+	if r.ContentLength != 0 {
+		if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
+			problem.Write(w, r, p)
+			return
+		}
+	}
+	if req.TTLSeconds < 0 || req.TTLSeconds > maxTTLSeconds {
+		a.fail(w, r, fmt.Errorf("%w: ttlSeconds must lie between %d and %d", fleet.ErrInvalidInput,
+			int64(fleet.MinClaimCodeTTL/time.Second), int64(fleet.MaxClaimCodeTTL/time.Second)))
+		return
+	}
+	c, code, err := a.fleet.IssueClaimCode(r.Context(), id, time.Duration(req.TTLSeconds)*time.Second, req.SensorName, op.Email)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	problem.WriteJSON(w, http.StatusCreated, issuedClaimCodeJSON{ID: c.ID, Code: code, ExpiresAt: c.ExpiresAt.UTC()})
+}
+
+func (a *API) listClaimCodes(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+	id, ok := a.pathID(w, r)
+	if !ok {
+		return
+	}
+	cs, err := a.fleet.ListClaimCodes(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := make([]claimCodeJSON, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, claimCodeOut(c))
+	}
+	problem.WriteJSON(w, http.StatusOK, itemsResponse[claimCodeJSON]{Items: out})
+}
+
+func (a *API) revokeClaimCode(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+	id, ok := a.pathID(w, r)
+	if !ok {
+		return
+	}
+	if err := a.fleet.RevokeClaimCode(r.Context(), id); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *API) listSensors(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+	q := r.URL.Query()
+	f := fleet.SensorFilter{TenantID: q.Get("tenantId"), State: fleet.State(q.Get("state"))}
+	if f.TenantID != "" {
+		if err := ids.Validate(f.TenantID); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+	}
+	ss, err := a.fleet.Sensors(r.Context(), f)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := make([]sensorJSON, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, sensorOut(s))
+	}
+	problem.WriteJSON(w, http.StatusOK, itemsResponse[sensorJSON]{Items: out})
+}
+
+func (a *API) getSensor(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+	id, ok := a.pathID(w, r)
+	if !ok {
+		return
+	}
+	s, err := a.fleet.Sensor(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	problem.WriteJSON(w, http.StatusOK, sensorOut(s))
+}
+
+type commandRequest struct {
+	Action string `json:"action"`
+}
+
+type commandResponse struct {
+	CommandID string `json:"commandId"`
+}
+
+func (a *API) issueCommand(w http.ResponseWriter, r *http.Request, op operators.Operator) {
+	id, ok := a.pathID(w, r)
+	if !ok {
+		return
+	}
+	var req commandRequest
+	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
+		problem.Write(w, r, p)
+		return
+	}
+	if !fleet.Action(req.Action).Valid() {
+		a.fail(w, r, fmt.Errorf("%w: action %q (want start or stop)", fleet.ErrInvalidInput, req.Action))
+		return
+	}
+	if !a.messaging {
+		// Refused before anything is recorded: with messaging off no
+		// command could ever leave.
+		a.fail(w, r, fleet.ErrMessagingDisabled)
+		return
+	}
+	c, err := a.fleet.IssueCommand(r.Context(), id, fleet.Action(req.Action), op.Email)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	problem.WriteJSON(w, http.StatusAccepted, commandResponse{CommandID: c.ID})
+}
+
+func (a *API) revokeSensor(w http.ResponseWriter, r *http.Request, op operators.Operator) {
+	id, ok := a.pathID(w, r)
+	if !ok {
+		return
+	}
+	if err := a.fleet.RevokeSensor(r.Context(), id, op.Email); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	s, err := a.fleet.Sensor(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	problem.WriteJSON(w, http.StatusOK, sensorOut(s))
+}
+
+type chatStatusJSON struct {
+	Enabled      bool               `json:"enabled"`
+	Model        string             `json:"model"`
+	Capabilities chatCapabilityJSON `json:"capabilities"`
+}
+
+type chatCapabilityJSON struct {
+	ThreatIntel          bool `json:"threatIntel"`
+	HistoricalEnrichment bool `json:"historicalEnrichment"`
+	Playbooks            bool `json:"playbooks"`
+}
+
+func (a *API) chatStatus(w http.ResponseWriter, _ *http.Request, _ operators.Operator) {
+	c := a.chat
+	problem.WriteJSON(w, http.StatusOK, chatStatusJSON{
+		Enabled: c.Enabled, Model: c.Model,
+		Capabilities: chatCapabilityJSON{ThreatIntel: c.ThreatIntel, HistoricalEnrichment: c.HistoricalEnrichment, Playbooks: c.Playbooks},
+	})
+}
