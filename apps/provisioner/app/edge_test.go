@@ -193,3 +193,23 @@ func TestWriteRoutesRejectBadInput(t *testing.T) {
 		assertProblem(t, resp, body, "method_not_allowed")
 	})
 }
+
+func decodeInto(tb testing.TB, body []byte, v any) {
+	tb.Helper()
+	if err := json.Unmarshal(body, v); err != nil {
+		tb.Fatalf("decode %s: %v", body, err)
+	}
+}
+
+func getOK(tb testing.TB, url string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		tb.Error(err)
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		tb.Errorf("GET %s: %d", url, resp.StatusCode)
+	}
+}
