@@ -313,7 +313,7 @@ func TestSensorJourney(t *testing.T) {
 	// It calls Check over mTLS and streams events.
 	cc := p.grpcConn(s)
 	hc := sensorpb.NewSensorHealthcheckServiceClient(cc)
-	if resp, err := hc.Check(ctx, &sensorpb.CheckRequest{AgentVersion: "test"}); err != nil || resp.GetStatus() != sensorpb.ServingStatus_SERVING {
+	if resp, err := hc.Check(ctx, &sensorpb.CheckRequest{AgentVersion: "test"}); err != nil || resp.GetStatus() != sensorpb.CheckResponse_SERVING_STATUS_SERVING {
 		t.Fatalf("Check: %v %v", resp, err)
 	}
 	stream, err := sensorpb.NewSensorEventStreamServiceClient(cc).StreamEvents(ctx)
@@ -335,7 +335,7 @@ func TestSensorJourney(t *testing.T) {
 	}
 	var wire struct {
 		CommandID, TenantID, SensorID, Action, IssuedBy string
-		IssuedAt, ExpiresAt                            time.Time
+		IssuedAt, ExpiresAt                             time.Time
 	}
 	if err := json.Unmarshal(msg.Data(), &wire); err != nil {
 		t.Fatal(err)

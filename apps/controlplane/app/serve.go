@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/rxc-project/rxc/adapters/grpcmtls"
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
 	"github.com/rxc-project/rxc/adapters/natsmsg"
@@ -45,6 +47,7 @@ type Server struct {
 	log   *slog.Logger
 	close []func()
 
+	pool        *pgxpool.Pool
 	store       *controlplanestore.Store
 	fleet       *fleet.Service
 	operators   *operators.Service
@@ -84,6 +87,7 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.pool = pool
 	s.close = append(s.close, pool.Close)
 	if cfg.MigrateOnStart {
 		applied, err := applyMigrations(ctx, pool)
@@ -151,10 +155,10 @@ func (s *Server) build(ctx context.Context) error {
 		AllowedOrigins: cfg.CORSAllowedOrigins, LocalMode: cfg.LocalMode, TrustProxy: cfg.TrustProxy,
 		Chat:                chatStatus(cfg.Chat),
 		ProvisioningEnabled: cfg.Provisioner.Enabled, MessagingEnabled: cfg.Messaging.Enabled,
-		Readiness:           s.readiness(),
-		Metrics:             s.metrics,
-		RedeemRate:          controlapi.RateLimit{PerMinute: cfg.RedeemPerMinute, Burst: cfg.RedeemBurst},
-		Logger:              log.With("component", "http"),
+		Readiness:  s.readiness(),
+		Metrics:    s.metrics,
+		RedeemRate: controlapi.RateLimit{PerMinute: cfg.RedeemPerMinute, Burst: cfg.RedeemBurst},
+		Logger:     log.With("component", "http"),
 	})
 	if err != nil {
 		return err
@@ -323,7 +327,7 @@ func (s *Server) bootstrapOperator(ctx context.Context) error {
 }
 
 func (s *Server) readiness() []controlapi.Check {
-	checks := []controlapi.Check{{Name: "postgres", Fn: s.store.Ping}}
+	checks := []controlapi.Check{{Name: "postgres", Fn: s.pool.Ping}}
 	if s.messaging != nil {
 		checks = append(checks, controlapi.Check{Name: "nats", Fn: func(context.Context) error {
 			if !s.messaging.Ready() {
