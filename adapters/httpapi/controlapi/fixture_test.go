@@ -1,0 +1,420 @@
+package controlapi_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rxc-project/rxc/adapters/grpcmtls"
+	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
+	"github.com/rxc-project/rxc/adapters/passwords"
+	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/adapters/postgres/migrate"
+	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/operators"
+	"github.com/rxc-project/rxc/core/topology"
+	"github.com/rxc-project/rxc/internal/pgtest"
+	"github.com/rxc-project/rxc/migrations"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+const (
+	operatorEmail    = "ops@example.com"
+	operatorPassword = "correct horse battery"
+	allowedOrigin    = "http://console.example"
+	publicNATS       = "nats://nats.example:4222"
+	publicGRPC       = "cp.example:5010"
+)
+
+// clock is the controllable time of the services and the API.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// fakeProvisioner stands in for the provisioner process and records calls.
+type fakeProvisioner struct {
+	mu        sync.Mutex
+	userErr   error
+	revokeErr error
+	revoked   [][2]string
+}
+
+func (p *fakeProvisioner) EnsureAccount(_ context.Context, tenantID, _ string) (string, error) {
+	return "A-" + tenantID, nil
+}
+
+func (p *fakeProvisioner) EnsureSensorUser(_ context.Context, tenantID, sensorID string) (fleet.NATSCredentials, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.userErr != nil {
+		return fleet.NATSCredentials{}, p.userErr
+	}
+	s := topology.Sensor{Stream: topology.DefaultStream, TenantID: tenantID, SensorID: sensorID}
+	return fleet.NATSCredentials{
+		AccountPubKey: "A-" + tenantID, UserPubKey: "U-" + sensorID, Creds: "creds of " + sensorID,
+		Stream: s.Stream, Consumer: s.Consumer(), JSAPIPrefix: topology.APIPrefix, InboxPrefix: s.InboxPrefix(),
+		CommandSubject: s.CommandSubject(), StatusSubject: s.StatusSubject(),
+	}, nil
+}
+
+func (p *fakeProvisioner) RevokeUser(_ context.Context, accountPubKey, userPubKey string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.revokeErr != nil {
+		return p.revokeErr
+	}
+	p.revoked = append(p.revoked, [2]string{accountPubKey, userPubKey})
+	return nil
+}
+
+func (p *fakeProvisioner) set(userErr, revokeErr error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.userErr, p.revokeErr = userErr, revokeErr
+}
+
+func (p *fakeProvisioner) revocations() [][2]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([][2]string(nil), p.revoked...)
+}
+
+type published struct {
+	Subject, MsgID string
+	Payload        []byte
+}
+
+// fakePublisher stands in for NATS and records what was published.
+type fakePublisher struct {
+	mu   sync.Mutex
+	err  error
+	msgs []published
+}
+
+func (p *fakePublisher) PublishCommand(_ context.Context, subject, msgID string, payload []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return p.err
+	}
+	p.msgs = append(p.msgs, published{subject, msgID, payload})
+	return nil
+}
+
+func (p *fakePublisher) setErr(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.err = err
+}
+
+func (p *fakePublisher) published() []published {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]published(nil), p.msgs...)
+}
+
+// lateTerminator lets the fleet service and the gRPC server, which need
+// each other, be built one after the other.
+type lateTerminator struct{ srv *grpcmtls.Server }
+
+func (l *lateTerminator) Terminate(tenantID, sensorID string) { l.srv.Terminate(tenantID, sensorID) }
+
+// options change the environment newEnv builds.
+type options struct {
+	provisioning bool
+	api          func(*controlapi.Config)
+}
+
+type env struct {
+	t     testing.TB
+	srv   *httptest.Server
+	api   *controlapi.API
+	fleet *fleet.Service
+	ca    *x509ca.CA
+	clock *clock
+	prov  *fakeProvisioner
+	pub   *fakePublisher
+	// session is the logged-in operator's cookie value.
+	session string
+}
+
+// newEnv builds the real API over PostgreSQL, the real CA and operators
+// with argon2id, with the provisioner and NATS faked, and logs in.
+func newEnv(t testing.TB, opt options) *env {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := migrate.Apply(ctx, pool, "controlplane", migrations.ControlPlane); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	store, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
+	dir := t.TempDir() + "/ca"
+	if _, err := x509ca.Init(dir, x509ca.InitOptions{DNSNames: []string{"cp.example"}}); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509ca.Load(x509ca.Config{Dir: dir, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov, pub, term := &fakeProvisioner{}, &fakePublisher{}, &lateTerminator{}
+	svc, err := fleet.New(fleet.Config{
+		Store: store, Provisioner: prov, ProvisioningEnabled: opt.provisioning, CA: ca,
+		Publisher: pub, Terminator: term, Locker: store, Clock: clk.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term.srv, err = grpcmtls.New(grpcmtls.Config{TLS: ca.ServerTLSConfig(), Authorizer: svc, Heartbeats: svc}); err != nil {
+		t.Fatal(err)
+	}
+	hasher, err := passwords.New(passwords.Config{MemoryKiB: 64, Time: 1, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := operators.New(operators.Config{Store: store, Hasher: hasher, Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ops.CreateOperator(ctx, operatorEmail, operatorPassword); err != nil {
+		t.Fatal(err)
+	}
+	cfg := controlapi.Config{
+		Fleet: svc, Operators: ops, CACertificatePEM: ca.CACertificatePEM,
+		PublicNATSURL: publicNATS, PublicGRPCAddr: publicGRPC,
+		AllowedOrigins: []string{allowedOrigin}, ProvisioningEnabled: opt.provisioning, MessagingEnabled: true,
+		RedeemRate: controlapi.RateLimit{PerMinute: 600, Burst: 100},
+		Clock:      clk.Now,
+	}
+	if opt.api != nil {
+		opt.api(&cfg)
+	}
+	api, err := controlapi.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	e := &env{t: t, srv: srv, api: api, fleet: svc, ca: ca, clock: clk, prov: prov, pub: pub}
+	e.session = e.login()
+	return e
+}
+
+func (e *env) login() string {
+	e.t.Helper()
+	res := e.do(request{method: "POST", path: "/api/auth/login", body: fmt.Sprintf(`{"email":%q,"password":%q}`, operatorEmail, operatorPassword)})
+	if res.status != http.StatusNoContent {
+		e.t.Fatalf("login: %d %s", res.status, res.body)
+	}
+	for _, c := range res.cookies {
+		if c.Name == controlapi.SessionCookie {
+			return c.Value
+		}
+	}
+	e.t.Fatal("login set no session cookie")
+	return ""
+}
+
+type request struct {
+	method, path, body string
+	// operator sends the session cookie.
+	operator bool
+	header   map[string]string
+}
+
+type response struct {
+	status  int
+	header  http.Header
+	body    []byte
+	cookies []*http.Cookie
+}
+
+// do sends a request over real HTTP. Every answer must carry the security
+// headers, and every error must be a problem document with a code.
+func (e *env) do(rq request) response {
+	e.t.Helper()
+	var body io.Reader
+	if rq.body != "" {
+		body = strings.NewReader(rq.body)
+	}
+	req, err := http.NewRequest(rq.method, e.srv.URL+rq.path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if rq.body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if rq.operator {
+		req.AddCookie(&http.Cookie{Name: controlapi.SessionCookie, Value: e.session})
+	}
+	for k, v := range rq.header {
+		req.Header.Set(k, v)
+	}
+	res, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", rq.method, rq.path, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	got := response{status: res.StatusCode, header: res.Header, body: raw, cookies: res.Cookies()}
+	if cc, nosniff := res.Header.Get("Cache-Control"), res.Header.Get("X-Content-Type-Options"); cc != "no-store" || nosniff != "nosniff" {
+		e.t.Errorf("%s %s: Cache-Control %q, X-Content-Type-Options %q; want no-store, nosniff", rq.method, rq.path, cc, nosniff)
+	}
+	if res.StatusCode >= 400 {
+		var p struct{ Code string }
+		if ct := res.Header.Get("Content-Type"); ct != "application/problem+json" || json.Unmarshal(raw, &p) != nil || p.Code == "" {
+			e.t.Errorf("%s %s: error %d is not a problem document: %s %s", rq.method, rq.path, res.StatusCode, ct, raw)
+		}
+	}
+	return got
+}
+
+// problemCode returns the code of a problem answer.
+func (r response) problemCode() string {
+	var p struct{ Code string }
+	_ = json.Unmarshal(r.body, &p)
+	return p.Code
+}
+
+// object decodes a JSON object answer.
+func (r response) object(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("answer is not a JSON object: %v: %s", err, r.body)
+	}
+	return m
+}
+
+// expect fails unless the answer has the status (and, for errors, the code).
+func (r response) expect(t testing.TB, what string, status int, code string) {
+	t.Helper()
+	if r.status != status || r.problemCode() != code {
+		t.Fatalf("%s: got %d %q, want %d %q: %s", what, r.status, r.problemCode(), status, code, r.body)
+	}
+}
+
+// newCSR returns a PEM CSR for a fresh ECDSA P-256 key.
+func newCSR(t testing.TB) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "ignored"}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+}
+
+func jsonString(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// createTenant creates a tenant and, with provisioning, gives it its NATS
+// account the way the app's reconcile loop does.
+func (e *env) createTenant(id string) {
+	e.t.Helper()
+	res := e.do(request{method: "POST", path: "/api/tenants", body: fmt.Sprintf(`{"id":%q,"name":%q}`, id, id+" Inc"), operator: true})
+	if res.status != http.StatusCreated {
+		e.t.Fatalf("create tenant: %d %s", res.status, res.body)
+	}
+	if _, err := e.fleet.ReconcileTenants(context.Background()); err != nil && !errors.Is(err, fleet.ErrProvisionerDisabled) {
+		e.t.Fatal(err)
+	}
+}
+
+// claimCode issues a claim code for the tenant and returns id and code.
+func (e *env) claimCode(tenantID, body string) (id, code string) {
+	e.t.Helper()
+	res := e.do(request{method: "POST", path: "/api/tenants/" + tenantID + "/claim-codes", body: body, operator: true})
+	var out struct{ ID, Code string }
+	if res.status != http.StatusCreated || json.Unmarshal(res.body, &out) != nil {
+		e.t.Fatalf("issue claim code: %d %s", res.status, res.body)
+	}
+	return out.ID, out.Code
+}
+
+// redeem redeems a fresh claim code and returns the sensor id and
+// enrolment token.
+func (e *env) redeem(tenantID string) (sensorID, token string) {
+	e.t.Helper()
+	_, code := e.claimCode(tenantID, "")
+	res := e.do(request{method: "POST", path: "/api/sensors/claim/redeem", body: fmt.Sprintf(`{"claimCode":%q}`, code)})
+	var out struct{ SensorID, EnrollmentToken string }
+	if res.status != http.StatusCreated || json.Unmarshal(res.body, &out) != nil {
+		e.t.Fatalf("redeem: %d %s", res.status, res.body)
+	}
+	return out.SensorID, out.EnrollmentToken
+}
+
+// enroll redeems and enrols a sensor, returning its id and sensor token.
+func (e *env) enroll(tenantID string) (sensorID, sensorToken string) {
+	e.t.Helper()
+	id, token := e.redeem(tenantID)
+	res := e.do(request{method: "POST", path: "/api/sensors/" + id + "/agent/enroll", body: jsonString(e.t, map[string]string{"csr": newCSR(e.t)}),
+		header: map[string]string{"Authorization": "Bearer " + token}})
+	var out struct{ SensorToken string }
+	if res.status != http.StatusCreated || json.Unmarshal(res.body, &out) != nil {
+		e.t.Fatalf("enroll: %d %s", res.status, res.body)
+	}
+	return id, out.SensorToken
+}
+
+// bodyOf builds a JSON body of exactly n bytes.
+func bodyOf(n int) string {
+	var b bytes.Buffer
+	b.WriteString(`{"x":"`)
+	b.WriteString(strings.Repeat("a", n-len(`{"x":""}`)))
+	b.WriteString(`"}`)
+	return b.String()
+}

@@ -1,0 +1,255 @@
+package controlapi_test
+
+import (
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
+	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+// wantObject fails unless the answer has the status and exactly the JSON
+// object want.
+func wantObject(t *testing.T, what string, res response, status int, want map[string]any) {
+	t.Helper()
+	if res.status != status {
+		t.Fatalf("%s: status %d, want %d: %s", what, res.status, status, res.body)
+	}
+	if ct := res.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("%s: Content-Type %q, want application/json", what, ct)
+	}
+	if diff := cmp.Diff(want, res.object(t)); diff != "" {
+		t.Errorf("%s: body mismatch (-want +got):\n%s", what, diff)
+	}
+}
+
+func ts(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// str returns a string member, failing unless it is a non-empty string.
+func str(t *testing.T, m map[string]any, key string) string {
+	t.Helper()
+	s, ok := m[key].(string)
+	if !ok || s == "" {
+		t.Fatalf("member %q = %#v, want a non-empty string", key, m[key])
+	}
+	return s
+}
+
+// verifyCertificate checks that certPEM chains to caPEM for client
+// authentication and names the sensor in its URI SAN, and returns it.
+func verifyCertificate(t *testing.T, certPEM, caPEM, tenantID, sensorID string, at time.Time) *x509.Certificate {
+	t.Helper()
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(caPEM)) {
+		t.Fatal("caCertificate holds no certificate")
+	}
+	block, _ := pem.Decode([]byte(certPEM))
+	if block == nil || block.Type != "CERTIFICATE" {
+		t.Fatalf("certificate is not PEM: %q", certPEM)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: at, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Fatalf("certificate does not chain to caCertificate: %v", err)
+	}
+	wantURI := fmt.Sprintf("urn:rxc:sensor:%s:%s", tenantID, sensorID)
+	if len(cert.URIs) != 1 || cert.URIs[0].String() != wantURI || cert.Subject.CommonName != sensorID {
+		t.Fatalf("certificate names %v (CN %q), want URI SAN %s and CN %s", cert.URIs, cert.Subject.CommonName, wantURI, sensorID)
+	}
+	return cert
+}
+
+// TestFlow walks a sensor's life over HTTP and checks every answer's shape:
+// login, tenant, claim code, redemption, enrolment with a real CSR, renewal,
+// a command, revocation, logout.
+func TestFlow(t *testing.T) {
+	e := newEnv(t, options{provisioning: true})
+	t0 := e.clock.Now()
+
+	res := e.do(request{method: "GET", path: "/api/auth/me", operator: true})
+	wantObject(t, "me", res, http.StatusOK, map[string]any{"email": operatorEmail})
+
+	pendingTenant := map[string]any{"id": "acme", "name": "Acme", "natsAccountPubKey": nil, "natsStatus": "pending", "createdAt": ts(t0)}
+	res = e.do(request{method: "POST", path: "/api/tenants", body: `{"id":"acme","name":"Acme"}`, operator: true})
+	wantObject(t, "create tenant", res, http.StatusCreated, pendingTenant)
+	res = e.do(request{method: "POST", path: "/api/tenants", body: `{"id":"acme","name":"Acme"}`, operator: true})
+	wantObject(t, "create the same tenant again", res, http.StatusOK, pendingTenant)
+	res = e.do(request{method: "POST", path: "/api/tenants", body: `{"id":"acme","name":"Other"}`, operator: true})
+	res.expect(t, "same id, other name", http.StatusConflict, "conflict")
+
+	if _, err := e.fleet.ReconcileTenants(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	tenant := map[string]any{"id": "acme", "name": "Acme", "natsAccountPubKey": "A-acme", "natsStatus": "provisioned", "createdAt": ts(t0)}
+	wantObject(t, "list tenants", e.do(request{method: "GET", path: "/api/tenants", operator: true}), http.StatusOK, map[string]any{"items": []any{tenant}})
+	wantObject(t, "get tenant", e.do(request{method: "GET", path: "/api/tenants/acme", operator: true}), http.StatusOK, tenant)
+
+	res = e.do(request{method: "POST", path: "/api/tenants/acme/claim-codes", body: `{"ttlSeconds":3600,"sensorName":"edge-1"}`, operator: true})
+	issued := res.object(t)
+	codeID, code := str(t, issued, "id"), str(t, issued, "code")
+	if _, err := fleet.NormalizeClaimCode(code); err != nil {
+		t.Fatalf("issued code %q does not parse: %v", code, err)
+	}
+	wantObject(t, "issue claim code", res, http.StatusCreated, map[string]any{"id": codeID, "code": code, "expiresAt": ts(t0.Add(time.Hour))})
+
+	claim := map[string]any{
+		"id": codeID, "tenantId": "acme", "sensorName": "edge-1", "expiresAt": ts(t0.Add(time.Hour)), "createdAt": ts(t0),
+		"usedAt": nil, "revokedAt": nil, "sensorId": nil,
+	}
+	wantObject(t, "list claim codes", e.do(request{method: "GET", path: "/api/tenants/acme/claim-codes", operator: true}), http.StatusOK, map[string]any{"items": []any{claim}})
+
+	// Codes typed by hand: lower case, no dashes.
+	typed := strings.ToLower(strings.ReplaceAll(code, "-", ""))
+	res = e.do(request{method: "POST", path: "/api/sensors/claim/redeem", body: fmt.Sprintf(`{"claimCode":%q,"hostname":"edge-host"}`, typed)})
+	red := res.object(t)
+	sensorID, enrolToken := str(t, red, "sensorId"), str(t, red, "enrollmentToken")
+	if !regexp.MustCompile(`^s-[0-9a-f]{16}$`).MatchString(sensorID) {
+		t.Errorf("sensorId %q", sensorID)
+	}
+	wantObject(t, "redeem", res, http.StatusCreated, map[string]any{"sensorId": sensorID, "tenantId": "acme", "enrollmentToken": enrolToken, "expiresAt": ts(t0.Add(15 * time.Minute))})
+
+	claim["usedAt"], claim["sensorId"] = ts(t0), sensorID
+	wantObject(t, "claim code after use", e.do(request{method: "GET", path: "/api/tenants/acme/claim-codes", operator: true}), http.StatusOK, map[string]any{"items": []any{claim}})
+
+	sensor := map[string]any{
+		"id": sensorID, "tenantId": "acme", "name": "edge-1", "hostname": "edge-host", "state": "pending",
+		"lastSeenAt": nil, "certificate": nil, "lastCommand": nil, "createdAt": ts(t0),
+	}
+	wantObject(t, "pending sensor", e.do(request{method: "GET", path: "/api/sensors/" + sensorID, operator: true}), http.StatusOK, sensor)
+
+	enrol := request{method: "POST", path: "/api/sensors/" + sensorID + "/agent/enroll", body: jsonString(t, map[string]string{"csr": newCSR(t)}),
+		header: map[string]string{"Authorization": "Bearer " + enrolToken}}
+	res = e.do(enrol)
+	en := res.object(t)
+	certPEM, caPEM, serial, sensorToken := str(t, en, "certificate"), str(t, en, "caCertificate"), str(t, en, "serial"), str(t, en, "sensorToken")
+	if caPEM != string(e.ca.CACertificatePEM()) {
+		t.Error("caCertificate is not the sensor CA")
+	}
+	cert := verifyCertificate(t, certPEM, caPEM, "acme", sensorID, t0)
+	if x509ca.SerialHex(cert.SerialNumber) != serial {
+		t.Errorf("serial %q, certificate says %s", serial, x509ca.SerialHex(cert.SerialNumber))
+	}
+	notAfter := t0.Add(fleet.DefaultSensorCertTTL)
+	wantObject(t, "enroll", res, http.StatusCreated, map[string]any{
+		"sensorId": sensorID, "tenantId": "acme", "certificate": certPEM, "caCertificate": caPEM,
+		"serial": serial, "notAfter": ts(notAfter), "sensorToken": sensorToken,
+		"nats": map[string]any{
+			"url": publicNATS, "creds": "creds of " + sensorID, "stream": "RXC_CMD", "consumer": "cmd-acme-" + sensorID,
+			"jsApiPrefix": "ctrl.API", "inboxPrefix": "_INBOX_acme_" + sensorID,
+			"commandSubject": "rxc.acme." + sensorID + ".cmd", "statusSubject": "rxc.acme." + sensorID + ".status",
+		},
+		"grpc": map[string]any{"address": publicGRPC},
+	})
+	enrol.body = jsonString(t, map[string]string{"csr": newCSR(t)})
+	e.do(enrol).expect(t, "enrol twice with one token", http.StatusUnauthorized, "invalid_token")
+
+	sensor["state"], sensor["certificate"] = "offline", map[string]any{"serial": serial, "notAfter": ts(notAfter)}
+	wantObject(t, "enrolled sensor", e.do(request{method: "GET", path: "/api/sensors/" + sensorID, operator: true}), http.StatusOK, sensor)
+
+	e.clock.Advance(time.Hour)
+	t1 := e.clock.Now()
+	renew := request{method: "POST", path: "/api/sensors/" + sensorID + "/agent/renew", body: jsonString(t, map[string]string{"csr": newCSR(t)}),
+		header: map[string]string{"Authorization": "Bearer " + sensorToken}}
+	res = e.do(renew)
+	rn := res.object(t)
+	renewedPEM, renewedSerial := str(t, rn, "certificate"), str(t, rn, "serial")
+	verifyCertificate(t, renewedPEM, caPEM, "acme", sensorID, t1)
+	if renewedSerial == serial {
+		t.Error("renewal kept the serial")
+	}
+	wantObject(t, "renew", res, http.StatusOK, map[string]any{
+		"sensorId": sensorID, "certificate": renewedPEM, "caCertificate": caPEM, "serial": renewedSerial,
+		"notAfter": ts(t1.Add(fleet.DefaultSensorCertTTL)),
+	})
+	sensor["certificate"] = map[string]any{"serial": renewedSerial, "notAfter": ts(t1.Add(fleet.DefaultSensorCertTTL))}
+
+	res = e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/commands", body: `{"action":"start"}`, operator: true})
+	commandID := str(t, res.object(t), "commandId")
+	wantObject(t, "command", res, http.StatusAccepted, map[string]any{"commandId": commandID})
+	msgs := e.pub.published()
+	if len(msgs) != 1 || msgs[0].Subject != "rxc.acme."+sensorID+".cmd" || msgs[0].MsgID != commandID {
+		t.Fatalf("published %+v, want one message on rxc.acme.%s.cmd with id %s", msgs, sensorID, commandID)
+	}
+	var sent fleet.SensorControlCommand
+	if err := json.Unmarshal(msgs[0].Payload, &sent); err != nil {
+		t.Fatal(err)
+	}
+	wantSent := fleet.SensorControlCommand{
+		CommandID: commandID, TenantID: "acme", SensorID: sensorID, Action: fleet.ActionStart,
+		IssuedAt: t1, IssuedBy: operatorEmail, ExpiresAt: t1.Add(fleet.DefaultCommandTTL),
+	}
+	if diff := cmp.Diff(wantSent, sent); diff != "" {
+		t.Errorf("published command (-want +got):\n%s", diff)
+	}
+	sensor["lastCommand"] = map[string]any{"commandId": commandID, "action": "start", "issuedAt": ts(t1), "acknowledgedAt": nil, "failedAt": nil}
+	wantObject(t, "sensor with command", e.do(request{method: "GET", path: "/api/sensors/" + sensorID, operator: true}), http.StatusOK, sensor)
+
+	for _, c := range []struct {
+		name, query string
+		want        []any
+	}{
+		{"all", "", []any{sensor}},
+		{"tenant", "?tenantId=acme", []any{sensor}},
+		{"tenant and state", "?tenantId=acme&state=offline", []any{sensor}},
+		{"other state", "?state=running", []any{}},
+		{"other tenant", "?tenantId=globex", []any{}},
+	} {
+		wantObject(t, "list sensors "+c.name, e.do(request{method: "GET", path: "/api/sensors" + c.query, operator: true}), http.StatusOK, map[string]any{"items": c.want})
+	}
+
+	res = e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/revoke", operator: true})
+	sensor["state"], sensor["certificate"] = "revoked", nil
+	wantObject(t, "revoke", res, http.StatusOK, sensor)
+	if diff := cmp.Diff([][2]string{{"A-acme", "U-" + sensorID}}, e.prov.revocations()); diff != "" {
+		t.Errorf("provisioner revocations (-want +got):\n%s", diff)
+	}
+	wantObject(t, "revoke again", e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/revoke", operator: true}), http.StatusOK, sensor)
+	renew.body = jsonString(t, map[string]string{"csr": newCSR(t)})
+	e.do(renew).expect(t, "renew after revocation", http.StatusForbidden, "sensor_revoked")
+	e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/commands", body: `{"action":"stop"}`, operator: true}).
+		expect(t, "command after revocation", http.StatusConflict, "sensor_revoked")
+
+	otherID, _ := e.claimCode("acme", "")
+	res = e.do(request{method: "DELETE", path: "/api/claim-codes/" + otherID, operator: true})
+	if res.status != http.StatusNoContent || len(res.body) != 0 {
+		t.Fatalf("revoke claim code: %d %s", res.status, res.body)
+	}
+	e.do(request{method: "DELETE", path: "/api/claim-codes/" + codeID, operator: true}).expect(t, "revoke a used claim code", http.StatusConflict, "conflict")
+	var list struct{ Items []struct{ ID, RevokedAt string } }
+	if err := json.Unmarshal(e.do(request{method: "GET", path: "/api/tenants/acme/claim-codes", operator: true}).body, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 || list.Items[0].ID != otherID || list.Items[0].RevokedAt != ts(t1) {
+		t.Errorf("claim codes after revoking %s: %+v", otherID, list.Items)
+	}
+
+	res = e.do(request{method: "POST", path: "/api/auth/logout", operator: true})
+	if res.status != http.StatusNoContent {
+		t.Fatalf("logout: %d %s", res.status, res.body)
+	}
+	if c := sessionCookie(res); c == nil || c.Value != "" || c.MaxAge >= 0 {
+		t.Errorf("logout cookie %+v, want %s cleared", c, controlapi.SessionCookie)
+	}
+	e.do(request{method: "GET", path: "/api/auth/me", operator: true}).expect(t, "me after logout", http.StatusUnauthorized, "unauthenticated")
+}
+
+func sessionCookie(res response) *http.Cookie {
+	for _, c := range res.cookies {
+		if c.Name == controlapi.SessionCookie {
+			return c
+		}
+	}
+	return nil
+}
