@@ -227,7 +227,9 @@ func TestFlow(t *testing.T) {
 		t.Fatalf("revoke claim code: %d %s", res.status, res.body)
 	}
 	e.do(request{method: "DELETE", path: "/api/claim-codes/" + codeID, operator: true}).expect(t, "revoke a used claim code", http.StatusConflict, "conflict")
-	var list struct{ Items []struct{ ID, RevokedAt string } }
+	var list struct {
+		Items []struct{ ID, RevokedAt string }
+	}
 	if err := json.Unmarshal(e.do(request{method: "GET", path: "/api/tenants/acme/claim-codes", operator: true}).body, &list); err != nil {
 		t.Fatal(err)
 	}
