@@ -55,6 +55,10 @@ type ProvisionerConfig struct {
 	SharedSecretName string `envconfig:"SHARED_SECRET_HEADER_NAME" default:"X-Backend-Shared-Secret"`
 	IntervalSeconds  int    `envconfig:"INTERVAL_SECONDS" default:"30"`
 	TimeoutSeconds   int    `envconfig:"TIMEOUT_SECONDS" default:"5"`
+	// BreakerFailures consecutive failed attempts open the circuit breaker;
+	// it lets a trial call through after BreakerOpenSeconds.
+	BreakerFailures    uint32 `envconfig:"BREAKER_FAILURES" default:"5"`
+	BreakerOpenSeconds int    `envconfig:"BREAKER_OPEN_SECONDS" default:"30"`
 }
 
 // Interval is the reconcile period; values under 5 s are raised to 5 s.

@@ -206,6 +206,15 @@ type testSensor struct {
 	cert tls.Certificate
 }
 
+func mustKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
 func newCSR(t *testing.T, key *ecdsa.PrivateKey) string {
 	t.Helper()
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "ignored"}}, key)
@@ -223,7 +232,7 @@ func (p *plane) enrol(tenant string) *testSensor {
 		SensorID, TenantID, EnrollmentToken string
 	}
 	p.must("POST", "/api/sensors/claim/redeem", map[string]string{"claimCode": code.Code, "hostname": "edge-1.local"}, "", 201, &red)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key := mustKey(p.t)
 	s := &testSensor{key: key}
 	p.must("POST", "/api/sensors/"+red.SensorID+"/agent/enroll", map[string]string{"csr": newCSR(p.t, key)}, red.EnrollmentToken, 201, &s.enr)
 	block, _ := pem.Decode([]byte(s.enr.Certificate))

@@ -113,6 +113,10 @@ func (s *Server) build(ctx context.Context) error {
 		SharedSecret: cfg.Provisioner.SharedSecret,
 		HeaderName:   cfg.Provisioner.SharedSecretName,
 		Timeout:      time.Duration(max(cfg.Provisioner.TimeoutSeconds, 1)) * time.Second,
+		Breaker: provisionerclient.BreakerConfig{
+			ConsecutiveFailures: cfg.Provisioner.BreakerFailures,
+			OpenTimeout:         time.Duration(max(cfg.Provisioner.BreakerOpenSeconds, 1)) * time.Second,
+		},
 		Logger:       log.With("component", "provisioner-client"),
 	})
 	if err != nil {

@@ -1,0 +1,101 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/internal/pgtest"
+)
+
+func runCLI(stdin string, args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := app.Run(ctx, args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestInitCA(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ca")
+	t.Setenv("CA_DIR", dir)
+	code, out, errs := runCLI("", "init-ca", "--dns", "controlplane", "--ip", "127.0.0.1")
+	if code != 0 || !strings.Contains(out, "sensor CA created") {
+		t.Fatalf("init-ca: %d %s %s", code, out, errs)
+	}
+	for name, want := range map[string]os.FileMode{"ca.key": 0o600, "server.key": 0o600, "ca.crt": 0, "server.crt": 0} {
+		st, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if want != 0 && st.Mode().Perm() != want {
+			t.Errorf("%s mode %04o, want %04o", name, st.Mode().Perm(), want)
+		}
+	}
+	key1, _ := os.ReadFile(filepath.Join(dir, "ca.key"))
+	code, out, _ = runCLI("", "init-ca", "--dns", "controlplane")
+	if code != 0 || !strings.Contains(out, "sensor CA kept") {
+		t.Fatalf("second init-ca: %d %s", code, out)
+	}
+	if key2, _ := os.ReadFile(filepath.Join(dir, "ca.key")); !bytes.Equal(key1, key2) {
+		t.Fatal("second init-ca replaced the CA key")
+	}
+	if code, _, errs := runCLI("", "init-ca", "--ip", "not-an-ip"); code != 1 || !strings.Contains(errs, "not an IP") {
+		t.Fatalf("bad --ip: %d %s", code, errs)
+	}
+}
+
+func TestCreateOperatorAndMigrate(t *testing.T) {
+	t.Setenv("PG_DSN", pgtest.DSN(t))
+	if code, out, errs := runCLI("", "migrate"); code != 0 || !strings.Contains(out, "applied") {
+		t.Fatalf("migrate: %d %s %s", code, out, errs)
+	}
+	if code, out, _ := runCLI("", "migrate"); code != 0 || !strings.Contains(out, "up to date") {
+		t.Fatalf("second migrate: %d %s", code, out)
+	}
+	const pw = "a long enough password"
+	code, out, errs := runCLI(pw+"\n", "create-operator", "--email", "Admin@Example.com")
+	if code != 0 || !strings.Contains(out, "admin@example.com") {
+		t.Fatalf("create-operator: %d %s %s", code, out, errs)
+	}
+	if strings.Contains(out+errs, pw) {
+		t.Fatal("the password was printed")
+	}
+	if code, _, errs := runCLI(pw+"\n", "create-operator", "--email", "admin@example.com"); code != 1 || errs == "" {
+		t.Fatalf("duplicate operator: %d %s", code, errs)
+	}
+	if code, _, errs := runCLI("", "create-operator", "--email", "x@example.com"); code != 1 || !strings.Contains(errs, "standard input") {
+		t.Fatalf("no password: %d %s", code, errs)
+	}
+	if code, _, errs := runCLI("short\n", "create-operator", "--email", "y@example.com"); code != 1 || errs == "" {
+		t.Fatalf("short password accepted: %d %s", code, errs)
+	}
+	if code, _, errs := runCLI(pw+"\n", "create-operator"); code != 1 || !strings.Contains(errs, "--email") {
+		t.Fatalf("missing --email: %d %s", code, errs)
+	}
+}
+
+func TestServeRefusesWithoutCAOrSecrets(t *testing.T) {
+	t.Setenv("PG_DSN", pgtest.DSN(t))
+	t.Setenv("CA_DIR", filepath.Join(t.TempDir(), "missing"))
+	if code, _, errs := runCLI("", "serve"); code != 1 || !strings.Contains(errs, "init-ca") {
+		t.Fatalf("serve without a CA: %d %s", code, errs)
+	}
+	t.Setenv("NATS_PROVISIONER_ENABLED", "true")
+	t.Setenv("NATS_PROVISIONER_SHARED_SECRET", "")
+	if code, _, errs := runCLI("", "serve"); code != 1 || !strings.Contains(errs, "NATS_PROVISIONER_SHARED_SECRET") {
+		t.Fatalf("serve without the shared secret: %d %s", code, errs)
+	}
+	os.Unsetenv("PG_DSN")
+	if code, _, errs := runCLI("", "serve"); code != 1 || !strings.Contains(errs, "PG_DSN") {
+		t.Fatalf("serve without PG_DSN: %d %s", code, errs)
+	}
+	if code, out, _ := runCLI("", "version"); code != 0 || !strings.HasPrefix(out, "controlplane ") {
+		t.Fatalf("version: %d %q", code, out)
+	}
+}
