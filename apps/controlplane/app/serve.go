@@ -117,7 +117,7 @@ func (s *Server) build(ctx context.Context) error {
 			ConsecutiveFailures: cfg.Provisioner.BreakerFailures,
 			OpenTimeout:         time.Duration(max(cfg.Provisioner.BreakerOpenSeconds, 1)) * time.Second,
 		},
-		Logger:       log.With("component", "provisioner-client"),
+		Logger: log.With("component", "provisioner-client"),
 	})
 	if err != nil {
 		return err
