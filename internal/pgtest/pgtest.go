@@ -57,9 +57,23 @@ func Main(m *testing.M) int {
 	return code
 }
 
+// TB is the part of testing.TB the harnesses use; load drivers outside
+// `go test` provide their own.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+}
+
+var _ TB = testing.TB(nil)
+
 // DSN creates a new empty database and returns a DSN for it. The database is
 // dropped when the test ends.
-func DSN(t testing.TB) string {
+func DSN(t TB) string {
 	t.Helper()
 	if adminDSN == "" {
 		t.Fatal("pgtest: call pgtest.Main from TestMain before pgtest.DSN")

@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -30,7 +29,7 @@ import (
 
 // Stack is a running provisioner with its nats-server.
 type Stack struct {
-	t        testing.TB
+	t        pgtest.TB
 	Dir      string
 	URL      string
 	Secret   string
@@ -54,7 +53,7 @@ type Options struct {
 }
 
 // Start brings up PostgreSQL database, provisioner and nats-server.
-func Start(t testing.TB, opts Options) *Stack {
+func Start(t pgtest.TB, opts Options) *Stack {
 	t.Helper()
 	dir := t.TempDir()
 	key := make([]byte, 32)
@@ -230,7 +229,7 @@ func (s *Stack) Post(path string, body any) (int, []byte) {
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort(t testing.TB) int {
+func FreePort(t pgtest.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
