@@ -251,3 +251,7 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// Use points DSN at an administrative connection, for programs that start a
+// cluster themselves (load drivers) instead of going through Main.
+func Use(adminConnString string) { adminDSN = adminConnString }
