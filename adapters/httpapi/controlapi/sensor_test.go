@@ -1,0 +1,210 @@
+package controlapi_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+func redeemRequest(code string, header map[string]string) request {
+	return request{method: "POST", path: "/api/sensors/claim/redeem", body: fmt.Sprintf(`{"claimCode":%q}`, code), header: header}
+}
+
+// TestInvalidClaimCodesLookAlike: unknown, expired, used, revoked and
+// malformed codes get byte-identical answers, so a guesser learns nothing.
+func TestInvalidClaimCodesLookAlike(t *testing.T) {
+	e := newEnv(t, options{})
+	e.createTenant("acme")
+
+	unknown, err := fleet.NewClaimCode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, expired := e.claimCode("acme", `{"ttlSeconds":60}`)
+	_, used := e.claimCode("acme", "")
+	e.do(redeemRequest(used, nil)).expect(t, "first use", http.StatusCreated, "")
+	revokedID, revoked := e.claimCode("acme", "")
+	e.do(request{method: "DELETE", path: "/api/claim-codes/" + revokedID, operator: true}).expect(t, "revoke code", http.StatusNoContent, "")
+	e.clock.Advance(61 * time.Second)
+
+	codes := []struct{ name, code string }{
+		{"unknown", unknown}, {"expired", expired}, {"used", used}, {"revoked", revoked},
+		{"malformed", "not-a-code"}, {"empty", ""},
+	}
+	var first response
+	for i, c := range codes {
+		res := e.do(redeemRequest(c.code, nil))
+		res.expect(t, c.name, http.StatusBadRequest, "invalid_claim_code")
+		if i == 0 {
+			first = res
+			continue
+		}
+		if diff := cmp.Diff(string(first.body), string(res.body)); diff != "" {
+			t.Errorf("%s code answered unlike an unknown one (-unknown +%s):\n%s", c.name, c.name, diff)
+		}
+	}
+}
+
+// TestRedeemRateLimit: the burst passes, the next attempt gets 429 with
+// Retry-After, and a token returns after 60/PerMinute seconds.
+func TestRedeemRateLimit(t *testing.T) {
+	tests := []struct {
+		name       string
+		trustProxy bool
+		// wantOtherAddressPasses: a request with another X-Forwarded-For
+		// address is limited separately only when the proxy is trusted.
+		wantOtherAddressPasses bool
+	}{
+		{"direct", false, false},
+		{"behind a trusted proxy", true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, options{api: func(c *controlapi.Config) {
+				c.RedeemRate = controlapi.RateLimit{PerMinute: 6, Burst: 3}
+				c.TrustProxy = tc.trustProxy
+			}})
+			client := map[string]string{"X-Forwarded-For": "198.51.100.7, 203.0.113.9"}
+			for i := range 3 {
+				e.do(redeemRequest("bad", client)).expect(t, fmt.Sprintf("attempt %d", i+1), http.StatusBadRequest, "invalid_claim_code")
+			}
+			res := e.do(redeemRequest("bad", client))
+			res.expect(t, "attempt past the burst", http.StatusTooManyRequests, "rate_limited")
+			if got := res.header.Get("Retry-After"); got != "10" {
+				t.Errorf("Retry-After %q, want 10 (one attempt per 10 s)", got)
+			}
+
+			other := e.do(redeemRequest("bad", map[string]string{"X-Forwarded-For": "203.0.113.10"}))
+			if passed := other.status != http.StatusTooManyRequests; passed != tc.wantOtherAddressPasses {
+				t.Errorf("another forwarded address: %d, want passed=%v", other.status, tc.wantOtherAddressPasses)
+			}
+
+			e.clock.Advance(9 * time.Second)
+			e.do(redeemRequest("bad", client)).expect(t, "9 s later", http.StatusTooManyRequests, "rate_limited")
+			e.clock.Advance(time.Second)
+			e.do(redeemRequest("bad", client)).expect(t, "10 s later", http.StatusBadRequest, "invalid_claim_code")
+			e.do(redeemRequest("bad", client)).expect(t, "the token is spent", http.StatusTooManyRequests, "rate_limited")
+		})
+	}
+}
+
+// TestCommandFailures: commands that cannot leave are refused with a
+// problem that says why.
+func TestCommandFailures(t *testing.T) {
+	t.Run("messaging disabled", func(t *testing.T) {
+		e := newEnv(t, options{api: func(c *controlapi.Config) { c.MessagingEnabled = false }})
+		e.createTenant("acme")
+		id, _ := e.enroll("acme")
+		res := e.do(request{method: "POST", path: "/api/sensors/" + id + "/commands", body: `{"action":"stop"}`, operator: true})
+		res.expect(t, "command", http.StatusServiceUnavailable, "messaging_unavailable")
+		if !strings.Contains(string(res.body), "disabled") {
+			t.Errorf("detail does not say messaging is disabled: %s", res.body)
+		}
+		if n := len(e.pub.published()); n != 0 {
+			t.Errorf("%d messages published with messaging disabled", n)
+		}
+	})
+	t.Run("NATS unreachable", func(t *testing.T) {
+		e := newEnv(t, options{})
+		e.createTenant("acme")
+		id, _ := e.enroll("acme")
+		e.pub.setErr(fmt.Errorf("natsmsg: not connected: %w", fleet.ErrMessagingUnavailable))
+		e.do(request{method: "POST", path: "/api/sensors/" + id + "/commands", body: `{"action":"stop"}`, operator: true}).
+			expect(t, "command", http.StatusServiceUnavailable, "messaging_unavailable")
+		res := e.do(request{method: "GET", path: "/api/sensors/" + id, operator: true})
+		var s struct {
+			LastCommand struct {
+				Action   string
+				FailedAt *string
+			}
+		}
+		if err := json.Unmarshal(res.body, &s); err != nil || s.LastCommand.Action != "stop" || s.LastCommand.FailedAt == nil {
+			t.Errorf("sensor after a failed command: %s; want lastCommand stop with failedAt", res.body)
+		}
+	})
+}
+
+// TestEnrollProvisioner: enrolment waits for the tenant's NATS account and
+// a reachable provisioner, and a refusal leaves the token usable.
+func TestEnrollProvisioner(t *testing.T) {
+	e := newEnv(t, options{provisioning: true})
+	e.do(request{method: "POST", path: "/api/tenants", body: `{"id":"acme"}`, operator: true}).expect(t, "create tenant", http.StatusCreated, "")
+	id, token := e.redeem("acme")
+	enrol := func() response {
+		return e.do(request{method: "POST", path: "/api/sensors/" + id + "/agent/enroll", body: jsonString(t, map[string]string{"csr": newCSR(t)}),
+			header: map[string]string{"Authorization": "Bearer " + token}})
+	}
+	res := enrol()
+	res.expect(t, "tenant without account", http.StatusServiceUnavailable, "provisioner_unavailable")
+	if res.header.Get("Retry-After") == "" {
+		t.Error("no Retry-After")
+	}
+	if _, err := e.fleet.ReconcileTenants(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"provisioner down", fmt.Errorf("provisioner: %w", fleet.ErrProvisionerUnavailable)},
+		// The provisioner's "tenant has no account" wraps ErrNotFound: it
+		// must not read as an unknown sensor.
+		{"provisioner refuses", fmt.Errorf("provisioner: tenant_has_no_account: %w", fleet.ErrNotFound)},
+	} {
+		e.prov.set(c.err, nil)
+		enrol().expect(t, c.name, http.StatusServiceUnavailable, "provisioner_unavailable")
+	}
+	e.prov.set(nil, nil)
+	enrol().expect(t, "provisioner back", http.StatusCreated, "")
+}
+
+func TestEnrollWithoutProvisioning(t *testing.T) {
+	e := newEnv(t, options{provisioning: false})
+	e.createTenant("acme")
+	id, token := e.redeem("acme")
+	res := e.do(request{method: "POST", path: "/api/sensors/" + id + "/agent/enroll", body: jsonString(t, map[string]string{"csr": newCSR(t)}),
+		header: map[string]string{"Authorization": "Bearer " + token}})
+	res.expect(t, "enroll", http.StatusCreated, "")
+	m := res.object(t)
+	if v, ok := m["nats"]; !ok || v != nil {
+		t.Errorf("nats = %#v (present %v), want null", v, ok)
+	}
+	if diff := cmp.Diff(map[string]any{"address": publicGRPC}, m["grpc"]); diff != "" {
+		t.Errorf("grpc (-want +got):\n%s", diff)
+	}
+}
+
+// TestRevokePending: when the provisioner fails after the local revocation
+// the answer says so, the sensor is revoked, and repeating finishes it.
+func TestRevokePending(t *testing.T) {
+	e := newEnv(t, options{provisioning: true})
+	e.createTenant("acme")
+	id, _ := e.enroll("acme")
+	e.prov.set(nil, errors.Join(fleet.ErrProvisionerUnavailable, errors.New("circuit open")))
+	res := e.do(request{method: "POST", path: "/api/sensors/" + id + "/revoke", operator: true})
+	res.expect(t, "revoke", http.StatusServiceUnavailable, "nats_revoke_pending")
+	if !strings.Contains(string(res.body), "revoked here") || !strings.Contains(string(res.body), "repeat") {
+		t.Errorf("detail does not say the sensor is revoked locally and to repeat: %s", res.body)
+	}
+	var s struct{ State string }
+	if err := json.Unmarshal(e.do(request{method: "GET", path: "/api/sensors/" + id, operator: true}).body, &s); err != nil || s.State != "revoked" {
+		t.Errorf("state after a pending revocation: %q, want revoked", s.State)
+	}
+	if n := len(e.prov.revocations()); n != 0 {
+		t.Fatalf("%d NATS revocations recorded, want none yet", n)
+	}
+	e.prov.set(nil, nil)
+	e.do(request{method: "POST", path: "/api/sensors/" + id + "/revoke", operator: true}).expect(t, "repeat", http.StatusOK, "")
+	if diff := cmp.Diff([][2]string{{"A-acme", "U-" + id}}, e.prov.revocations()); diff != "" {
+		t.Errorf("NATS revocations (-want +got):\n%s", diff)
+	}
+}
