@@ -163,6 +163,7 @@ type env struct {
 	srv   *httptest.Server
 	api   *controlapi.API
 	fleet *fleet.Service
+	ops   *operators.Service
 	ca    *x509ca.CA
 	clock *clock
 	prov  *fakeProvisioner
@@ -235,7 +236,7 @@ func newEnv(t testing.TB, opt options) *env {
 	}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	e := &env{t: t, srv: srv, api: api, fleet: svc, ca: ca, clock: clk, prov: prov, pub: pub}
+	e := &env{t: t, srv: srv, api: api, fleet: svc, ops: ops, ca: ca, clock: clk, prov: prov, pub: pub}
 	e.session = e.login()
 	return e
 }

@@ -1,0 +1,77 @@
+package controlapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
+)
+
+// fuzzSensorRoute feeds arbitrary bodies to one public sensor route: the
+// API must never answer 5xx, must answer errors as problem documents with a
+// code, and must answer everything else with JSON.
+func fuzzSensorRoute(f *testing.F, e *env, path, token string, seeds []string) {
+	f.Helper()
+	for _, s := range append(seeds, ``, `{`, `[]`, `null`, `"x"`, `{"a":1}`, `{} {}`, "\x00", `{"csr":null}`, `{"claimCode":{}}`) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		e.api.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("POST %s %q: %d %s", path, body, rec.Code, rec.Body)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+			t.Fatalf("POST %s %q: answer is not a JSON object: %q", path, body, rec.Body)
+		}
+		if rec.Code >= 400 {
+			if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" || doc["code"] == nil || doc["code"] == "" {
+				t.Fatalf("POST %s %q: %d is not a problem document: %s %s", path, body, rec.Code, ct, rec.Body)
+			}
+		}
+	})
+}
+
+func fuzzEnv(f *testing.F) *env {
+	return newEnv(f, options{provisioning: true, api: func(c *controlapi.Config) {
+		// The fuzzer redeems far more often than any client may.
+		c.RedeemRate = controlapi.RateLimit{PerMinute: 1 << 30, Burst: 1 << 30}
+	}})
+}
+
+func FuzzRedeem(f *testing.F) {
+	fuzzSensorRoute(f, fuzzEnv(f), "/api/sensors/claim/redeem", "", []string{
+		`{"claimCode":"7K3M-Q9ZD-7K3M-Q9ZD-7K3M-Q9ZD-7K3M"}`,
+		`{"claimCode":"7k3mq9zd7k3mq9zd7k3mq9zd7k3m","hostname":"edge"}`,
+		`{"claimCode":"x","hostname":"\u0000"}`,
+	})
+}
+
+func FuzzEnroll(f *testing.F) {
+	e := fuzzEnv(f)
+	e.createTenant("acme")
+	id, token := e.redeem("acme")
+	fuzzSensorRoute(f, e, "/api/sensors/"+id+"/agent/enroll", token, []string{
+		jsonString(f, map[string]string{"csr": newCSR(f)}),
+		`{"csr":"-----BEGIN CERTIFICATE REQUEST-----\n-----END CERTIFICATE REQUEST-----"}`,
+	})
+}
+
+func FuzzRenew(f *testing.F) {
+	e := fuzzEnv(f)
+	e.createTenant("acme")
+	id, token := e.enroll("acme")
+	fuzzSensorRoute(f, e, "/api/sensors/"+id+"/agent/renew", token, []string{
+		jsonString(f, map[string]string{"csr": newCSR(f)}),
+		`{"csr":"-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----"}`,
+	})
+}
