@@ -1,0 +1,193 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rxc-project/rxc/internal/pgtest"
+)
+
+// postgres is the stack's PostgreSQL cluster in STATE/pg, started with the
+// machine's pg_ctl (as the postgres user when running as root: PostgreSQL
+// refuses to run as root) and kept between runs. It listens on loopback
+// and asks for the password stored in secrets.json.
+type postgres struct {
+	bin      string
+	dir      string
+	port     int
+	password string
+	runAs    string
+	uid, gid int
+}
+
+func startPostgres(ctx context.Context, st *state, port int, say func(string, ...any)) (*postgres, error) {
+	bin, err := pgtest.ServerBinaries()
+	if err != nil {
+		return nil, err
+	}
+	pg := &postgres{bin: bin, dir: st.path("pg"), password: st.secrets.PostgresPassword}
+	if strings.ContainsAny(pg.dir, "'\"\\ \n") {
+		return nil, fmt.Errorf("state folder %s: PostgreSQL's socket folder must not contain quotes, spaces or backslashes", st.dir)
+	}
+	if err := pg.prepareDir(); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(pg.data(), "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		say("postgres: initdb %s (first run)", pg.data())
+		if err := pg.initdb(); err != nil {
+			return nil, err
+		}
+	}
+	// A stack that was killed leaves its postmaster running: this stack holds
+	// the state lock, so that server is an orphan and is restarted.
+	if pg.ctl("status", "-D", pg.data()) == nil {
+		say("postgres: stopping a server left running by an earlier run")
+		if err := pg.ctl("stop", "-D", pg.data(), "-m", "fast", "-w", "-t", "30"); err != nil {
+			return nil, fmt.Errorf("stop the earlier PostgreSQL: %w", err)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		pg.port = port
+		if port == 0 {
+			if pg.port, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		opts := fmt.Sprintf("-p %d -k '%s' -c listen_addresses=127.0.0.1 -c synchronous_commit=off -c max_connections=200", pg.port, pg.dir)
+		err = pg.ctl("start", "-D", pg.data(), "-l", filepath.Join(pg.dir, "postgres.log"), "-o", opts, "-w", "-t", "60")
+		if err == nil {
+			break
+		}
+		// Another program may have taken the free port in between.
+		if port != 0 || attempt == 2 || ctx.Err() != nil {
+			log, _ := os.ReadFile(filepath.Join(pg.dir, "postgres.log"))
+			return nil, fmt.Errorf("pg_ctl start: %w\n%s", err, tail(log, 2000))
+		}
+	}
+	say("postgres: listening on 127.0.0.1:%d (data %s)", pg.port, pg.data())
+	return pg, nil
+}
+
+func (pg *postgres) data() string { return filepath.Join(pg.dir, "data") }
+
+// dsn is a connection string for database db.
+func (pg *postgres) dsn(db string) string {
+	u := url.URL{
+		Scheme: "postgres", User: url.UserPassword("postgres", pg.password),
+		Host: "127.0.0.1:" + strconv.Itoa(pg.port), Path: "/" + db, RawQuery: "sslmode=disable",
+	}
+	return u.String()
+}
+
+func (pg *postgres) stop(context.Context) error {
+	// pg_ctl bounds itself with -t; a fast stop rolls back open transactions
+	// and checkpoints, so the next start needs no recovery.
+	return pg.ctl("stop", "-D", pg.data(), "-m", "fast", "-w", "-t", "20")
+}
+
+// prepareDir makes STATE/pg (0700), owned by the postgres user when root.
+func (pg *postgres) prepareDir() error {
+	if err := os.MkdirAll(pg.dir, 0o700); err != nil {
+		return fmt.Errorf("postgres folder: %w", err)
+	}
+	if os.Geteuid() != 0 {
+		return os.Chmod(pg.dir, 0o700)
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return errors.New("running as root needs a 'postgres' system user to run PostgreSQL (apt-get install postgresql creates it)")
+	}
+	pg.runAs = u.Username
+	pg.uid, _ = strconv.Atoi(u.Uid)
+	pg.gid, _ = strconv.Atoi(u.Gid)
+	if err := os.Chown(pg.dir, pg.uid, pg.gid); err != nil {
+		return fmt.Errorf("postgres folder: %w", err)
+	}
+	if err := os.Chmod(pg.dir, 0o700); err != nil {
+		return fmt.Errorf("postgres folder: %w", err)
+	}
+	if err := exec.Command("runuser", "-u", pg.runAs, "--", "test", "-w", pg.dir).Run(); err != nil {
+		return fmt.Errorf("the postgres user cannot reach %s: every folder above it must be searchable by others (chmod o+x), or choose a state folder elsewhere", pg.dir)
+	}
+	return nil
+}
+
+func (pg *postgres) initdb() error {
+	pwfile := filepath.Join(pg.dir, ".pwfile")
+	if err := os.WriteFile(pwfile, []byte(pg.password+"\n"), 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(pwfile)
+	if pg.runAs != "" {
+		if err := os.Chown(pwfile, pg.uid, pg.gid); err != nil {
+			return err
+		}
+	}
+	err := pg.run(filepath.Join(pg.bin, "initdb"), "-D", pg.data(), "-U", "postgres", "--pwfile", pwfile,
+		"-A", "scram-sha-256", "-E", "UTF8", "--no-instructions")
+	if err != nil {
+		// A half-made data folder would look initialised to the next run.
+		_ = os.RemoveAll(pg.data())
+		return fmt.Errorf("initdb: %w", err)
+	}
+	return nil
+}
+
+func (pg *postgres) ctl(args ...string) error {
+	return pg.run(filepath.Join(pg.bin, "pg_ctl"), args...)
+}
+
+func (pg *postgres) run(name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	if pg.runAs != "" {
+		cmd = exec.Command("runuser", append([]string{"-u", pg.runAs, "--", name}, args...)...)
+	}
+	cmd.Dir = pg.dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", filepath.Base(name), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// ensureDatabases creates the named databases when missing.
+func (pg *postgres) ensureDatabases(ctx context.Context, names ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pg.dsn("postgres"))
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	for _, name := range names {
+		var exists bool
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		if exists {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return fmt.Errorf("postgres: create database %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -1,0 +1,187 @@
+package devstack
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// state is the state folder, locked for one stack at a time.
+//
+// Layout: secrets.json and operator.txt (0600), pg/ (PostgreSQL, owned by
+// the postgres user when run as root), provisioner/operator.nk (the operator
+// seed), nats/ (config), jetstream/, ca/, web/, sensors/, logs/.
+type state struct {
+	dir      string
+	lock     *os.File
+	secrets  secrets
+	password string
+}
+
+// secrets are generated on the first start and reused afterwards: without
+// them the PostgreSQL data and the account seeds in it are unreadable.
+type secrets struct {
+	AccountSeedEncryptionKey string `json:"accountSeedEncryptionKey"`
+	ProvisionerSharedSecret  string `json:"provisionerSharedSecret"`
+	PostgresPassword         string `json:"postgresPassword"`
+}
+
+func openState(dir string) (*state, error) {
+	// PostgreSQL's user (and nginx's workers) must traverse the folder; what
+	// is secret inside is 0600 or in 0700 folders.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("state folder: %w", err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("state folder: %w", err)
+		}
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "rxc-dev.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state folder: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("state folder %s is in use by another running stack (stop it first)", dir)
+	}
+	st := &state{dir: dir, lock: lock}
+	if err := st.loadSecrets(); err != nil {
+		st.close()
+		return nil, err
+	}
+	if err := st.loadPassword(); err != nil {
+		st.close()
+		return nil, err
+	}
+	return st, nil
+}
+
+func (st *state) path(elem ...string) string {
+	return filepath.Join(append([]string{st.dir}, elem...)...)
+}
+
+func (st *state) close() error {
+	if st.lock == nil {
+		return nil
+	}
+	err := st.lock.Close()
+	st.lock = nil
+	return err
+}
+
+func (st *state) loadSecrets() error {
+	p := st.path("secrets.json")
+	data, err := readPrivate(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, perr := os.Stat(st.path("pg", "data", "PG_VERSION")); perr == nil {
+			return fmt.Errorf("%s is missing but %s holds a database: restore the file or delete the whole state folder", p, st.path("pg"))
+		}
+		st.secrets = secrets{
+			AccountSeedEncryptionKey: randomToken(32),
+			ProvisionerSharedSecret:  randomToken(24),
+			PostgresPassword:         randomToken(18),
+		}
+		out, _ := json.MarshalIndent(st.secrets, "", "  ")
+		return writePrivate(p, append(out, '\n'))
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, &st.secrets); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if st.secrets.AccountSeedEncryptionKey == "" || st.secrets.ProvisionerSharedSecret == "" || st.secrets.PostgresPassword == "" {
+		return fmt.Errorf("%s lacks a value: restore it or delete the whole state folder", p)
+	}
+	return nil
+}
+
+// loadPassword reads the operator's password from operator.txt, creating
+// the file with a new password on the first start.
+func (st *state) loadPassword() error {
+	p := st.path("operator.txt")
+	data, err := readPrivate(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		st.password = randomToken(15)
+		return writePrivate(p, fmt.Appendf(nil, "email: %s\npassword: %s\n", OperatorEmail, st.password))
+	}
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "password: "); ok {
+			st.password = strings.TrimSpace(v)
+		}
+	}
+	if st.password == "" {
+		return fmt.Errorf("%s has no \"password: \" line", p)
+	}
+	return nil
+}
+
+// readPrivate reads a file that must not be readable by group or others.
+func readPrivate(p string) ([]byte, error) {
+	info, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s has mode %04o: it holds secrets and must be 0600", p, info.Mode().Perm())
+	}
+	return os.ReadFile(p)
+}
+
+// writePrivate creates p with mode 0600, never replacing an existing file.
+func writePrivate(p string, data []byte) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeFileAtomic replaces p with data through a temporary file.
+func writeFileAtomic(p string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), p)
+}
+
+// randomToken is n random bytes in URL-safe base64 without padding.
+func randomToken(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails: it crashes the program instead
+	return base64.RawURLEncoding.EncodeToString(b)
+}
