@@ -1,0 +1,345 @@
+package sensorclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults of CommandsConfig.
+const (
+	DefaultFetchWait   = 5 * time.Second
+	DefaultNATSTimeout = 5 * time.Second
+	fetchBatch         = 8
+)
+
+// Errors of Commands.
+var (
+	// ErrNATSRefused: the server closed the connection for good because it
+	// refuses the credentials (revoked user, or an authorisation failure
+	// nats.go gave up on). It may mean the sensor was revoked.
+	ErrNATSRefused = errors.New("nats refused the sensor's credentials")
+	// ErrNotConnected: a status could not be published because the
+	// connection is down; the caller reports again later.
+	ErrNotConnected = errors.New("nats not connected")
+)
+
+// CommandsConfig configures Commands.
+type CommandsConfig struct {
+	// TenantID and SensorID are this sensor's; commands naming another
+	// sensor are refused.
+	TenantID string
+	SensorID string
+	NATS     NATSInfo
+	Creds    []byte
+	// Name is the connection name shown by the server.
+	Name string
+	// Backoff paces reconnections and retries after failed pulls.
+	Backoff Backoff
+	// FetchWait is how long one pull waits for commands (default 5s).
+	FetchWait time.Duration
+	// Timeout bounds a consumer lookup, an ack or a flush (default 5s).
+	Timeout time.Duration
+	// Handle applies a command; it is acked when Handle returns.
+	Handle func(ctx context.Context, c Command)
+	// Skipped is told about commands acknowledged without being applied:
+	// expired, addressed to another sensor, malformed (zero Command) or
+	// with an unsupported action. err says which.
+	Skipped func(ctx context.Context, c Command, err error)
+	// Connected, when set, is called after every (re)connection, e.g. to
+	// report the current status at once.
+	Connected func()
+	Logger    *slog.Logger
+	Clock     func() time.Time
+}
+
+// Commands is the sensor's NATS side: it pulls the sensor's own commands
+// from its durable consumer through the imported JetStream API, and
+// publishes status on core NATS.
+type Commands struct {
+	cfg    CommandsConfig
+	log    *slog.Logger
+	userJW string
+	seed   string
+
+	mu     sync.Mutex
+	nc     *nats.Conn
+	closed bool
+	// refused remembers an authentication failure the server sent.
+	refused error
+}
+
+// NewCommands checks cfg; it does not connect.
+func NewCommands(cfg CommandsConfig) (*Commands, error) {
+	if cfg.TenantID == "" || cfg.SensorID == "" {
+		return nil, errors.New("sensorclient: tenant and sensor ids are required")
+	}
+	n := cfg.NATS
+	if n.URL == "" || n.Stream == "" || n.Consumer == "" || n.JSAPIPrefix == "" || n.InboxPrefix == "" || n.StatusSubject == "" {
+		return nil, errors.New("sensorclient: NATS url, stream, consumer, jsApiPrefix, inboxPrefix and statusSubject are required")
+	}
+	if cfg.Handle == nil {
+		return nil, errors.New("sensorclient: a command handler is required")
+	}
+	userJWT, err := jwt.ParseDecoratedJWT(cfg.Creds)
+	if err != nil {
+		return nil, fmt.Errorf("sensorclient: nats creds: %w", err)
+	}
+	if _, err := jwt.DecodeUserClaims(userJWT); err != nil {
+		return nil, fmt.Errorf("sensorclient: nats creds hold no valid user JWT: %w", err)
+	}
+	kp, err := jwt.ParseDecoratedNKey(cfg.Creds)
+	if err != nil {
+		return nil, fmt.Errorf("sensorclient: nats creds: %w", err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("sensorclient: nats creds: %w", err)
+	}
+	if cfg.FetchWait <= 0 {
+		cfg.FetchWait = DefaultFetchWait
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultNATSTimeout
+	}
+	if cfg.Skipped == nil {
+		cfg.Skipped = func(context.Context, Command, error) {}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg.Backoff = cfg.Backoff.withDefaults()
+	return &Commands{cfg: cfg, log: log, userJW: userJWT, seed: string(seed)}, nil
+}
+
+// connect opens the connection; nats.go keeps reconnecting with our
+// backoff until the server refuses the credentials.
+func (c *Commands) connect() (*nats.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errors.New("sensorclient: commands closed")
+	}
+	if c.nc != nil {
+		return c.nc, nil
+	}
+	nc, err := nats.Connect(c.cfg.NATS.URL,
+		nats.UserJWTAndSeed(c.userJW, c.seed),
+		nats.CustomInboxPrefix(c.cfg.NATS.InboxPrefix),
+		nats.Name(c.cfg.Name),
+		nats.Timeout(c.cfg.Timeout),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration { return c.cfg.Backoff.Delay(attempts - 1) }),
+		// A status is reported again after a reconnection; queued stale
+		// ones would only be refused as out of date.
+		nats.ReconnectBufSize(-1),
+		nats.ConnectHandler(func(*nats.Conn) { c.connected("connected") }),
+		nats.ReconnectHandler(func(*nats.Conn) { c.connected("reconnected") }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				c.log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.asyncError(err) }),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("nats connect: %w", err)
+	}
+	c.nc = nc
+	return nc, nil
+}
+
+func (c *Commands) connected(how string) {
+	c.log.Info("nats "+how, "url", c.cfg.NATS.URL)
+	if c.cfg.Connected != nil {
+		go c.cfg.Connected()
+	}
+}
+
+func (c *Commands) asyncError(err error) {
+	if errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) {
+		c.mu.Lock()
+		c.refused = err
+		c.mu.Unlock()
+	}
+	c.log.Warn("nats error", "err", err)
+}
+
+// Run connects, then pulls and handles commands until ctx ends (nil) or the
+// server refuses the credentials for good (an error wrapping
+// ErrNATSRefused). Outages in between are retried with backoff.
+func (c *Commands) Run(ctx context.Context) error {
+	nc, err := c.connect()
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.NewWithAPIPrefix(nc, c.cfg.NATS.JSAPIPrefix)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	var cons jetstream.Consumer
+	failures := 0
+	for ctx.Err() == nil {
+		if nc.IsClosed() {
+			return c.closedError(nc)
+		}
+		if cons == nil {
+			lctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+			cons, err = js.Consumer(lctx, c.cfg.NATS.Stream, c.cfg.NATS.Consumer)
+			cancel()
+			if err != nil {
+				cons = nil
+				c.retry(ctx, "command consumer lookup", err, &failures)
+				continue
+			}
+			c.log.Info("command consumer bound", "stream", c.cfg.NATS.Stream, "consumer", c.cfg.NATS.Consumer)
+		}
+		if err := c.fetch(ctx, cons); err != nil {
+			c.retry(ctx, "command pull", err, &failures)
+			continue
+		}
+		failures = 0
+	}
+	return nil
+}
+
+func (c *Commands) retry(ctx context.Context, what string, err error, failures *int) {
+	if ctx.Err() != nil {
+		return
+	}
+	if *failures == 0 || *failures%10 == 0 {
+		c.log.Warn(what+" failed; retrying", "err", err, "attempt", *failures+1)
+	}
+	c.cfg.Backoff.Wait(ctx, *failures)
+	*failures++
+}
+
+func (c *Commands) closedError(nc *nats.Conn) error {
+	c.mu.Lock()
+	refused := c.refused
+	c.mu.Unlock()
+	last := nc.LastError()
+	if refused == nil && (errors.Is(last, nats.ErrAuthorization) || errors.Is(last, nats.ErrAuthRevoked) || errors.Is(last, nats.ErrAuthExpired)) {
+		refused = last
+	}
+	if refused != nil {
+		return fmt.Errorf("%w: %w", ErrNATSRefused, refused)
+	}
+	return fmt.Errorf("nats connection closed: %v", last)
+}
+
+// fetch pulls one batch and handles it. No commands within FetchWait is
+// not an error.
+func (c *Commands) fetch(ctx context.Context, cons jetstream.Consumer) error {
+	fctx, cancel := context.WithTimeout(ctx, c.cfg.FetchWait)
+	defer cancel()
+	batch, err := cons.Fetch(fetchBatch, jetstream.FetchContext(fctx))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	for msg := range batch.Messages() {
+		c.handle(ctx, msg)
+	}
+	err = batch.Error()
+	if err == nil || ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		return nil
+	}
+	return err
+}
+
+// handle decodes, checks and applies one command, then acks it. Commands
+// that must never be applied are terminated so they are not redelivered.
+func (c *Commands) handle(ctx context.Context, msg jetstream.Msg) {
+	cmd, err := DecodeCommand(msg.Data())
+	switch {
+	case err == nil && (cmd.TenantID != c.cfg.TenantID || cmd.SensorID != c.cfg.SensorID):
+		err = fmt.Errorf("%w: %s/%s", ErrForeignCommand, truncate(cmd.TenantID, 64), truncate(cmd.SensorID, 64))
+	case err == nil && cmd.Expired(c.cfg.Clock()):
+		err = fmt.Errorf("%w at %s", ErrExpiredCommand, cmd.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if err != nil {
+		// The payload is not logged: it is not ours to trust.
+		c.log.Warn("command skipped", "command_id", cmd.CommandID, "action", truncate(string(cmd.Action), 64), "err", err)
+		c.settle(ctx, msg, cmd.CommandID, true)
+		c.cfg.Skipped(ctx, cmd, err)
+		return
+	}
+	c.log.Info("command received", "command_id", cmd.CommandID, "action", string(cmd.Action), "issued_by", truncate(cmd.IssuedBy, 128))
+	c.cfg.Handle(ctx, cmd)
+	c.settle(ctx, msg, cmd.CommandID, false)
+}
+
+// settle acks (or terminates) msg and waits for the server to confirm, so
+// a command is not redelivered after its result was reported.
+func (c *Commands) settle(ctx context.Context, msg jetstream.Msg, id string, term bool) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
+	defer cancel()
+	var err error
+	if term {
+		err = msg.Term()
+	} else {
+		err = msg.DoubleAck(actx)
+	}
+	if err != nil {
+		c.log.Warn("command ack failed; it will be redelivered", "command_id", id, "err", err)
+	}
+}
+
+// PublishStatus publishes s on the sensor's status subject and flushes it.
+func (c *Commands) PublishStatus(ctx context.Context, s Status) error {
+	switch s.State {
+	case StateOnline, StateRunning, StateStopped, StateError:
+	default:
+		return fmt.Errorf("sensorclient: state %q cannot be reported", s.State)
+	}
+	data, err := encodeStatus(s)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	nc := c.nc
+	c.mu.Unlock()
+	if nc == nil || !nc.IsConnected() {
+		return ErrNotConnected
+	}
+	if err := nc.Publish(c.cfg.NATS.StatusSubject, data); err != nil {
+		return fmt.Errorf("publish status: %w", err)
+	}
+	fctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	if err := nc.FlushWithContext(fctx); err != nil {
+		return fmt.Errorf("publish status: %w", err)
+	}
+	return nil
+}
+
+// Close flushes what is pending (bounded by Timeout) and closes the
+// connection.
+func (c *Commands) Close() {
+	c.mu.Lock()
+	nc := c.nc
+	c.closed, c.nc = true, nil
+	c.mu.Unlock()
+	if nc == nil {
+		return
+	}
+	if nc.IsConnected() {
+		_ = nc.FlushTimeout(c.cfg.Timeout)
+	}
+	nc.Close()
+}

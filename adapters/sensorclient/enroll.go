@@ -1,0 +1,313 @@
+package sensorclient
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// DefaultHTTPTimeout bounds one call to the control plane's HTTP API.
+const DefaultHTTPTimeout = 15 * time.Second
+
+// maxResponseBytes bounds a response body read from the API.
+const maxResponseBytes = 1 << 20
+
+// Errors an Enroller's calls wrap (test with errors.Is).
+var (
+	// ErrInvalidClaimCode: the code is unknown, expired or used.
+	ErrInvalidClaimCode = errors.New("claim code refused")
+	// ErrUnauthorized: the enrolment or sensor token was refused, or the
+	// sensor is revoked. Retrying cannot help.
+	ErrUnauthorized = errors.New("sensor credentials refused by the control plane")
+	// ErrRateLimited: too many attempts; retry later.
+	ErrRateLimited = errors.New("rate limited by the control plane")
+)
+
+// APIError is a non-success answer of the control plane (an RFC 9457
+// problem when it sent one).
+type APIError struct {
+	Status int
+	Code   string
+	Title  string
+	Detail string
+}
+
+func (e *APIError) Error() string {
+	msg := fmt.Sprintf("control plane answered %d", e.Status)
+	if e.Code != "" {
+		msg += " " + e.Code
+	}
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	} else if e.Title != "" {
+		msg += ": " + e.Title
+	}
+	return msg
+}
+
+// Unwrap maps the answer to this package's sentinels.
+func (e *APIError) Unwrap() error {
+	switch {
+	case e.Code == "invalid_claim_code":
+		return ErrInvalidClaimCode
+	case e.Status == http.StatusUnauthorized, e.Status == http.StatusForbidden:
+		return ErrUnauthorized
+	case e.Status == http.StatusTooManyRequests:
+		return ErrRateLimited
+	}
+	return nil
+}
+
+// Retryable reports whether a failed API call may succeed later unchanged:
+// transport failures, timeouts, 408, 409 (e.g. the tenant is still being
+// provisioned), 425, 429 and 5xx.
+func Retryable(err error) bool {
+	var api *APIError
+	if !errors.As(err, &api) {
+		return err != nil && !errors.Is(err, context.Canceled)
+	}
+	switch api.Status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+		return true
+	}
+	return api.Status >= 500
+}
+
+// EnrollerConfig configures an Enroller.
+type EnrollerConfig struct {
+	// BaseURL is the control plane's root, e.g. https://rxc.example.com or
+	// http://localhost:5009 (without /api).
+	BaseURL string
+	// RootCAs verifies an https API; nil uses the system pool.
+	RootCAs *x509.CertPool
+	// Timeout bounds each call (default DefaultHTTPTimeout).
+	Timeout time.Duration
+	// UserAgent is sent with each call.
+	UserAgent string
+	// Client replaces the HTTP client built from RootCAs and Timeout.
+	Client *http.Client
+}
+
+// Enroller talks to the control plane's sensor routes.
+type Enroller struct {
+	base   *url.URL
+	client *http.Client
+	ua     string
+}
+
+// NewEnroller checks cfg.
+func NewEnroller(cfg EnrollerConfig) (*Enroller, error) {
+	u, err := url.Parse(strings.TrimSuffix(strings.TrimSuffix(cfg.BaseURL, "/"), "/api"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("sensorclient: API URL %q must be http(s)://host[:port]", cfg.BaseURL)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultHTTPTimeout
+	}
+	client := cfg.Client
+	if client == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12}
+		client = &http.Client{
+			Transport: tr,
+			Timeout:   cfg.Timeout,
+			// Bearer tokens must not follow a redirect to another place.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	ua := cfg.UserAgent
+	if ua == "" {
+		ua = "rxc-sensorclient"
+	}
+	return &Enroller{base: u, client: client, ua: ua}, nil
+}
+
+// Redemption is a redeemed claim code: the sensor's id and its single-use
+// enrolment token.
+type Redemption struct {
+	SensorID        string    `json:"sensorId"`
+	TenantID        string    `json:"tenantId"`
+	EnrollmentToken string    `json:"enrollmentToken"`
+	ExpiresAt       time.Time `json:"expiresAt"`
+}
+
+// Redeem exchanges a claim code for a sensor id and an enrolment token.
+func (e *Enroller) Redeem(ctx context.Context, claimCode, hostname string) (Redemption, error) {
+	body := map[string]string{"claimCode": strings.TrimSpace(claimCode)}
+	if hostname != "" {
+		body["hostname"] = hostname
+	}
+	var r Redemption
+	if err := e.call(ctx, "/api/sensors/claim/redeem", "", body, http.StatusCreated, &r); err != nil {
+		return Redemption{}, fmt.Errorf("redeem claim code: %w", err)
+	}
+	if r.SensorID == "" || r.EnrollmentToken == "" {
+		return Redemption{}, errors.New("redeem claim code: answer without sensorId or enrollmentToken")
+	}
+	return r, nil
+}
+
+type certificateAnswer struct {
+	SensorID      string    `json:"sensorId"`
+	TenantID      string    `json:"tenantId"`
+	Certificate   string    `json:"certificate"`
+	CACertificate string    `json:"caCertificate"`
+	Serial        string    `json:"serial"`
+	NotAfter      time.Time `json:"notAfter"`
+	SensorToken   string    `json:"sensorToken"`
+	NATS          *struct {
+		NATSInfo
+		Creds string `json:"creds"`
+	} `json:"nats"`
+	GRPC struct {
+		Address string `json:"address"`
+	} `json:"grpc"`
+}
+
+// Enroll generates a key and a CSR, enrols the redeemed sensor and returns
+// its complete state (not yet saved).
+func (e *Enroller) Enroll(ctx context.Context, r Redemption) (*State, error) {
+	key, keyPEM, csr, err := newKeyAndCSR(r.SensorID)
+	if err != nil {
+		return nil, err
+	}
+	var a certificateAnswer
+	path := "/api/sensors/" + url.PathEscape(r.SensorID) + "/agent/enroll"
+	if err := e.call(ctx, path, r.EnrollmentToken, map[string]string{"csr": csr}, http.StatusCreated, &a); err != nil {
+		return nil, fmt.Errorf("enrol sensor %s: %w", r.SensorID, err)
+	}
+	if a.SensorToken == "" || a.GRPC.Address == "" {
+		return nil, fmt.Errorf("enrol sensor %s: answer without sensorToken or grpc address", r.SensorID)
+	}
+	st := &State{
+		SensorID: r.SensorID, TenantID: r.TenantID, SensorToken: a.SensorToken,
+		GRPCAddress: a.GRPC.Address, EnrolledAt: time.Now().UTC(),
+	}
+	if a.TenantID != "" {
+		st.TenantID = a.TenantID
+	}
+	if a.NATS != nil {
+		n := a.NATS.NATSInfo
+		st.NATS, st.Creds = &n, []byte(a.NATS.Creds)
+	}
+	if err := st.setCertificate(key, keyPEM, a); err != nil {
+		return nil, fmt.Errorf("enrol sensor %s: %w", r.SensorID, err)
+	}
+	return st, nil
+}
+
+// Renew obtains a new certificate for a new key with the sensor token and
+// returns the updated state (not yet saved). Only the key, certificate,
+// CA, serial and expiry change.
+func (e *Enroller) Renew(ctx context.Context, st *State) (*State, error) {
+	key, keyPEM, csr, err := newKeyAndCSR(st.SensorID)
+	if err != nil {
+		return nil, err
+	}
+	var a certificateAnswer
+	path := "/api/sensors/" + url.PathEscape(st.SensorID) + "/agent/renew"
+	if err := e.call(ctx, path, st.SensorToken, map[string]string{"csr": csr}, http.StatusOK, &a); err != nil {
+		return nil, fmt.Errorf("renew certificate of sensor %s: %w", st.SensorID, err)
+	}
+	next := st.Clone()
+	if a.CACertificate == "" {
+		a.CACertificate = string(st.CAPEM)
+	}
+	if err := next.setCertificate(key, keyPEM, a); err != nil {
+		return nil, fmt.Errorf("renew certificate of sensor %s: %w", st.SensorID, err)
+	}
+	return next, nil
+}
+
+// setCertificate checks the answer's certificate (our key, chains to the
+// CA, client authentication) and stores it with its key.
+func (s *State) setCertificate(key *ecdsa.PrivateKey, keyPEM []byte, a certificateAnswer) error {
+	leaf, err := parseCertPEM([]byte(a.Certificate))
+	if err != nil {
+		return fmt.Errorf("certificate: %w", err)
+	}
+	if !samePublicKey(leaf, key) {
+		return fmt.Errorf("certificate: %w", ErrKeyMismatch)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(a.CACertificate)) {
+		return errors.New("caCertificate: no certificate")
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return fmt.Errorf("certificate does not chain to the returned CA: %w", err)
+	}
+	s.KeyPEM, s.CertPEM, s.CAPEM = keyPEM, []byte(a.Certificate), []byte(a.CACertificate)
+	s.Serial, s.NotAfter, s.ObtainedAt = serialHex(leaf), leaf.NotAfter.UTC(), time.Now().UTC()
+	return nil
+}
+
+func newKeyAndCSR(sensorID string) (*ecdsa.PrivateKey, []byte, string, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("generate key: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("encode key: %w", err)
+	}
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	csrDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: sensorID}}, key)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("create CSR: %w", err)
+	}
+	return key, keyPEM, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csrDER})), nil
+}
+
+// call POSTs body as JSON and decodes a want answer into out; any other
+// answer becomes an *APIError.
+func (e *Enroller) call(ctx context.Context, path, bearer string, body any, want int, out any) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.base.JoinPath(path).String(), bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", e.ua)
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return fmt.Errorf("read answer: %w", err)
+	}
+	if resp.StatusCode != want {
+		apiErr := &APIError{Status: resp.StatusCode}
+		var p struct{ Code, Title, Detail string }
+		if json.Unmarshal(raw, &p) == nil {
+			apiErr.Code, apiErr.Title, apiErr.Detail = p.Code, truncate(p.Title, 200), truncate(p.Detail, 500)
+		}
+		return apiErr
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("decode answer: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package sensorclient
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"time"
+	"unicode/utf8"
+)
+
+// Action is what a command asks the sensor to do.
+type Action string
+
+// Actions the control plane sends.
+const (
+	ActionStart Action = "start"
+	ActionStop  Action = "stop"
+)
+
+// Valid reports whether a is an action this package knows.
+func (a Action) Valid() bool { return a == ActionStart || a == ActionStop }
+
+// Command is a SensorControlCommand as published on rxc.<t>.<s>.cmd.
+type Command struct {
+	CommandID string    `json:"commandId"`
+	TenantID  string    `json:"tenantId"`
+	SensorID  string    `json:"sensorId"`
+	Action    Action    `json:"action"`
+	IssuedAt  time.Time `json:"issuedAt"`
+	IssuedBy  string    `json:"issuedBy"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// Expired reports whether the command must no longer be applied at now.
+func (c Command) Expired(now time.Time) bool { return !now.Before(c.ExpiresAt) }
+
+// Errors of DecodeCommand and of command checks.
+var (
+	// ErrMalformedCommand marks a payload that is not a usable command.
+	ErrMalformedCommand = errors.New("malformed command")
+	// ErrUnsupportedAction marks a well-formed command whose action this
+	// agent does not know (a newer control plane).
+	ErrUnsupportedAction = errors.New("unsupported command action")
+	// ErrExpiredCommand marks a command that arrived after its expiresAt.
+	ErrExpiredCommand = errors.New("command expired")
+	// ErrForeignCommand marks a command addressed to another sensor.
+	ErrForeignCommand = errors.New("command addressed to another sensor")
+)
+
+// MaxCommandBytes bounds a command payload; real ones are a few hundred bytes.
+const MaxCommandBytes = 16 << 10
+
+// idPattern is the id grammar the control plane uses for subject tokens and
+// command ids; a status naming a command id outside it is refused.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// DecodeCommand parses a command payload. Unknown fields are ignored so a
+// newer control plane can add some; missing ids or times, trailing data and
+// oversized payloads give ErrMalformedCommand, an unknown action
+// ErrUnsupportedAction (with the decoded command).
+func DecodeCommand(data []byte) (Command, error) {
+	if len(data) > MaxCommandBytes {
+		return Command{}, fmt.Errorf("%w: %d bytes exceeds %d", ErrMalformedCommand, len(data), MaxCommandBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var c Command
+	if err := dec.Decode(&c); err != nil {
+		return Command{}, fmt.Errorf("%w: %v", ErrMalformedCommand, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Command{}, fmt.Errorf("%w: trailing data", ErrMalformedCommand)
+	}
+	switch {
+	case !idPattern.MatchString(c.CommandID):
+		return Command{}, fmt.Errorf("%w: commandId missing or not an id", ErrMalformedCommand)
+	case c.TenantID == "" || c.SensorID == "":
+		return Command{}, fmt.Errorf("%w: tenantId and sensorId are required", ErrMalformedCommand)
+	case c.IssuedAt.IsZero() || c.ExpiresAt.IsZero():
+		return Command{}, fmt.Errorf("%w: issuedAt and expiresAt are required", ErrMalformedCommand)
+	case !c.Action.Valid():
+		return c, fmt.Errorf("%w: %q", ErrUnsupportedAction, truncate(string(c.Action), 64))
+	}
+	return c, nil
+}
+
+// ReportedState is what a sensor reports about itself.
+type ReportedState string
+
+// States a sensor may report.
+const (
+	StateOnline  ReportedState = "online"
+	StateRunning ReportedState = "running"
+	StateStopped ReportedState = "stopped"
+	StateError   ReportedState = "error"
+)
+
+// Status is the JSON a sensor publishes on rxc.<t>.<s>.status.
+type Status struct {
+	State        ReportedState `json:"state"`
+	CommandID    string        `json:"commandId,omitempty"`
+	At           time.Time     `json:"at"`
+	Detail       string        `json:"detail,omitempty"`
+	AgentVersion string        `json:"agentVersion,omitempty"`
+}
+
+// Limits that keep a status under the control plane's 4 KiB.
+const (
+	maxDetail       = 1024
+	maxAgentVersion = 64
+)
+
+// encodeStatus marshals s with at in UTC, detail and version trimmed, and a
+// command id outside the id grammar dropped (the control plane would
+// refuse the whole report).
+func encodeStatus(s Status) ([]byte, error) {
+	if s.At.IsZero() {
+		return nil, errors.New("status without at")
+	}
+	s.At = s.At.UTC()
+	s.Detail = truncate(s.Detail, maxDetail)
+	s.AgentVersion = truncate(s.AgentVersion, maxAgentVersion)
+	if s.CommandID != "" && !idPattern.MatchString(s.CommandID) {
+		s.CommandID = ""
+	}
+	return json.Marshal(s)
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

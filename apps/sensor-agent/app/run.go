@@ -1,0 +1,233 @@
+// Package app is the reference sensor agent's wiring: command-line flags
+// (with environment fallbacks), one Agent per sensor (enrolment or
+// resumption from a state directory, commands and status over NATS, health
+// checks and events over mutual-TLS gRPC, certificate renewal) and the
+// pluggable capture engine it drives, simulated by default. It lives
+// outside main so tests run the real agent in-process.
+package app
+
+import (
+	"bufio"
+	"context"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rxc-project/rxc/adapters/sensorclient"
+	"github.com/rxc-project/rxc/internal/buildinfo"
+	sensorpb "github.com/rxc-project/rxc/proto"
+)
+
+const usage = `usage: sensor-agent <command> [flags]
+
+commands:
+  run        enrol (first run) or resume a sensor and serve it until SIGINT/SIGTERM
+  version    print the version
+
+Run "sensor-agent run -h" for the flags of run.
+`
+
+// Run dispatches a subcommand and returns the process exit code.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return runCmd(ctx, args[1:], stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "sensor-agent", buildinfo.Version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "sensor-agent: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}
+
+// runFlags are the options of `sensor-agent run`.
+type runFlags struct {
+	api             string
+	stateDir        string
+	claimCode       string
+	hostname        string
+	apiCA           string
+	heartbeat       time.Duration
+	count           int
+	claimCodesFile  string
+	eventsPerMinute int
+	failAfter       time.Duration
+	batchInterval   time.Duration
+	logLevel        string
+}
+
+func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
+	host, _ := os.Hostname()
+	var f runFlags
+	fs := flag.NewFlagSet("sensor-agent run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.api, "api", envOr("RXC_API_URL", "http://localhost:5009"), "control plane base URL (env RXC_API_URL)")
+	fs.StringVar(&f.stateDir, "state-dir", envOr("RXC_STATE_DIR", "rxc-sensor"), "state directory, created 0700 (env RXC_STATE_DIR)")
+	fs.StringVar(&f.claimCode, "claim-code", "", "claim code for the first run; prefer env RXC_CLAIM_CODE, which other users cannot see in the process list")
+	fs.StringVar(&f.hostname, "hostname", host, "hostname reported when redeeming the claim code")
+	fs.StringVar(&f.apiCA, "api-ca", "", "PEM file of the CA that signed an https API's certificate (default: system roots)")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 15*time.Second, "period of status reports and health checks")
+	fs.IntVar(&f.count, "count", 1, "number of simulated sensors to run, each in STATE_DIR/sensor-<i> (i from 1)")
+	fs.StringVar(&f.claimCodesFile, "claim-codes-file", "", "with --count: file with one claim code per line, line i for sensor i")
+	fs.IntVar(&f.eventsPerMinute, "events-per-minute", 30, "simulated alerts per minute while running")
+	fs.DurationVar(&f.failAfter, "simulate-failure-after", 0, "make the simulated capture engine fail this long after each start (0: never)")
+	fs.DurationVar(&f.batchInterval, "event-batch-interval", sensorclient.DefaultBatchInterval, "longest time events wait on a stream before the server confirms them")
+	fs.StringVar(&f.logLevel, "log-level", envOr("RXC_LOG_LEVEL", "info"), "debug, info, warn or error (env RXC_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if f.claimCode == "" {
+		f.claimCode = os.Getenv("RXC_CLAIM_CODE")
+	}
+	switch {
+	case f.count < 1:
+		return f, errors.New("--count must be at least 1")
+	case f.count > 1 && f.claimCode != "":
+		return f, errors.New("--count > 1 takes its claim codes from --claim-codes-file, not --claim-code")
+	case f.count == 1 && f.claimCodesFile != "":
+		return f, errors.New("--claim-codes-file goes with --count N (N > 1); use --claim-code for one sensor")
+	case f.heartbeat < time.Second:
+		return f, errors.New("--heartbeat must be at least 1s")
+	case f.batchInterval <= 0:
+		return f, errors.New("--event-batch-interval must be positive")
+	}
+	return f, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
+	f, err := parseRunFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "sensor-agent run:", err)
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		fmt.Fprintf(stderr, "sensor-agent run: --log-level %q: use debug, info, warn or error\n", f.logLevel)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if err := run(ctx, f, log); err != nil {
+		fmt.Fprintln(stderr, "sensor-agent:", err)
+		return 1
+	}
+	return 0
+}
+
+func run(ctx context.Context, f runFlags, log *slog.Logger) error {
+	var roots *x509.CertPool
+	if f.apiCA != "" {
+		data, err := os.ReadFile(f.apiCA)
+		if err != nil {
+			return fmt.Errorf("--api-ca: %w", err)
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(data) {
+			return fmt.Errorf("--api-ca %s: no PEM certificate", f.apiCA)
+		}
+	}
+	base := AgentConfig{
+		API: f.api, APIRootCAs: roots, Hostname: f.hostname, Heartbeat: f.heartbeat,
+		EventBatchInterval: f.batchInterval, Version: buildinfo.Version,
+		NewRunner: func(sensorID string, events chan<- *sensorpb.SensorEvent) (Runner, error) {
+			return NewSimulated(SimulatedConfig{
+				SensorID: sensorID, EventsPerMinute: f.eventsPerMinute, Events: events, FailAfter: f.failAfter,
+				Logger: log.With("sensor_id", sensorID, "component", "runner"),
+			})
+		},
+	}
+	if f.count == 1 {
+		cfg := base
+		cfg.StateDir, cfg.ClaimCode, cfg.Logger = f.stateDir, f.claimCode, log
+		return runAgent(ctx, cfg)
+	}
+	codes, err := readClaimCodes(f.claimCodesFile)
+	if err != nil {
+		return err
+	}
+	log.Info("running simulated sensors", "count", f.count, "state_dir", f.stateDir)
+	errs := make([]error, f.count)
+	var wg sync.WaitGroup
+	for i := 1; i <= f.count; i++ {
+		cfg := base
+		cfg.StateDir = filepath.Join(f.stateDir, fmt.Sprintf("sensor-%d", i))
+		cfg.Logger = log.With("sensor", i)
+		if i <= len(codes) {
+			cfg.ClaimCode = codes[i-1]
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := runAgent(ctx, cfg); err != nil {
+				errs[i-1] = fmt.Errorf("sensor %d: %w", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func runAgent(ctx context.Context, cfg AgentConfig) error {
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(cfg.StateDir)), 0o700); err != nil {
+		return err
+	}
+	a, err := NewAgent(cfg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// readClaimCodes reads one code per line, skipping blank lines and lines
+// starting with '#'.
+func readClaimCodes(path string) ([]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--claim-codes-file: %w", err)
+	}
+	defer file.Close()
+	var codes []string
+	sc := bufio.NewScanner(file)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		codes = append(codes, line)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--claim-codes-file: %w", err)
+	}
+	return codes, nil
+}
