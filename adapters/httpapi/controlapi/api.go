@@ -5,6 +5,24 @@
 // readiness and Prometheus metrics. It validates input at the edge, calls the
 // fleet and operators services, and maps their errors to RFC 9457 problems in
 // one function (fail); the business rules stay in core.
+//
+// Decisions where the contract leaves room:
+//   - State-changing operator and login requests pass the origin check when
+//     Origin (else the Referer's origin) is an allowed origin or the API's
+//     own host; with neither header they pass unless Sec-Fetch-Site says
+//     cross-site. "null" origins are refused.
+//   - The redeem limiter keys on the peer address, or with TrustProxy on the
+//     last X-Forwarded-For entry (the one the proxy appended); IPv6 counts
+//     per /64. Its table is bounded and fails closed when full.
+//   - Commands are refused with messaging disabled before anything is
+//     recorded; with NATS unreachable the core records the failed command.
+//   - A revocation whose NATS part fails answers 503 nats_revoke_pending
+//     (with Retry-After): the sensor is revoked locally and repeating the
+//     call retries the NATS part.
+//   - sensor_revoked is 403 on the sensors' own routes and 409 on the
+//     operators' routes.
+//   - Renewal answers sensorId and the certificate fields (certificate,
+//     caCertificate, serial, notAfter); it issues no new sensor token.
 package controlapi
 
 import (

@@ -12,6 +12,7 @@ import (
 // TestBadInput sends every route what it must refuse and checks the status
 // and problem code.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{provisioning: true})
 	e.createTenant("acme")
 	pendingID, enrolToken := e.redeem("acme")

@@ -75,6 +75,7 @@ func verifyCertificate(t *testing.T, certPEM, caPEM, tenantID, sensorID string, 
 // login, tenant, claim code, redemption, enrolment with a real CSR, renewal,
 // a command, revocation, logout.
 func TestFlow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{provisioning: true})
 	t0 := e.clock.Now()
 

@@ -15,6 +15,7 @@ import (
 )
 
 func TestHealthReadinessMetrics(t *testing.T) {
+	t.Parallel()
 	var natsDown atomic.Bool
 	natsDown.Store(true)
 	e := newEnv(t, options{api: func(c *controlapi.Config) {
@@ -70,6 +71,7 @@ func TestHealthReadinessMetrics(t *testing.T) {
 // TestReadinessTimeout: a check that hangs counts as failing once the
 // timeout passes.
 func TestReadinessTimeout(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{api: func(c *controlapi.Config) {
 		c.ReadinessTimeout = 10 * time.Millisecond
 		c.Readiness = []controlapi.Check{{Name: "hangs", Fn: func(ctx context.Context) error {
@@ -85,6 +87,7 @@ func TestReadinessTimeout(t *testing.T) {
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	valid := func() controlapi.Config {
 		return controlapi.Config{Fleet: e.fleet, Operators: e.ops, CACertificatePEM: e.ca.CACertificatePEM}

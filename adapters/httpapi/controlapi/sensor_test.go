@@ -22,6 +22,7 @@ func redeemRequest(code string, header map[string]string) request {
 // TestInvalidClaimCodesLookAlike: unknown, expired, used, revoked and
 // malformed codes get byte-identical answers, so a guesser learns nothing.
 func TestInvalidClaimCodesLookAlike(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	e.createTenant("acme")
 
@@ -57,6 +58,7 @@ func TestInvalidClaimCodesLookAlike(t *testing.T) {
 // TestRedeemRateLimit: the burst passes, the next attempt gets 429 with
 // Retry-After, and a token returns after 60/PerMinute seconds.
 func TestRedeemRateLimit(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		trustProxy bool
@@ -69,6 +71,7 @@ func TestRedeemRateLimit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, options{api: func(c *controlapi.Config) {
 				c.RedeemRate = controlapi.RateLimit{PerMinute: 6, Burst: 3}
 				c.TrustProxy = tc.trustProxy
@@ -100,7 +103,9 @@ func TestRedeemRateLimit(t *testing.T) {
 // TestCommandFailures: commands that cannot leave are refused with a
 // problem that says why.
 func TestCommandFailures(t *testing.T) {
+	t.Parallel()
 	t.Run("messaging disabled", func(t *testing.T) {
+		t.Parallel()
 		e := newEnv(t, options{api: func(c *controlapi.Config) { c.MessagingEnabled = false }})
 		e.createTenant("acme")
 		id, _ := e.enroll("acme")
@@ -114,6 +119,7 @@ func TestCommandFailures(t *testing.T) {
 		}
 	})
 	t.Run("NATS unreachable", func(t *testing.T) {
+		t.Parallel()
 		e := newEnv(t, options{})
 		e.createTenant("acme")
 		id, _ := e.enroll("acme")
@@ -136,6 +142,7 @@ func TestCommandFailures(t *testing.T) {
 // TestEnrollProvisioner: enrolment waits for the tenant's NATS account and
 // a reachable provisioner, and a refusal leaves the token usable.
 func TestEnrollProvisioner(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{provisioning: true})
 	e.do(request{method: "POST", path: "/api/tenants", body: `{"id":"acme"}`, operator: true}).expect(t, "create tenant", http.StatusCreated, "")
 	id, token := e.redeem("acme")
@@ -168,6 +175,7 @@ func TestEnrollProvisioner(t *testing.T) {
 }
 
 func TestEnrollWithoutProvisioning(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{provisioning: false})
 	e.createTenant("acme")
 	id, token := e.redeem("acme")
@@ -186,6 +194,7 @@ func TestEnrollWithoutProvisioning(t *testing.T) {
 // TestRevokePending: when the provisioner fails after the local revocation
 // the answer says so, the sensor is revoked, and repeating finishes it.
 func TestRevokePending(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{provisioning: true})
 	e.createTenant("acme")
 	id, _ := e.enroll("acme")

@@ -16,6 +16,7 @@ import (
 )
 
 func TestSessionCookie(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		localMode  bool
@@ -26,6 +27,7 @@ func TestSessionCookie(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, options{api: func(c *controlapi.Config) { c.LocalMode = tc.localMode }})
 			res := e.do(request{method: "POST", path: "/api/auth/login", body: fmt.Sprintf(`{"email":%q,"password":%q}`, "  OPS@example.com ", operatorPassword)})
 			if res.status != http.StatusNoContent || len(res.body) != 0 {
@@ -57,6 +59,7 @@ func TestSessionCookie(t *testing.T) {
 }
 
 func TestWrongCredentialsLookAlike(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	wrongPassword := e.do(request{method: "POST", path: "/api/auth/login", body: fmt.Sprintf(`{"email":%q,"password":"not the password"}`, operatorEmail)})
 	unknownEmail := e.do(request{method: "POST", path: "/api/auth/login", body: `{"email":"nobody@example.com","password":"not the password"}`})
@@ -70,6 +73,7 @@ func TestWrongCredentialsLookAlike(t *testing.T) {
 }
 
 func TestCORS(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	tests := []struct {
 		name string
@@ -133,6 +137,7 @@ func TestCORS(t *testing.T) {
 // allowed origin, the API's own host, a Referer from either, and tools
 // that send neither header.
 func TestOriginCheck(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	self, err := url.Parse(e.srv.URL)
 	if err != nil {
@@ -159,6 +164,7 @@ func TestOriginCheck(t *testing.T) {
 // TestConcurrentTenantCreation sends 20 identical creations at once: one
 // creates, the others see it, and one tenant exists.
 func TestConcurrentTenantCreation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, options{})
 	const n = 20
 	statuses := make([]int, n)
@@ -184,6 +190,7 @@ func TestConcurrentTenantCreation(t *testing.T) {
 }
 
 func TestChatStatus(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		chat controlapi.ChatStatus
@@ -198,6 +205,7 @@ func TestChatStatus(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, options{api: func(c *controlapi.Config) { c.Chat = tc.chat }})
 			wantObject(t, "chat status", e.do(request{method: "GET", path: "/api/analytics/chat/status", operator: true}), http.StatusOK, tc.want)
 		})
