@@ -1,0 +1,298 @@
+package devstack_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxc-project/rxc/internal/devstack"
+)
+
+// stateDir is a fresh state folder PostgreSQL's user can reach when the
+// test runs as root (t.TempDir's parent is closed to others).
+func stateDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "rxc-devstack-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "state")
+}
+
+func startStack(t *testing.T, cfg devstack.Config) *devstack.Stack {
+	t.Helper()
+	s, err := devstack.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	return s
+}
+
+func stopStack(t *testing.T, s *devstack.Stack) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+// client is an operator's (or a sensor's) view of the control plane's API.
+type client struct {
+	t    *testing.T
+	base string
+	http *http.Client
+}
+
+func newClient(t *testing.T, base string) *client {
+	jar, _ := cookiejar.New(nil)
+	return &client{t: t, base: base, http: &http.Client{Jar: jar, Timeout: 20 * time.Second}}
+}
+
+func (c *client) do(method, path string, body any, bearer string) (int, []byte) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		data, _ := json.Marshal(body)
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func (c *client) must(method, path string, body any, bearer string, want int, into any) {
+	c.t.Helper()
+	got, out := c.do(method, path, body, bearer)
+	if got != want {
+		c.t.Fatalf("%s %s: status %d, want %d: %s", method, path, got, want, out)
+	}
+	if into != nil {
+		if err := json.Unmarshal(out, into); err != nil {
+			c.t.Fatalf("%s %s: decode %s: %v", method, path, out, err)
+		}
+	}
+}
+
+type tenant struct {
+	ID                string `json:"id"`
+	NATSStatus        string `json:"natsStatus"`
+	NATSAccountPubKey string `json:"natsAccountPubKey"`
+}
+
+func waitUntil(t *testing.T, limit time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type enrolment struct {
+	SensorID string `json:"sensorId"`
+	NATS     struct {
+		URL         string `json:"url"`
+		Creds       string `json:"creds"`
+		Stream      string `json:"stream"`
+		Consumer    string `json:"consumer"`
+		JSAPIPrefix string `json:"jsApiPrefix"`
+		InboxPrefix string `json:"inboxPrefix"`
+	} `json:"nats"`
+}
+
+// enrol does what a sensor agent does: redeem a claim code, enrol a CSR.
+func (c *client) enrol(tenantID string) enrolment {
+	c.t.Helper()
+	var code struct{ Code string }
+	c.must("POST", "/api/tenants/"+tenantID+"/claim-codes", map[string]any{"ttlSeconds": 600, "sensorName": "edge-1"}, "", 201, &code)
+	var red struct{ SensorID, EnrollmentToken string }
+	c.must("POST", "/api/sensors/claim/redeem", map[string]string{"claimCode": code.Code, "hostname": "edge-1"}, "", 201, &red)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	csr := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+	var enr enrolment
+	c.must("POST", "/api/sensors/"+red.SensorID+"/agent/enroll", map[string]string{"csr": string(csr)}, red.EnrollmentToken, 201, &enr)
+	return enr
+}
+
+// sensorConn connects to natsURL with the sensor's creds and its inbox.
+func sensorConn(t *testing.T, natsURL string, enr enrolment) *nats.Conn {
+	t.Helper()
+	tok, err := jwt.ParseDecoratedJWT([]byte(enr.NATS.Creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := jwt.ParseDecoratedNKey([]byte(enr.NATS.Creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := kp.Seed()
+	nc, err := nats.Connect(natsURL, nats.UserJWTAndSeed(tok, string(seed)), nats.CustomInboxPrefix(enr.NATS.InboxPrefix), nats.MaxReconnects(0))
+	if err != nil {
+		t.Fatalf("sensor NATS connect to %s: %v", natsURL, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func TestStackResumesFromItsStateFolder(t *testing.T) {
+	dir := stateDir(t)
+	cfg := devstack.Config{
+		StateDir: dir, Web: devstack.WebNone, Tenant: "demo", LogLevel: "warn",
+		ProvisionerAddr: "127.0.0.1:0", NATSAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", WebAddr: "127.0.0.1:0",
+	}
+	first := startStack(t, cfg)
+	info := first.Info()
+	if info.Email != devstack.OperatorEmail || len(info.Password) < 16 {
+		t.Fatalf("login %q / %d characters of password", info.Email, len(info.Password))
+	}
+	opFile, err := os.Stat(filepath.Join(dir, "operator.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := opFile.Mode().Perm(); perm != 0o600 {
+		t.Fatalf("operator.txt has mode %04o, want 0600", perm)
+	}
+	if data, _ := os.ReadFile(filepath.Join(dir, "operator.txt")); !strings.Contains(string(data), info.Password) {
+		t.Fatal("operator.txt does not hold the printed password")
+	}
+
+	// A second stack on the same folder is refused while the first runs.
+	second, err := devstack.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second stack on a folder in use: %v, want an error saying so", err)
+	}
+
+	api := newClient(t, info.APIBaseURL)
+	if got, _ := api.do("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": "wrong"}, ""); got != 401 {
+		t.Fatalf("login with a wrong password: status %d, want 401", got)
+	}
+	api.must("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": info.Password}, "", 204, nil)
+
+	// The demo tenant was provisioned during start; a new one is by the worker.
+	var demo tenant
+	api.must("GET", "/api/tenants/demo", nil, "", 200, &demo)
+	if demo.NATSStatus != "provisioned" {
+		t.Fatalf("demo tenant after start: %+v, want provisioned", demo)
+	}
+	var acme tenant
+	api.must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme"}, "", 201, &acme)
+	waitUntil(t, 30*time.Second, "tenant acme provisioned", func() bool {
+		api.must("GET", "/api/tenants/acme", nil, "", 200, &acme)
+		return acme.NATSStatus == "provisioned" && acme.NATSAccountPubKey != ""
+	})
+	enr := api.enrol("acme")
+	if enr.NATS.URL != info.NATSURL {
+		t.Fatalf("enrolment tells sensors NATS %q, want %q", enr.NATS.URL, info.NATSURL)
+	}
+	sensorConn(t, info.NATSURL, enr).Close()
+
+	seed, _ := os.ReadFile(filepath.Join(dir, "provisioner", "operator.nk"))
+	caCert, _ := os.ReadFile(filepath.Join(dir, "ca", "ca.crt"))
+	if len(seed) == 0 || len(caCert) == 0 {
+		t.Fatal("no operator seed or CA certificate in the state folder")
+	}
+	stopStack(t, first)
+	if got, _ := http.Get(info.APIBaseURL + "/healthz"); got != nil {
+		got.Body.Close()
+		t.Fatal("the API still answers after stop")
+	}
+
+	// Resume: other ports (all were 0), same data.
+	again := startStack(t, cfg)
+	info2 := again.Info()
+	if info2.Password != info.Password {
+		t.Fatal("the operator password changed on resume")
+	}
+	if seed2, _ := os.ReadFile(filepath.Join(dir, "provisioner", "operator.nk")); !bytes.Equal(seed, seed2) {
+		t.Fatal("the operator seed changed on resume")
+	}
+	if ca2, _ := os.ReadFile(filepath.Join(dir, "ca", "ca.crt")); !bytes.Equal(caCert, ca2) {
+		t.Fatal("the sensor CA changed on resume")
+	}
+	api = newClient(t, info2.APIBaseURL)
+	api.must("POST", "/api/auth/login", map[string]string{"email": info2.Email, "password": info.Password}, "", 204, nil)
+	var acme2 tenant
+	api.must("GET", "/api/tenants/acme", nil, "", 200, &acme2)
+	if acme2 != acme {
+		t.Fatalf("tenant after resume %+v, want %+v", acme2, acme)
+	}
+	api.must("GET", "/api/sensors/"+enr.SensorID, nil, "", 200, nil)
+
+	// The sensor's creds from the first run still work against the resumed
+	// nats-server (same operator, accounts resolved through the provisioner),
+	// its durable consumer survived in the JetStream store, and a command
+	// sent now reaches it.
+	nc := sensorConn(t, info2.NATSURL, enr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js, err := jetstream.NewWithAPIPrefix(nc, enr.NATS.JSAPIPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, enr.NATS.Stream, enr.NATS.Consumer)
+	if err != nil {
+		t.Fatalf("consumer %s after resume: %v", enr.NATS.Consumer, err)
+	}
+	var cmd struct{ CommandID string }
+	api.must("POST", "/api/sensors/"+enr.SensorID+"/commands", map[string]string{"action": "start"}, "", 202, &cmd)
+	msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+	if err != nil {
+		t.Fatalf("command after resume: %v", err)
+	}
+	if !strings.Contains(string(msg.Data()), cmd.CommandID) {
+		t.Fatalf("command on the wire %s, want id %s", msg.Data(), cmd.CommandID)
+	}
+	_ = msg.Ack()
+	stopStack(t, again)
+}
