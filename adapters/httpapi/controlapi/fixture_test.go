@@ -168,6 +168,8 @@ type env struct {
 	clock *clock
 	prov  *fakeProvisioner
 	pub   *fakePublisher
+	// cfg is the API's configuration, for variants.
+	cfg controlapi.Config
 	// session is the logged-in operator's cookie value.
 	session string
 }
@@ -230,13 +232,30 @@ func newEnv(t testing.TB, opt options) *env {
 	if opt.api != nil {
 		opt.api(&cfg)
 	}
+	e := &env{t: t, fleet: svc, ops: ops, ca: ca, clock: clk, prov: prov, pub: pub}
+	return e.serve(t, cfg)
+}
+
+// variant serves another API, configured by change, over the same
+// services, database and fakes, and logs in to it. It saves a database
+// for tests that compare configurations.
+func (e *env) variant(t testing.TB, change func(*controlapi.Config)) *env {
+	t.Helper()
+	cfg := e.cfg
+	change(&cfg)
+	v := *e
+	return v.serve(t, cfg)
+}
+
+func (e *env) serve(t testing.TB, cfg controlapi.Config) *env {
+	t.Helper()
 	api, err := controlapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-	e := &env{t: t, srv: srv, api: api, fleet: svc, ops: ops, ca: ca, clock: clk, prov: prov, pub: pub}
+	e.t, e.api, e.cfg = t, api, cfg
+	e.srv = httptest.NewServer(api)
+	t.Cleanup(e.srv.Close)
 	e.session = e.login()
 	return e
 }

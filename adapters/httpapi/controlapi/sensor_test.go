@@ -69,13 +69,13 @@ func TestRedeemRateLimit(t *testing.T) {
 		{"direct", false, false},
 		{"behind a trusted proxy", true, true},
 	}
+	base := newEnv(t, options{})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t, options{api: func(c *controlapi.Config) {
+			e := base.variant(t, func(c *controlapi.Config) {
 				c.RedeemRate = controlapi.RateLimit{PerMinute: 6, Burst: 3}
 				c.TrustProxy = tc.trustProxy
-			}})
+			})
 			client := map[string]string{"X-Forwarded-For": "198.51.100.7, 203.0.113.9"}
 			for i := range 3 {
 				e.do(redeemRequest("bad", client)).expect(t, fmt.Sprintf("attempt %d", i+1), http.StatusBadRequest, "invalid_claim_code")
@@ -104,39 +104,36 @@ func TestRedeemRateLimit(t *testing.T) {
 // problem that says why.
 func TestCommandFailures(t *testing.T) {
 	t.Parallel()
-	t.Run("messaging disabled", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t, options{api: func(c *controlapi.Config) { c.MessagingEnabled = false }})
-		e.createTenant("acme")
-		id, _ := e.enroll("acme")
-		res := e.do(request{method: "POST", path: "/api/sensors/" + id + "/commands", body: `{"action":"stop"}`, operator: true})
-		res.expect(t, "command", http.StatusServiceUnavailable, "messaging_unavailable")
-		if !strings.Contains(string(res.body), "disabled") {
-			t.Errorf("detail does not say messaging is disabled: %s", res.body)
+	base := newEnv(t, options{})
+	base.createTenant("acme")
+	id, _ := base.enroll("acme")
+	command := request{method: "POST", path: "/api/sensors/" + id + "/commands", body: `{"action":"stop"}`, operator: true}
+
+	disabled := base.variant(t, func(c *controlapi.Config) { c.MessagingEnabled = false })
+	res := disabled.do(command)
+	res.expect(t, "command with messaging disabled", http.StatusServiceUnavailable, "messaging_unavailable")
+	if !strings.Contains(string(res.body), "disabled") {
+		t.Errorf("detail does not say messaging is disabled: %s", res.body)
+	}
+	var s struct {
+		LastCommand *struct {
+			Action   string
+			FailedAt *string
 		}
-		if n := len(e.pub.published()); n != 0 {
-			t.Errorf("%d messages published with messaging disabled", n)
-		}
-	})
-	t.Run("NATS unreachable", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t, options{})
-		e.createTenant("acme")
-		id, _ := e.enroll("acme")
-		e.pub.setErr(fmt.Errorf("natsmsg: not connected: %w", fleet.ErrMessagingUnavailable))
-		e.do(request{method: "POST", path: "/api/sensors/" + id + "/commands", body: `{"action":"stop"}`, operator: true}).
-			expect(t, "command", http.StatusServiceUnavailable, "messaging_unavailable")
-		res := e.do(request{method: "GET", path: "/api/sensors/" + id, operator: true})
-		var s struct {
-			LastCommand struct {
-				Action   string
-				FailedAt *string
-			}
-		}
-		if err := json.Unmarshal(res.body, &s); err != nil || s.LastCommand.Action != "stop" || s.LastCommand.FailedAt == nil {
-			t.Errorf("sensor after a failed command: %s; want lastCommand stop with failedAt", res.body)
-		}
-	})
+	}
+	if err := json.Unmarshal(base.do(request{method: "GET", path: "/api/sensors/" + id, operator: true}).body, &s); err != nil || s.LastCommand != nil {
+		t.Errorf("a command was recorded with messaging disabled: %+v", s.LastCommand)
+	}
+
+	base.pub.setErr(fmt.Errorf("natsmsg: not connected: %w", fleet.ErrMessagingUnavailable))
+	base.do(command).expect(t, "command with NATS unreachable", http.StatusServiceUnavailable, "messaging_unavailable")
+	if err := json.Unmarshal(base.do(request{method: "GET", path: "/api/sensors/" + id, operator: true}).body, &s); err != nil ||
+		s.LastCommand == nil || s.LastCommand.Action != "stop" || s.LastCommand.FailedAt == nil {
+		t.Errorf("sensor after a failed command: %+v; want lastCommand stop with failedAt", s.LastCommand)
+	}
+	if n := len(base.pub.published()); n != 0 {
+		t.Errorf("%d messages published, want none", n)
+	}
 }
 
 // TestEnrollProvisioner: enrolment waits for the tenant's NATS account and

@@ -25,10 +25,10 @@ func TestSessionCookie(t *testing.T) {
 		{"production", false, true},
 		{"local mode", true, false},
 	}
+	base := newEnv(t, options{})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t, options{api: func(c *controlapi.Config) { c.LocalMode = tc.localMode }})
+			e := base.variant(t, func(c *controlapi.Config) { c.LocalMode = tc.localMode })
 			res := e.do(request{method: "POST", path: "/api/auth/login", body: fmt.Sprintf(`{"email":%q,"password":%q}`, "  OPS@example.com ", operatorPassword)})
 			if res.status != http.StatusNoContent || len(res.body) != 0 {
 				t.Fatalf("login: %d %s", res.status, res.body)
@@ -203,10 +203,10 @@ func TestChatStatus(t *testing.T) {
 			"enabled": true, "model": "llama3.1:8b", "capabilities": map[string]any{"threatIntel": true, "historicalEnrichment": false, "playbooks": true},
 		}},
 	}
+	base := newEnv(t, options{})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t, options{api: func(c *controlapi.Config) { c.Chat = tc.chat }})
+			e := base.variant(t, func(c *controlapi.Config) { c.Chat = tc.chat })
 			wantObject(t, "chat status", e.do(request{method: "GET", path: "/api/analytics/chat/status", operator: true}), http.StatusOK, tc.want)
 		})
 	}
