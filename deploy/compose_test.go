@@ -1,0 +1,506 @@
+package deploy
+
+import (
+	"bufio"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/rxc-project/rxc/adapters/natsjwt"
+)
+
+type compose struct {
+	Services map[string]*service `yaml:"services"`
+	Volumes  map[string]any      `yaml:"volumes"`
+}
+
+type service struct {
+	Image       string            `yaml:"image"`
+	Build       *build            `yaml:"build"`
+	Command     []string          `yaml:"command"`
+	Entrypoint  []string          `yaml:"entrypoint"`
+	Environment map[string]string `yaml:"environment"`
+	Volumes     []string          `yaml:"volumes"`
+	Ports       []string          `yaml:"ports"`
+	Expose      []string          `yaml:"expose"`
+	DependsOn   map[string]struct {
+		Condition string `yaml:"condition"`
+	} `yaml:"depends_on"`
+	Healthcheck *struct {
+		Test []string `yaml:"test"`
+	} `yaml:"healthcheck"`
+	ReadOnly bool     `yaml:"read_only"`
+	CapDrop  []string `yaml:"cap_drop"`
+}
+
+type build struct {
+	Context    string `yaml:"context"`
+	Dockerfile string `yaml:"dockerfile"`
+}
+
+// ours maps each service running one of our images to that image and how it
+// is built.
+var ours = map[string]struct{ image, context, dockerfile string }{
+	"provisioner-init":  {"rxc-provisioner", "..", "deploy/provisioner.Dockerfile"},
+	"provisioner":       {"rxc-provisioner", "..", "deploy/provisioner.Dockerfile"},
+	"controlplane-init": {"rxc-controlplane", "..", "deploy/controlplane.Dockerfile"},
+	"controlplane":      {"rxc-controlplane", "..", "deploy/controlplane.Dockerfile"},
+	"frontend":          {"rxc-console", "../web", ""},
+}
+
+var natsNode = regexp.MustCompile(`^nats-\d+$`)
+
+// secretVars must come from .env, never be written into the compose file.
+var secretVars = []string{"POSTGRES_PASSWORD", "ACCOUNT_SEED_ENCRYPTION_KEY", "SHARED_SECRET",
+	"NATS_PROVISIONER_SHARED_SECRET", "BOOTSTRAP_OPERATOR_PASSWORD"}
+
+func loadCompose(t testing.TB) *compose {
+	t.Helper()
+	var c compose
+	if err := yaml.Unmarshal([]byte(readFile(t, "compose.yaml")), &c); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	return &c
+}
+
+// loadDotenv reads .env.example as docker compose reads .env.
+func loadDotenv(t testing.TB) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(readFile(t, ".env.example")))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Fatalf(".env.example: %q is not NAME=value", line)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+var reference = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}`)
+
+// interpolate substitutes ${NAME}, ${NAME:-default} and ${NAME:?message}
+// the way docker compose does, and reports names without a value.
+func interpolate(s string, vars map[string]string) (string, []string) {
+	var missing []string
+	out := reference.ReplaceAllStringFunc(s, func(m string) string {
+		g := reference.FindStringSubmatch(m)
+		if v, ok := vars[g[1]]; ok && (v != "" || !strings.HasPrefix(g[2], ":")) {
+			return v
+		}
+		if g[2] == ":-" || g[2] == "-" {
+			return g[3]
+		}
+		missing = append(missing, g[1])
+		return ""
+	})
+	return out, missing
+}
+
+// imageRepo is an image reference without its tag.
+func imageRepo(image string) string {
+	repo, _, _ := strings.Cut(image, ":")
+	return repo
+}
+
+// containerPort is the container side of "host:container[/proto]".
+func containerPort(spec string) int {
+	spec, _, _ = strings.Cut(spec, "/")
+	p, err := strconv.Atoi(spec[strings.LastIndex(spec, ":")+1:])
+	if err != nil {
+		return -1
+	}
+	return p
+}
+
+type mount struct{ source, target string }
+
+func mounts(s *service) []mount {
+	var out []mount
+	for _, v := range s.Volumes {
+		parts := strings.Split(v, ":")
+		if len(parts) >= 2 {
+			out = append(out, mount{parts[0], parts[1]})
+		}
+	}
+	return out
+}
+
+func isNamed(source string) bool {
+	return !strings.HasPrefix(source, ".") && !strings.HasPrefix(source, "/")
+}
+
+// volumeHolding names the volume a path lives on and the path inside it.
+func volumeHolding(s *service, path string) (volume, rel string) {
+	for _, m := range mounts(s) {
+		if r, err := filepath.Rel(m.target, path); err == nil && !strings.HasPrefix(r, "..") && isNamed(m.source) {
+			return m.source, r
+		}
+	}
+	return "", ""
+}
+
+// flag returns the value after name in args.
+func flag(args []string, name string) string {
+	if i := slices.Index(args, name); i >= 0 && i+1 < len(args) {
+		return args[i+1]
+	}
+	return ""
+}
+
+func flags(args []string, name string) []string {
+	var out []string
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			out = append(out, args[i+1])
+		}
+	}
+	return out
+}
+
+// checkCompose applies every rule to the compose file; readConf returns the
+// nats-server config file a service mounts from the host.
+func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf func(hostPath string) (string, error)) []string {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	svc := func(name string) *service {
+		if s := c.Services[name]; s != nil {
+			return s
+		}
+		return &service{}
+	}
+	for _, name := range []string{"postgres", "provisioner-init", "provisioner", "controlplane-init", "controlplane", "frontend"} {
+		if c.Services[name] == nil {
+			add("missing service %s", name)
+		}
+	}
+
+	// Images and what each service runs.
+	envs := map[string]map[string]string{}
+	var nodes []string
+	for _, name := range sortedKeys(c.Services) {
+		s := c.Services[name]
+		for _, n := range sortedKeys(s.Environment) {
+			v := s.Environment[n]
+			if slices.Contains(secretVars, n) && v != "" && !strings.HasPrefix(v, "${") {
+				add("service %s: %s is a literal secret; take it from .env with ${…}", name, n)
+			}
+			val, missing := interpolate(v, dotenv)
+			for _, m := range missing {
+				add("service %s: %s uses ${%s}, which .env.example does not define", name, n, m)
+			}
+			if envs[name] == nil {
+				envs[name] = map[string]string{}
+			}
+			envs[name][n] = val
+		}
+		switch {
+		case natsNode.MatchString(name):
+			nodes = append(nodes, name)
+			if m := regexp.MustCompile(`^nats:2\.(\d+)-alpine$`).FindStringSubmatch(s.Image); m == nil {
+				add("service %s: image %q, want nats:2.<minor>-alpine", name, s.Image)
+			} else if minor, _ := strconv.Atoi(m[1]); minor < 11 {
+				add("service %s: image %q: nats-server 2.11 or later is required", name, s.Image)
+			}
+		case name == "postgres":
+			if !strings.HasPrefix(s.Image, "postgres:") {
+				add("service postgres: image %q is not postgres", s.Image)
+			}
+			if s.Healthcheck == nil {
+				add("service postgres: no healthcheck")
+			}
+		}
+		want, ok := ours[name]
+		if !ok {
+			continue
+		}
+		if imageRepo(s.Image) != want.image {
+			add("service %s: image %q, want %s", name, s.Image, want.image)
+		}
+		if s.Build == nil || s.Build.Context != want.context || s.Build.Dockerfile != want.dockerfile {
+			add("service %s: build %+v, want context %s dockerfile %q", name, s.Build, want.context, want.dockerfile)
+		}
+		sub := ""
+		if want.image != "rxc-console" {
+			if len(s.Command) == 0 {
+				add("service %s: no command", name)
+				continue
+			}
+			sub = s.Command[0]
+		}
+		env, err := cmds.lookup(want.image, sub)
+		if err != nil {
+			add("service %s: %v", name, err)
+			continue
+		}
+		problems = append(problems, checkEnv("service "+name, env, envs[name])...)
+		if !s.ReadOnly {
+			add("service %s: read_only is not set", name)
+		}
+		if !slices.Contains(s.CapDrop, "ALL") {
+			add("service %s: cap_drop does not drop ALL", name)
+		}
+	}
+	if envs["controlplane"]["NATS_PROVISIONER_SHARED_SECRET"] != envs["provisioner"]["SHARED_SECRET"] ||
+		svc("controlplane").Environment["NATS_PROVISIONER_SHARED_SECRET"] != svc("provisioner").Environment["SHARED_SECRET"] {
+		add("the control plane's NATS_PROVISIONER_SHARED_SECRET is not the provisioner's SHARED_SECRET")
+	}
+
+	// Ports: the apps' listen addresses are the defaults, and published.
+	pEnv, _ := cmds.lookup("rxc-provisioner", "serve")
+	cEnv, _ := cmds.lookup("rxc-controlplane", "serve")
+	wEnv, _ := cmds.lookup("rxc-console", "")
+	published := func(s *service) []int {
+		var ps []int
+		for _, p := range s.Ports {
+			ps = append(ps, containerPort(p))
+		}
+		return ps
+	}
+	listens := func(name, addr string, want int) int {
+		p, err := listenPort(addr)
+		if err != nil || p != want {
+			add("service %s listens on %q, want port %d", name, addr, want)
+		}
+		return p
+	}
+	pPort := listens("provisioner", effective(pEnv, envs["provisioner"], "LISTEN_ADDR"), provisionerPort)
+	if !slices.Contains(svc("provisioner").Expose, strconv.Itoa(pPort)) {
+		add("service provisioner does not expose %d", pPort)
+	}
+	if len(svc("provisioner").Ports) > 0 {
+		add("service provisioner publishes ports on the host; its API is internal")
+	}
+	for _, p := range []int{
+		listens("controlplane", effective(cEnv, envs["controlplane"], "LISTEN_ADDR"), apiPort),
+		listens("controlplane", effective(cEnv, envs["controlplane"], "GRPC_LISTEN_ADDR"), grpcPort),
+	} {
+		if !slices.Contains(published(svc("controlplane")), p) {
+			add("service controlplane does not publish container port %d", p)
+		}
+	}
+	if wp, _ := strconv.Atoi(effective(wEnv, envs["frontend"], "RXC_LISTEN_PORT")); wp != consolePort || !slices.Contains(published(svc("frontend")), wp) {
+		add("service frontend: listens on %d and publishes %v, want %d", wp, published(svc("frontend")), consolePort)
+	}
+
+	// The nats cluster and who connects to it.
+	if len(nodes) != 3 {
+		add("%d nats-server services (%v), want a cluster of 3", len(nodes), nodes)
+	}
+	if r := effective(pEnv, envs["provisioner"], "COMMAND_STREAM_REPLICAS"); r != strconv.Itoa(len(nodes)) {
+		add("provisioner COMMAND_STREAM_REPLICAS = %q, want the %d cluster nodes", r, len(nodes))
+	}
+	var wantHosts []string
+	for _, n := range nodes {
+		wantHosts = append(wantHosts, n+":"+strconv.Itoa(natsClientPort))
+		if !slices.Contains(published(svc(n)), natsClientPort) {
+			add("service %s does not publish the client port %d", n, natsClientPort)
+		}
+	}
+	for _, u := range []struct{ service, name string }{{"provisioner", "NATS_URL"}, {"controlplane", "NATS_MESSAGING_URL"}} {
+		hosts, err := natsURLs(envs[u.service][u.name])
+		slices.Sort(hosts)
+		if err != nil || !slices.Equal(hosts, wantHosts) {
+			add("service %s: %s = %q does not list the nodes %v", u.service, u.name, envs[u.service][u.name], wantHosts)
+		}
+	}
+	for _, name := range []string{"NATS_PROVISIONER_ENABLED", "NATS_MESSAGING_ENABLED"} {
+		if b, _ := strconv.ParseBool(envs["controlplane"][name]); !b {
+			add("service controlplane: %s is not true", name)
+		}
+	}
+	if got, want := envs["controlplane"]["NATS_PROVISIONER_BASE_URL"], fmt.Sprintf("http://provisioner:%d", pPort); got != want {
+		add("service controlplane: NATS_PROVISIONER_BASE_URL = %q, want %q", got, want)
+	}
+	if a, b := effective(pEnv, envs["provisioner"], "COMMAND_STREAM_NAME"), effective(cEnv, envs["controlplane"], "COMMAND_STREAM_NAME"); a != b {
+		add("COMMAND_STREAM_NAME differs: provisioner %q, control plane %q", a, b)
+	}
+
+	// init-operator writes the fragment every node includes, and names the
+	// resolver the nodes wait for.
+	init := svc("provisioner-init")
+	if len(init.Command) == 0 || init.Command[0] != "init-operator" {
+		add("service provisioner-init does not run init-operator")
+	}
+	resolver := flag(init.Command, "--resolver-url")
+	if err := natsjwt.ValidateResolverURL(resolver); err != nil {
+		add("provisioner-init: resolver URL %q: %v", resolver, err)
+	} else if u, _ := url.Parse(resolver); u.Host != fmt.Sprintf("provisioner:%d", pPort) || u.Path != "/jwt/v1/accounts/" {
+		add("provisioner-init: resolver URL %q, want http://provisioner:%d/jwt/v1/accounts/", resolver, pPort)
+	}
+	fragVol, fragRel := volumeHolding(init, flag(init.Command, "--nats-config"))
+	if fragVol == "" {
+		add("provisioner-init: --nats-config %q is not on a named volume", flag(init.Command, "--nats-config"))
+	}
+	for _, n := range nodes {
+		s := svc(n)
+		if !strings.Contains(strings.Join(s.Entrypoint, " "), "wget -q -O /dev/null "+resolver) {
+			add("service %s does not wait for the resolver %s before starting nats-server", n, resolver)
+		}
+		if _, ok := s.DependsOn["provisioner"]; !ok {
+			add("service %s: depends_on lacks provisioner", n)
+		}
+		if s.Healthcheck == nil {
+			add("service %s: no healthcheck", n)
+		}
+		included := false
+		for _, m := range mounts(s) {
+			if isNamed(m.source) || !strings.HasSuffix(m.source, ".conf") {
+				continue
+			}
+			conf, err := readConf(m.source)
+			if err != nil {
+				add("service %s: %v", n, err)
+				continue
+			}
+			for _, inc := range regexp.MustCompile(`(?m)^\s*include\s+"([^"]+)"`).FindAllStringSubmatch(conf, -1) {
+				path := filepath.Join(filepath.Dir(m.target), inc[1])
+				if v, rel := volumeHolding(s, path); v == fragVol && rel == fragRel {
+					included = true
+				}
+			}
+		}
+		if !included {
+			add("service %s: its config does not include the fragment provisioner-init writes (%s on volume %s)", n, fragRel, fragVol)
+		}
+	}
+
+	// Keys live on volumes the init jobs write and the services read.
+	for _, pair := range []struct{ init, serve, name string }{
+		{"provisioner-init", "provisioner", "OPERATOR_SEED_PATH"},
+		{"controlplane-init", "controlplane", "CA_DIR"},
+	} {
+		a, b := envs[pair.init][pair.name], envs[pair.serve][pair.name]
+		va, ra := volumeHolding(svc(pair.init), a)
+		vb, rb := volumeHolding(svc(pair.serve), b)
+		if a == "" || a != b || va == "" || va != vb || ra != rb {
+			add("%s: %s %q (volume %q) and %s %q (volume %q) must name the same file on one volume", pair.name, pair.init, a, va, pair.serve, b, vb)
+		}
+	}
+	caInit := svc("controlplane-init")
+	if len(caInit.Command) == 0 || caInit.Command[0] != "init-ca" {
+		add("service controlplane-init does not run init-ca")
+	}
+	grpcHost, _, _ := strings.Cut(effective(cEnv, envs["controlplane"], "PUBLIC_GRPC_ADDR"), ":")
+	for _, want := range []string{"controlplane", grpcHost} {
+		if !slices.Contains(flags(caInit.Command, "--dns"), want) {
+			add("controlplane-init: the server certificate lacks --dns %s", want)
+		}
+	}
+
+	// Start order.
+	for _, d := range []struct{ from, to, cond string }{
+		{"provisioner-init", "postgres", "service_healthy"},
+		{"provisioner", "postgres", "service_healthy"},
+		{"provisioner", "provisioner-init", "service_completed_successfully"},
+		{"controlplane", "postgres", "service_healthy"},
+		{"controlplane", "controlplane-init", "service_completed_successfully"},
+		{"controlplane", "provisioner", "service_started"},
+	} {
+		if got := svc(d.from).DependsOn[d.to].Condition; got != d.cond {
+			add("service %s: depends_on %s with condition %q, want %q", d.from, d.to, got, d.cond)
+		}
+	}
+	for _, name := range sortedKeys(c.Services) {
+		for _, to := range sortedKeys(c.Services[name].DependsOn) {
+			cond := c.Services[name].DependsOn[to].Condition
+			switch {
+			case c.Services[to] == nil:
+				add("service %s: depends_on unknown service %s", name, to)
+			case cond == "service_healthy" && c.Services[to].Healthcheck == nil:
+				add("service %s: depends_on %s being healthy, which has no healthcheck", name, to)
+			}
+		}
+		for _, m := range mounts(c.Services[name]) {
+			if _, ok := c.Volumes[m.source]; isNamed(m.source) && !ok {
+				add("service %s: volume %s is not declared", name, m.source)
+			}
+		}
+	}
+	return problems
+}
+
+func readHostConf(hostPath string) (string, error) {
+	b, err := os.ReadFile(hostPath)
+	if err != nil {
+		return "", fmt.Errorf("config %s: %w", hostPath, err)
+	}
+	return string(b), nil
+}
+
+func TestComposeAgreesWithTheCode(t *testing.T) {
+	t.Parallel()
+	noProblems(t, "compose.yaml", checkCompose(loadCompose(t), loadCommands(t), loadDotenv(t), readHostConf))
+}
+
+func TestDotenvExampleHoldsNoSecrets(t *testing.T) {
+	t.Parallel()
+	for k, v := range loadDotenv(t) {
+		if slices.Contains(secretVars, k) && !strings.Contains(strings.ToLower(v), "change-me") && !strings.Contains(v, "REPLACE") {
+			t.Errorf(".env.example: %s = %q looks like a real value; use a change-me placeholder", k, v)
+		}
+	}
+}
+
+// Each rule fails on a copy of the compose file broken in its way.
+func TestComposeChecksFail(t *testing.T) {
+	t.Parallel()
+	cmds, dotenv := loadCommands(t), loadDotenv(t)
+	tests := []struct {
+		name   string
+		mutate func(c *compose)
+		want   string
+	}{
+		{"unknown variable", func(c *compose) { c.Services["provisioner"].Environment["NATS_URLS"] = "x" }, "sets NATS_URLS, which the app does not read"},
+		{"required variable missing", func(c *compose) { delete(c.Services["provisioner"].Environment, "SHARED_SECRET") }, "does not set the required SHARED_SECRET"},
+		{"init job variable not read by init-operator", func(c *compose) { c.Services["provisioner-init"].Environment["LISTEN_ADDR"] = ":8080" }, "provisioner-init sets LISTEN_ADDR"},
+		{"console variable misspelt", func(c *compose) { c.Services["frontend"].Environment["VITE_API_URL"] = "http://x" }, "sets VITE_API_URL"},
+		{"literal secret", func(c *compose) { c.Services["provisioner"].Environment["SHARED_SECRET"] = "hunter2hunter2hunter2" }, "literal secret"},
+		{"undefined .env variable", func(c *compose) { c.Services["controlplane"].Environment["LOG_LEVEL"] = "${RXC_LOG_LEVEL:?}" }, "${RXC_LOG_LEVEL}"},
+		{"wrong listen port", func(c *compose) { c.Services["controlplane"].Environment["LISTEN_ADDR"] = ":5019" }, "want port 5009"},
+		{"gRPC not published", func(c *compose) { c.Services["controlplane"].Ports = []string{"5009:5009"} }, "does not publish container port 5010"},
+		{"provisioner published", func(c *compose) { c.Services["provisioner"].Ports = []string{"8080:8080"} }, "publishes ports on the host"},
+		{"two replicas on three nodes", func(c *compose) { c.Services["provisioner"].Environment["COMMAND_STREAM_REPLICAS"] = "2" }, "COMMAND_STREAM_REPLICAS"},
+		{"node missing from NATS_URL", func(c *compose) {
+			c.Services["controlplane"].Environment["NATS_MESSAGING_URL"] = "nats://nats-1:4222,nats://nats-2:4222"
+		}, "NATS_MESSAGING_URL"},
+		{"messaging off", func(c *compose) { c.Services["controlplane"].Environment["NATS_MESSAGING_ENABLED"] = "false" }, "NATS_MESSAGING_ENABLED is not true"},
+		{"old nats-server", func(c *compose) { c.Services["nats-2"].Image = "nats:2.10-alpine" }, "2.11 or later"},
+		{"resolver URL without slash", func(c *compose) {
+			i := slices.Index(c.Services["provisioner-init"].Command, "--resolver-url")
+			c.Services["provisioner-init"].Command[i+1] = "http://provisioner:8080/jwt/v1/accounts"
+		}, "resolver URL"},
+		{"fragment on another volume", func(c *compose) { c.Services["nats-3"].Volumes[1] = "other:/etc/nats/shared:ro" }, "nats-3: its config does not include"},
+		{"node starts without waiting", func(c *compose) {
+			c.Services["nats-1"].Entrypoint = []string{"nats-server", "-c", "/etc/nats/node.conf"}
+		}, "does not wait for the resolver"},
+		{"seed off the shared volume", func(c *compose) { c.Services["provisioner"].Environment["OPERATOR_SEED_PATH"] = "/tmp/operator.nk" }, "OPERATOR_SEED_PATH"},
+		{"CA certificate without the service name", func(c *compose) { c.Services["controlplane-init"].Command = []string{"init-ca", "--dns", "localhost"} }, "--dns controlplane"},
+		{"serve before init", func(c *compose) { delete(c.Services["provisioner"].DependsOn, "provisioner-init") }, "depends_on provisioner-init"},
+		{"healthy without healthcheck", func(c *compose) { c.Services["postgres"].Healthcheck = nil }, "no healthcheck"},
+		{"writable root", func(c *compose) { c.Services["controlplane"].ReadOnly = false }, "read_only"},
+		{"capabilities kept", func(c *compose) { c.Services["provisioner"].CapDrop = nil }, "cap_drop"},
+		{"wrong Dockerfile", func(c *compose) { c.Services["controlplane"].Build.Dockerfile = "deploy/provisioner.Dockerfile" }, "want context .. dockerfile \"deploy/controlplane.Dockerfile\""},
+		{"undeclared volume", func(c *compose) { c.Services["controlplane"].Volumes = []string{"ca:/var/lib/rxc:ro"} }, "volume ca is not declared"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := loadCompose(t)
+			tc.mutate(c)
+			wantProblem(t, checkCompose(c, cmds, dotenv, readHostConf), tc.want)
+		})
+	}
+}
