@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -23,18 +24,26 @@ type SensorStatus struct {
 	State        State
 	LastSeenAt   time.Time
 	LastStatusAt time.Time // "at" of the last applied report
-	// AcknowledgeCommandID, when set on the way out, names a command of
-	// this sensor to mark acknowledged at AcknowledgedAt.
-	AcknowledgeCommandID string
-	AcknowledgedAt       time.Time
+	// AcknowledgeCommandIDs, when set on the way out, name commands of this
+	// sensor to mark acknowledged at AcknowledgedAt.
+	AcknowledgeCommandIDs []string
+	AcknowledgedAt        time.Time
+}
+
+// SensorRef names a sensor of a tenant, as a status subject does.
+type SensorRef struct {
+	TenantID string
+	SensorID string
 }
 
 // StatusStore applies status changes.
 type StatusStore interface {
-	// UpdateSensorStatus locks the sensor of that tenant (ErrNotFound when
-	// there is none), passes its status to apply and stores the result, in
-	// one transaction. An error from apply is returned and nothing changes.
-	UpdateSensorStatus(ctx context.Context, tenantID, sensorID string, apply func(SensorStatus) (SensorStatus, error)) error
+	// UpdateSensorStatuses locks the sensors named by refs, passes each
+	// one's status to apply (found is false for a sensor that does not exist
+	// in that tenant) and stores the statuses apply asks to store, all in one
+	// transaction. Batching is what lets a replica keep up with a fleet's
+	// status traffic.
+	UpdateSensorStatuses(ctx context.Context, refs []SensorRef, apply func(ref SensorRef, cur SensorStatus, found bool) (next SensorStatus, store bool)) error
 	// MarkSilent moves sensors in one of the states from, last seen before
 	// seenBefore, to state to, and returns how many moved.
 	MarkSilent(ctx context.Context, seenBefore time.Time, from []State, to State) (int, error)
@@ -74,46 +83,107 @@ func (s *Service) Sensors(ctx context.Context, f SensorFilter) ([]Sensor, error)
 	return s.store.Sensors(ctx, f)
 }
 
-// HandleStatus applies a status message. The sensor's identity comes only
-// from the subject. Reports older than the last applied one give ErrStale,
-// unknown sensors ErrNotFound, revoked sensors ErrRevoked, malformed ones
-// ErrInvalidInput; none of them changes anything. A report naming a command
-// of this sensor marks it acknowledged.
+// StatusMessage is one message received on a status subject.
+type StatusMessage struct {
+	Subject string
+	Payload []byte
+}
+
+// HandleStatus applies one status message; see HandleStatusBatch.
 func (s *Service) HandleStatus(ctx context.Context, subject string, payload []byte) error {
-	tenantID, sensorID, ok := topology.ParseStatusSubject(subject)
+	return s.HandleStatusBatch(ctx, []StatusMessage{{Subject: subject, Payload: payload}})[0]
+}
+
+// HandleStatusBatch applies status messages and returns one error per
+// message (nil when applied). A sensor's identity comes only from the
+// subject. Reports older than the last applied one give ErrStale, unknown
+// sensors ErrNotFound, revoked sensors ErrRevoked, malformed ones
+// ErrInvalidInput; none of them changes anything. A report naming a command
+// of its sensor marks that command acknowledged. Reports of one sensor are
+// applied in the order of their "at", so a batch gives the same result as
+// applying its messages one by one in that order.
+func (s *Service) HandleStatusBatch(ctx context.Context, msgs []StatusMessage) []error {
+	errs := make([]error, len(msgs))
+	now := s.now()
+	type report struct {
+		idx int
+		r   StatusReport
+	}
+	bySensor := map[SensorRef][]report{}
+	var refs []SensorRef
+	for i, m := range msgs {
+		ref, r, err := s.parseStatus(m, now)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if _, ok := bySensor[ref]; !ok {
+			refs = append(refs, ref)
+		}
+		bySensor[ref] = append(bySensor[ref], report{idx: i, r: r})
+	}
+	if len(refs) == 0 {
+		return errs
+	}
+	err := s.store.UpdateSensorStatuses(ctx, refs, func(ref SensorRef, cur SensorStatus, found bool) (SensorStatus, bool) {
+		reports := bySensor[ref]
+		if !found {
+			for _, rp := range reports {
+				errs[rp.idx] = ErrNotFound
+			}
+			return cur, false
+		}
+		sort.SliceStable(reports, func(i, j int) bool { return reports[i].r.At.Before(reports[j].r.At) })
+		next, changed := cur, false
+		next.AcknowledgeCommandIDs = nil
+		for _, rp := range reports {
+			switch st, ok := Transition(next.State, rp.r.State); {
+			case next.State == StateRevoked:
+				errs[rp.idx] = ErrRevoked
+			case rp.r.At.Before(next.LastStatusAt):
+				errs[rp.idx] = ErrStale
+			case !ok:
+				errs[rp.idx] = fmt.Errorf("%w: transition %s → %s", ErrInvalidInput, next.State, rp.r.State)
+			default:
+				next.State, next.LastSeenAt, next.LastStatusAt, changed = st, now, rp.r.At, true
+				if rp.r.CommandID != "" {
+					next.AcknowledgeCommandIDs = append(next.AcknowledgeCommandIDs, rp.r.CommandID)
+					next.AcknowledgedAt = now
+				}
+			}
+		}
+		return next, changed
+	})
+	if err != nil {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+	}
+	return errs
+}
+
+// parseStatus validates a status message: subject, ids, payload and clock.
+func (s *Service) parseStatus(m StatusMessage, now time.Time) (SensorRef, StatusReport, error) {
+	tenantID, sensorID, ok := topology.ParseStatusSubject(m.Subject)
 	if !ok {
-		return fmt.Errorf("%w: not a status subject", ErrInvalidInput)
+		return SensorRef{}, StatusReport{}, fmt.Errorf("%w: not a status subject", ErrInvalidInput)
 	}
 	if err := validateID("tenant id", tenantID); err != nil {
-		return err
+		return SensorRef{}, StatusReport{}, err
 	}
 	if err := validateID("sensor id", sensorID); err != nil {
-		return err
+		return SensorRef{}, StatusReport{}, err
 	}
-	r, err := ParseStatusReport(payload)
+	r, err := ParseStatusReport(m.Payload)
 	if err != nil {
-		return err
+		return SensorRef{}, StatusReport{}, err
 	}
-	now := s.now()
 	if r.At.After(now.Add(s.maxSkew)) {
-		return fmt.Errorf("%w: status time %s is ahead of the server clock", ErrInvalidInput, r.At.Format(time.RFC3339))
+		return SensorRef{}, StatusReport{}, fmt.Errorf("%w: status time %s is ahead of the server clock", ErrInvalidInput, r.At.Format(time.RFC3339))
 	}
-	return s.store.UpdateSensorStatus(ctx, tenantID, sensorID, func(cur SensorStatus) (SensorStatus, error) {
-		if cur.State == StateRevoked {
-			return cur, ErrRevoked
-		}
-		if r.At.Before(cur.LastStatusAt) {
-			return cur, ErrStale
-		}
-		next, ok := Transition(cur.State, r.State)
-		if !ok {
-			return cur, fmt.Errorf("%w: transition %s → %s", ErrInvalidInput, cur.State, r.State)
-		}
-		return SensorStatus{
-			State: next, LastSeenAt: now, LastStatusAt: r.At,
-			AcknowledgeCommandID: r.CommandID, AcknowledgedAt: now,
-		}, nil
-	})
+	return SensorRef{TenantID: tenantID, SensorID: sensorID}, r, nil
 }
 
 // silentStates are the states MarkSilentOffline leaves: pending sensors
@@ -170,16 +240,25 @@ func (s *Service) SensorSeen(ctx context.Context, tenantID, sensorID string) err
 		return err
 	}
 	now := s.now()
-	return s.store.UpdateSensorStatus(ctx, tenantID, sensorID, func(cur SensorStatus) (SensorStatus, error) {
-		if cur.State == StateRevoked {
-			return cur, ErrRevoked
+	var result error
+	err := s.store.UpdateSensorStatuses(ctx, []SensorRef{{TenantID: tenantID, SensorID: sensorID}}, func(_ SensorRef, cur SensorStatus, found bool) (SensorStatus, bool) {
+		switch {
+		case !found:
+			result = ErrNotFound
+			return cur, false
+		case cur.State == StateRevoked:
+			result = ErrRevoked
+			return cur, false
+		case cur.State == StateOffline:
+			cur.State = StateOnline
 		}
-		next := cur.State
-		if next == StateOffline {
-			next = StateOnline
-		}
-		return SensorStatus{State: next, LastSeenAt: now, LastStatusAt: cur.LastStatusAt}, nil
+		cur.LastSeenAt = now
+		return cur, true
 	})
+	if err != nil {
+		return err
+	}
+	return result
 }
 
 // RevokeSensor revokes a sensor for good: state revoked, certificates

@@ -348,21 +348,27 @@ func (s *Store) Sensors(_ context.Context, f fleet.SensorFilter) ([]fleet.Sensor
 	return out, nil
 }
 
-// UpdateSensorStatus implements fleet.StatusStore.
-func (s *Store) UpdateSensorStatus(_ context.Context, tenantID, sensorID string, apply func(fleet.SensorStatus) (fleet.SensorStatus, error)) error {
+// UpdateSensorStatuses implements fleet.StatusStore.
+func (s *Store) UpdateSensorStatuses(_ context.Context, refs []fleet.SensorRef, apply func(fleet.SensorRef, fleet.SensorStatus, bool) (fleet.SensorStatus, bool)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sn, ok := s.sensors[sensorID]
-	if !ok || sn.TenantID != tenantID {
-		return fleet.ErrNotFound
-	}
-	next, err := apply(fleet.SensorStatus{State: sn.State, LastSeenAt: sn.LastSeenAt, LastStatusAt: sn.lastStatusAt})
-	if err != nil {
-		return err
-	}
-	sn.State, sn.LastSeenAt, sn.lastStatusAt = next.State, next.LastSeenAt, next.LastStatusAt
-	if c, ok := s.commands[next.AcknowledgeCommandID]; ok && c.SensorID == sensorID && c.AcknowledgedAt.IsZero() {
-		c.AcknowledgedAt = next.AcknowledgedAt
+	for _, ref := range refs {
+		sn, ok := s.sensors[ref.SensorID]
+		found := ok && sn.TenantID == ref.TenantID
+		var cur fleet.SensorStatus
+		if found {
+			cur = fleet.SensorStatus{State: sn.State, LastSeenAt: sn.LastSeenAt, LastStatusAt: sn.lastStatusAt}
+		}
+		next, store := apply(ref, cur, found)
+		if !found || !store {
+			continue
+		}
+		sn.State, sn.LastSeenAt, sn.lastStatusAt = next.State, next.LastSeenAt, next.LastStatusAt
+		for _, id := range next.AcknowledgeCommandIDs {
+			if c, ok := s.commands[id]; ok && c.SensorID == ref.SensorID && c.AcknowledgedAt.IsZero() {
+				c.AcknowledgedAt = next.AcknowledgedAt
+			}
+		}
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package controlplanestore
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,38 +71,81 @@ func (s *Store) Sensors(ctx context.Context, f fleet.SensorFilter) ([]fleet.Sens
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (fleet.Sensor, error) { return scanSensor(r) })
 }
 
-// UpdateSensorStatus implements fleet.StatusStore. The row lock orders
-// concurrent reports of one sensor, so the staleness check holds.
-func (s *Store) UpdateSensorStatus(ctx context.Context, tenantID, sensorID string, apply func(fleet.SensorStatus) (fleet.SensorStatus, error)) error {
+// UpdateSensorStatuses implements fleet.StatusStore. Rows are locked in id
+// order, so concurrent batches (several replicas) cannot deadlock, and the
+// lock orders concurrent reports of one sensor, so the staleness check
+// holds. The changes are written with one statement per table.
+func (s *Store) UpdateSensorStatuses(ctx context.Context, refs []fleet.SensorRef, apply func(fleet.SensorRef, fleet.SensorStatus, bool) (fleet.SensorStatus, bool)) error {
+	refs = slices.Clone(refs)
+	slices.SortFunc(refs, func(a, b fleet.SensorRef) int { return strings.Compare(a.SensorID, b.SensorID) })
+	ids := make([]string, len(refs))
+	for i, r := range refs {
+		ids[i] = r.SensorID
+	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		type row struct {
+			tenant string
+			st     fleet.SensorStatus
+		}
+		cur := make(map[string]row, len(refs))
+		rows, err := tx.Query(ctx, `
+			SELECT id, tenant_id, state, last_seen_at, last_status_at FROM sensors
+			WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var (
+				id, tenant       string
+				st               fleet.SensorStatus
+				seen, lastStatus *time.Time
+			)
+			if err := rows.Scan(&id, &tenant, &st.State, &seen, &lastStatus); err != nil {
+				rows.Close()
+				return err
+			}
+			st.LastSeenAt, st.LastStatusAt = utc(seen), utc(lastStatus)
+			cur[id] = row{tenant: tenant, st: st}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
 		var (
-			cur              fleet.SensorStatus
-			seen, lastStatus *time.Time
+			upIDs, upStates    []string
+			upSeen, upStatus   []*time.Time
+			ackIDs, ackSensors []string
+			ackAt              []time.Time
 		)
-		err := tx.QueryRow(ctx, `
-			SELECT state, last_seen_at, last_status_at FROM sensors
-			WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, sensorID, tenantID).Scan(&cur.State, &seen, &lastStatus)
-		if err != nil {
-			return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+		for _, ref := range refs {
+			r, ok := cur[ref.SensorID]
+			found := ok && r.tenant == ref.TenantID
+			next, store := apply(ref, r.st, found)
+			if !found || !store {
+				continue
+			}
+			upIDs, upStates = append(upIDs, ref.SensorID), append(upStates, string(next.State))
+			upSeen, upStatus = append(upSeen, nullTime(next.LastSeenAt)), append(upStatus, nullTime(next.LastStatusAt))
+			for _, id := range next.AcknowledgeCommandIDs {
+				ackIDs, ackSensors, ackAt = append(ackIDs, id), append(ackSensors, ref.SensorID), append(ackAt, next.AcknowledgedAt)
+			}
 		}
-		cur.LastSeenAt, cur.LastStatusAt = utc(seen), utc(lastStatus)
-		next, err := apply(cur)
-		if err != nil {
-			return err
+		if len(upIDs) > 0 {
+			if _, err := tx.Exec(ctx, `
+				UPDATE sensors AS s SET state = u.state, last_seen_at = u.seen, last_status_at = u.at
+				FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS u(id, state, seen, at)
+				WHERE s.id = u.id`, upIDs, upStates, upSeen, upStatus); err != nil {
+				return err
+			}
 		}
-		if _, err := tx.Exec(ctx, `
-			UPDATE sensors SET state = $2, last_seen_at = $3, last_status_at = $4 WHERE id = $1`,
-			sensorID, next.State, nullTime(next.LastSeenAt), nullTime(next.LastStatusAt)); err != nil {
-			return err
+		if len(ackIDs) > 0 {
+			if _, err := tx.Exec(ctx, `
+				UPDATE commands AS c SET acknowledged_at = a.at
+				FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS a(id, sensor_id, at)
+				WHERE c.id = a.id AND c.sensor_id = a.sensor_id AND c.acknowledged_at IS NULL`, ackIDs, ackSensors, ackAt); err != nil {
+				return err
+			}
 		}
-		if next.AcknowledgeCommandID == "" {
-			return nil
-		}
-		_, err = tx.Exec(ctx, `
-			UPDATE commands SET acknowledged_at = $3
-			WHERE id = $1 AND sensor_id = $2 AND acknowledged_at IS NULL`,
-			next.AcknowledgeCommandID, sensorID, next.AcknowledgedAt)
-		return err
+		return nil
 	})
 }
 

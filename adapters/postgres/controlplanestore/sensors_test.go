@@ -284,3 +284,46 @@ func FuzzHandleStatus(f *testing.F) {
 		}
 	})
 }
+
+func TestHandleStatusBatch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	a, _ := f.enrolled(t, "acme")
+	b, _ := f.enrolled(t, "acme")
+	cmdA, err := f.svc.IssueCommand(f.ctx, a.SensorID, fleet.ActionStart, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdB, err := f.svc.IssueCommand(f.ctx, b.SensorID, fleet.ActionStop, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := f.clock.Now()
+	subj := func(id string) string { return "rxc.acme." + id + ".status" }
+	msgs := []fleet.StatusMessage{
+		// a's reports arrive out of order: they are applied by "at".
+		{Subject: subj(a.SensorID), Payload: status(fleet.StateStopped, t0.Add(2*time.Second), "")},
+		{Subject: subj(a.SensorID), Payload: status(fleet.StateRunning, t0, cmdA.ID)},
+		{Subject: subj(b.SensorID), Payload: status(fleet.StateStopped, t0, cmdB.ID)},
+		{Subject: subj("s-0000000000000000"), Payload: status(fleet.StateRunning, t0, "")},
+		{Subject: subj(b.SensorID), Payload: []byte(`{"state":`)},
+		{Subject: "rxc.acme.x.y.status", Payload: status(fleet.StateRunning, t0, "")},
+	}
+	errs := f.svc.HandleStatusBatch(f.ctx, msgs)
+	want := []error{nil, nil, nil, fleet.ErrNotFound, fleet.ErrInvalidInput, fleet.ErrInvalidInput}
+	for i := range want {
+		if want[i] == nil && errs[i] != nil || want[i] != nil && !errors.Is(errs[i], want[i]) {
+			t.Errorf("message %d: error %v, want %v", i, errs[i], want[i])
+		}
+	}
+	sa, sb := f.sensor(t, a.SensorID), f.sensor(t, b.SensorID)
+	if sa.State != fleet.StateStopped || sb.State != fleet.StateStopped {
+		t.Errorf("states after the batch: a=%s b=%s, want stopped and stopped", sa.State, sb.State)
+	}
+	if sa.LastCommand.AcknowledgedAt.IsZero() || sb.LastCommand.AcknowledgedAt.IsZero() {
+		t.Errorf("commands not acknowledged by the batch: a=%+v b=%+v", sa.LastCommand, sb.LastCommand)
+	}
+	// A report older than what the batch applied is stale afterwards.
+	wantErr(t, f.svc.HandleStatus(f.ctx, subj(a.SensorID), status(fleet.StateRunning, t0.Add(time.Second), "")), fleet.ErrStale)
+}

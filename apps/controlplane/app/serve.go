@@ -57,7 +57,7 @@ type Server struct {
 	http        *http.Server
 	httpLis     net.Listener
 	grpcLis     net.Listener
-	statusErrs  statusCounters
+	status      *statusBatcher
 }
 
 // NewServer checks the configuration, builds every adapter and binds both
@@ -153,6 +153,7 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	terminator.set(s.grpc)
+	s.status = newStatusBatcher(s.fleet.HandleStatusBatch, log.With("component", "status"))
 	api, err := controlapi.New(controlapi.Config{
 		Fleet: s.fleet, Operators: s.operators, CACertificatePEM: ca.CACertificatePEM,
 		PublicNATSURL: cfg.PublicNATSURL, PublicGRPCAddr: cfg.PublicGRPCAddr,
@@ -200,11 +201,13 @@ func (s *Server) Run(ctx context.Context) error {
 	s.log.Info("control plane serving", "http", s.HTTPAddr(), "grpc", s.GRPCAddr(), "version", buildinfo.Version,
 		"provisioning", s.cfg.Provisioner.Enabled, "messaging", s.cfg.Messaging.Enabled)
 
+	var wg sync.WaitGroup
 	if s.messaging != nil {
-		s.messaging.SubscribeStatus(s.handleStatus)
+		wg.Add(1)
+		go func() { defer wg.Done(); s.status.run(ctx) }()
+		s.messaging.SubscribeStatus(s.status.handle)
 		s.messaging.Start(ctx)
 	}
-	var wg sync.WaitGroup
 	if s.cfg.Provisioner.Enabled {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.every(ctx, s.cfg.Provisioner.Interval(), s.reconcile) }()
@@ -289,15 +292,6 @@ func (s *Server) purgeSessions(ctx context.Context) {
 	}
 }
 
-func (s *Server) handleStatus(ctx context.Context, subject string, data []byte) {
-	err := s.fleet.HandleStatus(ctx, subject, data)
-	s.statusErrs.count(err)
-	if err != nil && !errors.Is(err, fleet.ErrStale) {
-		// The payload is not logged: it is sensor-controlled text.
-		s.log.Debug("status ignored", "subject", subject, "err", err)
-	}
-}
-
 // backendCreds reads the messaging creds file, or asks the provisioner for
 // the control plane's backend user.
 func (s *Server) backendCreds(ctx context.Context) (string, error) {
@@ -347,9 +341,10 @@ func (s *Server) readiness() []controlapi.Check {
 func (s *Server) metrics(w io.Writer) {
 	state := map[string]int{"closed": 0, "half-open": 1, "open": 2}[s.provisioner.BreakerState()]
 	fmt.Fprintf(w, "# HELP rxc_provisioner_breaker_state Circuit breaker nats-provisioner: 0 closed, 1 half-open, 2 open.\n# TYPE rxc_provisioner_breaker_state gauge\nrxc_provisioner_breaker_state{name=\"nats-provisioner\"} %d\n", state)
-	applied, stale, rejected := s.statusErrs.snapshot()
+	st := s.status
 	fmt.Fprintf(w, "# HELP rxc_status_messages_total Sensor status messages by outcome.\n# TYPE rxc_status_messages_total counter\n")
-	fmt.Fprintf(w, "rxc_status_messages_total{outcome=\"applied\"} %d\nrxc_status_messages_total{outcome=\"stale\"} %d\nrxc_status_messages_total{outcome=\"rejected\"} %d\n", applied, stale, rejected)
+	fmt.Fprintf(w, "rxc_status_messages_total{outcome=\"applied\"} %d\nrxc_status_messages_total{outcome=\"stale\"} %d\n", st.applied.Load(), st.stale.Load())
+	fmt.Fprintf(w, "rxc_status_messages_total{outcome=\"rejected\"} %d\nrxc_status_messages_total{outcome=\"dropped\"} %d\n", st.rejected.Load(), st.dropped.Load())
 	if s.messaging != nil {
 		st := s.messaging.Stats()
 		fmt.Fprintf(w, "# HELP rxc_commands_published_total Commands acknowledged by the stream.\n# TYPE rxc_commands_published_total counter\nrxc_commands_published_total %d\n", st.Published)
@@ -399,29 +394,4 @@ func (l *lateTerminator) Terminate(tenantID, sensorID string) {
 	if t != nil {
 		t.Terminate(tenantID, sensorID)
 	}
-}
-
-// statusCounters counts status messages by outcome.
-type statusCounters struct {
-	mu                       sync.Mutex
-	applied, stale, rejected uint64
-}
-
-func (c *statusCounters) count(err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case err == nil:
-		c.applied++
-	case errors.Is(err, fleet.ErrStale):
-		c.stale++
-	default:
-		c.rejected++
-	}
-}
-
-func (c *statusCounters) snapshot() (applied, stale, rejected uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.applied, c.stale, c.rejected
 }

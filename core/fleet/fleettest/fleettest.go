@@ -395,6 +395,15 @@ func testReplaceCertificate(t *testing.T, s Store) {
 	is(t, "unknown", s.ReplaceCertificate(ctx, "ghost", certificate("cc01"), t0), fleet.ErrNotFound)
 }
 
+// update applies one sensor's status through the batch method.
+func update(s Store, tenantID, sensorID string, apply func(fleet.SensorStatus) (fleet.SensorStatus, bool)) (found bool, err error) {
+	err = s.UpdateSensorStatuses(context.Background(), []fleet.SensorRef{{TenantID: tenantID, SensorID: sensorID}}, func(_ fleet.SensorRef, cur fleet.SensorStatus, f bool) (fleet.SensorStatus, bool) {
+		found = f
+		return apply(cur)
+	})
+	return found, err
+}
+
 func testUpdateSensorStatus(t *testing.T, s Store) {
 	ctx := context.Background()
 	tenant(t, s, "acme")
@@ -409,30 +418,33 @@ func testUpdateSensorStatus(t *testing.T, s Store) {
 			t.Fatal(err)
 		}
 	}
-	boom := errors.New("refused")
-	err := s.UpdateSensorStatus(ctx, "acme", "s1", func(cur fleet.SensorStatus) (fleet.SensorStatus, error) {
-		return fleet.SensorStatus{State: fleet.StateError, LastSeenAt: t0}, boom
-	})
-	is(t, "apply error", err, boom)
+	if _, err := update(s, "acme", "s1", func(cur fleet.SensorStatus) (fleet.SensorStatus, bool) {
+		return fleet.SensorStatus{State: fleet.StateError, LastSeenAt: t0}, false
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if got, _ := s.Sensor(ctx, "s1"); got.State != fleet.StateOffline || !got.LastSeenAt.IsZero() {
-		t.Errorf("a refused update changed the sensor: %+v", got)
+		t.Errorf("an update apply declined changed the sensor: %+v", got)
 	}
 	var seen fleet.SensorStatus
 	at := t0.Add(time.Hour)
-	err = s.UpdateSensorStatus(ctx, "acme", "s1", func(cur fleet.SensorStatus) (fleet.SensorStatus, error) {
+	found, err := update(s, "acme", "s1", func(cur fleet.SensorStatus) (fleet.SensorStatus, bool) {
 		seen = cur
-		return fleet.SensorStatus{State: fleet.StateRunning, LastSeenAt: at, LastStatusAt: at.Add(-time.Second), AcknowledgeCommandID: "cmd-2", AcknowledgedAt: at}, nil
+		return fleet.SensorStatus{State: fleet.StateRunning, LastSeenAt: at, LastStatusAt: at.Add(-time.Second), AcknowledgeCommandIDs: []string{"cmd-2"}, AcknowledgedAt: at}, true
 	})
-	is(t, "update", err, nil)
+	if err != nil || !found {
+		t.Fatalf("update: found=%v err=%v", found, err)
+	}
 	if diff := cmp.Diff(fleet.SensorStatus{State: fleet.StateOffline}, seen); diff != "" {
 		t.Errorf("status passed to apply (-want +got):\n%s", diff)
 	}
-	err = s.UpdateSensorStatus(ctx, "acme", "s1", func(cur fleet.SensorStatus) (fleet.SensorStatus, error) {
+	if _, err := update(s, "acme", "s1", func(cur fleet.SensorStatus) (fleet.SensorStatus, bool) {
 		seen = cur
-		cur.AcknowledgeCommandID, cur.AcknowledgedAt = "cmd-1", at
-		return cur, nil
-	})
-	is(t, "second update", err, nil)
+		cur.AcknowledgeCommandIDs, cur.AcknowledgedAt = []string{"cmd-1"}, at
+		return cur, true
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if diff := cmp.Diff(fleet.SensorStatus{State: fleet.StateRunning, LastSeenAt: at, LastStatusAt: at.Add(-time.Second)}, seen); diff != "" {
 		t.Errorf("stored status (-want +got):\n%s", diff)
 	}
@@ -444,9 +456,34 @@ func testUpdateSensorStatus(t *testing.T, s Store) {
 	if !s2.LastCommand.AcknowledgedAt.IsZero() {
 		t.Errorf("another sensor acknowledged s2's command: %+v", s2.LastCommand)
 	}
-	noop := func(cur fleet.SensorStatus) (fleet.SensorStatus, error) { return cur, nil }
-	is(t, "wrong tenant", s.UpdateSensorStatus(ctx, "other", "s1", noop), fleet.ErrNotFound)
-	is(t, "unknown sensor", s.UpdateSensorStatus(ctx, "acme", "ghost", noop), fleet.ErrNotFound)
+	keep := func(cur fleet.SensorStatus) (fleet.SensorStatus, bool) { return cur, true }
+	if found, _ := update(s, "other", "s1", keep); found {
+		t.Error("a sensor was found under another tenant")
+	}
+	if found, _ := update(s, "acme", "ghost", keep); found {
+		t.Error("an unknown sensor was found")
+	}
+
+	// A batch: each sensor gets its own status, unknown ones are reported
+	// as not found, and apply sees every ref once.
+	enrolled(t, s, "acme", "s3", "cc01")
+	refs := []fleet.SensorRef{{TenantID: "acme", SensorID: "s3"}, {TenantID: "acme", SensorID: "ghost"}, {TenantID: "acme", SensorID: "s2"}}
+	calls := map[string]bool{}
+	err = s.UpdateSensorStatuses(ctx, refs, func(ref fleet.SensorRef, cur fleet.SensorStatus, found bool) (fleet.SensorStatus, bool) {
+		calls[ref.SensorID] = found
+		return fleet.SensorStatus{State: fleet.StateStopped, LastSeenAt: at, LastStatusAt: at}, true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]bool{"s3": true, "ghost": false, "s2": true}, calls); diff != "" {
+		t.Errorf("apply calls (-want +got):\n%s", diff)
+	}
+	for _, id := range []string{"s2", "s3"} {
+		if got, _ := s.Sensor(ctx, id); got.State != fleet.StateStopped {
+			t.Errorf("%s state %s after the batch, want stopped", id, got.State)
+		}
+	}
 }
 
 func testMarkSilent(t *testing.T, s Store) {
@@ -454,8 +491,8 @@ func testMarkSilent(t *testing.T, s Store) {
 	tenant(t, s, "acme")
 	set := func(id string, state fleet.State, seen time.Time) {
 		enrolled(t, s, "acme", id, fmt.Sprintf("%x", id))
-		err := s.UpdateSensorStatus(ctx, "acme", id, func(fleet.SensorStatus) (fleet.SensorStatus, error) {
-			return fleet.SensorStatus{State: state, LastSeenAt: seen, LastStatusAt: seen}, nil
+		_, err := update(s, "acme", id, func(fleet.SensorStatus) (fleet.SensorStatus, bool) {
+			return fleet.SensorStatus{State: state, LastSeenAt: seen, LastStatusAt: seen}, true
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,500 @@
+// Command controlplane-bench measures the control plane on this machine with
+// every real part in one process: PostgreSQL (throwaway cluster), the
+// provisioner, an operator-mode nats-server and the control plane. It reports
+// redeem+enrol throughput with many concurrent sensors, the time for a start
+// command to reach and be acknowledged by every sensor, the latency from the
+// API accepting a command to a sensor receiving it, and how many status
+// messages the control plane applies per second.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/bench/benchenv"
+	"github.com/rxc-project/rxc/internal/pgtest"
+	"github.com/rxc-project/rxc/internal/provisionertest"
+)
+
+type options struct {
+	enrolConcurrent int
+	fanout          int
+	latencyRuns     int
+	statusTotal     int
+	out             string
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.enrolConcurrent, "enrol", 1000, "sensors redeeming and enrolling at once")
+	flag.IntVar(&o.fanout, "fanout", 10000, "sensors that each receive one start command (includes the enrolled ones)")
+	flag.IntVar(&o.latencyRuns, "latency-runs", 300, "single commands timed from API call to sensor receipt")
+	flag.IntVar(&o.statusTotal, "status", 100000, "status messages published for the apply-rate measurement")
+	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
+	flag.Parse()
+	t := &benchenv.T{}
+	defer t.Close()
+	if err := run(t, o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const (
+	email    = "bench@example.com"
+	password = "benchmark password 1234"
+)
+
+type plane struct {
+	base string
+	hc   *http.Client
+}
+
+func run(t *benchenv.T, o options) error {
+	fmt.Println("starting PostgreSQL, provisioner, nats-server and control plane…")
+	pg, err := pgtest.Start()
+	if err != nil {
+		return err
+	}
+	t.Cleanup(func() { pg.Stop() })
+	pgtest.Use(pg.DSN("postgres"))
+	prov := provisionertest.Start(t, provisionertest.Options{LogLevel: "error"})
+	natsURL = prov.NATSURL
+	p, err := startPlane(t, prov)
+	if err != nil {
+		return err
+	}
+	if err := p.call("POST", "/api/auth/login", map[string]string{"email": email, "password": password}, "", 204, nil); err != nil {
+		return err
+	}
+	if err := p.call("POST", "/api/tenants", map[string]string{"id": "bench", "name": "Bench"}, "", 201, nil); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var tn struct{ NatsStatus string }
+		if err := p.call("GET", "/api/tenants/bench", nil, "", 200, &tn); err != nil {
+			return err
+		}
+		if tn.NatsStatus == "provisioned" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("tenant not provisioned")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "Everything in one process (load generator included): throwaway PostgreSQL (fsync off), provisioner, nats-server, control plane; loopback HTTP.\n\n| measurement | result | goal |\n|---|---|---|\n")
+
+	// 1. Redeem + enrol with many sensors at once.
+	fmt.Printf("enrolling %d sensors concurrently…\n", o.enrolConcurrent)
+	codes, err := p.claimCodes(o.enrolConcurrent)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	sensors, lat, err := p.enrolAll(codes, o.enrolConcurrent)
+	if err != nil {
+		return err
+	}
+	d := time.Since(start)
+	fmt.Fprintf(&b, "| redeem + enrol, %d sensors at once | %s, %.0f enrolments/s, p50 %s, p99 %s | ≥ 300/s |\n",
+		len(sensors), d.Round(time.Millisecond), float64(len(sensors))/d.Seconds(), pct(lat, 50), pct(lat, 99))
+
+	// 2. One start command to every sensor.
+	if more := o.fanout - len(sensors); more > 0 {
+		fmt.Printf("enrolling %d more sensors for the fan-out…\n", more)
+		codes, err := p.claimCodes(more)
+		if err != nil {
+			return err
+		}
+		extra, _, err := p.enrolAll(codes, 64)
+		if err != nil {
+			return err
+		}
+		sensors = append(sensors, extra...)
+	}
+	fmt.Printf("connecting %d sensors to NATS…\n", len(sensors))
+	if err := connectAll(sensors); err != nil {
+		return err
+	}
+	defer closeAll(sensors)
+	fmt.Printf("start command to %d sensors…\n", len(sensors))
+	fan, err := p.fanout(sensors)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "| start command to %d sensors, first API call → last ack | %s (API accepted all in %s) | < 10 s |\n",
+		len(sensors), fan.allAcked.Round(time.Millisecond), fan.allAccepted.Round(time.Millisecond))
+
+	// 3. Single command latency.
+	fmt.Printf("timing %d single commands…\n", o.latencyRuns)
+	single, err := p.latency(sensors[0], o.latencyRuns)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "| single command, API call → sensor receipt (%d runs) | p50 %s, p99 %s | p99 < 50 ms |\n", len(single), pct(single, 50), pct(single, 99))
+
+	// 4. Status messages applied per second.
+	fmt.Printf("publishing %d status messages…\n", o.statusTotal)
+	rate, applied, err := p.statusRate(sensors, o.statusTotal)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "| status messages applied | %.0f/s (%d applied) | ≥ 20,000/s |\n", rate, applied)
+
+	fmt.Println()
+	fmt.Print(b.String())
+	if o.out != "" {
+		return benchenv.AppendResults(o.out, "Control plane", b.String())
+	}
+	return nil
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return benchenv.Percentile(s, p).Round(10 * time.Microsecond)
+}
+
+func startPlane(t *benchenv.T, prov *provisionertest.Stack) (*plane, error) {
+	dir := t.TempDir()
+	caDir := filepath.Join(dir, "ca")
+	if _, err := x509ca.Init(caDir, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
+		return nil, err
+	}
+	grpcPort := provisionertest.FreePort(t)
+	cfg := app.ServeConfig{
+		PGDSN: pgtest.DSN(t), ListenAddr: "127.0.0.1:0", GRPCListenAddr: fmt.Sprintf("127.0.0.1:%d", grpcPort),
+		CADir: caDir, SensorCertTTL: 168 * time.Hour, CORSAllowedOrigins: []string{"http://localhost:8000"}, LocalMode: true,
+		PublicGRPCAddr: fmt.Sprintf("127.0.0.1:%d", grpcPort), PublicNATSURL: prov.NATSURL, CommandStreamName: "RXC_CMD",
+		CommandTTL: 10 * time.Minute, SensorOfflineAfter: time.Hour, SessionTTL: time.Hour,
+		// One address plays every sensor here: lift the per-address redeem limit.
+		RedeemPerMinute: 1_000_000, RedeemBurst: 1_000_000,
+		MigrateOnStart: true, ShutdownTimeout: 10 * time.Second, LogLevel: "error",
+		BootstrapOperatorEmail: email, BootstrapOperatorPassword: password,
+		Provisioner: app.ProvisionerConfig{Enabled: true, BaseURL: prov.URL, SharedSecret: prov.Secret, SharedSecretName: "X-Backend-Shared-Secret",
+			IntervalSeconds: 5, TimeoutSeconds: 30, BreakerFailures: 1000, BreakerOpenSeconds: 5},
+		Messaging: app.MessagingConfig{Enabled: true, URL: prov.NATSURL},
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := app.NewServer(ctx, cfg, log)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(30 * time.Second); !srv.Ready(); {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("control plane not ready")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	jar, _ := cookiejar.New(nil)
+	return &plane{base: "http://" + srv.HTTPAddr(), hc: &http.Client{Jar: jar, Timeout: 60 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}}, nil
+}
+
+func (p *plane) call(method, path string, body any, bearer string, want int, into any) error {
+	var rd io.Reader
+	if body != nil {
+		data, _ := json.Marshal(body)
+		rd = bytes.NewReader(data)
+	}
+	req, _ := http.NewRequest(method, p.base+path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, out)
+	}
+	if into != nil {
+		return json.Unmarshal(out, into)
+	}
+	return nil
+}
+
+func (p *plane) claimCodes(n int) ([]string, error) {
+	codes := make([]string, n)
+	err := parallel(n, 32, func(i int) error {
+		var c struct{ Code string }
+		if err := p.call("POST", "/api/tenants/bench/claim-codes", map[string]any{"ttlSeconds": 3600}, "", 201, &c); err != nil {
+			return err
+		}
+		codes[i] = c.Code
+		return nil
+	})
+	return codes, err
+}
+
+type sensor struct {
+	id       string
+	creds    string
+	inbox    string
+	stream   string
+	consumer string
+	status   string
+	nc       *nats.Conn
+	cons     jetstream.Consumer
+}
+
+func (p *plane) enrolAll(codes []string, conc int) ([]*sensor, []time.Duration, error) {
+	out := make([]*sensor, len(codes))
+	lat := make([]time.Duration, len(codes))
+	err := parallel(len(codes), conc, func(i int) error {
+		t0 := time.Now()
+		var red struct{ SensorID, EnrollmentToken string }
+		if err := p.call("POST", "/api/sensors/claim/redeem", map[string]string{"claimCode": codes[i]}, "", 201, &red); err != nil {
+			return err
+		}
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+		if err != nil {
+			return err
+		}
+		csr := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+		var enr struct {
+			NATS struct{ Creds, InboxPrefix, Stream, Consumer, StatusSubject string }
+		}
+		if err := p.call("POST", "/api/sensors/"+red.SensorID+"/agent/enroll", map[string]string{"csr": string(csr)}, red.EnrollmentToken, 201, &enr); err != nil {
+			return err
+		}
+		lat[i] = time.Since(t0)
+		out[i] = &sensor{id: red.SensorID, creds: enr.NATS.Creds, inbox: enr.NATS.InboxPrefix, stream: enr.NATS.Stream, consumer: enr.NATS.Consumer, status: enr.NATS.StatusSubject}
+		return nil
+	})
+	return out, lat, err
+}
+
+var natsURL string
+
+func connectAll(sensors []*sensor) error {
+	return parallel(len(sensors), 32, func(i int) error {
+		s := sensors[i]
+		tok, err := jwt.ParseDecoratedJWT([]byte(s.creds))
+		if err != nil {
+			return err
+		}
+		kp, err := jwt.ParseDecoratedNKey([]byte(s.creds))
+		if err != nil {
+			return err
+		}
+		seed, _ := kp.Seed()
+		s.nc, err = nats.Connect(natsURL, nats.UserJWTAndSeed(tok, string(seed)), nats.CustomInboxPrefix(s.inbox))
+		if err != nil {
+			return err
+		}
+		js, err := jetstream.NewWithAPIPrefix(s.nc, "ctrl.API")
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s.cons, err = js.Consumer(ctx, s.stream, s.consumer)
+		return err
+	})
+}
+
+func closeAll(sensors []*sensor) {
+	for _, s := range sensors {
+		if s.nc != nil {
+			s.nc.Close()
+		}
+	}
+}
+
+type fanoutResult struct{ allAccepted, allAcked time.Duration }
+
+func (p *plane) fanout(sensors []*sensor) (fanoutResult, error) {
+	var acked atomic.Int64
+	errc := make(chan error, len(sensors))
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	var lastAck atomic.Int64
+	// Every sensor waits on its consumer the way an agent does.
+	for _, s := range sensors {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			msg, err := s.cons.Next(jetstream.FetchMaxWait(2 * time.Minute))
+			if err != nil {
+				errc <- fmt.Errorf("sensor %s: %w", s.id, err)
+				return
+			}
+			if err := msg.Ack(); err != nil {
+				errc <- err
+				return
+			}
+			acked.Add(1)
+			lastAck.Store(int64(time.Since(start)))
+		}()
+	}
+	err := parallel(len(sensors), 64, func(i int) error {
+		return p.call("POST", "/api/sensors/"+sensors[i].id+"/commands", map[string]string{"action": "start"}, "", 202, nil)
+	})
+	accepted := time.Since(start)
+	if err != nil {
+		return fanoutResult{}, err
+	}
+	go func() { wg.Wait(); cancel() }()
+	select {
+	case err := <-errc:
+		return fanoutResult{}, err
+	case <-ctx.Done():
+	}
+	if n := acked.Load(); n != int64(len(sensors)) {
+		return fanoutResult{}, fmt.Errorf("only %d of %d sensors acked", n, len(sensors))
+	}
+	return fanoutResult{allAccepted: accepted, allAcked: time.Duration(lastAck.Load())}, nil
+}
+
+func (p *plane) latency(s *sensor, runs int) ([]time.Duration, error) {
+	got := make(chan time.Time, 1)
+	cc, err := s.cons.Consume(func(m jetstream.Msg) {
+		got <- time.Now()
+		m.Ack()
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Stop()
+	out := make([]time.Duration, 0, runs)
+	for i := 0; i < runs; i++ {
+		t0 := time.Now()
+		if err := p.call("POST", "/api/sensors/"+s.id+"/commands", map[string]string{"action": []string{"start", "stop"}[i%2]}, "", 202, nil); err != nil {
+			return nil, err
+		}
+		select {
+		case at := <-got:
+			out = append(out, at.Sub(t0))
+		case <-time.After(10 * time.Second):
+			return nil, fmt.Errorf("command %d not received", i)
+		}
+	}
+	return out, nil
+}
+
+func (p *plane) appliedStatus() (int64, error) {
+	resp, err := p.hc.Get(p.base + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, `rxc_status_messages_total{outcome="applied"} `); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no applied-status metric")
+}
+
+func (p *plane) statusRate(sensors []*sensor, total int) (float64, int64, error) {
+	before, err := p.appliedStatus()
+	if err != nil {
+		return 0, 0, err
+	}
+	per := total / len(sensors)
+	if per == 0 {
+		per = 1
+	}
+	base := time.Now().UTC()
+	start := time.Now()
+	err = parallel(len(sensors), 32, func(i int) error {
+		s := sensors[i]
+		for j := 0; j < per; j++ {
+			msg, _ := json.Marshal(map[string]any{"state": []string{"running", "stopped"}[j%2], "at": base.Add(time.Duration(j) * time.Millisecond)})
+			if err := s.nc.Publish(s.status, msg); err != nil {
+				return err
+			}
+		}
+		return s.nc.Flush()
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	want := before + int64(per*len(sensors))
+	var last int64
+	for stall := time.Now(); ; {
+		n, err := p.appliedStatus()
+		if err != nil {
+			return 0, 0, err
+		}
+		if n != last {
+			last, stall = n, time.Now()
+		}
+		if n >= want || time.Since(stall) > 5*time.Second {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	d := time.Since(start)
+	return float64(last-before) / d.Seconds(), last - before, nil
+}
+
+func parallel(n, conc int, fn func(i int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for w := 0; w < min(conc, n); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
