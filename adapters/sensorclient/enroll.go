@@ -260,6 +260,10 @@ func newKeyAndCSR(sensorID string) (*ecdsa.PrivateKey, []byte, string, error) {
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("generate key: %w", err)
 	}
+	return keyAndCSR(key, sensorID)
+}
+
+func keyAndCSR(key *ecdsa.PrivateKey, sensorID string) (*ecdsa.PrivateKey, []byte, string, error) {
 	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("encode key: %w", err)

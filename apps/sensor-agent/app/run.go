@@ -77,13 +77,13 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	var f runFlags
 	fs := flag.NewFlagSet("sensor-agent run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.api, "api", envOr("RXC_API_URL", "http://localhost:5009"), "control plane base URL (env RXC_API_URL)")
+	fs.StringVar(&f.api, "api", envOr("RXC_API_BASE_URL", "http://localhost:5009"), "control plane base URL (env RXC_API_BASE_URL)")
 	fs.StringVar(&f.stateDir, "state-dir", envOr("RXC_STATE_DIR", "rxc-sensor"), "state directory, created 0700 (env RXC_STATE_DIR)")
 	fs.StringVar(&f.claimCode, "claim-code", "", "claim code for the first run; prefer env RXC_CLAIM_CODE, which other users cannot see in the process list")
-	fs.StringVar(&f.hostname, "hostname", host, "hostname reported when redeeming the claim code")
+	fs.StringVar(&f.hostname, "hostname", envOr("RXC_SENSOR_HOSTNAME", host), "hostname reported when redeeming the claim code (env RXC_SENSOR_HOSTNAME)")
 	fs.StringVar(&f.apiCA, "api-ca", "", "PEM file of the CA that signed an https API's certificate (default: system roots)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 15*time.Second, "period of status reports and health checks")
-	fs.IntVar(&f.count, "count", 1, "number of simulated sensors to run, each in STATE_DIR/sensor-<i> (i from 1)")
+	fs.IntVar(&f.count, "count", 1, "number of simulated sensors to run, each in STATE_DIR/sensor-<i> (i from 1) when N > 1 or --claim-codes-file is set")
 	fs.StringVar(&f.claimCodesFile, "claim-codes-file", "", "with --count: file with one claim code per line, line i for sensor i")
 	fs.IntVar(&f.eventsPerMinute, "events-per-minute", 30, "simulated alerts per minute while running")
 	fs.DurationVar(&f.failAfter, "simulate-failure-after", 0, "make the simulated capture engine fail this long after each start (0: never)")
@@ -95,7 +95,8 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if f.claimCode == "" {
+	multi := f.count > 1 || f.claimCodesFile != ""
+	if f.claimCode == "" && !multi {
 		f.claimCode = os.Getenv("RXC_CLAIM_CODE")
 	}
 	switch {
@@ -103,8 +104,8 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 		return f, errors.New("--count must be at least 1")
 	case f.count > 1 && f.claimCode != "":
 		return f, errors.New("--count > 1 takes its claim codes from --claim-codes-file, not --claim-code")
-	case f.count == 1 && f.claimCodesFile != "":
-		return f, errors.New("--claim-codes-file goes with --count N (N > 1); use --claim-code for one sensor")
+	case f.claimCodesFile != "" && f.claimCode != "":
+		return f, errors.New("use either --claim-code or --claim-codes-file")
 	case f.heartbeat < time.Second:
 		return f, errors.New("--heartbeat must be at least 1s")
 	case f.batchInterval <= 0:
@@ -164,7 +165,7 @@ func run(ctx context.Context, f runFlags, log *slog.Logger) error {
 			})
 		},
 	}
-	if f.count == 1 {
+	if f.count == 1 && f.claimCodesFile == "" {
 		cfg := base
 		cfg.StateDir, cfg.ClaimCode, cfg.Logger = f.stateDir, f.claimCode, log
 		return runAgent(ctx, cfg)

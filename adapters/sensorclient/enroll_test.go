@@ -1,0 +1,306 @@
+package sensorclient
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+// fakePlane answers the sensor routes of the control plane's HTTP API with
+// a real sensor CA, recording what it was sent.
+type fakePlane struct {
+	t   *testing.T
+	ca  *x509ca.CA
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	requests []recorded
+	// answer overrides the status of the next calls to a path.
+	answer map[string]int
+	// wrongKey makes enrol sign a different key than the CSR's.
+	wrongKey bool
+}
+
+type recorded struct {
+	path, auth string
+	body       map[string]string
+}
+
+func newFakePlane(t *testing.T) *fakePlane {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "ca")
+	if _, err := x509ca.Init(dir, x509ca.InitOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509ca.Load(x509ca.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &fakePlane{t: t, ca: ca, answer: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/sensors/claim/redeem", p.redeem)
+	mux.HandleFunc("POST /api/sensors/{id}/agent/enroll", p.certificate(http.StatusCreated))
+	mux.HandleFunc("POST /api/sensors/{id}/agent/renew", p.certificate(http.StatusOK))
+	p.srv = httptest.NewServer(mux)
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *fakePlane) record(r *http.Request) (map[string]string, int) {
+	var body map[string]string
+	data, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(data, &body); err != nil {
+		p.t.Errorf("%s: body %q is not a JSON object of strings: %v", r.URL.Path, data, err)
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+		p.t.Errorf("%s: Content-Type %q", r.URL.Path, ct)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.requests = append(p.requests, recorded{path: r.URL.Path, auth: r.Header.Get("Authorization"), body: body})
+	return body, p.answer[r.URL.Path]
+}
+
+func problem(w http.ResponseWriter, status int, code string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": "urn:rxc:problem:" + code, "title": "t", "status": status, "code": code, "detail": "detail of " + code})
+}
+
+func (p *fakePlane) redeem(w http.ResponseWriter, r *http.Request) {
+	body, status := p.record(r)
+	switch {
+	case status != 0:
+		problem(w, status, "forced")
+	case body["claimCode"] != "GOOD-CODE":
+		problem(w, http.StatusBadRequest, "invalid_claim_code")
+	default:
+		w.WriteHeader(http.StatusCreated)
+		_ = json.NewEncoder(w).Encode(map[string]any{"sensorId": "s-1", "tenantId": "acme", "enrollmentToken": "enrol-token", "expiresAt": time.Now().Add(15 * time.Minute)})
+	}
+}
+
+func (p *fakePlane) certificate(ok int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, status := p.record(r)
+		if status != 0 {
+			problem(w, status, "forced")
+			return
+		}
+		csr := []byte(body["csr"])
+		p.mu.Lock()
+		wrong := p.wrongKey
+		p.mu.Unlock()
+		if wrong {
+			other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+			csr = []byte(csrFor(p.t, other))
+		}
+		c, err := p.ca.SignCSR(fleet.CertRequest{CSRPEM: csr, TenantID: "acme", SensorID: r.PathValue("id"), TTL: time.Hour})
+		if err != nil {
+			problem(w, http.StatusBadRequest, "invalid_csr")
+			return
+		}
+		w.WriteHeader(ok)
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"sensorId": r.PathValue("id"), "tenantId": "acme", "certificate": string(c.CertificatePEM),
+			"caCertificate": string(p.ca.CACertificatePEM()), "serial": c.Serial, "notAfter": c.NotAfter, "sensorToken": "sensor-token",
+			"nats": map[string]string{"url": "nats://127.0.0.1:4222", "creds": "CREDS", "stream": "RXC_CMD", "consumer": "cmd-acme-s-1",
+				"jsApiPrefix": "ctrl.API", "inboxPrefix": "_INBOX_acme_s-1", "commandSubject": "rxc.acme.s-1.cmd", "statusSubject": "rxc.acme.s-1.status"},
+			"grpc": map[string]string{"address": "127.0.0.1:5010"},
+		})
+	}
+}
+
+func csrFor(t *testing.T, key *ecdsa.PrivateKey) string {
+	t.Helper()
+	_, _, csr, err := keyAndCSR(key, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return csr
+}
+
+func newEnroller(t *testing.T, base string) *Enroller {
+	t.Helper()
+	e, err := NewEnroller(EnrollerConfig{BaseURL: base, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestEnrollerRedeemEnrolRenew(t *testing.T) {
+	t.Parallel()
+	p := newFakePlane(t)
+	e := newEnroller(t, p.srv.URL+"/api/")
+	ctx := context.Background()
+
+	red, err := e.Redeem(ctx, " GOOD-CODE\n", "edge-1.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if red.SensorID != "s-1" || red.TenantID != "acme" || red.EnrollmentToken != "enrol-token" {
+		t.Fatalf("redemption %+v", red)
+	}
+	st, err := e.Enroll(ctx, red)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := st.TLSCertificate()
+	if err != nil {
+		t.Fatalf("enrolled state's certificate: %v", err)
+	}
+	if st.SensorToken != "sensor-token" || st.NATS == nil || st.NATS.InboxPrefix != "_INBOX_acme_s-1" || string(st.Creds) != "CREDS" ||
+		st.GRPCAddress != "127.0.0.1:5010" || st.Serial != serialHex(cert.Leaf) || st.ObtainedAt.IsZero() {
+		t.Fatalf("enrolled state %+v", st)
+	}
+	if block, _ := pem.Decode(st.KeyPEM); block == nil || block.Type != "PRIVATE KEY" {
+		t.Fatalf("key PEM: %q", st.KeyPEM)
+	}
+
+	next, err := e.Renew(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Serial == st.Serial || string(next.KeyPEM) == string(st.KeyPEM) {
+		t.Fatal("renewal kept the serial or the key")
+	}
+	if _, err := next.TLSCertificate(); err != nil {
+		t.Fatalf("renewed certificate: %v", err)
+	}
+	if next.SensorToken != st.SensorToken || next.NATS.Consumer != st.NATS.Consumer {
+		t.Fatal("renewal changed more than the certificate")
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	want := []struct{ path, auth, field string }{
+		{"/api/sensors/claim/redeem", "", "claimCode"},
+		{"/api/sensors/s-1/agent/enroll", "Bearer enrol-token", "csr"},
+		{"/api/sensors/s-1/agent/renew", "Bearer sensor-token", "csr"},
+	}
+	if len(p.requests) != len(want) {
+		t.Fatalf("%d requests, want %d", len(p.requests), len(want))
+	}
+	for i, w := range want {
+		got := p.requests[i]
+		if got.path != w.path || got.auth != w.auth || got.body[w.field] == "" {
+			t.Errorf("request %d: %s auth %q body %v; want %s auth %q with %s", i, got.path, got.auth, got.body, w.path, w.auth, w.field)
+		}
+	}
+	if got := p.requests[0].body; got["claimCode"] != "GOOD-CODE" || got["hostname"] != "edge-1.local" || len(got) != 2 {
+		t.Errorf("redeem body %v", got)
+	}
+	if csr := p.requests[1].body["csr"]; !strings.HasPrefix(csr, "-----BEGIN CERTIFICATE REQUEST-----") || len(p.requests[1].body) != 1 {
+		t.Errorf("enrol body %v", p.requests[1].body)
+	}
+}
+
+func TestEnrollerErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		path      string
+		status    int
+		call      func(e *Enroller) error
+		want      error
+		retryable bool
+	}{
+		{"unknown claim code", "", 0, func(e *Enroller) error { _, err := e.Redeem(context.Background(), "BAD", ""); return err }, ErrInvalidClaimCode, false},
+		{"redeem rate limited", "/api/sensors/claim/redeem", 429, func(e *Enroller) error { _, err := e.Redeem(context.Background(), "GOOD-CODE", ""); return err }, ErrRateLimited, true},
+		{"enrolment token refused", "/api/sensors/s-1/agent/enroll", 401, func(e *Enroller) error { _, err := e.Enroll(context.Background(), Redemption{SensorID: "s-1", EnrollmentToken: "x"}); return err }, ErrUnauthorized, false},
+		{"tenant not provisioned yet", "/api/sensors/s-1/agent/enroll", 409, func(e *Enroller) error { _, err := e.Enroll(context.Background(), Redemption{SensorID: "s-1", EnrollmentToken: "x"}); return err }, nil, true},
+		{"renew of a revoked sensor", "/api/sensors/s-1/agent/renew", 403, func(e *Enroller) error { _, err := e.Renew(context.Background(), &State{SensorID: "s-1", SensorToken: "t"}); return err }, ErrUnauthorized, false},
+		{"control plane unavailable", "/api/sensors/s-1/agent/renew", 503, func(e *Enroller) error { _, err := e.Renew(context.Background(), &State{SensorID: "s-1", SensorToken: "t"}); return err }, nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newFakePlane(t)
+			if tc.path != "" {
+				p.answer[tc.path] = tc.status
+			}
+			err := tc.call(newEnroller(t, p.srv.URL))
+			var api *APIError
+			if !errors.As(err, &api) {
+				t.Fatalf("err = %v, want an *APIError", err)
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("err = %v, want %v", err, tc.want)
+			}
+			if got := Retryable(err); got != tc.retryable {
+				t.Errorf("Retryable(%v) = %v, want %v", err, got, tc.retryable)
+			}
+		})
+	}
+}
+
+func TestEnrollerRefusesACertificateForAnotherKey(t *testing.T) {
+	t.Parallel()
+	p := newFakePlane(t)
+	p.wrongKey = true
+	_, err := newEnroller(t, p.srv.URL).Enroll(context.Background(), Redemption{SensorID: "s-1", TenantID: "acme", EnrollmentToken: "x"})
+	if !errors.Is(err, ErrKeyMismatch) {
+		t.Fatalf("err = %v, want ErrKeyMismatch", err)
+	}
+}
+
+func TestEnrollerDoesNotFollowRedirects(t *testing.T) {
+	t.Parallel()
+	var leaked sync.Map
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		leaked.Store("auth", r.Header.Get("Authorization"))
+	}))
+	defer target.Close()
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirect.Close()
+	_, err := newEnroller(t, redirect.URL).Renew(context.Background(), &State{SensorID: "s-1", SensorToken: "secret"})
+	var api *APIError
+	if !errors.As(err, &api) || api.Status != http.StatusTemporaryRedirect {
+		t.Fatalf("err = %v, want the redirect as an APIError", err)
+	}
+	if _, ok := leaked.Load("auth"); ok {
+		t.Fatal("the sensor token followed a redirect")
+	}
+}
+
+func TestRetryableTransportErrors(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	_, err := newEnroller(t, url).Redeem(context.Background(), "GOOD-CODE", "")
+	if err == nil || !Retryable(err) {
+		t.Fatalf("connection refused: err %v, Retryable %v; want retryable", err, Retryable(err))
+	}
+	if Retryable(context.Canceled) || Retryable(nil) {
+		t.Fatal("cancellation or success counted as retryable")
+	}
+}
+
+func TestNewEnrollerChecksURL(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"", "localhost:5009", "ftp://x", "http://"} {
+		if _, err := NewEnroller(EnrollerConfig{BaseURL: u}); err == nil {
+			t.Errorf("NewEnroller accepted %q", u)
+		}
+	}
+}

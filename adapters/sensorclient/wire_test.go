@@ -1,0 +1,141 @@
+package sensorclient
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+const validCommand = `{"commandId":"0b6a3f0e-8c1d-4f62-9d0a-2f3b9c1e7a55","tenantId":"acme","sensorId":"s-1","action":"start",` +
+	`"issuedAt":"2026-11-21T09:00:00Z","issuedBy":"ops@example.com","expiresAt":"2026-11-21T09:10:00Z"}`
+
+func TestDecodeCommand(t *testing.T) {
+	t.Parallel()
+	want := Command{
+		CommandID: "0b6a3f0e-8c1d-4f62-9d0a-2f3b9c1e7a55", TenantID: "acme", SensorID: "s-1", Action: ActionStart,
+		IssuedAt: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC), IssuedBy: "ops@example.com",
+		ExpiresAt: time.Date(2026, 11, 21, 9, 10, 0, 0, time.UTC),
+	}
+	mutate := func(f func(m map[string]any)) string {
+		var m map[string]any
+		_ = json.Unmarshal([]byte(validCommand), &m)
+		f(m)
+		out, _ := json.Marshal(m)
+		return string(out)
+	}
+	tests := []struct {
+		name    string
+		payload string
+		want    Command
+		wantErr error
+	}{
+		{"valid start", validCommand, want, nil},
+		{"unknown fields are ignored", mutate(func(m map[string]any) { m["priority"] = "high" }), want, nil},
+		{"stop", mutate(func(m map[string]any) { m["action"] = "stop" }), func() Command { c := want; c.Action = ActionStop; return c }(), nil},
+		{"unsupported action", mutate(func(m map[string]any) { m["action"] = "reboot" }), func() Command { c := want; c.Action = "reboot"; return c }(), ErrUnsupportedAction},
+		{"not JSON", "start now", Command{}, ErrMalformedCommand},
+		{"empty", "", Command{}, ErrMalformedCommand},
+		{"JSON array", "[]", Command{}, ErrMalformedCommand},
+		{"trailing data", validCommand + `{}`, Command{}, ErrMalformedCommand},
+		{"missing commandId", mutate(func(m map[string]any) { delete(m, "commandId") }), Command{}, ErrMalformedCommand},
+		{"commandId outside the id grammar", mutate(func(m map[string]any) { m["commandId"] = "a.b>" }), Command{}, ErrMalformedCommand},
+		{"missing sensorId", mutate(func(m map[string]any) { delete(m, "sensorId") }), Command{}, ErrMalformedCommand},
+		{"missing expiresAt", mutate(func(m map[string]any) { delete(m, "expiresAt") }), Command{}, ErrMalformedCommand},
+		{"bad time", mutate(func(m map[string]any) { m["issuedAt"] = "yesterday" }), Command{}, ErrMalformedCommand},
+		{"oversized", `{"pad":"` + strings.Repeat("x", MaxCommandBytes) + `"}`, Command{}, ErrMalformedCommand},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := DecodeCommand([]byte(tc.payload))
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("command (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCommandExpired(t *testing.T) {
+	t.Parallel()
+	c, err := DecodeCommand([]byte(validCommand))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		now  time.Time
+		want bool
+	}{
+		{c.IssuedAt, false},
+		{c.ExpiresAt.Add(-time.Nanosecond), false},
+		{c.ExpiresAt, true},
+		{c.ExpiresAt.Add(time.Hour), true},
+	} {
+		if got := c.Expired(tc.now); got != tc.want {
+			t.Errorf("Expired(%s) = %v, want %v", tc.now.Format(time.RFC3339Nano), got, tc.want)
+		}
+	}
+}
+
+// The control plane parses status strictly; what this package sends must
+// pass its parser, including long details and odd command ids.
+func TestStatusIsAcceptedByTheControlPlane(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 21, 9, 0, 0, 123456000, time.FixedZone("CET", 3600))
+	tests := []struct {
+		name string
+		in   Status
+		want fleet.StatusReport
+	}{
+		{"heartbeat", Status{State: StateOnline, At: at},
+			fleet.StatusReport{State: fleet.StateOnline, At: at.UTC()}},
+		{"command result", Status{State: StateRunning, CommandID: "0b6a3f0e-8c1d", At: at, AgentVersion: "v1.2.3"},
+			fleet.StatusReport{State: fleet.StateRunning, CommandID: "0b6a3f0e-8c1d", At: at.UTC(), AgentVersion: "v1.2.3"}},
+		{"long detail is cut on a rune boundary", Status{State: StateError, At: at, Detail: strings.Repeat("é", 3000)},
+			fleet.StatusReport{State: fleet.StateError, At: at.UTC(), Detail: strings.Repeat("é", maxDetail/2)}},
+		{"invalid command id is dropped", Status{State: StateStopped, CommandID: "x.y", At: at},
+			fleet.StatusReport{State: fleet.StateStopped, At: at.UTC()}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			data, err := encodeStatus(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := fleet.ParseStatusReport(data)
+			if err != nil {
+				t.Fatalf("control plane refuses %s: %v", data, err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("parsed status (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := encodeStatus(Status{State: StateOnline}); err == nil {
+		t.Error("a status without at was encoded")
+	}
+}
+
+func FuzzDecodeCommand(f *testing.F) {
+	f.Add([]byte(validCommand))
+	f.Add([]byte(`{"commandId":"x"}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := DecodeCommand(data)
+		if err != nil && !errors.Is(err, ErrMalformedCommand) && !errors.Is(err, ErrUnsupportedAction) {
+			t.Fatalf("unexpected error kind: %v", err)
+		}
+		if err == nil && (!c.Action.Valid() || !idPattern.MatchString(c.CommandID) || c.ExpiresAt.IsZero()) {
+			t.Fatalf("accepted an incomplete command %+v", c)
+		}
+	})
+}
