@@ -224,10 +224,22 @@ func TestEnrollerErrors(t *testing.T) {
 	}{
 		{"unknown claim code", "", 0, func(e *Enroller) error { _, err := e.Redeem(context.Background(), "BAD", ""); return err }, ErrInvalidClaimCode, false},
 		{"redeem rate limited", "/api/sensors/claim/redeem", 429, func(e *Enroller) error { _, err := e.Redeem(context.Background(), "GOOD-CODE", ""); return err }, ErrRateLimited, true},
-		{"enrolment token refused", "/api/sensors/s-1/agent/enroll", 401, func(e *Enroller) error { _, err := e.Enroll(context.Background(), Redemption{SensorID: "s-1", EnrollmentToken: "x"}); return err }, ErrUnauthorized, false},
-		{"tenant not provisioned yet", "/api/sensors/s-1/agent/enroll", 409, func(e *Enroller) error { _, err := e.Enroll(context.Background(), Redemption{SensorID: "s-1", EnrollmentToken: "x"}); return err }, nil, true},
-		{"renew of a revoked sensor", "/api/sensors/s-1/agent/renew", 403, func(e *Enroller) error { _, err := e.Renew(context.Background(), &State{SensorID: "s-1", SensorToken: "t"}); return err }, ErrUnauthorized, false},
-		{"control plane unavailable", "/api/sensors/s-1/agent/renew", 503, func(e *Enroller) error { _, err := e.Renew(context.Background(), &State{SensorID: "s-1", SensorToken: "t"}); return err }, nil, true},
+		{"enrolment token refused", "/api/sensors/s-1/agent/enroll", 401, func(e *Enroller) error {
+			_, err := e.Enroll(context.Background(), Redemption{SensorID: "s-1", EnrollmentToken: "x"})
+			return err
+		}, ErrUnauthorized, false},
+		{"tenant not provisioned yet", "/api/sensors/s-1/agent/enroll", 409, func(e *Enroller) error {
+			_, err := e.Enroll(context.Background(), Redemption{SensorID: "s-1", EnrollmentToken: "x"})
+			return err
+		}, nil, true},
+		{"renew of a revoked sensor", "/api/sensors/s-1/agent/renew", 403, func(e *Enroller) error {
+			_, err := e.Renew(context.Background(), &State{SensorID: "s-1", SensorToken: "t"})
+			return err
+		}, ErrUnauthorized, false},
+		{"control plane unavailable", "/api/sensors/s-1/agent/renew", 503, func(e *Enroller) error {
+			_, err := e.Renew(context.Background(), &State{SensorID: "s-1", SensorToken: "t"})
+			return err
+		}, nil, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
