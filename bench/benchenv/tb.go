@@ -12,7 +12,6 @@ import (
 type T struct {
 	mu       sync.Mutex
 	cleanups []func()
-	dirs     []string
 }
 
 // Helper does nothing; it exists for the harnesses' interface.

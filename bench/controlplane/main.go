@@ -25,6 +25,7 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,7 +59,9 @@ func main() {
 	flag.IntVar(&o.latencyRuns, "latency-runs", 300, "single commands timed from API call to sensor receipt")
 	flag.IntVar(&o.statusTotal, "status", 100000, "status messages published for the apply-rate measurement")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the enrolment phase to this file")
 	flag.Parse()
+	profilePath = *cpuProfile
 	t := &benchenv.T{}
 	defer t.Close()
 	if err := run(t, o); err != nil {
@@ -120,8 +123,10 @@ func run(t *benchenv.T, o options) error {
 	if err != nil {
 		return err
 	}
+	stopProfile := startProfile()
 	start := time.Now()
 	sensors, lat, err := p.enrolAll(codes, o.enrolConcurrent)
+	stopProfile()
 	if err != nil {
 		return err
 	}
@@ -177,6 +182,23 @@ func run(t *benchenv.T, o options) error {
 		return benchenv.AppendResults(o.out, "Control plane", b.String())
 	}
 	return nil
+}
+
+var profilePath string
+
+func startProfile() func() {
+	if profilePath == "" {
+		return func() {}
+	}
+	f, err := os.Create(profilePath)
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 func pct(d []time.Duration, p float64) time.Duration {

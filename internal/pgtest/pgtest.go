@@ -34,7 +34,6 @@ var (
 	adminDSN string
 	counter  atomic.Int64
 	setupMu  sync.Mutex
-	cluster  *Cluster
 )
 
 // Main starts PostgreSQL (unless PG_DSN is set), runs the tests and stops it.
@@ -49,7 +48,7 @@ func Main(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "pgtest:", err)
 		return 1
 	}
-	cluster, adminDSN = c, c.DSN("postgres")
+	adminDSN = c.DSN("postgres")
 	code := m.Run()
 	if err := c.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "pgtest: stop:", err)
@@ -114,11 +113,10 @@ func admin(ctx context.Context, sql string) error {
 
 // Cluster is a throwaway PostgreSQL cluster.
 type Cluster struct {
-	dir    string
-	bin    string
-	port   int
-	runAs  string
-	stdout *os.File
+	dir   string
+	bin   string
+	port  int
+	runAs string
 }
 
 // DSN returns a connection string for database db on the cluster.
