@@ -26,12 +26,18 @@ let api: E2eApi;
 let nginx: Nginx;
 let context: BrowserContext;
 let page: Page;
+// The page's own origin: 127.0.0.1 with the fake, localhost with a real API (its session cookie
+// is SameSite=Lax, so page and API must share the host name).
+let webOrigin: string;
 const problems: string[] = [];
 const tenantId = `e2e-${Date.now().toString(36)}`;
 const sensorName = `edge-${Date.now().toString(36)}`;
 
+// Each mode keeps its own screenshots: the real-API run must not overwrite the fake's.
+const SHOTS = isRealApi() ? path.join(RESULTS, 'real-api') : RESULTS;
+
 async function shot(name: string) {
-  await page.screenshot({ path: path.join(RESULTS, `${name}.png`), fullPage: true });
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
 }
 
 /** Rewrites /config.js through the hook, as a container restart with other variables would. */
@@ -52,17 +58,18 @@ function configure(chat: boolean, apiBaseUrl = `${api.baseUrl}/api`) {
 
 beforeAll(async () => {
   requireTool('/usr/bin/chromium');
-  mkdirSync(RESULTS, { recursive: true });
+  mkdirSync(SHOTS, { recursive: true });
   const port = isRealApi() ? Number(process.env.RXC_E2E_WEB_PORT ?? 8000) : await freePort();
   const host = isRealApi() ? 'localhost' : '127.0.0.1';
-  api = await startApi({ origin: `http://${host}:${port}`, host, port });
+  webOrigin = `http://${host}:${port}`;
+  api = await startApi({ origin: webOrigin, host, port });
   nginx = await startNginx({ apiBaseUrl: `${api.baseUrl}/api`, chat: false, port });
   context = await chromium.launchPersistentContext(tempDir('chromium-profile'), {
     executablePath: '/usr/bin/chromium',
     headless: true,
     args: CHROMIUM_ARGS,
     viewport: { width: 1280, height: 800 },
-    baseURL: `http://${host}:${port}`,
+    baseURL: webOrigin,
   });
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: `http://${host}:${port}` });
   page = context.pages()[0] ?? (await context.newPage());
@@ -218,8 +225,8 @@ describe.sequential('operator console in Chromium', () => {
   });
 
   it('says on the login page when the base URL is wrong or the API unreachable', async () => {
-    // nginx itself answers /api/... with the SPA's HTML.
-    configure(false, nginx.origin);
+    // nginx itself answers /api/... with the SPA's HTML; its origin is 'self' for the CSP.
+    configure(false, webOrigin);
     await page.goto('/sensors');
     await page.getByText(/Wrong API base URL/).waitFor();
     await shot('08-wrong-base-url');
