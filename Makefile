@@ -5,7 +5,7 @@ BIN := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/rxc-project/rxc/internal/buildinfo.Version=$(VERSION)
 GO_TEST_FLAGS ?= -count=1 -timeout 30m
-APPS := provisioner controlplane sensor-agent
+APPS := provisioner controlplane sensor-agent rxc-dev
 
 .PHONY: help build test test-go test-web lint check tidy-check generate generate-check vulncheck bench demo demo-clean clean
 
@@ -23,7 +23,7 @@ test: test-go test-web ## run every test (Go, then web when web/ has a package.j
 test-go: ## Go unit and integration tests (real PostgreSQL, real nats-server)
 	$(GO) test $(GO_TEST_FLAGS) ./... ./proto/...
 
-test-web: ## web unit, nginx, entrypoint and browser tests
+test-web: build ## web unit, nginx, entrypoint and browser tests (the real-API e2e runs bin/rxc-dev)
 	@if [ -f web/package.json ]; then $(MAKE) -C web test; else echo "web: no package.json yet"; fi
 
 lint: ## gofmt, go vet, staticcheck
