@@ -128,12 +128,21 @@ func consoleEnv(t testing.TB) map[string]envVar {
 // checkEnv reports variables the command does not read and required ones
 // that are not set. set maps names to values ("" when only a Secret holds it).
 func checkEnv(where string, env map[string]envVar, set map[string]string) []string {
+	return append(unknownVars(where, env, set), missingVars(where, env, set)...)
+}
+
+func unknownVars(where string, env map[string]envVar, set map[string]string) []string {
 	var problems []string
 	for _, name := range sortedKeys(set) {
 		if _, ok := env[name]; !ok {
 			problems = append(problems, fmt.Sprintf("%s sets %s, which the app does not read", where, name))
 		}
 	}
+	return problems
+}
+
+func missingVars(where string, env map[string]envVar, set map[string]string) []string {
+	var problems []string
 	for _, name := range sortedKeys(env) {
 		if _, ok := set[name]; env[name].Required && !ok {
 			problems = append(problems, fmt.Sprintf("%s does not set the required %s", where, name))
