@@ -62,6 +62,8 @@ if (command.length === 0) die('usage: node test/system/with-rxc-dev.mjs <command
 const rxcDev = binary('RXC_DEV_BIN', 'rxc-dev');
 const agent = binary('RXC_SENSOR_AGENT_BIN', 'sensor-agent');
 
+// Logs kept from an earlier failed run would read as this run's.
+rmSync(path.join(RESULTS, 'rxc-dev-logs'), { recursive: true, force: true });
 const base = mkdtempSync(path.join(os.tmpdir(), 'rxc-e2e-stack-'));
 // PostgreSQL runs as the postgres user when the tests run as root: it must reach the folder.
 chmodSync(base, 0o755);
@@ -120,9 +122,9 @@ while (!ready) {
   else await new Promise((r) => setTimeout(r, 200));
 }
 
-// One agent per claim code, each with its own state folder; exec so that the test's SIGTERM
-// reaches the agent itself.
-const sensorCmd = `d=$(mktemp -d "${sensorsDir}/agent-XXXXXX") && exec "${agent}" run --api "$RXC_API_BASE_URL" --state-dir "$d" --claim-code "$RXC_CLAIM_CODE"`;
+// One agent per claim code, each with its own state folder; it reads the code from RXC_CLAIM_CODE
+// (not visible in the process list). exec, so that the test's SIGTERM reaches the agent itself.
+const sensorCmd = `d=$(mktemp -d "${sensorsDir}/agent-XXXXXX") && exec "${agent}" run --api "$RXC_API_BASE_URL" --state-dir "$d"`;
 const test = spawn(command[0], command.slice(1), {
   cwd: WEB_DIR,
   stdio: 'inherit',
