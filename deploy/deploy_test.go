@@ -67,14 +67,6 @@ func envOf(t testing.TB, spec any) map[string]envVar {
 	return out
 }
 
-// command is one subcommand of one image: what it reads from the
-// environment.
-type command struct {
-	image string
-	name  string
-	env   map[string]envVar
-}
-
 // commands lists every image and subcommand the deployment files run.
 type commands map[string]map[string]map[string]envVar
 

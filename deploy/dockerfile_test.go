@@ -3,6 +3,7 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
+	gobuild "go/build"
 	"go/parser"
 	"go/token"
 	"os"
@@ -188,12 +189,12 @@ func TestDockerfileTargetsExist(t *testing.T) {
 			t.Logf("apps/%s does not exist yet: its Dockerfile cannot build", app.name)
 			continue
 		}
-		pkgs, err := parser.ParseDir(token.NewFileSet(), dir, nil, parser.PackageClauseOnly)
+		pkg, err := gobuild.ImportDir(dir, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := pkgs["main"]; !ok {
-			t.Errorf("apps/%s is not a main package", app.name)
+		if pkg.Name != "main" {
+			t.Errorf("apps/%s is package %s, want a main package", app.name, pkg.Name)
 		}
 	}
 	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(repoRoot, "internal", "buildinfo", "buildinfo.go"), nil, 0)
