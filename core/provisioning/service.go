@@ -20,6 +20,10 @@ type Config struct {
 	Consumers Consumers
 	// Stream is the command stream's name.
 	Stream string
+	// EventStream is the alert event stream's name (default
+	// topology.DefaultEventStream); backend users may read its writer
+	// consumer.
+	EventStream string
 	// ResolverCacheTTL is how long an account JWT is served from memory
 	// before the store is asked again; zero disables the cache.
 	ResolverCacheTTL time.Duration
@@ -33,6 +37,7 @@ type Service struct {
 	pusher    Pusher
 	consumers Consumers
 	stream    string
+	events    string
 	now       Clock
 	cache     *jwtCache
 }
@@ -48,9 +53,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.EventStream == "" {
+		cfg.EventStream = topology.DefaultEventStream
+	}
+	if err := ids.Validate(cfg.EventStream); err != nil {
+		return nil, fmt.Errorf("provisioning: event stream name: %w", err)
+	}
 	return &Service{
 		store: cfg.Store, signer: cfg.Signer, pusher: cfg.Pusher, consumers: cfg.Consumers,
-		stream: cfg.Stream, now: cfg.Clock, cache: newJWTCache(cfg.ResolverCacheTTL, cfg.Clock),
+		stream: cfg.Stream, events: cfg.EventStream, now: cfg.Clock, cache: newJWTCache(cfg.ResolverCacheTTL, cfg.Clock),
 	}, nil
 }
 
@@ -186,7 +197,7 @@ func (s *Service) EnsureBackendUser(ctx context.Context, name string) (BackendUs
 		if err != nil {
 			return User{}, fmt.Errorf("control account: %w", err)
 		}
-		return s.mint(acct, User{Kind: UserBackend, Name: name}, UserSpec{Name: name, Permissions: topology.BackendPermissions()})
+		return s.mint(acct, User{Kind: UserBackend, Name: name}, UserSpec{Name: name, Permissions: topology.BackendPermissionsFor(s.events)})
 	})
 	if err != nil {
 		return BackendUser{}, false, err

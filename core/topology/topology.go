@@ -6,7 +6,10 @@
 // permissions a user is granted and the subjects it uses cannot drift apart.
 package topology
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Fixed names of the layout.
 const (
@@ -22,7 +25,33 @@ const (
 	StatusWildcard = "rxc.*.*.status"
 	// Inbox is the standard inbox prefix used by CONTROL-account users.
 	Inbox = "_INBOX.>"
+	// DefaultEventStream is the alert event stream's default name
+	// (EVENTS_STREAM_NAME); it lives in CONTROL and is never exported.
+	DefaultEventStream = "RXC_EVENTS"
+	// EventWildcard is the event stream's subject filter.
+	EventWildcard = "rxc.events.*.*"
+	// EventWriter is the durable consumer that loads events into PostgreSQL.
+	EventWriter = "event-writer"
 )
+
+// EventSubject is where the control plane appends one sensor's events. The
+// tenant and sensor come from the sensor's client certificate.
+func EventSubject(tenantID, sensorID string) string {
+	return "rxc.events." + tenantID + "." + sensorID
+}
+
+// ParseEventSubject extracts tenant and sensor ids from "rxc.events.<t>.<s>".
+func ParseEventSubject(subject string) (tenantID, sensorID string, ok bool) {
+	rest, found := strings.CutPrefix(subject, "rxc.events.")
+	if !found {
+		return "", "", false
+	}
+	tenantID, sensorID, found = strings.Cut(rest, ".")
+	if !found || tenantID == "" || sensorID == "" || strings.Contains(sensorID, ".") {
+		return "", "", false
+	}
+	return tenantID, sensorID, true
+}
 
 // Sensor names everything one sensor of one tenant uses on NATS.
 type Sensor struct {
@@ -96,9 +125,26 @@ type Permissions struct {
 	Subscribe []string
 }
 
-// BackendPermissions are the control plane's messaging user's permissions.
+// BackendPermissions are the control plane's messaging user's permissions:
+// publish commands and events, read status, and pull and ack from the event
+// stream's writer consumer (and nothing else of the JetStream API).
 func BackendPermissions() Permissions {
-	return Permissions{Publish: []string{CommandWildcard}, Subscribe: []string{StatusWildcard, Inbox}}
+	return BackendPermissionsFor(DefaultEventStream)
+}
+
+// BackendPermissionsFor is BackendPermissions with a configured event stream.
+func BackendPermissionsFor(eventStream string) Permissions {
+	return Permissions{
+		Publish: []string{
+			CommandWildcard,
+			EventWildcard,
+			"$JS.API.CONSUMER.MSG.NEXT." + eventStream + "." + EventWriter,
+			"$JS.API.CONSUMER.INFO." + eventStream + "." + EventWriter,
+			"$JS.ACK." + eventStream + "." + EventWriter + ".>",
+			"$JS.ACK.*.*." + eventStream + "." + EventWriter + ".>",
+		},
+		Subscribe: []string{StatusWildcard, Inbox},
+	}
 }
 
 // ControlAdminPermissions are the JetStream administrator's permissions.

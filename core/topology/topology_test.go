@@ -87,3 +87,26 @@ func FuzzParseStatusSubject(f *testing.F) {
 		}
 	})
 }
+
+func TestEventSubjects(t *testing.T) {
+	t.Parallel()
+	if got := EventSubject("acme", "s1"); got != "rxc.events.acme.s1" {
+		t.Fatalf("EventSubject = %q", got)
+	}
+	tests := []struct {
+		subject, tenant, sensor string
+		ok                      bool
+	}{
+		{"rxc.events.acme.s1", "acme", "s1", true},
+		{"rxc.events.acme", "", "", false},
+		{"rxc.events.acme.s1.x", "", "", false},
+		{"rxc.events..s1", "", "", false},
+		{"rxc.acme.s1.status", "", "", false},
+	}
+	for _, tt := range tests {
+		tenant, sensor, ok := ParseEventSubject(tt.subject)
+		if tenant != tt.tenant || sensor != tt.sensor || ok != tt.ok {
+			t.Errorf("ParseEventSubject(%q) = %q, %q, %v", tt.subject, tenant, sensor, ok)
+		}
+	}
+}
