@@ -1,0 +1,566 @@
+package app_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxc-project/rxc/adapters/sensorclient"
+	"github.com/rxc-project/rxc/adapters/x509ca"
+	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/apps/sensor-agent/app"
+	"github.com/rxc-project/rxc/internal/pgtest"
+	"github.com/rxc-project/rxc/internal/provisionertest"
+	sensorpb "github.com/rxc-project/rxc/proto"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+const (
+	opEmail    = "ops@example.com"
+	opPassword = "correct horse battery staple"
+	tenantID   = "acme"
+)
+
+// logBuffer collects JSON log lines written concurrently.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// lines returns the decoded log records from byte offset from on.
+func (b *logBuffer) lines(from int) []map[string]any {
+	s := b.String()
+	if from > len(s) {
+		from = len(s)
+	}
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(s[from:]))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var rec map[string]any
+		if json.Unmarshal(sc.Bytes(), &rec) == nil {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// has reports whether a record from offset from on has msg containing
+// substr and every attribute in attrs.
+func (b *logBuffer) has(from int, substr string, attrs map[string]string) bool {
+	for _, rec := range b.lines(from) {
+		msg, _ := rec["msg"].(string)
+		if !strings.Contains(msg, substr) {
+			continue
+		}
+		ok := true
+		for k, v := range attrs {
+			if got, _ := rec[k].(string); !strings.Contains(got, v) {
+				ok = false
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *logBuffer) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+func waitUntil(t *testing.T, limit time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// plane is a control plane running in-process against the provisioner; it
+// can be stopped and started again on the same database, CA and ports.
+type plane struct {
+	t    *testing.T
+	cfg  cpapp.ServeConfig
+	base string
+	http *http.Client
+	log  *logBuffer
+
+	cancel  context.CancelFunc
+	stopped chan error
+}
+
+func newPlane(t *testing.T, prov *provisionertest.Stack, certTTL time.Duration) *plane {
+	t.Helper()
+	caDir := filepath.Join(t.TempDir(), "ca")
+	if _, err := x509ca.Init(caDir, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
+	grpcAddr := fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
+	jar, _ := cookiejar.New(nil)
+	p := &plane{t: t, base: "http://" + httpAddr, http: &http.Client{Jar: jar, Timeout: 20 * time.Second}}
+	p.cfg = cpapp.ServeConfig{
+		PGDSN: pgtest.DSN(t), ListenAddr: httpAddr, GRPCListenAddr: grpcAddr,
+		CADir: caDir, SensorCertTTL: certTTL, CORSAllowedOrigins: []string{"http://localhost:8000"},
+		LocalMode: true, PublicGRPCAddr: grpcAddr, PublicNATSURL: prov.NATSURL,
+		CommandStreamName: "RXC_CMD", CommandTTL: 10 * time.Minute, SensorOfflineAfter: time.Minute, SessionTTL: time.Hour,
+		RedeemPerMinute: 60, RedeemBurst: 20, MigrateOnStart: true, ShutdownTimeout: 3 * time.Second, LogLevel: "debug",
+		BootstrapOperatorEmail: opEmail, BootstrapOperatorPassword: opPassword,
+		Provisioner: cpapp.ProvisionerConfig{Enabled: true, BaseURL: prov.URL, SharedSecret: prov.Secret,
+			SharedSecretName: "X-Backend-Shared-Secret", IntervalSeconds: 5, TimeoutSeconds: 5},
+		Messaging: cpapp.MessagingConfig{Enabled: true, URL: prov.NATSURL},
+	}
+	p.start()
+	t.Cleanup(p.stop)
+	return p
+}
+
+// start runs the control plane; its debug log (which names every event the
+// gRPC service takes) goes to a fresh buffer.
+func (p *plane) start() {
+	p.t.Helper()
+	p.log = &logBuffer{}
+	log := slog.New(slog.NewJSONHandler(p.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := cpapp.NewServer(ctx, p.cfg, log)
+	if err != nil {
+		cancel()
+		p.t.Fatalf("control plane: %v", err)
+	}
+	p.cancel, p.stopped = cancel, make(chan error, 1)
+	go func() { p.stopped <- srv.Run(ctx) }()
+	waitUntil(p.t, 20*time.Second, "control plane ready", func() bool {
+		resp, err := http.Get(p.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode < 300
+	})
+}
+
+func (p *plane) stop() {
+	if p.cancel == nil {
+		return
+	}
+	p.cancel()
+	select {
+	case <-p.stopped:
+	case <-time.After(20 * time.Second):
+		p.t.Error("control plane did not stop within 20s")
+	}
+	p.cancel = nil
+}
+
+func (p *plane) do(method, path string, body any) (int, []byte) {
+	p.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		data, _ := json.Marshal(body)
+		rd = bytes.NewReader(data)
+	}
+	req, _ := http.NewRequest(method, p.base+path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		p.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func (p *plane) must(method, path string, body any, want int, into any) {
+	p.t.Helper()
+	status, out := p.do(method, path, body)
+	if status != want {
+		p.t.Fatalf("%s %s: status %d, want %d: %s", method, path, status, want, out)
+	}
+	if into != nil {
+		if err := json.Unmarshal(out, into); err != nil {
+			p.t.Fatalf("%s %s: decode %s: %v", method, path, out, err)
+		}
+	}
+}
+
+// setUpTenant logs in, creates the tenant and waits for its NATS account.
+func (p *plane) setUpTenant() {
+	p.t.Helper()
+	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, 204, nil)
+	p.must("POST", "/api/tenants", map[string]string{"id": tenantID, "name": "Acme Corp"}, 201, nil)
+	waitUntil(p.t, 20*time.Second, "tenant provisioned", func() bool {
+		var tenant struct{ NatsStatus string }
+		p.must("GET", "/api/tenants/"+tenantID, nil, 200, &tenant)
+		return tenant.NatsStatus == "provisioned"
+	})
+}
+
+func (p *plane) claimCode(name string) string {
+	p.t.Helper()
+	var code struct{ Code string }
+	p.must("POST", "/api/tenants/"+tenantID+"/claim-codes", map[string]any{"ttlSeconds": 600, "sensorName": name}, 201, &code)
+	return code.Code
+}
+
+type sensorView struct {
+	ID          string `json:"id"`
+	State       string `json:"state"`
+	Certificate *struct {
+		Serial string `json:"serial"`
+	} `json:"certificate"`
+	LastCommand *struct {
+		CommandID      string     `json:"commandId"`
+		AcknowledgedAt *time.Time `json:"acknowledgedAt"`
+	} `json:"lastCommand"`
+}
+
+func (p *plane) sensors() []sensorView {
+	p.t.Helper()
+	var list struct{ Items []sensorView }
+	p.must("GET", "/api/sensors?tenantId="+tenantID, nil, 200, &list)
+	return list.Items
+}
+
+func (p *plane) sensor(id string) sensorView {
+	p.t.Helper()
+	var v sensorView
+	p.must("GET", "/api/sensors/"+id, nil, 200, &v)
+	return v
+}
+
+// command sends action and waits until the API shows the sensor in want
+// with that command acknowledged.
+func (p *plane) command(id, action, want string) {
+	p.t.Helper()
+	var cmd struct{ CommandID string }
+	p.must("POST", "/api/sensors/"+id+"/commands", map[string]string{"action": action}, 202, &cmd)
+	waitUntil(p.t, 15*time.Second, fmt.Sprintf("sensor %s %s after %s with the command acknowledged", id, want, action), func() bool {
+		v := p.sensor(id)
+		return v.State == want && v.LastCommand != nil && v.LastCommand.CommandID == cmd.CommandID && v.LastCommand.AcknowledgedAt != nil
+	})
+}
+
+// eventsSince reports whether the control plane took an event from sensor id
+// after log offset from.
+func (p *plane) eventsSince(id string, from int) bool {
+	return p.log.has(from, "sensor event", map[string]string{"sensor": id, "kind": "alert"})
+}
+
+// agent is a sensor-agent run in-process through its command-line entry.
+type agent struct {
+	log    *logBuffer
+	cancel context.CancelFunc
+	done   chan int
+}
+
+func startAgent(t *testing.T, args ...string) *agent {
+	t.Helper()
+	a := &agent{log: &logBuffer{}, done: make(chan int, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	go func() { a.done <- app.Run(ctx, append([]string{"run"}, args...), io.Discard, a.log) }()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("sensor agent log:\n%s", a.log.String())
+		}
+		cancel()
+		select {
+		case <-a.done:
+		case <-time.After(30 * time.Second):
+			t.Error("sensor agent did not stop within 30s")
+		}
+	})
+	return a
+}
+
+// stop interrupts the agent and returns its exit code.
+func (a *agent) stop(t *testing.T) int {
+	t.Helper()
+	a.cancel()
+	return a.exit(t, 30*time.Second)
+}
+
+func (a *agent) exit(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	select {
+	case code := <-a.done:
+		a.done <- code
+		return code
+	case <-time.After(limit):
+		t.Fatalf("sensor agent still running after %s; log:\n%s", limit, a.log.String())
+		return -1
+	}
+}
+
+func (a *agent) running() bool {
+	select {
+	case code := <-a.done:
+		a.done <- code
+		return false
+	default:
+		return true
+	}
+}
+
+// agentArgs are the flags every test run uses: quick heartbeats, frequent
+// events confirmed every second.
+func agentArgs(p *plane, stateDir string, extra ...string) []string {
+	return append([]string{"--api", p.base, "--state-dir", stateDir, "--hostname", "edge-1.local",
+		"--heartbeat", "1s", "--events-per-minute", "600", "--event-batch-interval", "1s", "--log-level", "debug"}, extra...)
+}
+
+// publishRaw puts a payload on the sensor's command subject as the
+// control plane's backend user would, bypassing the API's checks.
+func publishRaw(t *testing.T, prov *provisionertest.Stack, sensorID string, payload []byte) {
+	t.Helper()
+	status, body := prov.Post("/backend-user", map[string]string{"name": "agent-test"})
+	if status != 200 && status != 201 {
+		t.Fatalf("backend user: %d %s", status, body)
+	}
+	var bu struct{ Creds string }
+	if err := json.Unmarshal(body, &bu); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := jwt.ParseDecoratedJWT([]byte(bu.Creds))
+	kp, _ := jwt.ParseDecoratedNKey([]byte(bu.Creds))
+	seed, _ := kp.Seed()
+	nc, err := nats.Connect(prov.NATSURL, nats.UserJWTAndSeed(tok, string(seed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := js.Publish(ctx, "rxc."+tenantID+"."+sensorID+".cmd", payload); err != nil {
+		t.Fatalf("publish raw command: %v", err)
+	}
+}
+
+func TestAgentLifecycle(t *testing.T) {
+	prov := provisionertest.Start(t, provisionertest.Options{})
+	p := newPlane(t, prov, 168*time.Hour)
+	p.setUpTenant()
+	stateDir := filepath.Join(t.TempDir(), "sensor")
+
+	// First run: the claim code comes from the environment, as in production.
+	t.Setenv("RXC_CLAIM_CODE", p.claimCode("edge-1"))
+	a := startAgent(t, agentArgs(p, stateDir)...)
+	var id string
+	waitUntil(t, 20*time.Second, "the sensor enrolled and online", func() bool {
+		list := p.sensors()
+		if len(list) == 1 && list[0].State == "online" {
+			id = list[0].ID
+		}
+		return id != ""
+	})
+	t.Setenv("RXC_CLAIM_CODE", "")
+	for name, want := range map[string]os.FileMode{"": 0o700, "key.pem": 0o600, "nats.creds": 0o600, "sensor.json": 0o600} {
+		fi, err := os.Stat(filepath.Join(stateDir, name))
+		if err != nil || fi.Mode().Perm() != want {
+			t.Errorf("state %q: %v mode %v, want %04o", name, err, fi.Mode().Perm(), want)
+		}
+	}
+	if strings.Contains(a.log.String(), "BEGIN") {
+		t.Error("the agent logged PEM material")
+	}
+
+	// start → running, acknowledged; events reach the control plane.
+	p.command(id, "start", "running")
+	from := p.log.len()
+	waitUntil(t, 15*time.Second, "events from the running sensor", func() bool { return p.eventsSince(id, from) })
+
+	// Commands that must not be applied are acked, reported and skipped;
+	// the loop goes on.
+	publishRaw(t, prov, id, []byte("not a command"))
+	expired, _ := json.Marshal(map[string]any{"commandId": "expired-1", "tenantId": tenantID, "sensorId": id, "action": "stop",
+		"issuedAt": time.Now().Add(-time.Hour), "issuedBy": opEmail, "expiresAt": time.Now().Add(-50 * time.Minute)})
+	publishRaw(t, prov, id, expired)
+	waitUntil(t, 15*time.Second, "malformed and expired commands skipped", func() bool {
+		return a.log.has(0, "command skipped", map[string]string{"err": "malformed"}) &&
+			a.log.has(0, "command skipped", map[string]string{"err": "expired", "command_id": "expired-1"})
+	})
+	if v := p.sensor(id); v.State != "running" {
+		t.Fatalf("an expired stop command changed the state to %s", v.State)
+	}
+
+	// stop → stopped.
+	p.command(id, "stop", "stopped")
+
+	// The control plane restarts: the agent rides it out and keeps working.
+	mark := a.log.len()
+	p.stop()
+	waitUntil(t, 15*time.Second, "the agent notices the outage", func() bool {
+		return a.log.has(mark, "health check failed", nil)
+	})
+	p.start()
+	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, 204, nil)
+	waitUntil(t, 30*time.Second, "health checks succeed after the restart", func() bool {
+		return a.log.has(mark, "health check succeeds again", nil)
+	})
+	if !a.running() {
+		t.Fatalf("agent exited during the control plane restart:\n%s", a.log.String())
+	}
+	p.command(id, "start", "running")
+	from = p.log.len()
+	waitUntil(t, 20*time.Second, "events after the restart", func() bool { return p.eventsSince(id, from) })
+
+	// The agent restarts without a claim code: it resumes from its state and
+	// the capture it was told to run.
+	if code := a.stop(t); code != 0 {
+		t.Fatalf("agent exit code %d after SIGINT, want 0:\n%s", code, a.log.String())
+	}
+	waitUntil(t, 10*time.Second, "final status stopped", func() bool { return p.sensor(id).State == "stopped" })
+	a = startAgent(t, agentArgs(p, stateDir)...)
+	waitUntil(t, 20*time.Second, "the resumed sensor running again", func() bool { return p.sensor(id).State == "running" })
+	if n := len(p.sensors()); n != 1 {
+		t.Fatalf("%d sensors after resuming, want 1", n)
+	}
+	if !a.log.has(0, "resuming sensor from state", map[string]string{"sensor_id": id}) {
+		t.Error("no log of the resumption")
+	}
+
+	// The operator revokes: the agent is refused on NATS and gRPC and stops
+	// with a clear error.
+	p.must("POST", "/api/sensors/"+id+"/revoke", nil, 200, nil)
+	if code := a.exit(t, 20*time.Second); code != 1 {
+		t.Fatalf("agent exit code %d after revocation, want 1", code)
+	}
+	if !a.log.has(0, "sensor revoked", map[string]string{"sensor_id": id}) {
+		t.Fatalf("no revocation error in the agent's log:\n%s", a.log.String())
+	}
+	dir, _ := sensorclient.OpenStateDir(stateDir)
+	st, err := dir.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.RevokedAt == nil {
+		t.Error("state does not record the revocation")
+	}
+	cert, _ := st.TLSCertificate()
+	g, err := sensorclient.NewGRPC(sensorclient.GRPCConfig{Address: st.GRPCAddress, CAPEM: st.CAPEM, Certificate: cert})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if _, err := g.Check(context.Background(), sensorpb.SensorState_SENSOR_STATE_STOPPED, "test"); !errors.Is(err, sensorclient.ErrGRPCRefused) {
+		t.Errorf("health check with the revoked certificate: %v, want refused", err)
+	}
+	tok, _ := jwt.ParseDecoratedJWT(st.Creds)
+	kp, _ := jwt.ParseDecoratedNKey(st.Creds)
+	seed, _ := kp.Seed()
+	if nc, err := nats.Connect(st.NATS.URL, nats.UserJWTAndSeed(tok, string(seed)), nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Error("NATS accepted the revoked sensor's creds")
+	}
+
+	// A later run without a new claim code refuses to start, saying why.
+	again := startAgent(t, agentArgs(p, stateDir)...)
+	if code := again.exit(t, 10*time.Second); code != 1 || !strings.Contains(again.log.String(), "revoked") {
+		t.Fatalf("run on revoked state: exit %d, log %s", code, again.log.String())
+	}
+}
+
+func TestAgentRunsManySensorsAndRenewsCertificates(t *testing.T) {
+	prov := provisionertest.Start(t, provisionertest.Options{})
+	// Short certificates: the agents renew every few seconds.
+	p := newPlane(t, prov, 9*time.Second)
+	p.setUpTenant()
+	base := t.TempDir()
+	codes := filepath.Join(base, "codes.txt")
+	var lines []string
+	for i := 1; i <= 3; i++ {
+		lines = append(lines, p.claimCode(fmt.Sprintf("edge-%d", i)))
+	}
+	if err := os.WriteFile(codes, []byte("# demo sensors\n"+strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stateDir := filepath.Join(base, "agents")
+	a := startAgent(t, agentArgs(p, stateDir, "--count", "3", "--claim-codes-file", codes)...)
+
+	first := map[string]string{}
+	waitUntil(t, 30*time.Second, "three sensors online", func() bool {
+		list := p.sensors()
+		online := 0
+		for _, s := range list {
+			if s.State == "online" {
+				online++
+				if s.Certificate != nil && first[s.ID] == "" {
+					first[s.ID] = s.Certificate.Serial
+				}
+			}
+		}
+		return len(list) == 3 && online == 3
+	})
+	for i := 1; i <= 3; i++ {
+		if _, err := os.Stat(filepath.Join(stateDir, fmt.Sprintf("sensor-%d", i), "sensor.json")); err != nil {
+			t.Errorf("sensor %d state: %v", i, err)
+		}
+	}
+	for id := range first {
+		p.command(id, "start", "running")
+	}
+
+	// Each sensor renews its certificate, and its events keep flowing on
+	// the new one (the control plane refuses the old serial).
+	for id, serial := range first {
+		waitUntil(t, 20*time.Second, "a renewed certificate for "+id, func() bool {
+			c := p.sensor(id).Certificate
+			return c != nil && c.Serial != serial
+		})
+		from := p.log.len()
+		waitUntil(t, 15*time.Second, "events from "+id+" after renewal", func() bool { return p.eventsSince(id, from) })
+	}
+	if a.log.has(0, "sensor revoked", nil) {
+		t.Fatalf("a renewal was taken for a revocation:\n%s", a.log.String())
+	}
+	for id := range first {
+		p.command(id, "stop", "stopped")
+	}
+	if code := a.stop(t); code != 0 {
+		t.Fatalf("agent exit code %d, want 0", code)
+	}
+}
