@@ -12,6 +12,7 @@ package devstack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -232,17 +233,17 @@ func (s *Stack) start(ctx context.Context) error {
 	s.onStop("state lock", func(context.Context) error { return st.close() })
 	s.say("state folder: %s", st.dir)
 
-	ports, err := resolvePorts(s.cfg)
+	p, err := resolvePorts(s.cfg, st)
 	if err != nil {
 		return err
 	}
 	s.info = Info{
-		APIBaseURL:     "http://localhost:" + strconv.Itoa(ports.api),
+		APIBaseURL:     "http://localhost:" + strconv.Itoa(p.API),
 		Email:          OperatorEmail,
 		Password:       st.password,
-		ProvisionerURL: "http://127.0.0.1:" + strconv.Itoa(ports.provisioner),
-		NATSURL:        "nats://127.0.0.1:" + strconv.Itoa(ports.nats),
-		GRPCAddr:       "127.0.0.1:" + strconv.Itoa(ports.grpc),
+		ProvisionerURL: "http://127.0.0.1:" + strconv.Itoa(p.Provisioner),
+		NATSURL:        "nats://127.0.0.1:" + strconv.Itoa(p.NATS),
+		GRPCAddr:       "127.0.0.1:" + strconv.Itoa(p.GRPC),
 		StateDir:       st.dir,
 		Tenant:         s.cfg.Tenant,
 		Web:            WebNone,
@@ -254,7 +255,7 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	s.onStop("logs", func(context.Context) error { return logs.close() })
 
-	pg, err := startPostgres(ctx, st, s.cfg.PGPort, s.say)
+	pg, err := startPostgres(ctx, st, p.Postgres, s.cfg.PGPort == 0, s.say)
 	if err != nil {
 		return err
 	}
@@ -264,16 +265,16 @@ func (s *Stack) start(ctx context.Context) error {
 		return err
 	}
 
-	if err := s.startProvisioner(ctx, st, pg, ports, logs); err != nil {
+	if err := s.startProvisioner(ctx, st, pg, p, logs); err != nil {
 		return err
 	}
-	if err := s.startNATS(ctx, st, ports, logs); err != nil {
+	if err := s.startNATS(ctx, st, p, logs); err != nil {
 		return err
 	}
-	if err := s.startControlPlane(ctx, st, pg, ports, logs); err != nil {
+	if err := s.startControlPlane(ctx, st, pg, p, logs); err != nil {
 		return err
 	}
-	if err := s.startWeb(ctx, st, ports); err != nil {
+	if err := s.startWeb(ctx, st, p); err != nil {
 		return err
 	}
 	if s.cfg.Tenant != "" {
@@ -286,31 +287,49 @@ func (s *Stack) start(ctx context.Context) error {
 
 // ports are the resolved (non-zero) ports of one start.
 type ports struct {
-	provisioner, nats, api, grpc, web int
-	webHost                           string
+	Provisioner int `json:"provisioner"`
+	NATS        int `json:"nats"`
+	API         int `json:"api"`
+	GRPC        int `json:"grpc"`
+	Web         int `json:"web"`
+	Postgres    int `json:"postgres"`
 }
 
-func resolvePorts(cfg Config) (ports, error) {
-	var p ports
-	var err error
+// resolvePorts turns each port 0 into the port the previous start used,
+// when it is still free, or else any free port; the result is remembered in
+// STATE/ports.json. Enrolled sensors keep dialling the NATS and gRPC
+// addresses they were given, and the browser keeps the console's origin, so
+// a resumed stack should come back where it was.
+func resolvePorts(cfg Config, st *state) (ports, error) {
+	var prev, p ports
+	file := st.path("ports.json")
+	if data, err := os.ReadFile(file); err == nil {
+		_ = json.Unmarshal(data, &prev)
+	}
 	for _, a := range []struct {
-		addr string
-		port *int
+		addr       string
+		port, last *int
 	}{
-		{cfg.ProvisionerAddr, &p.provisioner}, {cfg.NATSAddr, &p.nats}, {cfg.APIAddr, &p.api},
-		{cfg.GRPCAddr, &p.grpc}, {cfg.WebAddr, &p.web},
+		{cfg.ProvisionerAddr, &p.Provisioner, &prev.Provisioner}, {cfg.NATSAddr, &p.NATS, &prev.NATS},
+		{cfg.APIAddr, &p.API, &prev.API}, {cfg.GRPCAddr, &p.GRPC, &prev.GRPC}, {cfg.WebAddr, &p.Web, &prev.Web},
+		{net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.PGPort)), &p.Postgres, &prev.Postgres},
 	} {
-		if *a.port, err = portOf(a.addr); err != nil {
+		var err error
+		if *a.port, err = portOf(a.addr, *a.last); err != nil {
 			return p, err
 		}
 	}
-	p.webHost, _, _ = net.SplitHostPort(cfg.WebAddr)
+	data, _ := json.Marshal(p)
+	if err := writeFileAtomic(file, append(data, '\n'), 0o644); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 
-// portOf returns addr's port, or a free loopback port for port 0.
-func portOf(addr string) (int, error) {
-	_, port, err := net.SplitHostPort(addr)
+// portOf returns addr's port; for port 0 the last one when it is free, or
+// else any free loopback port.
+func portOf(addr string, last int) (int, error) {
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return 0, err
 	}
@@ -320,6 +339,12 @@ func portOf(addr string) (int, error) {
 	}
 	if n != 0 {
 		return n, nil
+	}
+	if last > 0 && last <= 65535 {
+		if l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(last))); err == nil {
+			l.Close()
+			return last, nil
+		}
 	}
 	return freePort()
 }

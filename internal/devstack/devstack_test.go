@@ -248,11 +248,15 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 		t.Fatal("the API still answers after stop")
 	}
 
-	// Resume: other ports (all were 0), same data.
+	// Resume: same data, and the same ports (all were 0, so the stack
+	// remembered them): sensors keep dialling what enrolment told them.
 	again := startStack(t, cfg)
 	info2 := again.Info()
 	if info2.Password != info.Password {
 		t.Fatal("the operator password changed on resume")
+	}
+	if info2.NATSURL != info.NATSURL || info2.GRPCAddr != info.GRPCAddr || info2.APIBaseURL != info.APIBaseURL {
+		t.Fatalf("addresses after resume %s %s %s, want %s %s %s", info2.NATSURL, info2.GRPCAddr, info2.APIBaseURL, info.NATSURL, info.GRPCAddr, info.APIBaseURL)
 	}
 	if seed2, _ := os.ReadFile(filepath.Join(dir, "provisioner", "operator.nk")); !bytes.Equal(seed, seed2) {
 		t.Fatal("the operator seed changed on resume")
@@ -273,7 +277,7 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 	// nats-server (same operator, accounts resolved through the provisioner),
 	// its durable consumer survived in the JetStream store, and a command
 	// sent now reaches it.
-	nc := sensorConn(t, info2.NATSURL, enr)
+	nc := sensorConn(t, enr.NATS.URL, enr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	js, err := jetstream.NewWithAPIPrefix(nc, enr.NATS.JSAPIPrefix)

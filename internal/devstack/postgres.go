@@ -31,7 +31,9 @@ type postgres struct {
 	uid, gid int
 }
 
-func startPostgres(ctx context.Context, st *state, port int, say func(string, ...any)) (*postgres, error) {
+// startPostgres starts the cluster on port; when anyPort, a port taken in
+// the meantime is replaced by another free one.
+func startPostgres(ctx context.Context, st *state, port int, anyPort bool, say func(string, ...any)) (*postgres, error) {
 	bin, err := pgtest.ServerBinaries()
 	if err != nil {
 		return nil, err
@@ -57,9 +59,9 @@ func startPostgres(ctx context.Context, st *state, port int, say func(string, ..
 			return nil, fmt.Errorf("stop the earlier PostgreSQL: %w", err)
 		}
 	}
+	pg.port = port
 	for attempt := 0; ; attempt++ {
-		pg.port = port
-		if port == 0 {
+		if attempt > 0 {
 			if pg.port, err = freePort(); err != nil {
 				return nil, err
 			}
@@ -70,7 +72,7 @@ func startPostgres(ctx context.Context, st *state, port int, say func(string, ..
 			break
 		}
 		// Another program may have taken the free port in between.
-		if port != 0 || attempt == 2 || ctx.Err() != nil {
+		if !anyPort || attempt == 2 || ctx.Err() != nil {
 			log, _ := os.ReadFile(filepath.Join(pg.dir, "postgres.log"))
 			return nil, fmt.Errorf("pg_ctl start: %w\n%s", err, tail(log, 2000))
 		}

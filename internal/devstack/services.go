@@ -70,7 +70,7 @@ func (s *Stack) startProvisioner(ctx context.Context, st *state, pg *postgres, p
 	if err := ensureDir(st.path("nats"), 0o700); err != nil {
 		return err
 	}
-	addr := hostPort(s.cfg.ProvisionerAddr, p.provisioner)
+	addr := hostPort(s.cfg.ProvisionerAddr, p.Provisioner)
 	store := provapp.StoreConfig{
 		PGDSN:                    pg.dsn("provisioner"),
 		OperatorSeedPath:         st.path("provisioner", "operator.nk"),
@@ -132,7 +132,7 @@ func (s *Stack) startNATS(ctx context.Context, st *state, p ports, logs *logs) e
 	}
 	conf := st.path("nats", "nats.conf")
 	body := fmt.Sprintf("# Written by the local stack at each start.\nlisten: %q\nserver_name: rxc-dev\njetstream {\n  store_dir: %q\n}\ninclude \"operator.conf\"\n",
-		hostPort(s.cfg.NATSAddr, p.nats), st.path("jetstream"))
+		hostPort(s.cfg.NATSAddr, p.NATS), st.path("jetstream"))
 	if err := writeFileAtomic(conf, []byte(body), 0o600); err != nil {
 		return err
 	}
@@ -183,11 +183,11 @@ func (s *Stack) startControlPlane(ctx context.Context, st *state, pg *postgres, 
 	if res.CACreated {
 		s.say("control plane: sensor CA created in %s", caDir)
 	}
-	webPort := strconv.Itoa(p.web)
+	webPort := strconv.Itoa(p.Web)
 	cfg := cpapp.ServeConfig{
 		PGDSN:              pg.dsn("controlplane"),
-		ListenAddr:         hostPort(s.cfg.APIAddr, p.api),
-		GRPCListenAddr:     hostPort(s.cfg.GRPCAddr, p.grpc),
+		ListenAddr:         hostPort(s.cfg.APIAddr, p.API),
+		GRPCListenAddr:     hostPort(s.cfg.GRPCAddr, p.GRPC),
 		CADir:              caDir,
 		SensorCertTTL:      168 * time.Hour,
 		CORSAllowedOrigins: []string{"http://localhost:" + webPort, "http://127.0.0.1:" + webPort},

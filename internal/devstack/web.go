@@ -45,12 +45,12 @@ func (s *Stack) startWeb(ctx context.Context, st *state, p ports) error {
 			mode = WebNginx
 		}
 	}
-	addr := hostPort(s.cfg.WebAddr, p.web)
+	addr := hostPort(s.cfg.WebAddr, p.Web)
 	if mode == WebNginx {
 		err := s.startNginx(ctx, st, site, addr)
 		if err == nil || s.cfg.Web == WebNginx {
 			if err == nil {
-				s.info.Web, s.info.WebURL = WebNginx, "http://localhost:"+strconv.Itoa(p.web)
+				s.info.Web, s.info.WebURL = WebNginx, "http://localhost:"+strconv.Itoa(p.Web)
 				s.say("web: nginx on %s", s.info.WebURL)
 			}
 			return err
@@ -60,7 +60,7 @@ func (s *Stack) startWeb(ctx context.Context, st *state, p ports) error {
 	if err := s.startStatic(site, addr); err != nil {
 		return err
 	}
-	s.info.Web, s.info.WebURL = WebGo, "http://localhost:"+strconv.Itoa(p.web)
+	s.info.Web, s.info.WebURL = WebGo, "http://localhost:"+strconv.Itoa(p.Web)
 	s.say("web: Go server on %s", s.info.WebURL)
 	return nil
 }
@@ -99,7 +99,7 @@ func (s *Stack) prepareSite(st *state, webDir, dist string, p ports) (site, erro
 		"VITE_API_BASE_URL=" + s.info.APIBaseURL + "/api",
 		"VITE_ANALYTICS_AI_CHAT_ENABLED=false",
 		"RXC_CONFIG_DIR=" + si.configDir,
-		"RXC_LISTEN_PORT=" + strconv.Itoa(p.web),
+		"RXC_LISTEN_PORT=" + strconv.Itoa(p.Web),
 		// No IPv6 listener: the stack stays on 127.0.0.1.
 		"RXC_IF_INET6=" + filepath.Join(root, "no-ipv6"),
 	}
@@ -112,11 +112,11 @@ func (s *Stack) prepareSite(st *state, webDir, dist string, p ports) (site, erro
 	if err != nil {
 		return si, err
 	}
-	want := fmt.Sprintf("listen %d;", p.web)
+	want := fmt.Sprintf("listen %d;", p.Web)
 	if !strings.Contains(string(data), want) {
 		return si, fmt.Errorf("web: %s no longer holds %q: update the stack's templating", listen, want)
 	}
-	loop := fmt.Sprintf("listen %s;", hostPort(s.cfg.WebAddr, p.web))
+	loop := fmt.Sprintf("listen %s;", hostPort(s.cfg.WebAddr, p.Web))
 	if err := os.WriteFile(listen, []byte(strings.ReplaceAll(string(data), want, loop)), 0o644); err != nil {
 		return si, err
 	}
