@@ -72,7 +72,7 @@ func (s *staticSite) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Type", "application/javascript")
 		h.Set("Cache-Control", "no-store")
 		s.serve(w, r, os.DirFS(path.Dir(s.configJS)), path.Base(s.configJS))
-	case strings.HasPrefix(p, "/assets/"):
+	case strings.HasPrefix(p+"/", "/assets/"):
 		name := strings.TrimPrefix(p, "/")
 		if !s.isFile(name) {
 			http.NotFound(w, r)

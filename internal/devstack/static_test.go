@@ -49,6 +49,7 @@ func TestStaticSiteMimicsNginx(t *testing.T) {
 		{"config.js never cached", "GET", "/config.js", 200, "no-store", "__APP_CONFIG__"},
 		{"hashed asset cached for a year", "GET", "/assets/app-1a2b.js", 200, "public, max-age=31536000, immutable", "console.log(1)"},
 		{"missing asset is a 404, never the SPA", "GET", "/assets/gone-9z.js", 404, "", "not found"},
+		{"the assets folder itself is no file", "GET", "/assets/", 404, "", "not found"},
 		{"dot-dot stays inside the root", "GET", "/../../etc/passwd", 200, "no-cache", "<title>RXC</title>"},
 		{"healthz", "GET", "/healthz", 200, "", "ok"},
 		{"writes refused", "POST", "/", 405, "", "method not allowed"},
