@@ -469,6 +469,9 @@ func TestAgentLifecycle(t *testing.T) {
 	if code := a.exit(t, 20*time.Second); code != 1 {
 		t.Fatalf("agent exit code %d after revocation, want 1", code)
 	}
+	if os.Getenv("RXC_TEST_SHOW_AGENT_LOG") != "" {
+		t.Logf("agent log:\n%s", a.log.String())
+	}
 	if !a.log.has(0, "sensor revoked", map[string]string{"sensor_id": id}) {
 		t.Fatalf("no revocation error in the agent's log:\n%s", a.log.String())
 	}
@@ -560,6 +563,28 @@ func TestAgentRunsManySensorsAndRenewsCertificates(t *testing.T) {
 	for id := range first {
 		p.command(id, "stop", "stopped")
 	}
+
+	// A capture engine that dies turns its sensor to error.
+	failing := startAgent(t, agentArgs(p, filepath.Join(base, "failing"), "--claim-code", p.claimCode("edge-4"), "--simulate-failure-after", "300ms")...)
+	var failingID string
+	waitUntil(t, 20*time.Second, "a fourth sensor online", func() bool {
+		for _, s := range p.sensors() {
+			if first[s.ID] == "" && s.State == "online" {
+				failingID = s.ID
+			}
+		}
+		return failingID != ""
+	})
+	var cmd struct{ CommandID string }
+	p.must("POST", "/api/sensors/"+failingID+"/commands", map[string]string{"action": "start"}, 202, &cmd)
+	waitUntil(t, 15*time.Second, "the failed engine reported as error", func() bool {
+		v := p.sensor(failingID)
+		return v.State == "error" && v.LastCommand != nil && v.LastCommand.CommandID == cmd.CommandID && v.LastCommand.AcknowledgedAt != nil
+	})
+	if !failing.log.has(0, "capture engine failed", map[string]string{"detail": "exited unexpectedly"}) {
+		t.Error("no log of the engine failure")
+	}
+
 	if code := a.stop(t); code != 0 {
 		t.Fatalf("agent exit code %d, want 0", code)
 	}
