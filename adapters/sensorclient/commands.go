@@ -262,8 +262,7 @@ func (c *Commands) fetch(ctx context.Context, cons jetstream.Consumer) error {
 	return err
 }
 
-// handle decodes, checks and applies one command, then acks it. Commands
-// that must never be applied are terminated so they are not redelivered.
+// handle decodes, checks and applies one command, then acks it.
 func (c *Commands) handle(ctx context.Context, msg jetstream.Msg) {
 	cmd, err := DecodeCommand(msg.Data())
 	switch {
@@ -275,27 +274,22 @@ func (c *Commands) handle(ctx context.Context, msg jetstream.Msg) {
 	if err != nil {
 		// The payload is not logged: it is not ours to trust.
 		c.log.Warn("command skipped", "command_id", cmd.CommandID, "action", truncate(string(cmd.Action), 64), "err", err)
-		c.settle(ctx, msg, cmd.CommandID, true)
+		c.ack(ctx, msg, cmd.CommandID)
 		c.cfg.Skipped(ctx, cmd, err)
 		return
 	}
 	c.log.Info("command received", "command_id", cmd.CommandID, "action", string(cmd.Action), "issued_by", truncate(cmd.IssuedBy, 128))
 	c.cfg.Handle(ctx, cmd)
-	c.settle(ctx, msg, cmd.CommandID, false)
+	c.ack(ctx, msg, cmd.CommandID)
 }
 
-// settle acks (or terminates) msg and waits for the server to confirm, so
-// a command is not redelivered after its result was reported.
-func (c *Commands) settle(ctx context.Context, msg jetstream.Msg, id string, term bool) {
+// ack acknowledges msg and waits for the server to confirm, so a command is
+// not redelivered once its result was reported. Commands that must never
+// be applied are acked too: redelivering them cannot make them valid.
+func (c *Commands) ack(ctx context.Context, msg jetstream.Msg, id string) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
 	defer cancel()
-	var err error
-	if term {
-		err = msg.Term()
-	} else {
-		err = msg.DoubleAck(actx)
-	}
-	if err != nil {
+	if err := msg.DoubleAck(actx); err != nil {
 		c.log.Warn("command ack failed; it will be redelivered", "command_id", id, "err", err)
 	}
 }

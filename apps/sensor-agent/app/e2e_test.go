@@ -448,6 +448,19 @@ func TestAgentLifecycle(t *testing.T) {
 	from = p.log.len()
 	waitUntil(t, 20*time.Second, "events after the restart", func() bool { return p.eventsSince(id, from) })
 
+	// nats-server restarts: the agent reconnects and takes commands again.
+	mark = a.log.len()
+	prov.StopNATS()
+	waitUntil(t, 10*time.Second, "the agent notices the NATS outage", func() bool { return a.log.has(mark, "nats disconnected", nil) })
+	prov.StartNATS()
+	waitUntil(t, 30*time.Second, "the agent reconnected to NATS", func() bool { return a.log.has(mark, "nats reconnected", nil) })
+	waitUntil(t, 30*time.Second, "the control plane reconnected to NATS", func() bool {
+		status, _ := p.do("GET", "/readyz", nil)
+		return status < 300
+	})
+	p.command(id, "stop", "stopped")
+	p.command(id, "start", "running")
+
 	// The agent restarts without a claim code: it resumes from its state and
 	// the capture it was told to run.
 	if code := a.stop(t); code != 0 {
