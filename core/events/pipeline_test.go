@@ -1,0 +1,170 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rxc-project/rxc/core/events"
+)
+
+// memLog records appended events; full makes it refuse every append.
+type memLog struct {
+	got  []events.Event
+	full bool
+}
+
+func (l *memLog) Appender(string, string) events.Appender { return &memAppender{l: l} }
+
+type memAppender struct {
+	l   *memLog
+	res events.AppendResult
+}
+
+func (a *memAppender) Append(_ context.Context, ev events.Event) error {
+	if a.l.full {
+		a.res.Failed++
+		return events.ErrLogFull
+	}
+	a.l.got = append(a.l.got, ev)
+	a.res.Acked++
+	return nil
+}
+
+func (a *memAppender) Close(context.Context) (events.AppendResult, error) {
+	if a.res.Failed > 0 {
+		return a.res, events.ErrLogFull
+	}
+	return a.res, nil
+}
+
+func TestIngestStampsIdentityAndTime(t *testing.T) {
+	t.Parallel()
+	log := &memLog{}
+	in, err := events.NewIngest(events.IngestConfig{Log: log, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := in.Open("acme", "s1")
+	ev := valid()
+	ev.TenantID, ev.SensorID = "other", "victim" // a payload cannot claim an identity
+	if err := s.Add(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	untimed := valid()
+	untimed.ID, untimed.Time = "untimed", time.Time{}
+	if err := s.Add(context.Background(), untimed); err != nil {
+		t.Fatal(err)
+	}
+	bad := valid()
+	bad.Kind = ""
+	if err := s.Add(context.Background(), bad); !errors.Is(err, events.ErrInvalidEvent) {
+		t.Fatalf("invalid event: %v, want ErrInvalidEvent", err)
+	}
+	n, err := s.Close(context.Background())
+	if err != nil || n != 2 {
+		t.Fatalf("Close = %d, %v; want 2, nil", n, err)
+	}
+	for _, got := range log.got {
+		if got.TenantID != "acme" || got.SensorID != "s1" || !got.ReceivedAt.Equal(now) {
+			t.Errorf("logged %s as %s/%s received %s", got.ID, got.TenantID, got.SensorID, got.ReceivedAt)
+		}
+	}
+	if !log.got[1].Time.Equal(now) {
+		t.Errorf("event without time stamped %s, want %s", log.got[1].Time, now)
+	}
+	if diff := cmp.Diff(events.IngestStats{Accepted: 2, Invalid: 1}, in.Stats()); diff != "" {
+		t.Errorf("stats (-want +got):\n%s", diff)
+	}
+}
+
+func TestIngestFullLog(t *testing.T) {
+	t.Parallel()
+	in, _ := events.NewIngest(events.IngestConfig{Log: &memLog{full: true}, Now: func() time.Time { return now }})
+	s := in.Open("acme", "s1")
+	if err := s.Add(context.Background(), valid()); !errors.Is(err, events.ErrLogFull) {
+		t.Fatalf("Add: %v, want ErrLogFull", err)
+	}
+	if _, err := s.Close(context.Background()); !errors.Is(err, events.ErrLogFull) {
+		t.Fatalf("Close: %v, want ErrLogFull", err)
+	}
+	if got := in.Stats().Refused; got != 1 {
+		t.Errorf("refused = %d, want 1", got)
+	}
+}
+
+type memBatch struct {
+	evs        []events.Event
+	acked, nak int
+}
+
+func (b *memBatch) Events() []events.Event    { return b.evs }
+func (b *memBatch) Ack(context.Context) error { b.acked++; return nil }
+func (b *memBatch) Nak(context.Context) error { b.nak++; return nil }
+func (s *memSource) Fetch(context.Context, int) (events.Batch, error) {
+	b := s.batches[0]
+	s.batches = s.batches[1:]
+	return b, nil
+}
+
+type memSource struct{ batches []*memBatch }
+
+// memStore keys rows like the PostgreSQL store; failAfterCommit makes the
+// next Write store its rows and still report an error, as a crash between
+// commit and ack would.
+type memStore struct {
+	rows            map[[4]string]events.Event
+	failAfterCommit bool
+}
+
+func (m *memStore) Write(_ context.Context, evs []events.Event) (int, error) {
+	n := 0
+	for _, ev := range evs {
+		k := [4]string{ev.TenantID, ev.SensorID, ev.ID, ev.Time.String()}
+		if _, ok := m.rows[k]; !ok {
+			m.rows[k] = ev
+			n++
+		}
+	}
+	if m.failAfterCommit {
+		m.failAfterCommit = false
+		return 0, errors.New("connection lost after commit")
+	}
+	return n, nil
+}
+
+func TestWriterRedeliveryIsStoredOnce(t *testing.T) {
+	t.Parallel()
+	ev := valid()
+	ev.TenantID, ev.SensorID = "acme", "s1"
+	first := &memBatch{evs: []events.Event{ev}}
+	again := &memBatch{evs: []events.Event{ev}}
+	store := &memStore{rows: map[[4]string]events.Event{}, failAfterCommit: true}
+	w, err := events.NewWriter(events.WriterConfig{Source: &memSource{batches: []*memBatch{first, again}}, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Step(context.Background()); err == nil {
+		t.Fatal("Step with a failing store: nil error")
+	}
+	if first.acked != 0 || first.nak != 1 {
+		t.Fatalf("failed batch acked %d, nak %d; want 0, 1", first.acked, first.nak)
+	}
+	if _, err := w.Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if again.acked != 1 || len(store.rows) != 1 {
+		t.Fatalf("redelivered batch acked %d, rows %d; want 1, 1", again.acked, len(store.rows))
+	}
+	for _, row := range store.rows {
+		if diff := cmp.Diff([]string{"CVE-2021-44228"}, row.CVEs); diff != "" {
+			t.Errorf("CVEs (-want +got):\n%s", diff)
+		}
+	}
+	if diff := cmp.Diff(events.WriterStats{Written: 0, Duplicates: 1, Batches: 1}, w.Stats()); diff != "" {
+		t.Errorf("stats (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,153 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// Source hands out batches of logged events to writers; several writers may
+// share it, each batch goes to one.
+type Source interface {
+	// Fetch returns up to max events, waiting a while for the first one; an
+	// empty batch means none arrived.
+	Fetch(ctx context.Context, max int) (Batch, error)
+}
+
+// Batch is fetched events awaiting their outcome. Events not acknowledged
+// in time are delivered again, to this writer or another.
+type Batch interface {
+	Events() []Event
+	// Ack marks the batch done.
+	Ack(ctx context.Context) error
+	// Nak asks for the batch to be delivered again soon.
+	Nak(ctx context.Context) error
+}
+
+// Store keeps events for queries.
+type Store interface {
+	// Write stores evs in one transaction and returns how many were new:
+	// an event the store already holds (same tenant, sensor, id and time)
+	// is skipped.
+	Write(ctx context.Context, evs []Event) (inserted int, err error)
+}
+
+// WriterConfig configures NewWriter.
+type WriterConfig struct {
+	Source Source
+	Store  Store
+	// BatchSize is the most events fetched at once; default 2000.
+	BatchSize int
+	// RetryDelay is the pause after a failed batch; default 1s.
+	RetryDelay time.Duration
+	Logger     *slog.Logger
+}
+
+// WriterStats are cumulative counters.
+type WriterStats struct {
+	Written, Duplicates, Batches, Failures uint64
+}
+
+// Writer moves events from the log into the store.
+type Writer struct {
+	src   Source
+	store Store
+	batch int
+	retry time.Duration
+	log   *slog.Logger
+
+	written, duplicates, batches, failures atomic.Uint64
+}
+
+// NewWriter checks cfg.
+func NewWriter(cfg WriterConfig) (*Writer, error) {
+	if cfg.Source == nil || cfg.Store == nil {
+		return nil, errors.New("events: writer needs a Source and a Store")
+	}
+	if cfg.BatchSize < 0 || cfg.RetryDelay < 0 {
+		return nil, errors.New("events: negative writer batch size or retry delay")
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = 2000
+	}
+	if cfg.RetryDelay == 0 {
+		cfg.RetryDelay = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Writer{src: cfg.Source, store: cfg.Store, batch: cfg.BatchSize, retry: cfg.RetryDelay, log: cfg.Logger}, nil
+}
+
+// Stats returns the counters.
+func (w *Writer) Stats() WriterStats {
+	return WriterStats{Written: w.written.Load(), Duplicates: w.duplicates.Load(), Batches: w.batches.Load(), Failures: w.failures.Load()}
+}
+
+// Run writes batches until ctx ends.
+func (w *Writer) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if _, err := w.Step(ctx); err != nil && ctx.Err() == nil {
+			w.failures.Add(1)
+			w.log.Warn("event batch failed; retrying", "err", err, "wait", w.retry.String())
+			sleep(ctx, w.retry)
+		}
+	}
+}
+
+// Step fetches one batch, stores it and acknowledges it, returning how many
+// events it held. A batch the store did not take is handed back to the log
+// at once (Nak), so another writer can take it.
+func (w *Writer) Step(ctx context.Context) (int, error) {
+	b, err := w.src.Fetch(ctx, w.batch)
+	if err != nil {
+		return 0, err
+	}
+	evs := b.Events()
+	if len(evs) == 0 {
+		// Messages the source dropped as unreadable still need their ack.
+		return 0, b.Ack(ctx)
+	}
+	for i := range evs {
+		evs[i].CVEs = ExtractCVEs(alertSignature(evs[i].Alert), string(evs[i].RawJSON))
+	}
+	inserted, err := w.store.Write(ctx, evs)
+	if err != nil {
+		// The batch may be committed already (a lost reply): a redelivery
+		// is harmless because the store skips rows it holds.
+		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if nerr := b.Nak(nctx); nerr != nil {
+			w.log.Warn("nak of a failed event batch", "err", nerr)
+		}
+		return len(evs), err
+	}
+	w.batches.Add(1)
+	w.written.Add(uint64(inserted))
+	w.duplicates.Add(uint64(len(evs) - inserted))
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := b.Ack(actx); err != nil {
+		// Stored but not acknowledged: it comes back and is skipped then.
+		return len(evs), err
+	}
+	return len(evs), nil
+}
+
+func alertSignature(a *Alert) string {
+	if a == nil {
+		return ""
+	}
+	return a.Signature
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
