@@ -49,7 +49,7 @@ func (s *Store) EventsStored(ctx context.Context) (bool, error) {
 
 // scope is the WHERE clause every overview query shares: tenant first,
 // then the range and the optional sensor. $1 tenant, $2 from, $3 to,
-// $4 sensor (” for all).
+// $4 sensor (empty for all).
 const scope = `tenant_id = $1 AND event_time >= $2 AND event_time < $3 AND ($4 = '' OR sensor_id = $4)`
 
 // Overview runs the aggregates of one query in one read-only snapshot.
