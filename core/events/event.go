@@ -10,6 +10,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Errors of the package; callers test them with errors.Is.
@@ -103,8 +105,13 @@ func Validate(ev Event, now time.Time) error {
 		return invalid("port out of range")
 	case len(ev.RawJSON) > MaxRawJSON:
 		return invalid("raw_json of %d bytes exceeds %d", len(ev.RawJSON), MaxRawJSON)
-	case len(ev.RawJSON) > 0 && !json.Valid(ev.RawJSON):
-		return invalid("raw_json is not valid JSON")
+	case len(ev.RawJSON) > 0 && (!utf8.Valid(ev.RawJSON) || !json.Valid(ev.RawJSON)):
+		return invalid("raw_json is not valid UTF-8 JSON")
+	case bytes.Contains(ev.RawJSON, []byte(`\u0000`)):
+		// PostgreSQL's jsonb cannot hold a NUL character.
+		return invalid("raw_json holds \\u0000")
+	case !cleanText(ev.Kind) || !cleanText(ev.Protocol):
+		return invalid("kind and protocol must be UTF-8 without NUL")
 	}
 	if a := ev.Alert; a != nil {
 		switch {
@@ -114,6 +121,8 @@ func Validate(ev Event, now time.Time) error {
 			return invalid("alert category longer than %d bytes", MaxCategory)
 		case a.Severity < 0 || a.Severity > MaxSeverity:
 			return invalid("alert severity %d outside 0–%d", a.Severity, MaxSeverity)
+		case !cleanText(a.Signature) || !cleanText(a.Category):
+			return invalid("alert signature and category must be UTF-8 without NUL")
 		}
 	}
 	return nil
@@ -143,6 +152,11 @@ func validateID(id string) error {
 		}
 	}
 	return nil
+}
+
+// cleanText reports whether s can be stored as PostgreSQL text.
+func cleanText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
 func invalid(format string, args ...any) error {

@@ -68,6 +68,10 @@ func TestValidate(t *testing.T) {
 			e.RawJSON = []byte(`"` + strings.Repeat("x", events.MaxRawJSON-1) + `"`)
 		}), false},
 		{"raw_json not JSON", with(func(e *events.Event) { e.RawJSON = []byte(`{"a":`) }), false},
+		{"raw_json not UTF-8", with(func(e *events.Event) { e.RawJSON = []byte("\"\xff\"") }), false},
+		{"raw_json with an escaped NUL", with(func(e *events.Event) { e.RawJSON = []byte(`{"a":"x\u0000"}`) }), false},
+		{"kind with NUL", with(func(e *events.Event) { e.Kind = "a\x00" }), false},
+		{"signature not UTF-8", with(func(e *events.Event) { e.Alert.Signature = "\xff" }), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,145 @@
+// Package eventstore is the PostgreSQL store of sensor events (the events
+// table of migrations/controlplane/002_events.sql). It implements
+// events.Store: a batch is copied into a session-local temporary table and
+// moved into events with INSERT … ON CONFLICT DO NOTHING in one
+// transaction, so a redelivered event is skipped, not duplicated. It
+// creates the day partitions a batch needs before loading it.
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rxc-project/rxc/core/events"
+)
+
+// Config wires a Store.
+type Config struct {
+	Pool *pgxpool.Pool
+}
+
+// Store writes events to PostgreSQL. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+
+	mu   sync.Mutex
+	days map[string]bool // partitions known to exist, by "YYYY-MM-DD"
+}
+
+// New returns a Store on cfg.Pool. The schema (migrations.ControlPlane)
+// must have been applied.
+func New(cfg Config) (*Store, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("eventstore: pool is required")
+	}
+	return &Store{pool: cfg.Pool, days: map[string]bool{}}, nil
+}
+
+// columns in the order of the table; the load table has the same shape.
+var columns = []string{
+	"tenant_id", "sensor_id", "event_id", "event_time", "received_at", "kind",
+	"src_ip", "src_port", "dest_ip", "dest_port", "protocol",
+	"signature_id", "signature", "category", "severity", "cves", "raw",
+}
+
+const (
+	createLoad = `CREATE TEMP TABLE IF NOT EXISTS events_load (LIKE events INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`
+	moveLoad   = `INSERT INTO events SELECT * FROM events_load ON CONFLICT DO NOTHING`
+)
+
+// Write stores evs in one transaction and returns how many rows were new.
+func (s *Store) Write(ctx context.Context, evs []events.Event) (int, error) {
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	if err := s.ensurePartitions(ctx, evs); err != nil {
+		return 0, err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("eventstore: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, createLoad); err != nil {
+		return 0, fmt.Errorf("eventstore: load table: %w", err)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events_load"}, columns, &rows{evs: evs, i: -1}); err != nil {
+		return 0, fmt.Errorf("eventstore: copy %d events: %w", len(evs), err)
+	}
+	tag, err := tx.Exec(ctx, moveLoad)
+	if err != nil {
+		return 0, fmt.Errorf("eventstore: insert: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("eventstore: commit: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// ensurePartitions creates the day partitions evs fall into, each in its
+// own short transaction: creating a partition locks the parent table, which
+// must not wait for a batch.
+func (s *Store) ensurePartitions(ctx context.Context, evs []events.Event) error {
+	var missing []string
+	s.mu.Lock()
+	for i := range evs {
+		d := evs[i].Time.UTC().Format(time.DateOnly)
+		if !s.days[d] && !slices.Contains(missing, d) {
+			missing = append(missing, d)
+		}
+	}
+	s.mu.Unlock()
+	for _, d := range missing {
+		if _, err := s.pool.Exec(ctx, `SELECT events_ensure_partition($1::date)`, d); err != nil {
+			return fmt.Errorf("eventstore: partition for %s: %w", d, err)
+		}
+		s.mu.Lock()
+		s.days[d] = true
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// rows feeds CopyFrom without building all rows up front.
+type rows struct {
+	evs []events.Event
+	i   int
+	row [17]any
+}
+
+func (r *rows) Next() bool {
+	r.i++
+	return r.i < len(r.evs)
+}
+
+func (r *rows) Values() ([]any, error) {
+	ev := &r.evs[r.i]
+	var sigID, severity any
+	sig, cat := "", ""
+	if a := ev.Alert; a != nil {
+		sigID, severity, sig, cat = a.SignatureID, int32(a.Severity), a.Signature, a.Category
+	}
+	cves := ev.CVEs
+	if cves == nil {
+		cves = []string{}
+	}
+	var raw any
+	if len(ev.RawJSON) > 0 {
+		raw = string(ev.RawJSON)
+	}
+	r.row = [17]any{
+		ev.TenantID, ev.SensorID, ev.ID, ev.Time, ev.ReceivedAt, ev.Kind,
+		addr(ev.SrcIP), port(ev.SrcPort), addr(ev.DestIP), port(ev.DestPort), ev.Protocol,
+		sigID, sig, cat, severity, cves, raw,
+	}
+	return r.row[:], nil
+}
+
+func (r *rows) Err() error { return nil }
