@@ -25,6 +25,9 @@ const (
 	watchInterval  = time.Second
 	minRenewPause  = time.Second
 	eventQueueSize = 1024
+	// longestPause is a retry attempt number far enough out that
+	// Backoff.Wait pauses for about Backoff.Max.
+	longestPause = 64
 )
 
 // AgentConfig configures one sensor.
@@ -227,26 +230,28 @@ func retry[T any](ctx context.Context, a *Agent, what string, until time.Time, f
 	}
 }
 
-// ensureCertificate renews at once when the certificate does not match its
-// key (an interrupted renewal) or is due.
+// ensureCertificate renews before connecting when the certificate cannot
+// be used: it does not match its key (an interrupted renewal) or has
+// expired. A certificate that is merely due is renewed by renewLoop, so a
+// control plane that is down does not keep the sensor from starting.
 func (a *Agent) ensureCertificate(ctx context.Context) error {
 	_, err := a.st.TLSCertificate()
-	due := !a.st.RenewalDue(time.Now()).After(time.Now())
 	switch {
-	case err == nil && !due:
+	case err == nil && time.Now().Before(a.st.NotAfter):
 		return nil
 	case err != nil && !errors.Is(err, sensorclient.ErrKeyMismatch):
 		return fmt.Errorf("state directory %s: %w", a.dir.Path(), err)
+	case err == nil:
+		err = errors.New("certificate expired")
 	}
-	a.log.Info("renewing the certificate before connecting", "reason", reason(err))
-	return a.renew(ctx)
-}
-
-func reason(err error) string {
-	if err != nil {
-		return err.Error()
+	a.log.Info("renewing the certificate before connecting", "reason", err.Error())
+	if err := a.renew(ctx); err != nil {
+		if errors.Is(err, sensorclient.ErrUnauthorized) {
+			return a.revoked(err)
+		}
+		return err
 	}
-	return "renewal due"
+	return nil
 }
 
 // connect builds the gRPC and NATS clients from the current state.
@@ -375,9 +380,7 @@ func (a *Agent) statusLoop(ctx context.Context) error {
 // found revoked.
 func (a *Agent) renewLoop(ctx context.Context) error {
 	for {
-		a.mu.Lock()
-		due := a.st.RenewalDue(time.Now())
-		a.mu.Unlock()
+		due := a.current().RenewalDue(time.Now())
 		wait := max(time.Until(due), minRenewPause)
 		a.log.Debug("certificate renewal scheduled", "at", time.Now().Add(wait).UTC())
 		t := time.NewTimer(wait)
@@ -389,12 +392,24 @@ func (a *Agent) renewLoop(ctx context.Context) error {
 		}
 		err := a.renew(ctx)
 		switch {
+		case err == nil, ctx.Err() != nil:
 		case errors.Is(err, sensorclient.ErrUnauthorized):
 			return a.revoked(err)
-		case err != nil && ctx.Err() == nil:
-			return err
+		default:
+			// Not transient (retry gave up), e.g. a refused CSR: the
+			// current certificate still works, so keep trying slowly.
+			a.log.Error("certificate renewal failed; trying again later", "err", err, "not_after", a.current().NotAfter)
+			if !a.cfg.Backoff.Wait(ctx, longestPause) {
+				return nil
+			}
 		}
 	}
+}
+
+func (a *Agent) current() *sensorclient.State {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.st
 }
 
 // renew obtains, saves and starts using a new certificate, retrying

@@ -181,6 +181,7 @@ func run(ctx context.Context, f runFlags, log *slog.Logger) error {
 		cfg := base
 		cfg.StateDir = filepath.Join(f.stateDir, fmt.Sprintf("sensor-%d", i))
 		cfg.Logger = log.With("sensor", i)
+		cfg.Hostname = fmt.Sprintf("%s-%d", f.hostname, i)
 		if i <= len(codes) {
 			cfg.ClaimCode = codes[i-1]
 		}
