@@ -9,6 +9,7 @@ package natsjwt
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
@@ -314,4 +315,24 @@ func keyFromSeed(seed []byte, want nkeys.PrefixByte) (nkeys.KeyPair, string, err
 		return nil, "", fmt.Errorf("%w: no public key", ErrInvalidSeed)
 	}
 	return kp, pub, nil
+}
+
+// HasPermissions implements provisioning.ClaimsReader: it decodes userJWT
+// (without trusting it: the caller stored it) and reports whether its allow
+// lists are exactly p's and it denies nothing.
+func (s *Signer) HasPermissions(userJWT string, p topology.Permissions) (bool, error) {
+	uc, err := jwt.DecodeUserClaims(userJWT)
+	if err != nil {
+		return false, fmt.Errorf("natsjwt: decode user JWT: %w", err)
+	}
+	if len(uc.Pub.Deny) > 0 || len(uc.Sub.Deny) > 0 {
+		return false, nil
+	}
+	return sameSet(uc.Pub.Allow, p.Publish) && sameSet(uc.Sub.Allow, p.Subscribe), nil
+}
+
+func sameSet(got jwt.StringList, want []string) bool {
+	a := slices.Compact(slices.Sorted(slices.Values(got)))
+	b := slices.Compact(slices.Sorted(slices.Values(want)))
+	return slices.Equal(a, b)
 }

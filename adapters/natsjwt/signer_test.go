@@ -2,6 +2,7 @@ package natsjwt_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -604,5 +605,43 @@ func TestErrorsNeverCarrySeeds(t *testing.T) {
 	_, err = s.MintUser(provisioning.UserSpec{AccountPubKey: k.sysPub, AccountSeed: k.ctlSeed, Name: "x", Permissions: topology.BackendPermissions()})
 	if err == nil || strings.Contains(err.Error(), string(k.ctlSeed)) {
 		t.Fatalf("MintUser with wrong seed: error %v must exist and not contain the seed", err)
+	}
+}
+
+func TestHasPermissions(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	s := newSigner(t, k)
+	perms := topology.Sensor{Stream: "RXC_CMD", TenantID: "acme", SensorID: "s1"}.Permissions()
+	tenantPub, tenantSeed, err := accountKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.MintUser(provisioning.UserSpec{AccountPubKey: tenantPub, AccountSeed: tenantSeed, Name: "s1", Permissions: perms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reordered := topology.Permissions{Publish: append([]string{perms.Publish[4]}, perms.Publish[:4]...), Subscribe: perms.Subscribe}
+	tests := []struct {
+		name string
+		p    topology.Permissions
+		want bool
+	}{
+		{"same", perms, true},
+		{"same, other order", reordered, true},
+		{"one publish fewer", topology.Permissions{Publish: perms.Publish[1:], Subscribe: perms.Subscribe}, false},
+		{"another sensor", topology.Sensor{Stream: "RXC_CMD", TenantID: "acme", SensorID: "s2"}.Permissions(), false},
+		{"extra subscribe", topology.Permissions{Publish: perms.Publish, Subscribe: append(slices.Clone(perms.Subscribe), "x.>")}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := s.HasPermissions(m.JWT, tt.p)
+			if err != nil || got != tt.want {
+				t.Fatalf("HasPermissions = %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+	if _, err := s.HasPermissions("not a jwt", perms); err == nil {
+		t.Fatal("garbage decoded")
 	}
 }

@@ -19,6 +19,13 @@ type Signer interface {
 	Creds(userJWT string, userSeed []byte) ([]byte, error)
 }
 
+// ClaimsReader checks what a user JWT grants.
+type ClaimsReader interface {
+	// HasPermissions reports whether userJWT allows exactly p (order and
+	// duplicates aside).
+	HasPermissions(userJWT string, p topology.Permissions) (bool, error)
+}
+
 // Store persists the operator record, accounts, users and revocations.
 // Create methods are create-or-return: they insert unless a record with the
 // same identity exists, and report whether they inserted.

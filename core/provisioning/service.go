@@ -14,8 +14,11 @@ import (
 
 // Config wires a Service.
 type Config struct {
-	Store     Store
-	Signer    Signer
+	Store  Store
+	Signer Signer
+	// Claims reads back what a stored user JWT grants (natsjwt.Signer
+	// implements it too).
+	Claims    ClaimsReader
 	Pusher    Pusher
 	Consumers Consumers
 	// Stream is the command stream's name.
@@ -34,6 +37,7 @@ type Config struct {
 type Service struct {
 	store     Store
 	signer    Signer
+	claims    ClaimsReader
 	pusher    Pusher
 	consumers Consumers
 	stream    string
@@ -44,8 +48,8 @@ type Service struct {
 
 // New checks cfg and returns a Service.
 func New(cfg Config) (*Service, error) {
-	if cfg.Store == nil || cfg.Signer == nil || cfg.Pusher == nil || cfg.Consumers == nil {
-		return nil, errors.New("provisioning: store, signer, pusher and consumers are required")
+	if cfg.Store == nil || cfg.Signer == nil || cfg.Claims == nil || cfg.Pusher == nil || cfg.Consumers == nil {
+		return nil, errors.New("provisioning: store, signer, claims reader, pusher and consumers are required")
 	}
 	if err := ids.Validate(cfg.Stream); err != nil {
 		return nil, fmt.Errorf("provisioning: stream name: %w", err)
@@ -60,7 +64,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("provisioning: event stream name: %w", err)
 	}
 	return &Service{
-		store: cfg.Store, signer: cfg.Signer, pusher: cfg.Pusher, consumers: cfg.Consumers,
+		store: cfg.Store, signer: cfg.Signer, claims: cfg.Claims, pusher: cfg.Pusher, consumers: cfg.Consumers,
 		stream: cfg.Stream, events: cfg.EventStream, now: cfg.Clock, cache: newJWTCache(cfg.ResolverCacheTTL, cfg.Clock),
 	}, nil
 }
@@ -143,7 +147,7 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 		return SensorUser{}, false, fmt.Errorf("sensor id: %w", err)
 	}
 	sensor := topology.Sensor{Stream: s.stream, TenantID: tenantID, SensorID: sensorID}
-	u, created, err := s.ensureUser(ctx, func() (User, error) {
+	u, created, err := s.ensureUser(ctx, sensor.Permissions(), func() (User, error) {
 		return s.store.ActiveSensorUser(ctx, tenantID, sensorID)
 	}, func() (User, error) {
 		acct, err := s.store.TenantAccount(ctx, tenantID)
@@ -186,7 +190,8 @@ func (s *Service) EnsureBackendUser(ctx context.Context, name string) (BackendUs
 	if err := ids.Validate(name); err != nil {
 		return BackendUser{}, false, fmt.Errorf("%w: %v", ErrInvalidName, err)
 	}
-	u, created, err := s.ensureUser(ctx, func() (User, error) {
+	backendPerms := topology.BackendPermissionsFor(s.events)
+	u, created, err := s.ensureUser(ctx, backendPerms, func() (User, error) {
 		return s.store.ActiveBackendUser(ctx, name)
 	}, func() (User, error) {
 		op, err := s.store.Operator(ctx)
@@ -197,7 +202,7 @@ func (s *Service) EnsureBackendUser(ctx context.Context, name string) (BackendUs
 		if err != nil {
 			return User{}, fmt.Errorf("control account: %w", err)
 		}
-		return s.mint(acct, User{Kind: UserBackend, Name: name}, UserSpec{Name: name, Permissions: topology.BackendPermissionsFor(s.events)})
+		return s.mint(acct, User{Kind: UserBackend, Name: name}, UserSpec{Name: name, Permissions: backendPerms})
 	})
 	if err != nil {
 		return BackendUser{}, false, err
@@ -209,12 +214,24 @@ func (s *Service) EnsureBackendUser(ctx context.Context, name string) (BackendUs
 	return BackendUser{User: u, Creds: creds}, created, nil
 }
 
-func (s *Service) ensureUser(ctx context.Context, find func() (User, error), build func() (User, error)) (User, bool, error) {
+// ensureUser returns the active user find gives, or builds and stores a new
+// one. An active user whose JWT carries other permissions than want (the
+// topology changed with an upgrade) is revoked and replaced, so every
+// credential handed out grants exactly what the current layout says.
+func (s *Service) ensureUser(ctx context.Context, want topology.Permissions, find func() (User, error), build func() (User, error)) (User, bool, error) {
 	u, err := find()
 	if err == nil {
-		return u, false, nil
-	}
-	if !errors.Is(err, ErrNotFound) {
+		same, err := s.claims.HasPermissions(u.JWT, want)
+		if err != nil {
+			return User{}, false, fmt.Errorf("read user %s: %w", u.PubKey, err)
+		}
+		if same {
+			return u, false, nil
+		}
+		if _, _, err := s.Revoke(ctx, u.AccountPubKey, u.PubKey); err != nil {
+			return User{}, false, fmt.Errorf("replace user %s with outdated permissions: %w", u.PubKey, err)
+		}
+	} else if !errors.Is(err, ErrNotFound) {
 		return User{}, false, err
 	}
 	u, err = build()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,12 @@ func (natsDown) EnsureConsumer(context.Context, topology.Sensor) error { return 
 
 // newAPI builds the real API over the in-memory store and the real signer.
 func newAPI(t testing.TB) http.Handler {
+	t.Helper()
+	api, _, _ := newAPIWith(t)
+	return api
+}
+
+func newAPIWith(t testing.TB) (http.Handler, *provisionmem.Store, *natsjwt.Signer) {
 	t.Helper()
 	_, opSeed, err := natsjwt.NewOperatorKey()
 	if err != nil {
@@ -65,7 +72,7 @@ func newAPI(t testing.TB) http.Handler {
 	if err := store.InitOperator(context.Background(), provisioning.Operator{PubKey: opPub, Name: "FUZZ", JWT: opJWT, SystemAccount: sys.PubKey, ControlAccount: ctl.PubKey, CreatedAt: now}, sys, ctl); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := provisioning.New(provisioning.Config{Store: store, Signer: signer, Pusher: natsDown{}, Consumers: natsDown{}, Stream: "RXC_CMD"})
+	svc, err := provisioning.New(provisioning.Config{Store: store, Signer: signer, Claims: signer, Pusher: natsDown{}, Consumers: natsDown{}, Stream: "RXC_CMD"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +80,7 @@ func newAPI(t testing.TB) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return api
+	return api, store, signer
 }
 
 var routes = []string{"/accounts", "/users", "/backend-user", "/revoke"}
@@ -133,5 +140,52 @@ func TestSharedSecretMustBeLongEnough(t *testing.T) {
 	_, err := provisionerapi.New(provisionerapi.Config{Service: &provisioning.Service{}, Health: nil, SharedSecret: "short"})
 	if err == nil {
 		t.Fatal("New accepted a missing health checker and a short secret")
+	}
+}
+
+// A backend user minted before the topology gained permissions is replaced:
+// the old key is revoked and a user with today's permissions is returned.
+func TestOutdatedUserIsReplaced(t *testing.T) {
+	api, store, signer := newAPIWith(t)
+	ctx := context.Background()
+	op, err := store.Operator(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := store.Account(ctx, op.ControlAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := topology.Permissions{Publish: []string{"rxc.*.*.cmd"}, Subscribe: []string{"rxc.*.*.status", "_INBOX.>"}}
+	m, err := signer.MintUser(provisioning.UserSpec{AccountPubKey: ctl.PubKey, AccountSeed: ctl.Seed, Name: "backend", Permissions: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := store.CreateUser(ctx, provisioning.User{PubKey: m.PubKey, AccountPubKey: ctl.PubKey, Kind: provisioning.UserBackend,
+		Name: "backend", Seed: m.Seed, JWT: m.JWT, CreatedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+
+	req := httptest.NewRequest(http.MethodPost, "/backend-user", bytes.NewReader([]byte(`{"name":"backend"}`)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Backend-Shared-Secret", secret)
+	rec := httptest.NewRecorder()
+	api.ServeHTTP(rec, req)
+	if rec.Code != http.StatusCreated {
+		t.Fatalf("POST /backend-user: %d %s, want 201 (a replacement)", rec.Code, rec.Body)
+	}
+	var got struct{ UserPubKey, UserJWT string }
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.UserPubKey == m.PubKey {
+		t.Fatal("the outdated user was handed out again")
+	}
+	if ok, err := signer.HasPermissions(got.UserJWT, topology.BackendPermissions()); err != nil || !ok {
+		t.Fatalf("replacement lacks today's permissions: %v %v", ok, err)
+	}
+	ctlAfter, _ := store.Account(ctx, op.ControlAccount)
+	if !strings.Contains(ctlAfter.JWT, ".") || ctlAfter.JWT == ctl.JWT {
+		t.Fatal("the CONTROL account JWT was not re-signed with the revocation")
 	}
 }

@@ -141,7 +141,7 @@ func (s *Server) build(ctx context.Context) (err error) {
 	}
 	s.close = append(s.close, s.nats.Close)
 	s.svc, err = provisioning.New(provisioning.Config{
-		Store: store, Signer: signer, Pusher: s.nats, Consumers: s.nats,
+		Store: store, Signer: signer, Claims: signer, Pusher: s.nats, Consumers: s.nats,
 		Stream: cfg.CommandStreamName, ResolverCacheTTL: cfg.ResolverCacheTTL,
 	})
 	if err != nil {
