@@ -378,7 +378,7 @@ func TestMintUser(t *testing.T) {
 			spec: provisioning.UserSpec{AccountPubKey: k.ctlPub, AccountSeed: k.ctlSeed, Name: "backend", Permissions: topology.BackendPermissions()},
 			want: userView{Issuer: k.ctlPub, Name: "backend",
 				Pub: jwt.Permission{Allow: jwt.StringList{
-					"rxc.*.*.cmd", "rxc.events.*.*",
+					"rxc.*.*.cmd", "rxc.*.*.events",
 					"$JS.API.CONSUMER.MSG.NEXT.RXC_EVENTS.event-writer", "$JS.API.CONSUMER.INFO.RXC_EVENTS.event-writer",
 					"$JS.ACK.RXC_EVENTS.event-writer.>", "$JS.ACK.*.*.RXC_EVENTS.event-writer.>",
 				}},

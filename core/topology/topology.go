@@ -6,10 +6,7 @@
 // permissions a user is granted and the subjects it uses cannot drift apart.
 package topology
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
 // Fixed names of the layout.
 const (
@@ -28,8 +25,11 @@ const (
 	// DefaultEventStream is the alert event stream's default name
 	// (EVENTS_STREAM_NAME); it lives in CONTROL and is never exported.
 	DefaultEventStream = "RXC_EVENTS"
-	// EventWildcard is the event stream's subject filter.
-	EventWildcard = "rxc.events.*.*"
+	// EventWildcard is the event stream's subject filter. Its last token
+	// keeps it apart from CommandWildcard and StatusWildcard: JetStream
+	// refuses streams of one account whose subjects overlap, and
+	// "rxc.events.*.*" would overlap "rxc.*.*.cmd".
+	EventWildcard = "rxc.*.*.events"
 	// EventWriter is the durable consumer that loads events into PostgreSQL.
 	EventWriter = "event-writer"
 )
@@ -37,20 +37,12 @@ const (
 // EventSubject is where the control plane appends one sensor's events. The
 // tenant and sensor come from the sensor's client certificate.
 func EventSubject(tenantID, sensorID string) string {
-	return "rxc.events." + tenantID + "." + sensorID
+	return "rxc." + tenantID + "." + sensorID + ".events"
 }
 
-// ParseEventSubject extracts tenant and sensor ids from "rxc.events.<t>.<s>".
+// ParseEventSubject extracts tenant and sensor ids from "rxc.<t>.<s>.events".
 func ParseEventSubject(subject string) (tenantID, sensorID string, ok bool) {
-	rest, found := strings.CutPrefix(subject, "rxc.events.")
-	if !found {
-		return "", "", false
-	}
-	tenantID, sensorID, found = strings.Cut(rest, ".")
-	if !found || tenantID == "" || sensorID == "" || strings.Contains(sensorID, ".") {
-		return "", "", false
-	}
-	return tenantID, sensorID, true
+	return parse(subject, "events")
 }
 
 // Sensor names everything one sensor of one tenant uses on NATS.

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -90,17 +91,18 @@ func FuzzParseStatusSubject(f *testing.F) {
 
 func TestEventSubjects(t *testing.T) {
 	t.Parallel()
-	if got := EventSubject("acme", "s1"); got != "rxc.events.acme.s1" {
+	if got := EventSubject("acme", "s1"); got != "rxc.acme.s1.events" {
 		t.Fatalf("EventSubject = %q", got)
 	}
 	tests := []struct {
 		subject, tenant, sensor string
 		ok                      bool
 	}{
-		{"rxc.events.acme.s1", "acme", "s1", true},
-		{"rxc.events.acme", "", "", false},
-		{"rxc.events.acme.s1.x", "", "", false},
-		{"rxc.events..s1", "", "", false},
+		{"rxc.acme.s1.events", "acme", "s1", true},
+		{"rxc.events.acme.s1", "", "", false},
+		{"rxc.acme.events", "", "", false},
+		{"rxc.acme.s1.events.x", "", "", false},
+		{"rxc..s1.events", "", "", false},
 		{"rxc.acme.s1.status", "", "", false},
 	}
 	for _, tt := range tests {
@@ -109,4 +111,33 @@ func TestEventSubjects(t *testing.T) {
 			t.Errorf("ParseEventSubject(%q) = %q, %q, %v", tt.subject, tenant, sensor, ok)
 		}
 	}
+}
+
+// JetStream refuses two streams of one account whose subjects overlap, and
+// the backend's status subscription must not receive events.
+func TestEventWildcardOverlapsNothing(t *testing.T) {
+	t.Parallel()
+	for _, other := range []string{CommandWildcard, StatusWildcard} {
+		if overlap(EventWildcard, other) {
+			t.Errorf("%s overlaps %s", EventWildcard, other)
+		}
+	}
+	if !overlap("rxc.events.*.*", CommandWildcard) {
+		t.Error("overlap misses a known collision")
+	}
+}
+
+// overlap reports whether two subjects of literal and "*" tokens can match
+// one subject.
+func overlap(a, b string) bool {
+	ta, tb := strings.Split(a, "."), strings.Split(b, ".")
+	if len(ta) != len(tb) {
+		return false
+	}
+	for i := range ta {
+		if ta[i] != "*" && tb[i] != "*" && ta[i] != tb[i] {
+			return false
+		}
+	}
+	return true
 }
