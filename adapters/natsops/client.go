@@ -2,8 +2,9 @@
 // nats-servers. As the SYS user it pushes changed account JWTs with
 // "$SYS.REQ.ACCOUNT.<pk>.CLAIMS.UPDATE" (the URL resolver never refetches an
 // account, so a revocation only takes effect when pushed); as the CONTROL
-// account's JetStream administrator it keeps the command stream and each
-// sensor's durable pull consumer in place. It connects in the background and
+// account's JetStream administrator it keeps the command stream, each
+// sensor's durable pull consumer, and the alert event stream with its
+// writer consumer in place. It connects in the background and
 // keeps retrying, because nats-server will not start until the provisioner's
 // resolver answers: nothing in the provisioner may wait for NATS to start.
 // It implements the Pusher and Consumers ports of core/provisioning.
@@ -54,6 +55,31 @@ type StreamConfig struct {
 	Duplicates time.Duration
 }
 
+// EventStreamConfig describes the alert event stream and its durable
+// writer consumer (topology.EventWriter). Only the control plane's backend
+// user publishes into it and pulls from the writer consumer.
+type EventStreamConfig struct {
+	// Name of the stream; empty leaves event stream and consumer alone.
+	Name string
+	// Replicas defaults to 1.
+	Replicas int
+	// MaxAge drops events older than this; 0 keeps them until MaxBytes.
+	MaxAge time.Duration
+	// MaxBytes bounds the stream; when it is full new events are refused
+	// (discard new) rather than old ones silently dropped. 0: no bound
+	// besides the account's.
+	MaxBytes int64
+	// Duplicates is the window in which a resent event (same Nats-Msg-Id)
+	// is acknowledged without a second copy; defaults to 10 minutes.
+	Duplicates time.Duration
+	// WriterAckWait is how long the writer has to ack a fetched event
+	// before it is delivered again; defaults to 60s.
+	WriterAckWait time.Duration
+	// WriterMaxAckPending bounds events fetched but not acked across all
+	// writers; defaults to 20000.
+	WriterMaxAckPending int
+}
+
 // Config configures a Client.
 type Config struct {
 	// URL of the nats-servers; several may be given separated by commas.
@@ -65,7 +91,11 @@ type Config struct {
 	// SystemUser.
 	AdminUser func() (jwt string, seed []byte, err error)
 	Stream    StreamConfig
-	// ManageStream lets the client create or update the command stream after
+	// Events is the alert event stream, managed together with the command
+	// stream (ManageStream).
+	Events EventStreamConfig
+	// ManageStream lets the client create or update the command stream (and
+	// the event stream with its writer consumer) after
 	// each (re)connect of the admin connection and when a consumer finds it
 	// missing. When false (STARTUP_ENSURE_COMMAND_STREAM=false) the stream is
 	// managed elsewhere and only consumers are created.
@@ -153,6 +183,9 @@ func New(cfg Config) (*Client, error) {
 	case cfg.ConsumerAckWait < 0 || cfg.ConsumerMaxDeliver < 0 || cfg.ConsumerMaxAckPending < 0 || cfg.RequestTimeout < 0 || cfg.MaxReconnectWait < 0:
 		return nil, fmt.Errorf("natsops: %w: negative consumer or timeout setting", ErrInvalidConfig)
 	}
+	if err := checkEvents(&cfg.Events, cfg.Stream.Name); err != nil {
+		return nil, fmt.Errorf("natsops: %w: event stream: %v", ErrInvalidConfig, err)
+	}
 	cfg.ConsumerAckWait = orDefault(cfg.ConsumerAckWait, 30*time.Second)
 	cfg.ConsumerMaxDeliver = orDefault(cfg.ConsumerMaxDeliver, 10)
 	cfg.ConsumerMaxAckPending = orDefault(cfg.ConsumerMaxAckPending, 16)
@@ -166,6 +199,32 @@ func New(cfg Config) (*Client, error) {
 		cfg: cfg, log: log.With("component", "natsops"),
 		hookKick: make(chan struct{}, 1), streamKick: make(chan struct{}, 1),
 	}, nil
+}
+
+// checkEvents validates the event stream settings and fills defaults.
+func checkEvents(e *EventStreamConfig, commandStream string) error {
+	if e.Name == "" {
+		return nil
+	}
+	if err := ids.Validate(e.Name); err != nil {
+		return fmt.Errorf("name: %v", err)
+	}
+	if e.Name == commandStream {
+		return fmt.Errorf("name %q is the command stream's", e.Name)
+	}
+	e.Replicas = orDefault(e.Replicas, 1)
+	e.Duplicates = orDefault(e.Duplicates, 10*time.Minute)
+	e.WriterAckWait = orDefault(e.WriterAckWait, 60*time.Second)
+	e.WriterMaxAckPending = orDefault(e.WriterMaxAckPending, 20000)
+	switch {
+	case e.Replicas < 1 || e.Replicas > 5:
+		return fmt.Errorf("replicas %d, want 1 to 5", e.Replicas)
+	case e.MaxAge < 0 || e.MaxBytes < 0 || e.Duplicates < 0 || e.WriterAckWait < 0 || e.WriterMaxAckPending < 0:
+		return errors.New("negative setting")
+	case e.MaxAge > 0 && e.Duplicates > e.MaxAge:
+		return fmt.Errorf("duplicate window %s exceeds max age %s", e.Duplicates, e.MaxAge)
+	}
+	return nil
 }
 
 // checkURLs catches malformed server URLs up front: nats.go would otherwise
@@ -429,6 +488,12 @@ func (c *Client) runHook(ctx context.Context) {
 func (c *Client) ensureStreamOnConnect(ctx context.Context) {
 	if err := c.EnsureStream(ctx); err != nil {
 		c.log.Error("cannot ensure the command stream", "stream", c.cfg.Stream.Name, "error", err)
+	}
+	if c.cfg.Events.Name == "" {
+		return
+	}
+	if err := c.EnsureEventStream(ctx); err != nil {
+		c.log.Error("cannot ensure the event stream", "stream", c.cfg.Events.Name, "error", err)
 	}
 }
 

@@ -104,6 +104,57 @@ func (c *Client) EnsureStream(ctx context.Context) error {
 	return nil
 }
 
+// EnsureEventStream creates the alert event stream and its durable writer
+// consumer, or brings them to the configured settings: limits retention,
+// file storage, subjects topology.EventWildcard, discard new (a full stream
+// refuses events, the sensors retry), explicit acks for the writer. Without
+// a configured event stream it does nothing.
+func (c *Client) EnsureEventStream(ctx context.Context) error {
+	e := c.cfg.Events
+	if e.Name == "" {
+		return nil
+	}
+	maxBytes := e.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = -1
+	}
+	scfg := jetstream.StreamConfig{
+		Name:        e.Name,
+		Description: "RXC sensor events",
+		Subjects:    []string{topology.EventWildcard},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Discard:     jetstream.DiscardNew,
+		Replicas:    e.Replicas,
+		MaxAge:      e.MaxAge,
+		MaxBytes:    maxBytes,
+		Duplicates:  e.Duplicates,
+	}
+	ccfg := jetstream.ConsumerConfig{
+		Durable:       topology.EventWriter,
+		Description:   "loads events into PostgreSQL; shared by the control plane's replicas",
+		FilterSubject: topology.EventWildcard,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       e.WriterAckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: e.WriterMaxAckPending,
+	}
+	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {
+		if _, err := js.CreateOrUpdateStream(ctx, scfg); err != nil {
+			return fmt.Errorf("stream: %w", err)
+		}
+		if _, err := js.CreateOrUpdateConsumer(ctx, e.Name, ccfg); err != nil {
+			return fmt.Errorf("consumer %s: %w", topology.EventWriter, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("natsops: event stream %s: %w", e.Name, err)
+	}
+	return nil
+}
+
 // EnsureConsumer creates or updates the sensor's durable pull consumer on the
 // command stream: filtered to the sensor's command subject, explicit acks,
 // bounded deliveries and pending acks. Identical concurrent calls all
