@@ -11,6 +11,7 @@ import (
 	"io"
 
 	"github.com/rxc-project/rxc/internal/buildinfo"
+	"github.com/rxc-project/rxc/internal/healthprobe"
 )
 
 const usage = `usage: controlplane <command> [flags]
@@ -20,6 +21,7 @@ commands:
   migrate          apply the control plane's database schema
   init-ca          create the sensor CA and the gRPC server certificate in CA_DIR
   create-operator  create an operator account (password read from standard input)
+  healthcheck      probe this service's own health endpoint on loopback (for container runtimes)
   version          print the version
 
 Configuration is read from the environment; see the README.
@@ -41,6 +43,13 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = initCA(args[1:], stdout, stderr)
 	case "create-operator":
 		err = createOperator(ctx, args[1:], stdin, stdout, stderr)
+	case "healthcheck":
+		var cfg struct {
+			ListenAddr string `envconfig:"LISTEN_ADDR" default:":5009"`
+		}
+		if err = load(&cfg); err == nil {
+			err = healthprobe.Check(ctx, cfg.ListenAddr, "/readyz")
+		}
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "controlplane", buildinfo.Version)
 		return 0

@@ -10,6 +10,7 @@ import (
 	"io"
 
 	"github.com/rxc-project/rxc/internal/buildinfo"
+	"github.com/rxc-project/rxc/internal/healthprobe"
 )
 
 const usage = `usage: provisioner <command> [flags]
@@ -18,6 +19,7 @@ commands:
   init-operator  create the operator, SYS and CONTROL accounts and write the nats-server config fragment
   serve          serve the account resolver and the credential API
   migrate        apply the database schema
+  healthcheck    probe this service's /healthz on loopback (for container runtimes)
   version        print the version
 
 Configuration is read from the environment; see the README.
@@ -37,6 +39,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = serve(ctx, stderr)
 	case "migrate":
 		err = migrateCmd(ctx, stdout)
+	case "healthcheck":
+		var cfg struct {
+			ListenAddr string `envconfig:"LISTEN_ADDR" default:":8080"`
+		}
+		if err = load(&cfg); err == nil {
+			err = healthprobe.Check(ctx, cfg.ListenAddr, "/healthz")
+		}
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "provisioner", buildinfo.Version)
 		return 0
