@@ -139,6 +139,9 @@ func TestHistoryIsTenantScoped(t *testing.T) {
 	store, pool := newStore(t)
 	eventstest.EnsureTable(t, pool)
 	seed(t, pool)
+	if ok, err := store.EventsStored(context.Background()); err != nil || !ok {
+		t.Fatalf("EventsStored with the table: %v, %v; want true", ok, err)
+	}
 	got, err := store.History(context.Background(), "acme",
 		[]netip.Addr{netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("203.0.113.99")}, []string{"CVE-2021-44228"})
 	if err != nil {
@@ -153,6 +156,8 @@ func TestHistoryIsTenantScoped(t *testing.T) {
 	}
 }
 
+// TestWithoutEventsTable: a database without the table (ingestion's
+// migration not applied) reports it rather than failing obscurely.
 func TestWithoutEventsTable(t *testing.T) {
 	t.Parallel()
 	store, _ := newStore(t)

@@ -1,7 +1,8 @@
-// Package eventstest gives tests an `events` table shaped like the one
-// event ingestion writes (migrations/controlplane/002_events.sql: partitioned
-// by day) and seeds it with plain SQL. When the migrations already created
-// the table it is used as it is.
+// Package eventstest gives tests the `events` table event ingestion writes
+// (the control plane's migrations, 002_events.sql: partitioned by day) and
+// seeds it with plain SQL, creating each day's partition as the event
+// writer does. Should the migrations lack the table, it creates an
+// equivalent one with a default partition.
 package eventstest
 
 import (
@@ -12,6 +13,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rxc-project/rxc/adapters/postgres/migrate"
+	"github.com/rxc-project/rxc/migrations"
 )
 
 // ddl mirrors the ingestion migration. A default partition takes every
@@ -40,10 +44,14 @@ CREATE TABLE events (
 CREATE TABLE events_default PARTITION OF events DEFAULT;
 CREATE INDEX ON events (tenant_id, event_time);`
 
-// EnsureTable creates the events table unless it exists.
+// EnsureTable applies the control plane's migrations and creates the
+// events table unless they did.
 func EnsureTable(t testing.TB, pool *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
+	if _, err := migrate.Apply(ctx, pool, "controlplane", migrations.ControlPlane); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
 	var exists bool
 	if err := pool.QueryRow(ctx, `SELECT to_regclass('events') IS NOT NULL`).Scan(&exists); err != nil {
 		t.Fatal(err)
@@ -69,10 +77,20 @@ type Event struct {
 	CVEs               []string
 }
 
-// Seed inserts events; ids default to a sequence number.
+// Seed inserts events; ids default to a unique sequence.
 func Seed(t testing.TB, pool *pgxpool.Pool, events ...Event) {
 	t.Helper()
+	ctx := context.Background()
+	var partitioned bool
+	if err := pool.QueryRow(ctx, `SELECT to_regprocedure('events_ensure_partition(date)') IS NOT NULL`).Scan(&partitioned); err != nil {
+		t.Fatal(err)
+	}
 	for i, e := range events {
+		if partitioned {
+			if _, err := pool.Exec(ctx, `SELECT events_ensure_partition($1::date)`, e.Time.UTC().Format(time.DateOnly)); err != nil {
+				t.Fatalf("partition for event %d: %v", i, err)
+			}
+		}
 		if e.ID == "" {
 			e.ID = fmt.Sprintf("ev-%d-%d", time.Now().UnixNano(), i)
 		}
@@ -82,7 +100,7 @@ func Seed(t testing.TB, pool *pgxpool.Pool, events ...Event) {
 		if e.CVEs == nil {
 			e.CVEs = []string{}
 		}
-		_, err := pool.Exec(context.Background(), `INSERT INTO events
+		_, err := pool.Exec(ctx, `INSERT INTO events
 			(tenant_id, sensor_id, event_id, event_time, received_at, kind, src_ip, dest_ip, protocol, signature_id, signature, category, severity, cves)
 			VALUES ($1, $2, $3, $4, $4, $5, $6::inet, $7::inet, 'TCP', $8, $9, $10, $11, $12)`,
 			e.Tenant, e.Sensor, e.ID, e.Time, e.Kind, inet(e.Src), inet(e.Dest),
