@@ -42,9 +42,15 @@ type ServeConfig struct {
 	CommandStreamReplicas      int           `envconfig:"COMMAND_STREAM_REPLICAS" default:"1"`
 	CommandStreamMaxAge        time.Duration `envconfig:"COMMAND_STREAM_MAX_AGE" default:"168h"`
 	ConsumerAckWait            time.Duration `envconfig:"CONSUMER_ACK_WAIT" default:"30s"`
-	ResolverCacheTTL           time.Duration `envconfig:"RESOLVER_CACHE_TTL" default:"5s"`
-	MigrateOnStart             bool          `envconfig:"MIGRATE_ON_START" default:"true"`
-	ShutdownTimeout            time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"15s"`
+	// EventsStreamName is the alert event stream; empty means
+	// topology.DefaultEventStream. Zero max age or bytes leave that limit off.
+	EventsStreamName     string        `envconfig:"EVENTS_STREAM_NAME" default:"RXC_EVENTS"`
+	EventsStreamMaxAge   time.Duration `envconfig:"EVENTS_STREAM_MAX_AGE" default:"72h"`
+	EventsStreamMaxBytes int64         `envconfig:"EVENTS_STREAM_MAX_BYTES" default:"10737418240"`
+	EventsStreamReplicas int           `envconfig:"EVENTS_STREAM_REPLICAS" default:"1"`
+	ResolverCacheTTL     time.Duration `envconfig:"RESOLVER_CACHE_TTL" default:"5s"`
+	MigrateOnStart       bool          `envconfig:"MIGRATE_ON_START" default:"true"`
+	ShutdownTimeout      time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"15s"`
 }
 
 // load fills cfg from the environment with a message naming what is missing.

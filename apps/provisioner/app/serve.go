@@ -19,6 +19,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/natsops"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/buildinfo"
 )
 
@@ -124,12 +125,23 @@ func (s *Server) build(ctx context.Context) (err error) {
 	if cfg.ControlCredsPath != "" {
 		adminUser = func() (string, []byte, error) { return readCreds(cfg.ControlCredsPath) }
 	}
+	eventStream := cfg.EventsStreamName
+	if eventStream == "" {
+		eventStream = topology.DefaultEventStream
+	}
+	if limit := cfg.ControlJSMaxDisk; limit > 0 && cfg.EventsStreamMaxBytes > limit-limit/10 {
+		log.Warn("EVENTS_STREAM_MAX_BYTES leaves less than a tenth of CONTROL_JETSTREAM_MAX_DISK for commands: a full event stream would also stop commands",
+			"events_max_bytes", cfg.EventsStreamMaxBytes, "control_max_disk", limit)
+	}
 	s.nats, err = natsops.New(natsops.Config{
 		URL:        cfg.NATSURL,
 		SystemUser: func() (string, []byte, error) { return natsjwt.SystemUser(sysAcct.Seed) },
 		AdminUser:  adminUser,
 		Stream: natsops.StreamConfig{
 			Name: cfg.CommandStreamName, Replicas: cfg.CommandStreamReplicas, MaxAge: cfg.CommandStreamMaxAge, Duplicates: 2 * time.Minute,
+		},
+		Events: natsops.EventStreamConfig{
+			Name: eventStream, Replicas: cfg.EventsStreamReplicas, MaxAge: cfg.EventsStreamMaxAge, MaxBytes: cfg.EventsStreamMaxBytes,
 		},
 		ManageStream:    cfg.StartupEnsureCommandStream,
 		ConsumerAckWait: cfg.ConsumerAckWait,
@@ -142,7 +154,7 @@ func (s *Server) build(ctx context.Context) (err error) {
 	s.close = append(s.close, s.nats.Close)
 	s.svc, err = provisioning.New(provisioning.Config{
 		Store: store, Signer: signer, Claims: signer, Pusher: s.nats, Consumers: s.nats,
-		Stream: cfg.CommandStreamName, ResolverCacheTTL: cfg.ResolverCacheTTL,
+		Stream: cfg.CommandStreamName, EventStream: eventStream, ResolverCacheTTL: cfg.ResolverCacheTTL,
 	})
 	if err != nil {
 		return err
