@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/operators"
 )
@@ -52,6 +53,7 @@ const (
 	DefaultRedeemPerMinute  = 10
 	DefaultRedeemBurst      = 5
 	DefaultReadinessTimeout = 2 * time.Second
+	DefaultChatPerMinute    = 10
 )
 
 // ChatStatus is what GET /api/analytics/chat/status reports.
@@ -95,8 +97,15 @@ type Config struct {
 	LocalMode bool
 	// TrustProxy takes the client address for rate limiting from the last
 	// X-Forwarded-For entry (the one the trusted proxy appended).
-	TrustProxy          bool
-	Chat                ChatStatus
+	TrustProxy bool
+	// Chat is what the chat status reports when Analytics is nil.
+	Chat ChatStatus
+	// Analytics serves the analytics overview and the chat, and reports
+	// the chat's live status; without it those routes answer 503.
+	Analytics *analytics.Service
+	// ChatRate limits chat questions per operator (default 10 per
+	// minute, burst 10).
+	ChatRate            RateLimit
 	ProvisioningEnabled bool
 	MessagingEnabled    bool
 	Readiness           []Check
@@ -123,6 +132,8 @@ type API struct {
 	localMode      bool
 	trustProxy     bool
 	chat           ChatStatus
+	analytics      *analytics.Service
+	chatLimiter    *limiter
 	provisioning   bool
 	messaging      bool
 	readiness      []Check
@@ -166,6 +177,13 @@ func New(cfg Config) (*API, error) {
 	if rate.Burst == 0 {
 		rate.Burst = DefaultRedeemBurst
 	}
+	chatRate := cfg.ChatRate
+	if chatRate.PerMinute <= 0 {
+		chatRate.PerMinute = DefaultChatPerMinute
+	}
+	if chatRate.Burst <= 0 {
+		chatRate.Burst = chatRate.PerMinute
+	}
 	if cfg.ReadinessTimeout <= 0 {
 		cfg.ReadinessTimeout = DefaultReadinessTimeout
 	}
@@ -179,7 +197,7 @@ func New(cfg Config) (*API, error) {
 		fleet: cfg.Fleet, operators: cfg.Operators, caPEM: cfg.CACertificatePEM,
 		natsURL: cfg.PublicNATSURL, grpcAddr: cfg.PublicGRPCAddr,
 		origins: origins, localMode: cfg.LocalMode, trustProxy: cfg.TrustProxy,
-		chat: cfg.Chat, provisioning: cfg.ProvisioningEnabled, messaging: cfg.MessagingEnabled,
+		chat: cfg.Chat, analytics: cfg.Analytics, chatLimiter: newLimiter(chatRate, cfg.Clock), provisioning: cfg.ProvisioningEnabled, messaging: cfg.MessagingEnabled,
 		readiness: slices.Clone(cfg.Readiness), readyTimeout: cfg.ReadinessTimeout,
 		extraMetrics:  cfg.Metrics,
 		redeemLimiter: newLimiter(rate, cfg.Clock),
@@ -210,7 +228,9 @@ func (a *API) routes() {
 	m.HandleFunc("GET /api/sensors/{id}", a.operator(a.getSensor))
 	m.HandleFunc("POST /api/sensors/{id}/commands", a.operator(a.issueCommand))
 	m.HandleFunc("POST /api/sensors/{id}/revoke", a.operator(a.revokeSensor))
-	m.HandleFunc("GET /api/analytics/chat/status", a.operator(a.chatStatus))
+	m.HandleFunc("GET /api/analytics/chat/status", a.operator(a.liveChatStatus))
+	m.HandleFunc("POST /api/analytics/chat", a.operator(a.askChat))
+	m.HandleFunc("GET /api/analytics/overview", a.operator(a.overview))
 
 	m.HandleFunc("POST /api/sensors/claim/redeem", a.redeem)
 	m.HandleFunc("POST /api/sensors/{id}/agent/enroll", a.enroll)

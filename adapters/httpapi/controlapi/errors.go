@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/operators"
@@ -19,10 +20,17 @@ const (
 	retryProvisioned = "30"
 )
 
-// fail is the one place where core errors become HTTP problems. The order
-// matters: a provisioner refusal during enrolment also wraps ErrNotFound,
-// and a failed NATS revocation also wraps the provisioner's error.
+// fail answers err as an HTTP problem.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	problem.Write(w, r, a.problemFor(w, r, err))
+}
+
+// problemFor is the one place where core errors become HTTP problems (the
+// chat's event stream reuses its code and detail for `error` events). The
+// order matters: a provisioner refusal during enrolment also wraps
+// ErrNotFound, and a failed NATS revocation also wraps the provisioner's
+// error.
+func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *problem.Problem {
 	var p *problem.Problem
 	switch {
 	case errors.As(err, &p):
@@ -82,7 +90,17 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		p = problem.New(http.StatusNotFound, "not_found", "Not found", detail(err))
 	case errors.Is(err, fleet.ErrConflict), errors.Is(err, operators.ErrConflict):
 		p = problem.New(http.StatusConflict, "conflict", "Conflict", detail(err))
-	case errors.Is(err, fleet.ErrInvalidInput), errors.Is(err, operators.ErrInvalidInput):
+	case errors.Is(err, analytics.ErrChatDisabled):
+		p = problem.New(http.StatusServiceUnavailable, "chat_unavailable", "Analytics chat unavailable",
+			"the analytics chat is disabled, not configured, or its model provider is unreachable")
+	case errors.Is(err, analytics.ErrModelUnavailable):
+		a.log.Warn("model provider failed", "path", r.URL.Path, "error", err)
+		p = problem.New(http.StatusBadGateway, "model_unavailable", "Model provider unavailable",
+			"the model provider did not answer in time or refused the request; retry later")
+	case errors.Is(err, analytics.ErrEventsUnavailable):
+		p = problem.New(http.StatusServiceUnavailable, "events_unavailable", "No stored events",
+			"event storage is not set up on this control plane yet")
+	case errors.Is(err, fleet.ErrInvalidInput), errors.Is(err, operators.ErrInvalidInput), errors.Is(err, analytics.ErrInvalidInput):
 		p = problem.New(http.StatusBadRequest, "invalid_input", "Invalid input", detail(err))
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		a.log.Warn("request cancelled or timed out", "path", r.URL.Path, "error", err)
@@ -91,7 +109,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		a.log.Error("request failed", "path", r.URL.Path, "error", err)
 		p = internalProblem()
 	}
-	problem.Write(w, r, p)
+	return p
 }
 
 // detail is an error's message on one line (joined errors span several).
