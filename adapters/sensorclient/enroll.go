@@ -74,11 +74,22 @@ func (e *APIError) Unwrap() error {
 
 // Retryable reports whether a failed API call may succeed later unchanged:
 // transport failures, timeouts, 408, 409 (e.g. the tenant is still being
-// provisioned), 425, 429 and 5xx.
+// provisioned), 425, 429 and 5xx. A server certificate that does not verify
+// is a configuration error (--api-ca), not an outage.
 func Retryable(err error) bool {
-	var api *APIError
-	if !errors.As(err, &api) {
-		return err != nil && !errors.Is(err, context.Canceled)
+	var (
+		api      *APIError
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+	)
+	switch {
+	case err == nil, errors.Is(err, context.Canceled):
+		return false
+	case errors.As(err, &verify), errors.As(err, &unknown), errors.As(err, &hostname):
+		return false
+	case !errors.As(err, &api):
+		return true
 	}
 	switch api.Status {
 	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -314,5 +315,27 @@ func TestNewEnrollerChecksURL(t *testing.T) {
 		if _, err := NewEnroller(EnrollerConfig{BaseURL: u}); err == nil {
 			t.Errorf("NewEnroller accepted %q", u)
 		}
+	}
+}
+
+func TestEnrollerVerifiesAnHTTPSAPIWithTheGivenCA(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"sensorId":"s-1","tenantId":"acme","enrollmentToken":"tok","expiresAt":"2026-11-21T09:15:00Z"}`))
+	}))
+	defer srv.Close()
+	_, err := newEnroller(t, srv.URL).Redeem(context.Background(), "GOOD-CODE", "")
+	if err == nil || Retryable(err) {
+		t.Fatalf("unknown server CA: err %v, Retryable %v; want a permanent error", err, Retryable(err))
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	e, err := NewEnroller(EnrollerConfig{BaseURL: srv.URL, RootCAs: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if red, err := e.Redeem(context.Background(), "GOOD-CODE", ""); err != nil || red.SensorID != "s-1" {
+		t.Fatalf("with the CA: %+v, %v", red, err)
 	}
 }
