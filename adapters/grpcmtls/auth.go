@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -120,8 +121,12 @@ func statusFor(err error) *status.Status {
 		return status.New(codes.PermissionDenied, "sensor session terminated")
 	case errors.Is(err, fleet.ErrRevoked), errors.Is(err, fleet.ErrNotFound), errors.Is(err, fleet.ErrInvalidToken):
 		return status.New(codes.PermissionDenied, "sensor certificate is not authorised")
-	case errors.Is(err, errInvalidEvent), errors.Is(err, fleet.ErrInvalidInput):
+	case errors.Is(err, errInvalidEvent), errors.Is(err, fleet.ErrInvalidInput), errors.Is(err, events.ErrInvalidEvent):
 		return status.New(codes.InvalidArgument, err.Error())
+	case errors.Is(err, events.ErrLogFull):
+		return status.New(codes.ResourceExhausted, "event stream full: resend the events of this call later")
+	case errors.Is(err, events.ErrUnavailable):
+		return status.New(codes.Unavailable, "event stream unavailable: resend the events of this call later")
 	case errors.Is(err, context.Canceled):
 		return status.New(codes.Canceled, "call cancelled")
 	case errors.Is(err, context.DeadlineExceeded):

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/rxc-project/rxc/core/events"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
@@ -43,6 +44,12 @@ type EventSink interface {
 	AcceptEvent(ctx context.Context, from Identity, ev *sensorpb.SensorEvent) error
 }
 
+// EventIngest takes a sensor stream's events into the durable event log
+// with back-pressure (events.Ingest). When set it replaces Events.
+type EventIngest interface {
+	Open(tenantID, sensorID string) *events.Session
+}
+
 // Defaults.
 const (
 	DefaultMaxRecvMsgSize = 256 << 10
@@ -59,6 +66,10 @@ type Config struct {
 	Heartbeats Heartbeats
 	// Events defaults to a sink that logs each event at debug level.
 	Events EventSink
+	// Ingest, when set, takes events instead of Events: validated, stamped
+	// with the certificate's identity and appended to the event log; the
+	// response counts the events the log acknowledged.
+	Ingest EventIngest
 	Logger *slog.Logger
 	// MaxRecvMsgSize bounds one inbound message; default
 	// DefaultMaxRecvMsgSize.
@@ -72,6 +83,7 @@ type Server struct {
 	auth   Authorizer
 	beats  Heartbeats
 	events EventSink
+	ingest EventIngest
 
 	mu      sync.Mutex
 	streams map[sensorKey]map[*liveStream]struct{}
@@ -116,6 +128,7 @@ func New(cfg Config) (*Server, error) {
 		auth:    cfg.Authorizer,
 		beats:   cfg.Heartbeats,
 		events:  events,
+		ingest:  cfg.Ingest,
 		streams: map[sensorKey]map[*liveStream]struct{}{},
 	}
 	s.grpc = grpc.NewServer(

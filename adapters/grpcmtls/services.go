@@ -7,9 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"strconv"
+	"time"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/rxc-project/rxc/core/events"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
@@ -77,6 +81,9 @@ func (e eventService) StreamEvents(stream sensorpb.SensorEventStreamService_Stre
 		}
 	}()
 
+	if e.s.ingest != nil {
+		return e.ingest(stream, id, in)
+	}
 	var accepted uint64
 	for {
 		select {
@@ -102,6 +109,83 @@ func (e eventService) StreamEvents(stream sensorpb.SensorEventStreamService_Stre
 			accepted++
 		}
 	}
+}
+
+// drainTimeout bounds waiting for the log's acknowledgements of a stream
+// that ends early.
+const drainTimeout = 10 * time.Second
+
+// ingest is StreamEvents with an EventIngest: events are appended without
+// waiting for each acknowledgement; the call succeeds only when the log
+// acknowledged every event. On failure the trailer "rxc-accepted" still
+// says how many were stored.
+func (e eventService) ingest(stream sensorpb.SensorEventStreamService_StreamEventsServer, id Identity, in <-chan received) error {
+	ctx := stream.Context()
+	sess := e.s.ingest.Open(id.TenantID, id.SensorID)
+	end := func(cause error) error {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
+		defer cancel()
+		accepted, err := sess.Close(dctx)
+		stream.SetTrailer(metadata.Pairs("rxc-accepted", strconv.FormatUint(accepted, 10)))
+		if cause == nil && err == nil {
+			return stream.SendAndClose(&sensorpb.StreamEventsResponse{Accepted: accepted})
+		}
+		if cause == nil {
+			cause = err
+		}
+		st := statusFor(cause)
+		e.s.log.Info("event stream failed", "tenant", id.TenantID, "sensor", id.SensorID, "accepted", accepted, "code", st.Code().String(), "err", cause)
+		return st.Err()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return end(context.Cause(ctx))
+		case r := <-in:
+			if errors.Is(r.err, io.EOF) {
+				return end(nil)
+			}
+			if r.err != nil {
+				return end(r.err)
+			}
+			if err := validateEvent(r.ev); err != nil {
+				return end(err)
+			}
+			ev, err := toEvent(r.ev)
+			if err != nil {
+				return end(err)
+			}
+			if err := sess.Add(ctx, ev); err != nil {
+				return end(err)
+			}
+		}
+	}
+}
+
+// toEvent turns the wire message into the domain's event; identity is
+// stamped by the session.
+func toEvent(pb *sensorpb.SensorEvent) (events.Event, error) {
+	ev := events.Event{
+		ID: pb.GetEventId(), Kind: pb.GetKind(), SrcPort: pb.GetSrcPort(), DestPort: pb.GetDestPort(),
+		Protocol: pb.GetProtocol(), RawJSON: pb.GetRawJson(),
+	}
+	if t := pb.GetTime(); t != nil {
+		if err := t.CheckValid(); err != nil {
+			return events.Event{}, fmt.Errorf("%w: time: %v", events.ErrInvalidEvent, err)
+		}
+		ev.Time = t.AsTime()
+	}
+	var err error
+	if ev.SrcIP, err = events.ParseAddr(pb.GetSrcIp()); err != nil {
+		return events.Event{}, err
+	}
+	if ev.DestIP, err = events.ParseAddr(pb.GetDestIp()); err != nil {
+		return events.Event{}, err
+	}
+	if a := pb.GetAlert(); a != nil {
+		ev.Alert = &events.Alert{SignatureID: a.GetSignatureId(), Signature: a.GetSignature(), Category: a.GetCategory(), Severity: a.GetSeverity()}
+	}
+	return ev, nil
 }
 
 func validateEvent(ev *sensorpb.SensorEvent) error {

@@ -1,0 +1,242 @@
+// Package natsevents is the control plane's side of the JetStream event
+// stream (topology.DefaultEventStream, created by the provisioner). As the
+// CONTROL account's backend user it appends sensors' events with the async
+// JetStream API — a bounded window of unacknowledged publishes per sensor
+// stream, so a slow or full stream pushes back on the sensor instead of
+// growing memory — and it pulls batches from the durable consumer
+// topology.EventWriter, which all control-plane replicas share. It
+// implements events.Log and events.Source.
+//
+// A message is one sensorpb.SensorEvent in protobuf; its subject,
+// topology.EventSubject, names tenant and sensor, its Nats-Msg-Id
+// (events.MsgID) lets the stream drop a resend within its duplicate window,
+// and its stream timestamp is the event's received_at.
+package natsevents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxc-project/rxc/core/events"
+	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/topology"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultMaxPending    = 4096
+	DefaultAckTimeout    = 10 * time.Second
+	DefaultFetchWait     = time.Second
+	DefaultReconnectWait = 2 * time.Second
+	connName             = "rxc-controlplane-events"
+	credsTimeout         = 30 * time.Second
+	// maxAsyncPending bounds unacknowledged publishes over all sensor
+	// streams of this connection.
+	maxAsyncPending = 1 << 16
+)
+
+// Config wires a Client.
+type Config struct {
+	// URL is the nats-server URL (a comma-separated list is accepted).
+	URL string
+	// Creds returns the backend user's .creds content; it is called before
+	// every new connection.
+	Creds func(ctx context.Context) (string, error)
+	// Stream is the event stream (default topology.DefaultEventStream).
+	Stream string
+	// MaxPending bounds unacknowledged publishes of one sensor stream;
+	// Append blocks beyond it (default 4096).
+	MaxPending int
+	// AckTimeout bounds the wait for one publish's acknowledgement (default 10s).
+	AckTimeout time.Duration
+	// FetchWait is how long Fetch waits to fill a batch (default 1s).
+	FetchWait time.Duration
+	// ReconnectWait is nats.go's pause between reconnects (default 2s).
+	ReconnectWait time.Duration
+	Logger        *slog.Logger
+}
+
+// Client is the event stream connection. It is safe for concurrent use.
+type Client struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	cons    jetstream.Consumer
+}
+
+// New checks cfg and returns a Client that is not yet connected.
+func New(cfg Config) (*Client, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("natsevents: URL is required")
+	}
+	if cfg.Creds == nil {
+		return nil, errors.New("natsevents: a credentials source is required")
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = topology.DefaultEventStream
+	}
+	if err := ids.Validate(cfg.Stream); err != nil {
+		return nil, fmt.Errorf("natsevents: stream name: %w", err)
+	}
+	if cfg.MaxPending < 0 || cfg.AckTimeout < 0 || cfg.FetchWait < 0 || cfg.ReconnectWait < 0 {
+		return nil, errors.New("natsevents: negative setting")
+	}
+	cfg.MaxPending = orDefault(cfg.MaxPending, DefaultMaxPending)
+	cfg.AckTimeout = orDefault(cfg.AckTimeout, DefaultAckTimeout)
+	cfg.FetchWait = orDefault(cfg.FetchWait, DefaultFetchWait)
+	cfg.ReconnectWait = orDefault(cfg.ReconnectWait, DefaultReconnectWait)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Client{cfg: cfg, log: cfg.Logger.With("component", "natsevents")}, nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Start connects in the background and returns at once; it keeps
+// (re)connecting until ctx ends or Close.
+func (c *Client) Start(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started || c.closed {
+		return
+	}
+	c.started = true
+	ctx, c.cancel = context.WithCancel(ctx)
+	c.done = make(chan struct{})
+	go c.run(ctx)
+}
+
+// Close stops the client: pending acknowledgements are given up.
+func (c *Client) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	cancel, done := c.cancel, c.done
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// Ready reports whether the connection is up.
+func (c *Client) Ready() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nc != nil && c.nc.IsConnected()
+}
+
+func (c *Client) current() (*nats.Conn, jetstream.JetStream) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nc, c.js
+}
+
+func (c *Client) run(ctx context.Context) {
+	defer close(c.done)
+	for failures := 0; ctx.Err() == nil; {
+		nc, closed, err := c.connect(ctx)
+		if err != nil {
+			failures++
+			wait := c.cfg.ReconnectWait/2 + rand.N(c.cfg.ReconnectWait<<min(failures, 4))
+			c.log.Warn("nats connection failed; retrying", "attempt", failures, "wait", wait.String(), "error", err)
+			sleep(ctx, wait)
+			continue
+		}
+		failures = 0
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxAsyncPending), jetstream.WithPublishAsyncTimeout(c.cfg.AckTimeout))
+		if err != nil {
+			nc.Close()
+			continue
+		}
+		c.mu.Lock()
+		c.nc, c.js, c.cons = nc, js, nil
+		c.mu.Unlock()
+		c.log.Info("nats connected", "server", nc.ConnectedUrlRedacted())
+		select {
+		case <-closed:
+			c.log.Warn("nats connection closed; reconnecting with fresh credentials", "error", nc.LastError())
+		case <-ctx.Done():
+			nc.Close()
+		}
+		c.mu.Lock()
+		c.nc, c.js, c.cons = nil, nil, nil
+		c.mu.Unlock()
+		sleep(ctx, c.cfg.ReconnectWait/2)
+	}
+}
+
+func (c *Client) connect(ctx context.Context) (*nats.Conn, <-chan struct{}, error) {
+	cctx, cancel := context.WithTimeout(ctx, credsTimeout)
+	creds, err := c.cfg.Creds(cctx)
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("credentials: %w", err)
+	}
+	// Checked here so a bad file is reported clearly and never echoed.
+	if _, err := jwt.ParseDecoratedJWT([]byte(creds)); err != nil {
+		return nil, nil, errors.New("credentials: no user JWT in the creds content")
+	}
+	closed := make(chan struct{})
+	nc, err := nats.Connect(c.cfg.URL,
+		nats.Name(connName),
+		nats.UserCredentialBytes([]byte(creds)),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(c.cfg.ReconnectWait),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { c.log.Warn("nats disconnected", "error", err) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { c.log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			c.log.Warn("nats asynchronous error", "subject", subject, "error", err)
+		}),
+	)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nc, closed, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// The ports this adapter implements.
+var (
+	_ events.Log    = (*Client)(nil)
+	_ events.Source = (*Client)(nil)
+)
