@@ -408,7 +408,8 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 		{"provisioner", "provisioner-init", "service_completed_successfully"},
 		{"controlplane", "postgres", "service_healthy"},
 		{"controlplane", "controlplane-init", "service_completed_successfully"},
-		{"controlplane", "provisioner", "service_started"},
+		{"controlplane", "provisioner", "service_healthy"},
+		{"frontend", "controlplane", "service_healthy"},
 	} {
 		if got := svc(d.from).DependsOn[d.to].Condition; got != d.cond {
 			add("service %s: depends_on %s with condition %q, want %q", d.from, d.to, got, d.cond)
@@ -424,6 +425,15 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 				add("service %s: depends_on %s being healthy, which has no healthcheck", name, to)
 			}
 		}
+	}
+	// The Go services' health checks run their own binary's probe.
+	for name, bin := range map[string]string{"provisioner": "/usr/local/bin/provisioner", "controlplane": "/usr/local/bin/controlplane"} {
+		hc := svc(name).Healthcheck
+		if hc == nil || !slices.Equal(hc.Test, []string{"CMD", bin, "healthcheck"}) {
+			add("service %s: healthcheck must be [CMD %s healthcheck]", name, bin)
+		}
+	}
+	for _, name := range sortedKeys(c.Services) {
 		for _, m := range mounts(c.Services[name]) {
 			if _, ok := c.Volumes[m.source]; isNamed(m.source) && !ok {
 				add("service %s: volume %s is not declared", name, m.source)
