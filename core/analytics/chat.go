@@ -230,7 +230,7 @@ func (s *Service) history(ctx context.Context, tenantID string, ind Indicators) 
 	for _, x := range seen {
 		detail := fmt.Sprintf("in this tenant's events: first seen %s, last seen %s",
 			x.FirstSeen.UTC().Format(time.RFC3339), x.LastSeen.UTC().Format(time.RFC3339))
-		out.chips = append(out.chips, Enrichment{Kind: KindHistorical, Indicator: x.Indicator, Title: fmt.Sprintf("Seen %d times", x.Count), Detail: detail})
+		out.chips = append(out.chips, Enrichment{Kind: KindHistorical, Indicator: x.Indicator, Title: seenTimes(x.Count), Detail: detail})
 		out.context = append(out.context, fmt.Sprintf("History: %s seen %d times %s", x.Indicator, x.Count, detail))
 	}
 	return out
@@ -248,6 +248,13 @@ func (s *Service) playbooks(ctx context.Context, terms []string) enrichment {
 		out.context = append(out.context, fmt.Sprintf("Playbook %q (%s) mentions %s:\n%s", b.Title, b.Name, b.Matched, b.Excerpt))
 	}
 	return out
+}
+
+func seenTimes(n int64) string {
+	if n == 1 {
+		return "Seen once"
+	}
+	return fmt.Sprintf("Seen %d times", n)
 }
 
 func first[T any](xs []T, n int) []T {
