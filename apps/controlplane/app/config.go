@@ -73,16 +73,17 @@ type MessagingConfig struct {
 	CredsPath string `envconfig:"CREDS_PATH"`
 }
 
-// ChatConfig is the ANALYTICS_CHAT_ group. Only the status endpoint uses it
-// so far.
+// ChatConfig is the ANALYTICS_CHAT_ group (see analytics.go).
 type ChatConfig struct {
-	Enabled      bool             `envconfig:"ENABLED" default:"false"`
-	BaseURL      string           `envconfig:"BASE_URL"`
-	Model        string           `envconfig:"MODEL"`
-	APIKey       string           `envconfig:"API_KEY"`
-	Timeout      time.Duration    `envconfig:"TIMEOUT" default:"60s"`
-	PlaybooksDir string           `envconfig:"PLAYBOOKS_DIR"`
-	Enrichment   EnrichmentConfig `envconfig:"ENRICHMENT"`
+	Enabled      bool          `envconfig:"ENABLED" default:"false"`
+	BaseURL      string        `envconfig:"BASE_URL"`
+	Model        string        `envconfig:"MODEL"`
+	APIKey       string        `envconfig:"API_KEY"`
+	Timeout      time.Duration `envconfig:"TIMEOUT" default:"60s"`
+	PlaybooksDir string        `envconfig:"PLAYBOOKS_DIR"`
+	// RatePerMinute bounds each operator's questions.
+	RatePerMinute int              `envconfig:"RATE_PER_MINUTE" default:"10"`
+	Enrichment    EnrichmentConfig `envconfig:"ENRICHMENT"`
 }
 
 // EnrichmentConfig is the ANALYTICS_CHAT_ENRICHMENT_ group.
@@ -92,6 +93,9 @@ type EnrichmentConfig struct {
 	MISPKey            string        `envconfig:"MISP_KEY"`
 	Timeout            time.Duration `envconfig:"TIMEOUT" default:"3s"`
 	InsecureSkipVerify bool          `envconfig:"INSECURE_SKIP_VERIFY" default:"false"`
+	// IncludePrivate also enriches private, loopback, link-local,
+	// multicast and documentation addresses.
+	IncludePrivate bool `envconfig:"INCLUDE_PRIVATE" default:"false"`
 }
 
 // load fills cfg from the environment with a message naming what is wrong.
