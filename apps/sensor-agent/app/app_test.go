@@ -309,3 +309,45 @@ func TestAgentStateMachine(t *testing.T) {
 	a.apply(ctx, sensorclient.Command{CommandID: "c4", Action: sensorclient.ActionStart})
 	expect("after a successful retry", sensorclient.StateRunning, "")
 }
+
+func TestInterruptDuringEnrolmentExitsCleanly(t *testing.T) {
+	t.Setenv("RXC_CLAIM_CODE", "")
+	// Nothing listens on port 1: the agent keeps retrying the redemption
+	// until it is interrupted.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var stderr syncBuffer
+	go func() {
+		done <- Run(ctx, []string{"run", "--api", "http://127.0.0.1:1", "--claim-code", "ZQ7X-SECRET-9K2M", "--state-dir", filepath.Join(t.TempDir(), "s")}, &bytes.Buffer{}, &stderr)
+	}()
+	waitFor(t, 10*time.Second, "a failed redemption attempt", func() bool { return strings.Contains(stderr.String(), "redeem claim code failed") })
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d after an interrupt during enrolment, want 0: %s", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent did not stop within 10s of the interrupt")
+	}
+	if strings.Contains(stderr.String(), "ZQ7X-SECRET-9K2M") {
+		t.Error("the claim code appeared in the log")
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

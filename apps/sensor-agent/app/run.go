@@ -136,11 +136,17 @@ func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if err := run(ctx, f, log); err != nil {
-		fmt.Fprintln(stderr, "sensor-agent:", err)
-		return 1
+	err = run(ctx, f, log)
+	switch {
+	case err == nil:
+		return 0
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		// Interrupted while still enrolling: a requested stop, not a failure.
+		log.Info("sensor agent interrupted before it was enrolled")
+		return 0
 	}
-	return 0
+	fmt.Fprintln(stderr, "sensor-agent:", err)
+	return 1
 }
 
 func run(ctx context.Context, f runFlags, log *slog.Logger) error {
