@@ -44,6 +44,7 @@ type ServeConfig struct {
 
 	Provisioner ProvisionerConfig `envconfig:"NATS_PROVISIONER"`
 	Messaging   MessagingConfig   `envconfig:"NATS_MESSAGING"`
+	Events      EventsConfig      `envconfig:"EVENTS"`
 	Chat        ChatConfig        `envconfig:"ANALYTICS_CHAT"`
 }
 

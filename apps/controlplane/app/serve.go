@@ -58,6 +58,7 @@ type Server struct {
 	httpLis     net.Listener
 	grpcLis     net.Listener
 	status      *statusBatcher
+	events      *eventPipeline
 }
 
 // NewServer checks the configuration, builds every adapter and binds both
@@ -146,19 +147,28 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if s.events, err = s.buildEvents(log); err != nil {
+		return err
+	}
 	s.grpc, err = grpcmtls.New(grpcmtls.Config{
-		TLS: ca.ServerTLSConfig(), Authorizer: s.fleet, Heartbeats: s.fleet, Logger: log.With("component", "grpc"),
+		TLS: ca.ServerTLSConfig(), Authorizer: s.fleet, Heartbeats: s.fleet, Ingest: s.events.grpcIngest(), Logger: log.With("component", "grpc"),
 	})
 	if err != nil {
 		return err
 	}
 	terminator.set(s.grpc)
 	s.status = newStatusBatcher(s.fleet.HandleStatusBatch, log.With("component", "status"))
+	chat, err := newAnalytics(cfg.Chat, pool, s.events != nil, log.With("component", "analytics"))
+	if err != nil {
+		return err
+	}
 	api, err := controlapi.New(controlapi.Config{
 		Fleet: s.fleet, Operators: s.operators, CACertificatePEM: ca.CACertificatePEM,
 		PublicNATSURL: cfg.PublicNATSURL, PublicGRPCAddr: cfg.PublicGRPCAddr,
 		AllowedOrigins: cfg.CORSAllowedOrigins, LocalMode: cfg.LocalMode, TrustProxy: cfg.TrustProxy,
 		Chat:                chatStatus(cfg.Chat),
+		Analytics:           chat,
+		ChatRate:            controlapi.RateLimit{PerMinute: cfg.Chat.RatePerMinute},
 		ProvisioningEnabled: cfg.Provisioner.Enabled, MessagingEnabled: cfg.Messaging.Enabled,
 		Readiness:  s.readiness(),
 		Metrics:    s.metrics,
@@ -208,6 +218,10 @@ func (s *Server) Run(ctx context.Context) error {
 		s.messaging.SubscribeStatus(s.status.handle)
 		s.messaging.Start(ctx)
 	}
+	if s.events != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.events.start(ctx) }()
+	}
 	if s.cfg.Provisioner.Enabled {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.every(ctx, s.cfg.Provisioner.Interval(), s.reconcile) }()
@@ -241,7 +255,7 @@ func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
 
 // Ready reports whether every enabled dependency is connected.
 func (s *Server) Ready() bool {
-	return s.messaging == nil || s.messaging.Ready()
+	return (s.messaging == nil || s.messaging.Ready()) && s.events.ready()
 }
 
 func (s *Server) shutdown() {
@@ -334,6 +348,14 @@ func (s *Server) readiness() []controlapi.Check {
 			return nil
 		}})
 	}
+	if s.events != nil {
+		checks = append(checks, controlapi.Check{Name: "nats-events", Fn: func(context.Context) error {
+			if !s.events.ready() {
+				return errors.New("not connected")
+			}
+			return nil
+		}})
+	}
 	return checks
 }
 
@@ -350,12 +372,13 @@ func (s *Server) metrics(w io.Writer) {
 		fmt.Fprintf(w, "# HELP rxc_commands_published_total Commands acknowledged by the stream.\n# TYPE rxc_commands_published_total counter\nrxc_commands_published_total %d\n", st.Published)
 		fmt.Fprintf(w, "# HELP rxc_status_dropped_total Oversized status messages dropped.\n# TYPE rxc_status_dropped_total counter\nrxc_status_dropped_total %d\n", st.StatusDropped)
 	}
+	s.events.metrics(w)
 }
 
 func chatStatus(c ChatConfig) controlapi.ChatStatus {
-	// Until the chat backend exists the status reports what is configured:
-	// enabled only with a model provider, and each capability only when its
-	// settings are complete.
+	// What the configuration allows, for the feature gauge on /metrics: the
+	// status route asks the analytics service, which also checks that the
+	// provider answers and that events are stored.
 	enabled := c.Enabled && c.BaseURL != "" && c.Model != ""
 	return controlapi.ChatStatus{
 		Enabled:              enabled,

@@ -1,0 +1,103 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/rxc-project/rxc/adapters/grpcmtls"
+	"github.com/rxc-project/rxc/adapters/natsevents"
+	"github.com/rxc-project/rxc/adapters/postgres/eventstore"
+	"github.com/rxc-project/rxc/core/events"
+)
+
+// EventsConfig is the EVENTS_ group. Events need NATS messaging: without
+// NATS_MESSAGING_ENABLED they stay off whatever ENABLED says, and the
+// sensors' streamed events are only logged at debug level.
+type EventsConfig struct {
+	Enabled bool `envconfig:"ENABLED" default:"true"`
+	// StreamName must match the provisioner's EVENTS_STREAM_NAME.
+	StreamName string `envconfig:"STREAM_NAME" default:"RXC_EVENTS"`
+	// WriterBatch is the most events loaded into PostgreSQL at once.
+	WriterBatch int `envconfig:"WRITER_BATCH" default:"2000"`
+}
+
+// eventPipeline is the event path of one replica: gRPC streams append to
+// JetStream through ingest; writer loads the shared writer consumer's
+// batches into PostgreSQL.
+type eventPipeline struct {
+	nats   *natsevents.Client
+	ingest *events.Ingest
+	writer *events.Writer
+}
+
+// buildEvents wires the pipeline when events are enabled; it returns nil
+// otherwise.
+func (s *Server) buildEvents(log *slog.Logger) (*eventPipeline, error) {
+	cfg := s.cfg
+	if !cfg.Events.Enabled || !cfg.Messaging.Enabled {
+		return nil, nil
+	}
+	if cfg.Events.WriterBatch < 0 {
+		return nil, errors.New("configuration: EVENTS_WRITER_BATCH must not be negative")
+	}
+	client, err := natsevents.New(natsevents.Config{
+		URL: cfg.Messaging.URL, Creds: s.backendCreds, Stream: cfg.Events.StreamName,
+		Logger: log.With("component", "nats-events"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("configuration: events: %w", err)
+	}
+	store, err := eventstore.New(eventstore.Config{Pool: s.pool})
+	if err != nil {
+		return nil, err
+	}
+	ingest, err := events.NewIngest(events.IngestConfig{Log: client})
+	if err != nil {
+		return nil, err
+	}
+	writer, err := events.NewWriter(events.WriterConfig{
+		Source: client, Store: store, BatchSize: cfg.Events.WriterBatch, Logger: log.With("component", "event-writer"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Closed with the other resources, after gRPC has drained: streams
+	// still running at shutdown need the connection for their acks.
+	s.close = append(s.close, client.Close)
+	return &eventPipeline{nats: client, ingest: ingest, writer: writer}, nil
+}
+
+// grpcIngest is what the gRPC server takes events with; nil keeps its
+// logging sink.
+func (p *eventPipeline) grpcIngest() grpcmtls.EventIngest {
+	if p == nil {
+		return nil
+	}
+	return p.ingest
+}
+
+// start connects to NATS (for as long as the server lives, see
+// buildEvents) and runs the writer until ctx ends.
+func (p *eventPipeline) start(ctx context.Context) {
+	p.nats.Start(context.WithoutCancel(ctx))
+	p.writer.Run(ctx)
+}
+
+func (p *eventPipeline) ready() bool { return p == nil || p.nats.Ready() }
+
+// metrics writes the pipeline's counters in Prometheus text.
+func (p *eventPipeline) metrics(w io.Writer) {
+	if p == nil {
+		return
+	}
+	in, wr := p.ingest.Stats(), p.writer.Stats()
+	fmt.Fprintf(w, "# HELP rxc_events_received_total Sensor events by outcome at ingest: accepted (stored in the event stream, resends included), duplicate (a resend the stream already held), refused (the stream was full or did not acknowledge; the sensor resends), invalid.\n# TYPE rxc_events_received_total counter\n")
+	fmt.Fprintf(w, "rxc_events_received_total{outcome=\"accepted\"} %d\nrxc_events_received_total{outcome=\"duplicate\"} %d\n", in.Accepted, in.Duplicates)
+	fmt.Fprintf(w, "rxc_events_received_total{outcome=\"refused\"} %d\nrxc_events_received_total{outcome=\"invalid\"} %d\n", in.Refused, in.Invalid)
+	fmt.Fprintf(w, "# HELP rxc_events_written_total Events inserted into PostgreSQL.\n# TYPE rxc_events_written_total counter\nrxc_events_written_total %d\n", wr.Written)
+	fmt.Fprintf(w, "# HELP rxc_events_duplicates_skipped_total Redelivered events PostgreSQL already held.\n# TYPE rxc_events_duplicates_skipped_total counter\nrxc_events_duplicates_skipped_total %d\n", wr.Duplicates)
+	fmt.Fprintf(w, "# HELP rxc_event_batches_failed_total Writer batches handed back for redelivery.\n# TYPE rxc_event_batches_failed_total counter\nrxc_event_batches_failed_total %d\n", wr.Failures)
+}
