@@ -188,7 +188,7 @@ func run(o options) error {
 	fmt.Fprintf(&b, "| provisioner / nginx rate | %.0f%% | ≥ 80%% |\n", ratio)
 	fmt.Fprintf(&b, "| create %d tenant accounts (POST /accounts, 8 concurrent) | %s (%.0f/s) | |\n", o.accounts, acctTime.Round(time.Millisecond), float64(o.accounts)/acctTime.Seconds())
 	fmt.Fprintf(&b, "| provision %d sensor users + consumers (POST /users, %d concurrent) | %s (%.0f/s), p50 %s, p99 %s | < 60 s |\n",
-		o.users, o.concurrency, ures.total.Round(time.Millisecond), float64(o.users)/ures.total.Seconds(), ures.p50, ures.p99)
+		o.users, o.concurrency, ures.total.Round(time.Millisecond), float64(o.users)/ures.total.Seconds(), ures.p50.Round(10*time.Microsecond), ures.p99.Round(10*time.Microsecond))
 	fmt.Println()
 	fmt.Print(b.String())
 	if o.out != "" {
