@@ -1,5 +1,6 @@
 import { Link, Navigate, Route, Routes } from 'react-router';
 import { RequireSession } from './components/Layout';
+import { AnalyticsScreen } from './screens/Analytics';
 import { LoginScreen } from './screens/Login';
 import { SensorDetailScreen } from './screens/SensorDetail';
 import { SensorsScreen } from './screens/Sensors';
@@ -16,6 +17,7 @@ export function AppRoutes() {
         <Route path="/sensors/:sensorId" element={<SensorDetailScreen />} />
         <Route path="/tenants" element={<TenantsScreen />} />
         <Route path="/tenants/:tenantId" element={<TenantDetailScreen />} />
+        <Route path="/analytics" element={<AnalyticsScreen />} />
         <Route path="*" element={<NotFound />} />
       </Route>
     </Routes>

@@ -109,13 +109,36 @@ describe('ApiClient', () => {
     expect(f.calls[0].body).toEqual({ action: 'stop' });
   });
 
+  it('asks for the analytics overview with the query in the URL', async () => {
+    const ov = { tenantId: 'acme', from: 'a', to: 'b', bucketSeconds: 60, totals: { events: 1, alerts: 0, sensors: 1 }, series: [], topSources: [], topDestinations: [], topSignatures: [], cves: [] };
+    const { api, f } = client({ 'GET /api/analytics/overview': () => json(200, ov) });
+    expect(await api.analyticsOverview({ tenantId: 'acme', from: '2026-11-20T10:00:00Z', to: '2026-11-20T11:00:00Z', limit: 10 })).toEqual(ov);
+    const q = f.calls[0].url.searchParams;
+    expect([...q.keys()].sort()).toEqual(['from', 'limit', 'tenantId', 'to']);
+    expect(q.get('from')).toBe('2026-11-20T10:00:00Z');
+    expect(q.get('limit')).toBe('10');
+    await api.analyticsOverview({ tenantId: 'acme', from: 'x', to: 'y', sensorId: 's1' });
+    expect(f.calls[1].url.searchParams.get('sensorId')).toBe('s1');
+    expect(f.calls[1].url.searchParams.has('limit')).toBe(false);
+  });
+
+  it('reports the overview problems the API answers', async () => {
+    const { api } = client({ 'GET /api/analytics/overview': () => problem(400, 'invalid_input', 'Invalid input', 'invalid input: the range must not exceed 31 days') });
+    const err = await failure(api.analyticsOverview({ tenantId: 'acme', from: 'x', to: 'y' }));
+    expect(err.kind).toBe('problem');
+    expect(err.code).toBe('invalid_input');
+    expect(err.detail).toContain('31 days');
+  });
+
+  const SNAP = { from: '2026-11-20T10:00:00Z', to: '2026-11-20T11:00:00Z' };
+
   it('opens the chat stream only when the answer is an event stream', async () => {
     const { api } = client({
       'POST /api/analytics/chat': () => new Response('event: done\ndata: {}\n\n', { status: 200, headers: { 'Content-Type': 'text/event-stream; charset=utf-8' } }),
     });
-    const res = await api.chat({ tenantId: 't', question: 'q', snapshot: {} });
+    const res = await api.chat({ tenantId: 't', question: 'q', snapshot: SNAP });
     expect(await res.text()).toContain('event: done');
     const html = client({ 'POST /api/analytics/chat': () => new Response('<html>', { status: 200, headers: { 'Content-Type': 'text/html' } }) });
-    expect((await failure(html.api.chat({ tenantId: 't', question: 'q', snapshot: {} }))).kind).toBe('misconfigured');
+    expect((await failure(html.api.chat({ tenantId: 't', question: 'q', snapshot: SNAP }))).kind).toBe('misconfigured');
   });
 });

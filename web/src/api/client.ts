@@ -2,7 +2,7 @@
 // kind tells the operator what went wrong: a rejected session, an API that cannot be reached,
 // a base URL that points at something other than the API, or a problem the API reported.
 
-import type { ChatStatus, ClaimCode, IssuedClaimCode, Items, Sensor, Tenant } from './types';
+import type { AnalyticsSnapshot, ChatStatus, ClaimCode, IssuedClaimCode, Items, Overview, OverviewQuery, Sensor, Tenant } from './types';
 
 export type ApiErrorKind = 'unauthorized' | 'unreachable' | 'misconfigured' | 'problem';
 
@@ -145,11 +145,15 @@ export class ApiClient {
   revokeSensor(id: string) {
     return this.noContent('POST', `/sensors/${encodeURIComponent(id)}/revoke`);
   }
+  analyticsOverview(q: OverviewQuery, signal?: AbortSignal) {
+    const query = { tenantId: q.tenantId, from: q.from, to: q.to, sensorId: q.sensorId, limit: q.limit === undefined ? undefined : String(q.limit) };
+    return this.json<Overview>('GET', '/analytics/overview', { query, signal });
+  }
   chatStatus() {
     return this.json<ChatStatus>('GET', '/analytics/chat/status');
   }
   /** Opens the chat stream; the caller reads the text/event-stream body. */
-  async chat(req: { tenantId: string; question: string; snapshot: unknown }, signal?: AbortSignal): Promise<Response> {
+  async chat(req: { tenantId: string; question: string; snapshot: AnalyticsSnapshot }, signal?: AbortSignal): Promise<Response> {
     const res = await this.send('POST', '/analytics/chat', { body: req, accept: 'text/event-stream', signal });
     const ct = res.headers.get('Content-Type');
     if (!ct || !/^text\/event-stream\b/i.test(ct)) throw wrongBaseUrl(this.baseUrl, `answered ${ct || 'no content type'} where an event stream was expected`);

@@ -58,3 +58,56 @@ export interface Items<T> {
 
 /** Tenant and sensor ids become NATS subject tokens: the control plane accepts only this grammar. */
 export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
+export interface AddressCount {
+  ip: string;
+  count: number;
+}
+
+export interface SignatureCount {
+  signatureId: number;
+  signature: string;
+  category: string;
+  severity: number;
+  count: number;
+}
+
+export interface CveCount {
+  id: string;
+  count: number;
+  lastSeen: string;
+}
+
+/** GET /api/analytics/overview: one tenant's events in [from, to). */
+export interface Overview {
+  tenantId: string;
+  from: string;
+  to: string;
+  bucketSeconds: number;
+  totals: { events: number; alerts: number; sensors: number };
+  series: { t: string; events: number; alerts: number }[];
+  topSources: AddressCount[];
+  topDestinations: AddressCount[];
+  topSignatures: SignatureCount[];
+  cves: CveCount[];
+}
+
+export interface OverviewQuery {
+  tenantId: string;
+  from: string;
+  to: string;
+  sensorId?: string;
+  limit?: number;
+}
+
+/** What the operator is looking at, sent with each chat question (at most 16 KiB of JSON). */
+export interface AnalyticsSnapshot {
+  from: string;
+  to: string;
+  sensorId?: string;
+  topSources?: AddressCount[];
+  topDestinations?: AddressCount[];
+  topSignatures?: SignatureCount[];
+  cves?: CveCount[];
+  text?: string;
+}

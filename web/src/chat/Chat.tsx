@@ -4,6 +4,7 @@
 import { useEffect, useRef, useState } from 'react';
 import type { FormEvent } from 'react';
 import { useLocation } from 'react-router';
+import { useCurrentView, withText } from '../analytics/snapshot';
 import { readChatEvents } from '../api/sse';
 import type { ChatEvent } from '../api/sse';
 import type { ChatStatus, Tenant } from '../api/types';
@@ -65,6 +66,7 @@ export function ChatShell({ status, onClose }: { status: ChatStatus; onClose: ()
   const [context, setContext] = useState('');
   const [turns, setTurns] = useState<Turn[]>([]);
   const abortRef = useRef<AbortController | null>(null);
+  const view = useCurrentView();
   const questionRef = useRef<HTMLTextAreaElement>(null);
   const streaming = turns.some((t) => t.streaming);
 
@@ -73,7 +75,7 @@ export function ChatShell({ status, onClose }: { status: ChatStatus; onClose: ()
     api.listTenants().then(
       (r) => {
         setTenants(r.items);
-        const fromUrl = new URLSearchParams(location.search).get('tenantId');
+        const fromUrl = view?.tenantId ?? new URLSearchParams(location.search).get('tenantId');
         setTenantId(fromUrl && r.items.some((t) => t.id === fromUrl) ? fromUrl : r.items[0]?.id ?? '');
       },
       setTenantsError,
@@ -94,14 +96,14 @@ export function ChatShell({ status, onClose }: { status: ChatStatus; onClose: ()
     setTurns((ts) => [...ts, { question: q, answer: '', chips: [], streaming: true }]);
     const ctrl = new AbortController();
     abortRef.current = ctrl;
+    // On the Analytics screen the question carries what it shows for this tenant; elsewhere the
+    // last 24 hours and the free text.
     const now = new Date();
-    const snapshot = {
-      view: location.pathname + location.search,
-      timeRange: { from: new Date(now.getTime() - 24 * 3600 * 1000).toISOString(), to: now.toISOString() },
-      topAddresses: [],
-      signatures: [],
-      freeText: context.trim(),
-    };
+    const base =
+      view && view.tenantId === tenantId
+        ? view.snapshot
+        : { from: new Date(now.getTime() - 24 * 3600 * 1000).toISOString(), to: now.toISOString() };
+    const snapshot = withText(base, context);
     try {
       const res = await api.chat({ tenantId, question: q, snapshot }, ctrl.signal);
       if (!res.body) throw new Error('The answer had no body.');
@@ -144,7 +146,12 @@ export function ChatShell({ status, onClose }: { status: ChatStatus; onClose: ()
         </button>
       </header>
       <div className="chat-log" aria-live="polite">
-        {turns.length === 0 && <p className="muted">Ask about the traffic and alerts of a tenant. What you are looking at is sent along as context.</p>}
+        {turns.length === 0 && (
+          <p className="muted">
+            Ask about the traffic and alerts of a tenant.{' '}
+            {view ? 'The time range, addresses, signatures and CVEs shown on the Analytics screen are sent along as context.' : 'Open Analytics to send what it shows along as context.'}
+          </p>
+        )}
         {turns.map((t, i) => (
           <div key={i} className="turn">
             <p className="q">{t.question}</p>

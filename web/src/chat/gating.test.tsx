@@ -86,7 +86,9 @@ describe('chat launcher', () => {
     expect(screen.queryByText('Seen 3 times')).toBeNull();
     expect(screen.getByText('Answered by llama3')).toBeInTheDocument();
     const sent = f.calls.find((c) => c.url.pathname === '/api/analytics/chat')!;
-    expect(sent.body).toMatchObject({ tenantId: 'acme', question: 'Is 203.0.113.7 bad?', snapshot: { view: '/sensors?tenantId=acme' } });
+    // Away from the Analytics screen the snapshot is the last 24 hours and nothing else.
+    expect(sent.body).toMatchObject({ tenantId: 'acme', question: 'Is 203.0.113.7 bad?', snapshot: { from: expect.any(String), to: expect.any(String) } });
+    expect(Object.keys((sent.body as { snapshot: object }).snapshot).sort()).toEqual(['from', 'to']);
     await user.click(screen.getByLabelText('Question'));
     await user.keyboard('{Escape}');
     expect(screen.queryByRole('dialog', { name: 'Analytics assistant' })).toBeNull();

@@ -1,4 +1,5 @@
 import { Navigate, NavLink, Outlet, useLocation } from 'react-router';
+import { SnapshotProvider } from '../analytics/snapshot';
 import { useSession } from '../auth/session';
 import { ChatLauncher } from '../chat/Chat';
 import { Loading } from './Status';
@@ -14,28 +15,31 @@ export function RequireSession() {
 function Layout({ email }: { email: string }) {
   const { signOut } = useSession();
   return (
-    <div className="shell">
-      <a className="skip-link" href="#main">
-        Skip to content
-      </a>
-      <header className="topbar">
-        <span className="brand">RXC</span>
-        <nav aria-label="Main">
-          <NavLink to="/sensors">Sensors</NavLink>
-          <NavLink to="/tenants">Tenants</NavLink>
-        </nav>
-        <span className="spacer" />
-        <span className="muted user" title="Signed in as">
-          {email}
-        </span>
-        <button type="button" className="btn btn-small" onClick={signOut}>
-          Sign out
-        </button>
-      </header>
-      <main id="main" className="content" tabIndex={-1}>
-        <Outlet />
-      </main>
-      <ChatLauncher />
-    </div>
+    <SnapshotProvider>
+      <div className="shell">
+        <a className="skip-link" href="#main">
+          Skip to content
+        </a>
+        <header className="topbar">
+          <span className="brand">RXC</span>
+          <nav aria-label="Main">
+            <NavLink to="/sensors">Sensors</NavLink>
+            <NavLink to="/tenants">Tenants</NavLink>
+            <NavLink to="/analytics">Analytics</NavLink>
+          </nav>
+          <span className="spacer" />
+          <span className="muted user" title="Signed in as">
+            {email}
+          </span>
+          <button type="button" className="btn btn-small" onClick={signOut}>
+            Sign out
+          </button>
+        </header>
+        <main id="main" className="content" tabIndex={-1}>
+          <Outlet />
+        </main>
+        <ChatLauncher />
+      </div>
+    </SnapshotProvider>
   );
 }

@@ -1,0 +1,287 @@
+// Analytics: one tenant's events over a time range — totals, events and alerts over time, and
+// the top sources, destinations, signatures and CVEs. What is shown is also what the chat gets
+// as context (see analytics/snapshot.tsx).
+
+import { useEffect, useLayoutEffect, useRef, useState } from 'react';
+import type { RefObject } from 'react';
+import { useSearchParams } from 'react-router';
+import { CartesianGrid, Legend, Line, LineChart, Tooltip, XAxis, YAxis } from 'recharts';
+import type { AddressCount, Overview } from '../api/types';
+import { snapshotOf, usePublishView } from '../analytics/snapshot';
+import { useSession } from '../auth/session';
+import { ErrorBanner, Loading } from '../components/Status';
+import { Time } from '../components/Time';
+import { usePolling } from '../usePolling';
+
+export const RANGES = [
+  { id: '1h', label: 'Last hour', ms: 3600_000 },
+  { id: '6h', label: 'Last 6 hours', ms: 6 * 3600_000 },
+  { id: '24h', label: 'Last 24 hours', ms: 24 * 3600_000 },
+  { id: '7d', label: 'Last 7 days', ms: 7 * 24 * 3600_000 },
+  { id: '30d', label: 'Last 30 days', ms: 30 * 24 * 3600_000 },
+] as const;
+const DEFAULT_RANGE = '24h';
+export const REFRESH_MS = 60_000;
+
+/** The range ending now, to the minute, so repeated loads ask for the same buckets. */
+export function rangeFor(id: string, now = Date.now()): { from: string; to: string } {
+  const r = RANGES.find((x) => x.id === id) ?? RANGES.find((x) => x.id === DEFAULT_RANGE)!;
+  const to = Math.ceil(now / 60_000) * 60_000;
+  return { from: new Date(to - r.ms).toISOString().replace('.000Z', 'Z'), to: new Date(to).toISOString().replace('.000Z', 'Z') };
+}
+
+export function AnalyticsScreen() {
+  const { api } = useSession();
+  const [params, setParams] = useSearchParams();
+  const tenants = usePolling((_s) => api.listTenants(), [api], null);
+  const tenantId = params.get('tenantId') ?? '';
+  const range = params.get('range') ?? DEFAULT_RANGE;
+  const sensorId = params.get('sensorId') ?? '';
+  const sensors = usePolling((signal) => (tenantId ? api.listSensors({ tenantId }, signal) : Promise.resolve({ items: [] })), [api, tenantId], null);
+  const overview = usePolling(
+    (signal) => (tenantId ? api.analyticsOverview({ tenantId, ...rangeFor(range), sensorId: sensorId || undefined, limit: 10 }, signal) : Promise.resolve(null)),
+    [api, tenantId, range, sensorId],
+    REFRESH_MS,
+  );
+
+  function setParam(key: string, value: string) {
+    const next = new URLSearchParams(params);
+    if (value) next.set(key, value);
+    else next.delete(key);
+    if (key === 'tenantId') next.delete('sensorId');
+    setParams(next, { replace: true });
+  }
+
+  // Without a tenant in the URL, show the first one.
+  const firstTenant = tenants.data?.items[0]?.id;
+  useEffect(() => {
+    if (!tenantId && firstTenant) setParam('tenantId', firstTenant);
+    // setParam changes on every render; the tenant list is what matters.
+  }, [tenantId, firstTenant]);
+
+  const ov = overview.data;
+  usePublishView(ov && ov.tenantId === tenantId ? { tenantId, snapshot: snapshotOf(ov, sensorId) } : null);
+
+  return (
+    <section>
+      <div className="page-head">
+        <h1>Analytics</h1>
+        <span className="spacer" />
+        <span className="muted small" aria-live="off">
+          {overview.updatedAt ? `Updated ${new Date(overview.updatedAt).toLocaleTimeString()}` : ''}
+        </span>
+      </div>
+      <div className="filters" role="group" aria-label="Analytics filters">
+        <div className="field">
+          <label htmlFor="analytics-tenant">Tenant</label>
+          <select id="analytics-tenant" value={tenantId} onChange={(e) => setParam('tenantId', e.target.value)} disabled={!tenants.data}>
+            {tenants.data?.items.length === 0 && <option value="">No tenants</option>}
+            {tenants.data?.items.map((t) => (
+              <option key={t.id} value={t.id}>
+                {t.name} ({t.id})
+              </option>
+            ))}
+            {tenantId && tenants.data && !tenants.data.items.some((t) => t.id === tenantId) && <option value={tenantId}>{tenantId}</option>}
+          </select>
+        </div>
+        <div className="field">
+          <label htmlFor="analytics-range">Time range</label>
+          <select id="analytics-range" value={range} onChange={(e) => setParam('range', e.target.value)}>
+            {RANGES.map((r) => (
+              <option key={r.id} value={r.id}>
+                {r.label}
+              </option>
+            ))}
+          </select>
+        </div>
+        <div className="field">
+          <label htmlFor="analytics-sensor">Sensor</label>
+          <select id="analytics-sensor" value={sensorId} onChange={(e) => setParam('sensorId', e.target.value)} disabled={!tenantId}>
+            <option value="">All sensors</option>
+            {sensors.data?.items.map((s) => (
+              <option key={s.id} value={s.id}>
+                {s.name || s.id}
+              </option>
+            ))}
+            {sensorId && !sensors.data?.items.some((s) => s.id === sensorId) && <option value={sensorId}>{sensorId}</option>}
+          </select>
+        </div>
+      </div>
+      <ErrorBanner error={tenants.error} onRetry={tenants.reload} />
+      {tenants.data?.items.length === 0 ? (
+        <p className="empty">No tenants yet. Create a tenant and enrol sensors to see their events here.</p>
+      ) : (
+        <>
+          <ErrorBanner error={overview.error} onRetry={overview.reload} />
+          {!tenantId || (overview.loading && !ov) ? (
+            !overview.error && <Loading label="Loading analytics…" />
+          ) : ov && ov.totals.events === 0 ? (
+            <p className="empty">No events for this tenant{sensorId ? ' and sensor' : ''} in this time range.</p>
+          ) : ov ? (
+            <OverviewView ov={ov} />
+          ) : null}
+        </>
+      )}
+    </section>
+  );
+}
+
+function OverviewView({ ov }: { ov: Overview }) {
+  return (
+    <>
+      <dl className="stats" aria-label="Totals">
+        <div>
+          <dt>Events</dt>
+          <dd>{ov.totals.events.toLocaleString()}</dd>
+        </div>
+        <div>
+          <dt>Alerts</dt>
+          <dd>{ov.totals.alerts.toLocaleString()}</dd>
+        </div>
+        <div>
+          <dt>Sensors</dt>
+          <dd>{ov.totals.sensors.toLocaleString()}</dd>
+        </div>
+      </dl>
+      <SeriesChart ov={ov} />
+      <div className="grid-2">
+        <AddressTable caption="Top sources" rows={ov.topSources} />
+        <AddressTable caption="Top destinations" rows={ov.topDestinations} />
+      </div>
+      <table className="table">
+        <caption>Top signatures</caption>
+        <thead>
+          <tr>
+            <th scope="col">Signature</th>
+            <th scope="col">Category</th>
+            <th scope="col">Severity</th>
+            <th scope="col">Alerts</th>
+          </tr>
+        </thead>
+        <tbody>
+          {ov.topSignatures.length === 0 && (
+            <tr>
+              <td colSpan={4} className="muted">
+                No alerts.
+              </td>
+            </tr>
+          )}
+          {ov.topSignatures.map((s) => (
+            <tr key={`${s.signatureId}-${s.signature}`}>
+              <td>
+                {s.signature || '(no name)'}
+                {s.signatureId > 0 && <div className="muted small mono">sid {s.signatureId}</div>}
+              </td>
+              <td>{s.category}</td>
+              <td>{s.severity || ''}</td>
+              <td className="num">{s.count.toLocaleString()}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <table className="table">
+        <caption>CVEs</caption>
+        <thead>
+          <tr>
+            <th scope="col">CVE</th>
+            <th scope="col">Events</th>
+            <th scope="col">Last seen</th>
+          </tr>
+        </thead>
+        <tbody>
+          {ov.cves.length === 0 && (
+            <tr>
+              <td colSpan={3} className="muted">
+                No CVEs named.
+              </td>
+            </tr>
+          )}
+          {ov.cves.map((c) => (
+            <tr key={c.id}>
+              <td className="mono">{c.id}</td>
+              <td className="num">{c.count.toLocaleString()}</td>
+              <td>
+                <Time value={c.lastSeen} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
+  );
+}
+
+function AddressTable({ caption, rows }: { caption: string; rows: AddressCount[] }) {
+  return (
+    <table className="table">
+      <caption>{caption}</caption>
+      <thead>
+        <tr>
+          <th scope="col">Address</th>
+          <th scope="col">Events</th>
+        </tr>
+      </thead>
+      <tbody>
+        {rows.length === 0 && (
+          <tr>
+            <td colSpan={2} className="muted">
+              None.
+            </td>
+          </tr>
+        )}
+        {rows.map((r) => (
+          <tr key={r.ip}>
+            <td className="mono">{r.ip}</td>
+            <td className="num">{r.count.toLocaleString()}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+/** Labels a bucket: times for buckets under a day, dates for daily ones. */
+export function bucketLabel(iso: string, bucketSeconds: number): string {
+  const d = new Date(iso);
+  if (bucketSeconds >= 86400) return d.toLocaleDateString(undefined, { month: 'short', day: 'numeric' });
+  if (bucketSeconds >= 3600) return d.toLocaleString(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+  return d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' });
+}
+
+function SeriesChart({ ov }: { ov: Overview }) {
+  const ref = useRef<HTMLDivElement>(null);
+  const width = useWidth(ref);
+  const data = ov.series.map((p) => ({ ...p, label: bucketLabel(p.t, ov.bucketSeconds) }));
+  return (
+    <figure className="chart" aria-label="Events and alerts over time">
+      <figcaption>Events and alerts over time</figcaption>
+      <div ref={ref} className="chart-area">
+        <LineChart width={width} height={260} data={data} margin={{ top: 8, right: 16, bottom: 8, left: 0 }}>
+          <CartesianGrid strokeDasharray="3 3" stroke="#e2e8f0" />
+          <XAxis dataKey="label" minTickGap={32} tick={{ fontSize: 12 }} />
+          <YAxis allowDecimals={false} tick={{ fontSize: 12 }} width={48} />
+          <Tooltip />
+          <Legend />
+          <Line type="monotone" dataKey="events" name="Events" stroke="#1d4ed8" dot={false} isAnimationActive={false} />
+          <Line type="monotone" dataKey="alerts" name="Alerts" stroke="#dc2626" dot={false} isAnimationActive={false} />
+        </LineChart>
+      </div>
+    </figure>
+  );
+}
+
+/** The element's content width, following resizes where the browser reports them. */
+function useWidth(ref: RefObject<HTMLElement | null>, fallback = 800): number {
+  const [width, setWidth] = useState(fallback);
+  useLayoutEffect(() => {
+    const el = ref.current;
+    if (!el) return;
+    const measure = () => el.clientWidth > 0 && setWidth(el.clientWidth);
+    measure();
+    if (typeof ResizeObserver === 'undefined') return;
+    const ro = new ResizeObserver(measure);
+    ro.observe(el);
+    return () => ro.disconnect();
+  }, [ref]);
+  return width;
+}
