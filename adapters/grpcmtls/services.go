@@ -66,7 +66,9 @@ func (e eventService) StreamEvents(stream sensorpb.SensorEventStreamService_Stre
 	if !ok {
 		return statusFor(errUnauthenticated).Err()
 	}
-	in := make(chan received)
+	// A little buffer lets Recv run ahead of the handler instead of
+	// switching goroutines on every event.
+	in := make(chan received, 64)
 	go func() {
 		for {
 			ev, err := stream.Recv()

@@ -86,7 +86,6 @@ func (a *appender) Append(ctx context.Context, ev events.Event) error {
 	}
 	msg := &nats.Msg{Subject: a.subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, a.prefix+ev.ID)
-	msg.Header.Set(jetstream.ExpectedStreamHeader, a.c.cfg.Stream)
 	f, err := js.PublishMsgAsync(msg)
 	if err != nil {
 		err = classify(err)

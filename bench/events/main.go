@@ -27,6 +27,7 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +53,7 @@ func main() {
 	total := flag.Int("events", 200000, "events streamed on one gRPC stream")
 	batch := flag.Int("batch", 2000, "EVENTS_WRITER_BATCH")
 	out := flag.String("out", "docs/benchmarks.md", "append results here (empty: print only)")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the streaming phase to this file")
 	flag.Parse()
 	t := &benchenv.T{}
 	defer t.Close()
@@ -59,6 +61,8 @@ func main() {
 		t.Fatal(err)
 	}
 }
+
+var cpuProfile string
 
 type plane struct {
 	base  string
@@ -94,6 +98,17 @@ func run(t *benchenv.T, total, batch int, out string) error {
 	fmt.Printf("streaming %d events on one gRPC stream…\n", total)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	start := time.Now()
 	stream, err := sensorpb.NewSensorEventStreamServiceClient(cc).StreamEvents(ctx)
 	if err != nil {

@@ -86,10 +86,35 @@ func (w *Writer) Stats() WriterStats {
 	return WriterStats{Written: w.written.Load(), Duplicates: w.duplicates.Load(), Batches: w.batches.Load(), Failures: w.failures.Load()}
 }
 
-// Run writes batches until ctx ends.
+// Run writes batches until ctx ends. The next batch is fetched while the
+// current one is written, so the store is not left idle during a fetch.
+// Batches fetched but not written when ctx ends are handed back at once.
 func (w *Writer) Run(ctx context.Context) {
-	for ctx.Err() == nil {
-		if _, err := w.Step(ctx); err != nil && ctx.Err() == nil {
+	type fetched struct {
+		b   Batch
+		err error
+	}
+	next := make(chan fetched, 1)
+	go func() {
+		defer close(next)
+		for ctx.Err() == nil {
+			b, err := w.src.Fetch(ctx, w.batch)
+			next <- fetched{b, err}
+			if err != nil {
+				sleep(ctx, w.retry)
+			}
+		}
+	}()
+	for f := range next {
+		if f.err == nil && ctx.Err() != nil {
+			w.handBack(ctx, f.b)
+			continue
+		}
+		err := f.err
+		if err == nil {
+			_, err = w.write(ctx, f.b)
+		}
+		if err != nil && ctx.Err() == nil {
 			w.failures.Add(1)
 			w.log.Warn("event batch failed; retrying", "err", err, "wait", w.retry.String())
 			sleep(ctx, w.retry)
@@ -98,13 +123,18 @@ func (w *Writer) Run(ctx context.Context) {
 }
 
 // Step fetches one batch, stores it and acknowledges it, returning how many
-// events it held. A batch the store did not take is handed back to the log
-// at once (Nak), so another writer can take it.
+// events it held.
 func (w *Writer) Step(ctx context.Context) (int, error) {
 	b, err := w.src.Fetch(ctx, w.batch)
 	if err != nil {
 		return 0, err
 	}
+	return w.write(ctx, b)
+}
+
+// write stores b and acknowledges it. A batch the store did not take is
+// handed back to the log at once (Nak), so another writer can take it.
+func (w *Writer) write(ctx context.Context, b Batch) (int, error) {
 	evs := b.Events()
 	if len(evs) == 0 {
 		// Messages the source dropped as unreadable still need their ack.
@@ -117,11 +147,7 @@ func (w *Writer) Step(ctx context.Context) (int, error) {
 	if err != nil {
 		// The batch may be committed already (a lost reply): a redelivery
 		// is harmless because the store skips rows it holds.
-		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if nerr := b.Nak(nctx); nerr != nil {
-			w.log.Warn("nak of a failed event batch", "err", nerr)
-		}
+		w.handBack(ctx, b)
 		return len(evs), err
 	}
 	w.batches.Add(1)
@@ -134,6 +160,14 @@ func (w *Writer) Step(ctx context.Context) (int, error) {
 		return len(evs), err
 	}
 	return len(evs), nil
+}
+
+func (w *Writer) handBack(ctx context.Context, b Batch) {
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := b.Nak(nctx); err != nil {
+		w.log.Warn("nak of an unwritten event batch", "err", err)
+	}
 }
 
 func alertSignature(a *Alert) string {
