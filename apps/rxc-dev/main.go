@@ -77,6 +77,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	if *readyFile != "" {
+		// A file left by a killed run must not announce this one early.
+		if err := os.Remove(*readyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintln(stderr, "rxc-dev: ready file:", err)
+			return 1
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	startCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
