@@ -21,3 +21,6 @@ go test -run '^$' -bench . -benchmem -count 1 ./core/... ./adapters/... | tee /t
 
 echo "== provisioner load driver"
 go run ./bench/provisioner -bin bin/provisioner "$@"
+
+echo "== event pipeline load driver (one gRPC stream → JetStream → PostgreSQL)"
+go run ./bench/events
