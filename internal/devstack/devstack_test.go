@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -298,5 +299,116 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 		t.Fatalf("command on the wire %s, want id %s", msg.Data(), cmd.CommandID)
 	}
 	_ = msg.Ack()
+	stopStack(t, again)
+}
+
+// buildAgent builds the reference sensor agent for the test.
+func buildAgent(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sensor-agent")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/rxc-project/rxc/apps/sensor-agent").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build sensor-agent: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// webDir is a web/ folder with the repository's nginx configuration and
+// entrypoint hook and a stand-in build in dist/.
+func webDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"nginx/security-headers.conf", "docker-entrypoint.d/40-rxc-config.sh"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "web", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "dist"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "dist", "index.html"), []byte("<!doctype html><title>RXC</title>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+type sensorItem struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+}
+
+func listSensors(c *client, tenantID string) []sensorItem {
+	var list struct{ Items []sensorItem }
+	c.must("GET", "/api/sensors?tenantId="+tenantID, nil, "", 200, &list)
+	return list.Items
+}
+
+// The demo's sensors are enrolled by the real agent, report status over
+// NATS, and come back as the same sensors when the stack resumes; the
+// console is served with config.js from the real entrypoint hook.
+func TestStackRunsSimulatedSensorsAndTheConsole(t *testing.T) {
+	dir := stateDir(t)
+	cfg := devstack.Config{
+		StateDir: dir, Web: devstack.WebGo, WebDir: webDir(t), Tenant: "demo", Sensors: 2, SensorAgent: buildAgent(t), LogLevel: "warn",
+		ProvisionerAddr: "127.0.0.1:0", NATSAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", WebAddr: "127.0.0.1:0",
+	}
+	first := startStack(t, cfg)
+	info := first.Info()
+	if info.Sensors != 2 || info.Web != devstack.WebGo || info.WebURL == "" {
+		t.Fatalf("info %+v, want 2 sensors and the Go console server", info)
+	}
+	resp, err := http.Get(info.WebURL + "/config.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `"apiBaseUrl":"` + info.APIBaseURL + `"`; !strings.Contains(string(body), want) || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("config.js %q (Cache-Control %q), want %s and no-store", body, resp.Header.Get("Cache-Control"), want)
+	}
+
+	api := newClient(t, info.APIBaseURL)
+	api.must("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": info.Password}, "", 204, nil)
+	var before []sensorItem
+	waitUntil(t, 30*time.Second, "both sensors online", func() bool {
+		before = listSensors(api, "demo")
+		online := 0
+		for _, s := range before {
+			if s.State == "online" {
+				online++
+			}
+		}
+		return len(before) == 2 && online == 2
+	})
+	stopStack(t, first)
+
+	again := startStack(t, cfg)
+	api = newClient(t, again.Info().APIBaseURL)
+	api.must("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": info.Password}, "", 204, nil)
+	after := listSensors(api, "demo")
+	if len(after) != 2 {
+		t.Fatalf("sensors after resume %+v, want the same two", after)
+	}
+	ids := map[string]bool{before[0].ID: true, before[1].ID: true}
+	for _, s := range after {
+		if !ids[s.ID] {
+			t.Fatalf("sensor %s after resume is new; before: %+v", s.ID, before)
+		}
+	}
+	var cmd struct{ CommandID string }
+	api.must("POST", "/api/sensors/"+after[0].ID+"/commands", map[string]string{"action": "start"}, "", 202, &cmd)
+	waitUntil(t, 30*time.Second, "the resumed sensor running", func() bool {
+		var s sensorItem
+		api.must("GET", "/api/sensors/"+after[0].ID, nil, "", 200, &s)
+		return s.State == "running"
+	})
 	stopStack(t, again)
 }

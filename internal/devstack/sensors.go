@@ -66,32 +66,35 @@ func (s *Stack) startSensors(ctx context.Context, st *state, logs *logs) error {
 	if err != nil {
 		return err
 	}
+	// Line i of the file is sensor i's code; a smaller --sensors than last
+	// time runs the first ones only.
+	n := s.cfg.Sensors
 	args := []string{"run", "--api", s.info.APIBaseURL, "--state-dir", st.path("sensors", "agent"),
-		"--count", fmt.Sprint(len(codes)), "--claim-codes-file", codesFile}
+		"--count", fmt.Sprint(n), "--claim-codes-file", codesFile}
 	c, err := startChild(agent, args, out, nil)
 	if err != nil {
 		return fmt.Errorf("sensor agent: %w", err)
 	}
 	s.onStop("sensor agent", func(ctx context.Context) error { return c.stop(ctx, syscall.SIGTERM) })
-	s.info.Sensors, s.info.SensorAgent = len(codes), agent
-	s.say("sensors: %s running %d simulated sensors (log %s)", agent, len(codes), logs.path("sensors"))
+	s.info.Sensors, s.info.SensorAgent = n, agent
+	s.say("sensors: %s running %d simulated sensors (log %s)", agent, n, logs.path("sensors"))
 
 	// Ready means the sensors are listed; their state follows their status.
-	var n int
+	var listed int
 	err = waitFor(ctx, 60*time.Second, "the simulated sensors to enrol", func() bool {
 		if !c.running() {
 			return true
 		}
-		n, _ = api.countSensors(ctx, s.cfg.Tenant)
-		return n >= len(codes)
+		listed, _ = api.countSensors(ctx, s.cfg.Tenant)
+		return listed >= n
 	})
 	switch {
 	case !c.running():
 		return fmt.Errorf("sensor agent exited: %v (see %s)", c.exitErr(), logs.path("sensors"))
 	case err != nil:
-		s.say("sensors: only %d of %d enrolled so far (see %s)", n, len(codes), logs.path("sensors"))
+		s.say("sensors: only %d of %d enrolled so far (see %s)", listed, n, logs.path("sensors"))
 	default:
-		s.say("sensors: %d enrolled in tenant %q", n, s.cfg.Tenant)
+		s.say("sensors: %d enrolled in tenant %q", listed, s.cfg.Tenant)
 	}
 	return nil
 }

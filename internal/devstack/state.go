@@ -111,6 +111,10 @@ func (st *state) loadPassword() error {
 	p := st.path("operator.txt")
 	data, err := readPrivate(p)
 	if errors.Is(err, fs.ErrNotExist) {
+		if _, perr := os.Stat(st.path("pg", "data", "PG_VERSION")); perr == nil {
+			// The operator exists with a password only this file knew.
+			return fmt.Errorf("%s is missing but %s holds a database: restore the file or delete the whole state folder", p, st.path("pg"))
+		}
 		st.password = randomToken(15)
 		return writePrivate(p, fmt.Appendf(nil, "email: %s\npassword: %s\n", OperatorEmail, st.password))
 	}
