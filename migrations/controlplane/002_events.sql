@@ -26,12 +26,13 @@ CREATE TABLE events (
 ) PARTITION BY RANGE (event_time);
 
 -- Time-range scans per tenant, and the top-N and pivot queries of the
--- console and the analytics chat: by signature, by address, by CVE.
+-- console and the analytics chat: by signature, by address, by CVE (the GIN
+-- index serves cves @> ARRAY['CVE-…'], not = ANY(cves)).
 CREATE INDEX events_tenant_time ON events (tenant_id, event_time);
 CREATE INDEX events_tenant_signature ON events (tenant_id, signature_id, event_time) WHERE signature_id IS NOT NULL;
 CREATE INDEX events_tenant_src_ip ON events (tenant_id, src_ip, event_time) WHERE src_ip IS NOT NULL;
 CREATE INDEX events_tenant_dest_ip ON events (tenant_id, dest_ip, event_time) WHERE dest_ip IS NOT NULL;
-CREATE INDEX events_cves ON events USING gin (cves) WHERE cves <> '{}';
+CREATE INDEX events_cves ON events USING gin (cves);
 
 -- events_ensure_partition creates the partition holding day (UTC) unless it
 -- exists. Writers on several replicas may call it at once: the table lock
