@@ -256,52 +256,72 @@ func (g *GRPC) batch(ctx context.Context, conn *grpc.ClientConn, events <-chan *
 	if err != nil {
 		return ctx.Err() == nil, classify(err)
 	}
+	// The answer is awaited from the start: a server that ends the call
+	// early (refusal, revocation, shutdown) is noticed even while no event
+	// is being sent.
+	answer := make(chan answerOrErr, 1)
+	go func() {
+		var resp sensorpb.StreamEventsResponse
+		err := stream.RecvMsg(&resp)
+		answer <- answerOrErr{&resp, err}
+	}()
+	finish := func() error { return g.finish(stream, answer, cancel) }
+
 	g.pendingMu.Lock()
 	resend := append([]*sensorpb.SensorEvent(nil), g.pending...)
 	g.pendingMu.Unlock()
 	for _, ev := range resend {
 		if err := stream.Send(ev); err != nil {
-			return ctx.Err() == nil, g.finish(stream)
+			return ctx.Err() == nil, finish()
 		}
 		g.sent.Add(1)
 	}
 	timer := time.NewTimer(g.cfg.BatchInterval)
 	defer timer.Stop()
 	more = true
-loop:
 	for g.pendingLen() < g.cfg.BatchSize {
 		select {
 		case <-ctx.Done():
-			more = false
-			break loop
+			return false, finish()
+		case a := <-answer:
+			answer <- a
+			return more, finish()
 		case <-timer.C:
 			if g.pendingLen() > 0 {
-				break loop
+				return more, finish()
 			}
 			timer.Reset(g.cfg.BatchInterval)
 		case ev, ok := <-events:
 			if !ok {
-				more = false
-				break loop
+				return false, finish()
 			}
 			g.addPending(ev)
 			if err := stream.Send(ev); err != nil {
-				return more, g.finish(stream)
+				return more, finish()
 			}
 			g.sent.Add(1)
 		}
 	}
-	return more, g.finish(stream)
+	return more, finish()
 }
 
-// finish closes the stream and confirms the first Accepted pending events
-// (the server takes them in order).
-func (g *GRPC) finish(stream sensorpb.SensorEventStreamService_StreamEventsClient) error {
-	resp, err := stream.CloseAndRecv()
-	if err != nil {
-		return classify(err)
+type answerOrErr struct {
+	resp *sensorpb.StreamEventsResponse
+	err  error
+}
+
+// finish half-closes the stream, waits up to Timeout for the server's
+// answer and confirms the first Accepted pending events (the server takes
+// them in order).
+func (g *GRPC) finish(stream sensorpb.SensorEventStreamService_StreamEventsClient, answer <-chan answerOrErr, cancel context.CancelFunc) error {
+	_ = stream.CloseSend()
+	timer := time.AfterFunc(g.cfg.Timeout, cancel)
+	defer timer.Stop()
+	a := <-answer
+	if a.err != nil {
+		return classify(a.err)
 	}
-	n := int(resp.GetAccepted())
+	n := int(a.resp.GetAccepted())
 	g.pendingMu.Lock()
 	n = min(n, len(g.pending))
 	g.pending = append(g.pending[:0:0], g.pending[n:]...)
