@@ -3,6 +3,7 @@ package events_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -165,6 +166,40 @@ func TestWriterRedeliveryIsStoredOnce(t *testing.T) {
 		}
 	}
 	if diff := cmp.Diff(events.WriterStats{Written: 0, Duplicates: 1, Batches: 1}, w.Stats()); diff != "" {
+		t.Errorf("stats (-want +got):\n%s", diff)
+	}
+}
+
+// pickyStore refuses, as a whole, any batch holding the event "bad".
+type pickyStore struct{ memStore }
+
+func (p *pickyStore) Write(ctx context.Context, evs []events.Event) (int, error) {
+	for _, ev := range evs {
+		if ev.ID == "bad" {
+			return 0, fmt.Errorf("store: %w", events.ErrInvalidEvent)
+		}
+	}
+	return p.memStore.Write(ctx, evs)
+}
+
+func TestWriterSkipsAnEventTheStoreRefuses(t *testing.T) {
+	t.Parallel()
+	var evs []events.Event
+	for _, id := range []string{"a", "bad", "c"} {
+		ev := valid()
+		ev.TenantID, ev.SensorID, ev.ID = "acme", "s1", id
+		evs = append(evs, ev)
+	}
+	b := &memBatch{evs: evs}
+	store := &pickyStore{memStore{rows: map[[4]string]events.Event{}}}
+	w, _ := events.NewWriter(events.WriterConfig{Source: &memSource{batches: []*memBatch{b}}, Store: store})
+	if _, err := w.Step(context.Background()); err != nil {
+		t.Fatalf("Step: %v", err)
+	}
+	if b.acked != 1 || len(store.rows) != 2 {
+		t.Fatalf("batch acked %d, rows %d; want 1, 2", b.acked, len(store.rows))
+	}
+	if diff := cmp.Diff(events.WriterStats{Written: 2, Batches: 1, Rejected: 1}, w.Stats()); diff != "" {
 		t.Errorf("stats (-want +got):\n%s", diff)
 	}
 }

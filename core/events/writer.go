@@ -30,7 +30,8 @@ type Batch interface {
 type Store interface {
 	// Write stores evs in one transaction and returns how many were new:
 	// an event the store already holds (same tenant, sensor, id and time)
-	// is skipped.
+	// is skipped. An error wrapping ErrInvalidEvent means the store cannot
+	// hold some event of evs at all.
 	Write(ctx context.Context, evs []Event) (inserted int, err error)
 }
 
@@ -48,6 +49,8 @@ type WriterConfig struct {
 // WriterStats are cumulative counters.
 type WriterStats struct {
 	Written, Duplicates, Batches, Failures uint64
+	// Rejected events were refused by the store and skipped.
+	Rejected uint64
 }
 
 // Writer moves events from the log into the store.
@@ -58,7 +61,7 @@ type Writer struct {
 	retry time.Duration
 	log   *slog.Logger
 
-	written, duplicates, batches, failures atomic.Uint64
+	written, duplicates, batches, failures, rejected atomic.Uint64
 }
 
 // NewWriter checks cfg.
@@ -83,7 +86,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 
 // Stats returns the counters.
 func (w *Writer) Stats() WriterStats {
-	return WriterStats{Written: w.written.Load(), Duplicates: w.duplicates.Load(), Batches: w.batches.Load(), Failures: w.failures.Load()}
+	return WriterStats{Written: w.written.Load(), Duplicates: w.duplicates.Load(), Batches: w.batches.Load(), Failures: w.failures.Load(), Rejected: w.rejected.Load()}
 }
 
 // Run writes batches until ctx ends. The next batch is fetched while the
@@ -144,6 +147,10 @@ func (w *Writer) write(ctx context.Context, b Batch) (int, error) {
 		evs[i].CVEs = ExtractCVEs(alertSignature(evs[i].Alert), string(evs[i].RawJSON))
 	}
 	inserted, err := w.store.Write(ctx, evs)
+	rejected := 0
+	if errors.Is(err, ErrInvalidEvent) {
+		inserted, rejected, err = w.writeEach(ctx, evs)
+	}
 	if err != nil {
 		// The batch may be committed already (a lost reply): a redelivery
 		// is harmless because the store skips rows it holds.
@@ -152,7 +159,7 @@ func (w *Writer) write(ctx context.Context, b Batch) (int, error) {
 	}
 	w.batches.Add(1)
 	w.written.Add(uint64(inserted))
-	w.duplicates.Add(uint64(len(evs) - inserted))
+	w.duplicates.Add(uint64(len(evs) - inserted - rejected))
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := b.Ack(actx); err != nil {
@@ -160,6 +167,25 @@ func (w *Writer) write(ctx context.Context, b Batch) (int, error) {
 		return len(evs), err
 	}
 	return len(evs), nil
+}
+
+// writeEach stores a batch the store refused as a whole one event at a
+// time and skips the events it refuses, so one bad event cannot stall the
+// log behind it. Only ids are logged, never contents.
+func (w *Writer) writeEach(ctx context.Context, evs []Event) (inserted, rejected int, err error) {
+	for i := range evs {
+		n, err := w.store.Write(ctx, evs[i:i+1])
+		switch {
+		case errors.Is(err, ErrInvalidEvent):
+			rejected++
+			w.rejected.Add(1)
+			w.log.Warn("event refused by the store; skipped", "tenant", evs[i].TenantID, "sensor", evs[i].SensorID, "event_id", evs[i].ID, "err", err)
+		case err != nil:
+			return inserted, rejected, err
+		}
+		inserted += n
+	}
+	return inserted, rejected, nil
 }
 
 func (w *Writer) handBack(ctx context.Context, b Batch) {

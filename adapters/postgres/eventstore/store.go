@@ -11,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/core/events"
@@ -71,16 +73,27 @@ func (s *Store) Write(ctx context.Context, evs []events.Event) (int, error) {
 		return 0, fmt.Errorf("eventstore: load table: %w", err)
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events_load"}, columns, &rows{evs: evs, i: -1}); err != nil {
-		return 0, fmt.Errorf("eventstore: copy %d events: %w", len(evs), err)
+		return 0, fmt.Errorf("eventstore: copy %d events: %w", len(evs), classify(err))
 	}
 	tag, err := tx.Exec(ctx, moveLoad)
 	if err != nil {
-		return 0, fmt.Errorf("eventstore: insert: %w", err)
+		return 0, fmt.Errorf("eventstore: insert: %w", classify(err))
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("eventstore: commit: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// classify marks errors caused by the data itself (SQLSTATE classes 22,
+// data exception, and 23, integrity violation) as events.ErrInvalidEvent:
+// retrying the same rows cannot help.
+func classify(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
+		return fmt.Errorf("%w: %w", events.ErrInvalidEvent, err)
+	}
+	return err
 }
 
 // ensurePartitions creates the day partitions evs fall into, each in its

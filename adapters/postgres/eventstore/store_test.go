@@ -2,6 +2,7 @@ package eventstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -198,4 +199,15 @@ func BenchmarkWrite(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "events/s")
+}
+
+func TestWriteRefusesWhatPostgreSQLCannotHold(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	bad := alert("acme", "nul", day)
+	bad.Kind = "al\x00ert"
+	_, err := s.Write(testCtx(t), []events.Event{alert("acme", "ok", day), bad})
+	if !errors.Is(err, events.ErrInvalidEvent) {
+		t.Fatalf("Write with a NUL byte: %v, want ErrInvalidEvent", err)
+	}
 }
