@@ -194,7 +194,9 @@ func run(ctx context.Context, f runFlags, log *slog.Logger) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := runAgent(ctx, cfg); err != nil {
+			if err := runAgent(ctx, cfg); err != nil && ctx.Err() == nil {
+				// The other sensors go on; say now why this one stopped.
+				cfg.Logger.Error("sensor stopped", "err", err)
 				errs[i-1] = fmt.Errorf("sensor %d: %w", i, err)
 			}
 		}()
