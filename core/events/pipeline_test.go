@@ -203,3 +203,62 @@ func TestWriterSkipsAnEventTheStoreRefuses(t *testing.T) {
 		t.Errorf("stats (-want +got):\n%s", diff)
 	}
 }
+
+// chanSource hands out the batches sent on it; Fetch waits for one.
+type chanSource chan *memBatch
+
+func (c chanSource) Fetch(ctx context.Context, _ int) (events.Batch, error) {
+	select {
+	case b := <-c:
+		return b, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// signalStore reports each write on done.
+type signalStore struct {
+	memStore
+	done chan int
+}
+
+func (s *signalStore) Write(ctx context.Context, evs []events.Event) (int, error) {
+	n, err := s.memStore.Write(ctx, evs)
+	s.done <- len(evs)
+	return n, err
+}
+
+func TestWriterRunWritesEveryBatchOnce(t *testing.T) {
+	t.Parallel()
+	src := make(chanSource)
+	store := &signalStore{memStore{rows: map[[4]string]events.Event{}}, make(chan int, 10)}
+	w, _ := events.NewWriter(events.WriterConfig{Source: src, Store: store})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { w.Run(ctx); close(stopped) }()
+	var batches []*memBatch
+	for i := range 3 {
+		ev := valid()
+		ev.TenantID, ev.SensorID, ev.ID = "acme", "s1", fmt.Sprintf("e%d", i)
+		b := &memBatch{evs: []events.Event{ev}}
+		batches = append(batches, b)
+		src <- b
+	}
+	for range 3 {
+		select {
+		case <-store.done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("batches not written within 10s")
+		}
+	}
+	cancel()
+	<-stopped
+	for i, b := range batches {
+		if b.acked != 1 || b.nak != 0 {
+			t.Errorf("batch %d acked %d, nak %d; want 1, 0", i, b.acked, b.nak)
+		}
+	}
+	if got := w.Stats().Written; got != 3 {
+		t.Errorf("written %d, want 3", got)
+	}
+}

@@ -100,12 +100,17 @@ func (w *Writer) Run(ctx context.Context) {
 	next := make(chan fetched, 1)
 	go func() {
 		defer close(next)
-		for ctx.Err() == nil {
+		for failures := 0; ctx.Err() == nil; {
 			b, err := w.src.Fetch(ctx, w.batch)
 			next <- fetched{b, err}
-			if err != nil {
-				sleep(ctx, w.retry)
+			if err == nil {
+				failures = 0
+				continue
 			}
+			// A log that stays away (no stream yet, NATS down) is retried
+			// ever more slowly, up to every 30 s.
+			sleep(ctx, min(w.retry<<min(failures, 5), 30*time.Second))
+			failures++
 		}
 	}()
 	for f := range next {
@@ -119,8 +124,10 @@ func (w *Writer) Run(ctx context.Context) {
 		}
 		if err != nil && ctx.Err() == nil {
 			w.failures.Add(1)
-			w.log.Warn("event batch failed; retrying", "err", err, "wait", w.retry.String())
-			sleep(ctx, w.retry)
+			w.log.Warn("event batch failed; retrying", "err", err)
+			if f.err == nil {
+				sleep(ctx, w.retry)
+			}
 		}
 	}
 }
