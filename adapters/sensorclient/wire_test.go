@@ -12,6 +12,8 @@ import (
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
+var testTime = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+
 const validCommand = `{"commandId":"0b6a3f0e-8c1d-4f62-9d0a-2f3b9c1e7a55","tenantId":"acme","sensorId":"s-1","action":"start",` +
 	`"issuedAt":"2026-11-21T09:00:00Z","issuedBy":"ops@example.com","expiresAt":"2026-11-21T09:10:00Z"}`
 
