@@ -1,11 +1,15 @@
+import { lazy, Suspense } from 'react';
 import { Link, Navigate, Route, Routes } from 'react-router';
 import { RequireSession } from './components/Layout';
-import { AnalyticsScreen } from './screens/Analytics';
+import { Loading } from './components/Status';
 import { LoginScreen } from './screens/Login';
 import { SensorDetailScreen } from './screens/SensorDetail';
 import { SensorsScreen } from './screens/Sensors';
 import { TenantDetailScreen } from './screens/TenantDetail';
 import { TenantsScreen } from './screens/Tenants';
+
+// The charting library is most of the bundle: only the Analytics screen loads it.
+const AnalyticsScreen = lazy(() => import('./screens/Analytics').then((m) => ({ default: m.AnalyticsScreen })));
 
 export function AppRoutes() {
   return (
@@ -17,7 +21,14 @@ export function AppRoutes() {
         <Route path="/sensors/:sensorId" element={<SensorDetailScreen />} />
         <Route path="/tenants" element={<TenantsScreen />} />
         <Route path="/tenants/:tenantId" element={<TenantDetailScreen />} />
-        <Route path="/analytics" element={<AnalyticsScreen />} />
+        <Route
+          path="/analytics"
+          element={
+            <Suspense fallback={<Loading label="Loading analytics…" />}>
+              <AnalyticsScreen />
+            </Suspense>
+          }
+        />
         <Route path="*" element={<NotFound />} />
       </Route>
     </Routes>

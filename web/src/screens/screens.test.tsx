@@ -24,7 +24,8 @@ describe('login', () => {
     });
     renderApp('/tenants', f);
     const email = await screen.findByLabelText('Email');
-    expect(email).toHaveFocus();
+    // The focus moves in an effect, which may run just after the field appears.
+    await waitFor(() => expect(email).toHaveFocus());
     expect(screen.queryByRole('alert')).toBeNull();
     await user.type(email, 'op@example.com');
     await user.type(screen.getByLabelText('Password'), 'wrong');
