@@ -16,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -25,6 +26,19 @@ const DefaultHTTPTimeout = 15 * time.Second
 
 // maxResponseBytes bounds a response body read from the API.
 const maxResponseBytes = 1 << 20
+
+// maxRetryAfter caps a server's Retry-After.
+const maxRetryAfter = 10 * time.Minute
+
+// RetryAfter is how long the server asked to wait before retrying err (0
+// when it did not say).
+func RetryAfter(err error) time.Duration {
+	var api *APIError
+	if errors.As(err, &api) {
+		return api.RetryAfter
+	}
+	return 0
+}
 
 // Errors an Enroller's calls wrap (test with errors.Is).
 var (
@@ -44,6 +58,8 @@ type APIError struct {
 	Code   string
 	Title  string
 	Detail string
+	// RetryAfter is the server's Retry-After (in seconds form), if any.
+	RetryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -315,6 +331,9 @@ func (e *Enroller) call(ctx context.Context, path, bearer string, body any, want
 	}
 	if resp.StatusCode != want {
 		apiErr := &APIError{Status: resp.StatusCode}
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			apiErr.RetryAfter = min(time.Duration(secs)*time.Second, maxRetryAfter)
+		}
 		var p struct{ Code, Title, Detail string }
 		if json.Unmarshal(raw, &p) == nil {
 			apiErr.Code, apiErr.Title, apiErr.Detail = p.Code, truncate(p.Title, 200), truncate(p.Detail, 500)

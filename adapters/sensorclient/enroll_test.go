@@ -80,6 +80,9 @@ func (p *fakePlane) record(r *http.Request) (map[string]string, int) {
 
 func problem(w http.ResponseWriter, status int, code string) {
 	w.Header().Set("Content-Type", "application/problem+json")
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "7")
+	}
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"type": "urn:rxc:problem:" + code, "title": "t", "status": status, "code": code, "detail": "detail of " + code})
 }
@@ -259,6 +262,13 @@ func TestEnrollerErrors(t *testing.T) {
 			}
 			if got := Retryable(err); got != tc.retryable {
 				t.Errorf("Retryable(%v) = %v, want %v", err, got, tc.retryable)
+			}
+			wantWait := time.Duration(0)
+			if tc.status == http.StatusTooManyRequests || tc.status == http.StatusServiceUnavailable {
+				wantWait = 7 * time.Second
+			}
+			if got := RetryAfter(err); got != wantWait {
+				t.Errorf("RetryAfter = %v, want %v", got, wantWait)
 			}
 		})
 	}

@@ -224,7 +224,8 @@ func retry[T any](ctx context.Context, a *Agent, what string, until time.Time, f
 		if attempt == 0 || attempt%10 == 0 {
 			a.log.Warn(what+" failed; retrying", "err", err, "attempt", attempt+1)
 		}
-		if !a.cfg.Backoff.Wait(ctx, attempt) {
+		pause := max(a.cfg.Backoff.Delay(attempt), sensorclient.RetryAfter(err))
+		if !sleep(ctx, pause) {
 			return v, ctx.Err()
 		}
 	}
@@ -672,5 +673,17 @@ func (a *Agent) shutdown(cause error) {
 		a.log.Error("sensor agent stopped", "err", cause)
 	default:
 		a.log.Info("sensor agent stopped")
+	}
+}
+
+// sleep pauses for d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
