@@ -56,8 +56,8 @@ const (
 	moveLoad   = `INSERT INTO events SELECT * FROM events_load ON CONFLICT DO NOTHING`
 )
 
-// Write stores evs in one transaction and returns how many rows were new.
-func (s *Store) Write(ctx context.Context, evs []events.Event) (int, error) {
+// write stores evs in one transaction and returns how many rows were new.
+func (s *Store) write(ctx context.Context, evs []events.Event) (int, error) {
 	if len(evs) == 0 {
 		return 0, nil
 	}
@@ -85,12 +85,25 @@ func (s *Store) Write(ctx context.Context, evs []events.Event) (int, error) {
 	return int(tag.RowsAffected()), nil
 }
 
-// classify marks errors caused by the data itself (SQLSTATE classes 22,
-// data exception, and 23, integrity violation) as events.ErrInvalidEvent:
-// retrying the same rows cannot help.
+// Write wraps write and forgets the known partitions after a failure: one
+// may have been dropped (expiring old days) since it was seen.
+func (s *Store) Write(ctx context.Context, evs []events.Event) (int, error) {
+	n, err := s.write(ctx, evs)
+	if err != nil {
+		s.mu.Lock()
+		clear(s.days)
+		s.mu.Unlock()
+	}
+	return n, err
+}
+
+// classify marks errors caused by the data itself (SQLSTATE class 22, data
+// exception: text PostgreSQL cannot hold, JSON jsonb refuses) as
+// events.ErrInvalidEvent: retrying the same rows cannot help. Anything else,
+// a missing partition included, is worth retrying.
 func classify(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) {
+	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {
 		return fmt.Errorf("%w: %w", events.ErrInvalidEvent, err)
 	}
 	return err

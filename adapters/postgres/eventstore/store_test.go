@@ -211,3 +211,21 @@ func TestWriteRefusesWhatPostgreSQLCannotHold(t *testing.T) {
 		t.Fatalf("Write with a NUL byte: %v, want ErrInvalidEvent", err)
 	}
 }
+
+// Expiring a day drops its partition; a later event of that day recreates it.
+func TestDroppedPartitionIsRecreated(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	if _, err := s.Write(testCtx(t), []events.Event{alert("acme", "a", day)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(testCtx(t), `DROP TABLE events_20261120`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(testCtx(t), []events.Event{alert("acme", "b", day)}); err == nil || errors.Is(err, events.ErrInvalidEvent) {
+		t.Fatalf("Write into a dropped partition: %v, want a retryable error", err)
+	}
+	if n, err := s.Write(testCtx(t), []events.Event{alert("acme", "b", day)}); err != nil || n != 1 {
+		t.Fatalf("retried Write = %d, %v; want 1, nil", n, err)
+	}
+}
