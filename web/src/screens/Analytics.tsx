@@ -155,7 +155,7 @@ function OverviewView({ ov }: { ov: Overview }) {
             <th scope="col">Signature</th>
             <th scope="col">Category</th>
             <th scope="col">Severity</th>
-            <th scope="col">Alerts</th>
+            <th scope="col" className="num">Alerts</th>
           </tr>
         </thead>
         <tbody>
@@ -184,7 +184,7 @@ function OverviewView({ ov }: { ov: Overview }) {
         <thead>
           <tr>
             <th scope="col">CVE</th>
-            <th scope="col">Events</th>
+            <th scope="col" className="num">Events</th>
             <th scope="col">Last seen</th>
           </tr>
         </thead>
@@ -218,7 +218,7 @@ function AddressTable({ caption, rows }: { caption: string; rows: AddressCount[]
       <thead>
         <tr>
           <th scope="col">Address</th>
-          <th scope="col">Events</th>
+          <th scope="col" className="num">Events</th>
         </tr>
       </thead>
       <tbody>

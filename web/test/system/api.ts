@@ -23,6 +23,8 @@ export interface E2eApi {
   enrolSensor: (claimCode: string, hostname: string) => Promise<void>;
   /** Only the fake can change its chat status; a real API is taken as it is. */
   setChatEnabled?: (enabled: boolean) => void;
+  /** Only the fake: adds a provisioned tenant without going through the console. */
+  seedTenant?: (id: string, name: string) => void;
   stop: () => Promise<void>;
 }
 
@@ -82,6 +84,42 @@ const ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 const EMAIL = 'operator@example.com';
 const PASSWORD = 'correct horse battery staple';
 const ACK_DELAY_MS = 700;
+
+// The fake's threat intelligence: one address it knows, everything else a miss.
+const KNOWN_INDICATORS: Record<string, string> = { '203.0.113.7': 'Known scanner' };
+const IPV4 = /\b(?:\d{1,3}\.){3}\d{1,3}\b/g;
+
+/** A deterministic overview for any tenant and range: a known scanner and an address nobody knows. */
+function fakeOverview(tenantId: string, from: string, to: string, sensorId: string | null) {
+  const f = Date.parse(from);
+  const t = Date.parse(to);
+  if (Number.isNaN(f) || Number.isNaN(t) || t <= f) throw new HttpProblem(400, 'invalid_input', 'Invalid input', 'from and to must be RFC 3339 times, to after from');
+  if (t - f > 31 * 86400_000) throw new HttpProblem(400, 'invalid_input', 'Invalid input', 'the range must not exceed 31 days');
+  const span = t - f;
+  const bucket = span <= 6 * 3600_000 ? 60 : span <= 48 * 3600_000 ? 300 : span <= 14 * 86400_000 ? 3600 : 86400;
+  const series = [];
+  for (let b = Math.floor(f / (bucket * 1000)) * bucket * 1000, i = 0; b < t; b += bucket * 1000, i++) {
+    const events = (i * 7) % 23;
+    series.push({ t: new Date(b).toISOString().replace('.000Z', 'Z'), events, alerts: events % 4 });
+  }
+  const events = series.reduce((n, p) => n + p.events, 0);
+  const alerts = series.reduce((n, p) => n + p.alerts, 0);
+  return {
+    tenantId,
+    from: new Date(f).toISOString().replace('.000Z', 'Z'),
+    to: new Date(t).toISOString().replace('.000Z', 'Z'),
+    bucketSeconds: bucket,
+    totals: { events, alerts, sensors: sensorId ? 1 : 2 },
+    series,
+    topSources: [
+      { ip: '203.0.113.7', count: Math.ceil(events / 3) },
+      { ip: '198.51.100.23', count: Math.ceil(events / 5) },
+    ],
+    topDestinations: [{ ip: '10.0.0.5', count: Math.ceil(events / 2) }],
+    topSignatures: [{ signatureId: 2001219, signature: 'ET SCAN Potential SSH Scan', category: 'Attempted Information Leak', severity: 2, count: alerts }],
+    cves: [{ id: 'CVE-2021-44228', count: 3, lastSeen: new Date(t - 60_000).toISOString() }],
+  };
+}
 
 class HttpProblem extends Error {
   constructor(
@@ -262,15 +300,31 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
     if (m === 'GET' && p === '/api/analytics/chat/status') {
       return send(res, 200, chatEnabled ? { enabled: true, model: 'fake-llm-1', capabilities: { threatIntel: true, historicalEnrichment: false, playbooks: true } } : { enabled: false });
     }
+    if (m === 'GET' && p === '/api/analytics/overview') {
+      const tenantId = url.searchParams.get('tenantId') ?? '';
+      if (!ID.test(tenantId)) throw new HttpProblem(400, 'invalid_id', 'Invalid identifier');
+      if (!tenants.some((t) => t.id === tenantId)) throw new HttpProblem(404, 'not_found', 'Not found', 'no such tenant');
+      return send(res, 200, fakeOverview(tenantId, url.searchParams.get('from') ?? '', url.searchParams.get('to') ?? '', url.searchParams.get('sensorId')));
+    }
     if (m === 'POST' && p === '/api/analytics/chat') {
       if (!chatEnabled) throw new HttpProblem(404, 'chat_disabled', 'Analytics chat is disabled');
       const b = await body(req);
+      if (typeof b.question !== 'string' || !b.question.trim() || b.question.length > 2000) throw new HttpProblem(400, 'invalid_input', 'Invalid input');
+      if (JSON.stringify(b.snapshot ?? {}).length > 16384) throw new HttpProblem(413, 'snapshot_too_large', 'Snapshot too large');
+      // Like the control plane: indicators from the question and the snapshot, a chip per hit.
+      const indicators = [...new Set(`${b.question} ${JSON.stringify(b.snapshot ?? {})}`.match(IPV4) ?? [])];
+      const hits = indicators.filter((i) => KNOWN_INDICATORS[i]);
       res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store' });
       const ev = (event: string, data: unknown) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-      ev('enrichment', { kind: 'threatIntel', indicator: '203.0.113.7', title: 'Known scanner', detail: 'MISP event 4711' });
-      ev('enrichment', { kind: 'historical', indicator: '203.0.113.7', title: 'Seen 12 times', detail: 'last 30 days' });
-      ev('enrichment', { kind: 'playbook', indicator: 'ET SCAN', title: 'Scanner triage', detail: 'playbooks/scan.md' });
-      for (const word of `For tenant ${String(b.tenantId)}: 203.0.113.7 is a known scanner; block it at the edge.`.split(' ')) {
+      for (const hit of hits) {
+        ev('enrichment', { kind: 'threatIntel', indicator: hit, title: KNOWN_INDICATORS[hit], detail: 'MISP event 4711' });
+        ev('enrichment', { kind: 'historical', indicator: hit, title: 'Seen 12 times', detail: 'last 30 days' });
+      }
+      if (hits.length > 0) ev('enrichment', { kind: 'playbook', indicator: 'ET SCAN', title: 'Scanner triage', detail: 'playbooks/scan.md' });
+      const answer = hits.length
+        ? `For tenant ${String(b.tenantId)}: ${hits.join(', ')} is a known scanner; block it at the edge.`
+        : `For tenant ${String(b.tenantId)}: nothing known about ${indicators.join(', ') || 'these addresses'}; keep watching.`;
+      for (const word of answer.split(' ')) {
         ev('delta', { text: `${word} ` });
         await new Promise((r) => setTimeout(r, 20));
       }
@@ -303,6 +357,9 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
     },
     setChatEnabled: (enabled) => {
       chatEnabled = enabled;
+    },
+    seedTenant: (id, name) => {
+      tenants.push({ id, name, natsAccountPubKey: `A${randomBytes(28).toString('hex').toUpperCase().slice(0, 55)}`, natsStatus: 'provisioned' });
     },
     stop: async () => {
       for (const t of timers) clearTimeout(t);
