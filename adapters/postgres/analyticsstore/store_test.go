@@ -94,10 +94,10 @@ func TestOverviewCountsOneTenantsEvents(t *testing.T) {
 	if diff := cmp.Diff(wantSeries, nonEmpty); diff != "" {
 		t.Errorf("series (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]analytics.AddressCount{{"198.51.100.7", 3}, {"10.0.0.5", 2}, {"2001:db8::1", 1}}, ov.TopSources); diff != "" {
+	if diff := cmp.Diff([]analytics.AddressCount{{IP: "198.51.100.7", Count: 3}, {IP: "10.0.0.5", Count: 2}, {IP: "2001:db8::1", Count: 1}}, ov.TopSources); diff != "" {
 		t.Errorf("top sources (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]analytics.AddressCount{{"10.0.0.5", 2}, {"10.0.0.6", 2}, {"192.0.2.53", 2}}, ov.TopDestinations); diff != "" {
+	if diff := cmp.Diff([]analytics.AddressCount{{IP: "10.0.0.5", Count: 2}, {IP: "10.0.0.6", Count: 2}, {IP: "192.0.2.53", Count: 2}}, ov.TopDestinations); diff != "" {
 		t.Errorf("top destinations (-want +got):\n%s", diff)
 	}
 	wantSigs := []analytics.SignatureCount{
@@ -107,7 +107,7 @@ func TestOverviewCountsOneTenantsEvents(t *testing.T) {
 	if diff := cmp.Diff(wantSigs, ov.TopSignatures); diff != "" {
 		t.Errorf("top signatures (-want +got):\n%s", diff)
 	}
-	wantCVEs := []analytics.CVECount{{"CVE-2021-44228", 2, base.Add(30 * time.Minute)}, {"CVE-2021-45046", 1, base.Add(30 * time.Minute)}}
+	wantCVEs := []analytics.CVECount{{ID: "CVE-2021-44228", Count: 2, LastSeen: base.Add(30 * time.Minute)}, {ID: "CVE-2021-45046", Count: 1, LastSeen: base.Add(30 * time.Minute)}}
 	if diff := cmp.Diff(wantCVEs, ov.CVEs); diff != "" {
 		t.Errorf("cves (-want +got):\n%s", diff)
 	}
