@@ -16,6 +16,8 @@ const (
 	DefaultStatusTTL         = 30 * time.Second
 	// DefaultPingTimeout bounds the provider check behind the chat status.
 	DefaultPingTimeout = 3 * time.Second
+	// DefaultQueryTimeout bounds one overview's queries.
+	DefaultQueryTimeout = 15 * time.Second
 )
 
 // Config wires a Service. Optional parts are nil when not configured.
@@ -38,6 +40,7 @@ type Config struct {
 	ModelTimeout      time.Duration
 	EnrichmentTimeout time.Duration
 	PingTimeout       time.Duration
+	QueryTimeout      time.Duration
 	// StatusTTL is how long a provider check is trusted.
 	StatusTTL time.Duration
 	Logger    *slog.Logger
@@ -60,7 +63,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Events == nil {
 		return nil, errors.New("analytics: an event store is required")
 	}
-	if cfg.ModelTimeout < 0 || cfg.EnrichmentTimeout < 0 || cfg.StatusTTL < 0 || cfg.PingTimeout < 0 {
+	if cfg.ModelTimeout < 0 || cfg.EnrichmentTimeout < 0 || cfg.StatusTTL < 0 || cfg.PingTimeout < 0 || cfg.QueryTimeout < 0 {
 		return nil, errors.New("analytics: negative timeout")
 	}
 	if cfg.ModelTimeout == 0 {
@@ -71,6 +74,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.PingTimeout == 0 {
 		cfg.PingTimeout = DefaultPingTimeout
+	}
+	if cfg.QueryTimeout == 0 {
+		cfg.QueryTimeout = DefaultQueryTimeout
 	}
 	if cfg.StatusTTL == 0 {
 		cfg.StatusTTL = DefaultStatusTTL
@@ -91,6 +97,8 @@ func (s *Service) Overview(ctx context.Context, q Query) (Overview, error) {
 	}
 	q.From, q.To = q.From.UTC(), q.To.UTC()
 	bucket := BucketFor(q.To.Sub(q.From))
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
+	defer cancel()
 	ov, err := s.cfg.Events.Overview(ctx, q, bucket)
 	if err != nil {
 		return Overview{}, fmt.Errorf("analytics overview: %w", err)
