@@ -184,6 +184,7 @@ func sensorConn(t *testing.T, natsURL string, enr enrolment) *nats.Conn {
 }
 
 func TestStackResumesFromItsStateFolder(t *testing.T) {
+	t.Parallel()
 	dir := stateDir(t)
 	cfg := devstack.Config{
 		StateDir: dir, Web: devstack.WebNone, Tenant: "demo", LogLevel: "warn",
@@ -355,6 +356,7 @@ func listSensors(c *client, tenantID string) []sensorItem {
 // NATS, and come back as the same sensors when the stack resumes; the
 // console is served with config.js from the real entrypoint hook.
 func TestStackRunsSimulatedSensorsAndTheConsole(t *testing.T) {
+	t.Parallel()
 	dir := stateDir(t)
 	cfg := devstack.Config{
 		StateDir: dir, Web: devstack.WebGo, WebDir: webDir(t), Tenant: "demo", Sensors: 2, SensorAgent: buildAgent(t), LogLevel: "warn",
