@@ -1,6 +1,6 @@
 // Package controlapi is the control plane's HTTP edge (served on :5009): the
 // operators' session-cookie API the SPA uses (tenants, claim codes, sensors,
-// commands, revocation, chat status), the sensors' public routes (claim code
+// commands, revocation, analytics and chat), the sensors' public routes (claim code
 // redemption, enrolment and renewal with bearer tokens), and liveness,
 // readiness and Prometheus metrics. It validates input at the edge, calls the
 // fleet and operators services, and maps their errors to RFC 9457 problems in
@@ -23,6 +23,10 @@
 //     operators' routes.
 //   - Renewal answers sensorId and the certificate fields (certificate,
 //     caCertificate, serial, notAfter); it issues no new sensor token.
+//   - The analytics chat refuses with a problem before its event stream
+//     starts (limits, unknown tenant, chat off, rate limit per operator);
+//     a failure after that is an `error` event carrying the problem's code.
+//     The tenant must exist for the overview and the chat.
 package controlapi
 
 import (
