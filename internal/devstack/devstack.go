@@ -233,6 +233,10 @@ func (s *Stack) start(ctx context.Context) error {
 	s.onStop("state lock", func(context.Context) error { return st.close() })
 	s.say("state folder: %s", st.dir)
 
+	pg, err := preparePostgres(st, s.say)
+	if err != nil {
+		return err
+	}
 	p, err := resolvePorts(s.cfg, st)
 	if err != nil {
 		return err
@@ -255,8 +259,7 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	s.onStop("logs", func(context.Context) error { return logs.close() })
 
-	pg, err := startPostgres(ctx, st, p.Postgres, s.cfg.PGPort == 0, s.say)
-	if err != nil {
+	if err := pg.start(ctx, p.Postgres, s.cfg.PGPort == 0, s.say); err != nil {
 		return err
 	}
 	s.onStop("postgres", pg.stop)

@@ -31,9 +31,9 @@ type postgres struct {
 	uid, gid int
 }
 
-// startPostgres starts the cluster on port; when anyPort, a port taken in
-// the meantime is replaced by another free one.
-func startPostgres(ctx context.Context, st *state, port int, anyPort bool, say func(string, ...any)) (*postgres, error) {
+// preparePostgres initialises the cluster on the first run and stops one a
+// killed run left behind, before the stack picks its ports.
+func preparePostgres(st *state, say func(string, ...any)) (*postgres, error) {
 	bin, err := pgtest.ServerBinaries()
 	if err != nil {
 		return nil, err
@@ -59,11 +59,18 @@ func startPostgres(ctx context.Context, st *state, port int, anyPort bool, say f
 			return nil, fmt.Errorf("stop the earlier PostgreSQL: %w", err)
 		}
 	}
+	return pg, nil
+}
+
+// start starts the cluster on port; when anyPort, a port taken in the
+// meantime is replaced by another free one.
+func (pg *postgres) start(ctx context.Context, port int, anyPort bool, say func(string, ...any)) error {
+	var err error
 	pg.port = port
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if pg.port, err = freePort(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		opts := fmt.Sprintf("-p %d -k '%s' -c listen_addresses=127.0.0.1 -c synchronous_commit=off -c max_connections=200", pg.port, pg.dir)
@@ -74,11 +81,11 @@ func startPostgres(ctx context.Context, st *state, port int, anyPort bool, say f
 		// Another program may have taken the free port in between.
 		if !anyPort || attempt == 2 || ctx.Err() != nil {
 			log, _ := os.ReadFile(filepath.Join(pg.dir, "postgres.log"))
-			return nil, fmt.Errorf("pg_ctl start: %w\n%s", err, tail(log, 2000))
+			return fmt.Errorf("pg_ctl start: %w\n%s", err, tail(log, 2000))
 		}
 	}
 	say("postgres: listening on 127.0.0.1:%d (data %s)", pg.port, pg.data())
-	return pg, nil
+	return nil
 }
 
 func (pg *postgres) data() string { return filepath.Join(pg.dir, "data") }

@@ -95,3 +95,37 @@ func TestStaticSiteNeedsTheHeadersFile(t *testing.T) {
 		t.Fatal("a headers file without add_header lines was accepted")
 	}
 }
+
+func TestNewRefusesBadConfigs(t *testing.T) {
+	t.Parallel()
+	ok := Config{StateDir: t.TempDir(), Web: WebNone}
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"no state folder", func(c *Config) { c.StateDir = "" }, "state folder"},
+		{"API on every interface", func(c *Config) { c.APIAddr = ":5009" }, "loopback"},
+		{"NATS on a public address", func(c *Config) { c.NATSAddr = "192.0.2.1:4222" }, "loopback"},
+		{"unknown web mode", func(c *Config) { c.Web = "apache" }, "web mode"},
+		{"console without a web folder", func(c *Config) { c.Web = WebGo }, "web folder"},
+		{"sensors without a tenant", func(c *Config) { c.Sensors = 2 }, "tenant"},
+		{"negative sensors", func(c *Config) { c.Sensors = -1 }, "negative"},
+		{"PostgreSQL port out of range", func(c *Config) { c.PGPort = 70000 }, "out of range"},
+		{"unknown log level", func(c *Config) { c.LogLevel = "loud" }, "log level"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := ok
+			tc.mutate(&cfg)
+			_, err := New(cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v, want an error about %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := New(ok); err != nil {
+		t.Fatalf("New with a good config: %v", err)
+	}
+}
