@@ -187,7 +187,7 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 	t.Parallel()
 	dir := stateDir(t)
 	cfg := devstack.Config{
-		StateDir: dir, Web: devstack.WebNone, Tenant: "demo", LogLevel: "warn",
+		StateDir: dir, Web: devstack.WebGo, WebDir: webDir(t), Tenant: "demo", LogLevel: "warn",
 		ProvisionerAddr: "127.0.0.1:0", NATSAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", WebAddr: "127.0.0.1:0",
 	}
 	first := startStack(t, cfg)
@@ -205,6 +205,7 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 	if data, _ := os.ReadFile(filepath.Join(dir, "operator.txt")); !strings.Contains(string(data), info.Password) {
 		t.Fatal("operator.txt does not hold the printed password")
 	}
+	checkConsole(t, info)
 
 	// A second stack on the same folder is refused while the first runs.
 	second, err := devstack.New(cfg)
@@ -319,7 +320,7 @@ func buildAgent(t *testing.T) string {
 func webDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, f := range []string{"nginx/security-headers.conf", "docker-entrypoint.d/40-rxc-config.sh"} {
+	for _, f := range []string{"nginx/nginx.conf", "nginx/default.conf", "nginx/security-headers.conf", "docker-entrypoint.d/40-rxc-config.sh"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "web", f))
 		if err != nil {
 			t.Fatal(err)
@@ -352,30 +353,48 @@ func listSensors(c *client, tenantID string) []sensorItem {
 	return list.Items
 }
 
+// checkConsole asserts the console answers a deep link with the SPA and
+// /config.js, written by the real entrypoint hook, with the API's address.
+func checkConsole(t *testing.T, info devstack.Info) {
+	t.Helper()
+	get := func(path string) (*http.Response, string) {
+		resp, err := http.Get(info.WebURL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	resp, body := get("/config.js")
+	if want := `"apiBaseUrl":"` + info.APIBaseURL + `"`; !strings.Contains(body, want) || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("config.js %q (Cache-Control %q), want %s and no-store", body, resp.Header.Get("Cache-Control"), want)
+	}
+	resp, body = get("/sensors/s-1")
+	if resp.StatusCode != 200 || !strings.Contains(body, "<title>RXC</title>") {
+		t.Fatalf("deep link: %d %q, want the SPA", resp.StatusCode, body)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "connect-src 'self' "+info.APIBaseURL+";") {
+		t.Fatalf("Content-Security-Policy %q does not allow the API", csp)
+	}
+}
+
 // The demo's sensors are enrolled by the real agent, report status over
-// NATS, and come back as the same sensors when the stack resumes; the
-// console is served with config.js from the real entrypoint hook.
-func TestStackRunsSimulatedSensorsAndTheConsole(t *testing.T) {
+// NATS, and come back as the same sensors when the stack resumes; nginx
+// serves the console with the production configuration.
+func TestStackRunsSimulatedSensorsBehindNginx(t *testing.T) {
 	t.Parallel()
 	dir := stateDir(t)
 	cfg := devstack.Config{
-		StateDir: dir, Web: devstack.WebGo, WebDir: webDir(t), Tenant: "demo", Sensors: 2, SensorAgent: buildAgent(t), LogLevel: "warn",
+		StateDir: dir, Web: devstack.WebNginx, WebDir: webDir(t), Tenant: "demo", Sensors: 2, SensorAgent: buildAgent(t), LogLevel: "warn",
 		ProvisionerAddr: "127.0.0.1:0", NATSAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", WebAddr: "127.0.0.1:0",
 	}
 	first := startStack(t, cfg)
 	info := first.Info()
-	if info.Sensors != 2 || info.Web != devstack.WebGo || info.WebURL == "" {
-		t.Fatalf("info %+v, want 2 sensors and the Go console server", info)
+	if info.Sensors != 2 || info.Web != devstack.WebNginx {
+		t.Fatalf("info %+v, want 2 sensors and nginx serving the console", info)
 	}
-	resp, err := http.Get(info.WebURL + "/config.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if want := `"apiBaseUrl":"` + info.APIBaseURL + `"`; !strings.Contains(string(body), want) || resp.Header.Get("Cache-Control") != "no-store" {
-		t.Fatalf("config.js %q (Cache-Control %q), want %s and no-store", body, resp.Header.Get("Cache-Control"), want)
-	}
+	checkConsole(t, info)
 
 	api := newClient(t, info.APIBaseURL)
 	api.must("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": info.Password}, "", 204, nil)
