@@ -1,7 +1,6 @@
 package controlapi
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -153,5 +152,3 @@ func (a *API) tenantExists(w http.ResponseWriter, r *http.Request, id string) bo
 	}
 	return true
 }
-
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

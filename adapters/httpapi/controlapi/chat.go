@@ -1,6 +1,7 @@
 package controlapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,21 +86,12 @@ func (a *API) askChat(w http.ResponseWriter, r *http.Request, op operators.Opera
 		problem.Write(w, r, p)
 		return
 	}
-	if len(req.Snapshot) > analytics.MaxSnapshotBytes {
-		problem.Write(w, r, problem.New(http.StatusRequestEntityTooLarge, "snapshot_too_large", "Snapshot too large",
-			fmt.Sprintf("the snapshot must not exceed %d bytes of JSON", analytics.MaxSnapshotBytes)))
+	snap, p := decodeSnapshot(req.Snapshot)
+	if p != nil {
+		problem.Write(w, r, p)
 		return
 	}
-	var snap snapshotJSON
-	if len(req.Snapshot) > 0 && string(req.Snapshot) != "null" {
-		dec := json.NewDecoder(bytesReader(req.Snapshot))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&snap); err != nil {
-			problem.Write(w, r, problem.InvalidJSON("snapshot: "+snapshotError(err)))
-			return
-		}
-	}
-	creq := analytics.ChatRequest{TenantID: req.TenantID, Question: req.Question, Snapshot: snap.core()}
+	creq := analytics.ChatRequest{TenantID: req.TenantID, Question: req.Question, Snapshot: snap}
 	if err := a.analytics.ValidateChat(r.Context(), creq); err != nil {
 		a.fail(w, r, err)
 		return
@@ -130,6 +122,24 @@ func (a *API) askChat(w http.ResponseWriter, r *http.Request, op operators.Opera
 	default:
 		_ = s.send("done", chatDoneJSON{Model: model})
 	}
+}
+
+// decodeSnapshot checks the snapshot's size and shape; an absent or null
+// snapshot is an empty one.
+func decodeSnapshot(raw json.RawMessage) (analytics.Snapshot, *problem.Problem) {
+	if len(raw) > analytics.MaxSnapshotBytes {
+		return analytics.Snapshot{}, problem.New(http.StatusRequestEntityTooLarge, "snapshot_too_large", "Snapshot too large",
+			fmt.Sprintf("the snapshot must not exceed %d bytes of JSON", analytics.MaxSnapshotBytes))
+	}
+	var snap snapshotJSON
+	if len(raw) > 0 && string(raw) != "null" {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&snap); err != nil {
+			return analytics.Snapshot{}, problem.InvalidJSON("snapshot: " + snapshotError(err))
+		}
+	}
+	return snap.core(), nil
 }
 
 type chatErrorJSON struct {
