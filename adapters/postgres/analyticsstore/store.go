@@ -140,7 +140,7 @@ func (s *Store) History(ctx context.Context, tenantID string, addrs []netip.Addr
 	}
 	if len(cves) > 0 {
 		rows, _ := s.pool.Query(ctx, `SELECT c, count(*), min(e.event_time), max(e.event_time)
-			FROM unnest($2::text[]) AS c JOIN events e ON e.tenant_id = $1 AND c = ANY(e.cves)
+			FROM unnest($2::text[]) AS c JOIN events e ON e.tenant_id = $1 AND e.cves @> ARRAY[c]
 			GROUP BY c`, tenantID, cves)
 		got, err := pgx.CollectRows(rows, scan)
 		if err != nil {
