@@ -12,7 +12,7 @@
 // run with what to do: like every system test, this one never skips.
 
 import { spawn } from 'node:child_process';
-import { accessSync, chmodSync, constants, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { accessSync, chmodSync, constants, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -93,10 +93,16 @@ async function cleanup(failed) {
     clearTimeout(timer);
   }
   if (failed && existsSync(path.join(stateDir, 'logs'))) {
-    // The services' logs explain a failure; keep them with the screenshots.
+    // The services' and agents' logs explain a failure; keep them with the screenshots (not the
+    // agents' state folders: they hold keys and credentials).
+    const logs = path.join(RESULTS, 'rxc-dev-logs');
     mkdirSync(RESULTS, { recursive: true });
-    cpSync(path.join(stateDir, 'logs'), path.join(RESULTS, 'rxc-dev-logs'), { recursive: true });
-    console.error(`with-rxc-dev: the stack's logs are in ${path.join(RESULTS, 'rxc-dev-logs')}`);
+    cpSync(path.join(stateDir, 'logs'), logs, { recursive: true });
+    for (const d of readdirSync(sensorsDir)) {
+      const log = path.join(sensorsDir, d, 'agent.log');
+      if (existsSync(log)) copyFileSync(log, path.join(logs, `sensor-${d}.log`));
+    }
+    console.error(`with-rxc-dev: the stack's logs are in ${logs}`);
   }
   rmSync(base, { recursive: true, force: true });
 }
@@ -122,9 +128,10 @@ while (!ready) {
   else await new Promise((r) => setTimeout(r, 200));
 }
 
-// One agent per claim code, each with its own state folder; it reads the code from RXC_CLAIM_CODE
-// (not visible in the process list). exec, so that the test's SIGTERM reaches the agent itself.
-const sensorCmd = `d=$(mktemp -d "${sensorsDir}/agent-XXXXXX") && exec "${agent}" run --api "$RXC_API_BASE_URL" --state-dir "$d"`;
+// One agent per claim code, each with its own state folder and log; it reads the code from
+// RXC_CLAIM_CODE (not visible in the process list). exec, so that the test's SIGTERM reaches the
+// agent itself.
+const sensorCmd = `d=$(mktemp -d "${sensorsDir}/agent-XXXXXX") && exec "${agent}" run --api "$RXC_API_BASE_URL" --state-dir "$d/state" >"$d/agent.log" 2>&1`;
 const test = spawn(command[0], command.slice(1), {
   cwd: WEB_DIR,
   stdio: 'inherit',
