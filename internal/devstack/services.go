@@ -18,7 +18,10 @@ import (
 	provapp "github.com/rxc-project/rxc/apps/provisioner/app"
 )
 
-const commandStream = "RXC_CMD"
+const (
+	commandStream = "RXC_CMD"
+	eventStream   = "RXC_EVENTS"
+)
 
 // runner runs a service's Run in the background and stops it by cancelling
 // its context, waiting at most until the stop context ends.
@@ -105,6 +108,10 @@ func (s *Stack) startProvisioner(ctx context.Context, st *state, pg *postgres, p
 		CommandStreamReplicas:      1,
 		CommandStreamMaxAge:        168 * time.Hour,
 		ConsumerAckWait:            30 * time.Second,
+		EventsStreamName:           eventStream,
+		EventsStreamMaxAge:         72 * time.Hour,
+		EventsStreamMaxBytes:       1 << 30,
+		EventsStreamReplicas:       1,
 		ResolverCacheTTL:           5 * time.Second,
 		MigrateOnStart:             true,
 		ShutdownTimeout:            10 * time.Second,
@@ -212,6 +219,10 @@ func (s *Stack) startControlPlane(ctx context.Context, st *state, pg *postgres, 
 			SharedSecretName: "X-Backend-Shared-Secret", IntervalSeconds: 5, TimeoutSeconds: 5,
 		},
 		Messaging: cpapp.MessagingConfig{Enabled: true, URL: s.info.NATSURL},
+		// The sensors' alerts go through JetStream into PostgreSQL, for the
+		// console's Analytics screen.
+		Events: cpapp.EventsConfig{Enabled: true, StreamName: eventStream, WriterBatch: 2000},
+		Chat:   cpapp.ChatConfig{RatePerMinute: 10},
 	}
 	srv, err := cpapp.NewServer(ctx, cfg, log)
 	if err != nil {
