@@ -203,12 +203,24 @@ func BenchmarkWrite(b *testing.B) {
 
 func TestWriteRefusesWhatPostgreSQLCannotHold(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
-	bad := alert("acme", "nul", day)
-	bad.Kind = "al\x00ert"
-	_, err := s.Write(testCtx(t), []events.Event{alert("acme", "ok", day), bad})
-	if !errors.Is(err, events.ErrInvalidEvent) {
-		t.Fatalf("Write with a NUL byte: %v, want ErrInvalidEvent", err)
+	s, pool := newStore(t)
+	tests := []struct {
+		name   string
+		change func(*events.Event)
+	}{
+		{"NUL byte in text", func(e *events.Event) { e.Kind = "al\x00ert" }},
+		{"raw not JSON", func(e *events.Event) { e.RawJSON = []byte("{") }},
+		{"raw with an escaped NUL", func(e *events.Event) { e.RawJSON = []byte(`{"a":"\u0000"}`) }},
+	}
+	for _, tt := range tests {
+		bad := alert("acme", "bad", day)
+		tt.change(&bad)
+		if _, err := s.Write(testCtx(t), []events.Event{alert("acme", "ok", day), bad}); !errors.Is(err, events.ErrInvalidEvent) {
+			t.Errorf("%s: Write = %v, want ErrInvalidEvent", tt.name, err)
+		}
+	}
+	if n := len(rowsOf(t, pool, "acme")); n != 0 {
+		t.Errorf("%d rows kept from refused batches", n)
 	}
 }
 
