@@ -123,7 +123,7 @@ func run(t *benchenv.T, o options) error {
 	if err != nil {
 		return err
 	}
-	stopProfile := startProfile()
+	stopProfile := startProfile("")
 	start := time.Now()
 	sensors, lat, err := p.enrolAll(codes, o.enrolConcurrent)
 	stopProfile()
@@ -153,7 +153,9 @@ func run(t *benchenv.T, o options) error {
 	}
 	defer closeAll(sensors)
 	fmt.Printf("start command to %d sensors…\n", len(sensors))
+	stopProfile = startProfile(".fanout")
 	fan, err := p.fanout(sensors)
+	stopProfile()
 	if err != nil {
 		return err
 	}
@@ -186,11 +188,11 @@ func run(t *benchenv.T, o options) error {
 
 var profilePath string
 
-func startProfile() func() {
+func startProfile(suffix string) func() {
 	if profilePath == "" {
 		return func() {}
 	}
-	f, err := os.Create(profilePath)
+	f, err := os.Create(profilePath + suffix)
 	if err != nil {
 		return func() {}
 	}
