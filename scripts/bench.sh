@@ -17,10 +17,18 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 echo "== Go benchmarks"
-go test -run '^$' -bench . -benchmem -count 1 ./core/... ./adapters/... | tee /tmp/rxc-gobench.txt
+go test -run '^$' -bench . -benchmem -count 1 ./core/... ./adapters/... ./apps/... | tee /tmp/rxc-gobench.txt
 
 echo "== provisioner load driver"
-go run ./bench/provisioner -bin bin/provisioner "$@"
+go run ./bench/provisioner -bin bin/provisioner
+
+echo "== control plane load driver"
+# Each simulated sensor's NATS connection costs two descriptors in the one
+# process: size the fan-out to the descriptor limit.
+fds=$(ulimit -n)
+fanout=10000
+if [ "$fds" != unlimited ] && [ "$fds" -lt 21000 ]; then fanout=$(( (fds - 1500) / 2 )); fi
+go run ./bench/controlplane -fanout "$fanout"
 
 echo "== event pipeline load driver (one gRPC stream → JetStream → PostgreSQL)"
 go run ./bench/events
