@@ -15,6 +15,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/passwords"
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
 	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/core/operators"
 )
 
@@ -39,7 +40,7 @@ func initCA(args []string, stdout, stderr io.Writer) error {
 	var cfg struct {
 		CADir string `envconfig:"CA_DIR" default:"ca"`
 	}
-	if err := load(&cfg); err != nil {
+	if err := appenv.Load(&cfg); err != nil {
 		return err
 	}
 	opts := x509ca.InitOptions{DNSNames: dns, Organization: *org}
@@ -78,7 +79,7 @@ func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout,
 	var cfg struct {
 		PGDSN string `envconfig:"PG_DSN" required:"true"`
 	}
-	if err := load(&cfg); err != nil {
+	if err := appenv.Load(&cfg); err != nil {
 		return err
 	}
 	line, err := bufio.NewReader(io.LimitReader(stdin, 4096)).ReadString('\n')
@@ -89,7 +90,7 @@ func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if password == "" {
 		return errors.New("create-operator: no password on standard input (pipe it in, e.g. from a secret file)")
 	}
-	pool, err := connect(ctx, cfg.PGDSN, 30*time.Second)
+	pool, err := appenv.Connect(ctx, cfg.PGDSN, 30*time.Second)
 	if err != nil {
 		return err
 	}

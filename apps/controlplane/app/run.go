@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/internal/buildinfo"
 	"github.com/rxc-project/rxc/internal/healthprobe"
 )
@@ -47,7 +48,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		var cfg struct {
 			ListenAddr string `envconfig:"LISTEN_ADDR" default:":5009"`
 		}
-		if err = load(&cfg); err == nil {
+		if err = appenv.Load(&cfg); err == nil {
 			err = healthprobe.Check(ctx, cfg.ListenAddr, "/readyz")
 		}
 	case "version", "--version", "-v":

@@ -20,6 +20,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
 	"github.com/rxc-project/rxc/adapters/provisionerclient"
 	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/operators"
 	"github.com/rxc-project/rxc/internal/buildinfo"
@@ -27,10 +28,10 @@ import (
 
 func serve(ctx context.Context, stderr io.Writer) error {
 	var cfg ServeConfig
-	if err := load(&cfg); err != nil {
+	if err := appenv.Load(&cfg); err != nil {
 		return err
 	}
-	log, err := newLogger(cfg.LogLevel, stderr)
+	log, err := appenv.Logger(cfg.LogLevel, stderr)
 	if err != nil {
 		return err
 	}
@@ -84,7 +85,7 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sensor CA (CA_DIR=%s; create it with controlplane init-ca): %w", cfg.CADir, err)
 	}
-	pool, err := connect(ctx, cfg.PGDSN, 60*time.Second)
+	pool, err := appenv.Connect(ctx, cfg.PGDSN, 60*time.Second)
 	if err != nil {
 		return err
 	}

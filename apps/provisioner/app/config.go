@@ -6,16 +6,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/kelseyhightower/envconfig"
 
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
 	"github.com/rxc-project/rxc/adapters/seal"
+	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/migrations"
 )
 
@@ -53,22 +52,6 @@ type ServeConfig struct {
 	ShutdownTimeout      time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"15s"`
 }
 
-// load fills cfg from the environment with a message naming what is missing.
-func load(cfg any) error {
-	if err := envconfig.Process("", cfg); err != nil {
-		return fmt.Errorf("configuration: %s", strings.TrimPrefix(err.Error(), "envconfig."))
-	}
-	return nil
-}
-
-func newLogger(level string, w io.Writer) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("configuration: LOG_LEVEL %q: use debug, info, warn or error", level)
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
-}
-
 // sealer parses ACCOUNT_SEED_ENCRYPTION_KEY.
 func (c StoreConfig) sealer() (*seal.Sealer, error) {
 	key, err := seal.ParseKey(c.AccountSeedEncryptionKey)
@@ -76,36 +59,6 @@ func (c StoreConfig) sealer() (*seal.Sealer, error) {
 		return nil, fmt.Errorf("configuration: ACCOUNT_SEED_ENCRYPTION_KEY: %w", err)
 	}
 	return seal.New(key)
-}
-
-// connect opens the pool, retrying for a while so the provisioner can start
-// together with PostgreSQL.
-func connect(ctx context.Context, dsn string, wait time.Duration) (*pgxpool.Pool, error) {
-	pcfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, errors.New("configuration: PG_DSN is not a valid PostgreSQL connection string")
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
-	}
-	deadline := time.Now().Add(wait)
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err = pool.Ping(pctx)
-		cancel()
-		if err == nil {
-			return pool, nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			pool.Close()
-			return nil, fmt.Errorf("postgres did not answer within %s: %w", wait, err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
 }
 
 func applyMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
@@ -142,10 +95,10 @@ func migrateCmd(ctx context.Context, stdout io.Writer) error {
 	var cfg struct {
 		PGDSN string `envconfig:"PG_DSN" required:"true"`
 	}
-	if err := load(&cfg); err != nil {
+	if err := appenv.Load(&cfg); err != nil {
 		return err
 	}
-	pool, err := connect(ctx, cfg.PGDSN, 30*time.Second)
+	pool, err := appenv.Connect(ctx, cfg.PGDSN, 30*time.Second)
 	if err != nil {
 		return err
 	}

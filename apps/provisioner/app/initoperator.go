@@ -12,6 +12,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/natsjwt"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
+	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/core/provisioning"
 )
 
@@ -33,7 +34,7 @@ func initOperator(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return fmt.Errorf("init-operator: unexpected argument %q", fl.Arg(0))
 	}
 	var cfg StoreConfig
-	if err := load(&cfg); err != nil {
+	if err := appenv.Load(&cfg); err != nil {
 		return err
 	}
 	_, err := InitOperator(ctx, cfg, opts, stdout)
@@ -87,7 +88,7 @@ func ensureOperator(ctx context.Context, cfg StoreConfig, opts InitOptions, stdo
 	if err != nil {
 		return provisioning.Operator{}, err
 	}
-	pool, err := connect(ctx, cfg.PGDSN, 30*time.Second)
+	pool, err := appenv.Connect(ctx, cfg.PGDSN, 30*time.Second)
 	if err != nil {
 		return provisioning.Operator{}, err
 	}

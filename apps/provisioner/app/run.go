@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/internal/buildinfo"
 	"github.com/rxc-project/rxc/internal/healthprobe"
 )
@@ -43,7 +44,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		var cfg struct {
 			ListenAddr string `envconfig:"LISTEN_ADDR" default:":8080"`
 		}
-		if err = load(&cfg); err == nil {
+		if err = appenv.Load(&cfg); err == nil {
 			err = healthprobe.Check(ctx, cfg.ListenAddr, "/healthz")
 		}
 	case "version", "--version", "-v":

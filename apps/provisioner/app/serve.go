@@ -18,6 +18,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/natsjwt"
 	"github.com/rxc-project/rxc/adapters/natsops"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
+	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/buildinfo"
@@ -26,10 +27,10 @@ import (
 // serve runs the resolver and the API until ctx ends.
 func serve(ctx context.Context, stderr io.Writer) error {
 	var cfg ServeConfig
-	if err := load(&cfg); err != nil {
+	if err := appenv.Load(&cfg); err != nil {
 		return err
 	}
-	log, err := newLogger(cfg.LogLevel, stderr)
+	log, err := appenv.Logger(cfg.LogLevel, stderr)
 	if err != nil {
 		return err
 	}
@@ -79,7 +80,7 @@ func (s *Server) build(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("operator seed file %s: %w", cfg.OperatorSeedPath, err)
 	}
-	pool, err := connect(ctx, cfg.PGDSN, 60*time.Second)
+	pool, err := appenv.Connect(ctx, cfg.PGDSN, 60*time.Second)
 	if err != nil {
 		return err
 	}
