@@ -3,7 +3,6 @@ package natsmsg_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/rxc-project/rxc/core/topology"
+	"github.com/rxc-project/rxc/internal/loopback"
 )
 
 const stream = topology.DefaultStream
@@ -275,12 +275,11 @@ func (w *world) sensor(url string, s topology.Sensor) (*nats.Conn, jetstream.Jet
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {

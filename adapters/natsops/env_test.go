@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/natsops"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
+	"github.com/rxc-project/rxc/internal/loopback"
 )
 
 const stream = "RXC_CMD"
@@ -186,10 +186,8 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 // freePort finds a port nothing listens on, for a server started later.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopback.FreePort()
 	must(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	must(t, l.Close())
 	return port
 }
 

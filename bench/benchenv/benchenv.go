@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rxc-project/rxc/internal/loopback"
 )
 
 // Machine describes where a benchmark ran.
@@ -45,14 +46,7 @@ func Machine() string {
 }
 
 // FreePort returns a loopback port that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func FreePort() (int, error) { return loopback.FreePort() }
 
 // WrkResult is one wrk run.
 type WrkResult struct {

@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/rxc-project/rxc/internal/loopback"
 )
 
 // Web modes of Config.Web.
@@ -352,14 +354,7 @@ func portOf(addr string, last int) (int, error) {
 	return freePort()
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return loopback.FreePort() }
 
 func checkLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -28,6 +27,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/rxc-project/rxc/internal/loopback"
 )
 
 var (
@@ -241,14 +242,7 @@ func isExec(p string) bool {
 	return err == nil && st.Mode()&0o111 != 0
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return loopback.FreePort() }
 
 // Use points DSN at an administrative connection, for programs that start a
 // cluster themselves (load drivers) instead of going through Main.

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/rxc-project/rxc/apps/provisioner/app"
 	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/internal/loopback"
 	"github.com/rxc-project/rxc/internal/pgtest"
 )
 
@@ -231,10 +231,9 @@ func (s *Stack) Post(path string, body any) (int, []byte) {
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t pgtest.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }

@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -12,13 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/http/cookiejar"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -30,8 +23,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
-	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/internal/controlplanetest"
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/internal/provisionertest"
 	sensorpb "github.com/rxc-project/rxc/proto"
@@ -40,114 +33,48 @@ import (
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 const (
-	opEmail    = "ops@example.com"
-	opPassword = "correct horse battery staple"
+	opEmail    = controlplanetest.OperatorEmail
+	opPassword = controlplanetest.OperatorPassword
 )
 
-// plane is a running control plane wired to a running provisioner.
+// plane is a running control plane wired to a running provisioner, with an
+// operator client whose failures end the test.
 type plane struct {
-	t       *testing.T
-	prov    *provisionertest.Stack
-	srv     *app.Server
-	base    string
-	grpc    string
-	caPEM   []byte
-	http    *http.Client
-	stopped chan error
-	cancel  context.CancelFunc
+	*controlplanetest.Plane
+	t      *testing.T
+	prov   *provisionertest.Stack
+	client *controlplanetest.Client
+	base   string
+	grpc   string
+	caPEM  []byte
 }
 
 func startPlane(t *testing.T, prov *provisionertest.Stack, mutate ...func(*app.ServeConfig)) *plane {
 	t.Helper()
-	caDir := filepath.Join(t.TempDir(), "ca")
-	if _, err := x509ca.Init(caDir, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
-		t.Fatal(err)
-	}
-	grpcPort := provisionertest.FreePort(t)
-	cfg := app.ServeConfig{
-		PGDSN: pgtest.DSN(t), ListenAddr: "127.0.0.1:0", GRPCListenAddr: fmt.Sprintf("127.0.0.1:%d", grpcPort),
-		CADir: caDir, SensorCertTTL: 168 * time.Hour, CORSAllowedOrigins: []string{"http://localhost:8000"},
-		LocalMode: true, PublicGRPCAddr: fmt.Sprintf("127.0.0.1:%d", grpcPort), PublicNATSURL: prov.NATSURL,
-		CommandStreamName: "RXC_CMD", CommandTTL: 10 * time.Minute, SensorOfflineAfter: time.Minute, SessionTTL: time.Hour,
-		RedeemPerMinute: 60, RedeemBurst: 20, MigrateOnStart: true, ShutdownTimeout: 5 * time.Second, LogLevel: "error",
-		BootstrapOperatorEmail: opEmail, BootstrapOperatorPassword: opPassword,
-		Provisioner: app.ProvisionerConfig{Enabled: true, BaseURL: prov.URL, SharedSecret: prov.Secret,
-			SharedSecretName: "X-Backend-Shared-Secret", IntervalSeconds: 5, TimeoutSeconds: 5},
-		Messaging: app.MessagingConfig{Enabled: true, URL: prov.NATSURL},
-	}
+	cfg := controlplanetest.Config(t, prov)
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := app.NewServer(ctx, cfg, log)
-	if err != nil {
-		cancel()
-		t.Fatalf("control plane: %v", err)
-	}
-	jar, _ := cookiejar.New(nil)
-	p := &plane{t: t, prov: prov, srv: srv, base: "http://" + srv.HTTPAddr(), grpc: cfg.PublicGRPCAddr,
-		http: &http.Client{Jar: jar, Timeout: 20 * time.Second}, stopped: make(chan error, 1), cancel: cancel}
-	p.caPEM, _ = os.ReadFile(filepath.Join(caDir, "ca.crt"))
-	go func() { p.stopped <- srv.Run(ctx) }()
-	t.Cleanup(p.stop)
-	waitUntil(t, 20*time.Second, "control plane ready", func() bool {
-		resp, err := http.Get(p.base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && srv.Ready()
-	})
-	return p
+	cp := controlplanetest.Start(t, cfg)
+	return &plane{Plane: cp, t: t, prov: prov, client: cp.NewClient(), base: cp.Base, grpc: cp.GRPCAddr, caPEM: cp.CAPEM}
 }
 
-func (p *plane) stop() {
-	if p.cancel == nil {
-		return
-	}
-	p.cancel()
-	select {
-	case <-p.stopped:
-	case <-time.After(15 * time.Second):
-		p.t.Error("control plane did not stop within 15s")
-	}
-	p.cancel = nil
-}
+func (p *plane) stop() { p.Stop() }
 
 // do sends a JSON request with the operator's cookies; bearer is optional.
 func (p *plane) do(method, path string, body any, bearer string) (int, []byte) {
 	p.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		data, _ := json.Marshal(body)
-		rd = bytes.NewReader(data)
-	}
-	req, _ := http.NewRequest(method, p.base+path, rd)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := p.http.Do(req)
+	status, out, err := p.client.Do(method, path, body, bearer)
 	if err != nil {
-		p.t.Fatalf("%s %s: %v", method, path, err)
+		p.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, out
+	return status, out
 }
 
 func (p *plane) must(method, path string, body any, bearer string, want int, into any) {
 	p.t.Helper()
-	status, out := p.do(method, path, body, bearer)
-	if status != want {
-		p.t.Fatalf("%s %s: status %d, want %d: %s", method, path, status, want, out)
-	}
-	if into != nil {
-		if err := json.Unmarshal(out, into); err != nil {
-			p.t.Fatalf("%s %s: decode %s: %v", method, path, out, err)
-		}
+	if err := p.client.Call(method, path, body, bearer, want, into); err != nil {
+		p.t.Fatal(err)
 	}
 }
 

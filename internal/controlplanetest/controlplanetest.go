@@ -1,0 +1,201 @@
+// Package controlplanetest runs the real control plane in-process for
+// integration tests and load drivers, wired to a running provisioner and
+// nats-server from provisionertest: a sensor CA in a temporary folder, a
+// fresh database, a bootstrap operator, and an HTTP client that keeps the
+// operator's session cookie.
+package controlplanetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/internal/pgtest"
+	"github.com/rxc-project/rxc/internal/provisionertest"
+)
+
+// The bootstrap operator every plane starts with.
+const (
+	OperatorEmail    = "ops@example.com"
+	OperatorPassword = "correct horse battery staple"
+)
+
+// Config is a complete ServeConfig for a plane on loopback that provisions
+// through prov and messages through its nats-server. Callers adjust it
+// before Start.
+func Config(t pgtest.TB, prov *provisionertest.Stack) app.ServeConfig {
+	t.Helper()
+	caDir := filepath.Join(t.TempDir(), "ca")
+	if _, err := x509ca.Init(caDir, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	grpc := fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
+	return app.ServeConfig{
+		PGDSN: pgtest.DSN(t), ListenAddr: "127.0.0.1:0", GRPCListenAddr: grpc,
+		CADir: caDir, SensorCertTTL: 168 * time.Hour, CORSAllowedOrigins: []string{"http://localhost:8000"},
+		LocalMode: true, PublicGRPCAddr: grpc, PublicNATSURL: prov.NATSURL,
+		CommandStreamName: "RXC_CMD", CommandTTL: 10 * time.Minute, SensorOfflineAfter: time.Minute, SessionTTL: time.Hour,
+		RedeemPerMinute: 60, RedeemBurst: 20, MigrateOnStart: true, ShutdownTimeout: 5 * time.Second, LogLevel: "error",
+		BootstrapOperatorEmail: OperatorEmail, BootstrapOperatorPassword: OperatorPassword,
+		Provisioner: app.ProvisionerConfig{Enabled: true, BaseURL: prov.URL, SharedSecret: prov.Secret,
+			SharedSecretName: "X-Backend-Shared-Secret", IntervalSeconds: 5, TimeoutSeconds: 5,
+			BreakerFailures: 5, BreakerOpenSeconds: 30},
+		Messaging: app.MessagingConfig{Enabled: true, URL: prov.NATSURL},
+	}
+}
+
+// Plane is a running control plane.
+type Plane struct {
+	t      pgtest.TB
+	Config app.ServeConfig
+	Server *app.Server
+	// Base is the HTTP API's root URL; GRPCAddr the sensor gRPC address.
+	Base     string
+	GRPCAddr string
+	// CAPEM is the sensor CA certificate.
+	CAPEM  []byte
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Start runs a control plane with cfg until the test ends, and waits until
+// it is ready (HTTP answers and every enabled dependency is connected).
+func Start(t pgtest.TB, cfg app.ServeConfig) *Plane {
+	t.Helper()
+	caPEM, err := os.ReadFile(filepath.Join(cfg.CADir, x509ca.CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Plane{t: t, Config: cfg, GRPCAddr: cfg.PublicGRPCAddr, CAPEM: caPEM}
+	p.start()
+	t.Cleanup(p.Stop)
+	return p
+}
+
+func (p *Plane) start() {
+	p.t.Helper()
+	lvl := slog.LevelError
+	_ = lvl.UnmarshalText([]byte(p.Config.LogLevel))
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := app.NewServer(ctx, p.Config, log)
+	if err != nil {
+		cancel()
+		p.t.Fatalf("control plane: %v", err)
+	}
+	p.Server, p.Base, p.cancel, p.done = srv, "http://"+srv.HTTPAddr(), cancel, make(chan error, 1)
+	go func() { p.done <- srv.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(p.Base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		if err == nil && srv.Ready() {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("control plane not ready within 30s")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// Stop shuts the plane down gracefully; it is safe to call twice.
+func (p *Plane) Stop() {
+	if p.cancel == nil {
+		return
+	}
+	p.cancel()
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		p.t.Errorf("control plane did not stop within 20s")
+	}
+	p.cancel = nil
+}
+
+// Restart stops the plane and starts it again on the same database, CA and
+// gRPC address (the HTTP port changes; Base follows).
+func (p *Plane) Restart() {
+	p.t.Helper()
+	p.Stop()
+	p.start()
+}
+
+// Client talks JSON to the API and keeps cookies.
+type Client struct {
+	plane *Plane
+	HTTP  *http.Client
+}
+
+// NewClient returns a client with its own cookie jar.
+func (p *Plane) NewClient() *Client {
+	jar, _ := cookiejar.New(nil)
+	return &Client{plane: p, HTTP: &http.Client{Jar: jar, Timeout: 60 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}}
+}
+
+// Do sends body as JSON (nil: no body) with an optional bearer token and
+// returns the status and body.
+func (c *Client) Do(method, path string, body any, bearer string) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, c.plane.Base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
+}
+
+// Call is Do that wants status want and decodes the answer into into (when
+// not nil).
+func (c *Client) Call(method, path string, body any, bearer string, want int, into any) error {
+	status, out, err := c.Do(method, path, body, bearer)
+	if err != nil {
+		return err
+	}
+	if status != want {
+		return fmt.Errorf("%s %s: status %d, want %d: %s", method, path, status, want, out)
+	}
+	if into != nil {
+		if err := json.Unmarshal(out, into); err != nil {
+			return fmt.Errorf("%s %s: decode %s: %w", method, path, out, err)
+		}
+	}
+	return nil
+}
+
+// Login logs the client in as the bootstrap operator.
+func (c *Client) Login() error {
+	return c.Call(http.MethodPost, "/api/auth/login", map[string]string{"email": OperatorEmail, "password": OperatorPassword}, "", http.StatusNoContent, nil)
+}
