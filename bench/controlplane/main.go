@@ -8,7 +8,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -19,12 +18,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"os"
-	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -37,9 +32,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxc-project/rxc/adapters/x509ca"
-	"github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/bench/benchenv"
+	"github.com/rxc-project/rxc/internal/controlplanetest"
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/internal/provisionertest"
 )
@@ -70,13 +64,14 @@ func main() {
 }
 
 const (
-	email    = "bench@example.com"
-	password = "benchmark password 1234"
+	email    = controlplanetest.OperatorEmail
+	password = controlplanetest.OperatorPassword
 )
 
 type plane struct {
-	base string
-	hc   *http.Client
+	client *controlplanetest.Client
+	base   string
+	hc     *http.Client
 }
 
 func run(t *benchenv.T, o options) error {
@@ -210,72 +205,18 @@ func pct(d []time.Duration, p float64) time.Duration {
 }
 
 func startPlane(t *benchenv.T, prov *provisionertest.Stack) (*plane, error) {
-	dir := t.TempDir()
-	caDir := filepath.Join(dir, "ca")
-	if _, err := x509ca.Init(caDir, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
-		return nil, err
-	}
-	grpcPort := provisionertest.FreePort(t)
-	cfg := app.ServeConfig{
-		PGDSN: pgtest.DSN(t), ListenAddr: "127.0.0.1:0", GRPCListenAddr: fmt.Sprintf("127.0.0.1:%d", grpcPort),
-		CADir: caDir, SensorCertTTL: 168 * time.Hour, CORSAllowedOrigins: []string{"http://localhost:8000"}, LocalMode: true,
-		PublicGRPCAddr: fmt.Sprintf("127.0.0.1:%d", grpcPort), PublicNATSURL: prov.NATSURL, CommandStreamName: "RXC_CMD",
-		CommandTTL: 10 * time.Minute, SensorOfflineAfter: time.Hour, SessionTTL: time.Hour,
-		// One address plays every sensor here: lift the per-address redeem limit.
-		RedeemPerMinute: 1_000_000, RedeemBurst: 1_000_000,
-		MigrateOnStart: true, ShutdownTimeout: 10 * time.Second, LogLevel: "error",
-		BootstrapOperatorEmail: email, BootstrapOperatorPassword: password,
-		Provisioner: app.ProvisionerConfig{Enabled: true, BaseURL: prov.URL, SharedSecret: prov.Secret, SharedSecretName: "X-Backend-Shared-Secret",
-			IntervalSeconds: 5, TimeoutSeconds: 30, BreakerFailures: 1000, BreakerOpenSeconds: 5},
-		Messaging: app.MessagingConfig{Enabled: true, URL: prov.NATSURL},
-	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := app.NewServer(ctx, cfg, log)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	for deadline := time.Now().Add(30 * time.Second); !srv.Ready(); {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("control plane not ready")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	jar, _ := cookiejar.New(nil)
-	return &plane{base: "http://" + srv.HTTPAddr(), hc: &http.Client{Jar: jar, Timeout: 60 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}}, nil
+	cfg := controlplanetest.Config(t, prov)
+	cfg.SensorOfflineAfter, cfg.ShutdownTimeout = time.Hour, 10*time.Second
+	// One address plays every sensor here: lift the per-address redeem limit.
+	cfg.RedeemPerMinute, cfg.RedeemBurst = 1_000_000, 1_000_000
+	cfg.Provisioner.TimeoutSeconds, cfg.Provisioner.BreakerFailures, cfg.Provisioner.BreakerOpenSeconds = 30, 1000, 5
+	cp := controlplanetest.Start(t, cfg)
+	c := cp.NewClient()
+	return &plane{client: c, base: cp.Base, hc: c.HTTP}, nil
 }
 
 func (p *plane) call(method, path string, body any, bearer string, want int, into any) error {
-	var rd io.Reader
-	if body != nil {
-		data, _ := json.Marshal(body)
-		rd = bytes.NewReader(data)
-	}
-	req, _ := http.NewRequest(method, p.base+path, rd)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := p.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, out)
-	}
-	if into != nil {
-		return json.Unmarshal(out, into)
-	}
-	return nil
+	return p.client.Call(method, path, body, bearer, want, into)
 }
 
 func (p *plane) claimCodes(n int) ([]string, error) {

@@ -9,7 +9,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -20,13 +19,8 @@ import (
 	"encoding/pem"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"os"
-	"path/filepath"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -36,17 +30,17 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/bench/benchenv"
+	"github.com/rxc-project/rxc/internal/controlplanetest"
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/internal/provisionertest"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
 const (
-	email    = "bench@example.com"
-	password = "benchmark password 1234"
+	email    = controlplanetest.OperatorEmail
+	password = controlplanetest.OperatorPassword
 )
 
 func main() {
@@ -65,10 +59,11 @@ func main() {
 var cpuProfile string
 
 type plane struct {
-	base  string
-	grpc  string
-	caPEM []byte
-	hc    *http.Client
+	client *controlplanetest.Client
+	base   string
+	grpc   string
+	caPEM  []byte
+	hc     *http.Client
 }
 
 func run(t *benchenv.T, total, batch int, out string) error {
@@ -196,75 +191,17 @@ func avgSize(evs []*sensorpb.SensorEvent) int {
 }
 
 func startPlane(t *benchenv.T, prov *provisionertest.Stack, batch int) (*plane, error) {
-	dir := t.TempDir()
-	caDir := filepath.Join(dir, "ca")
-	if _, err := x509ca.Init(caDir, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
-		return nil, err
-	}
-	grpcPort := provisionertest.FreePort(t)
-	cfg := app.ServeConfig{
-		PGDSN: pgtest.DSN(t), ListenAddr: "127.0.0.1:0", GRPCListenAddr: fmt.Sprintf("127.0.0.1:%d", grpcPort),
-		CADir: caDir, SensorCertTTL: 168 * time.Hour, CORSAllowedOrigins: []string{"http://localhost:8000"}, LocalMode: true,
-		PublicGRPCAddr: fmt.Sprintf("127.0.0.1:%d", grpcPort), PublicNATSURL: prov.NATSURL, CommandStreamName: "RXC_CMD",
-		CommandTTL: 10 * time.Minute, SensorOfflineAfter: time.Hour, SessionTTL: time.Hour,
-		RedeemPerMinute: 60, RedeemBurst: 10,
-		MigrateOnStart: true, ShutdownTimeout: 10 * time.Second, LogLevel: "error",
-		BootstrapOperatorEmail: email, BootstrapOperatorPassword: password,
-		Provisioner: app.ProvisionerConfig{Enabled: true, BaseURL: prov.URL, SharedSecret: prov.Secret, SharedSecretName: "X-Backend-Shared-Secret",
-			IntervalSeconds: 5, TimeoutSeconds: 30},
-		Messaging: app.MessagingConfig{Enabled: true, URL: prov.NATSURL},
-		Events:    app.EventsConfig{Enabled: true, StreamName: "RXC_EVENTS", WriterBatch: batch},
-	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := app.NewServer(ctx, cfg, log)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	for deadline := time.Now().Add(30 * time.Second); !srv.Ready(); {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("control plane not ready")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	caPEM, err := os.ReadFile(filepath.Join(caDir, "ca.crt"))
-	if err != nil {
-		return nil, err
-	}
-	jar, _ := cookiejar.New(nil)
-	return &plane{base: "http://" + srv.HTTPAddr(), grpc: cfg.PublicGRPCAddr, caPEM: caPEM, hc: &http.Client{Jar: jar, Timeout: 60 * time.Second}}, nil
+	cfg := controlplanetest.Config(t, prov)
+	cfg.SensorOfflineAfter, cfg.ShutdownTimeout = time.Hour, 10*time.Second
+	cfg.Provisioner.TimeoutSeconds = 30
+	cfg.Events = app.EventsConfig{Enabled: true, StreamName: "RXC_EVENTS", WriterBatch: batch}
+	cp := controlplanetest.Start(t, cfg)
+	c := cp.NewClient()
+	return &plane{client: c, base: cp.Base, grpc: cp.GRPCAddr, caPEM: cp.CAPEM, hc: c.HTTP}, nil
 }
 
 func (p *plane) call(method, path string, body any, bearer string, want int, into any) error {
-	var rd io.Reader
-	if body != nil {
-		data, _ := json.Marshal(body)
-		rd = bytes.NewReader(data)
-	}
-	req, _ := http.NewRequest(method, p.base+path, rd)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := p.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, out)
-	}
-	if into != nil {
-		return json.Unmarshal(out, into)
-	}
-	return nil
+	return p.client.Call(method, path, body, bearer, want, into)
 }
 
 // sensor logs in, creates a provisioned tenant and enrols one sensor.
