@@ -3,7 +3,9 @@
 // the operator console and a few simulated sensors, all on loopback, all
 // kept in one state folder (default ./.demo) so that the next run resumes.
 // It prints the console's address and the operator's login, and stops
-// everything on Ctrl-C.
+// everything on Ctrl-C. The control plane's analytics chat is configured by
+// the same ANALYTICS_CHAT_* variables as the control plane's; it stays off
+// when they are unset.
 package main
 
 import (
@@ -19,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/internal/buildinfo"
 	"github.com/rxc-project/rxc/internal/devstack"
 )
@@ -31,7 +35,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("rxc-dev", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	fl.Usage = func() {
-		fmt.Fprintf(stderr, "usage: rxc-dev [flags]\n\nRuns the whole RXC system locally (see the README's quick start). Flags:\n")
+		fmt.Fprintf(stderr, "usage: rxc-dev [flags]\n\nRuns the whole RXC system locally (see the README's quick start).\n"+
+			"The analytics chat reads the control plane's ANALYTICS_CHAT_* variables (README: Analytics and chat); off when unset.\nFlags:\n")
 		fl.PrintDefaults()
 	}
 	var cfg devstack.Config
@@ -66,6 +71,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rxc-dev: unexpected argument %q\n", fl.Arg(0))
 		return 2
 	}
+	chat, err := chatConfig()
+	if err != nil {
+		fmt.Fprintln(stderr, "rxc-dev:", err)
+		return 2
+	}
+	cfg.Chat = chat
 	progress := stdout
 	if *printEnv {
 		progress = stderr
@@ -114,6 +125,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(progress, "stopped; run again to resume from", info.StateDir)
 	return code
+}
+
+// chatConfig reads the control plane's ANALYTICS_CHAT_ group from the
+// environment, defaults included.
+func chatConfig() (app.ChatConfig, error) {
+	var env struct {
+		Chat app.ChatConfig `envconfig:"ANALYTICS_CHAT"`
+	}
+	err := appenv.Load(&env)
+	return env.Chat, err
 }
 
 // announce tells the user, and any program waiting on the ready file,

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/internal/loopback"
 )
 
@@ -64,6 +65,11 @@ type Config struct {
 	// sensor-agent binary); none when the binary is missing.
 	Sensors     int
 	SensorAgent string
+
+	// Chat is the control plane's analytics chat (the ANALYTICS_CHAT_
+	// group); the zero value leaves it off. When it is enabled the
+	// console's config.js turns the chat launcher on as well.
+	Chat cpapp.ChatConfig
 
 	// LogLevel of the services' JSON logs, written to STATE/logs.
 	LogLevel string
@@ -150,6 +156,9 @@ func New(cfg Config) (*Stack, error) {
 	}
 	if cfg.Sensors > 0 && cfg.Tenant == "" {
 		return nil, errors.New("devstack: simulated sensors need a tenant")
+	}
+	if cfg.Chat.RatePerMinute == 0 {
+		cfg.Chat.RatePerMinute = 10
 	}
 	if cfg.LogLevel == "" {
 		cfg.LogLevel = "info"

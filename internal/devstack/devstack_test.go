@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxc-project/rxc/adapters/misp/misptest"
+	"github.com/rxc-project/rxc/adapters/openai/openaitest"
+	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/internal/devstack"
 )
 
@@ -186,9 +190,15 @@ func sensorConn(t *testing.T, natsURL string, enr enrolment) *nats.Conn {
 func TestStackResumesFromItsStateFolder(t *testing.T) {
 	t.Parallel()
 	dir := stateDir(t)
+	model := openaitest.New(t, "model-key", "local-model", "hello")
+	intel := misptest.New(t, "misp-key")
 	cfg := devstack.Config{
 		StateDir: dir, Web: devstack.WebGo, WebDir: webDir(t), Tenant: "demo", LogLevel: "warn",
 		ProvisionerAddr: "127.0.0.1:0", NATSAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", WebAddr: "127.0.0.1:0",
+		Chat: cpapp.ChatConfig{
+			Enabled: true, BaseURL: model.URL, Model: model.Model, APIKey: model.Key,
+			Enrichment: cpapp.EnrichmentConfig{Enabled: true, MISPURL: intel.URL, MISPKey: intel.Key},
+		},
 	}
 	first := startStack(t, cfg)
 	info := first.Info()
@@ -205,7 +215,7 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 	if data, _ := os.ReadFile(filepath.Join(dir, "operator.txt")); !strings.Contains(string(data), info.Password) {
 		t.Fatal("operator.txt does not hold the printed password")
 	}
-	checkConsole(t, info)
+	checkConsole(t, info, true)
 
 	// A second stack on the same folder is refused while the first runs.
 	second, err := devstack.New(cfg)
@@ -221,6 +231,17 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 		t.Fatalf("login with a wrong password: status %d, want 401", got)
 	}
 	api.must("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": info.Password}, "", 204, nil)
+
+	// The chat configuration reached the control plane.
+	var chat struct {
+		Enabled      bool
+		Model        string
+		Capabilities struct{ ThreatIntel bool }
+	}
+	api.must("GET", "/api/analytics/chat/status", nil, "", 200, &chat)
+	if !chat.Enabled || chat.Model != model.Model || !chat.Capabilities.ThreatIntel {
+		t.Fatalf("chat status %+v, want enabled with %s and threat intel", chat, model.Model)
+	}
 
 	// The demo tenant was provisioned during start; a new one is by the worker.
 	var demo tenant
@@ -354,8 +375,9 @@ func listSensors(c *client, tenantID string) []sensorItem {
 }
 
 // checkConsole asserts the console answers a deep link with the SPA and
-// /config.js, written by the real entrypoint hook, with the API's address.
-func checkConsole(t *testing.T, info devstack.Info) {
+// /config.js, written by the real entrypoint hook, with the API's address
+// and the chat flag.
+func checkConsole(t *testing.T, info devstack.Info, chat bool) {
 	t.Helper()
 	get := func(path string) (*http.Response, string) {
 		resp, err := http.Get(info.WebURL + path)
@@ -369,6 +391,9 @@ func checkConsole(t *testing.T, info devstack.Info) {
 	resp, body := get("/config.js")
 	if want := `"apiBaseUrl":"` + info.APIBaseURL + `"`; !strings.Contains(body, want) || resp.Header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("config.js %q (Cache-Control %q), want %s and no-store", body, resp.Header.Get("Cache-Control"), want)
+	}
+	if want := `"analyticsAiChatEnabled":` + strconv.FormatBool(chat); !strings.Contains(body, want) {
+		t.Fatalf("config.js %q, want %s", body, want)
 	}
 	resp, body = get("/sensors/s-1")
 	if resp.StatusCode != 200 || !strings.Contains(body, "<title>RXC</title>") {
@@ -394,7 +419,7 @@ func TestStackRunsSimulatedSensorsBehindNginx(t *testing.T) {
 	if info.Sensors != 2 || info.Web != devstack.WebNginx {
 		t.Fatalf("info %+v, want 2 sensors and nginx serving the console", info)
 	}
-	checkConsole(t, info)
+	checkConsole(t, info, false)
 
 	api := newClient(t, info.APIBaseURL)
 	api.must("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": info.Password}, "", 204, nil)

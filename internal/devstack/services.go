@@ -222,7 +222,7 @@ func (s *Stack) startControlPlane(ctx context.Context, st *state, pg *postgres, 
 		// The sensors' alerts go through JetStream into PostgreSQL, for the
 		// console's Analytics screen.
 		Events: cpapp.EventsConfig{Enabled: true, StreamName: eventStream, WriterBatch: 2000},
-		Chat:   cpapp.ChatConfig{RatePerMinute: 10},
+		Chat:   s.cfg.Chat,
 	}
 	srv, err := cpapp.NewServer(ctx, cfg, log)
 	if err != nil {
@@ -237,6 +237,9 @@ func (s *Stack) startControlPlane(ctx context.Context, st *state, pg *postgres, 
 		return failed(r, "control plane", err, logs)
 	}
 	s.say("control plane: API %s, gRPC %s", s.info.APIBaseURL, s.info.GRPCAddr)
+	if c := s.cfg.Chat; c.Enabled {
+		s.say("control plane: analytics chat on (model %q, threat-intel enrichment %t)", c.Model, c.Enrichment.Enabled)
+	}
 	return nil
 }
 

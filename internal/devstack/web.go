@@ -97,7 +97,7 @@ func (s *Stack) prepareSite(st *state, webDir, dist string, p ports) (site, erro
 	hook.Env = []string{
 		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
 		"VITE_API_BASE_URL=" + s.info.APIBaseURL + "/api",
-		"VITE_ANALYTICS_AI_CHAT_ENABLED=false",
+		"VITE_ANALYTICS_AI_CHAT_ENABLED=" + strconv.FormatBool(s.cfg.Chat.Enabled),
 		"RXC_CONFIG_DIR=" + si.configDir,
 		"RXC_LISTEN_PORT=" + strconv.Itoa(p.Web),
 		// No IPv6 listener: the stack stays on 127.0.0.1.

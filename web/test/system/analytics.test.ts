@@ -1,5 +1,5 @@
 // The Analytics screen and the chat in Chromium, served by the production nginx config, against
-// the fake control plane in api.ts (a real one cannot be told which indicators its MISP knows).
+// the fake control plane in api.ts (chat-real.test.ts runs the chat against a real one).
 
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';

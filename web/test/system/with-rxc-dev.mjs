@@ -4,6 +4,8 @@
 // origin rxc-dev's control plane allows), waits for its ready file, passes the URLs, the login and
 // a sensor command (bin/sensor-agent enrolling with the claim code the test issues) as the
 // RXC_E2E_* variables api.ts reads, then stops rxc-dev within a bound and removes the folder.
+// The analytics chat is on: a fake model server and a fake MISP (chat-fakes.mjs, real wire
+// formats) start first, and rxc-dev's control plane gets the ANALYTICS_CHAT_* variables for them.
 //
 //   node test/system/with-rxc-dev.mjs yarn --silent test:system test/system/e2e.test.ts
 //
@@ -17,6 +19,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startChatFakes } from './chat-fakes.mjs';
 
 const WEB_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const REPO = path.dirname(WEB_DIR);
@@ -72,13 +75,14 @@ const readyFile = path.join(base, 'ready.json');
 const sensorsDir = path.join(base, 'sensors');
 mkdirSync(sensorsDir, { mode: 0o700 });
 const webPort = await freePort();
+const chatFakes = await startChatFakes();
 
 const any = '127.0.0.1:0';
 const dev = spawn(
   rxcDev,
   ['--state', stateDir, '--provisioner-addr', any, '--nats-addr', any, '--api-addr', any, '--grpc-addr', any,
     '--web', 'none', '--web-addr', `127.0.0.1:${webPort}`, '--tenant', '', '--sensors', '0', '--ready-file', readyFile],
-  { stdio: ['ignore', 'inherit', 'inherit'] },
+  { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, ...chatFakes.env } },
 );
 const devExit = exited(dev);
 
@@ -92,6 +96,7 @@ async function cleanup(failed) {
     await devExit;
     clearTimeout(timer);
   }
+  await chatFakes.stop();
   if (failed && existsSync(path.join(stateDir, 'logs'))) {
     // The services' and agents' logs explain a failure; keep them with the screenshots (not the
     // agents' state folders: they hold keys and credentials).
@@ -142,6 +147,8 @@ const test = spawn(command[0], command.slice(1), {
     RXC_E2E_PASSWORD: ready.password,
     RXC_E2E_WEB_PORT: String(webPort),
     RXC_E2E_SENSOR_CMD: sensorCmd,
+    // The control plane's chat answers through chat-fakes.mjs (chat-real.test.ts relies on it).
+    RXC_E2E_CHAT_FAKES: '1',
   },
 });
 const code = await exited(test);
