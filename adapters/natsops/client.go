@@ -53,7 +53,23 @@ type StreamConfig struct {
 	// Duplicates is the window in which a repeated Nats-Msg-Id is dropped;
 	// 0 leaves the server default (2 minutes).
 	Duplicates time.Duration
+	// Retention is RetentionWorkQueue (default: an acked command leaves the
+	// stream) or RetentionLimits (commands stay until MaxAge or until
+	// MaxMsgsPerSubject newer ones for the same sensor; each sensor's
+	// consumer tracks what it acked). nats-server checks every consumer of a
+	// work-queue stream on each ack, so fleets that command thousands of
+	// sensors at once want limits; see docs/benchmarks.md.
+	Retention string
+	// MaxMsgsPerSubject bounds the commands kept per sensor with limits
+	// retention (default 64).
+	MaxMsgsPerSubject int64
 }
+
+// Command stream retention settings.
+const (
+	RetentionWorkQueue = "workqueue"
+	RetentionLimits    = "limits"
+)
 
 // EventStreamConfig describes the alert event stream and its durable
 // writer consumer (topology.EventWriter). Only the control plane's backend
@@ -172,8 +188,18 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Stream.Replicas == 0 {
 		cfg.Stream.Replicas = 1
 	}
+	if cfg.Stream.Retention == "" {
+		cfg.Stream.Retention = RetentionWorkQueue
+	}
+	if cfg.Stream.MaxMsgsPerSubject == 0 {
+		cfg.Stream.MaxMsgsPerSubject = 64
+	}
 	s := cfg.Stream
 	switch {
+	case s.Retention != RetentionWorkQueue && s.Retention != RetentionLimits:
+		return nil, fmt.Errorf("natsops: %w: stream retention %q, want %q or %q", ErrInvalidConfig, s.Retention, RetentionWorkQueue, RetentionLimits)
+	case s.MaxMsgsPerSubject < 0:
+		return nil, fmt.Errorf("natsops: %w: negative max messages per subject", ErrInvalidConfig)
 	case s.Replicas < 1 || s.Replicas > 5:
 		return nil, fmt.Errorf("natsops: %w: stream replicas %d, want 1 to 5", ErrInvalidConfig, s.Replicas)
 	case s.MaxAge < 0 || s.Duplicates < 0:

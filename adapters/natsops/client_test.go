@@ -40,6 +40,8 @@ func TestNewRefuses(t *testing.T) {
 		{"duplicate window longer than max age", func(c *natsops.Config) { c.Stream.Duplicates = 2 * time.Hour }},
 		{"negative ack wait", func(c *natsops.Config) { c.ConsumerAckWait = -1 }},
 		{"negative request timeout", func(c *natsops.Config) { c.RequestTimeout = -1 }},
+		{"unknown retention", func(c *natsops.Config) { c.Stream.Retention = "interest" }},
+		{"negative per-sensor cap", func(c *natsops.Config) { c.Stream.MaxMsgsPerSubject = -1 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,6 +145,58 @@ func TestEnsureStream(t *testing.T) {
 	must(t, err)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("stream after update (-want +got):\n%s", diff)
+	}
+}
+
+// With limits retention an acked command stays in the stream (bounded per
+// sensor) while the sensor's consumer does not deliver it again.
+func TestLimitsRetention(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := e.start(-1)
+	adm := e.admin(srv.ClientURL())
+	cfg := e.config(srv.ClientURL())
+	cfg.Stream.Retention, cfg.Stream.MaxMsgsPerSubject = natsops.RetentionLimits, 3
+	c := e.client(cfg)
+	ctx := context.Background()
+	must(t, c.EnsureStream(ctx))
+	st, err := adm.Stream(ctx, stream)
+	must(t, err)
+	if got := st.CachedInfo().Config; got.Retention != jetstream.LimitsPolicy || got.MaxMsgsPerSubject != 3 {
+		t.Fatalf("stream retention %v, per-subject cap %d; want limits and 3", got.Retention, got.MaxMsgsPerSubject)
+	}
+	tPub, tSeed := e.tenant("t1")
+	sensor := topology.Sensor{Stream: stream, TenantID: "t1", SensorID: "s1"}
+	must(t, c.EnsureConsumer(ctx, sensor))
+	bnc, err := connect(srv.ClientURL(), e.user(e.ctlPub, e.ctlSeed, "backend", topology.BackendPermissions()))
+	must(t, err)
+	defer bnc.Close()
+	bjs, err := jetstream.New(bnc)
+	must(t, err)
+	for i := range 5 {
+		_, err := bjs.Publish(ctx, sensor.CommandSubject(), []byte{byte('0' + i)})
+		must(t, err)
+	}
+	_, sjs := sensorConn(t, srv.ClientURL(), sensor, e.user(tPub, tSeed, sensor.SensorID, sensor.Permissions()))
+	cons, err := sjs.Consumer(ctx, stream, sensor.Consumer())
+	must(t, err)
+	var got []string
+	for range 3 {
+		m, err := cons.Next(jetstream.FetchMaxWait(2 * time.Second))
+		must(t, err)
+		got = append(got, string(m.Data()))
+		must(t, m.DoubleAck(ctx))
+	}
+	if diff := cmp.Diff([]string{"2", "3", "4"}, got); diff != "" {
+		t.Errorf("commands delivered (-want +got): the cap keeps the newest 3\n%s", diff)
+	}
+	if _, err := cons.Next(jetstream.FetchMaxWait(300 * time.Millisecond)); err == nil {
+		t.Error("an acked command was delivered again")
+	}
+	info, err := st.Info(ctx)
+	must(t, err)
+	if info.State.Msgs != 3 {
+		t.Errorf("stream holds %d messages, want the 3 acked ones kept", info.State.Msgs)
 	}
 }
 

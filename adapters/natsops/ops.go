@@ -78,7 +78,7 @@ func (c *Client) jetStream(ctx context.Context, fn func(ctx context.Context, js 
 }
 
 // EnsureStream creates the command stream or brings it to the configured
-// settings: work-queue retention, file storage, subjects
+// settings: work-queue (or limits) retention, file storage, subjects
 // topology.CommandWildcard, and the configured replicas, max age and
 // duplicate window. Changes NATS refuses (retention or storage of an existing
 // stream) are returned as errors; the stream is then left as it is.
@@ -93,6 +93,9 @@ func (c *Client) EnsureStream(ctx context.Context) error {
 		Replicas:    s.Replicas,
 		MaxAge:      s.MaxAge,
 		Duplicates:  s.Duplicates,
+	}
+	if s.Retention == RetentionLimits {
+		cfg.Retention, cfg.MaxMsgsPerSubject = jetstream.LimitsPolicy, s.MaxMsgsPerSubject
 	}
 	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {
 		_, err := js.CreateOrUpdateStream(ctx, cfg)

@@ -44,6 +44,7 @@ type options struct {
 	latencyRuns     int
 	statusTotal     int
 	out             string
+	retention       string
 }
 
 func main() {
@@ -53,6 +54,7 @@ func main() {
 	flag.IntVar(&o.latencyRuns, "latency-runs", 300, "single commands timed from API call to sensor receipt")
 	flag.IntVar(&o.statusTotal, "status", 100000, "status messages published for the apply-rate measurement")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
+	flag.StringVar(&o.retention, "retention", "workqueue", "command stream retention: workqueue or limits")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the enrolment phase to this file")
 	flag.Parse()
 	profilePath = *cpuProfile
@@ -82,7 +84,7 @@ func run(t *benchenv.T, o options) error {
 	}
 	t.Cleanup(func() { pg.Stop() })
 	pgtest.Use(pg.DSN("postgres"))
-	prov := provisionertest.Start(t, provisionertest.Options{LogLevel: "error"})
+	prov := provisionertest.Start(t, provisionertest.Options{LogLevel: "error", CommandStreamRetention: o.retention})
 	natsURL = prov.NATSURL
 	p, err := startPlane(t, prov)
 	if err != nil {
@@ -110,7 +112,8 @@ func run(t *benchenv.T, o options) error {
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "Everything in one process (load generator included): throwaway PostgreSQL (fsync off), provisioner, nats-server, control plane; loopback HTTP.\n\n| measurement | result | goal |\n|---|---|---|\n")
+	fmt.Fprintf(&b, "Everything in one process (load generator included): throwaway PostgreSQL (fsync off), provisioner, nats-server, control plane; loopback HTTP; command stream retention %s.\n\n", o.retention)
+	fmt.Fprintf(&b, "| measurement | result | goal |\n|---|---|---|\n")
 
 	// 1. Redeem + enrol with many sensors at once.
 	fmt.Printf("enrolling %d sensors concurrently…\n", o.enrolConcurrent)

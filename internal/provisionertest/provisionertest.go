@@ -50,6 +50,8 @@ type Options struct {
 	NoNATS bool
 	// LogLevel of the provisioner (default "error" to keep test output short).
 	LogLevel string
+	// CommandStreamRetention is COMMAND_STREAM_RETENTION (default workqueue).
+	CommandStreamRetention string
 }
 
 // Start brings up PostgreSQL database, provisioner and nats-server.
@@ -99,6 +101,7 @@ func Start(t pgtest.TB, opts Options) *Stack {
 		StartupEnsureCommandStream: true,
 		CommandStreamReplicas:      1,
 		CommandStreamMaxAge:        time.Hour,
+		CommandStreamRetention:     opts.CommandStreamRetention,
 		ConsumerAckWait:            5 * time.Second,
 		ResolverCacheTTL:           time.Second,
 		MigrateOnStart:             true,

@@ -40,6 +40,8 @@ type ServeConfig struct {
 	StartupEnsureCommandStream bool          `envconfig:"STARTUP_ENSURE_COMMAND_STREAM" default:"true"`
 	CommandStreamReplicas      int           `envconfig:"COMMAND_STREAM_REPLICAS" default:"1"`
 	CommandStreamMaxAge        time.Duration `envconfig:"COMMAND_STREAM_MAX_AGE" default:"168h"`
+	CommandStreamRetention     string        `envconfig:"COMMAND_STREAM_RETENTION" default:"workqueue"`
+	CommandStreamMaxPerSensor  int64         `envconfig:"COMMAND_STREAM_MAX_PER_SENSOR" default:"64"`
 	ConsumerAckWait            time.Duration `envconfig:"CONSUMER_ACK_WAIT" default:"30s"`
 	// EventsStreamName is the alert event stream; empty means
 	// topology.DefaultEventStream. Zero max age or bytes leave that limit off.

@@ -140,6 +140,7 @@ func (s *Server) build(ctx context.Context) (err error) {
 		AdminUser:  adminUser,
 		Stream: natsops.StreamConfig{
 			Name: cfg.CommandStreamName, Replicas: cfg.CommandStreamReplicas, MaxAge: cfg.CommandStreamMaxAge, Duplicates: 2 * time.Minute,
+			Retention: cfg.CommandStreamRetention, MaxMsgsPerSubject: cfg.CommandStreamMaxPerSensor,
 		},
 		Events: natsops.EventStreamConfig{
 			Name: eventStream, Replicas: cfg.EventsStreamReplicas, MaxAge: cfg.EventsStreamMaxAge, MaxBytes: cfg.EventsStreamMaxBytes,
