@@ -47,7 +47,7 @@ type ServeConfig struct {
 	// topology.DefaultEventStream. Zero max age or bytes leave that limit off.
 	EventsStreamName     string        `envconfig:"EVENTS_STREAM_NAME" default:"RXC_EVENTS"`
 	EventsStreamMaxAge   time.Duration `envconfig:"EVENTS_STREAM_MAX_AGE" default:"72h"`
-	EventsStreamMaxBytes int64         `envconfig:"EVENTS_STREAM_MAX_BYTES" default:"10737418240"`
+	EventsStreamMaxBytes int64         `envconfig:"EVENTS_STREAM_MAX_BYTES" default:"8589934592"`
 	EventsStreamReplicas int           `envconfig:"EVENTS_STREAM_REPLICAS" default:"1"`
 	ResolverCacheTTL     time.Duration `envconfig:"RESOLVER_CACHE_TTL" default:"5s"`
 	MigrateOnStart       bool          `envconfig:"MIGRATE_ON_START" default:"true"`
