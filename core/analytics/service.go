@@ -122,7 +122,7 @@ type Status struct {
 // never hammers either.
 func (s *Service) ChatStatus(ctx context.Context) Status {
 	c := s.cfg
-	if !c.ChatEnabled || c.Provider == nil || c.Model == "" {
+	if !s.ChatConfigured() {
 		return Status{Model: c.Model}
 	}
 	reachable, events := s.checks(ctx)
@@ -136,6 +136,12 @@ func (s *Service) ChatStatus(ctx context.Context) Status {
 		HistoricalEnrichment: c.IngestionEnabled && events,
 		Playbooks:            c.Playbooks != nil && c.Playbooks.Available(ctx),
 	}
+}
+
+// ChatConfigured reports whether the configuration turns the chat on (a
+// model provider and a model), whether or not the provider answers now.
+func (s *Service) ChatConfigured() bool {
+	return s.cfg.ChatEnabled && s.cfg.Provider != nil && s.cfg.Model != ""
 }
 
 func (s *Service) checks(ctx context.Context) (reachable, events bool) {

@@ -60,15 +60,6 @@ const (
 	DefaultChatPerMinute    = 10
 )
 
-// ChatStatus is what GET /api/analytics/chat/status reports.
-type ChatStatus struct {
-	Enabled              bool
-	Model                string
-	ThreatIntel          bool
-	HistoricalEnrichment bool
-	Playbooks            bool
-}
-
 // Check is one readiness check; GET /readyz fails while any Fn fails.
 type Check struct {
 	Name string
@@ -102,8 +93,6 @@ type Config struct {
 	// TrustProxy takes the client address for rate limiting from the last
 	// X-Forwarded-For entry (the one the trusted proxy appended).
 	TrustProxy bool
-	// Chat is what the chat status reports when Analytics is nil.
-	Chat ChatStatus
 	// Analytics serves the analytics overview and the chat, and reports
 	// the chat's live status; without it those routes answer 503.
 	Analytics *analytics.Service
@@ -135,7 +124,6 @@ type API struct {
 	origins        map[string]bool
 	localMode      bool
 	trustProxy     bool
-	chat           ChatStatus
 	analytics      *analytics.Service
 	chatLimiter    *limiter
 	provisioning   bool
@@ -201,7 +189,7 @@ func New(cfg Config) (*API, error) {
 		fleet: cfg.Fleet, operators: cfg.Operators, caPEM: cfg.CACertificatePEM,
 		natsURL: cfg.PublicNATSURL, grpcAddr: cfg.PublicGRPCAddr,
 		origins: origins, localMode: cfg.LocalMode, trustProxy: cfg.TrustProxy,
-		chat: cfg.Chat, analytics: cfg.Analytics, chatLimiter: newLimiter(chatRate, cfg.Clock), provisioning: cfg.ProvisioningEnabled, messaging: cfg.MessagingEnabled,
+		analytics: cfg.Analytics, chatLimiter: newLimiter(chatRate, cfg.Clock), provisioning: cfg.ProvisioningEnabled, messaging: cfg.MessagingEnabled,
 		readiness: slices.Clone(cfg.Readiness), readyTimeout: cfg.ReadinessTimeout,
 		extraMetrics:  cfg.Metrics,
 		redeemLimiter: newLimiter(rate, cfg.Clock),
@@ -232,7 +220,7 @@ func (a *API) routes() {
 	m.HandleFunc("GET /api/sensors/{id}", a.operator(a.getSensor))
 	m.HandleFunc("POST /api/sensors/{id}/commands", a.operator(a.issueCommand))
 	m.HandleFunc("POST /api/sensors/{id}/revoke", a.operator(a.revokeSensor))
-	m.HandleFunc("GET /api/analytics/chat/status", a.operator(a.liveChatStatus))
+	m.HandleFunc("GET /api/analytics/chat/status", a.operator(a.chatStatus))
 	m.HandleFunc("POST /api/analytics/chat", a.operator(a.askChat))
 	m.HandleFunc("GET /api/analytics/overview", a.operator(a.overview))
 

@@ -14,15 +14,14 @@ import (
 	"github.com/rxc-project/rxc/core/operators"
 )
 
-// liveChatStatus answers GET /api/analytics/chat/status from the analytics
-// service (configuration, provider reachability, capabilities), or from
-// the static Config.Chat without one.
-func (a *API) liveChatStatus(w http.ResponseWriter, r *http.Request, op operators.Operator) {
-	if a.analytics == nil {
-		a.chatStatus(w, r, op)
-		return
+// chatStatus answers GET /api/analytics/chat/status from the analytics
+// service (configuration, provider reachability, capabilities); without
+// one the chat is off.
+func (a *API) chatStatus(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+	var s analytics.Status
+	if a.analytics != nil {
+		s = a.analytics.ChatStatus(r.Context())
 	}
-	s := a.analytics.ChatStatus(r.Context())
 	problem.WriteJSON(w, http.StatusOK, chatStatusJSON{
 		Enabled: s.Enabled, Model: s.Model,
 		Capabilities: chatCapabilityJSON{ThreatIntel: s.ThreatIntel, HistoricalEnrichment: s.HistoricalEnrichment, Playbooks: s.Playbooks},

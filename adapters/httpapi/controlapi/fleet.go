@@ -342,11 +342,3 @@ type chatCapabilityJSON struct {
 	HistoricalEnrichment bool `json:"historicalEnrichment"`
 	Playbooks            bool `json:"playbooks"`
 }
-
-func (a *API) chatStatus(w http.ResponseWriter, _ *http.Request, _ operators.Operator) {
-	c := a.chat
-	problem.WriteJSON(w, http.StatusOK, chatStatusJSON{
-		Enabled: c.Enabled, Model: c.Model,
-		Capabilities: chatCapabilityJSON{ThreatIntel: c.ThreatIntel, HistoricalEnrichment: c.HistoricalEnrichment, Playbooks: c.Playbooks},
-	})
-}

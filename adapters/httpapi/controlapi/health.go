@@ -58,7 +58,7 @@ func (a *API) metrics(w http.ResponseWriter, _ *http.Request) {
 	for _, f := range []struct {
 		name string
 		on   bool
-	}{{"chat", a.chat.Enabled}, {"messaging", a.messaging}, {"provisioning", a.provisioning}} {
+	}{{"chat", a.analytics != nil && a.analytics.ChatConfigured()}, {"messaging", a.messaging}, {"provisioning", a.provisioning}} {
 		fmt.Fprintf(bw, "rxc_controlplane_feature_enabled{feature=%q} %d\n", f.name, b2i(f.on))
 	}
 	if a.extraMetrics != nil {

@@ -167,7 +167,6 @@ func (s *Server) build(ctx context.Context) error {
 		Fleet: s.fleet, Operators: s.operators, CACertificatePEM: ca.CACertificatePEM,
 		PublicNATSURL: cfg.PublicNATSURL, PublicGRPCAddr: cfg.PublicGRPCAddr,
 		AllowedOrigins: cfg.CORSAllowedOrigins, LocalMode: cfg.LocalMode, TrustProxy: cfg.TrustProxy,
-		Chat:                chatStatus(cfg.Chat),
 		Analytics:           chat,
 		ChatRate:            controlapi.RateLimit{PerMinute: cfg.Chat.RatePerMinute},
 		ProvisioningEnabled: cfg.Provisioner.Enabled, MessagingEnabled: cfg.Messaging.Enabled,
@@ -374,20 +373,6 @@ func (s *Server) metrics(w io.Writer) {
 		fmt.Fprintf(w, "# HELP rxc_status_dropped_total Oversized status messages dropped.\n# TYPE rxc_status_dropped_total counter\nrxc_status_dropped_total %d\n", st.StatusDropped)
 	}
 	s.events.metrics(w)
-}
-
-func chatStatus(c ChatConfig) controlapi.ChatStatus {
-	// What the configuration allows, for the feature gauge on /metrics: the
-	// status route asks the analytics service, which also checks that the
-	// provider answers and that events are stored.
-	enabled := c.Enabled && c.BaseURL != "" && c.Model != ""
-	return controlapi.ChatStatus{
-		Enabled:              enabled,
-		Model:                c.Model,
-		ThreatIntel:          enabled && c.Enrichment.Enabled && c.Enrichment.MISPURL != "" && c.Enrichment.MISPKey != "",
-		HistoricalEnrichment: false,
-		Playbooks:            enabled && c.PlaybooksDir != "",
-	}
 }
 
 // disabledPublisher answers every command with ErrMessagingDisabled.
