@@ -41,7 +41,7 @@ func serve(ctx context.Context, stderr io.Writer) error {
 	return srv.Run(ctx)
 }
 
-// server is a wired provisioner.
+// Server is a wired provisioner.
 type Server struct {
 	cfg   ServeConfig
 	log   *slog.Logger
