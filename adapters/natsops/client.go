@@ -485,10 +485,27 @@ func (c *Client) call(ctx context.Context, r role, fn func(ctx context.Context, 
 		}
 	}()
 	err = fn(ctx, l.nc)
-	if err != nil && errors.Is(context.Cause(ctx), ErrNotConnected) {
-		return fmt.Errorf("natsops: %s connection dropped during the call: %w", r, ErrNotConnected)
+	if err != nil && (errors.Is(context.Cause(ctx), ErrNotConnected) || outage(err) || !l.nc.IsConnected()) {
+		return fmt.Errorf("natsops: %s connection dropped during the call: %w (%w)", r, ErrNotConnected, err)
 	}
 	return err
+}
+
+// outage reports whether err is nats.go's way of saying the connection went
+// away under the call: the client noticed the drop before our disconnect
+// handler ran, so the session signal has not fired yet. With ReconnectBufSize
+// at -1 a publish during reconnection fails with ErrReconnectBufExceeded.
+func outage(err error) bool {
+	for _, e := range []error{
+		nats.ErrReconnectBufExceeded, nats.ErrConnectionReconnecting,
+		nats.ErrConnectionClosed, nats.ErrConnectionDraining,
+		nats.ErrDisconnected, nats.ErrNoServers, nats.ErrStaleConnection,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Client) worker(ctx context.Context, kick chan struct{}, fn func(context.Context)) {
