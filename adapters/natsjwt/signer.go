@@ -7,6 +7,8 @@
 package natsjwt
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -127,8 +129,59 @@ func (s *Signer) NewAccountKey() (string, []byte, error) {
 // topology.ControlExports; a tenant imports topology.TenantImports from the
 // CONTROL account. Every kind carries spec.Revocations.
 func (s *Signer) SignAccount(spec provisioning.AccountSpec) (string, error) {
+	ac, err := s.accountClaims(spec)
+	if err != nil {
+		return "", err
+	}
+	tok, err := ac.Encode(s.operator)
+	if err != nil {
+		return "", fmt.Errorf("natsjwt: sign account %s: %w", spec.PubKey, err)
+	}
+	return tok, nil
+}
+
+// AccountMatches reports whether accountJWT, signed by this operator, carries
+// exactly the claims SignAccount would sign for spec now. The issue time and
+// the JWT id (a hash that covers it) are left out of the comparison.
+func (s *Signer) AccountMatches(accountJWT string, spec provisioning.AccountSpec) (bool, error) {
+	have, err := jwt.DecodeAccountClaims(accountJWT)
+	if err != nil {
+		return false, fmt.Errorf("natsjwt: decode account JWT: %w", err)
+	}
+	fresh, err := s.SignAccount(spec)
+	if err != nil {
+		return false, err
+	}
+	want, err := jwt.DecodeAccountClaims(fresh)
+	if err != nil {
+		return false, fmt.Errorf("natsjwt: decode account JWT: %w", err)
+	}
+	a, err := stableClaims(have)
+	if err != nil {
+		return false, err
+	}
+	b, err := stableClaims(want)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(a, b), nil
+}
+
+// stableClaims is the JSON of ac without what changes on every signing.
+func stableClaims(ac *jwt.AccountClaims) ([]byte, error) {
+	c := *ac
+	c.IssuedAt, c.ID = 0, ""
+	out, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("natsjwt: encode account claims: %w", err)
+	}
+	return out, nil
+}
+
+// accountClaims builds the unsigned claims SignAccount signs.
+func (s *Signer) accountClaims(spec provisioning.AccountSpec) (*jwt.AccountClaims, error) {
 	if !IsAccountKey(spec.PubKey) {
-		return "", fmt.Errorf("natsjwt: account %q: %w", spec.PubKey, provisioning.ErrInvalidPublicKey)
+		return nil, fmt.Errorf("natsjwt: account %q: %w", spec.PubKey, provisioning.ErrInvalidPublicKey)
 	}
 	ac := jwt.NewAccountClaims(spec.PubKey)
 	ac.Name = spec.Name
@@ -146,10 +199,10 @@ func (s *Signer) SignAccount(spec provisioning.AccountSpec) (string, error) {
 		}
 	case provisioning.KindTenant:
 		if s.control == "" {
-			return "", fmt.Errorf("natsjwt: tenant account %s: %w", spec.PubKey, ErrNoControlAccount)
+			return nil, fmt.Errorf("natsjwt: tenant account %s: %w", spec.PubKey, ErrNoControlAccount)
 		}
 		if err := ids.Validate(spec.TenantID); err != nil {
-			return "", fmt.Errorf("natsjwt: tenant id: %w", err)
+			return nil, fmt.Errorf("natsjwt: tenant id: %w", err)
 		}
 		for _, im := range topology.TenantImports(s.stream, spec.TenantID) {
 			ac.Imports.Add(&jwt.Import{
@@ -161,28 +214,24 @@ func (s *Signer) SignAccount(spec provisioning.AccountSpec) (string, error) {
 			})
 		}
 	default:
-		return "", fmt.Errorf("natsjwt: %w: unknown account kind %q", ErrInvalidClaims, spec.Kind)
+		return nil, fmt.Errorf("natsjwt: %w: unknown account kind %q", ErrInvalidClaims, spec.Kind)
 	}
 	for _, r := range spec.Revocations {
 		if r.AccountPubKey != spec.PubKey {
-			return "", fmt.Errorf("natsjwt: %w: revocation for account %s signed into %s", ErrInvalidClaims, r.AccountPubKey, spec.PubKey)
+			return nil, fmt.Errorf("natsjwt: %w: revocation for account %s signed into %s", ErrInvalidClaims, r.AccountPubKey, spec.PubKey)
 		}
 		if !IsUserKey(r.UserPubKey) {
-			return "", fmt.Errorf("natsjwt: revoked user %q: %w", r.UserPubKey, provisioning.ErrInvalidPublicKey)
+			return nil, fmt.Errorf("natsjwt: revoked user %q: %w", r.UserPubKey, provisioning.ErrInvalidPublicKey)
 		}
 		if r.RevokedAt.IsZero() {
-			return "", fmt.Errorf("natsjwt: %w: revocation of %s has no time", ErrInvalidClaims, r.UserPubKey)
+			return nil, fmt.Errorf("natsjwt: %w: revocation of %s has no time", ErrInvalidClaims, r.UserPubKey)
 		}
 		ac.RevokeAt(r.UserPubKey, r.RevokedAt)
 	}
 	if err := validate(ac); err != nil {
-		return "", fmt.Errorf("natsjwt: account %s: %w", spec.PubKey, err)
+		return nil, fmt.Errorf("natsjwt: account %s: %w", spec.PubKey, err)
 	}
-	tok, err := ac.Encode(s.operator)
-	if err != nil {
-		return "", fmt.Errorf("natsjwt: sign account %s: %w", spec.PubKey, err)
-	}
-	return tok, nil
+	return ac, nil
 }
 
 func export(e topology.Export) *jwt.Export {

@@ -645,3 +645,82 @@ func TestHasPermissions(t *testing.T) {
 		t.Fatal("garbage decoded")
 	}
 }
+
+func TestAccountMatches(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	s := newSigner(t, k)
+	tenantPub, _, err := accountKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked := provisioning.Revocation{AccountPubKey: k.ctlPub, UserPubKey: userKey(t), RevokedAt: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
+	control := provisioning.AccountSpec{PubKey: k.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl, Revocations: []provisioning.Revocation{revoked}}
+	tenant := provisioning.AccountSpec{PubKey: tenantPub, Name: "acme", Kind: provisioning.KindTenant, TenantID: "acme"}
+	sign := func(s *natsjwt.Signer, spec provisioning.AccountSpec) string {
+		t.Helper()
+		tok, err := s.SignAccount(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	other := func(mut func(*natsjwt.Config)) *natsjwt.Signer {
+		t.Helper()
+		cfg := natsjwt.Config{
+			OperatorSeed: k.opSeed, Stream: "RXC_CMD", ControlAccount: k.ctlPub,
+			ControlJetStream: natsjwt.Limits{DiskStorage: 1 << 30, MemoryStorage: 1 << 20, Streams: 4, Consumers: 10000},
+		}
+		mut(&cfg)
+		o, err := natsjwt.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	otherOp := newKeys(t)
+	noRevocation := control
+	noRevocation.Revocations = nil
+	laterRevocation := control
+	laterRevocation.Revocations = []provisioning.Revocation{{AccountPubKey: k.ctlPub, UserPubKey: revoked.UserPubKey, RevokedAt: revoked.RevokedAt.Add(time.Hour)}}
+	renamed := tenant
+	renamed.Name = "globex"
+	renamed.TenantID = "globex"
+
+	tests := []struct {
+		name string
+		jwt  string
+		spec provisioning.AccountSpec
+		want bool
+	}{
+		{"control, signed now", sign(s, control), control, true},
+		{"tenant, signed now", sign(s, tenant), tenant, true},
+		{"control limits changed since", sign(other(func(c *natsjwt.Config) { c.ControlJetStream.DiskStorage = 1 << 31 }), control), control, false},
+		{"command stream renamed since (exports)", sign(other(func(c *natsjwt.Config) { c.Stream = "OLD_CMD" }), control), control, false},
+		{"command stream renamed since (imports)", sign(other(func(c *natsjwt.Config) { c.Stream = "OLD_CMD" }), tenant), tenant, false},
+		{"a revocation missing", sign(s, noRevocation), control, false},
+		{"a revocation at another time", sign(s, laterRevocation), control, false},
+		{"another tenant's claims", sign(s, renamed), tenant, false},
+		{"signed by another operator", sign(other(func(c *natsjwt.Config) { c.OperatorSeed = otherOp.opSeed }), control), control, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := s.AccountMatches(tt.jwt, tt.spec)
+			if err != nil || got != tt.want {
+				t.Fatalf("AccountMatches = %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+	// Signed twice a second apart, the same claims still match.
+	first := sign(s, control)
+	time.Sleep(1100 * time.Millisecond)
+	if ok, err := s.AccountMatches(first, control); err != nil || !ok {
+		t.Fatalf("AccountMatches of a JWT signed a second earlier = %v, %v; want true", ok, err)
+	}
+	if _, err := s.AccountMatches("not a jwt", control); err == nil {
+		t.Fatal("garbage decoded")
+	}
+	if _, err := s.AccountMatches(sign(s, control), provisioning.AccountSpec{PubKey: "nope", Kind: provisioning.KindControl}); err == nil {
+		t.Fatal("an invalid spec was compared")
+	}
+}

@@ -24,6 +24,9 @@ type ClaimsReader interface {
 	// HasPermissions reports whether userJWT allows exactly p (order and
 	// duplicates aside).
 	HasPermissions(userJWT string, p topology.Permissions) (bool, error)
+	// AccountMatches reports whether accountJWT carries exactly the claims
+	// SignAccount would sign for spec now (issue time and JWT id aside).
+	AccountMatches(accountJWT string, spec AccountSpec) (bool, error)
 }
 
 // Store persists the operator record, accounts, users and revocations.
@@ -34,6 +37,13 @@ type Store interface {
 	Account(ctx context.Context, pubKey string) (Account, error)
 	TenantAccount(ctx context.Context, tenantID string) (Account, error)
 	CreateTenantAccount(ctx context.Context, a Account) (stored Account, created bool, err error)
+	// AccountKeys lists the public key of every stored account.
+	AccountKeys(ctx context.Context) ([]string, error)
+	// Resign hands the account and its full revocation list to resign under
+	// the lock Revoke takes. When resign returns a JWT it replaces the
+	// account's (which then awaits its push) and changed is true; "" keeps
+	// the account as it is.
+	Resign(ctx context.Context, pubKey string, resign func(a Account, all []Revocation) (string, error)) (a Account, changed bool, err error)
 	UserStore
 	PushTracker
 }

@@ -261,7 +261,7 @@ func (s *Service) mint(acct Account, u User, spec UserSpec) (User, error) {
 func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) (Revocation, Account, error) {
 	r := Revocation{AccountPubKey: accountPubKey, UserPubKey: userPubKey, RevokedAt: s.now().UTC().Truncate(time.Second)}
 	rev, acct, err := s.store.Revoke(ctx, r, func(a Account, all []Revocation) (string, error) {
-		return s.signer.SignAccount(AccountSpec{PubKey: a.PubKey, Name: jwtName(a), Kind: a.Kind, TenantID: a.TenantID, Revocations: all})
+		return s.signer.SignAccount(accountSpec(a, all))
 	})
 	if err != nil {
 		return Revocation{}, Account{}, err
@@ -271,6 +271,38 @@ func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) 
 		return rev, acct, err
 	}
 	return rev, acct, nil
+}
+
+// RefreshAccounts re-signs every account whose JWT no longer carries what
+// the current configuration and topology call for (the CONTROL account's
+// JetStream limits changed, the command stream was renamed, an upgrade
+// changed the exports or imports), keeping its revocations. It runs when
+// serve starts, before NATS is reached; PushPending then delivers the new
+// JWTs. It returns the public keys of the accounts it re-signed.
+func (s *Service) RefreshAccounts(ctx context.Context) ([]string, error) {
+	keys, err := s.store.AccountKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var resigned []string
+	for _, pk := range keys {
+		a, changed, err := s.store.Resign(ctx, pk, func(a Account, all []Revocation) (string, error) {
+			spec := accountSpec(a, all)
+			ok, err := s.claims.AccountMatches(a.JWT, spec)
+			if err != nil || ok {
+				return "", err
+			}
+			return s.signer.SignAccount(spec)
+		})
+		if err != nil {
+			return resigned, fmt.Errorf("refresh account %s: %w", pk, err)
+		}
+		if changed {
+			s.cache.put(a.PubKey, a.JWT)
+			resigned = append(resigned, a.PubKey)
+		}
+	}
+	return resigned, nil
 }
 
 // PushPending pushes every account JWT that changed without reaching NATS.
@@ -298,6 +330,11 @@ func (s *Service) push(ctx context.Context, a Account) error {
 		return fmt.Errorf("record push of %s: %w", a.PubKey, err)
 	}
 	return nil
+}
+
+// accountSpec is what a stored account's JWT is signed from.
+func accountSpec(a Account, all []Revocation) AccountSpec {
+	return AccountSpec{PubKey: a.PubKey, Name: jwtName(a), Kind: a.Kind, TenantID: a.TenantID, Revocations: all}
 }
 
 // jwtName is the name an account's JWT carries: the tenant id for tenants,

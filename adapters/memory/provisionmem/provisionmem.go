@@ -325,6 +325,51 @@ func (s *Store) Revoke(_ context.Context, r provisioning.Revocation, resign func
 	return r, copyAccount(a.Account), nil
 }
 
+// AccountKeys lists the public key of every stored account, oldest first.
+func (s *Store) AccountKeys(context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := make([]*account, 0, len(s.accounts))
+	for _, a := range s.accounts {
+		all = append(all, a)
+	}
+	slices.SortFunc(all, func(x, y *account) int {
+		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(x.PubKey, y.PubKey)
+	})
+	keys := make([]string, len(all))
+	for i, a := range all {
+		keys[i] = a.PubKey
+	}
+	return keys, nil
+}
+
+// Resign lets resign replace the account's JWT while the store is locked.
+func (s *Store) Resign(_ context.Context, pubKey string, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Account, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.accounts[pubKey]
+	if !ok {
+		return provisioning.Account{}, false, fmt.Errorf("account %s: %w", pubKey, provisioning.ErrNotFound)
+	}
+	all := []provisioning.Revocation{}
+	for user, at := range s.revocations[pubKey] {
+		all = append(all, provisioning.Revocation{AccountPubKey: pubKey, UserPubKey: user, RevokedAt: at})
+	}
+	slices.SortFunc(all, func(x, y provisioning.Revocation) int { return strings.Compare(x.UserPubKey, y.UserPubKey) })
+	jwt, err := resign(copyAccount(a.Account), all)
+	if err != nil {
+		return provisioning.Account{}, false, fmt.Errorf("re-sign account %s: %w", pubKey, err)
+	}
+	if jwt == "" {
+		return copyAccount(a.Account), false, nil
+	}
+	a.JWT, a.UpdatedAt, a.pushed = jwt, stamp(time.Time{}, time.Now()), false
+	return copyAccount(a.Account), true, nil
+}
+
 // stamp normalises t as PostgreSQL stores it (UTC, microseconds), or
 // returns def when t is zero.
 func stamp(t, def time.Time) time.Time {

@@ -360,6 +360,58 @@ func (s *Store) Revoke(ctx context.Context, r provisioning.Revocation, resign fu
 	return r, acct, nil
 }
 
+// AccountKeys lists the public key of every stored account.
+func (s *Store) AccountKeys(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT account_id FROM nats_accounts ORDER BY created_at, account_id`)
+	if err != nil {
+		return nil, fmt.Errorf("provisionerstore: list account keys: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("provisionerstore: list account keys: %w", err)
+	}
+	return keys, nil
+}
+
+// Resign lets resign replace the account's JWT, under the same row lock as
+// Revoke so a concurrent revocation is never signed away.
+func (s *Store) Resign(ctx context.Context, pubKey string, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Account, bool, error) {
+	var (
+		acct    provisioning.Account
+		changed bool
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		a, err := s.scanAccount(tx.QueryRow(ctx, `SELECT `+accountCols+` FROM nats_accounts WHERE account_id = $1 FOR NO KEY UPDATE`, pubKey))
+		if err != nil {
+			return notFound(err, "account "+pubKey)
+		}
+		all, err := revocations(ctx, tx, pubKey)
+		if err != nil {
+			return err
+		}
+		jwt, err := resign(a, all)
+		if err != nil {
+			return fmt.Errorf("re-sign account %s: %w", pubKey, err)
+		}
+		acct = a
+		if jwt == "" {
+			return nil
+		}
+		a.JWT = jwt
+		if err := tx.QueryRow(ctx, `UPDATE nats_accounts SET jwt = $2, jwt_hash = $3, updated_at = now(), pushed_at = NULL
+			WHERE account_id = $1 RETURNING updated_at`, pubKey, jwt, jwtHash(jwt)).Scan(&a.UpdatedAt); err != nil {
+			return fmt.Errorf("provisionerstore: store re-signed JWT: %w", err)
+		}
+		a.UpdatedAt = a.UpdatedAt.UTC()
+		acct, changed = a, true
+		return nil
+	})
+	if err != nil {
+		return provisioning.Account{}, false, err
+	}
+	return acct, changed, nil
+}
+
 func revocations(ctx context.Context, q querier, accountPubKey string) ([]provisioning.Revocation, error) {
 	rows, err := q.Query(ctx, `SELECT user_pub_key, revoked_at FROM nats_revocations WHERE account_id = $1 ORDER BY user_pub_key COLLATE "C"`, accountPubKey)
 	if err != nil {

@@ -573,3 +573,70 @@ func TestConcurrentIdenticalRequestsLeaveOneRecord(t *testing.T) {
 		t.Fatalf("100 parallel POST /users gave %d distinct users", len(keys))
 	}
 }
+
+// Changing CONTROL_JETSTREAM_MAX_DISK takes effect at the next start: serve
+// re-signs the CONTROL account (keeping its revocations), nats-server gets
+// the new JWT, and accounts whose claims did not change keep their JWT.
+func TestRestartAppliesChangedControlLimits(t *testing.T) {
+	s := provisionertest.Start(t, provisionertest.Options{})
+	account(t, s, "acme")
+	tenantBefore := getJWT(t, s.URL, sensorUser(t, s, "acme", "s1").AccountID)
+	status, body := s.Post("/backend-user", map[string]string{"name": "retired"})
+	retired := decode[backendResp](t, status, body, 200, 201)
+	status, body = s.Post("/revoke", map[string]string{"accountId": retired.AccountID, "userPubKey": retired.UserPubKey})
+	decode[map[string]any](t, status, body, 200)
+	ctl := s.Operator.ControlAccount
+	controlClaims := func() *jwt.AccountClaims {
+		t.Helper()
+		ac, err := jwt.DecodeAccountClaims(getJWT(t, s.URL, ctl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ac
+	}
+	if got := controlClaims().Limits.DiskStorage; got != s.Config.ControlJSMaxDisk {
+		t.Fatalf("CONTROL disk limit before = %d, want %d", got, s.Config.ControlJSMaxDisk)
+	}
+
+	s.StopServe()
+	s.Config.ControlJSMaxDisk *= 2
+	s.StartServe()
+	s.WaitNATSReady()
+
+	after := controlClaims()
+	if after.Limits.DiskStorage != s.Config.ControlJSMaxDisk {
+		t.Fatalf("CONTROL disk limit after restart = %d, want the new %d", after.Limits.DiskStorage, s.Config.ControlJSMaxDisk)
+	}
+	if !after.Revocations.IsRevoked(retired.UserPubKey, time.Now()) {
+		t.Fatal("re-signing the CONTROL account dropped its revocation")
+	}
+	if got := getJWT(t, s.URL, sensorUser(t, s, "acme", "s1").AccountID); got != tenantBefore {
+		t.Fatal("a tenant account whose claims did not change was re-signed")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		acc, err := s.NATS.LookupAccount(ctl)
+		var limits server.JetStreamAccountLimits
+		if err == nil {
+			limits = acc.JetStreamUsage().Limits
+		}
+		if limits.MaxStore == s.Config.ControlJSMaxDisk {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nats-server did not apply the new CONTROL limit within 10s: %+v, %v", limits, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := connectCreds(t, s.NATSURL, retired.Creds); err == nil {
+		t.Fatal("revoked CONTROL user accepted after the re-sign")
+	}
+
+	ctlJWT := getJWT(t, s.URL, ctl)
+	s.StopServe()
+	s.StartServe()
+	s.WaitNATSReady()
+	if getJWT(t, s.URL, ctl) != ctlJWT {
+		t.Fatal("CONTROL JWT re-signed again on a restart with the same configuration")
+	}
+}

@@ -161,6 +161,20 @@ func (s *Server) build(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	// An account JWT signed under an earlier configuration or release (other
+	// CONTROL limits, a renamed command stream, changed exports) is re-signed
+	// now; PushPending delivers it once NATS is reached.
+	resigned, err := s.svc.RefreshAccounts(ctx)
+	if err != nil {
+		return fmt.Errorf("refresh account JWTs: %w", err)
+	}
+	if n := len(resigned); n > 0 {
+		attrs := []any{"count", n}
+		if n <= 10 {
+			attrs = append(attrs, "accounts", resigned)
+		}
+		log.Info("re-signed account JWTs that no longer matched the configuration", attrs...)
+	}
 	api, err := provisionerapi.New(provisionerapi.Config{Service: s.svc, Health: store, SharedSecret: cfg.SharedSecret, Logger: log})
 	if err != nil {
 		return err

@@ -65,6 +65,11 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"RevokeConcurrent", testRevokeConcurrent},
 		{"PushTracking", testPushTracking},
 		{"ListAccounts", testListAccounts},
+		{"AccountKeys", testAccountKeys},
+		{"ResignReplacesAndAwaitsPush", testResign},
+		{"ResignKeepsWhenUnchanged", testResignUnchanged},
+		{"ResignFailureChangesNothing", testResignFailure},
+		{"ResignUnknownAccount", testResignUnknownAccount},
 		{"Ping", testPing},
 	}
 	for _, tc := range tests {
@@ -823,6 +828,131 @@ func testListAccounts(t *testing.T, s Store) {
 	diff(t, "ListAccounts", want, byKey)
 	if len(got) != len(want) {
 		t.Errorf("ListAccounts returned %d accounts, want %d", len(got), len(want))
+	}
+}
+
+func testAccountKeys(t *testing.T, s Store) {
+	if keys, err := s.AccountKeys(ctx(t)); err != nil || len(keys) != 0 {
+		t.Fatalf("AccountKeys on an empty store = %v, %v; want none", keys, err)
+	}
+	f := initOperator(t, s)
+	acme := createAccount(t, s, "acme")
+	globex := createAccount(t, s, "globex")
+	got, err := s.AccountKeys(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "AccountKeys", sorted(f.sys.PubKey, f.control.PubKey, acme.PubKey, globex.PubKey), sorted(got...))
+}
+
+// resignWith returns a Resign callback that records what it was given and
+// answers jwt.
+func resignWith(rec *resignRecorder, jwt string) func(provisioning.Account, []provisioning.Revocation) (string, error) {
+	return func(a provisioning.Account, all []provisioning.Revocation) (string, error) {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		rec.calls++
+		rec.acct, rec.all = a, all
+		return jwt, nil
+	}
+}
+
+func testResign(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	if err := s.MarkPushed(ctx(t), acct.PubKey, acct.JWT); err != nil {
+		t.Fatal(err)
+	}
+	u := createUser(t, s, sensorUser(acct, "sensor-1"))
+	r := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u.PubKey, RevokedAt: t0.Add(time.Hour)}
+	_, revoked, err := s.Revoke(ctx(t), r, (&resignRecorder{}).resign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkPushed(ctx(t), acct.PubKey, revoked.JWT); err != nil {
+		t.Fatal(err)
+	}
+
+	rec := &resignRecorder{}
+	got, changed, err := s.Resign(ctx(t), acct.PubKey, resignWith(rec, "refreshed-jwt"))
+	if err != nil || !changed {
+		t.Fatalf("Resign = changed %v, err %v; want changed", changed, err)
+	}
+	if rec.calls != 1 {
+		t.Fatalf("resign called %d times, want 1", rec.calls)
+	}
+	diff(t, "account given to resign", revoked, rec.acct)
+	diff(t, "revocations given to resign", []provisioning.Revocation{r}, rec.all)
+	if got.JWT != "refreshed-jwt" || got.PubKey != acct.PubKey || !bytes.Equal(got.Seed, acct.Seed) {
+		t.Errorf("Resign returned %+v, want %s with the new JWT and its seed", got, acct.PubKey)
+	}
+	stored, err := s.Account(ctx(t), acct.PubKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "stored account after Resign", got, stored)
+	if !stored.UpdatedAt.After(revoked.UpdatedAt) {
+		t.Errorf("UpdatedAt = %v, want later than %v", stored.UpdatedAt, revoked.UpdatedAt)
+	}
+	unpushed, err := s.UnpushedAccounts(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(unpushed) != 1 || unpushed[0].JWT != "refreshed-jwt" {
+		t.Errorf("unpushed after Resign = %v, want only %s with its new JWT", pubKeys(unpushed), acct.PubKey)
+	}
+	if _, err := s.ActiveSensorUser(ctx(t), "acme", "sensor-1"); !errors.Is(err, provisioning.ErrNotFound) {
+		t.Errorf("Resign brought a revoked user back: %v", err)
+	}
+}
+
+func testResignUnchanged(t *testing.T, s Store) {
+	f := initOperator(t, s)
+	for _, a := range []provisioning.Account{f.sys, f.control} {
+		if err := s.MarkPushed(ctx(t), a.PubKey, a.JWT); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := &resignRecorder{}
+	got, changed, err := s.Resign(ctx(t), f.control.PubKey, resignWith(rec, ""))
+	if err != nil || changed {
+		t.Fatalf("Resign answering \"\" = changed %v, err %v; want unchanged", changed, err)
+	}
+	if len(rec.all) != 0 {
+		t.Errorf("revocations given to resign = %v, want none", rec.all)
+	}
+	diff(t, "Resign result when unchanged", f.control, got)
+	stored, err := s.Account(ctx(t), f.control.PubKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "stored account when unchanged", f.control, stored)
+	if as, err := s.UnpushedAccounts(ctx(t)); err != nil || len(as) != 0 {
+		t.Errorf("unpushed after an unchanged Resign = %v, %v; want none", pubKeys(as), err)
+	}
+}
+
+func testResignFailure(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	boom := errors.New("signer broken")
+	_, changed, err := s.Resign(ctx(t), acct.PubKey, func(provisioning.Account, []provisioning.Revocation) (string, error) { return "other", boom })
+	wantErr(t, "Resign with a failing resign", err, boom)
+	if changed {
+		t.Error("Resign reported a change although resign failed")
+	}
+	got, err := s.Account(ctx(t), acct.PubKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "account after failed Resign", acct, got)
+}
+
+func testResignUnknownAccount(t *testing.T, s Store) {
+	createAccount(t, s, "acme")
+	rec := &resignRecorder{}
+	_, _, err := s.Resign(ctx(t), key("A"), resignWith(rec, "x"))
+	wantErr(t, "Resign of an unknown account", err, provisioning.ErrNotFound)
+	if rec.calls != 0 {
+		t.Errorf("resign called %d times for an unknown account, want 0", rec.calls)
 	}
 }
 
