@@ -29,8 +29,10 @@ type SensorEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// event_id is chosen by the sensor and is its idempotency key: a resent
 	// event carries the same id.
-	EventId string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
-	Time    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	EventId string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// time is when the sensor saw the event; required. With event_id it keys
+	// the stored event, so a resend must carry the same time.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
 	// kind is the event type, e.g. "alert", "flow", "dns".
 	Kind     string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
 	SrcIp    string `protobuf:"bytes,4,opt,name=src_ip,json=srcIp,proto3" json:"src_ip,omitempty"`

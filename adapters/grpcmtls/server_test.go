@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rxc-project/rxc/adapters/grpcmtls"
 	"github.com/rxc-project/rxc/adapters/x509ca"
@@ -293,7 +294,7 @@ func testCtx(t *testing.T) context.Context {
 
 func event(id string) *sensorpb.SensorEvent {
 	return &sensorpb.SensorEvent{
-		EventId: id, Kind: "alert", SrcIp: "192.0.2.10", SrcPort: 51000, DestIp: "198.51.100.7", DestPort: 443, Protocol: "TCP",
+		EventId: id, Time: timestamppb.New(time.Now().Add(-time.Second)), Kind: "alert", SrcIp: "192.0.2.10", SrcPort: 51000, DestIp: "198.51.100.7", DestPort: 443, Protocol: "TCP",
 		Alert:   &sensorpb.Alert{SignatureId: 2100498, Signature: "GPL ATTACK_RESPONSE id check returned root", Category: "Potentially Bad Traffic", Severity: 2},
 		RawJson: []byte(`{"event_type":"alert","secret_marker":"raw-payload"}`),
 	}
@@ -559,6 +560,7 @@ func TestEventValidation(t *testing.T) {
 		{"no event_id", with(func(e *sensorpb.SensorEvent) { e.EventId = "" }), codes.InvalidArgument},
 		{"long event_id", with(func(e *sensorpb.SensorEvent) { e.EventId = strings.Repeat("e", 129) }), codes.InvalidArgument},
 		{"no kind", with(func(e *sensorpb.SensorEvent) { e.Kind = "" }), codes.InvalidArgument},
+		{"no time", with(func(e *sensorpb.SensorEvent) { e.Time = nil }), codes.InvalidArgument},
 		{"bad address", with(func(e *sensorpb.SensorEvent) { e.SrcIp = "300.1.1.1" }), codes.InvalidArgument},
 		{"port out of range", with(func(e *sensorpb.SensorEvent) { e.DestPort = 70000 }), codes.InvalidArgument},
 		{"message over the gRPC limit", with(func(e *sensorpb.SensorEvent) { e.RawJson = make([]byte, grpcmtls.DefaultMaxRecvMsgSize+1) }), codes.ResourceExhausted},
@@ -614,7 +616,11 @@ func TestShutdownIsBounded(t *testing.T) {
 	if err := stream.Send(event("e1")); err != nil {
 		t.Fatal(err)
 	}
-	<-sink
+	select {
+	case <-sink:
+	case <-ctx.Done():
+		t.Fatal("the event never reached the sink")
+	}
 
 	// The stream never ends by itself, so a graceful stop alone would wait
 	// forever; an expired context must make Shutdown close it.

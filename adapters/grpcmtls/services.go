@@ -198,6 +198,10 @@ func validateEvent(ev *sensorpb.SensorEvent) error {
 		return fmt.Errorf("%w: event_id longer than %d bytes", errInvalidEvent, maxEventID)
 	case ev.GetKind() == "":
 		return fmt.Errorf("%w: kind is required", errInvalidEvent)
+	case ev.GetTime() == nil:
+		// With event_id it is the event's key: a receipt time would differ
+		// on a resend and store the event twice.
+		return fmt.Errorf("%w: time is required", errInvalidEvent)
 	case len(ev.GetKind()) > maxShortField, len(ev.GetProtocol()) > maxShortField:
 		return fmt.Errorf("%w: kind or protocol longer than %d bytes", errInvalidEvent, maxShortField)
 	case len(ev.GetRawJson()) > MaxRawJSON:

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/rxc-project/rxc/adapters/grpcmtls"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/core/fleet"
@@ -166,7 +168,7 @@ func TestGRPCStreamsConfirmsAndResendsEvents(t *testing.T) {
 	go func() { done <- g.StreamEvents(ctx, events) }()
 	const n = 12
 	for i := range n {
-		events <- &sensorpb.SensorEvent{EventId: fmt.Sprintf("e-%d", i), Kind: "alert"}
+		events <- &sensorpb.SensorEvent{EventId: fmt.Sprintf("e-%d", i), Time: timestamppb.Now(), Kind: "alert"}
 	}
 	// e-6 was refused once by the store: its batch broke and was sent again.
 	eventually(t, "every event confirmed", func() bool { return g.Stats().Accepted == n })
@@ -196,7 +198,7 @@ func TestGRPCSwitchesToARenewedCertificate(t *testing.T) {
 	events := make(chan *sensorpb.SensorEvent)
 	done := make(chan error, 1)
 	go func() { done <- g.StreamEvents(ctx, events) }()
-	events <- &sensorpb.SensorEvent{EventId: "before", Kind: "alert"}
+	events <- &sensorpb.SensorEvent{EventId: "before", Time: timestamppb.Now(), Kind: "alert"}
 	eventually(t, "the first event confirmed", func() bool { return g.Stats().Accepted == 1 })
 
 	// Renewal: the server now accepts only the new serial.
@@ -209,7 +211,7 @@ func TestGRPCSwitchesToARenewedCertificate(t *testing.T) {
 	if _, err := g.Check(ctx, sensorpb.SensorState_SENSOR_STATE_RUNNING, "test"); err != nil {
 		t.Fatalf("Check after the switch: %v", err)
 	}
-	events <- &sensorpb.SensorEvent{EventId: "after", Kind: "alert"}
+	events <- &sensorpb.SensorEvent{EventId: "after", Time: timestamppb.Now(), Kind: "alert"}
 	eventually(t, "the event after renewal confirmed", func() bool { return g.Stats().Accepted == 2 })
 
 	// Revocation: nothing is accepted any more.
@@ -217,7 +219,7 @@ func TestGRPCSwitchesToARenewedCertificate(t *testing.T) {
 	if _, err := g.Check(ctx, sensorpb.SensorState_SENSOR_STATE_RUNNING, "test"); !errors.Is(err, ErrGRPCRefused) {
 		t.Fatalf("Check after revocation: %v, want ErrGRPCRefused", err)
 	}
-	go func() { events <- &sensorpb.SensorEvent{EventId: "refused", Kind: "alert"} }()
+	go func() { events <- &sensorpb.SensorEvent{EventId: "refused", Time: timestamppb.Now(), Kind: "alert"} }()
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrGRPCRefused) {

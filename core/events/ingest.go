@@ -84,16 +84,13 @@ type Session struct {
 	closed             bool
 }
 
-// Add validates ev, stamps it with the session's tenant and sensor and
-// appends it. An event without a time gets the time it was received; a
-// sensor should send one, because the time is part of the key that keeps a
-// resent event from being stored twice.
+// Add validates ev, stamps it with the session's tenant and sensor and the
+// time it was received, and appends it. The event's own time is required:
+// with its ID it is the key that keeps a resent event from being stored
+// twice, which a receipt time could not do.
 func (s *Session) Add(ctx context.Context, ev Event) error {
 	now := s.in.now()
 	ev.ReceivedAt = now
-	if ev.Time.IsZero() {
-		ev.Time = now
-	}
 	if err := Validate(ev, now); err != nil {
 		s.in.invalid.Add(1)
 		return err

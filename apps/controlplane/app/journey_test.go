@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/internal/controlplanetest"
@@ -257,7 +258,7 @@ func TestSensorJourney(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		if err := stream.Send(&sensorpb.SensorEvent{EventId: fmt.Sprintf("e-%d", i), Kind: "alert"}); err != nil {
+		if err := stream.Send(&sensorpb.SensorEvent{EventId: fmt.Sprintf("e-%d", i), Time: timestamppb.Now(), Kind: "alert"}); err != nil {
 			t.Fatalf("send event %d: %v", i, err)
 		}
 	}
