@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
@@ -142,12 +144,10 @@ func (s *Signer) SignAccount(spec provisioning.AccountSpec) (string, error) {
 
 // AccountMatches reports whether accountJWT, signed by this operator, carries
 // exactly the claims SignAccount would sign for spec now. The issue time and
-// the JWT id (a hash that covers it) are left out of the comparison.
+// the JWT id (a hash that covers it) are left out of the comparison. A JWT
+// that does not decode (or whose signature does not verify) matches nothing,
+// so re-signing repairs it; an invalid spec is an error.
 func (s *Signer) AccountMatches(accountJWT string, spec provisioning.AccountSpec) (bool, error) {
-	have, err := jwt.DecodeAccountClaims(accountJWT)
-	if err != nil {
-		return false, fmt.Errorf("natsjwt: decode account JWT: %w", err)
-	}
 	fresh, err := s.SignAccount(spec)
 	if err != nil {
 		return false, err
@@ -155,6 +155,10 @@ func (s *Signer) AccountMatches(accountJWT string, spec provisioning.AccountSpec
 	want, err := jwt.DecodeAccountClaims(fresh)
 	if err != nil {
 		return false, fmt.Errorf("natsjwt: decode account JWT: %w", err)
+	}
+	have, err := jwt.DecodeAccountClaims(accountJWT)
+	if err != nil {
+		return false, nil
 	}
 	a, err := stableClaims(have)
 	if err != nil {
@@ -165,6 +169,21 @@ func (s *Signer) AccountMatches(accountJWT string, spec provisioning.AccountSpec
 		return false, err
 	}
 	return bytes.Equal(a, b), nil
+}
+
+// AccountRevocations returns the revocations signed into accountJWT, sorted
+// by user key.
+func (s *Signer) AccountRevocations(accountJWT string) ([]provisioning.Revocation, error) {
+	ac, err := jwt.DecodeAccountClaims(accountJWT)
+	if err != nil {
+		return nil, fmt.Errorf("natsjwt: decode account JWT: %w", err)
+	}
+	out := make([]provisioning.Revocation, 0, len(ac.Revocations))
+	for user, at := range ac.Revocations {
+		out = append(out, provisioning.Revocation{AccountPubKey: ac.Subject, UserPubKey: user, RevokedAt: time.Unix(at, 0).UTC()})
+	}
+	slices.SortFunc(out, func(a, b provisioning.Revocation) int { return strings.Compare(a.UserPubKey, b.UserPubKey) })
+	return out, nil
 }
 
 // stableClaims is the JSON of ac without what changes on every signing.

@@ -717,8 +717,27 @@ func TestAccountMatches(t *testing.T) {
 	if ok, err := s.AccountMatches(first, control); err != nil || !ok {
 		t.Fatalf("AccountMatches of a JWT signed a second earlier = %v, %v; want true", ok, err)
 	}
-	if _, err := s.AccountMatches("not a jwt", control); err == nil {
-		t.Fatal("garbage decoded")
+	if ok, err := s.AccountMatches("not a jwt", control); ok || err != nil {
+		t.Fatalf("AccountMatches of garbage = %v, %v; want false so a re-sign repairs it", ok, err)
+	}
+	tampered := sign(s, control)
+	tampered = tampered[:len(tampered)-4] + "AAAA"
+	if ok, err := s.AccountMatches(tampered, control); ok || err != nil {
+		t.Fatalf("AccountMatches of a JWT with a broken signature = %v, %v; want false", ok, err)
+	}
+
+	revs, err := s.AccountRevocations(sign(s, control))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(control.Revocations, revs); diff != "" {
+		t.Errorf("AccountRevocations (-want +got):\n%s", diff)
+	}
+	if revs, err := s.AccountRevocations(sign(s, tenant)); err != nil || len(revs) != 0 {
+		t.Errorf("AccountRevocations of an account without any = %v, %v", revs, err)
+	}
+	if _, err := s.AccountRevocations("not a jwt"); err == nil {
+		t.Fatal("AccountRevocations decoded garbage")
 	}
 	if _, err := s.AccountMatches(sign(s, control), provisioning.AccountSpec{PubKey: "nope", Kind: provisioning.KindControl}); err == nil {
 		t.Fatal("an invalid spec was compared")

@@ -25,8 +25,11 @@ type ClaimsReader interface {
 	// duplicates aside).
 	HasPermissions(userJWT string, p topology.Permissions) (bool, error)
 	// AccountMatches reports whether accountJWT carries exactly the claims
-	// SignAccount would sign for spec now (issue time and JWT id aside).
+	// SignAccount would sign for spec now (issue time and JWT id aside); a
+	// JWT that does not decode matches nothing.
 	AccountMatches(accountJWT string, spec AccountSpec) (bool, error)
+	// AccountRevocations returns the revocations signed into accountJWT.
+	AccountRevocations(accountJWT string) ([]Revocation, error)
 }
 
 // Store persists the operator record, accounts, users and revocations.
@@ -37,8 +40,8 @@ type Store interface {
 	Account(ctx context.Context, pubKey string) (Account, error)
 	TenantAccount(ctx context.Context, tenantID string) (Account, error)
 	CreateTenantAccount(ctx context.Context, a Account) (stored Account, created bool, err error)
-	// AccountKeys lists the public key of every stored account.
-	AccountKeys(ctx context.Context) ([]string, error)
+	// ListAccounts returns every account (any kind).
+	ListAccounts(ctx context.Context) ([]Account, error)
 	// Resign hands the account and its full revocation list to resign under
 	// the lock Revoke takes. When resign returns a JWT it replaces the
 	// account's (which then awaits its push) and changed is true; "" keeps

@@ -280,12 +280,22 @@ func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) 
 // serve starts, before NATS is reached; PushPending then delivers the new
 // JWTs. It returns the public keys of the accounts it re-signed.
 func (s *Service) RefreshAccounts(ctx context.Context) ([]string, error) {
-	keys, err := s.store.AccountKeys(ctx)
+	accts, err := s.store.ListAccounts(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var resigned []string
-	for _, pk := range keys {
+	for _, a := range accts {
+		// Revoke signs every revocation into the JWT in the transaction
+		// that stores it, so a JWT that matches with its own revocations
+		// is current: no lock, no further query (a restart with thousands
+		// of tenants checks them in one read).
+		if revs, err := s.claims.AccountRevocations(a.JWT); err == nil {
+			if ok, err := s.claims.AccountMatches(a.JWT, accountSpec(a, revs)); err == nil && ok {
+				continue
+			}
+		}
+		pk := a.PubKey
 		a, changed, err := s.store.Resign(ctx, pk, func(a Account, all []Revocation) (string, error) {
 			spec := accountSpec(a, all)
 			ok, err := s.claims.AccountMatches(a.JWT, spec)

@@ -325,27 +325,6 @@ func (s *Store) Revoke(_ context.Context, r provisioning.Revocation, resign func
 	return r, copyAccount(a.Account), nil
 }
 
-// AccountKeys lists the public key of every stored account, oldest first.
-func (s *Store) AccountKeys(context.Context) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	all := make([]*account, 0, len(s.accounts))
-	for _, a := range s.accounts {
-		all = append(all, a)
-	}
-	slices.SortFunc(all, func(x, y *account) int {
-		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(x.PubKey, y.PubKey)
-	})
-	keys := make([]string, len(all))
-	for i, a := range all {
-		keys[i] = a.PubKey
-	}
-	return keys, nil
-}
-
 // Resign lets resign replace the account's JWT while the store is locked.
 func (s *Store) Resign(_ context.Context, pubKey string, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Account, bool, error) {
 	s.mu.Lock()

@@ -360,19 +360,6 @@ func (s *Store) Revoke(ctx context.Context, r provisioning.Revocation, resign fu
 	return r, acct, nil
 }
 
-// AccountKeys lists the public key of every stored account.
-func (s *Store) AccountKeys(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT account_id FROM nats_accounts ORDER BY created_at, account_id`)
-	if err != nil {
-		return nil, fmt.Errorf("provisionerstore: list account keys: %w", err)
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("provisionerstore: list account keys: %w", err)
-	}
-	return keys, nil
-}
-
 // Resign lets resign replace the account's JWT, under the same row lock as
 // Revoke so a concurrent revocation is never signed away.
 func (s *Store) Resign(ctx context.Context, pubKey string, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Account, bool, error) {

@@ -29,8 +29,6 @@ type Store interface {
 	// InitOperator stores the operator record with its SYS and CONTROL
 	// accounts in one step, or returns provisioning.ErrOperatorExists.
 	InitOperator(ctx context.Context, op provisioning.Operator, sys, control provisioning.Account) error
-	// ListAccounts returns every account (any kind).
-	ListAccounts(ctx context.Context) ([]provisioning.Account, error)
 	// Ping reports whether the store answers.
 	Ping(ctx context.Context) error
 }
@@ -65,7 +63,6 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"RevokeConcurrent", testRevokeConcurrent},
 		{"PushTracking", testPushTracking},
 		{"ListAccounts", testListAccounts},
-		{"AccountKeys", testAccountKeys},
 		{"ResignReplacesAndAwaitsPush", testResign},
 		{"ResignKeepsWhenUnchanged", testResignUnchanged},
 		{"ResignFailureChangesNothing", testResignFailure},
@@ -829,20 +826,6 @@ func testListAccounts(t *testing.T, s Store) {
 	if len(got) != len(want) {
 		t.Errorf("ListAccounts returned %d accounts, want %d", len(got), len(want))
 	}
-}
-
-func testAccountKeys(t *testing.T, s Store) {
-	if keys, err := s.AccountKeys(ctx(t)); err != nil || len(keys) != 0 {
-		t.Fatalf("AccountKeys on an empty store = %v, %v; want none", keys, err)
-	}
-	f := initOperator(t, s)
-	acme := createAccount(t, s, "acme")
-	globex := createAccount(t, s, "globex")
-	got, err := s.AccountKeys(ctx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	diff(t, "AccountKeys", sorted(f.sys.PubKey, f.control.PubKey, acme.PubKey, globex.PubKey), sorted(got...))
 }
 
 // resignWith returns a Resign callback that records what it was given and
