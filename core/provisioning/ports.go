@@ -40,6 +40,14 @@ type Store interface {
 	Account(ctx context.Context, pubKey string) (Account, error)
 	TenantAccount(ctx context.Context, tenantID string) (Account, error)
 	CreateTenantAccount(ctx context.Context, a Account) (stored Account, created bool, err error)
+	UserStore
+	PushTracker
+	Refresher
+}
+
+// Refresher lets serve bring account JWTs signed under an earlier
+// configuration up to date.
+type Refresher interface {
 	// ListAccounts returns every account (any kind).
 	ListAccounts(ctx context.Context) ([]Account, error)
 	// Resign hands the account and its full revocation list to resign under
@@ -47,8 +55,6 @@ type Store interface {
 	// account's (which then awaits its push) and changed is true; "" keeps
 	// the account as it is.
 	Resign(ctx context.Context, pubKey string, resign func(a Account, all []Revocation) (string, error)) (a Account, changed bool, err error)
-	UserStore
-	PushTracker
 }
 
 // PushTracker remembers which account JWTs have reached NATS, so a change
