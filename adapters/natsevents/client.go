@@ -18,14 +18,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxc-project/rxc/adapters/natsbackend"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/topology"
@@ -38,7 +37,6 @@ const (
 	DefaultFetchWait     = time.Second
 	DefaultReconnectWait = 2 * time.Second
 	connName             = "rxc-controlplane-events"
-	credsTimeout         = 30 * time.Second
 	// maxAsyncPending bounds unacknowledged publishes over all sensor
 	// streams of this connection.
 	maxAsyncPending = 1 << 16
@@ -158,80 +156,35 @@ func (c *Client) current() (*nats.Conn, jetstream.JetStream) {
 	return c.nc, c.js
 }
 
+// run owns the connection: natsbackend dials it with back-off and fresh
+// credentials, session uses it until it is closed for good.
 func (c *Client) run(ctx context.Context) {
 	defer close(c.done)
-	for failures := 0; ctx.Err() == nil; {
-		nc, closed, err := c.connect(ctx)
-		if err != nil {
-			failures++
-			wait := c.cfg.ReconnectWait/2 + rand.N(c.cfg.ReconnectWait<<min(failures, 4))
-			c.log.Warn("nats connection failed; retrying", "attempt", failures, "wait", wait.String(), "error", err)
-			sleep(ctx, wait)
-			continue
-		}
-		failures = 0
-		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxAsyncPending), jetstream.WithPublishAsyncTimeout(c.cfg.AckTimeout))
-		if err != nil {
-			nc.Close()
-			continue
-		}
-		c.mu.Lock()
-		c.nc, c.js, c.cons = nc, js, nil
-		c.mu.Unlock()
-		c.log.Info("nats connected", "server", nc.ConnectedUrlRedacted())
-		select {
-		case <-closed:
-			c.log.Warn("nats connection closed; reconnecting with fresh credentials", "error", nc.LastError())
-		case <-ctx.Done():
-			nc.Close()
-		}
+	natsbackend.Run(ctx, natsbackend.Config{
+		URL: c.cfg.URL, Name: connName, Creds: c.cfg.Creds, ReconnectWait: c.cfg.ReconnectWait, Logger: c.log,
+	}, c.session)
+}
+
+func (c *Client) session(ctx context.Context, nc *nats.Conn, closed <-chan struct{}) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxAsyncPending), jetstream.WithPublishAsyncTimeout(c.cfg.AckTimeout))
+	if err != nil {
+		c.log.Error("jetstream context", "error", err)
+		nc.Close()
+		return
+	}
+	c.mu.Lock()
+	c.nc, c.js, c.cons = nc, js, nil
+	c.mu.Unlock()
+	defer func() {
 		c.mu.Lock()
 		c.nc, c.js, c.cons = nil, nil, nil
 		c.mu.Unlock()
-		sleep(ctx, c.cfg.ReconnectWait/2)
-	}
-}
-
-func (c *Client) connect(ctx context.Context) (*nats.Conn, <-chan struct{}, error) {
-	cctx, cancel := context.WithTimeout(ctx, credsTimeout)
-	creds, err := c.cfg.Creds(cctx)
-	cancel()
-	if err != nil {
-		return nil, nil, fmt.Errorf("credentials: %w", err)
-	}
-	// Checked here so a bad file is reported clearly and never echoed.
-	if _, err := jwt.ParseDecoratedJWT([]byte(creds)); err != nil {
-		return nil, nil, errors.New("credentials: no user JWT in the creds content")
-	}
-	closed := make(chan struct{})
-	nc, err := nats.Connect(c.cfg.URL,
-		nats.Name(connName),
-		nats.UserCredentialBytes([]byte(creds)),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(c.cfg.ReconnectWait),
-		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { c.log.Warn("nats disconnected", "error", err) }),
-		nats.ReconnectHandler(func(nc *nats.Conn) { c.log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted()) }),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			subject := ""
-			if sub != nil {
-				subject = sub.Subject
-			}
-			c.log.Warn("nats asynchronous error", "subject", subject, "error", err)
-		}),
-	)
-	if err != nil {
-		return nil, nil, err
-	}
-	return nc, closed, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
+	}()
 	select {
+	case <-closed:
+		c.log.Warn("nats connection closed; reconnecting with fresh credentials", "error", nc.LastError())
 	case <-ctx.Done():
-	case <-t.C:
+		nc.Close()
 	}
 }
 

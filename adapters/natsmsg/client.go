@@ -17,16 +17,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 
+	"github.com/rxc-project/rxc/adapters/natsbackend"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/topology"
@@ -49,8 +47,6 @@ const (
 	// messages and reports a slow consumer.
 	pendingMsgs  = 8192
 	pendingBytes = 32 << 20
-	// credsTimeout bounds one attempt to obtain credentials.
-	credsTimeout = 30 * time.Second
 	connName     = "rxc-controlplane"
 )
 
@@ -249,98 +245,19 @@ func (c *Client) PublishCommand(ctx context.Context, subject, msgID string, payl
 	return nil
 }
 
-// run owns the connection: it connects with back-off, serves until the
-// connection is closed for good, and starts over with fresh credentials.
+// run owns the connection: natsbackend dials it with back-off and fresh
+// credentials, serve uses it until it is closed for good.
 func (c *Client) run(ctx context.Context) {
 	defer close(c.done)
 	// Handlers outlive ctx by the drain, so messages received before Close
 	// are handled with a live context; it ends when the loop returns.
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hcancel()
-	for failures := 0; ctx.Err() == nil; {
-		nc, closed, err := c.connect(ctx)
-		if err != nil {
-			wait := c.backoff(failures)
-			failures++
-			c.log.Warn("nats connection failed; retrying", "attempt", failures, "wait", wait, "error", err)
-			sleep(ctx, wait)
-			continue
-		}
-		failures = 0
-		c.serve(ctx, hctx, nc, closed)
-		// A connection closed right after it opened must not spin the loop.
-		sleep(ctx, c.backoff(0))
-	}
+	natsbackend.Run(ctx, natsbackend.Config{
+		URL: c.url, Name: connName, Creds: c.creds, ReconnectWait: c.reconnectWait, DrainTimeout: c.drainTimeout, Logger: c.log,
+	}, func(ctx context.Context, nc *nats.Conn, closed <-chan struct{}) { c.serve(ctx, hctx, nc, closed) })
 }
 
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
-func (c *Client) backoff(failures int) time.Duration {
-	ceiling := 16 * c.reconnectWait
-	if failures < 5 {
-		ceiling = c.reconnectWait << failures
-	}
-	return c.reconnectWait/2 + rand.N(ceiling/2+1)
-}
-
-func (c *Client) connect(ctx context.Context) (*nats.Conn, <-chan struct{}, error) {
-	cctx, cancel := context.WithTimeout(ctx, credsTimeout)
-	creds, err := c.creds(cctx)
-	cancel()
-	if err != nil {
-		return nil, nil, fmt.Errorf("credentials: %w", err)
-	}
-	// Check the creds here so a bad file is reported once, clearly, and
-	// never echoed: neither parser includes the content in its error.
-	tok, err := jwt.ParseDecoratedJWT([]byte(creds))
-	if err != nil {
-		return nil, nil, errors.New("credentials: no user JWT in the creds content")
-	}
-	if _, err := jwt.DecodeUserClaims(tok); err != nil {
-		return nil, nil, errors.New("credentials: the creds content holds no valid user JWT")
-	}
-	kp, err := nkeys.ParseDecoratedNKey([]byte(creds))
-	if err != nil {
-		return nil, nil, errors.New("credentials: no user seed in the creds content")
-	}
-	kp.Wipe()
-	closed := make(chan struct{})
-	nc, err := nats.Connect(c.url,
-		nats.Name(connName),
-		nats.UserCredentialBytes([]byte(creds)),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(c.reconnectWait),
-		nats.DrainTimeout(c.drainTimeout),
-		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			c.log.Warn("nats disconnected", "error", err)
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			c.log.Info("nats reconnected", "server", nc.ConnectedUrlRedacted())
-		}),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			subject := ""
-			if sub != nil {
-				subject = sub.Subject
-			}
-			c.log.Warn("nats asynchronous error", "subject", subject, "error", err)
-		}),
-	)
-	if err != nil {
-		return nil, nil, err
-	}
-	return nc, closed, nil
-}
-
-// serve installs the status subscriptions on nc and returns when nc is
-// closed: by nats.go giving up, or by a drain once ctx ends.
 func (c *Client) serve(ctx, hctx context.Context, nc *nats.Conn, closed <-chan struct{}) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -348,7 +265,6 @@ func (c *Client) serve(ctx, hctx context.Context, nc *nats.Conn, closed <-chan s
 		nc.Close()
 		return
 	}
-	c.log.Info("nats connected", "server", nc.ConnectedUrlRedacted())
 	c.mu.Lock()
 	c.conn, c.js, c.subsUp = nc, js, false
 	c.mu.Unlock()

@@ -1,0 +1,143 @@
+// Package natsbackend keeps one of the control plane's connections to NATS
+// as a CONTROL-account backend user. Credentials are fetched afresh for
+// every connection (a re-minted backend user replaces a revoked one instead
+// of being retried forever) and checked without ever being echoed; nats.go
+// reconnects on its own, and once it gives a connection up the loop dials a
+// new one with jittered backoff. natsmsg (commands, status) and natsevents
+// (the event stream) each run their own connection through it, so the event
+// load never shares a socket with command delivery.
+package natsbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+)
+
+// credsTimeout bounds one fetch of the credentials.
+const credsTimeout = 30 * time.Second
+
+// Config describes the connection.
+type Config struct {
+	URL string
+	// Name is the connection name nats-server shows.
+	Name string
+	// Creds returns the content of a .creds file; it is called before
+	// every new connection.
+	Creds func(ctx context.Context) (string, error)
+	// ReconnectWait is nats.go's wait between reconnects and the base of
+	// the backoff between new connections; it must be positive.
+	ReconnectWait time.Duration
+	// DrainTimeout is nats.go's drain timeout; zero keeps its default.
+	DrainTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Session uses one connection. It must return once closed is closed (nats.go
+// gave the connection up) or ctx ends; in the latter case it closes or
+// drains nc itself.
+type Session func(ctx context.Context, nc *nats.Conn, closed <-chan struct{})
+
+// Run dials and hands each connection to session until ctx ends.
+func Run(ctx context.Context, cfg Config, session Session) {
+	for failures := 0; ctx.Err() == nil; {
+		nc, closed, err := dial(ctx, cfg)
+		if err != nil {
+			wait := Backoff(cfg.ReconnectWait, failures)
+			failures++
+			cfg.Logger.Warn("nats connection failed; retrying", "attempt", failures, "wait", wait.String(), "error", err)
+			sleep(ctx, wait)
+			continue
+		}
+		failures = 0
+		cfg.Logger.Info("nats connected", "server", nc.ConnectedUrlRedacted())
+		session(ctx, nc, closed)
+		// A connection closed right after it opened must not spin the loop.
+		sleep(ctx, Backoff(cfg.ReconnectWait, 0))
+	}
+}
+
+// Backoff is the wait after failures failed dials in a row: from about
+// base up to about 16×base, with jitter so replicas do not dial in step.
+func Backoff(base time.Duration, failures int) time.Duration {
+	ceiling := 16 * base
+	if failures < 5 {
+		ceiling = base << failures
+	}
+	return base/2 + rand.N(ceiling/2+1)
+}
+
+func dial(ctx context.Context, cfg Config) (*nats.Conn, <-chan struct{}, error) {
+	cctx, cancel := context.WithTimeout(ctx, credsTimeout)
+	creds, err := cfg.Creds(cctx)
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("credentials: %w", err)
+	}
+	if err := checkCreds(creds); err != nil {
+		return nil, nil, err
+	}
+	closed := make(chan struct{})
+	opts := []nats.Option{
+		nats.Name(cfg.Name),
+		nats.UserCredentialBytes([]byte(creds)),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(cfg.ReconnectWait),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			cfg.Logger.Warn("nats disconnected", "error", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			cfg.Logger.Info("nats reconnected", "server", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			cfg.Logger.Warn("nats asynchronous error", "subject", subject, "error", err)
+		}),
+	}
+	if cfg.DrainTimeout > 0 {
+		opts = append(opts, nats.DrainTimeout(cfg.DrainTimeout))
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nc, closed, nil
+}
+
+// checkCreds reports a bad creds content once, clearly, and without echoing
+// it: neither parser includes the content in its error.
+func checkCreds(creds string) error {
+	tok, err := jwt.ParseDecoratedJWT([]byte(creds))
+	if err != nil {
+		return errors.New("credentials: no user JWT in the creds content")
+	}
+	if _, err := jwt.DecodeUserClaims(tok); err != nil {
+		return errors.New("credentials: the creds content holds no valid user JWT")
+	}
+	kp, err := nkeys.ParseDecoratedNKey([]byte(creds))
+	if err != nil {
+		return errors.New("credentials: no user seed in the creds content")
+	}
+	kp.Wipe()
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
