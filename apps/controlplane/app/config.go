@@ -3,13 +3,11 @@ package app
 import (
 	"context"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
-	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/migrations"
 )
 
@@ -102,29 +100,4 @@ func applyMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error) 
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	return applied, nil
-}
-
-func migrateCmd(ctx context.Context, stdout io.Writer) error {
-	var cfg struct {
-		PGDSN string `envconfig:"PG_DSN" required:"true"`
-	}
-	if err := appenv.Load(&cfg); err != nil {
-		return err
-	}
-	pool, err := appenv.Connect(ctx, cfg.PGDSN, 30*time.Second)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	applied, err := applyMigrations(ctx, pool)
-	if err != nil {
-		return err
-	}
-	if len(applied) == 0 {
-		fmt.Fprintln(stdout, "schema is up to date")
-	}
-	for _, v := range applied {
-		fmt.Fprintln(stdout, "applied", v)
-	}
-	return nil
 }

@@ -39,7 +39,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "serve":
 		err = serve(ctx, stderr)
 	case "migrate":
-		err = migrateCmd(ctx, stdout)
+		err = appenv.Migrate(ctx, stdout, applyMigrations)
 	case "init-ca":
 		err = initCA(args[1:], stdout, stderr)
 	case "create-operator":

@@ -1,7 +1,7 @@
 // Package appenv holds what RXC's binaries share when they start: reading
 // configuration from the environment (envconfig) with messages that name the
-// variable, the JSON logger, and a PostgreSQL pool that waits for the
-// database so a service can start together with it.
+// variable, the JSON logger, a PostgreSQL pool that waits for the database
+// so a service can start together with it, and the `migrate` subcommand.
 package appenv
 
 import (
@@ -63,4 +63,31 @@ func Connect(ctx context.Context, dsn string, wait time.Duration) (*pgxpool.Pool
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// Migrate is the `migrate` subcommand: it connects to PG_DSN, runs apply
+// and prints what it applied.
+func Migrate(ctx context.Context, stdout io.Writer, apply func(context.Context, *pgxpool.Pool) ([]string, error)) error {
+	var cfg struct {
+		PGDSN string `envconfig:"PG_DSN" required:"true"`
+	}
+	if err := Load(&cfg); err != nil {
+		return err
+	}
+	pool, err := Connect(ctx, cfg.PGDSN, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	applied, err := apply(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(stdout, "schema is up to date")
+	}
+	for _, v := range applied {
+		fmt.Fprintln(stdout, "applied", v)
+	}
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
 	"github.com/rxc-project/rxc/adapters/seal"
-	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/migrations"
 )
 
@@ -91,29 +89,4 @@ func readSeed(path string) ([]byte, error) {
 		return nil, fmt.Errorf("operator seed file: %w", err)
 	}
 	return []byte(strings.TrimSpace(string(seed))), nil
-}
-
-func migrateCmd(ctx context.Context, stdout io.Writer) error {
-	var cfg struct {
-		PGDSN string `envconfig:"PG_DSN" required:"true"`
-	}
-	if err := appenv.Load(&cfg); err != nil {
-		return err
-	}
-	pool, err := appenv.Connect(ctx, cfg.PGDSN, 30*time.Second)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	applied, err := applyMigrations(ctx, pool)
-	if err != nil {
-		return err
-	}
-	if len(applied) == 0 {
-		fmt.Fprintln(stdout, "schema is up to date")
-	}
-	for _, v := range applied {
-		fmt.Fprintln(stdout, "applied", v)
-	}
-	return nil
 }

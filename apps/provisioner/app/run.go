@@ -39,7 +39,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		err = serve(ctx, stderr)
 	case "migrate":
-		err = migrateCmd(ctx, stdout)
+		err = appenv.Migrate(ctx, stdout, applyMigrations)
 	case "healthcheck":
 		var cfg struct {
 			ListenAddr string `envconfig:"LISTEN_ADDR" default:":8080"`
