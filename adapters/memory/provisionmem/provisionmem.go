@@ -302,13 +302,7 @@ func (s *Store) Revoke(_ context.Context, r provisioning.Revocation, resign func
 	if prev, ok := s.revocations[r.AccountPubKey][r.UserPubKey]; ok && prev.Before(r.RevokedAt) {
 		r.RevokedAt = prev
 	}
-	all := []provisioning.Revocation{r}
-	for user, at := range s.revocations[r.AccountPubKey] {
-		if user != r.UserPubKey {
-			all = append(all, provisioning.Revocation{AccountPubKey: r.AccountPubKey, UserPubKey: user, RevokedAt: at})
-		}
-	}
-	slices.SortFunc(all, func(x, y provisioning.Revocation) int { return strings.Compare(x.UserPubKey, y.UserPubKey) })
+	all := s.revocationList(r.AccountPubKey, r)
 	jwt, err := resign(copyAccount(a.Account), all)
 	if err != nil {
 		return provisioning.Revocation{}, provisioning.Account{}, fmt.Errorf("re-sign account %s: %w", r.AccountPubKey, err)
@@ -333,12 +327,7 @@ func (s *Store) Resign(_ context.Context, pubKey string, resign func(provisionin
 	if !ok {
 		return provisioning.Account{}, false, fmt.Errorf("account %s: %w", pubKey, provisioning.ErrNotFound)
 	}
-	all := []provisioning.Revocation{}
-	for user, at := range s.revocations[pubKey] {
-		all = append(all, provisioning.Revocation{AccountPubKey: pubKey, UserPubKey: user, RevokedAt: at})
-	}
-	slices.SortFunc(all, func(x, y provisioning.Revocation) int { return strings.Compare(x.UserPubKey, y.UserPubKey) })
-	jwt, err := resign(copyAccount(a.Account), all)
+	jwt, err := resign(copyAccount(a.Account), s.revocationList(pubKey, provisioning.Revocation{}))
 	if err != nil {
 		return provisioning.Account{}, false, fmt.Errorf("re-sign account %s: %w", pubKey, err)
 	}
@@ -347,6 +336,23 @@ func (s *Store) Resign(_ context.Context, pubKey string, resign func(provisionin
 	}
 	a.JWT, a.UpdatedAt, a.pushed = jwt, stamp(time.Time{}, time.Now()), false
 	return copyAccount(a.Account), true, nil
+}
+
+// revocationList is the account's revocations sorted by user key, with
+// extra (when it names a user) in place of that user's stored one. The
+// caller holds s.mu.
+func (s *Store) revocationList(pubKey string, extra provisioning.Revocation) []provisioning.Revocation {
+	all := []provisioning.Revocation{}
+	if extra.UserPubKey != "" {
+		all = append(all, extra)
+	}
+	for user, at := range s.revocations[pubKey] {
+		if user != extra.UserPubKey {
+			all = append(all, provisioning.Revocation{AccountPubKey: pubKey, UserPubKey: user, RevokedAt: at})
+		}
+	}
+	slices.SortFunc(all, func(x, y provisioning.Revocation) int { return strings.Compare(x.UserPubKey, y.UserPubKey) })
+	return all
 }
 
 // stamp normalises t as PostgreSQL stores it (UTC, microseconds), or

@@ -320,11 +320,9 @@ func checkUser(u provisioning.User) error {
 func (s *Store) Revoke(ctx context.Context, r provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Revocation, provisioning.Account, error) {
 	var acct provisioning.Account
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		// NO KEY UPDATE: serialises revocations of this account without
-		// blocking inserts of users that reference it.
-		a, err := s.scanAccount(tx.QueryRow(ctx, `SELECT `+accountCols+` FROM nats_accounts WHERE account_id = $1 FOR NO KEY UPDATE`, r.AccountPubKey))
+		a, err := s.lockAccount(ctx, tx, r.AccountPubKey)
 		if err != nil {
-			return notFound(err, "account "+r.AccountPubKey)
+			return err
 		}
 		if err := tx.QueryRow(ctx, `INSERT INTO nats_revocations (account_id, user_pub_key, revoked_at) VALUES ($1, $2, COALESCE($3, now()))
 			ON CONFLICT (account_id, user_pub_key) DO UPDATE SET revoked_at = LEAST(nats_revocations.revoked_at, EXCLUDED.revoked_at)
@@ -337,22 +335,8 @@ func (s *Store) Revoke(ctx context.Context, r provisioning.Revocation, resign fu
 			r.AccountPubKey, r.UserPubKey, r.RevokedAt); err != nil {
 			return fmt.Errorf("provisionerstore: mark user revoked: %w", err)
 		}
-		all, err := revocations(ctx, tx, r.AccountPubKey)
-		if err != nil {
-			return err
-		}
-		jwt, err := resign(a, all)
-		if err != nil {
-			return fmt.Errorf("re-sign account %s: %w", r.AccountPubKey, err)
-		}
-		a.JWT = jwt
-		if err := tx.QueryRow(ctx, `UPDATE nats_accounts SET jwt = $2, jwt_hash = $3, updated_at = now(), pushed_at = NULL
-			WHERE account_id = $1 RETURNING updated_at`, r.AccountPubKey, jwt, jwtHash(jwt)).Scan(&a.UpdatedAt); err != nil {
-			return fmt.Errorf("provisionerstore: store re-signed JWT: %w", err)
-		}
-		a.UpdatedAt = a.UpdatedAt.UTC()
-		acct = a
-		return nil
+		acct, _, err = resignLocked(ctx, tx, a, resign)
+		return err
 	})
 	if err != nil {
 		return provisioning.Revocation{}, provisioning.Account{}, err
@@ -368,35 +352,52 @@ func (s *Store) Resign(ctx context.Context, pubKey string, resign func(provision
 		changed bool
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		a, err := s.scanAccount(tx.QueryRow(ctx, `SELECT `+accountCols+` FROM nats_accounts WHERE account_id = $1 FOR NO KEY UPDATE`, pubKey))
-		if err != nil {
-			return notFound(err, "account "+pubKey)
-		}
-		all, err := revocations(ctx, tx, pubKey)
+		a, err := s.lockAccount(ctx, tx, pubKey)
 		if err != nil {
 			return err
 		}
-		jwt, err := resign(a, all)
-		if err != nil {
-			return fmt.Errorf("re-sign account %s: %w", pubKey, err)
-		}
-		acct = a
-		if jwt == "" {
-			return nil
-		}
-		a.JWT = jwt
-		if err := tx.QueryRow(ctx, `UPDATE nats_accounts SET jwt = $2, jwt_hash = $3, updated_at = now(), pushed_at = NULL
-			WHERE account_id = $1 RETURNING updated_at`, pubKey, jwt, jwtHash(jwt)).Scan(&a.UpdatedAt); err != nil {
-			return fmt.Errorf("provisionerstore: store re-signed JWT: %w", err)
-		}
-		a.UpdatedAt = a.UpdatedAt.UTC()
-		acct, changed = a, true
-		return nil
+		acct, changed, err = resignLocked(ctx, tx, a, resign)
+		return err
 	})
 	if err != nil {
 		return provisioning.Account{}, false, err
 	}
 	return acct, changed, nil
+}
+
+// lockAccount reads the account and locks its row FOR NO KEY UPDATE: that
+// serialises the account's re-signings without blocking inserts of users
+// that reference it.
+func (s *Store) lockAccount(ctx context.Context, tx pgx.Tx, pubKey string) (provisioning.Account, error) {
+	a, err := s.scanAccount(tx.QueryRow(ctx, `SELECT `+accountCols+` FROM nats_accounts WHERE account_id = $1 FOR NO KEY UPDATE`, pubKey))
+	if err != nil {
+		return provisioning.Account{}, notFound(err, "account "+pubKey)
+	}
+	return a, nil
+}
+
+// resignLocked hands a, whose row the caller has locked, and its full
+// revocation list to resign, and stores the JWT it returns as not yet
+// pushed; "" keeps the account as it is.
+func resignLocked(ctx context.Context, tx pgx.Tx, a provisioning.Account, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Account, bool, error) {
+	all, err := revocations(ctx, tx, a.PubKey)
+	if err != nil {
+		return a, false, err
+	}
+	jwt, err := resign(a, all)
+	if err != nil {
+		return a, false, fmt.Errorf("re-sign account %s: %w", a.PubKey, err)
+	}
+	if jwt == "" {
+		return a, false, nil
+	}
+	a.JWT = jwt
+	if err := tx.QueryRow(ctx, `UPDATE nats_accounts SET jwt = $2, jwt_hash = $3, updated_at = now(), pushed_at = NULL
+		WHERE account_id = $1 RETURNING updated_at`, a.PubKey, jwt, jwtHash(jwt)).Scan(&a.UpdatedAt); err != nil {
+		return a, false, fmt.Errorf("provisionerstore: store re-signed JWT: %w", err)
+	}
+	a.UpdatedAt = a.UpdatedAt.UTC()
+	return a, true, nil
 }
 
 func revocations(ctx context.Context, q querier, accountPubKey string) ([]provisioning.Revocation, error) {
