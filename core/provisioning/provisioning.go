@@ -7,6 +7,7 @@ package provisioning
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rxc-project/rxc/core/topology"
@@ -21,6 +22,7 @@ var (
 	ErrOperatorExists   = errors.New("store already has an operator")
 	ErrInvalidName      = errors.New("invalid name")
 	ErrInvalidPublicKey = errors.New("invalid public key")
+	ErrInvalidOperator  = errors.New("invalid operator record")
 )
 
 // AccountKind tells the three sorts of account apart.
@@ -113,4 +115,30 @@ type MintedUser struct {
 	PubKey string
 	Seed   []byte
 	JWT    string
+}
+
+// CheckOperator makes sure sys and control are the accounts op names and
+// returns them with their kinds filled in; a store calls it before it
+// records an operator. Errors wrap ErrInvalidOperator.
+func CheckOperator(op Operator, sys, control Account) (Account, Account, error) {
+	if op.PubKey == "" || sys.PubKey == "" || control.PubKey == "" {
+		return sys, control, fmt.Errorf("%w: operator, system and control public keys are required", ErrInvalidOperator)
+	}
+	if op.SystemAccount != sys.PubKey || op.ControlAccount != control.PubKey {
+		return sys, control, fmt.Errorf("%w: the operator's system and control accounts differ from the accounts given", ErrInvalidOperator)
+	}
+	var err error
+	if sys, err = withKind(sys, KindSystem); err != nil {
+		return sys, control, err
+	}
+	control, err = withKind(control, KindControl)
+	return sys, control, err
+}
+
+func withKind(a Account, k AccountKind) (Account, error) {
+	if a.Kind != "" && a.Kind != k {
+		return a, fmt.Errorf("%w: account %s has kind %q, want %q", ErrInvalidOperator, a.PubKey, a.Kind, k)
+	}
+	a.Kind = k
+	return a, nil
 }

@@ -65,7 +65,7 @@ func (s *Store) Operator(context.Context) (provisioning.Operator, error) {
 // InitOperator stores the operator with its SYS and CONTROL accounts, or
 // returns provisioning.ErrOperatorExists and changes nothing.
 func (s *Store) InitOperator(_ context.Context, op provisioning.Operator, sys, control provisioning.Account) error {
-	sys, control, err := checkOperator(op, sys, control)
+	sys, control, err := provisioning.CheckOperator(op, sys, control)
 	if err != nil {
 		return err
 	}
@@ -86,31 +86,6 @@ func (s *Store) InitOperator(_ context.Context, op provisioning.Operator, sys, c
 		s.putAccount(a, now)
 	}
 	return nil
-}
-
-// checkOperator makes sure the accounts are the ones the operator names,
-// filling in their kinds.
-func checkOperator(op provisioning.Operator, sys, control provisioning.Account) (provisioning.Account, provisioning.Account, error) {
-	if op.PubKey == "" || sys.PubKey == "" || control.PubKey == "" {
-		return sys, control, errors.New("provisionmem: operator, system and control public keys are required")
-	}
-	if op.SystemAccount != sys.PubKey || op.ControlAccount != control.PubKey {
-		return sys, control, errors.New("provisionmem: operator's system and control accounts differ from the accounts given")
-	}
-	var err error
-	if sys, err = withKind(sys, provisioning.KindSystem); err != nil {
-		return sys, control, err
-	}
-	control, err = withKind(control, provisioning.KindControl)
-	return sys, control, err
-}
-
-func withKind(a provisioning.Account, k provisioning.AccountKind) (provisioning.Account, error) {
-	if a.Kind != "" && a.Kind != k {
-		return a, fmt.Errorf("provisionmem: account %s has kind %q, want %q", a.PubKey, a.Kind, k)
-	}
-	a.Kind = k
-	return a, nil
 }
 
 // putAccount stores a copy of a; the caller holds mu.

@@ -253,13 +253,13 @@ func testInitOperatorRejectsMismatch(t *testing.T, s Store) {
 		{"control account key differs", func(f *operatorFixture) { f.op.ControlAccount = key("A") }},
 		{"sys has tenant kind", func(f *operatorFixture) { f.sys.Kind = provisioning.KindTenant }},
 		{"control has system kind", func(f *operatorFixture) { f.control.Kind = provisioning.KindSystem }},
+		{"no operator key", func(f *operatorFixture) { f.op.PubKey = "" }},
 	}
 	for _, tc := range tests {
 		f := newOperator()
 		tc.mutate(&f)
-		if err := s.InitOperator(ctx(t), f.op, f.sys, f.control); err == nil {
-			t.Errorf("%s: InitOperator succeeded, want an error", tc.name)
-		}
+		err := s.InitOperator(ctx(t), f.op, f.sys, f.control)
+		wantErr(t, tc.name, err, provisioning.ErrInvalidOperator)
 	}
 	_, err := s.Operator(ctx(t))
 	wantErr(t, "Operator after refused inits", err, provisioning.ErrNoOperator)
