@@ -18,6 +18,16 @@ type itemsResponse[T any] struct {
 	Items []T `json:"items"`
 }
 
+// writeItems answers 200 with {"items": [...]} holding each of in converted
+// by out; an empty list is [], never null.
+func writeItems[T, J any](w http.ResponseWriter, in []T, out func(T) J) {
+	items := make([]J, 0, len(in))
+	for _, v := range in {
+		items = append(items, out(v))
+	}
+	problem.WriteJSON(w, http.StatusOK, itemsResponse[J]{Items: items})
+}
+
 type tenantJSON struct {
 	ID                string     `json:"id"`
 	Name              string     `json:"name"`
@@ -133,11 +143,7 @@ func (a *API) listTenants(w http.ResponseWriter, r *http.Request, _ operators.Op
 		a.fail(w, r, err)
 		return
 	}
-	out := make([]tenantJSON, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, tenantOut(t))
-	}
-	problem.WriteJSON(w, http.StatusOK, itemsResponse[tenantJSON]{Items: out})
+	writeItems(w, ts, tenantOut)
 }
 
 type createTenantRequest struct {
@@ -225,11 +231,7 @@ func (a *API) listClaimCodes(w http.ResponseWriter, r *http.Request, _ operators
 		a.fail(w, r, err)
 		return
 	}
-	out := make([]claimCodeJSON, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, claimCodeOut(c))
-	}
-	problem.WriteJSON(w, http.StatusOK, itemsResponse[claimCodeJSON]{Items: out})
+	writeItems(w, cs, claimCodeOut)
 }
 
 func (a *API) revokeClaimCode(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
@@ -258,11 +260,7 @@ func (a *API) listSensors(w http.ResponseWriter, r *http.Request, _ operators.Op
 		a.fail(w, r, err)
 		return
 	}
-	out := make([]sensorJSON, 0, len(ss))
-	for _, s := range ss {
-		out = append(out, sensorOut(s))
-	}
-	problem.WriteJSON(w, http.StatusOK, itemsResponse[sensorJSON]{Items: out})
+	writeItems(w, ss, sensorOut)
 }
 
 func (a *API) getSensor(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
