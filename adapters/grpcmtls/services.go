@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/rxc-project/rxc/core/events"
+	"github.com/rxc-project/rxc/adapters/eventpb"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
@@ -153,7 +153,7 @@ func (e eventService) ingest(stream sensorpb.SensorEventStreamService_StreamEven
 			if err := validateEvent(r.ev); err != nil {
 				return end(err)
 			}
-			ev, err := toEvent(r.ev)
+			ev, err := eventpb.ToEvent(r.ev)
 			if err != nil {
 				return end(err)
 			}
@@ -162,32 +162,6 @@ func (e eventService) ingest(stream sensorpb.SensorEventStreamService_StreamEven
 			}
 		}
 	}
-}
-
-// toEvent turns the wire message into the domain's event; identity is
-// stamped by the session.
-func toEvent(pb *sensorpb.SensorEvent) (events.Event, error) {
-	ev := events.Event{
-		ID: pb.GetEventId(), Kind: pb.GetKind(), SrcPort: pb.GetSrcPort(), DestPort: pb.GetDestPort(),
-		Protocol: pb.GetProtocol(), RawJSON: pb.GetRawJson(),
-	}
-	if t := pb.GetTime(); t != nil {
-		if err := t.CheckValid(); err != nil {
-			return events.Event{}, fmt.Errorf("%w: time: %v", events.ErrInvalidEvent, err)
-		}
-		ev.Time = t.AsTime()
-	}
-	var err error
-	if ev.SrcIP, err = events.ParseAddr(pb.GetSrcIp()); err != nil {
-		return events.Event{}, err
-	}
-	if ev.DestIP, err = events.ParseAddr(pb.GetDestIp()); err != nil {
-		return events.Event{}, err
-	}
-	if a := pb.GetAlert(); a != nil {
-		ev.Alert = &events.Alert{SignatureID: a.GetSignatureId(), Signature: a.GetSignature(), Category: a.GetCategory(), Severity: a.GetSeverity()}
-	}
-	return ev, nil
 }
 
 func validateEvent(ev *sensorpb.SensorEvent) error {
