@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/internal/atomicfile"
 )
 
 // InitOptions describe the CA and server certificate Init creates.
@@ -386,35 +387,11 @@ func createExclusive(path string, data []byte) error {
 	return nil
 }
 
-// replaceFile writes data to a temporary file beside path and renames it
-// over path, so that a reader never sees half a file.
+// replaceFile replaces path with data so that a reader never sees half a
+// file.
 func replaceFile(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("x509ca: %w", err)
-	}
-	tmp := f.Name()
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
+	if err := atomicfile.Write(path, data, mode); err != nil {
 		return fmt.Errorf("x509ca: write %s: %w", path, err)
-	}
-	if err := f.Chmod(mode); err != nil {
-		return fail(err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("x509ca: write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("x509ca: %w", err)
 	}
 	return nil
 }

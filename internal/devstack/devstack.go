@@ -25,6 +25,7 @@ import (
 	"time"
 
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/internal/atomicfile"
 	"github.com/rxc-project/rxc/internal/loopback"
 )
 
@@ -334,7 +335,7 @@ func resolvePorts(cfg Config, st *state) (ports, error) {
 		}
 	}
 	data, _ := json.Marshal(p)
-	if err := writeFileAtomic(file, append(data, '\n'), 0o644); err != nil {
+	if err := atomicfile.Write(file, append(data, '\n'), 0o644); err != nil {
 		return p, err
 	}
 	return p, nil

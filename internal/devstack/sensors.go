@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rxc-project/rxc/internal/atomicfile"
 )
 
 // startSensors creates the demo tenant through the control plane's API,
@@ -59,7 +61,7 @@ func (s *Stack) startSensors(ctx context.Context, st *state, logs *logs) error {
 		}
 		codes = append(codes, code)
 	}
-	if err := writeFileAtomic(codesFile, []byte(strings.Join(codes, "\n")+"\n"), 0o600); err != nil {
+	if err := atomicfile.Write(codesFile, []byte(strings.Join(codes, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
 	out, err := logs.file("sensors")

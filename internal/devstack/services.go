@@ -16,6 +16,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	provapp "github.com/rxc-project/rxc/apps/provisioner/app"
+	"github.com/rxc-project/rxc/internal/atomicfile"
 )
 
 const (
@@ -140,7 +141,7 @@ func (s *Stack) startNATS(ctx context.Context, st *state, p ports, logs *logs) e
 	conf := st.path("nats", "nats.conf")
 	body := fmt.Sprintf("# Written by the local stack at each start.\nlisten: %q\nserver_name: rxc-dev\njetstream {\n  store_dir: %q\n}\ninclude \"operator.conf\"\n",
 		hostPort(s.cfg.NATSAddr, p.NATS), st.path("jetstream"))
-	if err := writeFileAtomic(conf, []byte(body), 0o600); err != nil {
+	if err := atomicfile.Write(conf, []byte(body), 0o600); err != nil {
 		return err
 	}
 	opts, err := server.ProcessConfigFile(conf)

@@ -162,27 +162,6 @@ func writePrivate(p string, data []byte) error {
 	return f.Close()
 }
 
-// writeFileAtomic replaces p with data through a temporary file.
-func writeFileAtomic(p string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), p)
-}
-
 // randomToken is n random bytes in URL-safe base64 without padding.
 func randomToken(n int) string {
 	b := make([]byte, n)

@@ -14,6 +14,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/internal/atomicfile"
 )
 
 // DefaultResolverURL is where nats-server finds the resolver by default.
@@ -67,7 +68,7 @@ func InitOperator(ctx context.Context, cfg StoreConfig, opts InitOptions, stdout
 	}
 	if opts.NATSConfigPath != "" {
 		frag := natsjwt.RenderServerConfig(op.JWT, op.SystemAccount, opts.ResolverURL)
-		if err := writeFileAtomic(opts.NATSConfigPath, frag, 0o644); err != nil {
+		if err := atomicfile.Write(opts.NATSConfigPath, frag, 0o644); err != nil {
 			return provisioning.Operator{}, fmt.Errorf("--nats-config: %w", err)
 		}
 	}
@@ -224,26 +225,6 @@ func writeSeedTemp(path string, seed []byte) (string, error) {
 		return "", err
 	}
 	return name, f.Close()
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 func (c StoreConfig) controlLimits() natsjwt.Limits {
