@@ -35,6 +35,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/grpcmtls"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/internal/logbuf"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
@@ -114,22 +115,7 @@ func (c chanSink) AcceptEvent(_ context.Context, from grpcmtls.Identity, ev *sen
 	return nil
 }
 
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type lockedBuffer = logbuf.Buffer
 
 type fixture struct {
 	ca    *x509ca.CA

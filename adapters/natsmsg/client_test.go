@@ -1,7 +1,6 @@
 package natsmsg_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/natsmsg"
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/internal/logbuf"
 )
 
 func newClient(t *testing.T, url string, creds func(context.Context) (string, error), mutate ...func(*natsmsg.Config)) *natsmsg.Client {
@@ -483,22 +483,7 @@ func TestNewValidatesConfig(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = logbuf.Buffer
 
 // The client is the domain's command publisher port.
 var _ fleet.CommandPublisher = (*natsmsg.Client)(nil)

@@ -478,7 +478,7 @@ func TestStartBeforeServerAndReconnect(t *testing.T) {
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	logs := &logBuffer{}
 	cfg := e.config(url)
-	cfg.Logger = logs.logger()
+	cfg.Logger = logs.Logger()
 	cfg.MaxReconnectWait = 200 * time.Millisecond
 	var minted []string
 	var mintMu sync.Mutex

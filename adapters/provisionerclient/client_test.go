@@ -19,6 +19,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/provisionerclient"
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/internal/logbuf"
 )
 
 const secret = "s3cr3t-shared-value"
@@ -616,22 +617,7 @@ func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
 	}
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = logbuf.Buffer
 
 // The client is the domain's provisioner port.
 var _ fleet.Provisioner = (*provisionerclient.Client)(nil)

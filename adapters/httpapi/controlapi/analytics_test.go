@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/postgres/analyticsstore"
 	"github.com/rxc-project/rxc/adapters/postgres/analyticsstore/eventstest"
 	"github.com/rxc-project/rxc/core/analytics"
+	"github.com/rxc-project/rxc/internal/logbuf"
 	"github.com/rxc-project/rxc/internal/pgtest"
 )
 
@@ -48,22 +48,7 @@ const (
 )
 
 // logBuffer collects log lines from concurrent handlers.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuffer = logbuf.Buffer
 
 // world is the API with the real analytics service over PostgreSQL, a fake
 // model server and a fake MISP (both speaking the real wire formats).

@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/apps/sensor-agent/app"
+	"github.com/rxc-project/rxc/internal/logbuf"
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/internal/provisionertest"
 	sensorpb "github.com/rxc-project/rxc/proto"
@@ -41,22 +41,7 @@ const (
 )
 
 // logBuffer collects JSON log lines written concurrently.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ logbuf.Buffer }
 
 // lines returns the decoded log records from byte offset from on.
 func (b *logBuffer) lines(from int) []map[string]any {
@@ -97,11 +82,7 @@ func (b *logBuffer) has(from int, substr string, attrs map[string]string) bool {
 	return false
 }
 
-func (b *logBuffer) len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Len()
-}
+func (b *logBuffer) len() int { return len(b.String()) }
 
 func waitUntil(t *testing.T, limit time.Duration, what string, ok func() bool) {
 	t.Helper()
