@@ -3,30 +3,20 @@
 
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRealApi, startApi } from './api';
 import type { E2eApi } from './api';
-import { freePort, requireTool, RESULTS, startNginx, tempDir } from './tools';
+import { openBrowser, signIn } from './browser';
+import { freePort, RESULTS, startNginx } from './tools';
 import type { Nginx } from './tools';
 
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 let api: E2eApi;
 let nginx: Nginx;
 let context: BrowserContext;
 let page: Page;
-const problems: string[] = [];
+let problems: string[];
 const tenantId = `an-${Date.now().toString(36)}`;
 
 async function shot(name: string) {
@@ -35,33 +25,15 @@ async function shot(name: string) {
 
 describe.skipIf(isRealApi())('analytics in Chromium', () => {
   beforeAll(async () => {
-    requireTool('/usr/bin/chromium');
     mkdirSync(RESULTS, { recursive: true });
     const port = await freePort();
     const origin = `http://127.0.0.1:${port}`;
     api = await startApi({ origin, host: '127.0.0.1', port });
     api.seedTenant!(tenantId, 'Analytics Corp');
     nginx = await startNginx({ apiBaseUrl: `${api.baseUrl}/api`, chat: true, port });
-    context = await chromium.launchPersistentContext(tempDir('chromium-analytics'), {
-      executablePath: '/usr/bin/chromium',
-      headless: true,
-      args: CHROMIUM_ARGS,
-      viewport: { width: 1280, height: 900 },
-      baseURL: origin,
-    });
-    page = context.pages()[0] ?? (await context.newPage());
-    page.setDefaultTimeout(10_000);
     // A CSP violation (inline styles from the charts, say) or a React error fails the run.
-    page.on('console', (m) => {
-      if (m.type() === 'error' && !/status of 401/.test(m.text())) problems.push(`console: ${m.text()}`);
-    });
-    page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-
-    await page.goto('/login');
-    await page.getByLabel('Email').fill(api.email);
-    await page.getByLabel('Password').fill(api.password);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Sensors' }).waitFor();
+    ({ context, page, problems } = await openBrowser({ profile: 'chromium-analytics', baseURL: origin }));
+    await signIn(page, api.email, api.password);
   }, 60_000);
 
   afterAll(async () => {

@@ -6,32 +6,22 @@
 
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRealApi, startApi } from './api';
 import type { E2eApi } from './api';
 import { CHAT_MODEL, KNOWN_EVENT, KNOWN_INDICATOR, modelAnswer, UNKNOWN_INDICATOR } from './chat-fakes.mjs';
-import { requireTool, RESULTS, startNginx, tempDir } from './tools';
+import { openBrowser, signIn } from './browser';
+import { RESULTS, startNginx } from './tools';
 import type { Nginx } from './tools';
 
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const SHOTS = path.join(RESULTS, 'real-api');
 
 let api: E2eApi;
 let nginx: Nginx;
 let context: BrowserContext;
 let page: Page;
-const problems: string[] = [];
+let problems: string[];
 const tenantId = `chat-${Date.now().toString(36)}`;
 
 async function shot(name: string) {
@@ -41,7 +31,6 @@ async function shot(name: string) {
 describe.skipIf(!isRealApi()).sequential('analytics chat against the real control plane', () => {
   beforeAll(async () => {
     if (!process.env.RXC_E2E_CHAT_FAKES) throw new Error('run through test/system/with-rxc-dev.mjs: it starts the fake model and MISP the control plane must use');
-    requireTool('/usr/bin/chromium');
     mkdirSync(SHOTS, { recursive: true });
     // The control plane allows this origin only; its session cookie is SameSite=Lax, so page and API
     // share the host name localhost.
@@ -49,25 +38,8 @@ describe.skipIf(!isRealApi()).sequential('analytics chat against the real contro
     const origin = `http://localhost:${port}`;
     api = await startApi({ origin, host: 'localhost', port });
     nginx = await startNginx({ apiBaseUrl: `${api.baseUrl}/api`, chat: true, port });
-    context = await chromium.launchPersistentContext(tempDir('chromium-chat-real'), {
-      executablePath: '/usr/bin/chromium',
-      headless: true,
-      args: CHROMIUM_ARGS,
-      viewport: { width: 1280, height: 900 },
-      baseURL: origin,
-    });
-    page = context.pages()[0] ?? (await context.newPage());
-    page.setDefaultTimeout(10_000);
-    page.on('console', (m) => {
-      if (m.type() === 'error' && !/status of 401/.test(m.text())) problems.push(`console: ${m.text()}`);
-    });
-    page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-
-    await page.goto('/login');
-    await page.getByLabel('Email').fill(api.email);
-    await page.getByLabel('Password').fill(api.password);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Sensors' }).waitFor();
+    ({ context, page, problems } = await openBrowser({ profile: 'chromium-chat-real', baseURL: origin }));
+    await signIn(page, api.email, api.password);
     // The chat needs a tenant of the real control plane; create it as an operator would.
     await page.getByRole('link', { name: 'Tenants' }).click();
     await page.getByRole('heading', { name: 'Tenants' }).waitFor();

@@ -3,24 +3,14 @@
 
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRealApi, startApi } from './api';
 import type { E2eApi } from './api';
-import { freePort, makeReadable, requireTool, RESULTS, runHook, startNginx, tempDir } from './tools';
+import { openBrowser } from './browser';
+import { freePort, makeReadable, RESULTS, runHook, startNginx } from './tools';
 import type { Nginx } from './tools';
 
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 let api: E2eApi;
 let nginx: Nginx;
@@ -29,7 +19,7 @@ let page: Page;
 // The page's own origin: 127.0.0.1 with the fake, localhost with a real API (its session cookie
 // is SameSite=Lax, so page and API must share the host name).
 let webOrigin: string;
-const problems: string[] = [];
+let problems: string[];
 const tenantId = `e2e-${Date.now().toString(36)}`;
 const sensorName = `edge-${Date.now().toString(36)}`;
 
@@ -57,29 +47,21 @@ function configure(chat: boolean, apiBaseUrl = `${api.baseUrl}/api`) {
 }
 
 beforeAll(async () => {
-  requireTool('/usr/bin/chromium');
   mkdirSync(SHOTS, { recursive: true });
   const port = isRealApi() ? Number(process.env.RXC_E2E_WEB_PORT ?? 8000) : await freePort();
   const host = isRealApi() ? 'localhost' : '127.0.0.1';
   webOrigin = `http://${host}:${port}`;
   api = await startApi({ origin: webOrigin, host, port });
   nginx = await startNginx({ apiBaseUrl: `${api.baseUrl}/api`, chat: false, port });
-  context = await chromium.launchPersistentContext(tempDir('chromium-profile'), {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: CHROMIUM_ARGS,
-    viewport: { width: 1280, height: 800 },
+  // 401s and the refused connection of the unreachable-API test are expected; any other console
+  // error (a CSP violation, a React error) is not.
+  ({ context, page, problems } = await openBrowser({
+    profile: 'chromium-profile',
     baseURL: webOrigin,
-  });
-  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: `http://${host}:${port}` });
-  page = context.pages()[0] ?? (await context.newPage());
-  page.setDefaultTimeout(10_000);
-  page.on('console', (m) => {
-    // 401s and the refused connection of the unreachable-API test are expected; anything else
-    // (a CSP violation, a React error) is not.
-    if (m.type() === 'error' && !/status of 401|ERR_CONNECTION_REFUSED/.test(m.text())) problems.push(`console: ${m.text()}`);
-  });
-  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+    height: 800,
+    expected: /status of 401|ERR_CONNECTION_REFUSED/,
+  }));
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: webOrigin });
 }, 60_000);
 
 afterAll(async () => {
