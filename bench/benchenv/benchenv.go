@@ -1,7 +1,7 @@
 // Package benchenv holds what RXC's load drivers share: a description of the
 // machine a result was measured on, a wrk runner that reports throughput and
-// tail latency, child-process management, and appending results to
-// docs/benchmarks.md. Drivers only ever target loopback addresses.
+// tail latency, child-process management, a bounded worker pool, and
+// appending results to docs/benchmarks.md. Drivers only ever target loopback addresses.
 package benchenv
 
 import (
@@ -15,6 +15,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rxc-project/rxc/internal/loopback"
@@ -125,4 +127,31 @@ func AppendResults(path, title, body string) error {
 	}
 	_, err = fmt.Fprintf(f, "\n## %s — %s\n\nMachine: %s\n\n%s\n", title, time.Now().UTC().Format("2006-01-02 15:04 MST"), Machine(), body)
 	return err
+}
+
+// Parallel calls fn(0) … fn(n-1) from at most conc goroutines and returns
+// the first error; after an error, or once ctx ends, no further calls start.
+func Parallel(ctx context.Context, n, conc int, fn func(i int) error) error {
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for range min(conc, n) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err; next.Store(int64(n)) })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }

@@ -224,7 +224,7 @@ func (p *plane) call(method, path string, body any, bearer string, want int, int
 
 func (p *plane) claimCodes(n int) ([]string, error) {
 	codes := make([]string, n)
-	err := parallel(n, 32, func(i int) error {
+	err := benchenv.Parallel(context.Background(), n, 32, func(i int) error {
 		var c struct{ Code string }
 		if err := p.call("POST", "/api/tenants/bench/claim-codes", map[string]any{"ttlSeconds": 3600}, "", 201, &c); err != nil {
 			return err
@@ -249,7 +249,7 @@ type sensor struct {
 func (p *plane) enrolAll(codes []string, conc int) ([]*sensor, []time.Duration, error) {
 	out := make([]*sensor, len(codes))
 	lat := make([]time.Duration, len(codes))
-	err := parallel(len(codes), conc, func(i int) error {
+	err := benchenv.Parallel(context.Background(), len(codes), conc, func(i int) error {
 		t0 := time.Now()
 		var red struct{ SensorID, EnrollmentToken string }
 		if err := p.call("POST", "/api/sensors/claim/redeem", map[string]string{"claimCode": codes[i]}, "", 201, &red); err != nil {
@@ -277,7 +277,7 @@ func (p *plane) enrolAll(codes []string, conc int) ([]*sensor, []time.Duration, 
 var natsURL string
 
 func connectAll(sensors []*sensor) error {
-	return parallel(len(sensors), 32, func(i int) error {
+	return benchenv.Parallel(context.Background(), len(sensors), 32, func(i int) error {
 		s := sensors[i]
 		tok, err := jwt.ParseDecoratedJWT([]byte(s.creds))
 		if err != nil {
@@ -339,7 +339,7 @@ func (p *plane) fanout(sensors []*sensor) (fanoutResult, error) {
 			lastAck.Store(int64(time.Since(start)))
 		}()
 	}
-	err := parallel(len(sensors), 64, func(i int) error {
+	err := benchenv.Parallel(context.Background(), len(sensors), 64, func(i int) error {
 		return p.call("POST", "/api/sensors/"+sensors[i].id+"/commands", map[string]string{"action": "start"}, "", 202, nil)
 	})
 	accepted := time.Since(start)
@@ -410,7 +410,7 @@ func (p *plane) statusRate(sensors []*sensor, total int) (float64, int64, error)
 	}
 	base := time.Now().UTC()
 	start := time.Now()
-	err = parallel(len(sensors), 32, func(i int) error {
+	err = benchenv.Parallel(context.Background(), len(sensors), 32, func(i int) error {
 		s := sensors[i]
 		for j := 0; j < per; j++ {
 			msg, _ := json.Marshal(map[string]any{"state": []string{"running", "stopped"}[j%2], "at": base.Add(time.Duration(j) * time.Millisecond)})
@@ -440,29 +440,4 @@ func (p *plane) statusRate(sensors []*sensor, total int) (float64, int64, error)
 	}
 	d := time.Since(start)
 	return float64(last-before) / d.Seconds(), last - before, nil
-}
-
-func parallel(n, conc int, fn func(i int) error) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	for w := 0; w < min(conc, n); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := fn(i); err != nil {
-					once.Do(func() { first = err })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
 }

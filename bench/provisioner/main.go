@@ -22,7 +22,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -290,7 +289,7 @@ func (c *client) post(ctx context.Context, path string, body any) (int, []byte, 
 
 func (c *client) createAccounts(ctx context.Context, n int) ([]string, error) {
 	keys := make([]string, n)
-	err := parallel(ctx, n, 8, func(i int) error {
+	err := benchenv.Parallel(ctx, n, 8, func(i int) error {
 		status, body, err := c.post(ctx, "/accounts", map[string]string{"tenantId": fmt.Sprintf("bench-%04d", i)})
 		if err != nil || status >= 300 {
 			return fmt.Errorf("POST /accounts: %d %s %v", status, body, err)
@@ -313,7 +312,7 @@ func (c *client) provisionUsers(ctx context.Context, keys []string, n, tenants, 
 	lat := make([]time.Duration, n)
 	var retried atomic.Int64
 	start := time.Now()
-	err := parallel(ctx, n, conc, func(i int) error {
+	err := benchenv.Parallel(ctx, n, conc, func(i int) error {
 		body := map[string]string{"tenantId": fmt.Sprintf("bench-%04d", i%tenants), "sensorId": fmt.Sprintf("s-%06d", i)}
 		t0 := time.Now()
 		for attempt := 0; ; attempt++ {
@@ -340,31 +339,6 @@ func (c *client) provisionUsers(ctx context.Context, keys []string, n, tenants, 
 	}
 	slices.Sort(lat)
 	return userResult{total: total, p50: benchenv.Percentile(lat, 50), p99: benchenv.Percentile(lat, 99)}, nil
-}
-
-func parallel(ctx context.Context, n, conc int, fn func(i int) error) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	for w := 0; w < conc; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := fn(i); err != nil {
-					once.Do(func() { first = err })
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
 }
 
 // writeStatic stores each account's JWT under the same path nginx will serve.
