@@ -21,6 +21,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/internal/logbuf"
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/internal/provisionertest"
 )
@@ -87,7 +88,19 @@ func (p *Plane) start() {
 	p.t.Helper()
 	lvl := slog.LevelError
 	_ = lvl.UnmarshalText([]byte(p.Config.LogLevel))
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	// A test sees the plane's log only when it fails; a load driver (no
+	// Failed) gets it on stderr.
+	var w io.Writer = os.Stderr
+	if f, ok := p.t.(interface{ Failed() bool }); ok {
+		buf := &logbuf.Buffer{}
+		w = buf
+		p.t.Cleanup(func() {
+			if f.Failed() && buf.String() != "" {
+				p.t.Logf("control plane log:\n%s", buf.String())
+			}
+		})
+	}
+	log := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}))
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := app.NewServer(ctx, p.Config, log)
 	if err != nil {
@@ -126,8 +139,15 @@ func (p *Plane) Stop() {
 	p.cancel = nil
 }
 
-// Restart stops the plane and starts it again on the same database, CA and
-// gRPC address (the HTTP port changes; Base follows).
+// Resume starts a stopped plane again on the same database, CA and gRPC
+// address. The HTTP address is the configured one: with port 0 it changes
+// and Base follows; a fixed port keeps the URL sensors were given.
+func (p *Plane) Resume() {
+	p.t.Helper()
+	p.start()
+}
+
+// Restart is Stop then Resume.
 func (p *Plane) Restart() {
 	p.t.Helper()
 	p.Stop()

@@ -2,16 +2,11 @@ package app_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/http/cookiejar"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,9 +18,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxc-project/rxc/adapters/sensorclient"
-	"github.com/rxc-project/rxc/adapters/x509ca"
-	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/apps/sensor-agent/app"
+	"github.com/rxc-project/rxc/internal/controlplanetest"
 	"github.com/rxc-project/rxc/internal/logbuf"
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/internal/provisionertest"
@@ -34,11 +28,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-const (
-	opEmail    = "ops@example.com"
-	opPassword = "correct horse battery staple"
-	tenantID   = "acme"
-)
+const tenantID = "acme"
 
 // logBuffer collects JSON log lines written concurrently.
 type logBuffer struct{ logbuf.Buffer }
@@ -95,125 +85,43 @@ func waitUntil(t *testing.T, limit time.Duration, what string, ok func() bool) {
 	}
 }
 
-// plane is a control plane running in-process against the provisioner; it
-// can be stopped and started again on the same database, CA and ports.
+// plane is the real control plane (controlplanetest) on a fixed HTTP port,
+// so agents keep their API URL when it is stopped and resumed.
 type plane struct {
-	t    *testing.T
-	cfg  cpapp.ServeConfig
-	base string
-	http *http.Client
-	log  *logBuffer
-
-	cancel  context.CancelFunc
-	stopped chan error
+	*controlplanetest.Plane
+	t      *testing.T
+	client *controlplanetest.Client
 }
 
 func newPlane(t *testing.T, prov *provisionertest.Stack, certTTL time.Duration) *plane {
 	t.Helper()
-	caDir := filepath.Join(t.TempDir(), "ca")
-	if _, err := x509ca.Init(caDir, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
-		t.Fatal(err)
-	}
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
-	grpcAddr := fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
-	jar, _ := cookiejar.New(nil)
-	p := &plane{t: t, base: "http://" + httpAddr, http: &http.Client{Jar: jar, Timeout: 20 * time.Second}}
-	p.cfg = cpapp.ServeConfig{
-		PGDSN: pgtest.DSN(t), ListenAddr: httpAddr, GRPCListenAddr: grpcAddr,
-		CADir: caDir, SensorCertTTL: certTTL, CORSAllowedOrigins: []string{"http://localhost:8000"},
-		LocalMode: true, PublicGRPCAddr: grpcAddr, PublicNATSURL: prov.NATSURL,
-		CommandStreamName: "RXC_CMD", CommandTTL: 10 * time.Minute, SensorOfflineAfter: time.Minute, SessionTTL: time.Hour,
-		RedeemPerMinute: 60, RedeemBurst: 20, MigrateOnStart: true, ShutdownTimeout: 3 * time.Second, LogLevel: "info",
-		BootstrapOperatorEmail: opEmail, BootstrapOperatorPassword: opPassword,
-		Provisioner: cpapp.ProvisionerConfig{Enabled: true, BaseURL: prov.URL, SharedSecret: prov.Secret,
-			SharedSecretName: "X-Backend-Shared-Secret", IntervalSeconds: 5, TimeoutSeconds: 5},
-		Messaging: cpapp.MessagingConfig{Enabled: true, URL: prov.NATSURL},
-	}
-	p.start()
-	t.Cleanup(p.stop)
-	return p
-}
-
-// start runs the control plane; its log goes to a fresh buffer, shown when
-// the test fails.
-func (p *plane) start() {
-	p.t.Helper()
-	p.log = &logBuffer{}
-	log := slog.New(slog.NewJSONHandler(p.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := cpapp.NewServer(ctx, p.cfg, log)
-	if err != nil {
-		cancel()
-		p.t.Fatalf("control plane: %v", err)
-	}
-	p.cancel, p.stopped = cancel, make(chan error, 1)
-	buf := p.log
-	p.t.Cleanup(func() {
-		if p.t.Failed() {
-			p.t.Logf("control plane log:\n%s", buf.String())
-		}
-	})
-	go func() { p.stopped <- srv.Run(ctx) }()
-	waitUntil(p.t, 20*time.Second, "control plane ready", func() bool {
-		resp, err := http.Get(p.base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode < 300
-	})
-}
-
-func (p *plane) stop() {
-	if p.cancel == nil {
-		return
-	}
-	p.cancel()
-	select {
-	case <-p.stopped:
-	case <-time.After(20 * time.Second):
-		p.t.Error("control plane did not stop within 20s")
-	}
-	p.cancel = nil
-}
-
-func (p *plane) do(method, path string, body any) (int, []byte) {
-	p.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		data, _ := json.Marshal(body)
-		rd = bytes.NewReader(data)
-	}
-	req, _ := http.NewRequest(method, p.base+path, rd)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := p.http.Do(req)
-	if err != nil {
-		p.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, out
+	cfg := controlplanetest.Config(t, prov)
+	cfg.ListenAddr = fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
+	cfg.SensorCertTTL = certTTL
+	cfg.ShutdownTimeout = 3 * time.Second
+	cfg.LogLevel = "info"
+	cp := controlplanetest.Start(t, cfg)
+	return &plane{Plane: cp, t: t, client: cp.NewClient()}
 }
 
 func (p *plane) must(method, path string, body any, want int, into any) {
 	p.t.Helper()
-	status, out := p.do(method, path, body)
-	if status != want {
-		p.t.Fatalf("%s %s: status %d, want %d: %s", method, path, status, want, out)
+	if err := p.client.Call(method, path, body, "", want, into); err != nil {
+		p.t.Fatal(err)
 	}
-	if into != nil {
-		if err := json.Unmarshal(out, into); err != nil {
-			p.t.Fatalf("%s %s: decode %s: %v", method, path, out, err)
-		}
+}
+
+func (p *plane) login() {
+	p.t.Helper()
+	if err := p.client.Login(); err != nil {
+		p.t.Fatal(err)
 	}
 }
 
 // setUpTenant logs in, creates the tenant and waits for its NATS account.
 func (p *plane) setUpTenant() {
 	p.t.Helper()
-	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, 204, nil)
+	p.login()
 	p.must("POST", "/api/tenants", map[string]string{"id": tenantID, "name": "Acme Corp"}, 201, nil)
 	waitUntil(p.t, 20*time.Second, "tenant provisioned", func() bool {
 		var tenant struct{ NatsStatus string }
@@ -333,7 +241,7 @@ func (a *agent) running() bool {
 // agentArgs are the flags every test run uses: quick heartbeats, frequent
 // events confirmed every second.
 func agentArgs(p *plane, stateDir string, extra ...string) []string {
-	return append([]string{"--api", p.base, "--state-dir", stateDir, "--hostname", "edge-1.local",
+	return append([]string{"--api", p.Base, "--state-dir", stateDir, "--hostname", "edge-1.local",
 		"--heartbeat", "1s", "--events-per-minute", "600", "--event-batch-interval", "1s", "--log-level", "debug"}, extra...)
 }
 
@@ -405,7 +313,7 @@ func TestAgentLifecycle(t *testing.T) {
 	// the loop goes on.
 	publishRaw(t, prov, id, []byte("not a command"))
 	expired, _ := json.Marshal(map[string]any{"commandId": "expired-1", "tenantId": tenantID, "sensorId": id, "action": "stop",
-		"issuedAt": time.Now().Add(-time.Hour), "issuedBy": opEmail, "expiresAt": time.Now().Add(-50 * time.Minute)})
+		"issuedAt": time.Now().Add(-time.Hour), "issuedBy": controlplanetest.OperatorEmail, "expiresAt": time.Now().Add(-50 * time.Minute)})
 	publishRaw(t, prov, id, expired)
 	waitUntil(t, 15*time.Second, "malformed and expired commands skipped", func() bool {
 		return a.log.has(0, "command skipped", map[string]string{"err": "malformed"}) &&
@@ -420,12 +328,12 @@ func TestAgentLifecycle(t *testing.T) {
 
 	// The control plane restarts: the agent rides it out and keeps working.
 	mark := a.log.len()
-	p.stop()
+	p.Stop()
 	waitUntil(t, 15*time.Second, "the agent notices the outage", func() bool {
 		return a.log.has(mark, "health check failed", nil)
 	})
-	p.start()
-	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, 204, nil)
+	p.Resume()
+	p.login()
 	waitUntil(t, 30*time.Second, "health checks succeed after the restart", func() bool {
 		return a.log.has(mark, "health check succeeds again", nil)
 	})
@@ -443,8 +351,8 @@ func TestAgentLifecycle(t *testing.T) {
 	prov.StartNATS()
 	waitUntil(t, 30*time.Second, "the agent reconnected to NATS", func() bool { return a.log.has(mark, "nats reconnected", nil) })
 	waitUntil(t, 30*time.Second, "the control plane reconnected to NATS", func() bool {
-		status, _ := p.do("GET", "/readyz", nil)
-		return status < 300
+		status, _, err := p.client.Do("GET", "/readyz", nil, "")
+		return err == nil && status < 300
 	})
 	p.command(id, "stop", "stopped")
 	p.command(id, "start", "running")
