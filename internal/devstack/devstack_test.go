@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -216,6 +217,7 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 		t.Fatal("operator.txt does not hold the printed password")
 	}
 	checkConsole(t, info, true)
+	checkDurable(t, info.PGDSN)
 
 	// A second stack on the same folder is refused while the first runs.
 	second, err := devstack.New(cfg)
@@ -457,4 +459,26 @@ func TestStackRunsSimulatedSensorsBehindNginx(t *testing.T) {
 		return s.State == "running"
 	})
 	stopStack(t, again)
+}
+
+// checkDurable asserts the demo's PostgreSQL keeps its durable defaults: a
+// command answered 202 must survive a crash of the machine.
+func checkDurable(t *testing.T, dsn string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, setting := range []string{"synchronous_commit", "fsync", "full_page_writes"} {
+		var v string
+		if err := conn.QueryRow(ctx, "SELECT current_setting($1)", setting).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if v != "on" {
+			t.Errorf("demo PostgreSQL runs with %s=%s, want on", setting, v)
+		}
+	}
 }

@@ -73,7 +73,7 @@ func (pg *postgres) start(ctx context.Context, port int, anyPort bool, say func(
 				return err
 			}
 		}
-		opts := fmt.Sprintf("-p %d -k '%s' -c listen_addresses=127.0.0.1 -c synchronous_commit=off -c max_connections=200", pg.port, pg.dir)
+		opts := fmt.Sprintf("-p %d -k '%s' -c listen_addresses=127.0.0.1 -c max_connections=200", pg.port, pg.dir)
 		err = pg.ctl("start", "-D", pg.data(), "-l", filepath.Join(pg.dir, "postgres.log"), "-o", opts, "-w", "-t", "60")
 		if err == nil {
 			break
