@@ -192,6 +192,11 @@ func TestAppendFetchAck(t *testing.T) {
 	if n := len(b.Events()); n != 0 {
 		t.Errorf("%d events delivered again after ack", n)
 	}
+	// An idle batch acks without error, even with a context without a
+	// deadline (the writer used to count a failure for every idle second).
+	if err := b.Ack(context.Background()); err != nil {
+		t.Errorf("ack of an empty batch: %v", err)
+	}
 }
 
 func TestNakRedelivers(t *testing.T) {

@@ -117,6 +117,10 @@ func (b *batch) Nak(ctx context.Context) error {
 }
 
 func (b *batch) each(ctx context.Context, fn func(jetstream.Msg) error) error {
+	if len(b.msgs) == 0 {
+		// An idle fetch: nothing to answer, nothing to flush.
+		return nil
+	}
 	var first error
 	for _, m := range b.msgs {
 		if err := fn(m); err != nil && first == nil {

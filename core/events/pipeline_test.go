@@ -102,7 +102,14 @@ type memBatch struct {
 }
 
 func (b *memBatch) Events() []events.Event    { return b.evs }
-func (b *memBatch) Ack(context.Context) error { b.acked++; return nil }
+func (b *memBatch) Ack(ctx context.Context) error {
+	// Like a NATS flush, an ack needs a bound.
+	if _, ok := ctx.Deadline(); !ok {
+		return errors.New("ack without a deadline")
+	}
+	b.acked++
+	return nil
+}
 func (b *memBatch) Nak(context.Context) error { b.nak++; return nil }
 func (s *memSource) Fetch(context.Context, int) (events.Batch, error) {
 	b := s.batches[0]
@@ -259,5 +266,42 @@ func TestWriterRunWritesEveryBatchOnce(t *testing.T) {
 	}
 	if got := w.Stats().Written; got != 3 {
 		t.Errorf("written %d, want 3", got)
+	}
+}
+
+// TestWriterIdleIsNoFailure: empty fetches (nothing arrived within the
+// wait) are neither failures nor batches, and are acked with a deadline.
+func TestWriterIdleIsNoFailure(t *testing.T) {
+	t.Parallel()
+	src := make(chanSource)
+	store := &signalStore{memStore{rows: map[[4]string]events.Event{}}, make(chan int, 10)}
+	w, _ := events.NewWriter(events.WriterConfig{Source: src, Store: store, RetryDelay: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { w.Run(ctx); close(stopped) }()
+	var idle []*memBatch
+	for range 5 {
+		b := &memBatch{}
+		idle = append(idle, b)
+		src <- b
+	}
+	// One real batch after the idle ones proves the writer went past them.
+	ev := valid()
+	ev.TenantID, ev.SensorID, ev.ID = "acme", "s1", "after-idle"
+	src <- &memBatch{evs: []events.Event{ev}}
+	select {
+	case <-store.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("batch after the idle fetches not written within 10s")
+	}
+	cancel()
+	<-stopped
+	for i, b := range idle {
+		if b.acked != 1 {
+			t.Errorf("idle batch %d acked %d times, want 1", i, b.acked)
+		}
+	}
+	if st := w.Stats(); st.Failures != 0 || st.Batches != 1 {
+		t.Errorf("stats %+v, want no failures and 1 batch", st)
 	}
 }

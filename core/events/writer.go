@@ -53,6 +53,9 @@ type WriterStats struct {
 	Rejected uint64
 }
 
+// ackTimeout bounds acknowledging one batch.
+const ackTimeout = 10 * time.Second
+
 // Writer moves events from the log into the store.
 type Writer struct {
 	src   Source
@@ -147,8 +150,12 @@ func (w *Writer) Step(ctx context.Context) (int, error) {
 func (w *Writer) write(ctx context.Context, b Batch) (int, error) {
 	evs := b.Events()
 	if len(evs) == 0 {
-		// Messages the source dropped as unreadable still need their ack.
-		return 0, b.Ack(ctx)
+		// An idle fetch: nothing was written, so nothing failed. The ack
+		// (for messages the source dropped as unreadable) is bounded like
+		// every other one.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+		defer cancel()
+		return 0, b.Ack(actx)
 	}
 	for i := range evs {
 		evs[i].CVEs = ExtractCVEs(alertSignature(evs[i].Alert), string(evs[i].RawJSON))
@@ -167,7 +174,7 @@ func (w *Writer) write(ctx context.Context, b Batch) (int, error) {
 	w.batches.Add(1)
 	w.written.Add(uint64(inserted))
 	w.duplicates.Add(uint64(len(evs) - inserted - rejected))
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancel()
 	if err := b.Ack(actx); err != nil {
 		// Stored but not acknowledged: it comes back and is skipped then.
