@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/core/events"
@@ -36,7 +39,7 @@ func IdentityFrom(ctx context.Context) (Identity, bool) {
 var (
 	errUnauthenticated = errors.New("no valid sensor certificate")
 	errTerminated      = fmt.Errorf("sensor session terminated: %w", fleet.ErrRevoked)
-	errInvalidEvent    = errors.New("invalid event")
+	errSuperseded      = fmt.Errorf("sensor certificate superseded: %w", fleet.ErrInvalidToken)
 )
 
 // authenticate is the one check every call passes, unary or streaming: the
@@ -91,7 +94,7 @@ func isStatus(err error) bool {
 }
 
 func (s *Server) refuse(method string, err error) error {
-	st := statusFor(err)
+	st := s.statusFor(err)
 	s.log.Warn("sensor call refused", "method", method, "code", st.Code().String(), "err", err)
 	return st.Err()
 }
@@ -105,9 +108,17 @@ type identifiedStream struct {
 
 func (s *identifiedStream) Context() context.Context { return s.ctx }
 
+// Seconds a sensor should wait before retrying a call that failed on an
+// unavailable dependency, sent as google.rpc.RetryInfo.
+const retryDelay = 5 * time.Second
+
 // statusFor is the one place errors become gRPC statuses. Messages for
-// internal failures stay generic: details go to the log, not the sensor.
-func statusFor(err error) *status.Status {
+// internal failures stay generic: details go to the log, not the sensor. An
+// outage of a dependency is Unavailable with a stable reason
+// (google.rpc.ErrorInfo: database_unavailable, nats_unavailable,
+// provisioner_unavailable) and a retry delay (google.rpc.RetryInfo), never
+// Internal.
+func (s *Server) statusFor(err error) *status.Status {
 	switch {
 	case err == nil:
 		return status.New(codes.OK, "")
@@ -119,21 +130,54 @@ func statusFor(err error) *status.Status {
 		return status.New(codes.Unauthenticated, "a valid sensor certificate is required")
 	case errors.Is(err, errTerminated):
 		return status.New(codes.PermissionDenied, "sensor session terminated")
+	case errors.Is(err, errSuperseded):
+		return status.New(codes.PermissionDenied, "sensor certificate superseded: reconnect with the current certificate")
 	case errors.Is(err, fleet.ErrRevoked), errors.Is(err, fleet.ErrNotFound), errors.Is(err, fleet.ErrInvalidToken):
 		return status.New(codes.PermissionDenied, "sensor certificate is not authorised")
-	case errors.Is(err, errInvalidEvent), errors.Is(err, fleet.ErrInvalidInput), errors.Is(err, events.ErrInvalidEvent):
+	case errors.Is(err, fleet.ErrInvalidInput), errors.Is(err, events.ErrInvalidEvent):
 		return status.New(codes.InvalidArgument, err.Error())
 	case errors.Is(err, events.ErrLogFull):
 		return status.New(codes.ResourceExhausted, "event stream full: resend the events of this call later")
 	case errors.Is(err, events.ErrUnavailable):
-		return status.New(codes.Unavailable, "event stream unavailable: resend the events of this call later")
+		return unavailable("nats_unavailable", "event stream unavailable: resend the events of this call later")
+	case s.dbDown(err):
+		return unavailable("database_unavailable", "the control plane's database is unavailable: retry later")
 	case errors.Is(err, context.Canceled):
 		return status.New(codes.Canceled, "call cancelled")
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.New(codes.DeadlineExceeded, "deadline exceeded")
-	case errors.Is(err, fleet.ErrProvisionerUnavailable), errors.Is(err, fleet.ErrMessagingUnavailable):
-		return status.New(codes.Unavailable, "temporarily unavailable, retry later")
+	case errors.Is(err, fleet.ErrMessagingUnavailable):
+		return unavailable("nats_unavailable", "NATS unavailable: retry later")
+	case errors.Is(err, fleet.ErrProvisionerUnavailable):
+		return unavailable("provisioner_unavailable", "NATS provisioner unavailable: retry later")
 	default:
 		return status.New(codes.Internal, "internal error")
 	}
+}
+
+// unavailable is codes.Unavailable with a stable reason and a retry delay.
+func unavailable(reason, msg string) *status.Status {
+	st := status.New(codes.Unavailable, msg)
+	if d, err := st.WithDetails(
+		&errdetails.ErrorInfo{Reason: reason, Domain: "rxc"},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(retryDelay)},
+	); err == nil {
+		return d
+	}
+	return st
+}
+
+// Reason returns the stable reason of an Unavailable status built here
+// ("database_unavailable", …), or "".
+func Reason(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
 }

@@ -71,6 +71,10 @@ type Config struct {
 	// response counts the events the log acknowledged.
 	Ingest EventIngest
 	Logger *slog.Logger
+	// DatabaseUnavailable reports whether an error of the Authorizer or
+	// Heartbeats means the database could not be reached; such calls end
+	// Unavailable (retry later), not Internal. Default: never.
+	DatabaseUnavailable func(error) bool
 	// MaxRecvMsgSize bounds one inbound message; default
 	// DefaultMaxRecvMsgSize.
 	MaxRecvMsgSize int
@@ -84,6 +88,7 @@ type Server struct {
 	beats  Heartbeats
 	events EventSink
 	ingest EventIngest
+	dbDown func(error) bool
 
 	mu      sync.Mutex
 	streams map[sensorKey]map[*liveStream]struct{}
@@ -123,12 +128,16 @@ func New(cfg Config) (*Server, error) {
 	if events == nil {
 		events = LogSink{Logger: log}
 	}
+	if cfg.DatabaseUnavailable == nil {
+		cfg.DatabaseUnavailable = func(error) bool { return false }
+	}
 	s := &Server{
 		log:     log,
 		auth:    cfg.Authorizer,
 		beats:   cfg.Heartbeats,
 		events:  events,
 		ingest:  cfg.Ingest,
+		dbDown:  cfg.DatabaseUnavailable,
 		streams: map[sensorKey]map[*liveStream]struct{}{},
 	}
 	s.grpc = grpc.NewServer(

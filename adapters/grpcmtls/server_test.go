@@ -34,6 +34,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/grpcmtls"
 	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/internal/logbuf"
 	sensorpb "github.com/rxc-project/rxc/proto"
@@ -276,6 +277,13 @@ func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+var errDatabaseDown = errors.New("database down")
+
+// jsonString is a JSON string value of n bytes.
+func jsonString(n int) []byte {
+	return append(append([]byte{'"'}, bytes.Repeat([]byte("x"), n-2)...), '"')
 }
 
 func event(id string) *sensorpb.SensorEvent {
@@ -541,8 +549,16 @@ func TestEventValidation(t *testing.T) {
 		ev   *sensorpb.SensorEvent
 		want codes.Code
 	}{
-		{"raw_json at the limit", with(func(e *sensorpb.SensorEvent) { e.RawJson = bytes.Repeat([]byte("x"), grpcmtls.MaxRawJSON) }), codes.OK},
-		{"raw_json over the limit", with(func(e *sensorpb.SensorEvent) { e.RawJson = bytes.Repeat([]byte("x"), grpcmtls.MaxRawJSON+1) }), codes.InvalidArgument},
+		{"raw_json at the limit", with(func(e *sensorpb.SensorEvent) { e.RawJson = jsonString(events.MaxRawJSON) }), codes.OK},
+		{"raw_json over the limit", with(func(e *sensorpb.SensorEvent) { e.RawJson = jsonString(events.MaxRawJSON + 1) }), codes.InvalidArgument},
+		{"raw_json not JSON", with(func(e *sensorpb.SensorEvent) { e.RawJson = []byte("x") }), codes.InvalidArgument},
+		// The limits are core/events' (one rule set for every edge), not
+		// the gRPC edge's own.
+		{"kind at the limit", with(func(e *sensorpb.SensorEvent) { e.Kind = strings.Repeat("k", events.MaxKind) }), codes.OK},
+		{"kind over the limit", with(func(e *sensorpb.SensorEvent) { e.Kind = strings.Repeat("k", events.MaxKind+1) }), codes.InvalidArgument},
+		{"protocol over the limit", with(func(e *sensorpb.SensorEvent) { e.Protocol = strings.Repeat("p", events.MaxProtocol+1) }), codes.InvalidArgument},
+		{"severity over the limit", with(func(e *sensorpb.SensorEvent) { e.Alert.Severity = events.MaxSeverity + 1 }), codes.InvalidArgument},
+		{"time a year ago", with(func(e *sensorpb.SensorEvent) { e.Time = timestamppb.New(time.Now().AddDate(-1, 0, 0)) }), codes.InvalidArgument},
 		{"no event_id", with(func(e *sensorpb.SensorEvent) { e.EventId = "" }), codes.InvalidArgument},
 		{"long event_id", with(func(e *sensorpb.SensorEvent) { e.EventId = strings.Repeat("e", 129) }), codes.InvalidArgument},
 		{"no kind", with(func(e *sensorpb.SensorEvent) { e.Kind = "" }), codes.InvalidArgument},
@@ -570,17 +586,23 @@ func TestHeartbeatFailure(t *testing.T) {
 		want codes.Code
 	}{
 		{"sensor gone", fmt.Errorf("sensor: %w", fleet.ErrNotFound), codes.PermissionDenied},
-		{"store failure", errors.New("connection refused to 10.0.0.5"), codes.Internal},
+		{"store failure", errors.New("query failed at 10.0.0.5"), codes.Internal},
+		{"database down", fmt.Errorf("dial 10.0.0.5: %w", errDatabaseDown), codes.Unavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := start(t)
+			f := start(t, func(c *grpcmtls.Config) {
+				c.DatabaseUnavailable = func(err error) bool { return errors.Is(err, errDatabaseDown) }
+			})
 			f.beats.err = tt.err
 			cert, _ := f.enrol(t, "acme", "s1", true)
 			_, err := check(testCtx(t), f.sensor(t, cert))
 			if got := status.Code(err); got != tt.want {
 				t.Errorf("Check code = %v (%v), want %v", got, err, tt.want)
+			}
+			if tt.want == codes.Unavailable && grpcmtls.Reason(err) != "database_unavailable" {
+				t.Errorf("Check reason = %q, want database_unavailable", grpcmtls.Reason(err))
 			}
 			if strings.Contains(status.Convert(err).Message(), "10.0.0.5") {
 				t.Errorf("status message leaks the internal error: %q", status.Convert(err).Message())

@@ -3,10 +3,8 @@ package grpcmtls
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"strconv"
 	"time"
 
@@ -14,16 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rxc-project/rxc/adapters/eventpb"
+	"github.com/rxc-project/rxc/core/events"
 	sensorpb "github.com/rxc-project/rxc/proto"
-)
-
-// Limits on one event. raw_json holds a whole Suricata EVE record; the rest
-// are short strings.
-const (
-	MaxRawJSON     = 64 << 10
-	maxEventID     = 128
-	maxShortField  = 256
-	maxAlertString = 1024
 )
 
 type healthService struct {
@@ -34,11 +24,11 @@ type healthService struct {
 func (h healthService) Check(ctx context.Context, req *sensorpb.CheckRequest) (*sensorpb.CheckResponse, error) {
 	id, ok := IdentityFrom(ctx)
 	if !ok {
-		return nil, statusFor(errUnauthenticated).Err()
+		return nil, h.s.statusFor(errUnauthenticated).Err()
 	}
 	if err := h.s.beats.SensorSeen(ctx, id.TenantID, id.SensorID); err != nil {
 		h.s.log.Error("recording sensor heartbeat", "tenant", id.TenantID, "sensor", id.SensorID, "err", err)
-		return nil, statusFor(err).Err()
+		return nil, h.s.statusFor(err).Err()
 	}
 	return &sensorpb.CheckResponse{
 		Status:     sensorpb.CheckResponse_SERVING_STATUS_SERVING,
@@ -64,7 +54,7 @@ func (e eventService) StreamEvents(stream sensorpb.SensorEventStreamService_Stre
 	ctx := stream.Context()
 	id, ok := IdentityFrom(ctx)
 	if !ok {
-		return statusFor(errUnauthenticated).Err()
+		return e.s.statusFor(errUnauthenticated).Err()
 	}
 	// A little buffer lets Recv run ahead of the handler instead of
 	// switching goroutines on every event.
@@ -92,21 +82,21 @@ func (e eventService) StreamEvents(stream sensorpb.SensorEventStreamService_Stre
 		case <-ctx.Done():
 			cause := context.Cause(ctx)
 			e.s.log.Info("event stream ended by server", "tenant", id.TenantID, "sensor", id.SensorID, "accepted", accepted, "cause", cause)
-			return statusFor(cause).Err()
+			return e.s.statusFor(cause).Err()
 		case r := <-in:
 			if errors.Is(r.err, io.EOF) {
 				return stream.SendAndClose(&sensorpb.StreamEventsResponse{Accepted: accepted})
 			}
 			if r.err != nil {
-				return statusFor(r.err).Err()
+				return e.s.statusFor(r.err).Err()
 			}
-			if err := validateEvent(r.ev); err != nil {
+			if err := validate(r.ev); err != nil {
 				e.s.log.Info("event refused", "tenant", id.TenantID, "sensor", id.SensorID, "accepted", accepted, "err", err)
-				return statusFor(err).Err()
+				return e.s.statusFor(err).Err()
 			}
 			if err := e.s.events.AcceptEvent(ctx, id, r.ev); err != nil {
 				e.s.log.Error("storing event", "tenant", id.TenantID, "sensor", id.SensorID, "event_id", r.ev.GetEventId(), "err", err)
-				return statusFor(err).Err()
+				return e.s.statusFor(err).Err()
 			}
 			accepted++
 		}
@@ -135,7 +125,7 @@ func (e eventService) ingest(stream sensorpb.SensorEventStreamService_StreamEven
 		if cause == nil {
 			cause = err
 		}
-		st := statusFor(cause)
+		st := e.s.statusFor(cause)
 		e.s.log.Info("event stream failed", "tenant", id.TenantID, "sensor", id.SensorID, "accepted", accepted, "code", st.Code().String(), "err", cause)
 		return st.Err()
 	}
@@ -150,9 +140,8 @@ func (e eventService) ingest(stream sensorpb.SensorEventStreamService_StreamEven
 			if r.err != nil {
 				return end(r.err)
 			}
-			if err := validateEvent(r.ev); err != nil {
-				return end(err)
-			}
+			// The session validates (events.Validate): one rule set for
+			// every edge.
 			ev, err := eventpb.ToEvent(r.ev)
 			if err != nil {
 				return end(err)
@@ -164,39 +153,14 @@ func (e eventService) ingest(stream sensorpb.SensorEventStreamService_StreamEven
 	}
 }
 
-func validateEvent(ev *sensorpb.SensorEvent) error {
-	switch {
-	case ev.GetEventId() == "":
-		return fmt.Errorf("%w: event_id is required", errInvalidEvent)
-	case len(ev.GetEventId()) > maxEventID:
-		return fmt.Errorf("%w: event_id longer than %d bytes", errInvalidEvent, maxEventID)
-	case ev.GetKind() == "":
-		return fmt.Errorf("%w: kind is required", errInvalidEvent)
-	case ev.GetTime() == nil:
-		// With event_id it is the event's key: a receipt time would differ
-		// on a resend and store the event twice.
-		return fmt.Errorf("%w: time is required", errInvalidEvent)
-	case len(ev.GetKind()) > maxShortField, len(ev.GetProtocol()) > maxShortField:
-		return fmt.Errorf("%w: kind or protocol longer than %d bytes", errInvalidEvent, maxShortField)
-	case len(ev.GetRawJson()) > MaxRawJSON:
-		return fmt.Errorf("%w: raw_json of %d bytes exceeds %d", errInvalidEvent, len(ev.GetRawJson()), MaxRawJSON)
-	case ev.GetSrcPort() > 65535 || ev.GetDestPort() > 65535:
-		return fmt.Errorf("%w: port out of range", errInvalidEvent)
+// validate applies events.Validate, the one rule set for events, to a
+// message for the sink path (the ingest path's session applies it itself).
+func validate(pb *sensorpb.SensorEvent) error {
+	ev, err := eventpb.ToEvent(pb)
+	if err != nil {
+		return err
 	}
-	for _, addr := range []string{ev.GetSrcIp(), ev.GetDestIp()} {
-		if addr == "" {
-			continue
-		}
-		if _, err := netip.ParseAddr(addr); err != nil {
-			return fmt.Errorf("%w: %q is not an IP address", errInvalidEvent, addr)
-		}
-	}
-	if a := ev.GetAlert(); a != nil {
-		if len(a.GetSignature()) > maxAlertString || len(a.GetCategory()) > maxAlertString {
-			return fmt.Errorf("%w: alert signature or category longer than %d bytes", errInvalidEvent, maxAlertString)
-		}
-	}
-	return nil
+	return events.Validate(ev, time.Now())
 }
 
 // LogSink is the default EventSink until events are stored: it logs each

@@ -101,7 +101,7 @@ type memBatch struct {
 	acked, nak int
 }
 
-func (b *memBatch) Events() []events.Event    { return b.evs }
+func (b *memBatch) Events() []events.Event { return b.evs }
 func (b *memBatch) Ack(ctx context.Context) error {
 	// Like a NATS flush, an ack needs a bound.
 	if _, ok := ctx.Deadline(); !ok {

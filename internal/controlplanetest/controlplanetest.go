@@ -167,20 +167,39 @@ func (p *Plane) NewClient() *Client {
 		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}}
 }
 
+// Response is an answer of the API.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
 // Do sends body as JSON (nil: no body) with an optional bearer token and
 // returns the status and body.
 func (c *Client) Do(method, path string, body any, bearer string) (int, []byte, error) {
+	resp, err := c.Send(method, path, body, bearer, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.Status, resp.Body, nil
+}
+
+// Send is Do with extra request headers, returning the response headers too.
+func (c *Client) Send(method, path string, body any, bearer string, header http.Header) (Response, error) {
 	var rd io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)
 		if err != nil {
-			return 0, nil, err
+			return Response{}, err
 		}
 		rd = bytes.NewReader(data)
 	}
 	req, err := http.NewRequest(method, c.plane.Base+path, rd)
 	if err != nil {
-		return 0, nil, err
+		return Response{}, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -190,11 +209,11 @@ func (c *Client) Do(method, path string, body any, bearer string) (int, []byte, 
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return Response{}, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, out, err
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: out}, err
 }
 
 // Call is Do that wants status want and decodes the answer into into (when

@@ -159,8 +159,7 @@ func Start() (*Cluster, error) {
 		if c.port, err = freePort(); err != nil {
 			break
 		}
-		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", c.port, c.dir)
-		if err = c.run(filepath.Join(bin, "pg_ctl"), "-D", c.data(), "-l", filepath.Join(c.dir, "postgres.log"), "-o", opts, "-w", "-t", "60", "start"); err == nil {
+		if err = c.Resume(); err == nil {
 			return c, nil
 		}
 	}
@@ -174,6 +173,18 @@ func (c *Cluster) Stop() error {
 	err := c.run(filepath.Join(c.bin, "pg_ctl"), "-D", c.data(), "-m", "immediate", "-w", "stop")
 	c.cleanup()
 	return err
+}
+
+// Halt stops the cluster (fast shutdown: open sessions are cut) and keeps
+// its files, so Resume can start it again: an outage, for fault tests.
+func (c *Cluster) Halt() error {
+	return c.run(filepath.Join(c.bin, "pg_ctl"), "-D", c.data(), "-m", "fast", "-w", "-t", "60", "stop")
+}
+
+// Resume starts a halted cluster again on its port.
+func (c *Cluster) Resume() error {
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", c.port, c.dir)
+	return c.run(filepath.Join(c.bin, "pg_ctl"), "-D", c.data(), "-l", filepath.Join(c.dir, "postgres.log"), "-o", opts, "-w", "-t", "60", "start")
 }
 
 func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }

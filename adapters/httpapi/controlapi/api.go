@@ -110,8 +110,12 @@ type Config struct {
 	// RedeemRate limits claim code redemptions per client address
 	// (default 10 per minute, burst 5).
 	RedeemRate RateLimit
-	Logger     *slog.Logger
-	Clock      func() time.Time
+	// DatabaseUnavailable reports whether an error means the database
+	// could not be reached; such requests answer 503 database_unavailable
+	// with Retry-After instead of 500. Default: never.
+	DatabaseUnavailable func(error) bool
+	Logger              *slog.Logger
+	Clock               func() time.Time
 }
 
 // API is the control plane's http.Handler.
@@ -132,6 +136,7 @@ type API struct {
 	readyTimeout   time.Duration
 	extraMetrics   func(io.Writer)
 	redeemLimiter  *limiter
+	dbDown         func(error) bool
 	log            *slog.Logger
 	clock          func() time.Time
 	mux            *http.ServeMux
@@ -185,6 +190,9 @@ func New(cfg Config) (*API, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.DatabaseUnavailable == nil {
+		cfg.DatabaseUnavailable = func(error) bool { return false }
+	}
 	a := &API{
 		fleet: cfg.Fleet, operators: cfg.Operators, caPEM: cfg.CACertificatePEM,
 		natsURL: cfg.PublicNATSURL, grpcAddr: cfg.PublicGRPCAddr,
@@ -192,8 +200,8 @@ func New(cfg Config) (*API, error) {
 		analytics: cfg.Analytics, chatLimiter: newLimiter(chatRate, cfg.Clock), provisioning: cfg.ProvisioningEnabled, messaging: cfg.MessagingEnabled,
 		readiness: slices.Clone(cfg.Readiness), readyTimeout: cfg.ReadinessTimeout,
 		extraMetrics:  cfg.Metrics,
-		redeemLimiter: newLimiter(rate, cfg.Clock),
-		log:           cfg.Logger, clock: cfg.Clock,
+		redeemLimiter: newLimiter(rate, cfg.Clock), dbDown: cfg.DatabaseUnavailable,
+		log: cfg.Logger, clock: cfg.Clock,
 		mux: http.NewServeMux(),
 	}
 	a.routes()

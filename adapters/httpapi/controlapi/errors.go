@@ -34,6 +34,11 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 	var p *problem.Problem
 	switch {
 	case errors.As(err, &p):
+	case a.dbDown(err):
+		a.log.Warn("database unavailable", "path", r.URL.Path, "error", err)
+		w.Header().Set("Retry-After", retryDependency)
+		p = problem.New(http.StatusServiceUnavailable, "database_unavailable", "Database unavailable",
+			"the control plane's database did not answer; nothing was changed unless the answer to a retry says so, retry later")
 	case errors.Is(err, fleet.ErrNATSRevokePending):
 		a.log.Warn("sensor revoked locally; nats revocation pending", "path", r.URL.Path, "error", err)
 		w.Header().Set("Retry-After", retryDependency)
@@ -75,12 +80,12 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 		p = problem.New(http.StatusServiceUnavailable, "provisioner_unavailable", "NATS provisioner unavailable",
 			"the NATS provisioner did not complete the request; nothing was consumed, retry later")
 	case errors.Is(err, fleet.ErrMessagingDisabled):
-		p = problem.New(http.StatusServiceUnavailable, "messaging_unavailable", "NATS messaging disabled",
+		p = problem.New(http.StatusServiceUnavailable, "messaging_disabled", "NATS messaging disabled",
 			"NATS messaging is disabled on this control plane, so commands cannot be delivered")
 	case errors.Is(err, fleet.ErrMessagingUnavailable):
 		a.log.Warn("messaging unavailable", "path", r.URL.Path, "error", err)
 		w.Header().Set("Retry-After", retryDependency)
-		p = problem.New(http.StatusServiceUnavailable, "messaging_unavailable", "NATS messaging unavailable",
+		p = problem.New(http.StatusServiceUnavailable, "nats_unavailable", "NATS unavailable",
 			"NATS is not reachable: the command was recorded as failed and not delivered; retry later")
 	case errors.Is(err, operators.ErrInvalidCredentials):
 		p = problem.New(http.StatusUnauthorized, "invalid_credentials", "Invalid credentials", "wrong email or password")

@@ -111,7 +111,7 @@ func TestCommandFailures(t *testing.T) {
 
 	disabled := base.variant(t, func(c *controlapi.Config) { c.MessagingEnabled = false })
 	res := disabled.do(command)
-	res.expect(t, "command with messaging disabled", http.StatusServiceUnavailable, "messaging_unavailable")
+	res.expect(t, "command with messaging disabled", http.StatusServiceUnavailable, "messaging_disabled")
 	if !strings.Contains(string(res.body), "disabled") {
 		t.Errorf("detail does not say messaging is disabled: %s", res.body)
 	}
@@ -126,7 +126,7 @@ func TestCommandFailures(t *testing.T) {
 	}
 
 	base.pub.setErr(fmt.Errorf("natsmsg: not connected: %w", fleet.ErrMessagingUnavailable))
-	base.do(command).expect(t, "command with NATS unreachable", http.StatusServiceUnavailable, "messaging_unavailable")
+	base.do(command).expect(t, "command with NATS unreachable", http.StatusServiceUnavailable, "nats_unavailable")
 	if err := json.Unmarshal(base.do(request{method: "GET", path: "/api/sensors/" + id, operator: true}).body, &s); err != nil ||
 		s.LastCommand == nil || s.LastCommand.Action != "stop" || s.LastCommand.FailedAt == nil {
 		t.Errorf("sensor after a failed command: %+v; want lastCommand stop with failedAt", s.LastCommand)

@@ -18,6 +18,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
 	"github.com/rxc-project/rxc/adapters/natsmsg"
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/adapters/postgres/pgoutage"
 	"github.com/rxc-project/rxc/adapters/provisionerclient"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
@@ -153,6 +154,7 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.grpc, err = grpcmtls.New(grpcmtls.Config{
 		TLS: ca.ServerTLSConfig(), Authorizer: s.fleet, Heartbeats: s.fleet, Ingest: s.events.grpcIngest(), Logger: log.With("component", "grpc"),
+		DatabaseUnavailable: pgoutage.Is,
 	})
 	if err != nil {
 		return err
@@ -170,10 +172,11 @@ func (s *Server) build(ctx context.Context) error {
 		Analytics:           chat,
 		ChatRate:            controlapi.RateLimit{PerMinute: cfg.Chat.RatePerMinute},
 		ProvisioningEnabled: cfg.Provisioner.Enabled, MessagingEnabled: cfg.Messaging.Enabled,
-		Readiness:  s.readiness(),
-		Metrics:    s.metrics,
-		RedeemRate: controlapi.RateLimit{PerMinute: cfg.RedeemPerMinute, Burst: cfg.RedeemBurst},
-		Logger:     log.With("component", "http"),
+		Readiness:           s.readiness(),
+		Metrics:             s.metrics,
+		RedeemRate:          controlapi.RateLimit{PerMinute: cfg.RedeemPerMinute, Burst: cfg.RedeemBurst},
+		DatabaseUnavailable: pgoutage.Is,
+		Logger:              log.With("component", "http"),
 	})
 	if err != nil {
 		return err
