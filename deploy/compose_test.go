@@ -59,7 +59,7 @@ var ours = map[string]struct{ image, context, dockerfile string }{
 var natsNode = regexp.MustCompile(`^nats-\d+$`)
 
 // secretVars must come from .env, never be written into the compose file.
-var secretVars = []string{"POSTGRES_PASSWORD", "ACCOUNT_SEED_ENCRYPTION_KEY", "SHARED_SECRET",
+var secretVars = []string{"POSTGRES_PASSWORD", "ACCOUNT_SEED_ENCRYPTION_KEY", "BACKEND_SHARED_SECRET",
 	"NATS_PROVISIONER_SHARED_SECRET", "BOOTSTRAP_OPERATOR_PASSWORD"}
 
 func loadCompose(t testing.TB) *compose {
@@ -254,9 +254,9 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 			add("service %s: cap_drop does not drop ALL", name)
 		}
 	}
-	if envs["controlplane"]["NATS_PROVISIONER_SHARED_SECRET"] != envs["provisioner"]["SHARED_SECRET"] ||
-		svc("controlplane").Environment["NATS_PROVISIONER_SHARED_SECRET"] != svc("provisioner").Environment["SHARED_SECRET"] {
-		add("the control plane's NATS_PROVISIONER_SHARED_SECRET is not the provisioner's SHARED_SECRET")
+	if envs["controlplane"]["NATS_PROVISIONER_SHARED_SECRET"] != envs["provisioner"]["BACKEND_SHARED_SECRET"] ||
+		svc("controlplane").Environment["NATS_PROVISIONER_SHARED_SECRET"] != svc("provisioner").Environment["BACKEND_SHARED_SECRET"] {
+		add("the control plane's NATS_PROVISIONER_SHARED_SECRET is not the provisioner's BACKEND_SHARED_SECRET")
 	}
 
 	// Ports: the apps' listen addresses are the defaults, and published.
@@ -475,10 +475,10 @@ func TestComposeChecksFail(t *testing.T) {
 		want   string
 	}{
 		{"unknown variable", func(c *compose) { c.Services["provisioner"].Environment["NATS_URLS"] = "x" }, "sets NATS_URLS, which the app does not read"},
-		{"required variable missing", func(c *compose) { delete(c.Services["provisioner"].Environment, "SHARED_SECRET") }, "does not set the required SHARED_SECRET"},
+		{"required variable missing", func(c *compose) { delete(c.Services["provisioner"].Environment, "BACKEND_SHARED_SECRET") }, "does not set the required BACKEND_SHARED_SECRET"},
 		{"init job variable not read by init-operator", func(c *compose) { c.Services["provisioner-init"].Environment["LISTEN_ADDR"] = ":8080" }, "provisioner-init sets LISTEN_ADDR"},
 		{"console variable misspelt", func(c *compose) { c.Services["frontend"].Environment["VITE_API_URL"] = "http://x" }, "sets VITE_API_URL"},
-		{"literal secret", func(c *compose) { c.Services["provisioner"].Environment["SHARED_SECRET"] = "hunter2hunter2hunter2" }, "literal secret"},
+		{"literal secret", func(c *compose) { c.Services["provisioner"].Environment["BACKEND_SHARED_SECRET"] = "hunter2hunter2hunter2" }, "literal secret"},
 		{"undefined .env variable", func(c *compose) { c.Services["controlplane"].Environment["LOG_LEVEL"] = "${RXC_LOG_LEVEL:?}" }, "${RXC_LOG_LEVEL}"},
 		{"wrong listen port", func(c *compose) { c.Services["controlplane"].Environment["LISTEN_ADDR"] = ":5019" }, "want port 5009"},
 		{"gRPC not published", func(c *compose) { c.Services["controlplane"].Ports = []string{"5009:5009"} }, "does not publish container port 5010"},

@@ -88,7 +88,7 @@ func loadCommands(t testing.TB) commands {
 	t.Helper()
 	return commands{
 		"rxc-provisioner": {
-			"serve":         envOf(t, &papp.ServeConfig{}),
+			"serve":         provisionerServeEnv(t),
 			"init-operator": envOf(t, &papp.StoreConfig{}),
 		},
 		"rxc-controlplane": {
@@ -97,6 +97,17 @@ func loadCommands(t testing.TB) commands {
 		},
 		"rxc-console": {"": consoleEnv(t)},
 	}
+}
+
+// provisionerServeEnv is what `provisioner serve` reads. LoadServeConfig
+// requires BACKEND_SHARED_SECRET or its alias SHARED_SECRET; the deployment
+// files must use the first, so it counts as required here.
+func provisionerServeEnv(t testing.TB) map[string]envVar {
+	env := envOf(t, &papp.ServeConfig{})
+	v := env["BACKEND_SHARED_SECRET"]
+	v.Required = true
+	env["BACKEND_SHARED_SECRET"] = v
+	return env
 }
 
 var hookVar = regexp.MustCompile(`\$\{((?:VITE|RXC)_[A-Z0-9_]+)(:?-([^}]*))?\}`)

@@ -515,7 +515,7 @@ func TestKubernetesChecksFail(t *testing.T) {
 			c.Env[0].Name = "HTTP_LISTEN_ADDR"
 		}, "sets HTTP_LISTEN_ADDR"},
 		{"misspelt Secret key", func(m *manifests) { m.secrets["rxc-controlplane"]["NATS_PROVISIONER_SECRET"] = "x" }, "key NATS_PROVISIONER_SECRET is read by no container"},
-		{"required variable in no Secret", func(m *manifests) { delete(m.secrets["rxc-provisioner"], "SHARED_SECRET") }, "does not set the required SHARED_SECRET"},
+		{"required variable in no Secret", func(m *manifests) { delete(m.secrets["rxc-provisioner"], "BACKEND_SHARED_SECRET") }, "does not set the required BACKEND_SHARED_SECRET"},
 		{"one provisioner", func(m *manifests) { one := 1; m.workload("Deployment", "rxc-provisioner").Spec.Replicas = &one }, "replicas"},
 		{"wrong container port", func(m *manifests) { mainOf(m, "Deployment", "rxc-provisioner").Ports[0].ContainerPort = 8081 }, "container ports"},
 		{"no PDB", func(m *manifests) { m.pdbs = m.pdbs[:0] }, "no PodDisruptionBudget"},

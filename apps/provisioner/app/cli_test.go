@@ -5,6 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/apps/provisioner/app"
+	"github.com/rxc-project/rxc/internal/loopback"
 	"github.com/rxc-project/rxc/internal/pgtest"
 )
 
@@ -32,7 +36,7 @@ func (e cliEnv) set(t *testing.T) {
 	t.Setenv("PG_DSN", e.dsn)
 	t.Setenv("OPERATOR_SEED_PATH", e.seed)
 	t.Setenv("ACCOUNT_SEED_ENCRYPTION_KEY", e.key)
-	t.Setenv("SHARED_SECRET", "cli-test-secret-0123456789")
+	t.Setenv("BACKEND_SHARED_SECRET", "cli-test-secret-0123456789")
 	t.Setenv("LISTEN_ADDR", "127.0.0.1:0")
 	t.Setenv("NATS_URL", "nats://127.0.0.1:1")
 }
@@ -163,9 +167,9 @@ func TestServeRefusesToStart(t *testing.T) {
 		{"garbage key", func(t *testing.T) { t.Setenv("ACCOUNT_SEED_ENCRYPTION_KEY", "not a key!") }, "ACCOUNT_SEED_ENCRYPTION_KEY"},
 		{"missing PG_DSN", func(t *testing.T) { os.Unsetenv("PG_DSN"); t.Cleanup(func() { os.Setenv("PG_DSN", e.dsn) }) }, "PG_DSN"},
 		{"missing shared secret", func(t *testing.T) {
-			os.Unsetenv("SHARED_SECRET")
-			t.Cleanup(func() { os.Setenv("SHARED_SECRET", "cli-test-secret-0123456789") })
-		}, "SHARED_SECRET"},
+			os.Unsetenv("BACKEND_SHARED_SECRET")
+			t.Cleanup(func() { os.Setenv("BACKEND_SHARED_SECRET", "cli-test-secret-0123456789") })
+		}, "BACKEND_SHARED_SECRET"},
 		{"missing seed path", func(t *testing.T) {
 			os.Unsetenv("OPERATOR_SEED_PATH")
 			t.Cleanup(func() { os.Setenv("OPERATOR_SEED_PATH", e.seed) })
@@ -197,5 +201,59 @@ func TestMigrateAndVersion(t *testing.T) {
 	}
 	if code, _, _ := runCLI("bogus"); code != 2 {
 		t.Fatalf("unknown command exit %d, want 2", code)
+	}
+}
+
+// TestServeStartsWithTheSpecificationsVariables runs `serve` with nothing
+// but the specification's variables set, as a new user following it would.
+func TestServeStartsWithTheSpecificationsVariables(t *testing.T) {
+	e := newCLIEnv(t)
+	if code, _, errs := runCLI("init-operator"); code != 0 {
+		t.Fatal(errs)
+	}
+	clearServeEnv(t)
+	port, err := loopback.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for k, v := range map[string]string{
+		"PG_DSN": e.dsn, "OPERATOR_SEED_PATH": e.seed, "ACCOUNT_SEED_ENCRYPTION_KEY": e.key,
+		"BACKEND_SHARED_SECRET": "spec-only-secret-0123456789", "LISTEN_ADDR": addr, "NATS_URL": "nats://127.0.0.1:1",
+	} {
+		t.Setenv(k, v)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var errb bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- app.Run(ctx, []string{"serve"}, io.Discard, &errb) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusNoContent {
+				break
+			}
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited with %d: %s", code, errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not answer /healthz within 30s: %s", errb.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exited with %d: %s", code, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop within 30s")
 	}
 }

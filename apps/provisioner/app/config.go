@@ -13,6 +13,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
 	"github.com/rxc-project/rxc/adapters/seal"
+	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/migrations"
 )
 
@@ -31,11 +32,15 @@ type StoreConfig struct {
 // ServeConfig is the configuration of `provisioner serve`.
 type ServeConfig struct {
 	StoreConfig
-	ListenAddr                 string        `envconfig:"LISTEN_ADDR" default:":8080"`
-	SharedSecret               string        `envconfig:"SHARED_SECRET" required:"true"`
+	ListenAddr string `envconfig:"LISTEN_ADDR" default:":8080"`
+	// SharedSecret is BACKEND_SHARED_SECRET; SharedSecretAlias is
+	// SHARED_SECRET, the name earlier releases read. Either may be set, both
+	// only to the same value (LoadServeConfig resolves them).
+	SharedSecret               string        `envconfig:"BACKEND_SHARED_SECRET"`
+	SharedSecretAlias          string        `envconfig:"SHARED_SECRET"`
 	NATSURL                    string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222"`
 	ControlCredsPath           string        `envconfig:"CONTROL_CREDS_PATH"`
-	StartupEnsureCommandStream bool          `envconfig:"STARTUP_ENSURE_COMMAND_STREAM" default:"true"`
+	StartupEnsureCommandStream bool          `envconfig:"STARTUP_ENSURE_COMMAND_STREAM" default:"false"`
 	CommandStreamReplicas      int           `envconfig:"COMMAND_STREAM_REPLICAS" default:"1"`
 	CommandStreamMaxAge        time.Duration `envconfig:"COMMAND_STREAM_MAX_AGE" default:"168h"`
 	CommandStreamRetention     string        `envconfig:"COMMAND_STREAM_RETENTION" default:"workqueue"`
@@ -50,6 +55,37 @@ type ServeConfig struct {
 	ResolverCacheTTL     time.Duration `envconfig:"RESOLVER_CACHE_TTL" default:"5s"`
 	MigrateOnStart       bool          `envconfig:"MIGRATE_ON_START" default:"true"`
 	ShutdownTimeout      time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"15s"`
+}
+
+// LoadServeConfig reads the configuration of `provisioner serve` from the
+// environment and resolves the shared secret's alias.
+func LoadServeConfig() (ServeConfig, error) {
+	var cfg ServeConfig
+	if err := appenv.Load(&cfg); err != nil {
+		return cfg, err
+	}
+	if err := cfg.resolveSecret(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// resolveSecret fills SharedSecret from its alias SHARED_SECRET and checks
+// it. Two different values are refused rather than one silently winning.
+func (c *ServeConfig) resolveSecret() error {
+	switch {
+	case c.SharedSecret == "" && c.SharedSecretAlias == "":
+		return errors.New("configuration: required key BACKEND_SHARED_SECRET missing value")
+	case c.SharedSecret == "":
+		c.SharedSecret = c.SharedSecretAlias
+	case c.SharedSecretAlias != "" && c.SharedSecretAlias != c.SharedSecret:
+		return errors.New("configuration: BACKEND_SHARED_SECRET and its alias SHARED_SECRET are both set, to different values: set one")
+	}
+	c.SharedSecretAlias = ""
+	if len(c.SharedSecret) < 16 {
+		return errors.New("configuration: BACKEND_SHARED_SECRET must be at least 16 characters")
+	}
+	return nil
 }
 
 // sealer parses ACCOUNT_SEED_ENCRYPTION_KEY.

@@ -26,8 +26,8 @@ import (
 
 // serve runs the resolver and the API until ctx ends.
 func serve(ctx context.Context, stderr io.Writer) error {
-	var cfg ServeConfig
-	if err := appenv.Load(&cfg); err != nil {
+	cfg, err := LoadServeConfig()
+	if err != nil {
 		return err
 	}
 	log, err := appenv.Logger(cfg.LogLevel, stderr)
@@ -65,8 +65,8 @@ func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (*Server,
 
 func (s *Server) build(ctx context.Context) (err error) {
 	cfg, log := s.cfg, s.log
-	if len(cfg.SharedSecret) < 16 {
-		return errors.New("configuration: SHARED_SECRET must be at least 16 characters")
+	if err := cfg.resolveSecret(); err != nil {
+		return err
 	}
 	sealer, err := cfg.sealer()
 	if err != nil {
