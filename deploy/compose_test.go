@@ -478,7 +478,9 @@ func TestComposeChecksFail(t *testing.T) {
 		{"required variable missing", func(c *compose) { delete(c.Services["provisioner"].Environment, "BACKEND_SHARED_SECRET") }, "does not set the required BACKEND_SHARED_SECRET"},
 		{"init job variable not read by init-operator", func(c *compose) { c.Services["provisioner-init"].Environment["LISTEN_ADDR"] = ":8080" }, "provisioner-init sets LISTEN_ADDR"},
 		{"console variable misspelt", func(c *compose) { c.Services["frontend"].Environment["VITE_API_URL"] = "http://x" }, "sets VITE_API_URL"},
-		{"literal secret", func(c *compose) { c.Services["provisioner"].Environment["BACKEND_SHARED_SECRET"] = "hunter2hunter2hunter2" }, "literal secret"},
+		{"literal secret", func(c *compose) {
+			c.Services["provisioner"].Environment["BACKEND_SHARED_SECRET"] = "hunter2hunter2hunter2"
+		}, "literal secret"},
 		{"undefined .env variable", func(c *compose) { c.Services["controlplane"].Environment["LOG_LEVEL"] = "${RXC_LOG_LEVEL:?}" }, "${RXC_LOG_LEVEL}"},
 		{"wrong listen port", func(c *compose) { c.Services["controlplane"].Environment["LISTEN_ADDR"] = ":5019" }, "want port 5009"},
 		{"gRPC not published", func(c *compose) { c.Services["controlplane"].Ports = []string{"5009:5009"} }, "does not publish container port 5010"},
