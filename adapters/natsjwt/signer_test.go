@@ -122,15 +122,15 @@ func TestSignAccount(t *testing.T) {
 	controlExports := jwt.Exports{
 		{Name: "cmd-pull", Subject: "$JS.API.CONSUMER.MSG.NEXT.RXC_CMD.*", Type: jwt.Service, ResponseType: jwt.ResponseTypeStream},
 		{Name: "cmd-info", Subject: "$JS.API.CONSUMER.INFO.RXC_CMD.*", Type: jwt.Service, ResponseType: jwt.ResponseTypeSingleton},
-		{Name: "cmd-ack", Subject: "$JS.ACK.RXC_CMD.*.>", Type: jwt.Service, ResponseType: jwt.ResponseTypeSingleton},
-		{Name: "cmd-ack-v2", Subject: "$JS.ACK.*.*.RXC_CMD.*.>", Type: jwt.Service, ResponseType: jwt.ResponseTypeSingleton},
+		{Name: "cmd-ack", Subject: "$JS.ACK.RXC_CMD.*.*.*.*.*.*", Type: jwt.Service, ResponseType: jwt.ResponseTypeSingleton},
+		{Name: "cmd-ack-v2", Subject: "$JS.ACK.*.*.RXC_CMD.*.*.*.*.*.*", Type: jwt.Service, ResponseType: jwt.ResponseTypeSingleton},
 		{Name: "status", Subject: "rxc.*.*.status", Type: jwt.Service, ResponseType: jwt.ResponseTypeSingleton},
 	}
 	tenantImports := jwt.Imports{
 		{Name: "cmd-pull", Subject: "$JS.API.CONSUMER.MSG.NEXT.RXC_CMD.*", LocalSubject: "ctrl.API.CONSUMER.MSG.NEXT.RXC_CMD.*", Account: k.ctlPub, Type: jwt.Service},
 		{Name: "cmd-info", Subject: "$JS.API.CONSUMER.INFO.RXC_CMD.*", LocalSubject: "ctrl.API.CONSUMER.INFO.RXC_CMD.*", Account: k.ctlPub, Type: jwt.Service},
-		{Name: "cmd-ack", Subject: "$JS.ACK.RXC_CMD.*.>", Account: k.ctlPub, Type: jwt.Service},
-		{Name: "cmd-ack-v2", Subject: "$JS.ACK.*.*.RXC_CMD.*.>", Account: k.ctlPub, Type: jwt.Service},
+		{Name: "cmd-ack", Subject: "$JS.ACK.RXC_CMD.*.*.*.*.*.*", Account: k.ctlPub, Type: jwt.Service},
+		{Name: "cmd-ack-v2", Subject: "$JS.ACK.*.*.RXC_CMD.*.*.*.*.*.*", Account: k.ctlPub, Type: jwt.Service},
 		{Name: "status", Subject: "rxc.acme.*.status", Account: k.ctlPub, Type: jwt.Service},
 	}
 	tests := []struct {
@@ -366,8 +366,8 @@ func TestMintUser(t *testing.T) {
 					"rxc.acme.s-1.status",
 					"ctrl.API.CONSUMER.MSG.NEXT.RXC_CMD.cmd-acme-s-1",
 					"ctrl.API.CONSUMER.INFO.RXC_CMD.cmd-acme-s-1",
-					"$JS.ACK.RXC_CMD.cmd-acme-s-1.>",
-					"$JS.ACK.*.*.RXC_CMD.cmd-acme-s-1.>",
+					"$JS.ACK.RXC_CMD.cmd-acme-s-1.*.*.*.*.*",
+					"$JS.ACK.*.*.RXC_CMD.cmd-acme-s-1.*.*.*.*.*",
 				}},
 				Sub:  jwt.Permission{Allow: jwt.StringList{"_INBOX_acme_s-1.>"}},
 				Tags: jwt.TagList{"rxc-tenant:acme", "rxc-sensor:s-1"},
@@ -380,7 +380,7 @@ func TestMintUser(t *testing.T) {
 				Pub: jwt.Permission{Allow: jwt.StringList{
 					"rxc.*.*.cmd", "rxc.*.*.events",
 					"$JS.API.CONSUMER.MSG.NEXT.RXC_EVENTS.event-writer", "$JS.API.CONSUMER.INFO.RXC_EVENTS.event-writer",
-					"$JS.ACK.RXC_EVENTS.event-writer.>", "$JS.ACK.*.*.RXC_EVENTS.event-writer.>",
+					"$JS.ACK.RXC_EVENTS.event-writer.*.*.*.*.*", "$JS.ACK.*.*.RXC_EVENTS.event-writer.*.*.*.*.*",
 				}},
 				Sub: jwt.Permission{Allow: jwt.StringList{"rxc.*.*.status", "_INBOX.>"}},
 			},

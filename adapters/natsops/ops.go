@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -183,15 +184,41 @@ func (c *Client) EnsureConsumer(ctx context.Context, s topology.Sensor) error {
 	return err
 }
 
+// createConsumer creates the consumer, or brings an existing one with the
+// same filter subject to the configured settings. An existing consumer of
+// that name that filters another subject belongs to another (tenant,
+// sensor) pair: it is never re-pointed, the call fails with
+// provisioning.ErrConsumerNameTaken.
 func (c *Client) createConsumer(ctx context.Context, s topology.Sensor) error {
+	want := consumerConfig(c.cfg, s)
 	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {
-		_, err := js.CreateOrUpdateConsumer(ctx, s.Stream, consumerConfig(c.cfg, s))
+		// "create" succeeds for a new consumer and for an identical one:
+		// the common cases cost one round trip.
+		_, err := js.CreateConsumer(ctx, s.Stream, want)
+		if !errors.Is(err, jetstream.ErrConsumerExists) {
+			return err
+		}
+		cons, err := js.Consumer(ctx, s.Stream, want.Durable)
+		if err != nil {
+			return err
+		}
+		if got := cons.CachedInfo().Config; got.FilterSubject != want.FilterSubject || len(got.FilterSubjects) > 0 {
+			return fmt.Errorf("%w: it filters %q, not %q", provisioning.ErrConsumerNameTaken, filterOf(got), want.FilterSubject)
+		}
+		_, err = js.UpdateConsumer(ctx, s.Stream, want)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("natsops: consumer %s: %w", s.Consumer(), err)
 	}
 	return nil
+}
+
+func filterOf(c jetstream.ConsumerConfig) string {
+	if len(c.FilterSubjects) > 0 {
+		return strings.Join(c.FilterSubjects, ",")
+	}
+	return c.FilterSubject
 }
 
 func consumerConfig(cfg Config, s topology.Sensor) jetstream.ConsumerConfig {

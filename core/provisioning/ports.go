@@ -41,6 +41,7 @@ type Store interface {
 	TenantAccount(ctx context.Context, tenantID string) (Account, error)
 	CreateTenantAccount(ctx context.Context, a Account) (stored Account, created bool, err error)
 	UserStore
+	ConsumerNames
 	PushTracker
 	Refresher
 }
@@ -76,10 +77,31 @@ type UserStore interface {
 	// CreateUser inserts u unless an active user with the same identity
 	// (account and sensor, or backend name) exists.
 	CreateUser(ctx context.Context, u User) (stored User, created bool, err error)
+	// ActiveUsers lists every unrevoked user (sensor and backend) without
+	// its seed, for the start-up check of their permissions.
+	ActiveUsers(ctx context.Context) ([]User, error)
 	// Revoke records the revocation (keeping the earliest time when repeated),
 	// marks the user revoked if known, and replaces the account's JWT with the
 	// one resign returns for the full revocation list, all atomically.
 	Revoke(ctx context.Context, r Revocation, resign func(a Account, all []Revocation) (string, error)) (Revocation, Account, error)
+	// RevokeMany is Revoke for several users of one account, signed once.
+	RevokeMany(ctx context.Context, accountPubKey string, rs []Revocation, resign func(a Account, all []Revocation) (string, error)) ([]Revocation, Account, error)
+}
+
+// ConsumerClaim says which (tenant, sensor) pair owns a durable consumer name.
+type ConsumerClaim struct {
+	Consumer, TenantID, SensorID string
+}
+
+// ConsumerNames keeps durable consumer names unambiguous across tenants.
+type ConsumerNames interface {
+	// ClaimConsumer records that the durable consumer name belongs to
+	// (tenantID, sensorID), unless it already does. A name claimed by
+	// another pair gives ErrConsumerNameTaken; claims are never released,
+	// so a name can never move to another pair.
+	ClaimConsumer(ctx context.Context, consumer, tenantID, sensorID string) error
+	// ConsumerClaims lists every claim.
+	ConsumerClaims(ctx context.Context) ([]ConsumerClaim, error)
 }
 
 // Pusher delivers a changed account JWT to the running nats-servers.

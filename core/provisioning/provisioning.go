@@ -23,6 +23,11 @@ var (
 	ErrInvalidName      = errors.New("invalid name")
 	ErrInvalidPublicKey = errors.New("invalid public key")
 	ErrInvalidOperator  = errors.New("invalid operator record")
+	// ErrConsumerNameTaken: the durable consumer name cmd-<tenant>-<sensor>
+	// of the request already belongs to another (tenant, sensor) pair —
+	// "cmd-acme-eu-s1" is both acme/eu-s1 and acme-eu/s1. The first pair
+	// keeps it; the second is refused and nothing is re-pointed.
+	ErrConsumerNameTaken = errors.New("consumer name taken by another tenant and sensor")
 )
 
 // AccountKind tells the three sorts of account apart.

@@ -147,6 +147,16 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 		return SensorUser{}, false, fmt.Errorf("sensor id: %w", err)
 	}
 	sensor := topology.Sensor{Stream: s.stream, TenantID: tenantID, SensorID: sensorID}
+	// The consumer name is claimed before anything is minted: a pair that
+	// spells another pair's name gets nothing, not even a user.
+	if _, err := s.store.TenantAccount(ctx, tenantID); errors.Is(err, ErrNotFound) {
+		return SensorUser{}, false, fmt.Errorf("%w: %s", ErrNoAccount, tenantID)
+	} else if err != nil {
+		return SensorUser{}, false, err
+	}
+	if err := s.store.ClaimConsumer(ctx, sensor.Consumer(), tenantID, sensorID); err != nil {
+		return SensorUser{}, false, err
+	}
 	u, created, err := s.ensureUser(ctx, sensor.Permissions(), func() (User, error) {
 		return s.store.ActiveSensorUser(ctx, tenantID, sensorID)
 	}, func() (User, error) {
@@ -169,7 +179,9 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 	if err != nil {
 		return SensorUser{}, false, err
 	}
-	if err := s.consumers.EnsureConsumer(ctx, sensor); err != nil {
+	if err := s.consumers.EnsureConsumer(ctx, sensor); errors.Is(err, ErrConsumerNameTaken) {
+		return SensorUser{}, false, err
+	} else if err != nil {
 		return SensorUser{}, false, fmt.Errorf("%w: consumer %s: %v", ErrNATSUnavailable, sensor.Consumer(), err)
 	}
 	return SensorUser{User: u, Creds: creds, Sensor: sensor}, created, nil
@@ -271,6 +283,72 @@ func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) 
 		return rev, acct, err
 	}
 	return rev, acct, nil
+}
+
+// RevokeOutdatedUsers revokes every active user whose JWT grants other
+// permissions than the current topology gives it (an upgrade changed them,
+// as when the ack grants were narrowed to counted tokens), and every sensor
+// user whose consumer name belongs to another (tenant, sensor) pair. It runs
+// when serve starts, after RefreshAccounts: the first release's grants
+// still reach other consumers through the new imports, so they must stop
+// working at the upgrade, not at the sensor's next request. Each account is
+// re-signed once for all its users; PushPending delivers the JWTs once NATS
+// is reached, and a sensor gets a fresh user from its next POST /users (the
+// control plane asks for one on renewal). It returns the revoked users.
+func (s *Service) RevokeOutdatedUsers(ctx context.Context) ([]User, error) {
+	users, err := s.store.ActiveUsers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	claims, err := s.store.ConsumerClaims(ctx)
+	if err != nil {
+		return nil, err
+	}
+	owner := make(map[string]ConsumerClaim, len(claims))
+	for _, c := range claims {
+		owner[c.Consumer] = c
+	}
+	backend := topology.BackendPermissionsFor(s.events)
+	byAccount := map[string][]Revocation{}
+	var order []string
+	var revoked []User
+	now := s.now().UTC().Truncate(time.Second)
+	for _, u := range users {
+		if s.current(u, backend, owner) {
+			continue
+		}
+		if _, ok := byAccount[u.AccountPubKey]; !ok {
+			order = append(order, u.AccountPubKey)
+		}
+		byAccount[u.AccountPubKey] = append(byAccount[u.AccountPubKey], Revocation{AccountPubKey: u.AccountPubKey, UserPubKey: u.PubKey, RevokedAt: now})
+		revoked = append(revoked, u)
+	}
+	for _, pk := range order {
+		_, acct, err := s.store.RevokeMany(ctx, pk, byAccount[pk], func(a Account, all []Revocation) (string, error) {
+			return s.signer.SignAccount(accountSpec(a, all))
+		})
+		if err != nil {
+			return nil, fmt.Errorf("revoke outdated users of %s: %w", pk, err)
+		}
+		s.cache.put(acct.PubKey, acct.JWT)
+	}
+	return revoked, nil
+}
+
+// current reports whether u grants exactly what the topology gives it now
+// and, for a sensor, whether its consumer name is its own. A JWT that does
+// not decode is not current.
+func (s *Service) current(u User, backend topology.Permissions, owner map[string]ConsumerClaim) bool {
+	want := backend
+	if u.Kind == UserSensor {
+		sensor := topology.Sensor{Stream: s.stream, TenantID: u.TenantID, SensorID: u.SensorID}
+		if c, ok := owner[sensor.Consumer()]; ok && (c.TenantID != u.TenantID || c.SensorID != u.SensorID) {
+			return false
+		}
+		want = sensor.Permissions()
+	}
+	same, err := s.claims.HasPermissions(u.JWT, want)
+	return err == nil && same
 }
 
 // RefreshAccounts re-signs every account whose JWT no longer carries what

@@ -67,6 +67,36 @@ func (s Sensor) StatusSubject() string {
 // reading a sibling's pull replies.
 func (s Sensor) InboxPrefix() string { return fmt.Sprintf("_INBOX_%s_%s", s.TenantID, s.SensorID) }
 
+// Ack subjects. nats-server acknowledges a delivered message on its reply
+// subject, in one of two shapes (server/consumer.go, setConsumerConfig and
+// ackReplyInfo):
+//
+//	v1: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>                 9 tokens
+//	v2: $JS.ACK.<domain>.<account hash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>  11 tokens
+//
+// Every supported server subscribes the v1 shape with exactly five trailing
+// wildcards; 2.15 also subscribes v2 (with a trailing ">") and sends it when
+// the js_ack_fc_v2 feature flag is on. A grant must name both shapes by
+// counted tokens: any ">" lets a crafted subject of one shape match the other
+// — "$JS.ACK.<stream>.<victim>.<stream>.<own>.1.1.1" is a v1 ack of the
+// victim's consumer and matched the old v2 grant "$JS.ACK.*.*.<stream>.<own>.>"
+// — so a principal could pull ("+NXT") or settle another consumer's messages.
+// With counted tokens a 9-token subject can only reach a v1 subscription
+// whose stream and consumer tokens are the granted ones, and an 11-token
+// subject only a v2 one.
+
+// AckV1 is the v1 ack subject shape of consumer on stream; consumer may be
+// "*" (exports and imports).
+func AckV1(stream, consumer string) string {
+	return "$JS.ACK." + stream + "." + consumer + ".*.*.*.*.*"
+}
+
+// AckV2 is the v2 ack subject shape of consumer on stream, in any JetStream
+// domain and account hash.
+func AckV2(stream, consumer string) string {
+	return "$JS.ACK.*.*." + stream + "." + consumer + ".*.*.*.*.*"
+}
+
 // Permissions is what the sensor's user may publish and subscribe to.
 func (s Sensor) Permissions() Permissions {
 	c := s.Consumer()
@@ -75,8 +105,8 @@ func (s Sensor) Permissions() Permissions {
 			s.StatusSubject(),
 			APIPrefix + ".CONSUMER.MSG.NEXT." + s.Stream + "." + c,
 			APIPrefix + ".CONSUMER.INFO." + s.Stream + "." + c,
-			"$JS.ACK." + s.Stream + "." + c + ".>",
-			"$JS.ACK.*.*." + s.Stream + "." + c + ".>",
+			AckV1(s.Stream, c),
+			AckV2(s.Stream, c),
 		},
 		Subscribe: []string{s.InboxPrefix() + ".>"},
 	}
@@ -132,8 +162,8 @@ func BackendPermissionsFor(eventStream string) Permissions {
 			EventWildcard,
 			"$JS.API.CONSUMER.MSG.NEXT." + eventStream + "." + EventWriter,
 			"$JS.API.CONSUMER.INFO." + eventStream + "." + EventWriter,
-			"$JS.ACK." + eventStream + "." + EventWriter + ".>",
-			"$JS.ACK.*.*." + eventStream + "." + EventWriter + ".>",
+			AckV1(eventStream, EventWriter),
+			AckV2(eventStream, EventWriter),
 		},
 		Subscribe: []string{StatusWildcard, Inbox},
 	}
@@ -164,8 +194,8 @@ func ControlExports(stream string) []Export {
 	return []Export{
 		{Name: "cmd-pull", Subject: "$JS.API.CONSUMER.MSG.NEXT." + stream + ".*", StreamResponse: true},
 		{Name: "cmd-info", Subject: "$JS.API.CONSUMER.INFO." + stream + ".*"},
-		{Name: "cmd-ack", Subject: "$JS.ACK." + stream + ".*.>"},
-		{Name: "cmd-ack-v2", Subject: "$JS.ACK.*.*." + stream + ".*.>"},
+		{Name: "cmd-ack", Subject: AckV1(stream, "*")},
+		{Name: "cmd-ack-v2", Subject: AckV2(stream, "*")},
 		{Name: "status", Subject: StatusWildcard},
 	}
 }
@@ -183,8 +213,8 @@ func TenantImports(stream, tenantID string) []Import {
 	return []Import{
 		{Name: "cmd-pull", Subject: "$JS.API.CONSUMER.MSG.NEXT." + stream + ".*", LocalSubject: APIPrefix + ".CONSUMER.MSG.NEXT." + stream + ".*"},
 		{Name: "cmd-info", Subject: "$JS.API.CONSUMER.INFO." + stream + ".*", LocalSubject: APIPrefix + ".CONSUMER.INFO." + stream + ".*"},
-		{Name: "cmd-ack", Subject: "$JS.ACK." + stream + ".*.>"},
-		{Name: "cmd-ack-v2", Subject: "$JS.ACK.*.*." + stream + ".*.>"},
+		{Name: "cmd-ack", Subject: AckV1(stream, "*")},
+		{Name: "cmd-ack-v2", Subject: AckV2(stream, "*")},
 		{Name: "status", Subject: "rxc." + tenantID + ".*.status"},
 	}
 }

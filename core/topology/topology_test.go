@@ -30,8 +30,8 @@ func TestSensorNames(t *testing.T) {
 			"rxc.acme.s-1.status",
 			"ctrl.API.CONSUMER.MSG.NEXT.RXC_CMD.cmd-acme-s-1",
 			"ctrl.API.CONSUMER.INFO.RXC_CMD.cmd-acme-s-1",
-			"$JS.ACK.RXC_CMD.cmd-acme-s-1.>",
-			"$JS.ACK.*.*.RXC_CMD.cmd-acme-s-1.>",
+			"$JS.ACK.RXC_CMD.cmd-acme-s-1.*.*.*.*.*",
+			"$JS.ACK.*.*.RXC_CMD.cmd-acme-s-1.*.*.*.*.*",
 		},
 		Subscribe: []string{"_INBOX_acme_s-1.>"},
 	}
@@ -140,4 +140,130 @@ func overlap(a, b string) bool {
 		}
 	}
 	return true
+}
+
+// matches reports whether a NATS subject matches a pattern ("*" one token,
+// a trailing ">" one or more), as nats-server's sublist does.
+func matches(pattern, subject string) bool {
+	p, s := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, tok := range p {
+		if tok == ">" {
+			return i == len(p)-1 && len(s) > i
+		}
+		if i >= len(s) || tok != "*" && tok != s[i] {
+			return false
+		}
+	}
+	return len(p) == len(s)
+}
+
+// serverAckSubscriptions are the subscriptions nats-server 2.11–2.15 makes
+// for one consumer's acks (server/consumer.go): v1 with five counted
+// wildcards, v2 (2.15) with four and a trailing ">".
+func serverAckSubscriptions(stream, consumer string) []string {
+	return []string{
+		"$JS.ACK." + stream + "." + consumer + ".*.*.*.*.*",
+		"$JS.ACK._.HASH." + stream + "." + consumer + ".*.*.*.*.>",
+	}
+}
+
+// TestAckGrantsReachOnlyTheirConsumer crafts every ack-like subject of 9 to
+// 13 tokens from the names in play (streams, consumers of two tenants that
+// share a prefix, the event writer) and checks that whenever a principal's
+// grant lets it publish the subject, the only consumer subscription the
+// subject can reach is the principal's own. This is the shape of the hole
+// the first release had: "$JS.ACK.RXC_CMD.<victim>.RXC_CMD.<own>.1.1.1".
+func TestAckGrantsReachOnlyTheirConsumer(t *testing.T) {
+	t.Parallel()
+	const stream, events = "RXC_CMD", "RXC_EVENTS"
+	own := Sensor{Stream: stream, TenantID: "acme", SensorID: "s1"}
+	consumers := map[string]string{ // consumer -> stream
+		own.Consumer(): stream,
+		Sensor{Stream: stream, TenantID: "acme", SensorID: "s2"}.Consumer():    stream,
+		Sensor{Stream: stream, TenantID: "acme-eu", SensorID: "s1"}.Consumer(): stream,
+		EventWriter: events,
+	}
+	principals := map[string]struct {
+		grants []string
+		own    string
+	}{
+		"sensor":  {own.Permissions().Publish, own.Consumer()},
+		"backend": {BackendPermissionsFor(events).Publish, EventWriter},
+	}
+	alphabet := []string{"RXC_CMD", "RXC_EVENTS", "_", "HASH", "1"}
+	for c := range consumers {
+		alphabet = append(alphabet, c)
+	}
+	var bases, subjects []string
+	var build func(prefix []string, n int)
+	build = func(prefix []string, n int) {
+		if n == 0 {
+			bases = append(bases, strings.Join(prefix, "."))
+			return
+		}
+		for _, tok := range alphabet {
+			build(append(prefix, tok), n-1)
+		}
+	}
+	// "$JS.ACK." and up to four chosen tokens, then "1"s to the length:
+	// every placement of stream and consumer names in the positions the
+	// server reads.
+	for chosen := 1; chosen <= 4; chosen++ {
+		bases = bases[:0]
+		build([]string{"$JS", "ACK"}, chosen)
+		for _, base := range bases {
+			for total := 9; total <= 13; total++ {
+				s := base
+				for n := 2 + chosen; n < total; n++ {
+					s += ".1"
+				}
+				subjects = append(subjects, s)
+			}
+		}
+	}
+	checked := 0
+	for name, p := range principals {
+		for _, subj := range subjects {
+			granted := false
+			for _, g := range p.grants {
+				if strings.HasPrefix(g, "$JS.ACK.") && matches(g, subj) {
+					granted = true
+				}
+			}
+			if !granted {
+				continue
+			}
+			checked++
+			for c, st := range consumers {
+				for _, sub := range serverAckSubscriptions(st, c) {
+					if matches(sub, subj) && c != p.own {
+						t.Errorf("%s may publish %q, which reaches consumer %s's subscription %q", name, subj, c, sub)
+					}
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no crafted subject was granted: the test checks nothing")
+	}
+	// The old grants fail this test (the negative control of the checker).
+	old := "$JS.ACK.*.*." + stream + "." + own.Consumer() + ".>"
+	victim := "$JS.ACK." + stream + ".cmd-acme-s2." + stream + "." + own.Consumer() + ".1.1.1"
+	if !matches(old, victim) || !matches(serverAckSubscriptions(stream, "cmd-acme-s2")[0], victim) {
+		t.Fatal("matcher does not reproduce the first release's hole")
+	}
+}
+
+func TestControlExportsAndImportsAreCounted(t *testing.T) {
+	t.Parallel()
+	for _, e := range ControlExports("RXC_CMD") {
+		if strings.Contains(e.Subject, ">") {
+			t.Errorf("export %s = %q: a '>' can swallow another ack shape", e.Name, e.Subject)
+		}
+	}
+	for _, im := range TenantImports("RXC_CMD", "acme") {
+		if strings.Contains(im.Subject, ">") {
+			t.Errorf("import %s = %q: a '>' can swallow another ack shape", im.Name, im.Subject)
+		}
+	}
 }

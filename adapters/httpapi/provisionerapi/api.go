@@ -387,6 +387,10 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		p = problem.New(http.StatusBadRequest, "invalid_name", "Invalid name", err.Error())
 	case errors.Is(err, provisioning.ErrNoAccount):
 		p = problem.New(http.StatusNotFound, "tenant_has_no_account", "Tenant has no account", "create the tenant's account with POST /accounts first")
+	case errors.Is(err, provisioning.ErrConsumerNameTaken):
+		a.log.Warn("consumer name taken by another tenant and sensor", "path", r.URL.Path, "err", err)
+		p = problem.New(http.StatusConflict, "consumer_name_taken", "Consumer name taken",
+			"the durable consumer name cmd-<tenantId>-<sensorId> of this pair already belongs to another tenant and sensor (ids containing '-' can spell the same name); choose another sensor id")
 	case errors.Is(err, provisioning.ErrNotFound):
 		p = problem.New(http.StatusNotFound, "account_not_found", "Account not found", "no account with that public key")
 	case errors.Is(err, provisioning.ErrNATSUnavailable):

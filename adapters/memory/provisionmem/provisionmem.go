@@ -32,6 +32,7 @@ type Store struct {
 	tenants     map[string]string   // tenant id → account public key
 	users       map[string]provisioning.User
 	revocations map[string]map[string]time.Time // account → user → time
+	consumers   map[string]provisioning.ConsumerClaim
 }
 
 type account struct {
@@ -46,6 +47,7 @@ func New(Config) (*Store, error) {
 		tenants:     map[string]string{},
 		users:       map[string]provisioning.User{},
 		revocations: map[string]map[string]time.Time{},
+		consumers:   map[string]provisioning.ConsumerClaim{},
 	}, nil
 }
 
@@ -265,33 +267,110 @@ func sameIdentity(e, u provisioning.User) bool {
 // Revoke records the revocation (keeping the earliest time), marks the user
 // revoked if it belongs to the account, and stores the JWT resign returns for
 // the account's full revocation list. Nothing changes when resign fails.
-func (s *Store) Revoke(_ context.Context, r provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Revocation, provisioning.Account, error) {
+func (s *Store) Revoke(ctx context.Context, r provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Revocation, provisioning.Account, error) {
+	stored, a, err := s.RevokeMany(ctx, r.AccountPubKey, []provisioning.Revocation{r}, resign)
+	if err != nil {
+		return provisioning.Revocation{}, provisioning.Account{}, err
+	}
+	return stored[0], a, nil
+}
+
+// RevokeMany is Revoke for several users of one account, signed once.
+func (s *Store) RevokeMany(_ context.Context, accountPubKey string, rs []provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) ([]provisioning.Revocation, provisioning.Account, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a, ok := s.accounts[r.AccountPubKey]
+	a, ok := s.accounts[accountPubKey]
 	if !ok {
-		return provisioning.Revocation{}, provisioning.Account{}, fmt.Errorf("account %s: %w", r.AccountPubKey, provisioning.ErrNotFound)
+		return nil, provisioning.Account{}, fmt.Errorf("account %s: %w", accountPubKey, provisioning.ErrNotFound)
 	}
 	now := time.Now()
-	r.RevokedAt = stamp(r.RevokedAt, now)
-	if prev, ok := s.revocations[r.AccountPubKey][r.UserPubKey]; ok && prev.Before(r.RevokedAt) {
-		r.RevokedAt = prev
+	byUser := map[string]time.Time{}
+	for user, at := range s.revocations[accountPubKey] {
+		byUser[user] = at
 	}
-	all := s.revocationList(r.AccountPubKey, r)
+	stored := make([]provisioning.Revocation, len(rs))
+	for i, r := range rs {
+		if r.AccountPubKey != accountPubKey {
+			return nil, provisioning.Account{}, fmt.Errorf("provisionmem: revocation of %s names account %s, not %s", r.UserPubKey, r.AccountPubKey, accountPubKey)
+		}
+		r.RevokedAt = stamp(r.RevokedAt, now)
+		if prev, ok := byUser[r.UserPubKey]; ok && prev.Before(r.RevokedAt) {
+			r.RevokedAt = prev
+		}
+		byUser[r.UserPubKey] = r.RevokedAt
+		stored[i] = r
+	}
+	all := make([]provisioning.Revocation, 0, len(byUser))
+	for user, at := range byUser {
+		all = append(all, provisioning.Revocation{AccountPubKey: accountPubKey, UserPubKey: user, RevokedAt: at})
+	}
+	slices.SortFunc(all, func(x, y provisioning.Revocation) int { return strings.Compare(x.UserPubKey, y.UserPubKey) })
 	jwt, err := resign(copyAccount(a.Account), all)
 	if err != nil {
-		return provisioning.Revocation{}, provisioning.Account{}, fmt.Errorf("re-sign account %s: %w", r.AccountPubKey, err)
+		return nil, provisioning.Account{}, fmt.Errorf("re-sign account %s: %w", accountPubKey, err)
 	}
-	if s.revocations[r.AccountPubKey] == nil {
-		s.revocations[r.AccountPubKey] = map[string]time.Time{}
-	}
-	s.revocations[r.AccountPubKey][r.UserPubKey] = r.RevokedAt
-	if u, ok := s.users[r.UserPubKey]; ok && u.AccountPubKey == r.AccountPubKey && (u.RevokedAt.IsZero() || u.RevokedAt.After(r.RevokedAt)) {
-		u.RevokedAt = r.RevokedAt
-		s.users[r.UserPubKey] = u
+	s.revocations[accountPubKey] = byUser
+	for _, r := range stored {
+		if u, ok := s.users[r.UserPubKey]; ok && u.AccountPubKey == accountPubKey && (u.RevokedAt.IsZero() || u.RevokedAt.After(r.RevokedAt)) {
+			u.RevokedAt = r.RevokedAt
+			s.users[r.UserPubKey] = u
+		}
 	}
 	a.JWT, a.UpdatedAt, a.pushed = jwt, stamp(time.Time{}, now), false
-	return r, copyAccount(a.Account), nil
+	return stored, copyAccount(a.Account), nil
+}
+
+// ClaimConsumer records that consumer belongs to (tenantID, sensorID)
+// unless it already does; another owner gives ErrConsumerNameTaken.
+func (s *Store) ClaimConsumer(_ context.Context, consumer, tenantID, sensorID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.consumers[consumer]
+	if !ok {
+		for _, other := range s.consumers {
+			if other.TenantID == tenantID && other.SensorID == sensorID {
+				return fmt.Errorf("provisionmem: %s/%s already claims %s", tenantID, sensorID, other.Consumer)
+			}
+		}
+		s.consumers[consumer] = provisioning.ConsumerClaim{Consumer: consumer, TenantID: tenantID, SensorID: sensorID}
+		return nil
+	}
+	if c.TenantID != tenantID || c.SensorID != sensorID {
+		return fmt.Errorf("consumer %s: %w", consumer, provisioning.ErrConsumerNameTaken)
+	}
+	return nil
+}
+
+// ConsumerClaims lists every claim.
+func (s *Store) ConsumerClaims(context.Context) ([]provisioning.ConsumerClaim, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]provisioning.ConsumerClaim, 0, len(s.consumers))
+	for _, c := range s.consumers {
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// ActiveUsers lists every unrevoked user without its seed, oldest first.
+func (s *Store) ActiveUsers(context.Context) ([]provisioning.User, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []provisioning.User
+	for _, u := range s.users {
+		if u.RevokedAt.IsZero() {
+			u = copyUser(u)
+			u.Seed = nil
+			out = append(out, u)
+		}
+	}
+	slices.SortFunc(out, func(x, y provisioning.User) int {
+		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(x.PubKey, y.PubKey)
+	})
+	return out, nil
 }
 
 // Resign lets resign replace the account's JWT while the store is locked.

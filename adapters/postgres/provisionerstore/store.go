@@ -293,30 +293,102 @@ func checkUser(u provisioning.User) error {
 // the account row is locked, so concurrent revocations in one account
 // serialise and none is left out of the final JWT.
 func (s *Store) Revoke(ctx context.Context, r provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Revocation, provisioning.Account, error) {
+	stored, acct, err := s.RevokeMany(ctx, r.AccountPubKey, []provisioning.Revocation{r}, resign)
+	if err != nil {
+		return provisioning.Revocation{}, provisioning.Account{}, err
+	}
+	return stored[0], acct, nil
+}
+
+// RevokeMany is Revoke for several users of one account with one re-signing.
+func (s *Store) RevokeMany(ctx context.Context, accountPubKey string, rs []provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) ([]provisioning.Revocation, provisioning.Account, error) {
 	var acct provisioning.Account
+	stored := make([]provisioning.Revocation, len(rs))
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		a, err := s.lockAccount(ctx, tx, r.AccountPubKey)
+		a, err := s.lockAccount(ctx, tx, accountPubKey)
 		if err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `INSERT INTO nats_revocations (account_id, user_pub_key, revoked_at) VALUES ($1, $2, COALESCE($3, now()))
-			ON CONFLICT (account_id, user_pub_key) DO UPDATE SET revoked_at = LEAST(nats_revocations.revoked_at, EXCLUDED.revoked_at)
-			RETURNING revoked_at`, r.AccountPubKey, r.UserPubKey, optTime(r.RevokedAt)).Scan(&r.RevokedAt); err != nil {
-			return fmt.Errorf("provisionerstore: record revocation: %w", err)
-		}
-		r.RevokedAt = r.RevokedAt.UTC()
-		if _, err := tx.Exec(ctx, `UPDATE nats_users SET revoked_at = $3
-			WHERE user_pub_key = $2 AND account_id = $1 AND (revoked_at IS NULL OR revoked_at > $3)`,
-			r.AccountPubKey, r.UserPubKey, r.RevokedAt); err != nil {
-			return fmt.Errorf("provisionerstore: mark user revoked: %w", err)
+		for i, r := range rs {
+			if r.AccountPubKey != accountPubKey {
+				return fmt.Errorf("provisionerstore: revocation of %s names account %s, not %s", r.UserPubKey, r.AccountPubKey, accountPubKey)
+			}
+			if err := tx.QueryRow(ctx, `INSERT INTO nats_revocations (account_id, user_pub_key, revoked_at) VALUES ($1, $2, COALESCE($3, now()))
+				ON CONFLICT (account_id, user_pub_key) DO UPDATE SET revoked_at = LEAST(nats_revocations.revoked_at, EXCLUDED.revoked_at)
+				RETURNING revoked_at`, accountPubKey, r.UserPubKey, optTime(r.RevokedAt)).Scan(&r.RevokedAt); err != nil {
+				return fmt.Errorf("provisionerstore: record revocation: %w", err)
+			}
+			r.RevokedAt = r.RevokedAt.UTC()
+			if _, err := tx.Exec(ctx, `UPDATE nats_users SET revoked_at = $3
+				WHERE user_pub_key = $2 AND account_id = $1 AND (revoked_at IS NULL OR revoked_at > $3)`,
+				accountPubKey, r.UserPubKey, r.RevokedAt); err != nil {
+				return fmt.Errorf("provisionerstore: mark user revoked: %w", err)
+			}
+			stored[i] = r
 		}
 		acct, _, err = resignLocked(ctx, tx, a, resign)
 		return err
 	})
 	if err != nil {
-		return provisioning.Revocation{}, provisioning.Account{}, err
+		return nil, provisioning.Account{}, err
 	}
-	return r, acct, nil
+	return stored, acct, nil
+}
+
+// ClaimConsumer records that consumer belongs to (tenantID, sensorID)
+// unless it already does; another owner gives ErrConsumerNameTaken.
+func (s *Store) ClaimConsumer(ctx context.Context, consumer, tenantID, sensorID string) error {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO nats_consumer_names (consumer, tenant_id, sensor_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+		consumer, tenantID, sensorID); err != nil {
+		return fmt.Errorf("provisionerstore: claim consumer %s: %w", consumer, err)
+	}
+	var t, sid string
+	if err := s.pool.QueryRow(ctx, `SELECT tenant_id, sensor_id FROM nats_consumer_names WHERE consumer = $1`, consumer).Scan(&t, &sid); err != nil {
+		return fmt.Errorf("provisionerstore: read consumer claim %s: %w", consumer, err)
+	}
+	if t != tenantID || sid != sensorID {
+		return fmt.Errorf("consumer %s: %w", consumer, provisioning.ErrConsumerNameTaken)
+	}
+	return nil
+}
+
+// ConsumerClaims lists every claimed consumer name and its owner.
+func (s *Store) ConsumerClaims(ctx context.Context) ([]provisioning.ConsumerClaim, error) {
+	rows, err := s.pool.Query(ctx, `SELECT consumer, tenant_id, sensor_id FROM nats_consumer_names`)
+	if err != nil {
+		return nil, fmt.Errorf("provisionerstore: list consumer claims: %w", err)
+	}
+	claims, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (provisioning.ConsumerClaim, error) {
+		var c provisioning.ConsumerClaim
+		return c, row.Scan(&c.Consumer, &c.TenantID, &c.SensorID)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provisionerstore: list consumer claims: %w", err)
+	}
+	return claims, nil
+}
+
+// ActiveUsers lists every unrevoked user without its seed.
+func (s *Store) ActiveUsers(ctx context.Context) ([]provisioning.User, error) {
+	rows, err := s.pool.Query(ctx, `SELECT user_pub_key, account_id, kind, tenant_id, sensor_id, name, jwt, created_at
+		FROM nats_users WHERE revoked_at IS NULL ORDER BY created_at, user_pub_key`)
+	if err != nil {
+		return nil, fmt.Errorf("provisionerstore: list active users: %w", err)
+	}
+	users, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (provisioning.User, error) {
+		var (
+			u                  provisioning.User
+			kind               string
+			tenantID, sensorID *string
+		)
+		err := row.Scan(&u.PubKey, &u.AccountPubKey, &kind, &tenantID, &sensorID, &u.Name, &u.JWT, &u.CreatedAt)
+		u.Kind, u.TenantID, u.SensorID, u.CreatedAt = provisioning.UserKind(kind), deref(tenantID), deref(sensorID), u.CreatedAt.UTC()
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provisionerstore: list active users: %w", err)
+	}
+	return users, nil
 }
 
 // Resign lets resign replace the account's JWT, under the same row lock as

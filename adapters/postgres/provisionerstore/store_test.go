@@ -284,7 +284,8 @@ func TestPlainSQLThenMigrate(t *testing.T) {
 			if err != nil {
 				t.Fatalf("migrate after plain SQL: %v", err)
 			}
-			if diff := cmp.Diff([]string{"001_init.sql"}, applied); diff != "" {
+			// 001 is recorded as applied; later files run now.
+			if diff := cmp.Diff([]string{"001_init.sql", "002_consumer_names.sql"}, applied); diff != "" {
 				t.Errorf("applied (-want +got):\n%s", diff)
 			}
 			applied, err = migrate.Apply(ctx(t), pool, "provisioner", migrations.Provisioner)
@@ -363,5 +364,57 @@ func TestConcurrentCreatesLeaveOneRow(t *testing.T) {
 		if got != 1 {
 			t.Errorf("%s rows = %d, want 1", c.what, got)
 		}
+	}
+}
+
+// An upgrade from the first release: two pairs that spell one consumer name
+// both had users. The migration gives the name to the earliest user's pair;
+// the other pair has no claim (serve then revokes its user).
+func TestConsumerNamesMigrationFromFirstRelease(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	pool := newPool(t, dsn)
+	text, err := os.ReadFile(filepath.Join("..", "..", "..", "migrations", "001_init.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx(t), string(text)); err != nil {
+		t.Fatalf("exec 001_init.sql: %v", err)
+	}
+	s := newStore(t, pool, newSealer(t))
+	populate(t, s) // tenant acme with sensor s1
+	if _, _, err := s.CreateTenantAccount(ctx(t), provisioning.Account{PubKey: "AEU" + strings.Repeat("X", 53), Kind: provisioning.KindTenant,
+		TenantID: "acme-eu", Name: "Acme EU", Seed: seedOf("EUSEED"), JWT: "eu"}); err != nil {
+		t.Fatal(err)
+	}
+	// acme-eu/s1 first, then acme/eu-s1: both are cmd-acme-eu-s1.
+	for i, p := range [][2]string{{"acme-eu", "s1"}, {"acme", "eu-s1"}} {
+		acct, err := s.TenantAccount(ctx(t), p[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := provisioning.User{PubKey: fmt.Sprintf("U%d%s", i, strings.Repeat("Y", 54)), AccountPubKey: acct.PubKey, Kind: provisioning.UserSensor,
+			TenantID: p[0], SensorID: p[1], Name: p[1], Seed: seedOf("USEED"), JWT: "u", CreatedAt: t0.Add(time.Duration(i+1) * time.Hour)}
+		if _, _, err := s.CreateUser(ctx(t), u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := migrate.Apply(ctx(t), pool, "provisioner", migrations.Provisioner); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := s.ConsumerClaims(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range claims {
+		got[c.Consumer] = c.TenantID + "/" + c.SensorID
+	}
+	want := map[string]string{"cmd-acme-s1": "acme/s1", "cmd-acme-eu-s1": "acme-eu/s1"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("claims after migration (-want +got):\n%s", d)
+	}
+	if err := s.ClaimConsumer(ctx(t), "cmd-acme-eu-s1", "acme", "eu-s1"); !errors.Is(err, provisioning.ErrConsumerNameTaken) {
+		t.Errorf("later pair's claim = %v, want ErrConsumerNameTaken", err)
 	}
 }

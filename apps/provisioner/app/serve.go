@@ -175,6 +175,15 @@ func (s *Server) build(ctx context.Context) (err error) {
 		}
 		log.Info("re-signed account JWTs that no longer matched the configuration", attrs...)
 	}
+	// Users minted under an earlier topology (the first release's ack grants
+	// reach other consumers) stop working now, not at their next request.
+	revoked, err := s.svc.RevokeOutdatedUsers(ctx)
+	if err != nil {
+		return fmt.Errorf("revoke users with outdated permissions: %w", err)
+	}
+	if n := len(revoked); n > 0 {
+		log.Warn("revoked users whose permissions the current topology no longer grants; their sensors get new credentials with their next certificate renewal", "count", n)
+	}
 	api, err := provisionerapi.New(provisionerapi.Config{Service: s.svc, Health: store, SharedSecret: cfg.SharedSecret, Logger: log})
 	if err != nil {
 		return err

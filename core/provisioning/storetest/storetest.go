@@ -68,6 +68,11 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ResignFailureChangesNothing", testResignFailure},
 		{"ResignUnknownAccount", testResignUnknownAccount},
 		{"Ping", testPing},
+		{"RevokeManySignsOnce", testRevokeMany},
+		{"RevokeManyRefusesOtherAccount", testRevokeManyOtherAccount},
+		{"ActiveUsersWithoutSeeds", testActiveUsers},
+		{"ClaimConsumer", testClaimConsumer},
+		{"ClaimConsumerConcurrent", testClaimConsumerConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -942,5 +947,147 @@ func testResignUnknownAccount(t *testing.T, s Store) {
 func testPing(t *testing.T, s Store) {
 	if err := s.Ping(ctx(t)); err != nil {
 		t.Errorf("Ping = %v, want nil", err)
+	}
+}
+
+func testRevokeMany(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	u1 := createUser(t, s, sensorUser(acct, "sensor-1"))
+	u2 := createUser(t, s, sensorUser(acct, "sensor-2"))
+	keep := createUser(t, s, sensorUser(acct, "sensor-3"))
+	early := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u1.PubKey, RevokedAt: t0.Add(time.Hour)}
+	if _, _, err := s.Revoke(ctx(t), early, (&resignRecorder{}).resign); err != nil {
+		t.Fatal(err)
+	}
+	rec := &resignRecorder{}
+	at := t0.Add(2 * time.Hour)
+	rs := []provisioning.Revocation{
+		{AccountPubKey: acct.PubKey, UserPubKey: u1.PubKey, RevokedAt: at},
+		{AccountPubKey: acct.PubKey, UserPubKey: u2.PubKey, RevokedAt: at},
+	}
+	got, a, err := s.RevokeMany(ctx(t), acct.PubKey, rs, rec.resign)
+	if err != nil {
+		t.Fatalf("RevokeMany: %v", err)
+	}
+	if rec.calls != 1 {
+		t.Errorf("resign called %d times, want 1 for the whole batch", rec.calls)
+	}
+	want := []provisioning.Revocation{early, rs[1]}
+	diff(t, "returned revocations (earliest time kept)", want, got)
+	diff(t, "revocations given to resign", sortRevs(want), sortRevs(rec.all))
+	if !strings.HasPrefix(a.JWT, "resigned-2-") {
+		t.Errorf("account JWT = %q, want the re-signed one", a.JWT)
+	}
+	for _, id := range []string{"sensor-1", "sensor-2"} {
+		if _, err := s.ActiveSensorUser(ctx(t), "acme", id); !errors.Is(err, provisioning.ErrNotFound) {
+			t.Errorf("ActiveSensorUser(%s) after RevokeMany: err = %v, want ErrNotFound", id, err)
+		}
+	}
+	if got, err := s.ActiveSensorUser(ctx(t), "acme", "sensor-3"); err != nil || got.PubKey != keep.PubKey {
+		t.Errorf("untouched sensor-3 = %s, %v; want still active", got.PubKey, err)
+	}
+	unpushed, err := s.UnpushedAccounts(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pubKeys(unpushed), acct.PubKey) {
+		t.Errorf("account not awaiting its push after RevokeMany")
+	}
+}
+
+func testRevokeManyOtherAccount(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	other := createAccount(t, s, "globex")
+	u := createUser(t, s, sensorUser(other, "sensor-1"))
+	rs := []provisioning.Revocation{{AccountPubKey: other.PubKey, UserPubKey: u.PubKey, RevokedAt: t0.Add(time.Hour)}}
+	if _, _, err := s.RevokeMany(ctx(t), acct.PubKey, rs, (&resignRecorder{}).resign); err == nil {
+		t.Fatal("RevokeMany accepted a revocation naming another account")
+	}
+	if got, err := s.ActiveSensorUser(ctx(t), "globex", "sensor-1"); err != nil || got.PubKey != u.PubKey {
+		t.Errorf("other account's user = %s, %v; want untouched", got.PubKey, err)
+	}
+}
+
+func testActiveUsers(t *testing.T, s Store) {
+	f := initOperator(t, s)
+	acct := createAccount(t, s, "acme")
+	u1 := createUser(t, s, sensorUser(acct, "sensor-1"))
+	u2 := createUser(t, s, sensorUser(acct, "sensor-2"))
+	b := createUser(t, s, backendUser(f.control, "backend"))
+	if _, _, err := s.Revoke(ctx(t), provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u2.PubKey, RevokedAt: t0.Add(time.Hour)}, (&resignRecorder{}).resign); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ActiveUsers(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, u := range got {
+		keys = append(keys, u.PubKey)
+		if u.Seed != nil {
+			t.Errorf("ActiveUsers returned the seed of %s", u.PubKey)
+		}
+		if u.JWT == "" || u.AccountPubKey == "" || u.Kind == "" {
+			t.Errorf("ActiveUsers returned %+v without JWT, account or kind", u)
+		}
+		if u.PubKey == u1.PubKey && (u.TenantID != "acme" || u.SensorID != "sensor-1") {
+			t.Errorf("sensor user = %+v, want tenant acme sensor sensor-1", u)
+		}
+	}
+	diff(t, "active users", sorted(u1.PubKey, b.PubKey), sorted(keys...))
+}
+
+func testClaimConsumer(t *testing.T, s Store) {
+	c := ctx(t)
+	if err := s.ClaimConsumer(c, "cmd-acme-eu-s1", "acme", "eu-s1"); err != nil {
+		t.Fatalf("first claim: %v", err)
+	}
+	if err := s.ClaimConsumer(c, "cmd-acme-eu-s1", "acme", "eu-s1"); err != nil {
+		t.Errorf("repeated claim by the owner: %v", err)
+	}
+	wantErr(t, "claim of the same name by acme-eu/s1", s.ClaimConsumer(c, "cmd-acme-eu-s1", "acme-eu", "s1"), provisioning.ErrConsumerNameTaken)
+	if err := s.ClaimConsumer(c, "cmd-acme-eu-s2", "acme-eu", "s2"); err != nil {
+		t.Errorf("unrelated claim: %v", err)
+	}
+	claims, err := s.ConsumerClaims(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(claims, func(a, b provisioning.ConsumerClaim) int { return strings.Compare(a.Consumer, b.Consumer) })
+	diff(t, "claims", []provisioning.ConsumerClaim{
+		{Consumer: "cmd-acme-eu-s1", TenantID: "acme", SensorID: "eu-s1"},
+		{Consumer: "cmd-acme-eu-s2", TenantID: "acme-eu", SensorID: "s2"},
+	}, claims)
+}
+
+// testClaimConsumerConcurrent races the two pairs that spell one name:
+// exactly one pair owns it afterwards, and every call of the other fails.
+func testClaimConsumerConcurrent(t *testing.T, s Store) {
+	const n = 20
+	pairs := [2][2]string{{"acme", "eu-s1"}, {"acme-eu", "s1"}}
+	errs := make([]error, 2*n)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := pairs[i%2]
+			errs[i] = s.ClaimConsumer(ctx(t), "cmd-acme-eu-s1", p[0], p[1])
+		}()
+	}
+	wg.Wait()
+	claims, err := s.ConsumerClaims(ctx(t))
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claims = %+v, %v; want exactly one", claims, err)
+	}
+	for i, err := range errs {
+		p := pairs[i%2]
+		owns := claims[0].TenantID == p[0] && claims[0].SensorID == p[1]
+		if owns && err != nil {
+			t.Errorf("owner %v got %v", p, err)
+		}
+		if !owns && !errors.Is(err, provisioning.ErrConsumerNameTaken) {
+			t.Errorf("non-owner %v got %v, want ErrConsumerNameTaken", p, err)
+		}
 	}
 }
