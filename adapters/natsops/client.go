@@ -63,6 +63,10 @@ type StreamConfig struct {
 	// MaxMsgsPerSubject bounds the commands kept per sensor with limits
 	// retention (default 64).
 	MaxMsgsPerSubject int64
+	// MaxConsumers is the stream's consumer limit, that is the number of
+	// sensors it serves; 0 means DefaultMaxConsumers. It is set explicitly
+	// because nats-server 2.15+ caps a stream without one at 1,000.
+	MaxConsumers int
 }
 
 // Command stream retention settings.
@@ -146,6 +150,9 @@ type Client struct {
 	closed  bool
 	cancel  context.CancelFunc
 
+	limit      ConsumerLimit
+	limitKnown bool
+
 	hookKick   chan struct{}
 	streamKick chan struct{}
 	wg         sync.WaitGroup
@@ -194,12 +201,19 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Stream.MaxMsgsPerSubject == 0 {
 		cfg.Stream.MaxMsgsPerSubject = 64
 	}
+	if cfg.Stream.MaxConsumers == 0 {
+		cfg.Stream.MaxConsumers = DefaultMaxConsumers
+	}
 	s := cfg.Stream
 	switch {
 	case s.Retention != RetentionWorkQueue && s.Retention != RetentionLimits:
 		return nil, fmt.Errorf("natsops: %w: stream retention %q, want %q or %q", ErrInvalidConfig, s.Retention, RetentionWorkQueue, RetentionLimits)
 	case s.MaxMsgsPerSubject < 0:
 		return nil, fmt.Errorf("natsops: %w: negative max messages per subject", ErrInvalidConfig)
+	case s.MaxConsumers < 0:
+		// nats-server 2.15+ treats -1 ("unlimited") as unset and applies its
+		// default of 1,000.
+		return nil, fmt.Errorf("natsops: %w: stream max consumers %d, want a positive limit", ErrInvalidConfig, s.MaxConsumers)
 	case s.Replicas < 1 || s.Replicas > 5:
 		return nil, fmt.Errorf("natsops: %w: stream replicas %d, want 1 to 5", ErrInvalidConfig, s.Replicas)
 	case s.MaxAge < 0 || s.Duplicates < 0:
@@ -321,9 +335,7 @@ func (c *Client) Start(ctx context.Context) error {
 	c.started = true
 	ctx, c.cancel = context.WithCancel(ctx)
 	c.run(func() { c.worker(ctx, c.hookKick, c.runHook) })
-	if c.cfg.ManageStream {
-		c.run(func() { c.worker(ctx, c.streamKick, c.ensureStreamOnConnect) })
-	}
+	c.run(func() { c.worker(ctx, c.streamKick, c.ensureStreamOnConnect) })
 	c.run(func() { c.dial(ctx, sysConn, opts[sysConn], c.hookKick) })
 	c.run(func() { c.dial(ctx, adminConn, opts[adminConn], c.streamKick) })
 	c.run(func() { <-ctx.Done(); c.shutdown() })
@@ -528,7 +540,14 @@ func (c *Client) runHook(ctx context.Context) {
 	}
 }
 
+// ensureStreamOnConnect runs after each (re)connect of the admin connection:
+// it ensures the streams when the client manages them, then checks the
+// command stream's room for consumers.
 func (c *Client) ensureStreamOnConnect(ctx context.Context) {
+	defer c.checkConsumerLimit(ctx)
+	if !c.cfg.ManageStream {
+		return
+	}
 	if err := c.EnsureStream(ctx); err != nil {
 		c.log.Error("cannot ensure the command stream", "stream", c.cfg.Stream.Name, "error", err)
 	}

@@ -42,6 +42,7 @@ func TestNewRefuses(t *testing.T) {
 		{"negative request timeout", func(c *natsops.Config) { c.RequestTimeout = -1 }},
 		{"unknown retention", func(c *natsops.Config) { c.Stream.Retention = "interest" }},
 		{"negative per-sensor cap", func(c *natsops.Config) { c.Stream.MaxMsgsPerSubject = -1 }},
+		{"unlimited consumers (2.15 reads -1 as its default of 1,000)", func(c *natsops.Config) { c.Stream.MaxConsumers = -1 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

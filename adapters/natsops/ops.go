@@ -94,18 +94,46 @@ func (c *Client) EnsureStream(ctx context.Context) error {
 		Replicas:    s.Replicas,
 		MaxAge:      s.MaxAge,
 		Duplicates:  s.Duplicates,
+		// Without a limit of its own nats-server 2.15+ caps the stream at
+		// 1,000 consumers, that is sensors.
+		MaxConsumers: s.MaxConsumers,
 	}
 	if s.Retention == RetentionLimits {
 		cfg.Retention, cfg.MaxMsgsPerSubject = jetstream.LimitsPolicy, s.MaxMsgsPerSubject
 	}
 	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {
 		_, err := js.CreateOrUpdateStream(ctx, cfg)
+		if !isMaxConsumersChangeRefused(err) {
+			return err
+		}
+		// Servers before 2.15 cannot change max_consumers of an existing
+		// stream: keep its limit, bring the rest up to date.
+		st, ierr := js.Stream(ctx, s.Name)
+		if ierr != nil {
+			return err
+		}
+		info, ierr := st.Info(ctx)
+		if ierr != nil {
+			return err
+		}
+		c.log.Warn("this nats-server cannot change the consumer limit of an existing stream: it keeps its own (nats-server 2.15 and later change it in place; or recreate the stream)",
+			"stream", s.Name, "stream_limit", info.Config.MaxConsumers, "configured", s.MaxConsumers, "server_version", nc(js))
+		cfg.MaxConsumers = info.Config.MaxConsumers
+		_, err = js.CreateOrUpdateStream(ctx, cfg)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("natsops: stream %s: %w", s.Name, err)
 	}
 	return nil
+}
+
+// nc is the version of the server js talks to.
+func nc(js jetstream.JetStream) string {
+	if conn := js.Conn(); conn != nil {
+		return conn.ConnectedServerVersion()
+	}
+	return ""
 }
 
 // EnsureEventStream creates the alert event stream and its durable writer
@@ -208,6 +236,9 @@ func (c *Client) createConsumer(ctx context.Context, s topology.Sensor) error {
 		_, err = js.UpdateConsumer(ctx, s.Stream, want)
 		return err
 	})
+	if isConsumerLimit(err) {
+		return fmt.Errorf("natsops: consumer %s: %w (%w)", s.Consumer(), ErrConsumerLimit, err)
+	}
 	if err != nil {
 		return fmt.Errorf("natsops: consumer %s: %w", s.Consumer(), err)
 	}

@@ -15,9 +15,12 @@ import (
 
 // Sentinel errors. Edges map them to protocol statuses in one place.
 var (
-	ErrNotFound         = errors.New("not found")
-	ErrNoAccount        = errors.New("tenant has no account")
-	ErrNATSUnavailable  = errors.New("nats unavailable")
+	ErrNotFound        = errors.New("not found")
+	ErrNoAccount       = errors.New("tenant has no account")
+	ErrNATSUnavailable = errors.New("nats unavailable")
+	// ErrConsumerLimit: the command stream holds its maximum of consumers;
+	// retrying does not help until an operator raises the limit.
+	ErrConsumerLimit    = errors.New("command stream consumer limit reached")
 	ErrNoOperator       = errors.New("store has no operator")
 	ErrOperatorExists   = errors.New("store already has an operator")
 	ErrInvalidName      = errors.New("invalid name")

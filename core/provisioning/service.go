@@ -181,6 +181,8 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 	}
 	if err := s.consumers.EnsureConsumer(ctx, sensor); errors.Is(err, ErrConsumerNameTaken) {
 		return SensorUser{}, false, err
+	} else if errors.Is(err, ErrConsumerLimit) {
+		return SensorUser{}, false, fmt.Errorf("consumer %s: %w", sensor.Consumer(), err)
 	} else if err != nil {
 		return SensorUser{}, false, fmt.Errorf("%w: consumer %s: %v", ErrNATSUnavailable, sensor.Consumer(), err)
 	}

@@ -52,6 +52,9 @@ type Options struct {
 	LogLevel string
 	// CommandStreamRetention is COMMAND_STREAM_RETENTION (default workqueue).
 	CommandStreamRetention string
+	// CommandStreamMaxConsumers is COMMAND_STREAM_MAX_CONSUMERS (0: the
+	// provisioner's default).
+	CommandStreamMaxConsumers int
 }
 
 // Start brings up PostgreSQL database, provisioner and nats-server.
@@ -102,6 +105,7 @@ func Start(t pgtest.TB, opts Options) *Stack {
 		CommandStreamReplicas:      1,
 		CommandStreamMaxAge:        time.Hour,
 		CommandStreamRetention:     opts.CommandStreamRetention,
+		CommandStreamMaxConsumers:  opts.CommandStreamMaxConsumers,
 		ConsumerAckWait:            5 * time.Second,
 		ResolverCacheTTL:           time.Second,
 		MigrateOnStart:             true,
@@ -212,23 +216,37 @@ func (s *Stack) waitFor(what string, ok func() bool) {
 // Post sends body as JSON with the shared secret and returns status and body.
 func (s *Stack) Post(path string, body any) (int, []byte) {
 	s.t.Helper()
-	data, err := json.Marshal(body)
+	status, _, out := s.Request(http.MethodPost, path, body)
+	return status, out
+}
+
+// Request sends a request to the provisioner, with the shared secret and
+// body as JSON unless body is nil, and returns status, header and body.
+func (s *Stack) Request(method, path string, body any) (int, http.Header, []byte) {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, s.URL+path, rd)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodPost, s.URL+path, bytes.NewReader(data))
-	if err != nil {
-		s.t.Fatal(err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Backend-Shared-Secret", s.Secret)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		s.t.Fatalf("POST %s: %v", path, err)
+		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, out
+	return resp.StatusCode, resp.Header, out
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.

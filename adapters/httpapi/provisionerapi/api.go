@@ -393,6 +393,12 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 			"the durable consumer name cmd-<tenantId>-<sensorId> of this pair already belongs to another tenant and sensor (ids containing '-' can spell the same name); choose another sensor id")
 	case errors.Is(err, provisioning.ErrNotFound):
 		p = problem.New(http.StatusNotFound, "account_not_found", "Account not found", "no account with that public key")
+	case errors.Is(err, provisioning.ErrConsumerLimit):
+		// Not retryable: the stream stays full until an operator raises
+		// COMMAND_STREAM_MAX_CONSUMERS (or the account's limit).
+		a.log.Error("command stream consumer limit reached", "path", r.URL.Path, "err", err)
+		p = problem.New(http.StatusConflict, "consumer_limit_reached", "Command stream full",
+			"the command stream holds its maximum of consumers; an operator must raise COMMAND_STREAM_MAX_CONSUMERS (the user is kept; a retry after that finishes)")
 	case errors.Is(err, provisioning.ErrNATSUnavailable):
 		a.log.Warn("nats unavailable", "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "2")

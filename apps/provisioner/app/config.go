@@ -45,7 +45,11 @@ type ServeConfig struct {
 	CommandStreamMaxAge        time.Duration `envconfig:"COMMAND_STREAM_MAX_AGE" default:"168h"`
 	CommandStreamRetention     string        `envconfig:"COMMAND_STREAM_RETENTION" default:"workqueue"`
 	CommandStreamMaxPerSensor  int64         `envconfig:"COMMAND_STREAM_MAX_PER_SENSOR" default:"64"`
-	ConsumerAckWait            time.Duration `envconfig:"CONSUMER_ACK_WAIT" default:"30s"`
+	// CommandStreamMaxConsumers is the stream's consumer limit, one
+	// consumer per sensor. nats-server 2.15+ caps a stream without one at
+	// 1,000.
+	CommandStreamMaxConsumers int           `envconfig:"COMMAND_STREAM_MAX_CONSUMERS" default:"1000000"`
+	ConsumerAckWait           time.Duration `envconfig:"CONSUMER_ACK_WAIT" default:"30s"`
 	// EventsStreamName is the alert event stream; empty means
 	// topology.DefaultEventStream. Zero max age or bytes leave that limit off.
 	EventsStreamName     string        `envconfig:"EVENTS_STREAM_NAME" default:"RXC_EVENTS"`

@@ -141,6 +141,7 @@ func (s *Server) build(ctx context.Context) (err error) {
 		Stream: natsops.StreamConfig{
 			Name: cfg.CommandStreamName, Replicas: cfg.CommandStreamReplicas, MaxAge: cfg.CommandStreamMaxAge, Duplicates: 2 * time.Minute,
 			Retention: cfg.CommandStreamRetention, MaxMsgsPerSubject: cfg.CommandStreamMaxPerSensor,
+			MaxConsumers: cfg.CommandStreamMaxConsumers,
 		},
 		Events: natsops.EventStreamConfig{
 			Name: eventStream, Replicas: cfg.EventsStreamReplicas, MaxAge: cfg.EventsStreamMaxAge, MaxBytes: cfg.EventsStreamMaxBytes,

@@ -1,0 +1,187 @@
+package natsops_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxc-project/rxc/adapters/natsops"
+	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/core/topology"
+)
+
+// serverCaps reports whether the server applies a default consumer limit
+// to streams without one (nats-server 2.15 and later).
+func serverCaps(t *testing.T, js jetstream.JetStream) bool {
+	t.Helper()
+	var major, minor int
+	if _, err := fmt.Sscanf(js.Conn().ConnectedServerVersion(), "%d.%d", &major, &minor); err != nil {
+		t.Fatalf("server version %q: %v", js.Conn().ConnectedServerVersion(), err)
+	}
+	return major > 2 || major == 2 && minor >= 15
+}
+
+func streamMaxConsumers(t *testing.T, js jetstream.JetStream) int {
+	t.Helper()
+	st, err := js.Stream(context.Background(), stream)
+	must(t, err)
+	info, err := st.Info(context.Background())
+	must(t, err)
+	return info.Config.MaxConsumers
+}
+
+// A consumer refused because the stream is full is its own error, not an
+// outage: retrying does not help, and the caller is told so.
+func TestConsumerLimitRefusalIsDistinct(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	url := e.start(-1).ClientURL()
+	cfg := e.config(url)
+	cfg.Stream.MaxConsumers = 3
+	c := e.client(cfg)
+	ctx := context.Background()
+	for i := range 3 {
+		must(t, c.EnsureConsumer(ctx, topology.Sensor{Stream: stream, TenantID: "acme", SensorID: fmt.Sprintf("s-%d", i)}))
+	}
+	err := c.EnsureConsumer(ctx, topology.Sensor{Stream: stream, TenantID: "acme", SensorID: "s-3"})
+	if !errors.Is(err, natsops.ErrConsumerLimit) || !errors.Is(err, provisioning.ErrConsumerLimit) {
+		t.Fatalf("fourth consumer: error %v, want ErrConsumerLimit", err)
+	}
+	if errors.Is(err, natsops.ErrNotConnected) || errors.Is(err, provisioning.ErrNATSUnavailable) {
+		t.Fatalf("fourth consumer: %v reads as an outage", err)
+	}
+	// A sensor that has its consumer still gets it when the stream is full.
+	must(t, c.EnsureConsumer(ctx, topology.Sensor{Stream: stream, TenantID: "acme", SensorID: "s-0"}))
+
+	l, err := c.CheckConsumerLimit(ctx)
+	must(t, err)
+	if l.Configured != 3 || l.Stream != 3 || l.Effective != 3 || l.Source != "stream" || l.Consumers != 3 || l.Caps() {
+		t.Fatalf("CheckConsumerLimit = %+v, want the stream's limit 3 holding 3 consumers", l)
+	}
+	if last, ok := c.LastConsumerLimit(); !ok || last != l {
+		t.Fatalf("LastConsumerLimit = %+v %v, want %+v", last, ok, l)
+	}
+}
+
+// The default configuration lifts nats-server 2.15's cap of 1,000
+// consumers per stream: the 1,001st sensor gets its consumer.
+func TestDefaultConsumerLimitLiftsServerCap(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	url := e.start(-1).ClientURL()
+	c := e.client(e.config(url))
+	adm := e.admin(url)
+	ctx := context.Background()
+	const n = 1001
+	var failed atomic.Int32
+	var firstErr sync.Once
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				s := topology.Sensor{Stream: stream, TenantID: "fleet", SensorID: fmt.Sprintf("s-%04d", i)}
+				if err := c.EnsureConsumer(ctx, s); err != nil {
+					failed.Add(1)
+					firstErr.Do(func() { t.Errorf("consumer %d: %v", i, err) })
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		t.Fatalf("%d of %d consumers failed", f, n)
+	}
+	if got := streamMaxConsumers(t, adm); got != natsops.DefaultMaxConsumers {
+		t.Fatalf("stream max_consumers %d, want %d", got, natsops.DefaultMaxConsumers)
+	}
+	l, err := c.CheckConsumerLimit(ctx)
+	must(t, err)
+	if l.Consumers != n || l.Effective != natsops.DefaultMaxConsumers || l.Caps() {
+		t.Fatalf("CheckConsumerLimit = %+v", l)
+	}
+}
+
+// A stream made elsewhere without a consumer limit is capped by
+// nats-server 2.15+: the check at connect says so loudly.
+func TestConsumerLimitCheckReportsServerCap(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	url := e.start(-1).ClientURL()
+	adm := e.admin(url)
+	if _, err := adm.CreateStream(context.Background(), jetstream.StreamConfig{
+		Name: stream, Subjects: []string{topology.CommandWildcard}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	cfg := e.config(url)
+	cfg.ManageStream, cfg.Logger = false, logs.Logger()
+	c := e.client(cfg)
+	eventually(t, 10*time.Second, "limit checked at connect", func() bool { _, ok := c.LastConsumerLimit(); return ok })
+	l, _ := c.LastConsumerLimit()
+	if serverCaps(t, adm) {
+		if l.Effective != 1000 || l.Source != "server default" || !l.Caps() {
+			t.Fatalf("limit %+v, want the server's default cap of 1000", l)
+		}
+		eventually(t, 5*time.Second, "error logged", func() bool {
+			return strings.Contains(logs.String(), "caps the command stream below COMMAND_STREAM_MAX_CONSUMERS")
+		})
+	} else if l.Effective != -1 || l.Caps() {
+		t.Fatalf("limit %+v, want none on nats-server %s", l, l.ServerVersion)
+	}
+	if l.Stream > 0 {
+		t.Fatalf("a client that does not manage the stream changed its limit to %d", l.Stream)
+	}
+}
+
+// EnsureStream raises the limit of an existing stream where the server can
+// (2.15+); older servers keep the stream's limit and the rest is updated.
+func TestEnsureStreamRaisesConsumerLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	url := e.start(-1).ClientURL()
+	adm := e.admin(url)
+	ctx := context.Background()
+	cfg := e.config(url)
+	cfg.Stream.MaxConsumers = 5
+	must(t, e.client(cfg).EnsureStream(ctx))
+	if got := streamMaxConsumers(t, adm); got != 5 {
+		t.Fatalf("stream max_consumers %d, want 5", got)
+	}
+
+	logs := &logBuffer{}
+	cfg.Stream.MaxConsumers, cfg.Stream.MaxAge, cfg.Logger = 10, 3*time.Hour, logs.Logger()
+	c := e.client(cfg)
+	if err := c.EnsureStream(ctx); err != nil {
+		t.Fatalf("EnsureStream with a higher consumer limit: %v", err)
+	}
+	want := 10
+	if !serverCaps(t, adm) {
+		want = 5
+		if !strings.Contains(logs.String(), "cannot change the consumer limit of an existing stream") {
+			t.Errorf("no warning that the limit stays:\n%s", logs.String())
+		}
+	}
+	if got := streamMaxConsumers(t, adm); got != want {
+		t.Fatalf("stream max_consumers %d, want %d", got, want)
+	}
+	got, err := streamOf(t, adm)
+	must(t, err)
+	if got.MaxAge != 3*time.Hour {
+		t.Fatalf("max age %s: the rest of the configuration was not applied", got.MaxAge)
+	}
+}
