@@ -227,10 +227,7 @@ func (e *Enroller) Enroll(ctx context.Context, r Redemption) (*State, error) {
 	if a.TenantID != "" {
 		st.TenantID = a.TenantID
 	}
-	if a.NATS != nil {
-		n := a.NATS.NATSInfo
-		st.NATS, st.Creds = &n, []byte(a.NATS.Creds)
-	}
+	st.setNATS(a)
 	if err := st.setCertificate(key, keyPEM, a); err != nil {
 		return nil, fmt.Errorf("enrol sensor %s: %w", r.SensorID, err)
 	}
@@ -238,8 +235,9 @@ func (e *Enroller) Enroll(ctx context.Context, r Redemption) (*State, error) {
 }
 
 // Renew obtains a new certificate for a new key with the sensor token and
-// returns the updated state (not yet saved). Only the key, certificate,
-// CA, serial and expiry change.
+// returns the updated state (not yet saved): the key, certificate, CA,
+// serial and expiry change, and the NATS credentials when the answer
+// carries them.
 func (e *Enroller) Renew(ctx context.Context, st *State) (*State, error) {
 	key, keyPEM, csr, err := newKeyAndCSR(st.SensorID)
 	if err != nil {
@@ -257,7 +255,19 @@ func (e *Enroller) Renew(ctx context.Context, st *State) (*State, error) {
 	if err := next.setCertificate(key, keyPEM, a); err != nil {
 		return nil, fmt.Errorf("renew certificate of sensor %s: %w", st.SensorID, err)
 	}
+	// A renewal carries the sensor's current NATS credentials: new ones
+	// when the provisioner replaced a user whose permissions went out of
+	// date. A control plane without provisioning sends none: keep ours.
+	next.setNATS(a)
 	return next, nil
+}
+
+// setNATS takes the answer's NATS access, when it has one.
+func (s *State) setNATS(a certificateAnswer) {
+	if a.NATS != nil {
+		n := a.NATS.NATSInfo
+		s.NATS, s.Creds = &n, []byte(a.NATS.Creds)
+	}
 }
 
 // setCertificate checks the answer's certificate (our key, chains to the

@@ -36,6 +36,9 @@ type fakePlane struct {
 	answer map[string]int
 	// wrongKey makes enrol sign a different key than the CSR's.
 	wrongKey bool
+	// renewCreds are the NATS creds a renewal answers with; "" answers
+	// without a nats block (provisioning disabled).
+	renewCreds string
 }
 
 type recorded struct {
@@ -120,14 +123,23 @@ func (p *fakePlane) certificate(ok int) http.HandlerFunc {
 			problem(w, http.StatusBadRequest, "invalid_csr")
 			return
 		}
-		w.WriteHeader(ok)
-		_ = json.NewEncoder(w).Encode(map[string]any{
+		answer := map[string]any{
 			"sensorId": r.PathValue("id"), "tenantId": "acme", "certificate": string(c.CertificatePEM),
 			"caCertificate": string(p.ca.CACertificatePEM()), "serial": c.Serial, "notAfter": c.NotAfter, "sensorToken": "sensor-token",
-			"nats": map[string]string{"url": "nats://127.0.0.1:4222", "creds": "CREDS", "stream": "RXC_CMD", "consumer": "cmd-acme-s-1",
-				"jsApiPrefix": "ctrl.API", "inboxPrefix": "_INBOX_acme_s-1", "commandSubject": "rxc.acme.s-1.cmd", "statusSubject": "rxc.acme.s-1.status"},
 			"grpc": map[string]string{"address": "127.0.0.1:5010"},
-		})
+		}
+		creds := "CREDS"
+		if strings.HasSuffix(r.URL.Path, "/renew") {
+			p.mu.Lock()
+			creds = p.renewCreds
+			p.mu.Unlock()
+		}
+		if creds != "" {
+			answer["nats"] = map[string]string{"url": "nats://127.0.0.1:4222", "creds": creds, "stream": "RXC_CMD", "consumer": "cmd-acme-s-1",
+				"jsApiPrefix": "ctrl.API", "inboxPrefix": "_INBOX_acme_s-1", "commandSubject": "rxc.acme.s-1.cmd", "statusSubject": "rxc.acme.s-1.status"}
+		}
+		w.WriteHeader(ok)
+		_ = json.NewEncoder(w).Encode(answer)
 	}
 }
 
@@ -188,8 +200,20 @@ func TestEnrollerRedeemEnrolRenew(t *testing.T) {
 	if _, err := next.TLSCertificate(); err != nil {
 		t.Fatalf("renewed certificate: %v", err)
 	}
-	if next.SensorToken != st.SensorToken || next.NATS.Consumer != st.NATS.Consumer {
-		t.Fatal("renewal changed more than the certificate")
+	if next.SensorToken != st.SensorToken || next.NATS.Consumer != st.NATS.Consumer || string(next.Creds) != "CREDS" {
+		t.Fatal("renewal without NATS credentials changed more than the certificate")
+	}
+	// A renewal that carries NATS credentials (a new user after an
+	// upgrade) replaces the old ones; the state before stays as it was.
+	p.mu.Lock()
+	p.renewCreds = "NEW-CREDS"
+	p.mu.Unlock()
+	again, err := e.Renew(ctx, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again.Creds) != "NEW-CREDS" || again.NATS == nil || string(next.Creds) != "CREDS" {
+		t.Fatalf("renewal with new creds: got %q (previous state now %q)", again.Creds, next.Creds)
 	}
 
 	p.mu.Lock()
@@ -197,6 +221,7 @@ func TestEnrollerRedeemEnrolRenew(t *testing.T) {
 	want := []struct{ path, auth, field string }{
 		{"/api/sensors/claim/redeem", "", "claimCode"},
 		{"/api/sensors/s-1/agent/enroll", "Bearer enrol-token", "csr"},
+		{"/api/sensors/s-1/agent/renew", "Bearer sensor-token", "csr"},
 		{"/api/sensors/s-1/agent/renew", "Bearer sensor-token", "csr"},
 	}
 	if len(p.requests) != len(want) {

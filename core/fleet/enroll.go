@@ -46,9 +46,10 @@ type EnrollStore interface {
 	// sensor's only active one, replaces its sensor token and records its
 	// NATS identity and new state.
 	CompleteEnrollment(ctx context.Context, e EnrollmentRecord) error
-	// ReplaceCertificate makes c the sensor's only active certificate, in
+	// ReplaceCertificate makes c the sensor's only active certificate and,
+	// when nats names a user, records it as the sensor's NATS identity, in
 	// one transaction; ErrRevoked for revoked sensors.
-	ReplaceCertificate(ctx context.Context, sensorID string, c IssuedCertificate, at time.Time) error
+	ReplaceCertificate(ctx context.Context, sensorID string, c IssuedCertificate, nats NATSUser, at time.Time) error
 }
 
 // EnrollmentRecord is what a completed enrolment writes.
@@ -135,22 +136,59 @@ func (s *Service) Enroll(ctx context.Context, sensorID, enrollmentToken string, 
 	}, nil
 }
 
+// NATSUser names a sensor's NATS user; the zero value names none.
+type NATSUser struct {
+	AccountPubKey, UserPubKey string
+}
+
+// Renewal is what a renewal hands back: the new certificate and, with
+// provisioning on, the sensor's current NATS credentials.
+type Renewal struct {
+	Certificate IssuedCertificate
+	NATS        *NATSCredentials
+}
+
 // Renew exchanges the sensor token and a CSR for a new certificate, whose
-// serial replaces the sensor's previous one.
-func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPEM []byte) (IssuedCertificate, error) {
+// serial replaces the sensor's previous one. With provisioning on it also
+// returns the sensor's NATS credentials: the provisioner hands back the
+// active user, or mints a new one when the old was revoked because its
+// permissions went out of date (an upgrade); the new user is recorded so a
+// later revocation of the sensor reaches it.
+func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPEM []byte) (Renewal, error) {
 	sensor, err := s.authenticate(ctx, sensorID, sensorToken, TokenSensor)
 	if err != nil {
-		return IssuedCertificate{}, err
+		return Renewal{}, err
 	}
 	cert, err := s.sign(sensor, csrPEM)
 	if err != nil {
-		return IssuedCertificate{}, err
+		return Renewal{}, err
 	}
-	if err := s.store.ReplaceCertificate(ctx, sensor.ID, cert, s.now()); err != nil {
-		return IssuedCertificate{}, fmt.Errorf("renew sensor %s: %w", sensorID, err)
+	var (
+		creds *NATSCredentials
+		user  NATSUser
+	)
+	if s.provisioning {
+		c, err := s.provisioner.EnsureSensorUser(ctx, sensor.TenantID, sensor.ID)
+		if err != nil {
+			return Renewal{}, fmt.Errorf("renew sensor %s: nats user: %w", sensorID, provisionerFailure(err))
+		}
+		creds = &c
+		if c.UserPubKey != sensor.NATSUserPubKey {
+			user = NATSUser{AccountPubKey: c.AccountPubKey, UserPubKey: c.UserPubKey}
+		}
 	}
-	s.log.InfoContext(ctx, "sensor certificate renewed", "tenant_id", sensor.TenantID, "sensor_id", sensor.ID, "serial", cert.Serial)
-	return cert, nil
+	if err := s.store.ReplaceCertificate(ctx, sensor.ID, cert, user, s.now()); err != nil {
+		if errors.Is(err, ErrRevoked) && user.UserPubKey != "" {
+			// Revoked while renewing: the revocation revoked the old user,
+			// so the one just minted must not outlive this call.
+			if rerr := s.provisioner.RevokeUser(ctx, user.AccountPubKey, user.UserPubKey); rerr != nil {
+				s.log.ErrorContext(ctx, "revoke nats user of a sensor revoked during renewal", "sensor_id", sensorID, "user", user.UserPubKey, "error", rerr)
+			}
+		}
+		return Renewal{}, fmt.Errorf("renew sensor %s: %w", sensorID, err)
+	}
+	s.log.InfoContext(ctx, "sensor certificate renewed", "tenant_id", sensor.TenantID, "sensor_id", sensor.ID, "serial", cert.Serial, "new_nats_user", user.UserPubKey != "")
+	return Renewal{Certificate: cert, NATS: creds}, nil
 }
 
 // authenticate checks a sensor's bearer token of the given kind. Unknown

@@ -86,6 +86,7 @@ type renewResponse struct {
 	CACertificate string    `json:"caCertificate"`
 	Serial        string    `json:"serial"`
 	NotAfter      time.Time `json:"notAfter"`
+	NATS          *natsJSON `json:"nats,omitempty"`
 }
 
 // sensorRequest reads what enrol and renew share: the sensor id, the bearer
@@ -123,13 +124,20 @@ func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
 		Serial: e.Certificate.Serial, NotAfter: e.Certificate.NotAfter.UTC(),
 		SensorToken: e.SensorToken, GRPC: grpcJSON{Address: a.grpcAddr},
 	}
-	if n := e.NATS; n != nil {
-		out.NATS = &natsJSON{
-			URL: a.natsURL, Creds: n.Creds, Stream: n.Stream, Consumer: n.Consumer, JSAPIPrefix: n.JSAPIPrefix,
-			InboxPrefix: n.InboxPrefix, CommandSubject: n.CommandSubject, StatusSubject: n.StatusSubject,
-		}
-	}
+	out.NATS = a.natsJSON(e.NATS)
 	problem.WriteJSON(w, http.StatusCreated, out)
+}
+
+// natsJSON is the nats block of enrolment and renewal; nil without
+// provisioning.
+func (a *API) natsJSON(n *fleet.NATSCredentials) *natsJSON {
+	if n == nil {
+		return nil
+	}
+	return &natsJSON{
+		URL: a.natsURL, Creds: n.Creds, Stream: n.Stream, Consumer: n.Consumer, JSAPIPrefix: n.JSAPIPrefix,
+		InboxPrefix: n.InboxPrefix, CommandSubject: n.CommandSubject, StatusSubject: n.StatusSubject,
+	}
 }
 
 func (a *API) renew(w http.ResponseWriter, r *http.Request) {
@@ -137,14 +145,15 @@ func (a *API) renew(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c, err := a.fleet.Renew(r.Context(), id, token, csr)
+	rn, err := a.fleet.Renew(r.Context(), id, token, csr)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
+	c := rn.Certificate
 	problem.WriteJSON(w, http.StatusOK, renewResponse{
 		SensorID: id, Certificate: string(c.CertificatePEM), CACertificate: string(a.caPEM()),
-		Serial: c.Serial, NotAfter: c.NotAfter.UTC(),
+		Serial: c.Serial, NotAfter: c.NotAfter.UTC(), NATS: a.natsJSON(rn.NATS),
 	})
 }
 

@@ -173,6 +173,11 @@ func TestFlow(t *testing.T) {
 	wantObject(t, "renew", res, http.StatusOK, map[string]any{
 		"sensorId": sensorID, "certificate": renewedPEM, "caCertificate": caPEM, "serial": renewedSerial,
 		"notAfter": ts(t1.Add(fleet.DefaultSensorCertTTL)),
+		"nats": map[string]any{
+			"url": publicNATS, "creds": "creds of " + sensorID, "stream": "RXC_CMD", "consumer": "cmd-acme-" + sensorID,
+			"jsApiPrefix": "ctrl.API", "inboxPrefix": "_INBOX_acme_" + sensorID,
+			"commandSubject": "rxc.acme." + sensorID + ".cmd", "statusSubject": "rxc.acme." + sensorID + ".status",
+		},
 	})
 	sensor["certificate"] = map[string]any{"serial": renewedSerial, "notAfter": ts(t1.Add(fleet.DefaultSensorCertTTL))}
 

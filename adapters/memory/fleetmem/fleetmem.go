@@ -271,14 +271,18 @@ func (s *Store) CompleteEnrollment(_ context.Context, e fleet.EnrollmentRecord) 
 }
 
 // ReplaceCertificate implements fleet.EnrollStore.
-func (s *Store) ReplaceCertificate(_ context.Context, sensorID string, c fleet.IssuedCertificate, _ time.Time) error {
+func (s *Store) ReplaceCertificate(_ context.Context, sensorID string, c fleet.IssuedCertificate, nats fleet.NATSUser, _ time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.liveSensor(sensorID); err != nil {
+	sn, err := s.liveSensor(sensorID)
+	if err != nil {
 		return err
 	}
 	if _, ok := s.certs[c.Serial]; ok {
 		return fleet.ErrConflict
+	}
+	if nats.UserPubKey != "" {
+		sn.NATSUserPubKey, sn.NATSAccountPubKey = nats.UserPubKey, nats.AccountPubKey
 	}
 	s.replaceCertificate(sensorID, c)
 	return nil

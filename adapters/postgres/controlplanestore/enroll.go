@@ -62,10 +62,16 @@ func (s *Store) CompleteEnrollment(ctx context.Context, e fleet.EnrollmentRecord
 }
 
 // ReplaceCertificate implements fleet.EnrollStore.
-func (s *Store) ReplaceCertificate(ctx context.Context, sensorID string, c fleet.IssuedCertificate, at time.Time) error {
+func (s *Store) ReplaceCertificate(ctx context.Context, sensorID string, c fleet.IssuedCertificate, nats fleet.NATSUser, at time.Time) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := lockLiveSensor(ctx, tx, sensorID); err != nil {
 			return err
+		}
+		if nats.UserPubKey != "" {
+			if _, err := tx.Exec(ctx, `UPDATE sensors SET nats_user_pub_key = $2, nats_account_pub_key = $3 WHERE id = $1`,
+				sensorID, nats.UserPubKey, nats.AccountPubKey); err != nil {
+				return err
+			}
 		}
 		return replaceCertificate(ctx, tx, sensorID, c, at)
 	})

@@ -165,9 +165,13 @@ func TestRenewReplacesSerial(t *testing.T) {
 	r, e := f.enrolled(t, "acme")
 	old := e.Certificate.Serial
 	f.clock.Advance(24 * time.Hour)
-	cert, err := f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, []byte("csr"))
+	rn, err := f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, []byte("csr"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	cert := rn.Certificate
+	if rn.NATS == nil || rn.NATS.UserPubKey != e.NATS.UserPubKey || rn.NATS.Creds != e.NATS.Creds {
+		t.Errorf("renewal NATS credentials = %+v, want the enrolment's user %s again", rn.NATS, e.NATS.UserPubKey)
 	}
 	if cert.Serial == old {
 		t.Fatalf("renewal kept serial %s", old)
@@ -268,5 +272,36 @@ func TestEnrollRacingRevocationRevokesTheNewNATSUser(t *testing.T) {
 	}
 	if s := f.sensor(t, r.SensorID); s.State != fleet.StateRevoked || s.Certificate.Serial != "" {
 		t.Errorf("sensor %+v, want revoked without certificate", s)
+	}
+}
+
+// After an upgrade revoked a sensor's NATS user, renewal hands out the new
+// user the provisioner mints and records it, so revoking the sensor later
+// revokes that user, not only the old one.
+func TestRenewRecordsNewNATSUser(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	r, e := f.enrolled(t, "acme")
+	f.prov.mu.Lock()
+	f.prov.userGen = "-v2"
+	f.prov.mu.Unlock()
+	rn, err := f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, []byte("csr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rn.NATS == nil || rn.NATS.UserPubKey != e.NATS.UserPubKey+"-v2" || rn.NATS.Creds != "creds-v2" {
+		t.Fatalf("renewal NATS = %+v, want the new user", rn.NATS)
+	}
+	if got := f.sensor(t, r.SensorID).NATSUserPubKey; got != e.NATS.UserPubKey+"-v2" {
+		t.Fatalf("recorded NATS user %q, want the new one", got)
+	}
+	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	f.prov.mu.Lock()
+	defer f.prov.mu.Unlock()
+	if n := len(f.prov.revocations); n != 1 || f.prov.revocations[0][1] != e.NATS.UserPubKey+"-v2" {
+		t.Fatalf("revocations %v, want the new user revoked", f.prov.revocations)
 	}
 }

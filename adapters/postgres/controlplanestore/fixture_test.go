@@ -48,6 +48,10 @@ type fakeProvisioner struct {
 	userErr     error
 	revokeErr   error
 	revocations [][2]string
+	// userGen is appended to minted user keys: bump it to make the next
+	// EnsureSensorUser hand out a new user (as after an upgrade revoked
+	// the old one).
+	userGen string
 }
 
 func (p *fakeProvisioner) record(call string) {
@@ -75,7 +79,10 @@ func (p *fakeProvisioner) EnsureSensorUser(_ context.Context, tenantID, sensorID
 	if p.userErr != nil {
 		return fleet.NATSCredentials{}, p.userErr
 	}
-	return fleet.NATSCredentials{AccountPubKey: "A-" + tenantID, UserPubKey: "U-" + sensorID, Creds: "creds", Consumer: "cmd-" + tenantID + "-" + sensorID}, nil
+	p.mu.Lock()
+	gen := p.userGen
+	p.mu.Unlock()
+	return fleet.NATSCredentials{AccountPubKey: "A-" + tenantID, UserPubKey: "U-" + sensorID + gen, Creds: "creds" + gen, Consumer: "cmd-" + tenantID + "-" + sensorID}, nil
 }
 
 func (p *fakeProvisioner) RevokeUser(_ context.Context, accountPubKey, userPubKey string) error {

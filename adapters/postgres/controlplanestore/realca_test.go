@@ -80,10 +80,11 @@ func TestEnrollAndRenewWithRealCA(t *testing.T) {
 		t.Errorf("AuthorizeSensor: %v", err)
 	}
 
-	renewed, err := f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, newCSR(t))
+	rn, err := f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, newCSR(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	renewed := rn.Certificate
 	newSerial := x509ca.SerialHex(parseCert(t, renewed.CertificatePEM).SerialNumber)
 	if newSerial == serial || renewed.Serial != newSerial {
 		t.Errorf("renewed serial %q (reported %q), old %q", newSerial, renewed.Serial, serial)

@@ -504,3 +504,59 @@ func TestAgentRunsManySensorsAndRenewsCertificates(t *testing.T) {
 		t.Fatalf("agent exit code %d, want 0", code)
 	}
 }
+
+// TestAgentTakesNewNATSCredentialsAfterAnUpgradeRevokedItsUser: an upgrade
+// whose topology changed revokes every sensor's NATS user (serve's start-up
+// pass); the agent, refused by NATS, renews its certificate, gets the new
+// user the provisioner mints in the renewal answer, and commands reach it
+// again — without a new claim code.
+func TestAgentTakesNewNATSCredentialsAfterAnUpgradeRevokedItsUser(t *testing.T) {
+	prov := provisionertest.Start(t, provisionertest.Options{})
+	p := newPlane(t, prov, 168*time.Hour)
+	p.setUpTenant()
+	stateDir := filepath.Join(t.TempDir(), "sensor")
+	t.Setenv("RXC_CLAIM_CODE", p.claimCode("edge-1"))
+	a := startAgent(t, agentArgs(p, stateDir)...)
+	var id string
+	waitUntil(t, 20*time.Second, "the sensor enrolled and online", func() bool {
+		if list := p.sensors(); len(list) == 1 && list[0].State == "online" {
+			id = list[0].ID
+		}
+		return id != ""
+	})
+	t.Setenv("RXC_CLAIM_CODE", "")
+	user := func() *jwt.UserClaims {
+		creds, err := os.ReadFile(filepath.Join(stateDir, "nats.creds"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := jwt.ParseDecoratedJWT(creds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uc, err := jwt.DecodeUserClaims(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uc
+	}
+	old := user()
+	mark := a.log.len()
+	account := old.IssuerAccount // set when a signing key signed the user
+	if account == "" {
+		account = old.Issuer
+	}
+	if status, body := prov.Post("/revoke", map[string]string{"accountId": account, "userPubKey": old.Subject}); status != 200 {
+		t.Fatalf("revoke the sensor's NATS user: %d %s", status, body)
+	}
+	waitUntil(t, 30*time.Second, "the agent renewed and took a new NATS user", func() bool {
+		return user().Subject != old.Subject
+	})
+	if !a.log.has(mark, "the control plane still accepts the sensor", nil) {
+		t.Error("the agent did not settle the NATS refusal through a renewal")
+	}
+	p.command(id, "start", "running")
+	if v := p.sensor(id); v.State != "running" {
+		t.Fatalf("sensor %s, want running", v.State)
+	}
+}

@@ -377,13 +377,22 @@ func testReplaceCertificate(t *testing.T, s Store) {
 	enrolled(t, s, "acme", "s2", "bb01")
 	next := certificate("aa02")
 	next.NotAfter = t0.Add(300 * time.Hour)
-	is(t, "replace", s.ReplaceCertificate(ctx, "s1", next, t0.Add(time.Hour)), nil)
+	is(t, "replace", s.ReplaceCertificate(ctx, "s1", next, fleet.NATSUser{}, t0.Add(time.Hour)), nil)
 	got, _ := s.Sensor(ctx, "s1")
 	if diff := cmp.Diff(fleet.Certificate{Serial: "aa02", NotAfter: next.NotAfter}, got.Certificate); diff != "" {
 		t.Errorf("certificate after renewal (-want +got):\n%s", diff)
 	}
-	is(t, "serial of another sensor", s.ReplaceCertificate(ctx, "s1", certificate("bb01"), t0), fleet.ErrConflict)
-	is(t, "old serial again", s.ReplaceCertificate(ctx, "s1", certificate("aa01"), t0), fleet.ErrConflict)
+	if got.NATSUserPubKey != "Us1" || got.NATSAccountPubKey != "Aacme" {
+		t.Errorf("NATS user after a renewal naming none = %s/%s, want Aacme/Us1 kept", got.NATSAccountPubKey, got.NATSUserPubKey)
+	}
+	// A renewal that got a new NATS user (the old one was revoked by an
+	// upgrade) records it, so revoking the sensor reaches it.
+	is(t, "replace with a new NATS user", s.ReplaceCertificate(ctx, "s1", certificate("aa04"), fleet.NATSUser{AccountPubKey: "Aacme", UserPubKey: "Us1-new"}, t0.Add(2*time.Hour)), nil)
+	if got, _ := s.Sensor(ctx, "s1"); got.NATSUserPubKey != "Us1-new" || got.Certificate.Serial != "aa04" {
+		t.Errorf("after renewal with a new NATS user: user %s serial %s; want Us1-new and aa04", got.NATSUserPubKey, got.Certificate.Serial)
+	}
+	is(t, "serial of another sensor", s.ReplaceCertificate(ctx, "s1", certificate("bb01"), fleet.NATSUser{}, t0), fleet.ErrConflict)
+	is(t, "old serial again", s.ReplaceCertificate(ctx, "s1", certificate("aa01"), fleet.NATSUser{}, t0), fleet.ErrConflict)
 	other, _ := s.Sensor(ctx, "s2")
 	if other.Certificate.Serial != "bb01" {
 		t.Errorf("other sensor's certificate changed to %q", other.Certificate.Serial)
@@ -391,8 +400,8 @@ func testReplaceCertificate(t *testing.T, s Store) {
 	if _, err := s.RevokeSensor(ctx, "s1", "ops", t0); err != nil {
 		t.Fatal(err)
 	}
-	is(t, "revoked", s.ReplaceCertificate(ctx, "s1", certificate("aa03"), t0), fleet.ErrRevoked)
-	is(t, "unknown", s.ReplaceCertificate(ctx, "ghost", certificate("cc01"), t0), fleet.ErrNotFound)
+	is(t, "revoked", s.ReplaceCertificate(ctx, "s1", certificate("aa03"), fleet.NATSUser{UserPubKey: "U-late"}, t0), fleet.ErrRevoked)
+	is(t, "unknown", s.ReplaceCertificate(ctx, "ghost", certificate("cc01"), fleet.NATSUser{}, t0), fleet.ErrNotFound)
 }
 
 // update applies one sensor's status through the batch method.
