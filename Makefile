@@ -6,8 +6,14 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/rxc-project/rxc/internal/buildinfo.Version=$(VERSION)
 GO_TEST_FLAGS ?= -count=1 -timeout 30m
 APPS := provisioner controlplane sensor-agent rxc-dev
+# The NATS-facing tests run against the nats-server go.mod pins (the newest
+# supported release, in-process) and, through test-nats-compat, against the
+# oldest supported release as an external binary (internal/natstest).
+NATS_COMPAT_VERSION ?= v2.11.17
+NATS_COMPAT_PKGS := ./internal/natstest/... ./adapters/natsops/... ./apps/provisioner/app/...
+NATS_COMPAT_BIN := $(BIN)/nats-server-$(NATS_COMPAT_VERSION)/nats-server
 
-.PHONY: help build test test-go test-web lint check tidy-check generate generate-check vulncheck bench demo demo-clean clean
+.PHONY: help build test test-go test-nats-compat test-web lint check tidy-check generate generate-check vulncheck bench demo demo-clean clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -18,10 +24,17 @@ build: ## build every binary into bin/
 		if [ -d apps/$$app ]; then CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$$app ./apps/$$app || exit 1; fi; \
 	done
 
-test: test-go test-web ## run every test (Go, then web when web/ has a package.json)
+test: test-go test-nats-compat test-web ## run every test (Go, the NATS-facing ones again on the oldest nats-server, then web)
 
 test-go: ## Go unit and integration tests (real PostgreSQL, real nats-server)
 	$(GO) test $(GO_TEST_FLAGS) ./... ./proto/...
+
+test-nats-compat: $(NATS_COMPAT_BIN) ## NATS-facing integration tests against the oldest supported nats-server (NATS_COMPAT_VERSION)
+	RXC_NATS_SERVER_BIN=$(abspath $(NATS_COMPAT_BIN)) $(GO) test $(GO_TEST_FLAGS) $(NATS_COMPAT_PKGS)
+
+$(NATS_COMPAT_BIN):
+	@mkdir -p $(dir $@)
+	GOBIN=$(abspath $(dir $@)) $(GO) install github.com/nats-io/nats-server/v2@$(NATS_COMPAT_VERSION)
 
 test-web: build ## web unit, nginx, entrypoint and browser tests (the real-API e2e runs bin/rxc-dev)
 	@if [ -f web/package.json ]; then $(MAKE) -C web test; else echo "web: no package.json yet"; fi

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kelseyhightower/envconfig"
@@ -108,6 +109,40 @@ func provisionerServeEnv(t testing.TB) map[string]envVar {
 	v.Required = true
 	env["BACKEND_SHARED_SECRET"] = v
 	return env
+}
+
+// testedNATSImages are the nats-server images of the releases the tests run
+// against: the one go.mod pins and the Makefile's NATS_COMPAT_VERSION. The
+// deployment files must run one of them.
+var testedNATSImages = sync.OnceValues(func() ([]string, error) {
+	var out []string
+	for _, src := range []struct{ file, pattern string }{
+		{"go.mod", `(?m)^\s*github\.com/nats-io/nats-server/v2 v(\d+\.\d+\.\d+)\s*$`},
+		{"Makefile", `(?m)^NATS_COMPAT_VERSION \?= v(\d+\.\d+\.\d+)\s*$`},
+	} {
+		data, err := os.ReadFile(filepath.Join(repoRoot, src.file))
+		if err != nil {
+			return nil, err
+		}
+		m := regexp.MustCompile(src.pattern).FindSubmatch(data)
+		if m == nil {
+			return nil, fmt.Errorf("%s names no nats-server version", src.file)
+		}
+		out = append(out, "nats:"+string(m[1])+"-alpine")
+	}
+	return out, nil
+})
+
+// checkNATSImage reports an image that is no tested nats-server release.
+func checkNATSImage(where, image string) []string {
+	tested, err := testedNATSImages()
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if !slices.Contains(tested, image) {
+		return []string{fmt.Sprintf("%s: image %q is no tested nats-server release (%s)", where, image, strings.Join(tested, ", "))}
+	}
+	return nil
 }
 
 var hookVar = regexp.MustCompile(`\$\{((?:VITE|RXC)_[A-Z0-9_]+)(:?-([^}]*))?\}`)

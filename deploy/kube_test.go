@@ -443,6 +443,11 @@ func checkManifests(m *manifests, cmds commands) []string {
 	if headless == nil || headless.Spec.ClusterIP != "None" || !headless.Spec.PublishNotReadyAddresses {
 		add("StatefulSet rxc-nats: serviceName %q must be a headless Service publishing not-ready addresses", nats.Spec.ServiceName)
 	}
+	for _, c := range slices.Concat(nats.Spec.Template.Spec.InitContainers, nats.Spec.Template.Spec.Containers) {
+		if imageRepo(c.Image) == "nats" {
+			problems = append(problems, checkNATSImage("StatefulSet rxc-nats container "+c.Name, c.Image)...)
+		}
+	}
 	if len(nats.Spec.VolumeClaimTemplates) == 0 {
 		add("StatefulSet rxc-nats: no volumeClaimTemplates for the JetStream store")
 	}
@@ -519,6 +524,7 @@ func TestKubernetesChecksFail(t *testing.T) {
 		{"one provisioner", func(m *manifests) { one := 1; m.workload("Deployment", "rxc-provisioner").Spec.Replicas = &one }, "replicas"},
 		{"wrong container port", func(m *manifests) { mainOf(m, "Deployment", "rxc-provisioner").Ports[0].ContainerPort = 8081 }, "container ports"},
 		{"no PDB", func(m *manifests) { m.pdbs = m.pdbs[:0] }, "no PodDisruptionBudget"},
+		{"untested nats-server", func(m *manifests) { mainOf(m, "StatefulSet", "rxc-nats").Image = "nats:2.14.9-alpine" }, "is no tested nats-server release"},
 		{"Service port name unknown", func(m *manifests) { m.services[0].Spec.Ports[0].TargetPort = "web" }, "targetPort \"web\""},
 		{"routes need not-ready addresses", func(m *manifests) {
 			for _, s := range m.services {

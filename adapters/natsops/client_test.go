@@ -115,9 +115,9 @@ func (e *env) admin(url string) jetstream.JetStream {
 func TestEnsureStream(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	srv := e.start(-1)
-	adm := e.admin(srv.ClientURL())
-	c := e.client(e.config(srv.ClientURL()))
+	srv := e.start(0)
+	adm := e.admin(srv.URL())
+	c := e.client(e.config(srv.URL()))
 	want := streamView{
 		Subjects: []string{"rxc.*.*.cmd"}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage,
 		Replicas: 1, MaxAge: time.Hour, Duplicates: 2 * time.Minute,
@@ -135,7 +135,7 @@ func TestEnsureStream(t *testing.T) {
 		t.Fatalf("EnsureStream on an existing stream: %v", err)
 	}
 
-	cfg := e.config(srv.ClientURL())
+	cfg := e.config(srv.URL())
 	cfg.Stream.MaxAge, cfg.Stream.Duplicates = 2*time.Hour, 5*time.Minute
 	changed := e.client(cfg)
 	if err := changed.EnsureStream(context.Background()); err != nil {
@@ -154,9 +154,9 @@ func TestEnsureStream(t *testing.T) {
 func TestLimitsRetention(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	srv := e.start(-1)
-	adm := e.admin(srv.ClientURL())
-	cfg := e.config(srv.ClientURL())
+	srv := e.start(0)
+	adm := e.admin(srv.URL())
+	cfg := e.config(srv.URL())
 	cfg.Stream.Retention, cfg.Stream.MaxMsgsPerSubject = natsops.RetentionLimits, 3
 	c := e.client(cfg)
 	ctx := context.Background()
@@ -169,7 +169,7 @@ func TestLimitsRetention(t *testing.T) {
 	tPub, tSeed := e.tenant("t1")
 	sensor := topology.Sensor{Stream: stream, TenantID: "t1", SensorID: "s1"}
 	must(t, c.EnsureConsumer(ctx, sensor))
-	bnc, err := connect(srv.ClientURL(), e.user(e.ctlPub, e.ctlSeed, "backend", topology.BackendPermissions()))
+	bnc, err := connect(srv.URL(), e.user(e.ctlPub, e.ctlSeed, "backend", topology.BackendPermissions()))
 	must(t, err)
 	defer bnc.Close()
 	bjs, err := jetstream.New(bnc)
@@ -178,7 +178,7 @@ func TestLimitsRetention(t *testing.T) {
 		_, err := bjs.Publish(ctx, sensor.CommandSubject(), []byte{byte('0' + i)})
 		must(t, err)
 	}
-	_, sjs := sensorConn(t, srv.ClientURL(), sensor, e.user(tPub, tSeed, sensor.SensorID, sensor.Permissions()))
+	_, sjs := sensorConn(t, srv.URL(), sensor, e.user(tPub, tSeed, sensor.SensorID, sensor.Permissions()))
 	cons, err := sjs.Consumer(ctx, stream, sensor.Consumer())
 	must(t, err)
 	var got []string
@@ -204,14 +204,14 @@ func TestLimitsRetention(t *testing.T) {
 func TestEnsureStreamReportsRefusedChange(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	srv := e.start(-1)
-	adm := e.admin(srv.ClientURL())
+	srv := e.start(0)
+	adm := e.admin(srv.URL())
 	if _, err := adm.CreateStream(context.Background(), jetstream.StreamConfig{
 		Name: stream, Subjects: []string{topology.CommandWildcard}, Storage: jetstream.MemoryStorage,
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c := e.client(e.config(srv.ClientURL()))
+	c := e.client(e.config(srv.URL()))
 	if err := c.EnsureStream(context.Background()); err == nil {
 		t.Fatal("EnsureStream changed retention and storage of an existing stream without an error")
 	}
@@ -225,9 +225,9 @@ func TestEnsureStreamReportsRefusedChange(t *testing.T) {
 func TestEnsureConsumer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	srv := e.start(-1)
-	adm := e.admin(srv.ClientURL())
-	c := e.client(e.config(srv.ClientURL()))
+	srv := e.start(0)
+	adm := e.admin(srv.URL())
+	c := e.client(e.config(srv.URL()))
 	s := topology.Sensor{Stream: stream, TenantID: "acme", SensorID: "s-1"}
 
 	var wg sync.WaitGroup
@@ -281,13 +281,13 @@ func TestEnsureConsumer(t *testing.T) {
 func TestEnsureConsumerRecreatesMissingStream(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	srv := e.start(-1)
-	adm := e.admin(srv.ClientURL())
-	c := e.client(e.config(srv.ClientURL()))
+	srv := e.start(0)
+	adm := e.admin(srv.URL())
+	c := e.client(e.config(srv.URL()))
 	eventually(t, 5*time.Second, "stream created on connect", func() bool { _, err := streamOf(t, adm); return err == nil })
 	// The server removes the stream's files after answering the delete;
 	// recreating the stream before they are gone fails inside the server.
-	dir := filepath.Join(e.storeDir, "jetstream", e.ctlPub, "streams", stream)
+	dir := filepath.Join(srv.StoreDir(), "jetstream", e.ctlPub, "streams", stream)
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("stream files not where expected: %v", err)
 	}
@@ -342,8 +342,8 @@ func sensorConn(t *testing.T, url string, s topology.Sensor, u provisioning.Mint
 func TestSensorPullsAndAcksOwnCommands(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	srv := e.start(-1)
-	url := srv.ClientURL()
+	srv := e.start(0)
+	url := srv.URL()
 	c := e.client(e.config(url))
 	adm := e.admin(url)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -397,8 +397,8 @@ func TestSensorPullsAndAcksOwnCommands(t *testing.T) {
 func TestPushAccountRevokesLiveUser(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	srv := e.start(-1)
-	url := srv.ClientURL()
+	srv := e.start(0)
+	url := srv.URL()
 	c := e.client(e.config(url))
 
 	tPub, tSeed := e.tenant("acme")
@@ -430,8 +430,8 @@ func TestPushAccountRevokesLiveUser(t *testing.T) {
 func TestPushAccountReplies(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	srv := e.start(-1)
-	c := e.client(e.config(srv.ClientURL()))
+	srv := e.start(0)
+	c := e.client(e.config(srv.URL()))
 
 	// A foreign operator's JWT for a loaded account is refused.
 	_, otherSeed, err := natsjwt.NewOperatorKey()
@@ -516,8 +516,7 @@ func TestStartBeforeServerAndReconnect(t *testing.T) {
 		t.Fatalf("PushAccount once connected: %v", err)
 	}
 
-	srv.Shutdown()
-	srv.WaitForShutdown()
+	srv.Stop()
 	eventually(t, 5*time.Second, "not ready after the server stops", func() bool { return !c.Ready() })
 	assertFailsFast(t, c, e.ctlPub)
 

@@ -5,16 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxc-project/rxc/adapters/natsmsg"
 	"github.com/rxc-project/rxc/core/topology"
+	"github.com/rxc-project/rxc/internal/natstest"
 )
 
 // cluster is three operator-mode nats-servers on loopback, routed to each
@@ -23,59 +23,48 @@ import (
 type cluster struct {
 	e           *env
 	clientPorts [3]int
-	routePorts  [3]int
-	storeDirs   [3]string
-	nodes       [3]*server.Server
+	nodes       [3]*natstest.Server
 }
 
 func newCluster(e *env) *cluster {
 	c := &cluster{e: e}
+	var routePorts [3]int
 	for i := range c.nodes {
-		c.clientPorts[i], c.routePorts[i], c.storeDirs[i] = freePort(e.t), freePort(e.t), e.t.TempDir()
+		c.clientPorts[i], routePorts[i] = freePort(e.t), freePort(e.t)
 	}
 	for i := range c.nodes {
-		c.start(i)
+		var routes []string
+		for j, p := range routePorts {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+			}
+		}
+		conf := e.operatorConfig() + fmt.Sprintf("cluster {\n  name: rxc\n  listen: 127.0.0.1:%d\n  routes: [%s]\n}\n", routePorts[i], strings.Join(routes, ", "))
+		c.nodes[i] = natstest.New(e.t, natstest.Options{Dir: e.t.TempDir(), Name: fmt.Sprintf("nats-%d", i+1), Port: c.clientPorts[i], Config: conf})
+	}
+	// A node's JetStream is healthy only once the cluster has a meta
+	// leader: start all three before waiting on any.
+	var wg sync.WaitGroup
+	for i := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.nodes[i].TryStart(); err != nil {
+				e.t.Errorf("nats-%d: %v", i+1, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if e.t.Failed() {
+		e.t.FailNow()
 	}
 	return c
 }
 
-// start runs node i; a restarted node keeps its ports and JetStream store.
-func (c *cluster) start(i int) {
-	t := c.e.t
-	t.Helper()
-	var routes []string
-	for j, p := range c.routePorts {
-		if j != i {
-			routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
-		}
-	}
-	res, err := server.NewURLAccResolver(c.e.resolver)
-	must(t, err)
-	s, err := server.NewServer(&server.Options{
-		ServerName: fmt.Sprintf("nats-%d", i+1),
-		Host:       "127.0.0.1", Port: c.clientPorts[i], NoLog: true, NoSigs: true,
-		TrustedOperators: []*jwt.OperatorClaims{c.e.opClaims},
-		SystemAccount:    c.e.sysPub,
-		AccountResolver:  res,
-		JetStream:        true,
-		StoreDir:         c.storeDirs[i],
-		Cluster:          server.ClusterOpts{Name: "rxc", Host: "127.0.0.1", Port: c.routePorts[i]},
-		Routes:           server.RoutesFromStr(strings.Join(routes, ",")),
-	})
-	must(t, err)
-	go s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatalf("nats-%d not ready", i+1)
-	}
-	c.nodes[i] = s
-}
+// start runs node i again; it keeps its ports and JetStream store.
+func (c *cluster) start(i int) { c.nodes[i].Start() }
 
-func (c *cluster) stop(i int) {
-	c.nodes[i].Shutdown()
-	c.nodes[i].WaitForShutdown()
-	c.nodes[i] = nil
-}
+func (c *cluster) stop(i int) { c.nodes[i].Stop() }
 
 // urls lists every node, as the services' NATS_URL does.
 func (c *cluster) urls() string {
@@ -87,9 +76,17 @@ func (c *cluster) urls() string {
 }
 
 // streamLeader is the index of the node leading the command stream, or -1.
-func (c *cluster) streamLeader() int {
-	for i, s := range c.nodes {
-		if s != nil && s.JetStreamIsStreamLeader(c.e.ctlPub, stream) {
+func (c *cluster) streamLeader(ctx context.Context, adm jetstream.JetStream) int {
+	st, err := adm.Stream(ctx, stream)
+	if err != nil {
+		return -1
+	}
+	info, err := st.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		return -1
+	}
+	for i := range c.nodes {
+		if info.Cluster.Leader == fmt.Sprintf("nats-%d", i+1) {
 			return i
 		}
 	}
@@ -207,7 +204,7 @@ func TestClusterCommandsSurviveANodeOutage(t *testing.T) {
 
 	before := batch("before", 5)
 
-	leader := cl.streamLeader()
+	leader := cl.streamLeader(ctx, adm)
 	if leader < 0 {
 		t.Fatal("no node leads the command stream")
 	}

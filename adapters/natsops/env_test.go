@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxc-project/rxc/adapters/natsjwt"
@@ -20,6 +19,7 @@ import (
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/logbuf"
 	"github.com/rxc-project/rxc/internal/loopback"
+	"github.com/rxc-project/rxc/internal/natstest"
 )
 
 const stream = "RXC_CMD"
@@ -30,6 +30,7 @@ type env struct {
 	t        *testing.T
 	signer   *natsjwt.Signer
 	opClaims *jwt.OperatorClaims
+	opJWT    string
 	sysPub   string
 	sysSeed  []byte
 	ctlPub   string
@@ -57,9 +58,9 @@ func newEnv(t *testing.T) *env {
 	must(t, err)
 	e.sign(provisioning.AccountSpec{PubKey: e.sysPub, Name: "SYS", Kind: provisioning.KindSystem})
 	e.sign(provisioning.AccountSpec{PubKey: e.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl})
-	opJWT, err := natsjwt.SignOperator(opSeed, "rxc-test", e.sysPub, "")
+	e.opJWT, err = natsjwt.SignOperator(opSeed, "rxc-test", e.sysPub, "")
 	must(t, err)
-	e.opClaims, err = jwt.DecodeOperatorClaims(opJWT)
+	e.opClaims, err = jwt.DecodeOperatorClaims(e.opJWT)
 	must(t, err)
 
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -100,26 +101,18 @@ func (e *env) sign(spec provisioning.AccountSpec) string {
 	return tok
 }
 
-// start runs the server on port (-1 for any) and stops it at cleanup.
-func (e *env) start(port int) *server.Server {
+// operatorConfig is the nats-server configuration of operator mode with the
+// env's URL resolver, as init-operator writes it.
+func (e *env) operatorConfig() string {
+	return fmt.Sprintf("operator: %s\nsystem_account: %s\nresolver: URL(%q)\n", e.opJWT, e.sysPub, e.resolver)
+}
+
+// start runs the server on port (0 for any) with the env's JetStream store
+// and stops it at cleanup: in-process, or the binary RXC_NATS_SERVER_BIN
+// names (natstest).
+func (e *env) start(port int) *natstest.Server {
 	e.t.Helper()
-	res, err := server.NewURLAccResolver(e.resolver)
-	must(e.t, err)
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
-		TrustedOperators: []*jwt.OperatorClaims{e.opClaims},
-		SystemAccount:    e.sysPub,
-		AccountResolver:  res,
-		JetStream:        true,
-		StoreDir:         e.storeDir,
-	})
-	must(e.t, err)
-	go s.Start()
-	e.t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		e.t.Fatal("nats-server not ready")
-	}
-	return s
+	return natstest.Start(e.t, natstest.Options{Dir: e.storeDir, Port: port, Config: e.operatorConfig()})
 }
 
 func (e *env) config(url string) natsops.Config {

@@ -18,9 +18,9 @@ import (
 func TestEnsureEventStream(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	srv := e.start(-1)
-	adm := e.admin(srv.ClientURL())
-	cfg := e.config(srv.ClientURL())
+	srv := e.start(0)
+	adm := e.admin(srv.URL())
+	cfg := e.config(srv.URL())
 	cfg.Events = natsops.EventStreamConfig{Name: topology.DefaultEventStream, MaxAge: 72 * time.Hour, MaxBytes: 4096}
 	ops := e.client(cfg)
 	if err := ops.EnsureEventStream(context.Background()); err != nil {
@@ -63,7 +63,7 @@ func TestEnsureEventStream(t *testing.T) {
 	// The backend user appends events; once the stream is full it is refused,
 	// not silently trimmed.
 	backend := e.user(e.ctlPub, e.ctlSeed, "backend", topology.BackendPermissions())
-	nc, err := connect(srv.ClientURL(), backend)
+	nc, err := connect(srv.URL(), backend)
 	must(t, err)
 	defer nc.Close()
 	js, err := jetstream.New(nc)

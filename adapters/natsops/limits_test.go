@@ -42,7 +42,7 @@ func streamMaxConsumers(t *testing.T, js jetstream.JetStream) int {
 func TestConsumerLimitRefusalIsDistinct(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	url := e.start(-1).ClientURL()
+	url := e.start(0).URL()
 	cfg := e.config(url)
 	cfg.Stream.MaxConsumers = 3
 	c := e.client(cfg)
@@ -75,7 +75,7 @@ func TestConsumerLimitRefusalIsDistinct(t *testing.T) {
 func TestDefaultConsumerLimitLiftsServerCap(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	url := e.start(-1).ClientURL()
+	url := e.start(0).URL()
 	c := e.client(e.config(url))
 	adm := e.admin(url)
 	ctx := context.Background()
@@ -120,7 +120,7 @@ func TestDefaultConsumerLimitLiftsServerCap(t *testing.T) {
 func TestConsumerLimitCheckReportsServerCap(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	url := e.start(-1).ClientURL()
+	url := e.start(0).URL()
 	adm := e.admin(url)
 	if _, err := adm.CreateStream(context.Background(), jetstream.StreamConfig{
 		Name: stream, Subjects: []string{topology.CommandWildcard}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage,
@@ -153,7 +153,7 @@ func TestConsumerLimitCheckReportsServerCap(t *testing.T) {
 func TestEnsureStreamRaisesConsumerLimit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	url := e.start(-1).ClientURL()
+	url := e.start(0).URL()
 	adm := e.admin(url)
 	ctx := context.Background()
 	cfg := e.config(url)

@@ -19,11 +19,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/rxc-project/rxc/apps/provisioner/app"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/internal/loopback"
+	"github.com/rxc-project/rxc/internal/natstest"
 	"github.com/rxc-project/rxc/internal/pgtest"
 )
 
@@ -36,12 +35,13 @@ type Stack struct {
 	NATSURL  string
 	Operator provisioning.Operator
 	Config   app.ServeConfig
-	NATS     *server.Server
+	// NATS is the nats-server, in-process or (RXC_NATS_SERVER_BIN) an
+	// external binary; StartNATS and StopNATS start and stop it.
+	NATS *natstest.Server
 
-	natsPort int
-	srv      *app.Server
-	cancel   context.CancelFunc
-	done     chan error
+	srv    *app.Server
+	cancel context.CancelFunc
+	done   chan error
 }
 
 // Options tune Start.
@@ -71,10 +71,11 @@ func Start(t pgtest.TB, opts Options) *Stack {
 			opts.LogLevel = "error"
 		}
 	}
-	s := &Stack{t: t, Dir: dir, Secret: "test-shared-secret-0123456789", natsPort: FreePort(t)}
+	s := &Stack{t: t, Dir: dir, Secret: "test-shared-secret-0123456789"}
+	s.NATS = natstest.New(t, natstest.Options{Dir: dir, Config: "include \"nats-operator.conf\"\n"})
 	httpPort := FreePort(t)
 	s.URL = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	s.NATSURL = fmt.Sprintf("nats://127.0.0.1:%d", s.natsPort)
+	s.NATSURL = s.NATS.URL()
 	store := app.StoreConfig{
 		PGDSN:                    pgtest.DSN(t),
 		OperatorSeedPath:         filepath.Join(dir, "keys", "operator.nk"),
@@ -165,36 +166,11 @@ func (s *Stack) StopServe() {
 // init-operator wrote. It reuses the port and JetStream store across restarts.
 func (s *Stack) StartNATS() {
 	s.t.Helper()
-	conf := filepath.Join(s.Dir, "nats.conf")
-	body := fmt.Sprintf("listen: 127.0.0.1:%d\nserver_name: rxc-test\njetstream {\n  store_dir: %q\n}\ninclude \"nats-operator.conf\"\n", s.natsPort, filepath.Join(s.Dir, "jetstream"))
-	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-		s.t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		s.t.Fatalf("nats-server config: %v", err)
-	}
-	opts.NoLog, opts.NoSigs = true, true
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		s.t.Fatalf("nats-server: %v", err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(15 * time.Second) {
-		s.t.Fatal("nats-server not ready within 15s")
-	}
-	s.NATS = ns
-	s.t.Cleanup(ns.Shutdown)
+	s.NATS.Start()
 }
 
 // StopNATS shuts nats-server down.
-func (s *Stack) StopNATS() {
-	if s.NATS != nil {
-		s.NATS.Shutdown()
-		s.NATS.WaitForShutdown()
-		s.NATS = nil
-	}
-}
+func (s *Stack) StopNATS() { s.NATS.Stop() }
 
 // WaitNATSReady waits until the provisioner is connected to NATS.
 func (s *Stack) WaitNATSReady() {

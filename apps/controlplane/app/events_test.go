@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats-server/v2/server"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -265,11 +264,11 @@ func shrinkEventStream(t *testing.T, prov *provisionertest.Stack, maxBytes int64
 	prov.StartServe()
 	prov.WaitNATSReady()
 	waitUntil(t, 30*time.Second, "event stream shrunk", func() bool {
-		acc, err := prov.NATS.JszAccount(&server.JSzOptions{Account: prov.Operator.ControlAccount, Streams: true, Config: true})
+		streams, err := prov.NATS.AccountStreams(prov.Operator.ControlAccount)
 		if err != nil {
 			return false
 		}
-		for _, s := range acc.Streams {
+		for _, s := range streams {
 			if s.Name == "RXC_EVENTS" && s.Config != nil && s.Config.MaxBytes == maxBytes {
 				return true
 			}

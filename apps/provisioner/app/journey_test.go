@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -235,15 +234,13 @@ func waitStreamMsgs(t *testing.T, ctx context.Context, s *provisionertest.Stack,
 	var n uint64
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
-		jsz, err := s.NATS.Jsz(&server.JSzOptions{Account: s.Operator.ControlAccount, Streams: true})
+		streams, err := s.NATS.AccountStreams(s.Operator.ControlAccount)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, a := range jsz.AccountDetails {
-			for _, st := range a.Streams {
-				if st.Name == "RXC_CMD" {
-					n = st.State.Msgs
-				}
+		for _, st := range streams {
+			if st.Name == "RXC_CMD" {
+				n = st.State.Msgs
 			}
 		}
 		if n == want {
@@ -615,12 +612,18 @@ func TestRestartAppliesChangedControlLimits(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		acc, err := s.NATS.LookupAccount(ctl)
-		var limits server.JetStreamAccountLimits
-		if err == nil {
-			limits = acc.JetStreamUsage().Limits
+		// The claims nats-server holds for the account, from /accountz.
+		var az struct {
+			Account struct {
+				Claim *jwt.AccountClaims `json:"decoded_jwt"`
+			} `json:"account_detail"`
 		}
-		if limits.MaxStore == s.Config.ControlJSMaxDisk {
+		err := s.NATS.Monitor("/accountz?acc="+ctl, &az)
+		var limits jwt.JetStreamLimits
+		if err == nil && az.Account.Claim != nil {
+			limits = az.Account.Claim.Limits.JetStreamLimits
+		}
+		if limits.DiskStorage == s.Config.ControlJSMaxDisk {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -1,0 +1,382 @@
+// Package natstest runs a nats-server for integration tests from a
+// configuration file, the way it runs in production: in-process
+// (github.com/nats-io/nats-server/v2, the version go.mod pins) or, when the
+// environment variable RXC_NATS_SERVER_BIN names a nats-server binary, as
+// that external process. The second lets `make test-nats-compat` run the
+// NATS-facing tests against the oldest supported release. Either way the
+// server keeps its port and JetStream store across Stop and Start, and
+// exposes its monitoring endpoint for inspection.
+package natstest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/rxc-project/rxc/internal/loopback"
+)
+
+// BinEnv names the environment variable that selects an external binary.
+const BinEnv = "RXC_NATS_SERVER_BIN"
+
+// TB is the part of testing.TB the helper needs.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
+// Options describe a server.
+type Options struct {
+	// Dir holds the configuration file, the JetStream store (Dir/jetstream)
+	// and an external server's log. Required.
+	Dir string
+	// Name is the server_name; defaults to "rxc-test".
+	Name string
+	// Port is the client port; 0 picks a free one.
+	Port int
+	// Config is appended to the generated configuration (listen, monitoring
+	// port, server_name, jetstream store): the operator, resolver, cluster
+	// blocks and so on. It may include files from Dir by relative name.
+	Config string
+	// ReadyTimeout bounds Start; defaults to 30s.
+	ReadyTimeout time.Duration
+}
+
+// Server is one nats-server, stopped or running.
+type Server struct {
+	t           TB
+	opts        Options
+	monitorPort int
+	bin         string
+
+	mu   sync.Mutex
+	ns   *server.Server // in-process, while running
+	cmd  *exec.Cmd      // external, while running
+	exit chan error     // external: the process's exit
+}
+
+// External reports whether servers run as an external binary.
+func External() bool { return os.Getenv(BinEnv) != "" }
+
+// New prepares a server without starting it.
+func New(t TB, opts Options) *Server {
+	t.Helper()
+	if opts.Dir == "" {
+		t.Fatalf("natstest: Options.Dir is required")
+	}
+	if opts.Name == "" {
+		opts.Name = "rxc-test"
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 30 * time.Second
+	}
+	if opts.Port == 0 {
+		opts.Port = freePort(t)
+	}
+	s := &Server{t: t, opts: opts, monitorPort: freePort(t), bin: os.Getenv(BinEnv)}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Start creates and starts a server, failing the test when it is not ready.
+func Start(t TB, opts Options) *Server {
+	t.Helper()
+	s := New(t, opts)
+	s.Start()
+	return s
+}
+
+func freePort(t TB) int {
+	t.Helper()
+	p, err := loopback.FreePort()
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	return p
+}
+
+// URL is the client URL.
+func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.opts.Port) }
+
+// Port is the client port.
+func (s *Server) Port() int { return s.opts.Port }
+
+// MonitorURL is the base URL of the monitoring endpoint.
+func (s *Server) MonitorURL() string { return fmt.Sprintf("http://127.0.0.1:%d", s.monitorPort) }
+
+// ConfigPath is the configuration file the server runs with.
+func (s *Server) ConfigPath() string { return filepath.Join(s.opts.Dir, s.opts.Name+".conf") }
+
+// StoreDir is the JetStream store.
+func (s *Server) StoreDir() string { return filepath.Join(s.opts.Dir, "jetstream-"+s.opts.Name) }
+
+func (s *Server) writeConfig() error {
+	body := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\nserver_name: %q\njetstream {\n  store_dir: %q\n}\n%s\n",
+		s.opts.Port, s.monitorPort, s.opts.Name, s.StoreDir(), s.opts.Config)
+	return os.WriteFile(s.ConfigPath(), []byte(body), 0o600)
+}
+
+// Start (re)starts the stopped server on the same port and store and waits
+// until it is healthy (JetStream included).
+func (s *Server) Start() {
+	s.t.Helper()
+	if err := s.TryStart(); err != nil {
+		s.t.Fatalf("natstest: %v", err)
+	}
+}
+
+// TryStart is Start returning the error, for tests where the server is
+// expected to refuse to start (an unreachable resolver, say).
+func (s *Server) TryStart() error {
+	s.mu.Lock()
+	running := s.ns != nil || s.cmd != nil
+	s.mu.Unlock()
+	if running {
+		return errors.New("nats-server already running")
+	}
+	if err := s.writeConfig(); err != nil {
+		return err
+	}
+	if s.bin != "" {
+		return s.startExternal()
+	}
+	return s.startInProcess()
+}
+
+func (s *Server) startInProcess() error {
+	opts, err := server.ProcessConfigFile(s.ConfigPath())
+	if err != nil {
+		return fmt.Errorf("nats-server config: %w", err)
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return fmt.Errorf("nats-server: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(s.opts.ReadyTimeout) {
+		ns.Shutdown()
+		return fmt.Errorf("nats-server not ready within %s", s.opts.ReadyTimeout)
+	}
+	s.mu.Lock()
+	s.ns = ns
+	s.mu.Unlock()
+	return s.waitHealthy(nil)
+}
+
+func (s *Server) logPath() string { return filepath.Join(s.opts.Dir, s.opts.Name+".log") }
+
+func (s *Server) startExternal() error {
+	logf, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(s.bin, "-c", s.ConfigPath())
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", s.bin, err)
+	}
+	exit := make(chan error, 1)
+	go func() {
+		exit <- cmd.Wait()
+		logf.Close()
+	}()
+	s.mu.Lock()
+	s.cmd, s.exit = cmd, exit
+	s.mu.Unlock()
+	if err := s.waitHealthy(exit); err != nil {
+		s.Stop()
+		return fmt.Errorf("%w\n%s", err, s.logTail())
+	}
+	return nil
+}
+
+// waitHealthy polls /healthz until the server, JetStream included, is ready.
+func (s *Server) waitHealthy(exit chan error) error {
+	deadline := time.Now().Add(s.opts.ReadyTimeout)
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		resp, err := client.Get(s.MonitorURL() + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case err := <-exit:
+			exit <- err
+			return fmt.Errorf("nats-server exited during start: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nats-server not healthy within %s", s.opts.ReadyTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Running reports whether the server runs (an external process may have
+// exited on its own).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ns != nil {
+		return s.ns.Running()
+	}
+	if s.cmd == nil {
+		return false
+	}
+	select {
+	case err := <-s.exit:
+		s.exit <- err
+		return false
+	default:
+		return true
+	}
+}
+
+// Stop shuts the server down gracefully and waits for it; safe to call when
+// stopped.
+func (s *Server) Stop() { s.stop(syscall.SIGTERM) }
+
+// Kill ends the server at once: an external process gets SIGKILL, an
+// in-process one is shut down (it cannot be killed harder).
+func (s *Server) Kill() { s.stop(syscall.SIGKILL) }
+
+func (s *Server) stop(sig syscall.Signal) {
+	s.mu.Lock()
+	ns, cmd, exit := s.ns, s.cmd, s.exit
+	s.ns, s.cmd, s.exit = nil, nil, nil
+	s.mu.Unlock()
+	if ns != nil {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}
+	if cmd != nil {
+		_ = cmd.Process.Signal(sig)
+		select {
+		case <-exit:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exit
+		}
+		if f, ok := s.t.(interface{ Failed() bool }); ok && f.Failed() {
+			s.t.Logf("nats-server %s log:\n%s", s.opts.Name, s.logTail())
+		}
+	}
+}
+
+// Pause stops the external process with SIGSTOP (a hung server); Resume
+// continues it. In-process servers cannot be paused: the test is skipped
+// by the caller (see External).
+func (s *Server) Pause() error  { return s.signal(syscall.SIGSTOP) }
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return errors.New("natstest: no external nats-server process to signal")
+	}
+	return cmd.Process.Signal(sig)
+}
+
+// Version is the running server's version, from its monitoring endpoint.
+func (s *Server) Version() (string, error) {
+	var v struct {
+		Version string `json:"version"`
+	}
+	if err := s.Monitor("/varz", &v); err != nil {
+		return "", err
+	}
+	return v.Version, nil
+}
+
+// Monitor GETs a monitoring path (such as "/jsz?acc=X&streams=true") and
+// decodes its JSON into v.
+func (s *Server) Monitor(path string, v any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.MonitorURL()+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, body)
+	}
+	return json.Unmarshal(body, v)
+}
+
+// AccountStreams returns the streams of an account with their
+// configuration and state, from /jsz.
+func (s *Server) AccountStreams(account string) ([]server.StreamDetail, error) {
+	var jsz server.JSInfo
+	if err := s.Monitor("/jsz?acc="+account+"&streams=true&config=true", &jsz); err != nil {
+		return nil, err
+	}
+	var out []server.StreamDetail
+	for _, a := range jsz.AccountDetails {
+		if a.Id == account || a.Name == account {
+			out = append(out, a.Streams...)
+		}
+	}
+	return out, nil
+}
+
+// logTail is the end of an external server's log.
+func (s *Server) logTail() string {
+	f, err := os.Open(s.logPath())
+	if err != nil {
+		return "(no log)"
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > 60 {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Reachable reports whether something accepts connections on the client
+// port.
+func (s *Server) Reachable() bool {
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", s.opts.Port), time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
