@@ -55,6 +55,10 @@ type Options struct {
 	// CommandStreamMaxConsumers is COMMAND_STREAM_MAX_CONSUMERS (0: the
 	// provisioner's default).
 	CommandStreamMaxConsumers int
+	// PGDSN is the database to use instead of a fresh one of the shared
+	// pgtest cluster: a database of a cluster of the test's own, which it
+	// may stop (pgtest.Start, Halt, Resume).
+	PGDSN string
 }
 
 // Start brings up PostgreSQL database, provisioner and nats-server.
@@ -76,8 +80,11 @@ func Start(t pgtest.TB, opts Options) *Stack {
 	httpPort := FreePort(t)
 	s.URL = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	s.NATSURL = s.NATS.URL()
+	if opts.PGDSN == "" {
+		opts.PGDSN = pgtest.DSN(t)
+	}
 	store := app.StoreConfig{
-		PGDSN:                    pgtest.DSN(t),
+		PGDSN:                    opts.PGDSN,
 		OperatorSeedPath:         filepath.Join(dir, "keys", "operator.nk"),
 		AccountSeedEncryptionKey: base64.StdEncoding.EncodeToString(key),
 		ControlAccountName:       "CONTROL",
@@ -171,6 +178,9 @@ func (s *Stack) StartNATS() {
 
 // StopNATS shuts nats-server down.
 func (s *Stack) StopNATS() { s.NATS.Stop() }
+
+// NATSReady reports whether the provisioner is connected to NATS now.
+func (s *Stack) NATSReady() bool { return s.srv.NATSReady() }
 
 // WaitNATSReady waits until the provisioner is connected to NATS.
 func (s *Stack) WaitNATSReady() {

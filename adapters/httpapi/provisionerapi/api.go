@@ -52,7 +52,17 @@ type Config struct {
 	Logger       *slog.Logger
 	// HealthTimeout bounds the store ping of /healthz (default 2 s).
 	HealthTimeout time.Duration
+	// DatabaseUnavailable tells an error of an unreachable database
+	// (pgoutage.Is) from others: those answer 503 database_unavailable
+	// with Retry-After instead of 500. Nil: no error is one.
+	DatabaseUnavailable func(error) bool
 }
+
+// Retry-After values: how long a caller should wait after an outage.
+const (
+	retryDatabase = "5"
+	retryNATS     = "2"
+)
 
 // API serves the provisioner's routes.
 type API struct {
@@ -61,6 +71,7 @@ type API struct {
 	secret        [sha256.Size]byte
 	log           *slog.Logger
 	healthTimeout time.Duration
+	dbDown        func(error) bool
 	mux           *http.ServeMux
 	etags         etags
 }
@@ -79,8 +90,11 @@ func New(cfg Config) (*API, error) {
 	if cfg.HealthTimeout <= 0 {
 		cfg.HealthTimeout = 2 * time.Second
 	}
+	if cfg.DatabaseUnavailable == nil {
+		cfg.DatabaseUnavailable = func(error) bool { return false }
+	}
 	a := &API{
-		svc: cfg.Service, health: cfg.Health, log: cfg.Logger, healthTimeout: cfg.HealthTimeout,
+		svc: cfg.Service, health: cfg.Health, log: cfg.Logger, healthTimeout: cfg.HealthTimeout, dbDown: cfg.DatabaseUnavailable,
 		// Hashing both sides gives equal-length inputs to the constant-time
 		// comparison, so the secret's length does not leak either.
 		secret: sha256.Sum256([]byte(cfg.SharedSecret)),
@@ -147,6 +161,7 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if err := a.health.Ping(ctx); err != nil {
 		a.log.Warn("health check failed", "err", err)
+		w.Header().Set("Retry-After", retryDatabase)
 		problem.Write(w, r, problem.New(http.StatusServiceUnavailable, "database_unavailable", "Database unavailable", "PostgreSQL did not answer in time"))
 		return
 	}
@@ -399,14 +414,20 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		a.log.Error("command stream consumer limit reached", "path", r.URL.Path, "err", err)
 		p = problem.New(http.StatusConflict, "consumer_limit_reached", "Command stream full",
 			"the command stream holds its maximum of consumers; an operator must raise COMMAND_STREAM_MAX_CONSUMERS (the user is kept; a retry after that finishes)")
+	case a.dbDown(err):
+		a.log.Warn("database unavailable", "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", retryDatabase)
+		p = problem.New(http.StatusServiceUnavailable, "database_unavailable", "Database unavailable",
+			"PostgreSQL did not answer; nothing was changed unless the answer to a retry says so, retry later")
 	case errors.Is(err, provisioning.ErrNATSUnavailable):
 		a.log.Warn("nats unavailable", "path", r.URL.Path, "err", err)
-		w.Header().Set("Retry-After", "2")
+		w.Header().Set("Retry-After", retryNATS)
 		p = problem.New(http.StatusServiceUnavailable, "nats_unavailable", "NATS unavailable", "the change is stored; retry the request to finish it")
 	case errors.Is(err, provisioning.ErrNoOperator):
 		p = problem.New(http.StatusServiceUnavailable, "no_operator", "Operator not initialised", "run provisioner init-operator")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		a.log.Warn("request cancelled or timed out", "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", retryNATS)
 		p = problem.New(http.StatusServiceUnavailable, "timeout", "Timed out", "the request did not complete in time; retry")
 	default:
 		a.log.Error("request failed", "path", r.URL.Path, "err", err)

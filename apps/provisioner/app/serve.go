@@ -17,6 +17,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/httpapi/provisionerapi"
 	"github.com/rxc-project/rxc/adapters/natsjwt"
 	"github.com/rxc-project/rxc/adapters/natsops"
+	"github.com/rxc-project/rxc/adapters/postgres/pgoutage"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/core/provisioning"
@@ -185,7 +186,9 @@ func (s *Server) build(ctx context.Context) (err error) {
 	if n := len(revoked); n > 0 {
 		log.Warn("revoked users whose permissions the current topology no longer grants; their sensors get new credentials with their next certificate renewal", "count", n)
 	}
-	api, err := provisionerapi.New(provisionerapi.Config{Service: s.svc, Health: store, SharedSecret: cfg.SharedSecret, Logger: log})
+	api, err := provisionerapi.New(provisionerapi.Config{
+		Service: s.svc, Health: store, SharedSecret: cfg.SharedSecret, Logger: log, DatabaseUnavailable: pgoutage.Is,
+	})
 	if err != nil {
 		return err
 	}
