@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/rxc-project/rxc/core/events"
+	"github.com/rxc-project/rxc/core/fleet"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
@@ -53,8 +54,12 @@ type EventIngest interface {
 // Defaults.
 const (
 	DefaultMaxRecvMsgSize = 256 << 10
-	maxConcurrentStreams  = 32
-	handshakeTimeout      = 10 * time.Second
+	// DefaultRecheckInterval is how often an open stream re-checks its
+	// certificate on its own, bounding how long a missed revocation or
+	// renewal broadcast keeps it open.
+	DefaultRecheckInterval = 30 * time.Second
+	maxConcurrentStreams   = 32
+	handshakeTimeout       = 10 * time.Second
 )
 
 // Config for New. TLS, Authorizer and Heartbeats are required.
@@ -78,17 +83,21 @@ type Config struct {
 	// MaxRecvMsgSize bounds one inbound message; default
 	// DefaultMaxRecvMsgSize.
 	MaxRecvMsgSize int
+	// RecheckInterval is how often each open stream re-authorises its
+	// certificate (default DefaultRecheckInterval); Recheck does it at once.
+	RecheckInterval time.Duration
 }
 
 // Server serves the sensor gRPC services.
 type Server struct {
-	grpc   *grpc.Server
-	log    *slog.Logger
-	auth   Authorizer
-	beats  Heartbeats
-	events EventSink
-	ingest EventIngest
-	dbDown func(error) bool
+	grpc         *grpc.Server
+	log          *slog.Logger
+	auth         Authorizer
+	beats        Heartbeats
+	events       EventSink
+	ingest       EventIngest
+	dbDown       func(error) bool
+	recheckEvery time.Duration
 
 	mu      sync.Mutex
 	streams map[sensorKey]map[*liveStream]struct{}
@@ -96,7 +105,10 @@ type Server struct {
 
 type sensorKey struct{ tenantID, sensorID string }
 
-type liveStream struct{ cancel context.CancelCauseFunc }
+type liveStream struct {
+	id     Identity
+	cancel context.CancelCauseFunc
+}
 
 // New builds a Server. It refuses a TLS configuration that would let a
 // client in without a verified certificate or below TLS 1.3.
@@ -116,6 +128,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("grpcmtls: Heartbeats is required")
 	case cfg.MaxRecvMsgSize < 0:
 		return nil, fmt.Errorf("grpcmtls: negative MaxRecvMsgSize %d", cfg.MaxRecvMsgSize)
+	case cfg.RecheckInterval < 0:
+		return nil, fmt.Errorf("grpcmtls: negative RecheckInterval %s", cfg.RecheckInterval)
+	}
+	if cfg.RecheckInterval == 0 {
+		cfg.RecheckInterval = DefaultRecheckInterval
 	}
 	if cfg.MaxRecvMsgSize == 0 {
 		cfg.MaxRecvMsgSize = DefaultMaxRecvMsgSize
@@ -132,13 +149,14 @@ func New(cfg Config) (*Server, error) {
 		cfg.DatabaseUnavailable = func(error) bool { return false }
 	}
 	s := &Server{
-		log:     log,
-		auth:    cfg.Authorizer,
-		beats:   cfg.Heartbeats,
-		events:  events,
-		ingest:  cfg.Ingest,
-		dbDown:  cfg.DatabaseUnavailable,
-		streams: map[sensorKey]map[*liveStream]struct{}{},
+		log:          log,
+		auth:         cfg.Authorizer,
+		beats:        cfg.Heartbeats,
+		events:       events,
+		ingest:       cfg.Ingest,
+		dbDown:       cfg.DatabaseUnavailable,
+		recheckEvery: cfg.RecheckInterval,
+		streams:      map[sensorKey]map[*liveStream]struct{}{},
 	}
 	s.grpc = grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(cfg.TLS.Clone())),
@@ -204,9 +222,60 @@ func (s *Server) Terminate(tenantID, sensorID string) {
 	}
 }
 
+// Recheck re-authorises every live stream of the sensor now and ends those
+// whose certificate is no longer the sensor's active one: revoked
+// (PermissionDenied, "terminated") or superseded by a renewal
+// (PermissionDenied, "superseded"; a stream on the new certificate stays).
+// A check that fails for another reason (database down) leaves the stream
+// to its next periodic check.
+func (s *Server) Recheck(ctx context.Context, tenantID, sensorID string) {
+	s.mu.Lock()
+	var live []*liveStream
+	for l := range s.streams[sensorKey{tenantID, sensorID}] {
+		live = append(live, l)
+	}
+	s.mu.Unlock()
+	for _, l := range live {
+		s.recheckStream(ctx, l)
+	}
+}
+
+// RecheckAll is Recheck for every sensor with a live stream: after
+// broadcasts may have been missed.
+func (s *Server) RecheckAll(ctx context.Context) {
+	s.mu.Lock()
+	var live []*liveStream
+	for _, m := range s.streams {
+		for l := range m {
+			live = append(live, l)
+		}
+	}
+	s.mu.Unlock()
+	for _, l := range live {
+		s.recheckStream(ctx, l)
+	}
+}
+
+func (s *Server) recheckStream(ctx context.Context, l *liveStream) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := s.auth.AuthorizeSensor(ctx, l.id.TenantID, l.id.SensorID, l.id.Serial)
+	switch {
+	case err == nil:
+	case errors.Is(err, fleet.ErrRevoked), errors.Is(err, fleet.ErrNotFound):
+		l.cancel(errTerminated)
+		s.log.Info("sensor stream ended: sensor revoked", "tenant", l.id.TenantID, "sensor", l.id.SensorID)
+	case errors.Is(err, fleet.ErrInvalidToken):
+		l.cancel(errSuperseded)
+		s.log.Info("sensor stream ended: certificate no longer active", "tenant", l.id.TenantID, "sensor", l.id.SensorID, "serial", l.id.Serial)
+	default:
+		s.log.Warn("stream re-check failed; kept until the next one", "tenant", l.id.TenantID, "sensor", l.id.SensorID, "error", err)
+	}
+}
+
 func (s *Server) register(ctx context.Context, id Identity) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	l := &liveStream{cancel: cancel}
+	l := &liveStream{id: id, cancel: cancel}
 	k := sensorKey{id.TenantID, id.SensorID}
 	s.mu.Lock()
 	if s.streams[k] == nil {
@@ -214,6 +283,20 @@ func (s *Server) register(ctx context.Context, id Identity) (context.Context, fu
 	}
 	s.streams[k][l] = struct{}{}
 	s.mu.Unlock()
+	// The periodic re-check bounds how long a stream outlives a revocation
+	// or renewal whose broadcast this replica missed.
+	go func() {
+		t := time.NewTicker(s.recheckEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.recheckStream(context.WithoutCancel(ctx), l)
+			}
+		}
+	}()
 	return ctx, func() {
 		s.mu.Lock()
 		delete(s.streams[k], l)

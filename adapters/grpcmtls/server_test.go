@@ -43,10 +43,22 @@ import (
 // fakeAuthorizer knows which serial is active for which sensor, as the
 // control plane's store would.
 type fakeAuthorizer struct {
-	mu      sync.Mutex
-	active  map[string]grpcmtls.Identity // by serial
-	revoked map[string]bool
-	calls   int
+	mu         sync.Mutex
+	active     map[string]grpcmtls.Identity // by serial
+	revoked    map[string]bool
+	superseded map[string]bool
+	failWith   error
+	calls      int
+}
+
+// supersede makes serial a replaced certificate, as a renewal does.
+func (a *fakeAuthorizer) supersede(serial string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.superseded == nil {
+		a.superseded = map[string]bool{}
+	}
+	a.superseded[serial] = true
 }
 
 func (a *fakeAuthorizer) allow(id grpcmtls.Identity) {
@@ -73,12 +85,16 @@ func (a *fakeAuthorizer) AuthorizeSensor(_ context.Context, tenantID, sensorID, 
 	a.calls++
 	id, ok := a.active[serial]
 	switch {
+	case a.failWith != nil:
+		return a.failWith
 	case !ok:
 		return fmt.Errorf("serial %s: %w", serial, fleet.ErrNotFound)
 	case id.TenantID != tenantID || id.SensorID != sensorID:
 		return fmt.Errorf("serial %s belongs to another sensor: %w", serial, fleet.ErrNotFound)
 	case a.revoked[serial]:
 		return fmt.Errorf("serial %s: %w", serial, fleet.ErrRevoked)
+	case a.superseded[serial]:
+		return fmt.Errorf("serial %s: not active: %w", serial, fleet.ErrInvalidToken)
 	}
 	return nil
 }
@@ -678,5 +694,113 @@ func TestNewRefusesWeakConfig(t *testing.T) {
 	}
 	if _, err := grpcmtls.New(good); err != nil {
 		t.Errorf("control: New with a good config: %v", err)
+	}
+}
+
+// openStream opens an event stream with cert and waits until its first
+// event reached the sink, which proves the stream is registered.
+func openStream(t *testing.T, f *fixture, sink chanSink, cert tls.Certificate, id string) sensorpb.SensorEventStreamService_StreamEventsClient {
+	t.Helper()
+	ctx := testCtx(t)
+	stream, err := sensorpb.NewSensorEventStreamServiceClient(f.sensor(t, cert)).StreamEvents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(event(id)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sink:
+	case <-ctx.Done():
+		t.Fatalf("event %s never arrived", id)
+	}
+	return stream
+}
+
+// ended waits for the server to end stream and returns its status.
+func ended(t *testing.T, stream sensorpb.SensorEventStreamService_StreamEventsClient) *status.Status {
+	t.Helper()
+	return status.Convert(stream.RecvMsg(new(sensorpb.StreamEventsResponse)))
+}
+
+// TestRecheckEndsRevokedAndSupersededStreams: a broadcast revocation or
+// renewal ends the streams whose certificate is no longer active; a stream
+// on the sensor's new certificate and other sensors' streams go on.
+func TestRecheckEndsRevokedAndSupersededStreams(t *testing.T) {
+	t.Parallel()
+	sink := make(chanSink, 16)
+	f := start(t, withSink(sink))
+	oldCert, oldID := f.enrol(t, "acme", "s1", true)
+	newCert, _ := f.enrol(t, "acme", "s1", true)
+	revokedCert, revokedID := f.enrol(t, "acme", "s2", true)
+	bystanderCert, _ := f.enrol(t, "acme", "s3", true)
+	onOld := openStream(t, f, sink, oldCert, "o1")
+	onNew := openStream(t, f, sink, newCert, "n1")
+	revoked := openStream(t, f, sink, revokedCert, "r1")
+	bystander := openStream(t, f, sink, bystanderCert, "b1")
+
+	f.auth.supersede(oldID.Serial)
+	f.auth.revoke(revokedID.Serial)
+	f.srv.Recheck(testCtx(t), "acme", "s1")
+	f.srv.Recheck(testCtx(t), "acme", "s2")
+
+	if st := ended(t, onOld); st.Code() != codes.PermissionDenied || !strings.Contains(st.Message(), "superseded") {
+		t.Errorf("stream on the superseded certificate ended with %v, want PermissionDenied saying superseded", st)
+	}
+	if st := ended(t, revoked); st.Code() != codes.PermissionDenied || !strings.Contains(st.Message(), "terminated") {
+		t.Errorf("stream of the revoked sensor ended with %v, want PermissionDenied saying terminated", st)
+	}
+	for name, stream := range map[string]sensorpb.SensorEventStreamService_StreamEventsClient{"new-certificate": onNew, "bystander": bystander} {
+		if err := stream.Send(event(name + "-2")); err != nil {
+			t.Fatalf("%s: Send after Recheck: %v", name, err)
+		}
+		select {
+		case <-sink:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: event after Recheck never arrived", name)
+		}
+		resp, err := stream.CloseAndRecv()
+		if err != nil || resp.GetAccepted() != 2 {
+			t.Errorf("%s stream after Recheck: accepted %d, %v; want 2, nil", name, resp.GetAccepted(), err)
+		}
+	}
+}
+
+// TestStreamsRecheckOnTheirOwn: without any broadcast, a stream finds out
+// within its re-check interval that its sensor was revoked.
+func TestStreamsRecheckOnTheirOwn(t *testing.T) {
+	t.Parallel()
+	sink := make(chanSink, 16)
+	f := start(t, withSink(sink), func(c *grpcmtls.Config) { c.RecheckInterval = 200 * time.Millisecond })
+	cert, id := f.enrol(t, "acme", "s1", true)
+	stream := openStream(t, f, sink, cert, "e1")
+	f.auth.revoke(id.Serial)
+	// The test context (a minute) bounds the wait; the interval is 200 ms.
+	if st := ended(t, stream); st.Code() != codes.PermissionDenied {
+		t.Errorf("stream of a revoked sensor ended with %v, want PermissionDenied", st)
+	}
+}
+
+// TestRecheckKeepsStreamsWhenTheCheckFails: a database outage during the
+// re-check is no reason to end a stream.
+func TestRecheckKeepsStreamsWhenTheCheckFails(t *testing.T) {
+	t.Parallel()
+	sink := make(chanSink, 16)
+	f := start(t, withSink(sink))
+	cert, _ := f.enrol(t, "acme", "s1", true)
+	stream := openStream(t, f, sink, cert, "e1")
+	f.auth.mu.Lock()
+	f.auth.failWith = errDatabaseDown
+	f.auth.mu.Unlock()
+	f.srv.RecheckAll(testCtx(t))
+	f.auth.mu.Lock()
+	f.auth.failWith = nil
+	f.auth.mu.Unlock()
+	if err := stream.Send(event("e2")); err != nil {
+		t.Fatal(err)
+	}
+	<-sink
+	if resp, err := stream.CloseAndRecv(); err != nil || resp.GetAccepted() != 2 {
+		t.Errorf("stream after a failed re-check: accepted %d, %v; want 2, nil", resp.GetAccepted(), err)
 	}
 }

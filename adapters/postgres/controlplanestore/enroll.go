@@ -94,8 +94,11 @@ func replaceCertificate(ctx context.Context, tx pgx.Tx, sensorID string, c fleet
 	if _, err := tx.Exec(ctx, `UPDATE sensor_certificates SET active = false WHERE sensor_id = $1 AND active`, sensorID); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `
+	if _, err := tx.Exec(ctx, `
 		INSERT INTO sensor_certificates (serial, sensor_id, active, not_after, issued_at) VALUES ($1, $2, true, $3, $4)`,
-		c.Serial, sensorID, c.NotAfter, at)
-	return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+		c.Serial, sensorID, c.NotAfter, at); err != nil {
+		return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+	}
+	// Streams on the superseded certificate end on every replica.
+	return notifyCredentials(ctx, tx, sensorID)
 }

@@ -186,6 +186,10 @@ func (s *Store) RevokeSensor(ctx context.Context, sensorID, by string, at time.T
 			WHERE sensor_id = $1 AND used_at IS NULL AND revoked_at IS NULL`, sensorID, at); err != nil {
 			return err
 		}
+		// Every replica ends the sensor's streams once this commits.
+		if err := notifyCredentials(ctx, tx, sensorID); err != nil {
+			return err
+		}
 		sensor, err = sensorByID(ctx, tx, sensorID)
 		return err
 	})

@@ -53,7 +53,16 @@ var columns = []string{
 
 const (
 	createLoad = `CREATE TEMP TABLE IF NOT EXISTS events_load (LIKE events INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`
-	moveLoad   = `INSERT INTO events SELECT * FROM events_load ON CONFLICT DO NOTHING`
+	// moveLoad skips events the stream received at or after their sensor's
+	// revocation: a stream still open on another replica in the moment
+	// before it is ended must not add anything to a revoked sensor's record.
+	moveLoad = `
+		INSERT INTO events SELECT l.* FROM events_load l
+		WHERE NOT EXISTS (
+			SELECT 1 FROM sensors s
+			WHERE s.id = l.sensor_id AND s.tenant_id = l.tenant_id
+			  AND s.revoked_at IS NOT NULL AND l.received_at >= s.revoked_at)
+		ON CONFLICT DO NOTHING`
 )
 
 // write stores evs in one transaction and returns how many rows were new.

@@ -241,3 +241,43 @@ func TestDroppedPartitionIsRecreated(t *testing.T) {
 		t.Fatalf("retried Write = %d, %v; want 1, nil", n, err)
 	}
 }
+
+// TestEventsAfterRevocationAreNotStored: an event the stream received at or
+// after its sensor's revocation is never stored, whatever replica's stream
+// took it; earlier events of that sensor and other sensors' events are.
+func TestEventsAfterRevocationAreNotStored(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	ctx := testCtx(t)
+	revokedAt := day.Add(time.Minute)
+	for _, q := range []string{
+		`INSERT INTO tenants (id, name, created_at) VALUES ('acme', 'Acme', now())`,
+		`INSERT INTO sensors (id, tenant_id, name, state, created_at, revoked_at, revoked_by) VALUES ('s1', 'acme', 's1', 'revoked', now(), '` + revokedAt.Format(time.RFC3339Nano) + `', 'ops')`,
+		`INSERT INTO sensors (id, tenant_id, name, state, created_at) VALUES ('s2', 'acme', 's2', 'running', now())`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := func(sensor, id string, received time.Time) events.Event {
+		ev := alert("acme", id, day)
+		ev.SensorID, ev.ReceivedAt = sensor, received
+		return ev
+	}
+	n, err := s.Write(ctx, []events.Event{
+		at("s1", "before", revokedAt.Add(-time.Microsecond)),
+		at("s1", "at", revokedAt),
+		at("s1", "after", revokedAt.Add(time.Second)),
+		at("s2", "other-sensor", revokedAt.Add(time.Second)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rowsOf(t, pool, "acme") {
+		got = append(got, r.Sensor+"/"+r.ID)
+	}
+	if want := []string{"s1/before", "s2/other-sensor"}; n != 2 || !cmp.Equal(got, want) {
+		t.Errorf("stored %d: %v, want %v", n, got, want)
+	}
+}

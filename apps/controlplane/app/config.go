@@ -26,12 +26,15 @@ type ServeConfig struct {
 	CommandStreamName  string        `envconfig:"COMMAND_STREAM_NAME" default:"RXC_CMD"`
 	CommandTTL         time.Duration `envconfig:"COMMAND_TTL" default:"10m"`
 	SensorOfflineAfter time.Duration `envconfig:"SENSOR_OFFLINE_AFTER" default:"90s"`
-	SessionTTL         time.Duration `envconfig:"SESSION_TTL" default:"12h"`
-	RedeemPerMinute    int           `envconfig:"REDEEM_RATE_PER_MINUTE" default:"10"`
-	RedeemBurst        int           `envconfig:"REDEEM_RATE_BURST" default:"5"`
-	MigrateOnStart     bool          `envconfig:"MIGRATE_ON_START" default:"true"`
-	ShutdownTimeout    time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"15s"`
-	LogLevel           string        `envconfig:"LOG_LEVEL" default:"info"`
+	// StreamRecheckInterval bounds how long a sensor's gRPC stream outlives
+	// a revocation or renewal whose broadcast its replica missed.
+	StreamRecheckInterval time.Duration `envconfig:"SENSOR_STREAM_RECHECK_INTERVAL" default:"30s"`
+	SessionTTL            time.Duration `envconfig:"SESSION_TTL" default:"12h"`
+	RedeemPerMinute       int           `envconfig:"REDEEM_RATE_PER_MINUTE" default:"10"`
+	RedeemBurst           int           `envconfig:"REDEEM_RATE_BURST" default:"5"`
+	MigrateOnStart        bool          `envconfig:"MIGRATE_ON_START" default:"true"`
+	ShutdownTimeout       time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"15s"`
+	LogLevel              string        `envconfig:"LOG_LEVEL" default:"info"`
 	// BootstrapOperatorEmail and BootstrapOperatorPassword create the first
 	// operator at start when no operator with that email exists.
 	BootstrapOperatorEmail    string `envconfig:"BOOTSTRAP_OPERATOR_EMAIL"`

@@ -154,7 +154,7 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.grpc, err = grpcmtls.New(grpcmtls.Config{
 		TLS: ca.ServerTLSConfig(), Authorizer: s.fleet, Heartbeats: s.fleet, Ingest: s.events.grpcIngest(), Logger: log.With("component", "grpc"),
-		DatabaseUnavailable: pgoutage.Is,
+		DatabaseUnavailable: pgoutage.Is, RecheckInterval: cfg.StreamRecheckInterval,
 	})
 	if err != nil {
 		return err
@@ -225,6 +225,15 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.events.start(ctx) }()
 	}
+	// Revocations and renewals committed by any replica end the streams
+	// this one holds on a certificate no longer active.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.store.ListenCredentialChanges(ctx, s.log.With("component", "credentials"),
+			func(tenantID, sensorID string) { s.grpc.Recheck(ctx, tenantID, sensorID) },
+			func() { s.grpc.RecheckAll(ctx) })
+	}()
 	if s.cfg.Provisioner.Enabled {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.every(ctx, s.cfg.Provisioner.Interval(), s.reconcile) }()

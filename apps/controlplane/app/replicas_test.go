@@ -1,0 +1,149 @@
+package app_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/internal/controlplanetest"
+	"github.com/rxc-project/rxc/internal/provisionertest"
+	sensorpb "github.com/rxc-project/rxc/proto"
+)
+
+// replicas are two control planes on one database and one sensor CA, as
+// the documented deployment runs them, with events stored.
+func replicas(t *testing.T, prov *provisionertest.Stack) (a, b *plane) {
+	t.Helper()
+	a = startPlane(t, prov, func(c *app.ServeConfig) {
+		c.Events = app.EventsConfig{Enabled: true, StreamName: "RXC_EVENTS", WriterBatch: 500}
+	})
+	cfg := a.Config
+	cfg.ListenAddr = "127.0.0.1:0"
+	cfg.GRPCListenAddr = fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
+	cfg.PublicGRPCAddr = cfg.GRPCListenAddr
+	cp := controlplanetest.Start(t, cfg)
+	b = &plane{Plane: cp, t: t, prov: prov, client: cp.NewClient(), base: cp.Base, grpc: cp.GRPCAddr, caPEM: cp.CAPEM}
+	a.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
+	b.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
+	return a, b
+}
+
+// dial connects a sensor certificate to a replica's gRPC address.
+func (p *plane) dial(cert tls.Certificate) *grpc.ClientConn {
+	p.t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(p.caPEM)
+	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13})
+	cc, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// liveStream opens an event stream and waits until its first event is
+// stored, which proves the replica holds the stream.
+func liveStream(t *testing.T, ctx context.Context, cc *grpc.ClientConn, db *pgxpool.Pool, sensorID, eventID string) sensorpb.SensorEventStreamService_StreamEventsClient {
+	t.Helper()
+	stream, err := sensorpb.NewSensorEventStreamServiceClient(cc).StreamEvents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &sensorpb.SensorEvent{EventId: eventID, Time: timestamppb.Now(), Kind: "alert"}
+	if err := stream.Send(ev); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 60*time.Second, "event "+eventID+" stored", func() bool {
+		return count(t, db, "sensor_id = $1 AND event_id = $2", sensorID, eventID) == 1
+	})
+	return stream
+}
+
+// endsWithin waits for the server to end stream and returns how long after
+// since that was, and the status.
+func endsWithin(stream sensorpb.SensorEventStreamService_StreamEventsClient, since time.Time) (time.Duration, *status.Status) {
+	err := stream.RecvMsg(new(sensorpb.StreamEventsResponse))
+	return time.Since(since), status.Convert(err)
+}
+
+// TestRevocationAndRenewalReachEveryReplica: a sensor streams to replica
+// B; revoking it through replica A ends B's stream within 2 s (B's own
+// periodic re-check is 30 s, so only the broadcast can do that), and a
+// renewal through A ends B's stream on the replaced certificate while a
+// stream on the new one works.
+func TestRevocationAndRenewalReachEveryReplica(t *testing.T) {
+	prov := provisionertest.Start(t, provisionertest.Options{})
+	a, b := replicas(t, prov)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	db, err := pgxpool.New(ctx, a.Config.PGDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	a.must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme"}, "", 201, nil)
+	waitUntil(t, 30*time.Second, "tenant provisioned", func() bool {
+		var v struct{ NatsStatus string }
+		a.must("GET", "/api/tenants/acme", nil, "", 200, &v)
+		return v.NatsStatus == "provisioned"
+	})
+
+	// Revocation.
+	victim := a.enrol("acme")
+	stream := liveStream(t, ctx, b.dial(victim.cert), db, victim.enr.SensorID, "before-revoke")
+	start := time.Now()
+	code, body := a.do("POST", "/api/sensors/"+victim.enr.SensorID+"/revoke", nil, "")
+	if code != 200 && code != 204 {
+		t.Fatalf("revoke through A: %d %s", code, body)
+	}
+	took, st := endsWithin(stream, start)
+	if st.Code() != codes.PermissionDenied {
+		t.Errorf("B's stream of the revoked sensor ended with %v, want PermissionDenied", st)
+	}
+	if took > 2*time.Second {
+		t.Errorf("B ended the revoked sensor's stream %s after the revocation through A, want within 2s", took)
+	}
+	if _, err := sensorpb.NewSensorHealthcheckServiceClient(b.dial(victim.cert)).Check(ctx, &sensorpb.CheckRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("B's health check of the revoked sensor: %v, want PermissionDenied", err)
+	}
+	if n := count(t, db, "sensor_id = $1", victim.enr.SensorID); n != 1 {
+		t.Errorf("revoked sensor has %d stored events, want 1 (the one before the revocation)", n)
+	}
+
+	// Renewal.
+	renewed := a.enrol("acme")
+	old := liveStream(t, ctx, b.dial(renewed.cert), db, renewed.enr.SensorID, "before-renew")
+	key := mustKey(t)
+	var cert struct{ Certificate string }
+	start = time.Now()
+	a.must("POST", "/api/sensors/"+renewed.enr.SensorID+"/agent/renew", map[string]string{"csr": newCSR(t, key)}, renewed.enr.SensorToken, 200, &cert)
+	took, st = endsWithin(old, start)
+	if st.Code() != codes.PermissionDenied || !strings.Contains(st.Message(), "superseded") {
+		t.Errorf("B's stream on the replaced certificate ended with %v, want PermissionDenied saying superseded", st)
+	}
+	if took > 2*time.Second {
+		t.Errorf("B ended the stream on the replaced certificate %s after the renewal through A, want within 2s", took)
+	}
+	block, _ := pem.Decode([]byte(cert.Certificate))
+	if block == nil {
+		t.Fatal("renewal returned no certificate")
+	}
+	fresh := liveStream(t, ctx, b.dial(tls.Certificate{Certificate: [][]byte{block.Bytes}, PrivateKey: key}), db, renewed.enr.SensorID, "after-renew")
+	if resp, err := fresh.CloseAndRecv(); err != nil || resp.GetAccepted() != 1 {
+		t.Errorf("stream on the renewed certificate: accepted %d, %v; want 1, nil", resp.GetAccepted(), err)
+	}
+}
