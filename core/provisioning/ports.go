@@ -114,5 +114,14 @@ type Consumers interface {
 	EnsureConsumer(ctx context.Context, s topology.Sensor) error
 }
 
+// LastKnown keeps the last known JWT of every account, for the resolver to
+// answer from while the store is unreachable (adapters/lastknown). Observe
+// must never let an older JWT replace a newer one.
+type LastKnown interface {
+	Observe(a Account)
+	Get(pubKey string) (jwt string, ok bool)
+	System() (jwt string, ok bool)
+}
+
 // Clock lets tests control time.
 type Clock func() time.Time

@@ -30,7 +30,10 @@ type Config struct {
 	// ResolverCacheTTL is how long an account JWT is served from memory
 	// before the store is asked again; zero disables the cache.
 	ResolverCacheTTL time.Duration
-	Clock            Clock
+	// LastKnown, when set, keeps every account JWT seen; the resolver
+	// answers from it while the store is unreachable.
+	LastKnown LastKnown
+	Clock     Clock
 }
 
 // Service implements the provisioner's use cases.
@@ -44,6 +47,7 @@ type Service struct {
 	events    string
 	now       Clock
 	cache     *jwtCache
+	last      LastKnown
 }
 
 // New checks cfg and returns a Service.
@@ -66,11 +70,23 @@ func New(cfg Config) (*Service, error) {
 	return &Service{
 		store: cfg.Store, signer: cfg.Signer, claims: cfg.Claims, pusher: cfg.Pusher, consumers: cfg.Consumers,
 		stream: cfg.Stream, events: cfg.EventStream, now: cfg.Clock, cache: newJWTCache(cfg.ResolverCacheTTL, cfg.Clock),
+		last: cfg.LastKnown,
 	}, nil
 }
 
-// SystemAccountJWT is what the resolver answers on its base URL.
+// SystemAccountJWT is what the resolver answers on its base URL. While the
+// store fails it answers from the last known copy, when there is one.
 func (s *Service) SystemAccountJWT(ctx context.Context) (string, error) {
+	tok, err := s.systemAccountJWT(ctx)
+	if err != nil && s.last != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrNoOperator) {
+		if last, ok := s.last.System(); ok {
+			return last, nil
+		}
+	}
+	return tok, err
+}
+
+func (s *Service) systemAccountJWT(ctx context.Context) (string, error) {
 	op, err := s.store.Operator(ctx)
 	if err != nil {
 		return "", err
@@ -79,20 +95,37 @@ func (s *Service) SystemAccountJWT(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("system account: %w", err)
 	}
+	s.seen(a)
 	return a.JWT, nil
 }
 
 // AccountJWT returns the current JWT of any account, for the URL resolver.
+// While the store fails it answers from the last known copy, when there is
+// one: nats-server keeps admitting the fleet through a database outage.
 func (s *Service) AccountJWT(ctx context.Context, pubKey string) (string, error) {
 	if tok, ok := s.cache.get(pubKey); ok {
 		return tok, nil
 	}
 	a, err := s.store.Account(ctx, pubKey)
 	if err != nil {
+		if s.last != nil && !errors.Is(err, ErrNotFound) {
+			if last, ok := s.last.Get(pubKey); ok {
+				return last, nil
+			}
+		}
 		return "", err
 	}
-	s.cache.put(pubKey, a.JWT)
+	s.seen(a)
 	return a.JWT, nil
+}
+
+// seen records an account read from or written to the store in the cache
+// and the last known copy.
+func (s *Service) seen(a Account) {
+	s.cache.put(a.PubKey, a.JWT)
+	if s.last != nil {
+		s.last.Observe(a)
+	}
 }
 
 // EnsureTenantAccount creates the tenant's account or returns the existing one.
@@ -122,10 +155,14 @@ func (s *Service) EnsureTenantAccount(ctx context.Context, tenantID, name string
 		return Account{}, false, err
 	}
 	now := s.now().UTC()
-	return s.store.CreateTenantAccount(ctx, Account{
+	a, created, err := s.store.CreateTenantAccount(ctx, Account{
 		PubKey: pub, Kind: KindTenant, TenantID: tenantID, Name: name, Seed: seed, JWT: tok,
 		CreatedAt: now, UpdatedAt: now,
 	})
+	if err == nil {
+		s.seen(a)
+	}
+	return a, created, err
 }
 
 // SensorUser is a sensor's credential and the NATS names it uses.
@@ -280,7 +317,7 @@ func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) 
 	if err != nil {
 		return Revocation{}, Account{}, err
 	}
-	s.cache.put(acct.PubKey, acct.JWT)
+	s.seen(acct)
 	if err := s.push(ctx, acct); err != nil {
 		return rev, acct, err
 	}
@@ -332,7 +369,7 @@ func (s *Service) RevokeOutdatedUsers(ctx context.Context) ([]User, error) {
 		if err != nil {
 			return nil, fmt.Errorf("revoke outdated users of %s: %w", pk, err)
 		}
-		s.cache.put(acct.PubKey, acct.JWT)
+		s.seen(acct)
 	}
 	return revoked, nil
 }
@@ -388,7 +425,7 @@ func (s *Service) RefreshAccounts(ctx context.Context) ([]string, error) {
 			return resigned, fmt.Errorf("refresh account %s: %w", pk, err)
 		}
 		if changed {
-			s.cache.put(a.PubKey, a.JWT)
+			s.seen(a)
 			resigned = append(resigned, a.PubKey)
 		}
 	}

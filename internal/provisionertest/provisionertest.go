@@ -116,6 +116,8 @@ func Start(t pgtest.TB, opts Options) *Stack {
 		CommandStreamMaxConsumers:  opts.CommandStreamMaxConsumers,
 		ConsumerAckWait:            5 * time.Second,
 		ResolverCacheTTL:           time.Second,
+		ResolverSnapshotPath:       filepath.Join(dir, "state", "resolver-snapshot.json"),
+		ResolverSnapshotInterval:   time.Second,
 		MigrateOnStart:             true,
 		ShutdownTimeout:            5 * time.Second,
 	}
@@ -128,7 +130,8 @@ func Start(t pgtest.TB, opts Options) *Stack {
 	return s
 }
 
-// StartServe starts `provisioner serve` and waits until /healthz answers.
+// StartServe starts `provisioner serve` and waits until its resolver
+// answers (with PostgreSQL down, from the snapshot).
 func (s *Stack) StartServe() {
 	s.t.Helper()
 	lvl := slog.LevelError
@@ -142,13 +145,13 @@ func (s *Stack) StartServe() {
 	}
 	s.srv, s.cancel, s.done = srv, cancel, make(chan error, 1)
 	go func() { s.done <- srv.Run(ctx) }()
-	s.waitFor("provisioner /healthz", func() bool {
-		resp, err := http.Get(s.URL + "/healthz")
+	s.waitFor("provisioner resolver", func() bool {
+		resp, err := http.Get(s.URL + "/jwt/v1/accounts/")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusNoContent
+		return resp.StatusCode == http.StatusOK
 	})
 }
 

@@ -44,9 +44,26 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
+// Resolver answers the URL resolver's routes.
+type Resolver interface {
+	SystemAccountJWT(ctx context.Context) (string, error)
+	AccountJWT(ctx context.Context, pubKey string) (string, error)
+}
+
+// ErrStarting is what a write route answers (503 database_unavailable)
+// while the API runs without a Service: a provisioner that started while
+// PostgreSQL was unreachable serves its resolver from the last known copy
+// and waits for the database to finish starting.
+var ErrStarting = errors.New("the provisioner is waiting for PostgreSQL to finish starting")
+
 // Config wires the API.
 type Config struct {
-	Service      *provisioning.Service
+	// Service runs the use cases. Nil means the provisioner is still
+	// starting: the resolver answers from Resolver, every other route 503.
+	Service *provisioning.Service
+	// Resolver answers the resolver routes; defaults to Service.
+	Resolver Resolver
+	// Health pings the store for /healthz; required with a Service.
 	Health       Pinger
 	SharedSecret string
 	Logger       *slog.Logger
@@ -67,6 +84,7 @@ const (
 // API serves the provisioner's routes.
 type API struct {
 	svc           *provisioning.Service
+	resolver      Resolver
 	health        Pinger
 	secret        [sha256.Size]byte
 	log           *slog.Logger
@@ -78,8 +96,13 @@ type API struct {
 
 // New returns the API handler.
 func New(cfg Config) (*API, error) {
-	if cfg.Service == nil || cfg.Health == nil {
-		return nil, errors.New("provisionerapi: service and health are required")
+	switch {
+	case cfg.Service != nil && cfg.Health == nil:
+		return nil, errors.New("provisionerapi: health is required with a service")
+	case cfg.Service == nil && cfg.Resolver == nil:
+		return nil, errors.New("provisionerapi: a service or a resolver is required")
+	case cfg.Resolver == nil:
+		cfg.Resolver = cfg.Service
 	}
 	if len(cfg.SharedSecret) < 16 {
 		return nil, errors.New("provisionerapi: the shared secret must be at least 16 characters")
@@ -94,7 +117,7 @@ func New(cfg Config) (*API, error) {
 		cfg.DatabaseUnavailable = func(error) bool { return false }
 	}
 	a := &API{
-		svc: cfg.Service, health: cfg.Health, log: cfg.Logger, healthTimeout: cfg.HealthTimeout, dbDown: cfg.DatabaseUnavailable,
+		svc: cfg.Service, resolver: cfg.Resolver, health: cfg.Health, log: cfg.Logger, healthTimeout: cfg.HealthTimeout, dbDown: cfg.DatabaseUnavailable,
 		// Hashing both sides gives equal-length inputs to the constant-time
 		// comparison, so the secret's length does not leak either.
 		secret: sha256.Sum256([]byte(cfg.SharedSecret)),
@@ -152,6 +175,10 @@ func (a *API) authorized(next http.HandlerFunc) http.Handler {
 			problem.Write(w, r, problem.New(http.StatusUnauthorized, "unauthorized", "Unauthorized", "missing or wrong shared secret"))
 			return
 		}
+		if a.svc == nil {
+			a.fail(w, r, ErrStarting)
+			return
+		}
 		next(w, r)
 	})
 }
@@ -159,7 +186,11 @@ func (a *API) authorized(next http.HandlerFunc) http.Handler {
 func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), a.healthTimeout)
 	defer cancel()
-	if err := a.health.Ping(ctx); err != nil {
+	err := ErrStarting
+	if a.health != nil {
+		err = a.health.Ping(ctx)
+	}
+	if err != nil {
 		a.log.Warn("health check failed", "err", err)
 		w.Header().Set("Retry-After", retryDatabase)
 		problem.Write(w, r, problem.New(http.StatusServiceUnavailable, "database_unavailable", "Database unavailable", "PostgreSQL did not answer in time"))
@@ -169,7 +200,7 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) systemAccount(w http.ResponseWriter, r *http.Request) {
-	tok, err := a.svc.SystemAccountJWT(r.Context())
+	tok, err := a.resolver.SystemAccountJWT(r.Context())
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -182,7 +213,7 @@ func (a *API) account(w http.ResponseWriter, r *http.Request, pk string) {
 		problem.Write(w, r, problem.New(http.StatusBadRequest, "invalid_public_key", "Invalid account public key", "the path must end in an account public key"))
 		return
 	}
-	tok, err := a.svc.AccountJWT(r.Context(), pk)
+	tok, err := a.resolver.AccountJWT(r.Context(), pk)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -414,7 +445,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		a.log.Error("command stream consumer limit reached", "path", r.URL.Path, "err", err)
 		p = problem.New(http.StatusConflict, "consumer_limit_reached", "Command stream full",
 			"the command stream holds its maximum of consumers; an operator must raise COMMAND_STREAM_MAX_CONSUMERS (the user is kept; a retry after that finishes)")
-	case a.dbDown(err):
+	case a.dbDown(err), errors.Is(err, ErrStarting):
 		a.log.Warn("database unavailable", "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", retryDatabase)
 		p = problem.New(http.StatusServiceUnavailable, "database_unavailable", "Database unavailable",

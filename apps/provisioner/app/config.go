@@ -57,8 +57,13 @@ type ServeConfig struct {
 	EventsStreamMaxBytes int64         `envconfig:"EVENTS_STREAM_MAX_BYTES" default:"8589934592"`
 	EventsStreamReplicas int           `envconfig:"EVENTS_STREAM_REPLICAS" default:"1"`
 	ResolverCacheTTL     time.Duration `envconfig:"RESOLVER_CACHE_TTL" default:"5s"`
-	MigrateOnStart       bool          `envconfig:"MIGRATE_ON_START" default:"true"`
-	ShutdownTimeout      time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"15s"`
+	// ResolverSnapshotPath is the local file holding the last known JWT of
+	// every account, from which the resolver answers while PostgreSQL is
+	// unreachable (also after a restart); empty keeps the copy in memory.
+	ResolverSnapshotPath     string        `envconfig:"RESOLVER_SNAPSHOT_PATH"`
+	ResolverSnapshotInterval time.Duration `envconfig:"RESOLVER_SNAPSHOT_INTERVAL" default:"30s"`
+	MigrateOnStart           bool          `envconfig:"MIGRATE_ON_START" default:"true"`
+	ShutdownTimeout          time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"15s"`
 }
 
 // LoadServeConfig reads the configuration of `provisioner serve` from the

@@ -10,11 +10,14 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/provisionerapi"
+	"github.com/rxc-project/rxc/adapters/lastknown"
 	"github.com/rxc-project/rxc/adapters/natsjwt"
 	"github.com/rxc-project/rxc/adapters/natsops"
 	"github.com/rxc-project/rxc/adapters/postgres/pgoutage"
@@ -44,44 +47,138 @@ func serve(ctx context.Context, stderr io.Writer) error {
 
 // Server is a wired provisioner.
 type Server struct {
-	cfg   ServeConfig
-	log   *slog.Logger
-	close []func()
-	http  *http.Server
-	lis   net.Listener
+	cfg     ServeConfig
+	log     *slog.Logger
+	close   []func()
+	http    *http.Server
+	lis     net.Listener
+	handler atomic.Pointer[http.Handler]
+	last    *lastknown.Store
+	opSeed  []byte
+	opPub   string
+
+	// Set by build, once PostgreSQL answered.
+	store *provisionerstore.Store
 	nats  *natsops.Client
 	svc   *provisioning.Service
+	api   http.Handler
+	built atomic.Bool
 }
 
-// newServer checks every precondition, then builds the adapters. It binds the
-// HTTP listener but serves nothing until run.
+// pgWaitWithSnapshot bounds the wait for PostgreSQL at start when a
+// resolver snapshot can answer meanwhile.
+const pgWaitWithSnapshot = 5 * time.Second
+
+// NewServer checks every precondition, then builds the adapters. It binds
+// the HTTP listener but serves nothing until Run. When PostgreSQL does not
+// answer and the resolver snapshot knows accounts, it returns a server that
+// serves the resolver from the snapshot (every other route 503) and
+// finishes starting in Run once PostgreSQL answers.
 func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log}
-	if err := s.build(ctx); err != nil {
+	if err := s.prepare(); err != nil {
+		return nil, err
+	}
+	wait := 60 * time.Second
+	if s.last.Len() > 0 {
+		wait = pgWaitWithSnapshot
+	}
+	err := s.build(ctx, wait)
+	if err != nil && !(s.last.Len() > 0 && pgoutage.Is(err)) {
 		s.shutdown()
 		return nil, err
 	}
+	s.lis, err = net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		s.shutdown()
+		return nil, fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
+	}
+	s.http = &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) }),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if s.built.Load() {
+		s.handler.Store(&s.api)
+		return s, nil
+	}
+	// PostgreSQL is down: the resolver answers from the snapshot.
+	starting, err := provisionerapi.New(provisionerapi.Config{
+		Resolver: snapshotResolver{s.last}, SharedSecret: cfg.SharedSecret, Logger: log, DatabaseUnavailable: pgoutage.Is,
+	})
+	if err != nil {
+		s.shutdown()
+		return nil, err
+	}
+	var h http.Handler = starting
+	s.handler.Store(&h)
+	log.Warn("PostgreSQL does not answer: serving the account resolver from the snapshot until it does; other routes answer 503",
+		"snapshot", cfg.ResolverSnapshotPath, "accounts", s.last.Len(), "snapshot_written_at", s.last.LoadedFrom(), "err", err)
 	return s, nil
 }
 
-func (s *Server) build(ctx context.Context) (err error) {
-	cfg, log := s.cfg, s.log
+// snapshotResolver answers the resolver from the last known copy alone.
+type snapshotResolver struct{ last *lastknown.Store }
+
+func (r snapshotResolver) SystemAccountJWT(context.Context) (string, error) {
+	if tok, ok := r.last.System(); ok {
+		return tok, nil
+	}
+	return "", provisionerapi.ErrStarting
+}
+
+func (r snapshotResolver) AccountJWT(_ context.Context, pk string) (string, error) {
+	if tok, ok := r.last.Get(pk); ok {
+		return tok, nil
+	}
+	return "", provisionerapi.ErrStarting
+}
+
+// prepare checks what needs no database: the configuration, the operator
+// seed file and the resolver snapshot.
+func (s *Server) prepare() error {
+	cfg := &s.cfg
 	if err := cfg.resolveSecret(); err != nil {
 		return err
 	}
-	sealer, err := cfg.sealer()
-	if err != nil {
+	if _, err := cfg.sealer(); err != nil {
 		return err
+	}
+	if cfg.ResolverSnapshotInterval <= 0 {
+		cfg.ResolverSnapshotInterval = 30 * time.Second
 	}
 	opSeed, err := readSeed(cfg.OperatorSeedPath)
 	if err != nil {
 		return err
 	}
-	opPub, err := natsjwt.PublicKeyFromSeed(opSeed)
+	s.opSeed = opSeed
+	s.opPub, err = natsjwt.PublicKeyFromSeed(opSeed)
 	if err != nil {
 		return fmt.Errorf("operator seed file %s: %w", cfg.OperatorSeedPath, err)
 	}
-	pool, err := appenv.Connect(ctx, cfg.PGDSN, 60*time.Second)
+	s.last, err = lastknown.Open(cfg.ResolverSnapshotPath, s.opPub)
+	return err
+}
+
+// build connects to PostgreSQL (waiting up to wait) and wires everything
+// that needs it. On failure it closes what it opened and may run again.
+func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
+	cfg, log := s.cfg, s.log
+	defer func() {
+		if err != nil {
+			s.shutdown()
+		}
+	}()
+	sealer, err := cfg.sealer()
+	if err != nil {
+		return err
+	}
+	opSeed, opPub := s.opSeed, s.opPub
+	pool, err := appenv.Connect(ctx, cfg.PGDSN, wait)
 	if err != nil {
 		return err
 	}
@@ -159,6 +256,7 @@ func (s *Server) build(ctx context.Context) (err error) {
 	s.svc, err = provisioning.New(provisioning.Config{
 		Store: store, Signer: signer, Claims: signer, Pusher: s.nats, Consumers: s.nats,
 		Stream: cfg.CommandStreamName, EventStream: eventStream, ResolverCacheTTL: cfg.ResolverCacheTTL,
+		LastKnown: s.last,
 	})
 	if err != nil {
 		return err
@@ -186,36 +284,78 @@ func (s *Server) build(ctx context.Context) (err error) {
 	if n := len(revoked); n > 0 {
 		log.Warn("revoked users whose permissions the current topology no longer grants; their sensors get new credentials with their next certificate renewal", "count", n)
 	}
-	api, err := provisionerapi.New(provisionerapi.Config{
+	s.api, err = provisionerapi.New(provisionerapi.Config{
 		Service: s.svc, Health: store, SharedSecret: cfg.SharedSecret, Logger: log, DatabaseUnavailable: pgoutage.Is,
 	})
 	if err != nil {
 		return err
 	}
-	s.lis, err = net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
+	s.store = store
+	s.built.Store(true)
+	return nil
+}
+
+// Run serves HTTP first (nats-server will not start until the resolver
+// answers), then connects to NATS in the background. A server that started
+// without PostgreSQL finishes starting once PostgreSQL answers.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.shutdown()
+	errc := make(chan error, 2)
+	go func() { errc <- s.http.Serve(s.lis) }()
+	s.log.Info("provisioner serving", "addr", s.lis.Addr().String(), "version", buildinfo.Version, "nats", s.cfg.NATSURL)
+
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	bgCtx, stopBG := context.WithCancel(ctx)
+	defer stopBG()
+	if s.built.Load() {
+		if err := s.activate(bgCtx, &bg); err != nil {
+			return err
+		}
+	} else {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			for bgCtx.Err() == nil {
+				err := s.build(bgCtx, 2*time.Second)
+				if err == nil {
+					s.log.Info("PostgreSQL answers: the provisioner finished starting")
+					if err := s.activate(bgCtx, &bg); err != nil {
+						errc <- err
+					}
+					return
+				}
+				if !pgoutage.Is(err) && bgCtx.Err() == nil {
+					errc <- err
+					return
+				}
+				select {
+				case <-bgCtx.Done():
+				case <-time.After(3 * time.Second):
+				}
+			}
+		}()
 	}
-	s.http = &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http: %w", err)
+	case <-ctx.Done():
+	}
+	stopBG()
+	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := s.http.Shutdown(sctx); err != nil {
+		s.log.Warn("http shutdown", "err", err)
 	}
 	return nil
 }
 
-// run serves HTTP first (nats-server will not start until the resolver
-// answers), then connects to NATS in the background.
-func (s *Server) Run(ctx context.Context) error {
-	defer s.shutdown()
-	errc := make(chan error, 1)
-	go func() { errc <- s.http.Serve(s.lis) }()
-	s.log.Info("provisioner serving", "addr", s.lis.Addr().String(), "version", buildinfo.Version, "nats", s.cfg.NATSURL)
-
+// activate switches HTTP to the full API, connects to NATS and keeps the
+// resolver snapshot up to date.
+func (s *Server) activate(ctx context.Context, bg *sync.WaitGroup) error {
+	s.handler.Store(&s.api)
 	s.nats.OnConnect(func(ctx context.Context) {
 		if n, err := s.svc.PushPending(ctx); err != nil {
 			s.log.Warn("push pending account JWTs", "pushed", n, "err", err)
@@ -226,19 +366,38 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.nats.Start(ctx); err != nil {
 		return err
 	}
-
-	select {
-	case err := <-errc:
-		return fmt.Errorf("http: %w", err)
-	case <-ctx.Done():
-	}
-	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	if err := s.http.Shutdown(sctx); err != nil {
-		s.log.Warn("http shutdown", "err", err)
-	}
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		s.keepSnapshot(ctx)
+	}()
 	return nil
+}
+
+// keepSnapshot reads every account from PostgreSQL into the last known
+// copy and writes the snapshot file when it changed, at start and then
+// every RESOLVER_SNAPSHOT_INTERVAL. The resolver's own reads and the
+// service's writes update the copy in between.
+func (s *Server) keepSnapshot(ctx context.Context) {
+	for {
+		if accts, err := s.store.ListAccounts(ctx); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("refresh the resolver snapshot", "err", err)
+			}
+		} else {
+			for _, a := range accts {
+				s.last.Observe(a)
+			}
+		}
+		if err := s.last.Save(time.Now()); err != nil {
+			s.log.Error("write the resolver snapshot", "path", s.cfg.ResolverSnapshotPath, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.cfg.ResolverSnapshotInterval):
+		}
+	}
 }
 
 func (s *Server) shutdown() {
@@ -273,4 +432,4 @@ func readCreds(path string) (string, []byte, error) {
 func (s *Server) Addr() string { return s.lis.Addr().String() }
 
 // NATSReady reports whether the provisioner is connected to NATS.
-func (s *Server) NATSReady() bool { return s.nats.Ready() }
+func (s *Server) NATSReady() bool { return s.built.Load() && s.nats.Ready() }
