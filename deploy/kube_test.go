@@ -210,7 +210,7 @@ type kubeApp struct {
 }
 
 var kubeApps = map[string]kubeApp{
-	"rxc-provisioner":  {"rxc-provisioner", map[string]int{"http": provisionerPort}, "/healthz", "/healthz", 2, "Deployment", "http", true},
+	"rxc-provisioner":  {"rxc-provisioner", map[string]int{"http": provisionerPort}, "/healthz", "/jwt/v1/accounts/", 2, "Deployment", "http", true},
 	"rxc-controlplane": {"rxc-controlplane", map[string]int{"http": apiPort, "grpc": grpcPort}, "/healthz", "/readyz", 2, "Deployment", "http", true},
 	"rxc-frontend":     {"rxc-console", map[string]int{"http": consolePort}, "/healthz", "/healthz", 2, "Deployment", "http", false},
 	"rxc-nats": {"nats", map[string]int{"client": natsClientPort, "cluster": natsRoutePort, "monitor": natsMonitorPort},

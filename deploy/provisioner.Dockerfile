@@ -17,8 +17,8 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
       -o /out/provisioner ./apps/provisioner
 # Mount points owned by the runtime user, so that a fresh named volume
 # mounted there starts out writable by it and closed to others (0700).
-RUN mkdir -p /out/state/var/lib/rxc /out/state/nats-shared \
- && chmod 0700 /out/state/var/lib/rxc && chmod 0755 /out/state/nats-shared
+RUN mkdir -p /out/state/var/lib/rxc /out/state/var/lib/rxc-state /out/state/nats-shared \
+ && chmod 0700 /out/state/var/lib/rxc /out/state/var/lib/rxc-state && chmod 0755 /out/state/nats-shared
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build --chown=65532:65532 /out/state/ /
