@@ -150,6 +150,24 @@ func (c *Client) Ready() bool {
 	return c.nc != nil && c.nc.IsConnected()
 }
 
+// Check is a round trip to the server within ctx (default bound
+// AckTimeout): a socket open to a hung server fails it.
+func (c *Client) Check(ctx context.Context) error {
+	nc, _ := c.current()
+	if nc == nil || !nc.IsConnected() {
+		return errors.New("not connected")
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.AckTimeout)
+		defer cancel()
+	}
+	if err := nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("nats round trip: %w", err)
+	}
+	return nil
+}
+
 func (c *Client) current() (*nats.Conn, jetstream.JetStream) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -215,32 +215,72 @@ func (c *Client) SubscribeStatus(handle func(ctx context.Context, subject string
 // ("rxc.<tenantId>.<sensorId>.cmd") with Nats-Msg-Id msgID and waits for the
 // stream's acknowledgement. Publishing the same msgID again within the
 // stream's duplicate window is acknowledged without storing a second copy.
-func (c *Client) PublishCommand(ctx context.Context, subject, msgID string, payload []byte) error {
+//
+// Errors wrap fleet.ErrMessagingUnavailable and say whether the command may
+// be stored: fleet.ErrNotPublished when it provably is not (not connected,
+// so nothing was sent; no stream listens on the subject; the stream
+// refused it), fleet.ErrPublishUnknown when it was sent and no answer came
+// (a hung or partitioned server may still store it).
+func (c *Client) PublishCommand(ctx context.Context, subject, msgID string, payload []byte) (fleet.PublishAck, error) {
 	tenantID, sensorID, ok := topology.ParseCommandSubject(subject)
 	if !ok || ids.Validate(tenantID) != nil || ids.Validate(sensorID) != nil {
-		return fmt.Errorf("natsmsg: publish: %q is not a sensor's command subject: %w", subject, fleet.ErrInvalidInput)
+		return fleet.PublishAck{}, fmt.Errorf("natsmsg: publish: %q is not a sensor's command subject: %w", subject, fleet.ErrInvalidInput)
 	}
 	if msgID == "" {
-		return fmt.Errorf("natsmsg: publish %s: empty message id: %w", subject, fleet.ErrInvalidInput)
+		return fleet.PublishAck{}, fmt.Errorf("natsmsg: publish %s: empty message id: %w", subject, fleet.ErrInvalidInput)
 	}
 	c.mu.Lock()
 	nc, js := c.conn, c.js
 	c.mu.Unlock()
 	// Fail at once rather than park the command in the reconnect buffer
-	// until the timeout: the caller can report the outage now.
+	// until the timeout: the caller can report the outage now, and nothing
+	// was sent.
 	if nc == nil || !nc.IsConnected() {
-		return fmt.Errorf("natsmsg: publish %s: not connected: %w", subject, fleet.ErrMessagingUnavailable)
+		return fleet.PublishAck{}, fmt.Errorf("natsmsg: publish %s: not connected: %w: %w", subject, fleet.ErrMessagingUnavailable, fleet.ErrNotPublished)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.pubTimeout)
 	defer cancel()
 	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: payload},
 		jetstream.WithMsgID(msgID), jetstream.WithExpectStream(c.stream))
 	if err != nil {
-		return fmt.Errorf("natsmsg: publish %s: %w: %w", subject, fleet.ErrMessagingUnavailable, err)
+		return fleet.PublishAck{}, fmt.Errorf("natsmsg: publish %s: %w: %w", subject, fleet.ErrMessagingUnavailable, publishOutcome(err))
 	}
 	c.published.Add(1)
 	if ack.Duplicate {
 		c.log.Debug("command already in the stream", "subject", subject, "msgId", msgID, "seq", ack.Sequence)
+	}
+	return fleet.PublishAck{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// publishOutcome tells a publication that provably stored nothing (the
+// server answered that no stream took it) from one whose fate is unknown.
+func publishOutcome(err error) error {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.As(err, &apiErr), errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		return fmt.Errorf("%w: %w", fleet.ErrNotPublished, err)
+	default:
+		return fmt.Errorf("%w: %w", fleet.ErrPublishUnknown, err)
+	}
+}
+
+// Check is a round trip to the server within ctx: a socket that is open to
+// a server that does not answer (hung, partitioned) fails it, which Ready
+// alone cannot tell.
+func (c *Client) Check(ctx context.Context) error {
+	c.mu.Lock()
+	nc, up := c.conn, c.subsUp
+	c.mu.Unlock()
+	if nc == nil || !up || !nc.IsConnected() {
+		return errors.New("not connected")
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.pubTimeout)
+		defer cancel()
+	}
+	if err := nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("nats round trip: %w", err)
 	}
 	return nil
 }

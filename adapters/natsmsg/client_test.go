@@ -85,10 +85,16 @@ func TestCommandLandsInStreamOnceAndReachesTheSensor(t *testing.T) {
 		{"cmd-1", `{"action":"start"}`}, // a retry of the same command
 		{"cmd-2", `{"action":"stop"}`},
 	}
+	var acks []fleet.PublishAck
 	for _, p := range publishes {
-		if err := c.PublishCommand(ctx, s1.CommandSubject(), p.id, []byte(p.payload)); err != nil {
+		ack, err := c.PublishCommand(ctx, s1.CommandSubject(), p.id, []byte(p.payload))
+		if err != nil {
 			t.Fatalf("PublishCommand(%s): %v", p.id, err)
 		}
+		acks = append(acks, ack)
+	}
+	if diff := cmp.Diff([]fleet.PublishAck{{Sequence: 1}, {Sequence: 1, Duplicate: true}, {Sequence: 2}}, acks); diff != "" {
+		t.Errorf("acknowledgements (-want +got):\n%s", diff)
 	}
 
 	st, err := admin.Stream(ctx, stream)
@@ -293,7 +299,7 @@ func TestStartBeforeServerConnectsLater(t *testing.T) {
 	w.admin(url, s1)
 	waitFor(t, 10*time.Second, "client ready after the server started", c.Ready)
 
-	if err := c.PublishCommand(t.Context(), s1.CommandSubject(), "cmd-1", []byte("{}")); err != nil {
+	if _, err := c.PublishCommand(t.Context(), s1.CommandSubject(), "cmd-1", []byte("{}")); err != nil {
 		t.Errorf("PublishCommand: %v", err)
 	}
 	snc, _ := w.sensor(url, s1)
@@ -338,11 +344,15 @@ func TestPublishWhileDisconnectedFailsPromptly(t *testing.T) {
 			t.Parallel()
 			c := tt.setup(t)
 			done := make(chan error, 1)
-			go func() { done <- c.PublishCommand(context.Background(), "rxc.t1.s1.cmd", "cmd-1", []byte("{}")) }()
+			go func() {
+				_, err := c.PublishCommand(context.Background(), "rxc.t1.s1.cmd", "cmd-1", []byte("{}"))
+				done <- err
+			}()
 			select {
 			case err := <-done:
-				if !errors.Is(err, fleet.ErrMessagingUnavailable) {
-					t.Errorf("err = %v, want ErrMessagingUnavailable", err)
+				// Nothing was sent: the command provably is not stored.
+				if !errors.Is(err, fleet.ErrMessagingUnavailable) || !errors.Is(err, fleet.ErrNotPublished) {
+					t.Errorf("err = %v, want ErrMessagingUnavailable and ErrNotPublished", err)
 				}
 			case <-time.After(publishTimeout / 2):
 				t.Fatal("PublishCommand waited instead of failing promptly")
@@ -374,7 +384,7 @@ func TestReconnectRestoresStatusSubscription(t *testing.T) {
 		_ = snc.Flush()
 		return rec.len() > 0
 	})
-	if err := c.PublishCommand(t.Context(), s1.CommandSubject(), "cmd-after", []byte("{}")); err != nil {
+	if _, err := c.PublishCommand(t.Context(), s1.CommandSubject(), "cmd-after", []byte("{}")); err != nil {
 		t.Errorf("PublishCommand after reconnect: %v", err)
 	}
 }
@@ -405,7 +415,7 @@ func TestRevokedCredentialsAreReplaced(t *testing.T) {
 	}
 	w.revokeControlUser(url, uc.Subject)
 	waitFor(t, 10*time.Second, "reconnected with fresh credentials", func() bool { return calls.Load() >= 2 && c.Ready() })
-	if err := c.PublishCommand(t.Context(), s1.CommandSubject(), "cmd-1", []byte("{}")); err != nil {
+	if _, err := c.PublishCommand(t.Context(), s1.CommandSubject(), "cmd-1", []byte("{}")); err != nil {
 		t.Errorf("PublishCommand with the new user: %v", err)
 	}
 }
@@ -419,7 +429,7 @@ func TestPublishRejectsBadInput(t *testing.T) {
 		{"no msg id", "rxc.t1.s1.cmd", ""},
 	}
 	for _, tt := range tests {
-		if err := c.PublishCommand(t.Context(), tt.subject, tt.id, nil); !errors.Is(err, fleet.ErrInvalidInput) {
+		if _, err := c.PublishCommand(t.Context(), tt.subject, tt.id, nil); !errors.Is(err, fleet.ErrInvalidInput) {
 			t.Errorf("%s: err = %v, want ErrInvalidInput", tt.name, err)
 		}
 	}

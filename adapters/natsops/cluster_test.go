@@ -159,7 +159,7 @@ func TestClusterCommandsSurviveANodeOutage(t *testing.T) {
 		t.Helper()
 		var err error
 		eventually(t, 10*time.Second, "command "+id+" acknowledged", func() bool {
-			err = msg.PublishCommand(ctx, s.CommandSubject(), id, []byte(`{"commandId":"`+id+`","action":"start"}`))
+			_, err = msg.PublishCommand(ctx, s.CommandSubject(), id, []byte(`{"commandId":"`+id+`","action":"start"}`))
 			return err == nil
 		})
 	}

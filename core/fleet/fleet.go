@@ -112,19 +112,60 @@ const (
 // Valid reports whether a is a known action.
 func (a Action) Valid() bool { return a == ActionStart || a == ActionStop }
 
+// CommandStatus says whether a command reached the command stream.
+type CommandStatus string
+
+// Command statuses. Pending: recorded, the stream's acknowledgement not
+// (yet) received — the publish is in flight or timed out after it was
+// sent, so the command may be stored; it is reconciled later. Accepted: the
+// stream acknowledged it (or the sensor reported on it). Failed: provably
+// never stored (not sent, or refused by the stream); it never reaches the
+// sensor. Expired: never accepted nor reported on, and past its expiresAt
+// (plus the clock-skew allowance), after which agents refuse it.
+const (
+	CommandPending  CommandStatus = "pending"
+	CommandAccepted CommandStatus = "accepted"
+	CommandFailed   CommandStatus = "failed"
+	CommandExpired  CommandStatus = "expired"
+)
+
+// Outcome is what the sensor reported doing with a command.
+type Outcome string
+
+// Outcomes: applied, or refused (with a reason) and not applied.
+const (
+	OutcomeApplied Outcome = "applied"
+	OutcomeRefused Outcome = "refused"
+)
+
+// Valid reports whether o is a known outcome.
+func (o Outcome) Valid() bool { return o == OutcomeApplied || o == OutcomeRefused }
+
 // Command is an operator's instruction to one sensor.
 type Command struct {
-	ID             string
-	TenantID       string
-	SensorID       string
-	Action         Action
-	IssuedAt       time.Time
-	IssuedBy       string
-	ExpiresAt      time.Time
-	AcknowledgedAt time.Time // zero until a status report names it
-	// FailedAt is set when the command could not be published; such a
-	// command never reaches the sensor.
+	ID        string
+	TenantID  string
+	SensorID  string
+	Action    Action
+	IssuedAt  time.Time
+	IssuedBy  string
+	ExpiresAt time.Time
+	// IdempotencyKey is the operator's key for the request that created
+	// the command ("" when none was given): a repeat returns this command.
+	IdempotencyKey string
+	Status         CommandStatus
+	// AcceptedAt and StreamSeq are set when the stream acknowledged it.
+	AcceptedAt time.Time
+	StreamSeq  uint64
+	// FailedAt is set with status failed: the command provably never
+	// reached the stream.
 	FailedAt time.Time
+	// AcknowledgedAt is when the sensor's report on the command was
+	// recorded; Outcome, OutcomeReason and OutcomeDetail are what it said.
+	AcknowledgedAt time.Time
+	Outcome        Outcome
+	OutcomeReason  string
+	OutcomeDetail  string
 }
 
 // SensorFilter narrows a sensor listing; empty fields match everything.

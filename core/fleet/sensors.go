@@ -24,10 +24,10 @@ type SensorStatus struct {
 	State        State
 	LastSeenAt   time.Time
 	LastStatusAt time.Time // "at" of the last applied report
-	// AcknowledgeCommandIDs, when set on the way out, name commands of this
-	// sensor to mark acknowledged at AcknowledgedAt.
-	AcknowledgeCommandIDs []string
-	AcknowledgedAt        time.Time
+	// Results, when set on the way out, are outcomes of this sensor's
+	// commands to record at AcknowledgedAt; a command keeps the first.
+	Results        []CommandResult
+	AcknowledgedAt time.Time
 }
 
 // SensorRef names a sensor of a tenant, as a status subject does.
@@ -135,21 +135,24 @@ func (s *Service) HandleStatusBatch(ctx context.Context, msgs []StatusMessage) [
 		}
 		sort.SliceStable(reports, func(i, j int) bool { return reports[i].r.At.Before(reports[j].r.At) })
 		next, changed := cur, false
-		next.AcknowledgeCommandIDs = nil
+		next.Results = nil
 		for _, rp := range reports {
-			switch st, ok := Transition(next.State, rp.r.State); {
-			case next.State == StateRevoked:
+			if next.State == StateRevoked {
 				errs[rp.idx] = ErrRevoked
+				continue
+			}
+			// Results count even in a report too old for its state: they
+			// may be the repeat of one that could not be recorded.
+			if res := rp.r.results(); len(res) > 0 {
+				next.Results, next.AcknowledgedAt, changed = append(next.Results, res...), now, true
+			}
+			switch st, ok := Transition(next.State, rp.r.State); {
 			case rp.r.At.Before(next.LastStatusAt):
 				errs[rp.idx] = ErrStale
 			case !ok:
 				errs[rp.idx] = fmt.Errorf("%w: transition %s → %s", ErrInvalidInput, next.State, rp.r.State)
 			default:
 				next.State, next.LastSeenAt, next.LastStatusAt, changed = st, now, rp.r.At, true
-				if rp.r.CommandID != "" {
-					next.AcknowledgeCommandIDs = append(next.AcknowledgeCommandIDs, rp.r.CommandID)
-					next.AcknowledgedAt = now
-				}
 			}
 		}
 		return next, changed

@@ -24,18 +24,48 @@ type SensorControlCommand struct {
 
 // StatusReport is the JSON a sensor publishes on rxc.<t>.<s>.status. The
 // subject, not the payload, says which sensor sent it.
+//
+// Results are the sensor's outcomes of its latest commands; an agent
+// repeats them in every report (they are applied once, the first report
+// wins), so a result reported while the control plane could not record it
+// is recorded with a later report. CommandID alone is what agents before
+// Results sent: the command counts as applied.
 type StatusReport struct {
-	State        State     `json:"state"`
-	CommandID    string    `json:"commandId,omitempty"`
-	At           time.Time `json:"at"`
-	Detail       string    `json:"detail,omitempty"`
-	AgentVersion string    `json:"agentVersion,omitempty"`
+	State        State           `json:"state"`
+	CommandID    string          `json:"commandId,omitempty"`
+	At           time.Time       `json:"at"`
+	Detail       string          `json:"detail,omitempty"`
+	AgentVersion string          `json:"agentVersion,omitempty"`
+	Results      []CommandResult `json:"results,omitempty"`
 }
+
+// CommandResult is a sensor's outcome of one command.
+type CommandResult struct {
+	CommandID string  `json:"commandId"`
+	Outcome   Outcome `json:"outcome"`
+	// Reason says why a command was refused: expired, malformed,
+	// unknown_action or foreign (addressed to another sensor).
+	Reason string    `json:"reason,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// Refusal reasons of a CommandResult.
+const (
+	ReasonExpired       = "expired"
+	ReasonMalformed     = "malformed"
+	ReasonUnknownAction = "unknown_action"
+	ReasonForeign       = "foreign"
+)
 
 // Limits on status reports.
 const (
 	// MaxStatusPayload is the largest status message accepted.
 	MaxStatusPayload = 4 << 10
+	// MaxResults bounds the results one report carries.
+	MaxResults = 8
+	// maxResultDetail bounds a result's detail, in characters.
+	maxResultDetail = 512
 )
 
 // ParseStatusReport strictly decodes a status payload: at most
@@ -65,8 +95,48 @@ func ParseStatusReport(payload []byte) (StatusReport, error) {
 			return StatusReport{}, fmt.Errorf("%w: commandId: %w", ErrInvalidInput, err)
 		}
 	}
+	if len(r.Results) > MaxResults {
+		return StatusReport{}, fmt.Errorf("%w: more than %d results", ErrInvalidInput, MaxResults)
+	}
+	for i, res := range r.Results {
+		if err := validateResult(res); err != nil {
+			return StatusReport{}, err
+		}
+		r.Results[i].At = res.At.UTC().Truncate(time.Microsecond)
+	}
 	r.At = r.At.UTC().Truncate(time.Microsecond)
 	return r, nil
+}
+
+func validateResult(r CommandResult) error {
+	if err := ids.Validate(r.CommandID); err != nil {
+		return fmt.Errorf("%w: result commandId: %w", ErrInvalidInput, err)
+	}
+	switch {
+	case r.Outcome == OutcomeApplied && r.Reason != "":
+		return fmt.Errorf("%w: an applied result has no reason", ErrInvalidInput)
+	case r.Outcome == OutcomeRefused:
+		switch r.Reason {
+		case ReasonExpired, ReasonMalformed, ReasonUnknownAction, ReasonForeign:
+		default:
+			return fmt.Errorf("%w: refusal reason %q", ErrInvalidInput, r.Reason)
+		}
+	case r.Outcome != OutcomeApplied:
+		return fmt.Errorf("%w: outcome %q (want applied or refused)", ErrInvalidInput, r.Outcome)
+	}
+	if r.At.IsZero() {
+		return fmt.Errorf("%w: result without at", ErrInvalidInput)
+	}
+	return validateLabel("result detail", r.Detail, maxResultDetail)
+}
+
+// results is what a report says about commands: its Results, or for an
+// older agent its CommandID, applied.
+func (r StatusReport) results() []CommandResult {
+	if len(r.Results) > 0 || r.CommandID == "" {
+		return r.Results
+	}
+	return []CommandResult{{CommandID: r.CommandID, Outcome: OutcomeApplied, At: r.At}}
 }
 
 // Reportable reports whether a sensor may report state s about itself.

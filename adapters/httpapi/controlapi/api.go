@@ -227,6 +227,7 @@ func (a *API) routes() {
 	m.HandleFunc("GET /api/sensors", a.operator(a.listSensors))
 	m.HandleFunc("GET /api/sensors/{id}", a.operator(a.getSensor))
 	m.HandleFunc("POST /api/sensors/{id}/commands", a.operator(a.issueCommand))
+	m.HandleFunc("GET /api/sensors/{id}/commands", a.operator(a.listCommands))
 	m.HandleFunc("POST /api/sensors/{id}/revoke", a.operator(a.revokeSensor))
 	m.HandleFunc("GET /api/analytics/chat/status", a.operator(a.chatStatus))
 	m.HandleFunc("POST /api/analytics/chat", a.operator(a.askChat))

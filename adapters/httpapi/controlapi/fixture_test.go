@@ -124,14 +124,14 @@ type fakePublisher struct {
 	msgs []published
 }
 
-func (p *fakePublisher) PublishCommand(_ context.Context, subject, msgID string, payload []byte) error {
+func (p *fakePublisher) PublishCommand(_ context.Context, subject, msgID string, payload []byte) (fleet.PublishAck, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
-		return p.err
+		return fleet.PublishAck{}, p.err
 	}
 	p.msgs = append(p.msgs, published{subject, msgID, payload})
-	return nil
+	return fleet.PublishAck{Sequence: uint64(len(p.msgs))}, nil
 }
 
 func (p *fakePublisher) setErr(err error) {
@@ -437,4 +437,11 @@ func bodyOf(n int) string {
 	b.WriteString(strings.Repeat("a", n-len(`{"x":""}`)))
 	b.WriteString(`"}`)
 	return b.String()
+}
+
+func (r response) expectStatus(t testing.TB, what string, status int) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("%s: got %d, want %d: %s", what, r.status, status, r.body)
+	}
 }

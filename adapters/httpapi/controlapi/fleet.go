@@ -1,8 +1,11 @@
 package controlapi
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
@@ -73,13 +76,39 @@ type certificateJSON struct {
 	NotAfter time.Time `json:"notAfter"`
 }
 
+// commandJSON is a command as the API shows it: whether it reached the
+// command stream (status) and what the sensor reported (outcome).
 type commandJSON struct {
 	CommandID      string     `json:"commandId"`
 	Action         string     `json:"action"`
 	IssuedAt       time.Time  `json:"issuedAt"`
+	IssuedBy       string     `json:"issuedBy"`
+	ExpiresAt      time.Time  `json:"expiresAt"`
+	IdempotencyKey *string    `json:"idempotencyKey"`
+	Status         string     `json:"status"`
+	AcceptedAt     *time.Time `json:"acceptedAt"`
+	StreamSequence *uint64    `json:"streamSequence"`
+	// FailedAt is set only when the command provably never reached the
+	// stream; such a command is never acknowledged.
+	FailedAt       *time.Time `json:"failedAt"`
 	AcknowledgedAt *time.Time `json:"acknowledgedAt"`
-	// FailedAt is set when the command could not be published.
-	FailedAt *time.Time `json:"failedAt"`
+	Outcome        *string    `json:"outcome"`
+	OutcomeReason  *string    `json:"outcomeReason"`
+	OutcomeDetail  *string    `json:"outcomeDetail"`
+}
+
+func commandOut(c fleet.Command) commandJSON {
+	out := commandJSON{
+		CommandID: c.ID, Action: string(c.Action), IssuedAt: c.IssuedAt.UTC(), IssuedBy: c.IssuedBy,
+		ExpiresAt: c.ExpiresAt.UTC(), IdempotencyKey: optString(c.IdempotencyKey), Status: string(c.Status),
+		AcceptedAt: optTime(c.AcceptedAt), FailedAt: optTime(c.FailedAt), AcknowledgedAt: optTime(c.AcknowledgedAt),
+		Outcome: optString(string(c.Outcome)), OutcomeReason: optString(c.OutcomeReason), OutcomeDetail: optString(c.OutcomeDetail),
+	}
+	if c.StreamSeq != 0 {
+		seq := c.StreamSeq
+		out.StreamSequence = &seq
+	}
+	return out
 }
 
 type sensorJSON struct {
@@ -103,10 +132,8 @@ func sensorOut(s fleet.Sensor) sensorJSON {
 		out.Certificate = &certificateJSON{Serial: s.Certificate.Serial, NotAfter: s.Certificate.NotAfter.UTC()}
 	}
 	if c := s.LastCommand; c != nil {
-		out.LastCommand = &commandJSON{
-			CommandID: c.ID, Action: string(c.Action), IssuedAt: c.IssuedAt.UTC(),
-			AcknowledgedAt: optTime(c.AcknowledgedAt), FailedAt: optTime(c.FailedAt),
-		}
+		cmd := commandOut(*c)
+		out.LastCommand = &cmd
 	}
 	return out
 }
@@ -280,9 +307,10 @@ type commandRequest struct {
 	Action string `json:"action"`
 }
 
-type commandResponse struct {
-	CommandID string `json:"commandId"`
-}
+// IdempotencyKeyHeader names the header that makes command creation
+// idempotent: a repeat with the same key (per sensor) returns the first
+// command and never publishes a second one.
+const IdempotencyKeyHeader = "Idempotency-Key"
 
 func (a *API) issueCommand(w http.ResponseWriter, r *http.Request, op operators.Operator) {
 	id, ok := a.pathID(w, r)
@@ -304,12 +332,91 @@ func (a *API) issueCommand(w http.ResponseWriter, r *http.Request, op operators.
 		a.fail(w, r, fleet.ErrMessagingDisabled)
 		return
 	}
-	c, err := a.fleet.IssueCommand(r.Context(), id, fleet.Action(req.Action), op.Email)
+	c, created, err := a.fleet.IssueCommand(r.Context(), id, fleet.Action(req.Action), op.Email, r.Header.Get(IdempotencyKeyHeader))
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	problem.WriteJSON(w, http.StatusAccepted, commandResponse{CommandID: c.ID})
+	w.Header().Set("Location", "/api/sensors/"+id+"/commands/"+c.ID)
+	status := http.StatusAccepted
+	if !created {
+		// A repeat of an earlier request: nothing new was done.
+		status = http.StatusOK
+	}
+	problem.WriteJSON(w, status, commandOut(c))
+}
+
+// commandPage is one page of a sensor's command history; nextCursor is
+// absent on the last page.
+type commandPage struct {
+	Items      []commandJSON `json:"items"`
+	NextCursor *string       `json:"nextCursor"`
+}
+
+// Bounds of GET /api/sensors/{id}/commands.
+const (
+	defaultCommandPage = 50
+)
+
+func (a *API) listCommands(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+	id, ok := a.pathID(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	limit := defaultCommandPage
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > fleet.MaxCommandPage {
+			a.fail(w, r, fmt.Errorf("%w: limit must be 1–%d", fleet.ErrInvalidInput, fleet.MaxCommandPage))
+			return
+		}
+		limit = n
+	}
+	var after fleet.CommandCursor
+	if v := q.Get("cursor"); v != "" {
+		c, err := decodeCursor(v)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		after = c
+	}
+	cmds, err := a.fleet.SensorCommands(r.Context(), id, after, limit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	page := commandPage{Items: make([]commandJSON, 0, len(cmds))}
+	for _, c := range cmds {
+		page.Items = append(page.Items, commandOut(c))
+	}
+	if len(cmds) == limit {
+		last := cmds[len(cmds)-1]
+		next := encodeCursor(fleet.CommandCursor{IssuedAt: last.IssuedAt, ID: last.ID})
+		page.NextCursor = &next
+	}
+	problem.WriteJSON(w, http.StatusOK, page)
+}
+
+// encodeCursor makes an opaque page cursor: the last item's issue time and
+// id, base64url.
+func encodeCursor(c fleet.CommandCursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(c.IssuedAt.UTC().Format(time.RFC3339Nano) + " " + c.ID))
+}
+
+func decodeCursor(v string) (fleet.CommandCursor, error) {
+	bad := fmt.Errorf("%w: cursor is not one this API returned", fleet.ErrInvalidInput)
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || len(raw) > 256 {
+		return fleet.CommandCursor{}, bad
+	}
+	ts, id, ok := strings.Cut(string(raw), " ")
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if !ok || err != nil || ids.Validate(id) != nil {
+		return fleet.CommandCursor{}, bad
+	}
+	return fleet.CommandCursor{IssuedAt: t, ID: id}, nil
 }
 
 func (a *API) revokeSensor(w http.ResponseWriter, r *http.Request, op operators.Operator) {

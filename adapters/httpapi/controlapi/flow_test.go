@@ -183,7 +183,13 @@ func TestFlow(t *testing.T) {
 
 	res = e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/commands", body: `{"action":"start"}`, operator: true})
 	commandID := str(t, res.object(t), "commandId")
-	wantObject(t, "command", res, http.StatusAccepted, map[string]any{"commandId": commandID})
+	command := map[string]any{
+		"commandId": commandID, "action": "start", "issuedAt": ts(t1), "issuedBy": operatorEmail,
+		"expiresAt": ts(t1.Add(fleet.DefaultCommandTTL)), "idempotencyKey": nil, "status": "accepted",
+		"acceptedAt": ts(t1), "streamSequence": float64(1), "failedAt": nil,
+		"acknowledgedAt": nil, "outcome": nil, "outcomeReason": nil, "outcomeDetail": nil,
+	}
+	wantObject(t, "command", res, http.StatusAccepted, command)
 	msgs := e.pub.published()
 	if len(msgs) != 1 || msgs[0].Subject != "rxc.acme."+sensorID+".cmd" || msgs[0].MsgID != commandID {
 		t.Fatalf("published %+v, want one message on rxc.acme.%s.cmd with id %s", msgs, sensorID, commandID)
@@ -199,7 +205,7 @@ func TestFlow(t *testing.T) {
 	if diff := cmp.Diff(wantSent, sent); diff != "" {
 		t.Errorf("published command (-want +got):\n%s", diff)
 	}
-	sensor["lastCommand"] = map[string]any{"commandId": commandID, "action": "start", "issuedAt": ts(t1), "acknowledgedAt": nil, "failedAt": nil}
+	sensor["lastCommand"] = command
 	wantObject(t, "sensor with command", e.do(request{method: "GET", path: "/api/sensors/" + sensorID, operator: true}), http.StatusOK, sensor)
 
 	for _, c := range []struct {

@@ -125,7 +125,7 @@ func TestCommandFailures(t *testing.T) {
 		t.Errorf("a command was recorded with messaging disabled: %+v", s.LastCommand)
 	}
 
-	base.pub.setErr(fmt.Errorf("natsmsg: not connected: %w", fleet.ErrMessagingUnavailable))
+	base.pub.setErr(fmt.Errorf("natsmsg: not connected: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrNotPublished))
 	base.do(command).expect(t, "command with NATS unreachable", http.StatusServiceUnavailable, "nats_unavailable")
 	if err := json.Unmarshal(base.do(request{method: "GET", path: "/api/sensors/" + id, operator: true}).body, &s); err != nil ||
 		s.LastCommand == nil || s.LastCommand.Action != "stop" || s.LastCommand.FailedAt == nil {
@@ -213,4 +213,85 @@ func TestRevokePending(t *testing.T) {
 	if diff := cmp.Diff([][2]string{{"A-acme", "U-" + id}}, e.prov.revocations()); diff != "" {
 		t.Errorf("NATS revocations (-want +got):\n%s", diff)
 	}
+}
+
+// TestCommandIdempotencyAndHistory: a repeat with the same Idempotency-Key
+// returns the first command and publishes nothing; the key cannot be reused
+// for another action; an unconfirmed publication is shown pending, never
+// failed; the history pages newest first.
+func TestCommandIdempotencyAndHistory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{})
+	e.createTenant("acme")
+	id, _ := e.enroll("acme")
+	path := "/api/sensors/" + id + "/commands"
+	keyed := func(action, key string) response {
+		return e.do(request{method: "POST", path: path, body: `{"action":"` + action + `"}`, operator: true, header: map[string]string{"Idempotency-Key": key}})
+	}
+	var first, again struct{ CommandID, Status, IdempotencyKey string }
+	res := keyed("stop", "op-retry-1")
+	e.clock.Advance(time.Second)
+	if res.status != http.StatusAccepted || json.Unmarshal(res.body, &first) != nil || first.Status != "accepted" || first.IdempotencyKey != "op-retry-1" {
+		t.Fatalf("first keyed command: %d %s", res.status, res.body)
+	}
+	for range 3 {
+		res = keyed("stop", "op-retry-1")
+		if res.status != http.StatusOK || json.Unmarshal(res.body, &again) != nil || again.CommandID != first.CommandID {
+			t.Fatalf("repeat with the same key: %d %s; want 200 with command %s", res.status, res.body, first.CommandID)
+		}
+	}
+	if n := len(e.pub.published()); n != 1 {
+		t.Errorf("%d messages published for one key, want 1", n)
+	}
+	keyed("start", "op-retry-1").expect(t, "same key, other action", http.StatusConflict, "conflict")
+	keyed("start", "bad key with spaces").expect(t, "malformed key", http.StatusBadRequest, "invalid_input")
+
+	e.pub.setErr(fmt.Errorf("natsmsg: timeout: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrPublishUnknown))
+	var pending struct{ CommandID, Status string }
+	res = keyed("start", "op-retry-2")
+	e.clock.Advance(time.Second)
+	if res.status != http.StatusAccepted || json.Unmarshal(res.body, &pending) != nil || pending.Status != "pending" {
+		t.Fatalf("command with an unconfirmed publication: %d %s; want 202 pending", res.status, res.body)
+	}
+	e.pub.setErr(nil)
+
+	for i := range 3 {
+		e.do(request{method: "POST", path: path, body: `{"action":"start"}`, operator: true}).expectStatus(t, fmt.Sprintf("command %d", i), http.StatusAccepted)
+		e.clock.Advance(time.Second)
+	}
+	var all []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("history does not end")
+		}
+		q := "?limit=2"
+		if cursor != "" {
+			q += "&cursor=" + cursor
+		}
+		var page struct {
+			Items []struct {
+				CommandID string
+				Status    string
+			}
+			NextCursor *string
+		}
+		res := e.do(request{method: "GET", path: path + q, operator: true})
+		if res.status != http.StatusOK || json.Unmarshal(res.body, &page) != nil {
+			t.Fatalf("history page: %d %s", res.status, res.body)
+		}
+		for _, it := range page.Items {
+			all = append(all, it.CommandID)
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		cursor = *page.NextCursor
+	}
+	if len(all) != 5 || all[3] != pending.CommandID || all[4] != first.CommandID {
+		t.Errorf("history %v: want 5 commands, newest first, ending with %s, %s", all, pending.CommandID, first.CommandID)
+	}
+	e.do(request{method: "GET", path: path + "?cursor=not-a-cursor", operator: true}).expect(t, "forged cursor", http.StatusBadRequest, "invalid_input")
+	e.do(request{method: "GET", path: path + "?limit=0", operator: true}).expect(t, "limit 0", http.StatusBadRequest, "invalid_input")
+	e.do(request{method: "GET", path: path}).expect(t, "history without a session", http.StatusUnauthorized, "unauthenticated")
 }

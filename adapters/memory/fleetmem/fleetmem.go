@@ -368,9 +368,13 @@ func (s *Store) UpdateSensorStatuses(_ context.Context, refs []fleet.SensorRef, 
 			continue
 		}
 		sn.State, sn.LastSeenAt, sn.lastStatusAt = next.State, next.LastSeenAt, next.LastStatusAt
-		for _, id := range next.AcknowledgeCommandIDs {
-			if c, ok := s.commands[id]; ok && c.SensorID == ref.SensorID && c.AcknowledgedAt.IsZero() {
-				c.AcknowledgedAt = next.AcknowledgedAt
+		for _, r := range next.Results {
+			if c, ok := s.commands[r.CommandID]; ok && c.SensorID == ref.SensorID && c.AcknowledgedAt.IsZero() {
+				c.AcknowledgedAt, c.Outcome, c.OutcomeReason, c.OutcomeDetail = next.AcknowledgedAt, r.Outcome, r.Reason, r.Detail
+				c.Status, c.FailedAt = fleet.CommandAccepted, time.Time{}
+				if c.AcceptedAt.IsZero() {
+					c.AcceptedAt = next.AcknowledgedAt
+				}
 			}
 		}
 	}
@@ -417,18 +421,46 @@ func (s *Store) RevokeSensor(_ context.Context, sensorID, _ string, at time.Time
 }
 
 // CreateCommand implements fleet.CommandStore.
-func (s *Store) CreateCommand(_ context.Context, c fleet.Command) error {
+func (s *Store) CreateCommand(_ context.Context, c fleet.Command) (fleet.Command, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sn, ok := s.sensors[c.SensorID]
 	if !ok {
-		return fleet.ErrNotFound
+		return fleet.Command{}, false, fleet.ErrNotFound
 	}
 	if _, ok := s.commands[c.ID]; ok {
-		return fleet.ErrConflict
+		return fleet.Command{}, false, fleet.ErrConflict
 	}
+	if c.IdempotencyKey != "" {
+		for _, old := range s.commands {
+			if old.SensorID == c.SensorID && old.IdempotencyKey == c.IdempotencyKey {
+				if old.Action != c.Action {
+					return fleet.Command{}, false, fleet.ErrConflict
+				}
+				return *old, false, nil
+			}
+		}
+	}
+	c.Status = fleet.CommandPending
 	s.commands[c.ID] = &c
 	sn.lastCommandID = c.ID
+	return c, true, nil
+}
+
+// AcceptCommand implements fleet.CommandStore.
+func (s *Store) AcceptCommand(_ context.Context, id string, seq uint64, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.commands[id]
+	if !ok {
+		return fleet.ErrNotFound
+	}
+	if c.Status == fleet.CommandPending || c.Status == fleet.CommandAccepted {
+		if c.AcceptedAt.IsZero() {
+			c.AcceptedAt, c.StreamSeq = at, seq
+		}
+		c.Status = fleet.CommandAccepted
+	}
 	return nil
 }
 
@@ -440,8 +472,66 @@ func (s *Store) FailCommand(_ context.Context, id string, at time.Time) error {
 	if !ok {
 		return fleet.ErrNotFound
 	}
-	c.FailedAt = at
+	if c.Status == fleet.CommandPending && c.AcknowledgedAt.IsZero() {
+		c.Status, c.FailedAt = fleet.CommandFailed, at
+	}
 	return nil
+}
+
+// PendingCommands implements fleet.CommandStore.
+func (s *Store) PendingCommands(_ context.Context, since time.Time, limit int) ([]fleet.Command, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []fleet.Command
+	for _, c := range s.commands {
+		if c.Status == fleet.CommandPending && !c.IssuedAt.Before(since) {
+			out = append(out, *c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].IssuedAt.Equal(out[j].IssuedAt) {
+			return out[i].IssuedAt.Before(out[j].IssuedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// ExpireCommands implements fleet.CommandStore.
+func (s *Store) ExpireCommands(_ context.Context, before time.Time) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.commands {
+		if c.Status == fleet.CommandPending && c.AcknowledgedAt.IsZero() && c.ExpiresAt.Before(before) {
+			c.Status = fleet.CommandExpired
+			n++
+		}
+	}
+	return n, nil
+}
+
+// SensorCommands implements fleet.CommandStore.
+func (s *Store) SensorCommands(_ context.Context, sensorID string, after fleet.CommandCursor, limit int) ([]fleet.Command, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	newer := func(a fleet.Command, at time.Time, id string) bool {
+		return a.IssuedAt.After(at) || a.IssuedAt.Equal(at) && a.ID > id
+	}
+	var out []fleet.Command
+	for _, c := range s.commands {
+		if c.SensorID == sensorID && (after.ID == "" || newer(fleet.Command{IssuedAt: after.IssuedAt, ID: after.ID}, c.IssuedAt, c.ID)) {
+			out = append(out, *c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return newer(out[i], out[j].IssuedAt, out[j].ID) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }
 
 // TryLock implements fleet.Locker within this process.

@@ -137,14 +137,20 @@ type fakePublisher struct {
 	msgs []published
 }
 
-func (p *fakePublisher) PublishCommand(_ context.Context, subject, msgID string, payload []byte) error {
+func (p *fakePublisher) PublishCommand(_ context.Context, subject, msgID string, payload []byte) (fleet.PublishAck, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
-		return p.err
+		return fleet.PublishAck{}, p.err
 	}
 	p.msgs = append(p.msgs, published{subject, msgID, payload})
-	return nil
+	return fleet.PublishAck{Sequence: uint64(len(p.msgs))}, nil
+}
+
+// issue is IssueCommand without an idempotency key.
+func issue(f *fixture, sensorID string, a fleet.Action, by string) (fleet.Command, error) {
+	c, _, err := f.svc.IssueCommand(f.ctx, sensorID, a, by, "")
+	return c, err
 }
 
 type fakeTerminator struct {

@@ -15,22 +15,26 @@ const sensorQuery = `
 	SELECT s.id, s.tenant_id, s.name, s.hostname, s.state, s.last_seen_at,
 	       s.nats_user_pub_key, s.nats_account_pub_key, s.created_at,
 	       c.serial, c.not_after,
-	       m.id, m.action, m.issued_at, m.issued_by, m.expires_at, m.acknowledged_at, m.failed_at
+	       m.id, m.action, m.issued_at, m.issued_by, m.expires_at, m.idempotency_key, m.status,
+	       m.accepted_at, m.stream_seq, m.failed_at, m.acknowledged_at, m.outcome, m.outcome_reason, m.outcome_detail
 	FROM sensors s
 	LEFT JOIN sensor_certificates c ON c.sensor_id = s.id AND c.active
 	LEFT JOIN commands m ON m.id = s.last_command_id`
 
 func scanSensor(row pgx.Row) (fleet.Sensor, error) {
 	var (
-		s                           fleet.Sensor
-		lastSeen, notAfter          *time.Time
-		serial, cmdID, action, by   *string
-		issued, expires, ack, faild *time.Time
+		s                                       fleet.Sensor
+		lastSeen, notAfter                      *time.Time
+		serial, cmdID, action, by               *string
+		key, status, outcome, reason, detail    *string
+		issued, expires, accepted, failed, ackd *time.Time
+		seq                                     *int64
 	)
 	err := row.Scan(&s.ID, &s.TenantID, &s.Name, &s.Hostname, &s.State, &lastSeen,
 		&s.NATSUserPubKey, &s.NATSAccountPubKey, &s.CreatedAt,
 		&serial, &notAfter,
-		&cmdID, &action, &issued, &by, &expires, &ack, &faild)
+		&cmdID, &action, &issued, &by, &expires, &key, &status,
+		&accepted, &seq, &failed, &ackd, &outcome, &reason, &detail)
 	if err != nil {
 		return fleet.Sensor{}, err
 	}
@@ -42,10 +46,22 @@ func scanSensor(row pgx.Row) (fleet.Sensor, error) {
 		s.LastCommand = &fleet.Command{
 			ID: *cmdID, TenantID: s.TenantID, SensorID: s.ID, Action: fleet.Action(*action),
 			IssuedAt: utc(issued), IssuedBy: *by, ExpiresAt: utc(expires),
-			AcknowledgedAt: utc(ack), FailedAt: utc(faild),
+			IdempotencyKey: deref(key), Status: fleet.CommandStatus(deref(status)),
+			AcceptedAt: utc(accepted), FailedAt: utc(failed), AcknowledgedAt: utc(ackd),
+			Outcome: fleet.Outcome(deref(outcome)), OutcomeReason: deref(reason), OutcomeDetail: deref(detail),
+		}
+		if seq != nil {
+			s.LastCommand.StreamSeq = uint64(*seq)
 		}
 	}
 	return s, nil
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 // Sensor implements fleet.SensorStore.
@@ -114,6 +130,9 @@ func (s *Store) UpdateSensorStatuses(ctx context.Context, refs []fleet.SensorRef
 			upIDs, upStates    []string
 			upSeen, upStatus   []*time.Time
 			ackIDs, ackSensors []string
+			ackOutcomes        []string
+			ackReasons         []string
+			ackDetails         []string
 			ackAt              []time.Time
 		)
 		for _, ref := range refs {
@@ -125,8 +144,9 @@ func (s *Store) UpdateSensorStatuses(ctx context.Context, refs []fleet.SensorRef
 			}
 			upIDs, upStates = append(upIDs, ref.SensorID), append(upStates, string(next.State))
 			upSeen, upStatus = append(upSeen, nullTime(next.LastSeenAt)), append(upStatus, nullTime(next.LastStatusAt))
-			for _, id := range next.AcknowledgeCommandIDs {
-				ackIDs, ackSensors, ackAt = append(ackIDs, id), append(ackSensors, ref.SensorID), append(ackAt, next.AcknowledgedAt)
+			for _, r := range next.Results {
+				ackIDs, ackSensors, ackAt = append(ackIDs, r.CommandID), append(ackSensors, ref.SensorID), append(ackAt, next.AcknowledgedAt)
+				ackOutcomes, ackReasons, ackDetails = append(ackOutcomes, string(r.Outcome)), append(ackReasons, r.Reason), append(ackDetails, r.Detail)
 			}
 		}
 		if len(upIDs) > 0 {
@@ -138,10 +158,16 @@ func (s *Store) UpdateSensorStatuses(ctx context.Context, refs []fleet.SensorRef
 			}
 		}
 		if len(ackIDs) > 0 {
+			// The first report of a command wins; a report proves the
+			// stream held it, so it is accepted too (whatever the publisher
+			// heard), never failed.
 			if _, err := tx.Exec(ctx, `
-				UPDATE commands AS c SET acknowledged_at = a.at
-				FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS a(id, sensor_id, at)
-				WHERE c.id = a.id AND c.sensor_id = a.sensor_id AND c.acknowledged_at IS NULL`, ackIDs, ackSensors, ackAt); err != nil {
+				UPDATE commands AS c SET acknowledged_at = a.at, outcome = a.outcome, outcome_reason = a.reason, outcome_detail = a.detail,
+					status = 'accepted', accepted_at = COALESCE(c.accepted_at, a.at), failed_at = NULL
+				FROM (SELECT DISTINCT ON (id) * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[])
+				      WITH ORDINALITY AS u(id, sensor_id, at, outcome, reason, detail, n) ORDER BY id, n) AS a
+				WHERE c.id = a.id AND c.sensor_id = a.sensor_id AND c.acknowledged_at IS NULL`,
+				ackIDs, ackSensors, ackAt, ackOutcomes, ackReasons, ackDetails); err != nil {
 				return err
 			}
 		}

@@ -17,7 +17,7 @@ func TestIssueCommand(t *testing.T) {
 	f := newFixture(t)
 	f.provisionedTenant(t, "acme")
 	r, _ := f.enrolled(t, "acme")
-	c, err := f.svc.IssueCommand(f.ctx, r.SensorID, fleet.ActionStart, "ops@example.com")
+	c, err := issue(f, r.SensorID, fleet.ActionStart, "ops@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,14 +45,30 @@ func TestIssueCommand(t *testing.T) {
 		t.Errorf("last command %+v, want %+v", got, c)
 	}
 
-	t.Run("publish failure marks the command failed", func(t *testing.T) {
-		f.pub.err = fmt.Errorf("nats: %w", fleet.ErrMessagingUnavailable)
+	if c.Status != fleet.CommandAccepted || c.StreamSeq != 1 {
+		t.Errorf("published command %+v, want accepted with sequence 1", c)
+	}
+
+	t.Run("a command provably not stored is failed", func(t *testing.T) {
+		f.pub.err = fmt.Errorf("nats: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrNotPublished)
 		defer func() { f.pub.err = nil }()
-		c, err := f.svc.IssueCommand(f.ctx, r.SensorID, fleet.ActionStop, "ops")
+		c, err := issue(f, r.SensorID, fleet.ActionStop, "ops")
 		wantErr(t, err, fleet.ErrMessagingUnavailable)
 		last := f.sensor(t, r.SensorID).LastCommand
-		if last == nil || last.ID != c.ID || last.FailedAt.IsZero() {
+		if last == nil || last.ID != c.ID || last.FailedAt.IsZero() || last.Status != fleet.CommandFailed {
 			t.Errorf("last command %+v, want %s marked failed", last, c.ID)
+		}
+	})
+	t.Run("an unconfirmed publication is pending, never failed", func(t *testing.T) {
+		f.pub.err = fmt.Errorf("nats: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrPublishUnknown)
+		defer func() { f.pub.err = nil }()
+		c, err := issue(f, r.SensorID, fleet.ActionStop, "ops")
+		if err != nil {
+			t.Fatalf("unconfirmed publication: %v, want no error (the status says it)", err)
+		}
+		last := f.sensor(t, r.SensorID).LastCommand
+		if c.Status != fleet.CommandPending || last == nil || last.Status != fleet.CommandPending || !last.FailedAt.IsZero() {
+			t.Errorf("command %+v, recorded %+v; want pending", c, last)
 		}
 	})
 
@@ -69,14 +85,14 @@ func TestIssueCommand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := f.svc.IssueCommand(f.ctx, tt.sensorID, tt.action, "ops")
+			_, err := issue(f, tt.sensorID, tt.action, "ops")
 			wantErr(t, err, tt.want)
 		})
 	}
 	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.svc.IssueCommand(f.ctx, r.SensorID, fleet.ActionStart, "ops")
+	_, err = issue(f, r.SensorID, fleet.ActionStart, "ops")
 	wantErr(t, err, fleet.ErrRevoked)
 	if len(f.pub.msgs) != 1 {
 		t.Errorf("%d messages published, want still 1", len(f.pub.msgs))
@@ -94,7 +110,7 @@ func TestHandleStatus(t *testing.T) {
 	f.provisionedTenant(t, "acme")
 	f.provisionedTenant(t, "other")
 	r, _ := f.enrolled(t, "acme")
-	cmd, err := f.svc.IssueCommand(f.ctx, r.SensorID, fleet.ActionStart, "ops")
+	cmd, err := issue(f, r.SensorID, fleet.ActionStart, "ops")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +169,7 @@ func TestStatusDoesNotAcknowledgeAnotherSensorsCommand(t *testing.T) {
 	f.provisionedTenant(t, "acme")
 	a, _ := f.enrolled(t, "acme")
 	b, _ := f.enrolled(t, "acme")
-	cmd, err := f.svc.IssueCommand(f.ctx, a.SensorID, fleet.ActionStop, "ops")
+	cmd, err := issue(f, a.SensorID, fleet.ActionStop, "ops")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,11 +307,11 @@ func TestHandleStatusBatch(t *testing.T) {
 	f.provisionedTenant(t, "acme")
 	a, _ := f.enrolled(t, "acme")
 	b, _ := f.enrolled(t, "acme")
-	cmdA, err := f.svc.IssueCommand(f.ctx, a.SensorID, fleet.ActionStart, "ops")
+	cmdA, err := issue(f, a.SensorID, fleet.ActionStart, "ops")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmdB, err := f.svc.IssueCommand(f.ctx, b.SensorID, fleet.ActionStop, "ops")
+	cmdB, err := issue(f, b.SensorID, fleet.ActionStop, "ops")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,6 +88,14 @@ func (p *eventPipeline) start(ctx context.Context) {
 
 func (p *eventPipeline) ready() bool { return p == nil || p.nats.Ready() }
 
+// check is the readiness round trip of the event connection.
+func (p *eventPipeline) check(ctx context.Context) error {
+	if p == nil {
+		return nil
+	}
+	return p.nats.Check(ctx)
+}
+
 // metrics writes the pipeline's counters in Prometheus text.
 func (p *eventPipeline) metrics(w io.Writer) {
 	if p == nil {

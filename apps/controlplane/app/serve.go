@@ -234,6 +234,10 @@ func (s *Server) Run(ctx context.Context) error {
 			func(tenantID, sensorID string) { s.grpc.Recheck(ctx, tenantID, sensorID) },
 			func() { s.grpc.RecheckAll(ctx) })
 	}()
+	if s.messaging != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.every(ctx, commandReconcileEvery, s.reconcileCommands) }()
+	}
 	if s.cfg.Provisioner.Enabled {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.every(ctx, s.cfg.Provisioner.Interval(), s.reconcile) }()
@@ -304,6 +308,19 @@ func (s *Server) reconcile(ctx context.Context) {
 	}
 }
 
+// commandReconcileEvery is how often pending commands are settled: a
+// command whose publication timed out is published again (same message id)
+// within the stream's duplicate window, so the period must stay well inside it.
+const commandReconcileEvery = 5 * time.Second
+
+func (s *Server) reconcileCommands(ctx context.Context) {
+	if n, err := s.fleet.ReconcileCommands(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("command reconcile", "settled", n, "err", err)
+	} else if n > 0 {
+		s.log.Info("pending commands settled", "count", n)
+	}
+}
+
 func (s *Server) markOffline(ctx context.Context) {
 	if n, err := s.fleet.MarkSilentOffline(ctx, s.cfg.SensorOfflineAfter); err != nil && ctx.Err() == nil {
 		s.log.Warn("mark silent sensors offline", "err", err)
@@ -352,21 +369,13 @@ func (s *Server) bootstrapOperator(ctx context.Context) error {
 
 func (s *Server) readiness() []controlapi.Check {
 	checks := []controlapi.Check{{Name: "postgres", Fn: s.pool.Ping}}
+	// NATS checks are round trips, not the socket's state: a hung server
+	// keeps the socket open and answers nothing.
 	if s.messaging != nil {
-		checks = append(checks, controlapi.Check{Name: "nats", Fn: func(context.Context) error {
-			if !s.messaging.Ready() {
-				return errors.New("not connected")
-			}
-			return nil
-		}})
+		checks = append(checks, controlapi.Check{Name: "nats", Fn: s.messaging.Check})
 	}
 	if s.events != nil {
-		checks = append(checks, controlapi.Check{Name: "nats-events", Fn: func(context.Context) error {
-			if !s.events.ready() {
-				return errors.New("not connected")
-			}
-			return nil
-		}})
+		checks = append(checks, controlapi.Check{Name: "nats-events", Fn: s.events.check})
 	}
 	return checks
 }
@@ -390,8 +399,8 @@ func (s *Server) metrics(w io.Writer) {
 // disabledPublisher answers every command with ErrMessagingDisabled.
 type disabledPublisher struct{}
 
-func (disabledPublisher) PublishCommand(context.Context, string, string, []byte) error {
-	return fmt.Errorf("%w: set NATS_MESSAGING_ENABLED=true", fleet.ErrMessagingDisabled)
+func (disabledPublisher) PublishCommand(context.Context, string, string, []byte) (fleet.PublishAck, error) {
+	return fleet.PublishAck{}, fmt.Errorf("%w: %w: set NATS_MESSAGING_ENABLED=true", fleet.ErrMessagingDisabled, fleet.ErrNotPublished)
 }
 
 // lateTerminator breaks the construction cycle between the fleet service

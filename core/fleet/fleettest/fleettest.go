@@ -423,7 +423,7 @@ func testUpdateSensorStatus(t *testing.T, s Store) {
 	theirs := mine
 	theirs.ID, theirs.SensorID = "cmd-2", "s2"
 	for _, c := range []fleet.Command{mine, theirs} {
-		if err := s.CreateCommand(ctx, c); err != nil {
+		if _, _, err := s.CreateCommand(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -439,7 +439,7 @@ func testUpdateSensorStatus(t *testing.T, s Store) {
 	at := t0.Add(time.Hour)
 	found, err := update(s, "acme", "s1", func(cur fleet.SensorStatus) (fleet.SensorStatus, bool) {
 		seen = cur
-		return fleet.SensorStatus{State: fleet.StateRunning, LastSeenAt: at, LastStatusAt: at.Add(-time.Second), AcknowledgeCommandIDs: []string{"cmd-2"}, AcknowledgedAt: at}, true
+		return fleet.SensorStatus{State: fleet.StateRunning, LastSeenAt: at, LastStatusAt: at.Add(-time.Second), Results: []fleet.CommandResult{{CommandID: "cmd-2", Outcome: fleet.OutcomeApplied, At: at}}, AcknowledgedAt: at}, true
 	})
 	if err != nil || !found {
 		t.Fatalf("update: found=%v err=%v", found, err)
@@ -449,7 +449,11 @@ func testUpdateSensorStatus(t *testing.T, s Store) {
 	}
 	if _, err := update(s, "acme", "s1", func(cur fleet.SensorStatus) (fleet.SensorStatus, bool) {
 		seen = cur
-		cur.AcknowledgeCommandIDs, cur.AcknowledgedAt = []string{"cmd-1"}, at
+		cur.Results = []fleet.CommandResult{
+			{CommandID: "cmd-1", Outcome: fleet.OutcomeRefused, Reason: fleet.ReasonExpired, Detail: "arrived late", At: at},
+			{CommandID: "cmd-1", Outcome: fleet.OutcomeApplied, At: at},
+		}
+		cur.AcknowledgedAt = at
 		return cur, true
 	}); err != nil {
 		t.Fatal(err)
@@ -459,8 +463,10 @@ func testUpdateSensorStatus(t *testing.T, s Store) {
 	}
 	s1, _ := s.Sensor(ctx, "s1")
 	s2, _ := s.Sensor(ctx, "s2")
-	if !s1.LastCommand.AcknowledgedAt.Equal(at) {
-		t.Errorf("own command not acknowledged: %+v", s1.LastCommand)
+	// The first result of a command wins; a report accepts the command.
+	if c := s1.LastCommand; !c.AcknowledgedAt.Equal(at) || c.Outcome != fleet.OutcomeRefused || c.OutcomeReason != fleet.ReasonExpired ||
+		c.OutcomeDetail != "arrived late" || c.Status != fleet.CommandAccepted {
+		t.Errorf("own command after its result: %+v", c)
 	}
 	if !s2.LastCommand.AcknowledgedAt.IsZero() {
 		t.Errorf("another sensor acknowledged s2's command: %+v", s2.LastCommand)
@@ -552,25 +558,103 @@ func testCommands(t *testing.T, s Store) {
 	ctx := context.Background()
 	tenant(t, s, "acme")
 	enrolled(t, s, "acme", "s1", "aa01")
-	c := fleet.Command{ID: "cmd-1", TenantID: "acme", SensorID: "s1", Action: fleet.ActionStop, IssuedAt: t0, IssuedBy: "ops", ExpiresAt: t0.Add(10 * time.Minute)}
-	is(t, "create", s.CreateCommand(ctx, c), nil)
-	is(t, "duplicate id", s.CreateCommand(ctx, c), fleet.ErrConflict)
-	got, _ := s.Sensor(ctx, "s1")
-	if got.LastCommand == nil || *got.LastCommand != c {
-		t.Errorf("last command %+v, want %+v", got.LastCommand, c)
+	enrolled(t, s, "acme", "s2", "bb01")
+	c := fleet.Command{ID: "cmd-1", TenantID: "acme", SensorID: "s1", Action: fleet.ActionStop, IssuedAt: t0, IssuedBy: "ops", ExpiresAt: t0.Add(10 * time.Minute), IdempotencyKey: "key-1"}
+	got, created, err := s.CreateCommand(ctx, c)
+	want := c
+	want.Status = fleet.CommandPending
+	if err != nil || !created || !cmp.Equal(got, want) {
+		t.Fatalf("create = %+v, %v, %v; want %+v, true", got, created, err, want)
 	}
-	is(t, "fail", s.FailCommand(ctx, "cmd-1", t0.Add(time.Second)), nil)
+	dup := c
+	dup.IdempotencyKey = ""
+	_, _, err = s.CreateCommand(ctx, dup)
+	is(t, "duplicate id", err, fleet.ErrConflict)
+	sn, _ := s.Sensor(ctx, "s1")
+	if sn.LastCommand == nil || !cmp.Equal(*sn.LastCommand, want) {
+		t.Errorf("last command %+v, want %+v", sn.LastCommand, want)
+	}
+
+	// The same key returns the first command; another action with it is a
+	// conflict; another sensor may use the same key.
+	again := c
+	again.ID, again.IssuedAt = "cmd-again", t0.Add(time.Second)
+	got, created, err = s.CreateCommand(ctx, again)
+	if err != nil || created || got.ID != "cmd-1" {
+		t.Errorf("same key = %+v, %v, %v; want cmd-1, not created", got, created, err)
+	}
+	other := again
+	other.ID, other.Action = "cmd-other", fleet.ActionStart
+	_, _, err = s.CreateCommand(ctx, other)
+	is(t, "same key, other action", err, fleet.ErrConflict)
+	elsewhere := again
+	elsewhere.ID, elsewhere.SensorID = "cmd-s2", "s2"
+	if _, created, err := s.CreateCommand(ctx, elsewhere); err != nil || !created {
+		t.Errorf("same key on another sensor: created %v, %v", created, err)
+	}
+
+	// Accepted, then a late failure changes nothing.
+	is(t, "accept", s.AcceptCommand(ctx, "cmd-1", 7, t0.Add(time.Second)), nil)
+	is(t, "fail after accept", s.FailCommand(ctx, "cmd-1", t0.Add(2*time.Second)), nil)
 	is(t, "fail unknown", s.FailCommand(ctx, "ghost", t0), fleet.ErrNotFound)
-	got, _ = s.Sensor(ctx, "s1")
-	if !got.LastCommand.FailedAt.Equal(t0.Add(time.Second)) {
-		t.Errorf("failed command %+v", got.LastCommand)
+	is(t, "accept unknown", s.AcceptCommand(ctx, "ghost", 1, t0), fleet.ErrNotFound)
+	sn, _ = s.Sensor(ctx, "s1")
+	if c := sn.LastCommand; c.Status != fleet.CommandAccepted || c.StreamSeq != 7 || !c.AcceptedAt.Equal(t0.Add(time.Second)) || !c.FailedAt.IsZero() {
+		t.Errorf("accepted command %+v", c)
 	}
-	later := c
-	later.ID, later.IssuedAt = "cmd-2", t0.Add(time.Minute)
-	is(t, "second", s.CreateCommand(ctx, later), nil)
-	got, _ = s.Sensor(ctx, "s1")
-	if got.LastCommand == nil || got.LastCommand.ID != "cmd-2" {
-		t.Errorf("last command %+v, want cmd-2", got.LastCommand)
+
+	// A pending command fails; pending ones are listed and expire.
+	for i, id := range []string{"cmd-2", "cmd-3", "cmd-4"} {
+		later := c
+		later.ID, later.IdempotencyKey, later.IssuedAt = id, "", t0.Add(time.Duration(i+1)*time.Minute)
+		later.ExpiresAt = later.IssuedAt.Add(10 * time.Minute)
+		if _, _, err := s.CreateCommand(ctx, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	is(t, "fail", s.FailCommand(ctx, "cmd-2", t0.Add(3*time.Minute)), nil)
+	sn, _ = s.Sensor(ctx, "s1")
+	if sn.LastCommand == nil || sn.LastCommand.ID != "cmd-4" {
+		t.Errorf("last command %+v, want cmd-4", sn.LastCommand)
+	}
+	pending, err := s.PendingCommands(ctx, t0.Add(2*time.Minute), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, p := range pending {
+		ids = append(ids, p.ID)
+	}
+	if diff := cmp.Diff([]string{"cmd-3", "cmd-4"}, ids); diff != "" {
+		t.Errorf("pending (-want +got):\n%s", diff)
+	}
+	n, err := s.ExpireCommands(ctx, t0.Add(12*time.Minute+time.Second))
+	if err != nil || n != 2 {
+		t.Errorf("expire = %d, %v; want 2 (cmd-3 and s2's)", n, err)
+	}
+
+	// History, newest first, in pages.
+	var pages [][]string
+	var after fleet.CommandCursor
+	for {
+		page, err := s.SensorCommands(ctx, "s1", after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		var p []string
+		for _, c := range page {
+			p = append(p, c.ID+":"+string(c.Status))
+		}
+		pages = append(pages, p)
+		last := page[len(page)-1]
+		after = fleet.CommandCursor{IssuedAt: last.IssuedAt, ID: last.ID}
+	}
+	want2 := [][]string{{"cmd-4:pending", "cmd-3:expired"}, {"cmd-2:failed", "cmd-1:accepted"}}
+	if diff := cmp.Diff(want2, pages); diff != "" {
+		t.Errorf("history pages (-want +got):\n%s", diff)
 	}
 }
 
