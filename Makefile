@@ -71,11 +71,14 @@ check: lint tidy-check generate-check ## lint + tidy + generated code + dependen
 bench: build ## benchmarks and load drivers; results appended to docs/benchmarks.md
 	./scripts/bench.sh
 
-demo: ## run the whole system locally
-	./scripts/demo.sh
+# Options of bin/rxc-dev for make demo, e.g. DEMO_FLAGS="-web-addr 127.0.0.1:8800 -sensors 5".
+DEMO_FLAGS ?=
 
-demo-clean: ## forget the demo's state
-	rm -rf .demo
+demo: ## run the whole system locally (installs Yarn and PostgreSQL when missing; DEMO_FLAGS for rxc-dev)
+	./scripts/demo.sh $(DEMO_FLAGS)
+
+demo-clean: ## forget the demo's state (the state folder and its PostgreSQL cluster)
+	@if [ -x $(BIN)/rxc-dev ]; then $(BIN)/rxc-dev -clean $(DEMO_FLAGS); else rm -rf .demo; fi
 
 clean:
 	rm -rf $(BIN)

@@ -51,12 +51,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.StringVar(&cfg.WebDir, "web-dir", "web", "the repository's web/ folder (dist/ from make -C web build, nginx/, the entrypoint hook)")
 	fl.StringVar(&cfg.Tenant, "tenant", "demo", "tenant created at start (empty: none)")
 	fl.IntVar(&cfg.Sensors, "sensors", 3, "simulated sensors enrolled in the tenant")
+	fl.BoolVar(&cfg.StartSensors, "start-sensors", true, "start the simulated sensors no operator has commanded yet, so they stream events at once")
 	fl.StringVar(&cfg.SensorAgent, "sensor-agent", "bin/sensor-agent", "sensor agent binary that runs the simulated sensors")
 	fl.StringVar(&cfg.LogLevel, "log-level", "info", "services' log level (logs go to STATE/logs)")
 	fl.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "bound on stopping everything")
 	readyFile := fl.String("ready-file", "", "write the URLs and the login as JSON to this file once everything is ready (removed at stop)")
 	printEnv := fl.Bool("print-env", false, "print the URLs and the login as one JSON line on standard output once ready (progress goes to standard error)")
 	version := fl.Bool("version", false, "print the version")
+	clean := fl.Bool("clean", false, "stop nothing, start nothing: delete the state folder and its PostgreSQL cluster (make demo-clean)")
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -70,6 +72,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if fl.NArg() > 0 {
 		fmt.Fprintf(stderr, "rxc-dev: unexpected argument %q\n", fl.Arg(0))
 		return 2
+	}
+	if *clean {
+		removed, err := devstack.Clean(cfg.StateDir)
+		if err != nil {
+			fmt.Fprintln(stderr, "rxc-dev:", err)
+			return 1
+		}
+		for _, r := range removed {
+			fmt.Fprintln(stdout, "removed", r)
+		}
+		return 0
 	}
 	chat, err := chatConfig()
 	if err != nil {

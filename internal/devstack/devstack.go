@@ -66,6 +66,9 @@ type Config struct {
 	// sensor-agent binary); none when the binary is missing.
 	Sensors     int
 	SensorAgent string
+	// StartSensors sends start to each simulated sensor that no operator
+	// has commanded yet, so they stream events at once.
+	StartSensors bool
 
 	// Chat is the control plane's analytics chat (the ANALYTICS_CHAT_
 	// group); the zero value leaves it off. When it is enabled the

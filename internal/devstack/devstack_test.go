@@ -365,9 +365,12 @@ func webDir(t *testing.T) string {
 }
 
 type sensorItem struct {
-	ID    string `json:"id"`
-	Name  string `json:"name"`
-	State string `json:"state"`
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	State       string `json:"state"`
+	LastCommand *struct {
+		Action string `json:"action"`
+	} `json:"lastCommand"`
 }
 
 func listSensors(c *client, tenantID string) []sensorItem {
@@ -406,14 +409,17 @@ func checkConsole(t *testing.T, info devstack.Info, chat bool) {
 	}
 }
 
-// The demo's sensors are enrolled by the real agent, report status over
-// NATS, and come back as the same sensors when the stack resumes; nginx
-// serves the console with the production configuration.
+// The demo's sensors are enrolled by the real agent, started by the stack
+// so that they stream events into Analytics at once, report status over
+// NATS, and come back as the same sensors when the stack resumes — a sensor
+// an operator stopped stays stopped, the others run again; nginx serves the
+// console with the production configuration.
 func TestStackRunsSimulatedSensorsBehindNginx(t *testing.T) {
 	t.Parallel()
 	dir := stateDir(t)
 	cfg := devstack.Config{
 		StateDir: dir, Web: devstack.WebNginx, WebDir: webDir(t), Tenant: "demo", Sensors: 2, SensorAgent: buildAgent(t), LogLevel: "warn",
+		StartSensors:    true,
 		ProvisionerAddr: "127.0.0.1:0", NATSAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", WebAddr: "127.0.0.1:0",
 	}
 	first := startStack(t, cfg)
@@ -426,15 +432,26 @@ func TestStackRunsSimulatedSensorsBehindNginx(t *testing.T) {
 	api := newClient(t, info.APIBaseURL)
 	api.must("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": info.Password}, "", 204, nil)
 	var before []sensorItem
-	waitUntil(t, 30*time.Second, "both sensors online", func() bool {
+	waitUntil(t, 60*time.Second, "both sensors running without any operator command", func() bool {
 		before = listSensors(api, "demo")
-		online := 0
-		for _, s := range before {
-			if s.State == "online" {
-				online++
-			}
+		return len(before) == 2 && countState(before, "running") == 2
+	})
+	waitUntil(t, 90*time.Second, "events from the simulated sensors in Analytics", func() bool {
+		var ov struct {
+			Totals struct{ Events int64 }
 		}
-		return len(before) == 2 && online == 2
+		now := time.Now().UTC()
+		q := "tenantId=demo&from=" + now.Add(-time.Hour).Format(time.RFC3339) + "&to=" + now.Add(time.Minute).Format(time.RFC3339)
+		api.must("GET", "/api/analytics/overview?"+q, nil, "", 200, &ov)
+		return ov.Totals.Events > 0
+	})
+	// The operator stops one sensor; the next run must respect that.
+	stopped := before[0].ID
+	api.must("POST", "/api/sensors/"+stopped+"/commands", map[string]string{"action": "stop"}, "", 202, nil)
+	waitUntil(t, 60*time.Second, "the stopped sensor stopped", func() bool {
+		var s sensorItem
+		api.must("GET", "/api/sensors/"+stopped, nil, "", 200, &s)
+		return s.State == "stopped"
 	})
 	stopStack(t, first)
 
@@ -451,14 +468,34 @@ func TestStackRunsSimulatedSensorsBehindNginx(t *testing.T) {
 			t.Fatalf("sensor %s after resume is new; before: %+v", s.ID, before)
 		}
 	}
-	var cmd struct{ CommandID string }
-	api.must("POST", "/api/sensors/"+after[0].ID+"/commands", map[string]string{"action": "start"}, "", 202, &cmd)
-	waitUntil(t, 30*time.Second, "the resumed sensor running", func() bool {
+	waitUntil(t, 60*time.Second, "the other sensor running again after the resume", func() bool {
 		var s sensorItem
-		api.must("GET", "/api/sensors/"+after[0].ID, nil, "", 200, &s)
+		api.must("GET", "/api/sensors/"+before[1].ID, nil, "", 200, &s)
+		return s.State == "running"
+	})
+	var s sensorItem
+	api.must("GET", "/api/sensors/"+stopped, nil, "", 200, &s)
+	if s.State == "running" || s.LastCommand == nil || s.LastCommand.Action != "stop" {
+		t.Fatalf("the sensor the operator stopped is %q after the resume (last command %+v): the stack started it again", s.State, s.LastCommand)
+	}
+	var cmd struct{ CommandID string }
+	api.must("POST", "/api/sensors/"+stopped+"/commands", map[string]string{"action": "start"}, "", 202, &cmd)
+	waitUntil(t, 60*time.Second, "the resumed sensor running", func() bool {
+		var s sensorItem
+		api.must("GET", "/api/sensors/"+stopped, nil, "", 200, &s)
 		return s.State == "running"
 	})
 	stopStack(t, again)
+}
+
+func countState(ss []sensorItem, state string) int {
+	n := 0
+	for _, s := range ss {
+		if s.State == state {
+			n++
+		}
+	}
+	return n
 }
 
 // checkDurable asserts the demo's PostgreSQL keeps its durable defaults: a
@@ -480,5 +517,66 @@ func checkDurable(t *testing.T, dsn string) {
 		if v != "on" {
 			t.Errorf("demo PostgreSQL runs with %s=%s, want on", setting, v)
 		}
+	}
+}
+
+// As root, a state folder the postgres user cannot reach (under a 0700
+// folder, like a home) gets its cluster in a folder of the postgres user's
+// own, recorded in the state folder; Clean removes both, and refuses while
+// the stack runs.
+func TestStackAsRootInAClosedFolder(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the relocation is for root's closed home folders")
+	}
+	t.Parallel()
+	closed := t.TempDir()
+	if err := os.Chmod(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(closed, "checkout", ".demo")
+	cfg := devstack.Config{
+		StateDir: dir, Web: devstack.WebNone, LogLevel: "warn",
+		ProvisionerAddr: "127.0.0.1:0", NATSAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", WebAddr: "127.0.0.1:0",
+	}
+	s := startStack(t, cfg)
+	loc, err := os.ReadFile(filepath.Join(dir, "pg-location"))
+	if err != nil {
+		t.Fatalf("no pg-location in the state folder: %v", err)
+	}
+	cluster := strings.TrimSpace(string(loc))
+	t.Cleanup(func() { os.RemoveAll(cluster) })
+	if strings.HasPrefix(cluster, closed) || filepath.Base(filepath.Dir(cluster)) != "rxc-dev" {
+		t.Fatalf("cluster in %s, want a folder of its own outside %s", cluster, closed)
+	}
+	if _, err := os.Stat(filepath.Join(cluster, "data", "PG_VERSION")); err != nil {
+		t.Fatalf("no cluster in %s: %v", cluster, err)
+	}
+	if _, err := devstack.Clean(dir); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("Clean of a running stack's folder: %v, want a refusal", err)
+	}
+	checkDurable(t, s.Info().PGDSN)
+	stopStack(t, s)
+
+	// A second run finds the same cluster.
+	s = startStack(t, cfg)
+	if got := s.Info().PGDSN; got == "" {
+		t.Fatal("no DSN on resume")
+	}
+	stopStack(t, s)
+
+	removed, err := devstack.Clean(dir)
+	if err != nil {
+		t.Fatalf("Clean: %v", err)
+	}
+	if len(removed) != 2 || removed[0] != cluster || removed[1] != dir {
+		t.Fatalf("Clean removed %v, want %s and %s", removed, cluster, dir)
+	}
+	for _, p := range []string{cluster, dir} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("%s still exists after Clean: %v", p, err)
+		}
+	}
+	if _, err := devstack.Clean(t.TempDir()); err == nil {
+		t.Fatal("Clean of a folder that is no state folder succeeded")
 	}
 }

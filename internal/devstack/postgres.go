@@ -2,6 +2,8 @@ package devstack
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -11,10 +13,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rxc-project/rxc/internal/atomicfile"
 	"github.com/rxc-project/rxc/internal/pgtest"
 )
 
@@ -39,8 +43,11 @@ func preparePostgres(st *state, say func(string, ...any)) (*postgres, error) {
 		return nil, err
 	}
 	pg := &postgres{bin: bin, dir: st.path("pg"), password: st.secrets.PostgresPassword}
+	if err := pg.placeDir(st, say); err != nil {
+		return nil, err
+	}
 	if strings.ContainsAny(pg.dir, "'\"\\ \n") {
-		return nil, fmt.Errorf("state folder %s: PostgreSQL's socket folder must not contain quotes, spaces or backslashes", st.dir)
+		return nil, fmt.Errorf("PostgreSQL folder %s: its socket folder must not contain quotes, spaces or backslashes (choose another state folder)", pg.dir)
 	}
 	if err := pg.prepareDir(); err != nil {
 		return nil, err
@@ -105,13 +112,19 @@ func (pg *postgres) stop(context.Context) error {
 	return pg.ctl("stop", "-D", pg.data(), "-m", "fast", "-w", "-t", "20")
 }
 
-// prepareDir makes STATE/pg (0700), owned by the postgres user when root.
-func (pg *postgres) prepareDir() error {
-	if err := os.MkdirAll(pg.dir, 0o700); err != nil {
-		return fmt.Errorf("postgres folder: %w", err)
-	}
+// pgLocationFile names, inside the state folder, the cluster's folder when
+// it lives outside (see placeDir).
+const pgLocationFile = "pg-location"
+
+// placeDir chooses the cluster's folder. It is STATE/pg, except when
+// running as root with a state folder the postgres user cannot reach (any
+// folder under a 0700 home, such as /root): PostgreSQL refuses to run as
+// root, so the cluster then lives in a folder of its own under the postgres
+// user's home, named after the state folder and recorded in
+// STATE/pg-location so that later runs and -clean find it.
+func (pg *postgres) placeDir(st *state, say func(string, ...any)) error {
 	if os.Geteuid() != 0 {
-		return os.Chmod(pg.dir, 0o700)
+		return nil
 	}
 	u, err := user.Lookup("postgres")
 	if err != nil {
@@ -120,6 +133,85 @@ func (pg *postgres) prepareDir() error {
 	pg.runAs = u.Username
 	pg.uid, _ = strconv.Atoi(u.Uid)
 	pg.gid, _ = strconv.Atoi(u.Gid)
+	if data, err := os.ReadFile(st.path(pgLocationFile)); err == nil {
+		pg.dir = strings.TrimSpace(string(data))
+		say("postgres: cluster in %s (the postgres user cannot reach %s)", pg.dir, st.dir)
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(pg.dir, "data", "PG_VERSION")); err == nil || pg.canReach(st.dir) {
+		return nil
+	}
+	home := u.HomeDir
+	if home == "" || home == "/" || !filepath.IsAbs(home) {
+		home = "/var/lib/postgresql"
+	}
+	parent := filepath.Join(home, "rxc-dev")
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return fmt.Errorf("postgres folder: %w", err)
+	}
+	if err := os.Chown(parent, pg.uid, pg.gid); err != nil {
+		return fmt.Errorf("postgres folder: %w", err)
+	}
+	pg.dir = externalPGDir(parent, st.dir)
+	if !pg.canReach(parent) {
+		return fmt.Errorf("the postgres user cannot reach %s nor %s: choose a state folder every user can traverse (-state)", st.dir, parent)
+	}
+	if err := atomicfile.Write(st.path(pgLocationFile), []byte(pg.dir+"\n"), 0o644); err != nil {
+		return err
+	}
+	say("postgres: the postgres user cannot reach %s, so the cluster lives in %s (make demo-clean removes it)", st.dir, pg.dir)
+	return nil
+}
+
+// externalPGDir is the cluster folder under parent for the state folder
+// stateDir: its base name for people, a hash of its path for uniqueness.
+func externalPGDir(parent, stateDir string) string {
+	sum := sha256.Sum256([]byte(stateDir))
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, strings.TrimPrefix(filepath.Base(stateDir), "."))
+	if len(name) > 32 {
+		name = name[:32]
+	}
+	return filepath.Join(parent, name+"-"+hex.EncodeToString(sum[:6]))
+}
+
+// canReach tells whether the postgres user can traverse dir.
+func (pg *postgres) canReach(dir string) bool {
+	return exec.Command("runuser", "-u", pg.runAs, "--", "test", "-x", dir).Run() == nil
+}
+
+// removeCluster deletes a cluster folder kept outside the state folder
+// (placeDir), refusing anything but such a folder.
+func removeCluster(stateDir string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(stateDir, pgLocationFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	dir := strings.TrimSpace(string(data))
+	if !filepath.IsAbs(dir) || filepath.Base(filepath.Dir(dir)) != "rxc-dev" || dir != externalPGDir(filepath.Dir(dir), stateDir) {
+		return "", fmt.Errorf("%s names %q, which is not this state folder's cluster: remove it by hand", pgLocationFile, dir)
+	}
+	return dir, os.RemoveAll(dir)
+}
+
+// prepareDir makes the cluster folder (0700), owned by the postgres user
+// when root.
+func (pg *postgres) prepareDir() error {
+	if err := os.MkdirAll(pg.dir, 0o700); err != nil {
+		return fmt.Errorf("postgres folder: %w", err)
+	}
+	if pg.runAs == "" {
+		return os.Chmod(pg.dir, 0o700)
+	}
 	if err := os.Chown(pg.dir, pg.uid, pg.gid); err != nil {
 		return fmt.Errorf("postgres folder: %w", err)
 	}
@@ -199,4 +291,58 @@ func tail(b []byte, n int) string {
 		b = b[len(b)-n:]
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// Clean deletes a stack's state folder and its PostgreSQL cluster (also
+// one kept outside the folder), stopping a server a killed run left
+// running. It refuses a folder a running stack holds. It returns what it
+// removed.
+func Clean(stateDir string) ([]string, error) {
+	dir, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "rxc-dev.lock")); err != nil {
+		return nil, fmt.Errorf("%s is not a state folder of rxc-dev (no rxc-dev.lock): not removed", dir)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "rxc-dev.lock"), os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return nil, fmt.Errorf("state folder %s is in use by a running stack (stop it first)", dir)
+	}
+	clusterDir := filepath.Join(dir, "pg")
+	if data, err := os.ReadFile(filepath.Join(dir, pgLocationFile)); err == nil {
+		clusterDir = strings.TrimSpace(string(data))
+	}
+	if _, err := os.Stat(filepath.Join(clusterDir, "data", "PG_VERSION")); err == nil {
+		if bin, err := pgtest.ServerBinaries(); err == nil {
+			pg := &postgres{bin: bin, dir: clusterDir}
+			if os.Geteuid() == 0 {
+				pg.runAs = "postgres"
+			}
+			if pg.ctl("status", "-D", pg.data()) == nil {
+				if err := pg.ctl("stop", "-D", pg.data(), "-m", "fast", "-w", "-t", "30"); err != nil {
+					return nil, fmt.Errorf("stop the PostgreSQL left running: %w", err)
+				}
+			}
+		}
+	}
+	var removed []string
+	ext, err := removeCluster(dir)
+	if err != nil {
+		return nil, err
+	}
+	if ext != "" {
+		removed = append(removed, ext)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return removed, err
+	}
+	return append(removed, dir), nil
 }

@@ -81,22 +81,31 @@ func (s *Stack) startSensors(ctx context.Context, st *state, logs *logs) error {
 	s.info.Sensors, s.info.SensorAgent = n, agent
 	s.say("sensors: %s running %d simulated sensors (log %s)", agent, n, logs.path("sensors"))
 
-	// Ready means the sensors are listed; their state follows their status.
-	var listed int
+	// Ready means the sensors are enrolled; their state follows their status.
+	var enrolled []sensorView
 	err = waitFor(ctx, 60*time.Second, "the simulated sensors to enrol", func() bool {
 		if !c.running() {
 			return true
 		}
-		listed, _ = api.countSensors(ctx, s.cfg.Tenant)
-		return listed >= n
+		enrolled, _ = api.enrolledSensors(ctx, s.cfg.Tenant)
+		return len(enrolled) >= n
 	})
 	switch {
 	case !c.running():
 		return fmt.Errorf("sensor agent exited: %v (see %s)", c.exitErr(), logs.path("sensors"))
 	case err != nil:
-		s.say("sensors: only %d of %d enrolled so far (see %s)", listed, n, logs.path("sensors"))
+		s.say("sensors: only %d of %d enrolled so far (see %s)", len(enrolled), n, logs.path("sensors"))
 	default:
-		s.say("sensors: %d enrolled in tenant %q", listed, s.cfg.Tenant)
+		s.say("sensors: %d enrolled in tenant %q", len(enrolled), s.cfg.Tenant)
+	}
+	if s.cfg.StartSensors {
+		started, err := api.startNeverCommanded(ctx, enrolled)
+		if err != nil {
+			return fmt.Errorf("start the simulated sensors: %w", err)
+		}
+		if started > 0 {
+			s.say("sensors: started %d (they stream simulated alerts to Analytics)", started)
+		}
 	}
 	return nil
 }
@@ -215,10 +224,44 @@ func (a *apiClient) issueClaimCode(ctx context.Context, tenant, sensorName strin
 	return c.Code, nil
 }
 
-func (a *apiClient) countSensors(ctx context.Context, tenant string) (int, error) {
+// sensorView is what the stack reads of a sensor.
+type sensorView struct {
+	ID          string `json:"id"`
+	State       string `json:"state"`
+	LastCommand *struct {
+		Action string `json:"action"`
+	} `json:"lastCommand"`
+}
+
+// enrolledSensors lists the tenant's sensors past enrolment (not pending).
+func (a *apiClient) enrolledSensors(ctx context.Context, tenant string) ([]sensorView, error) {
 	var list struct {
-		Items []json.RawMessage `json:"items"`
+		Items []sensorView `json:"items"`
 	}
 	_, err := a.do(ctx, http.MethodGet, "/api/sensors?tenantId="+url.QueryEscape(tenant), nil, &list, http.StatusOK)
-	return len(list.Items), err
+	var out []sensorView
+	for _, s := range list.Items {
+		if s.State != "pending" {
+			out = append(out, s)
+		}
+	}
+	return out, err
+}
+
+// startNeverCommanded sends start to every sensor no operator has sent a
+// command yet, so that a fresh demo streams events at once while a sensor
+// an operator stopped stays stopped on the next run (the agent itself
+// resumes what it was last told).
+func (a *apiClient) startNeverCommanded(ctx context.Context, sensors []sensorView) (int, error) {
+	started := 0
+	for _, s := range sensors {
+		if s.LastCommand != nil || s.State == "revoked" {
+			continue
+		}
+		if _, err := a.do(ctx, http.MethodPost, "/api/sensors/"+url.PathEscape(s.ID)+"/commands", map[string]string{"action": "start"}, nil, http.StatusAccepted); err != nil {
+			return started, err
+		}
+		started++
+	}
+	return started, nil
 }
