@@ -15,6 +15,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/rxc-project/rxc/core/fleet"
@@ -33,12 +35,24 @@ type InitOptions struct {
 	// DefaultServerValidity.
 	CAValidity     time.Duration
 	ServerValidity time.Duration
+	// ReplaceServerCert issues a new server certificate even when one
+	// exists. Without it an existing, unexpired certificate for the same
+	// names is kept, and one for other names (or expired) is refused with
+	// ErrServerCertExists: replacing it changes what every sensor dials.
+	ReplaceServerCert bool
 }
+
+// ErrServerCertExists is Init refusing to replace a server certificate it
+// was not asked to replace.
+var ErrServerCertExists = errors.New("a server certificate exists")
 
 // InitResult reports what Init did.
 type InitResult struct {
 	// CACreated is false when an existing CA was reused.
-	CACreated      bool
+	CACreated bool
+	// ServerKept is true when the existing server certificate already had
+	// the requested names and was kept.
+	ServerKept     bool
 	CACertPath     string
 	CAKeyPath      string
 	ServerCertPath string
@@ -80,12 +94,36 @@ func Init(dir string, opts InitOptions) (InitResult, error) {
 	}
 	now := time.Now()
 
+	var keep *x509.Certificate
+	if !opts.ReplaceServerCert {
+		existing, _, err := readCertificate(paths.ServerCertPath)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return InitResult{}, err
+		case sameNames(existing, opts) && now.Before(existing.NotAfter):
+			keep = existing
+		default:
+			return InitResult{}, fmt.Errorf("%w: %s is for %s, valid until %s; sensors dial those names. Pass --replace-server-cert to issue one for %s",
+				ErrServerCertExists, paths.ServerCertPath, describeNames(existing.DNSNames, existing.IPAddresses),
+				existing.NotAfter.UTC().Format(time.RFC3339), describeNames(opts.DNSNames, opts.IPAddresses))
+		}
+	}
+
 	cert, key, created, err := loadOrCreateCA(paths, opts, now)
 	if err != nil {
 		return InitResult{}, err
 	}
 	res.CACreated = created
 	res.CANotAfter = cert.NotAfter
+	if keep != nil {
+		if err := keep.CheckSignatureFrom(cert); err != nil {
+			return InitResult{}, fmt.Errorf("%w: %s was not signed by the CA in %s; pass --replace-server-cert to issue one", ErrServerCertExists, paths.ServerCertPath, paths.CACertPath)
+		}
+		res.ServerKept = true
+		res.ServerNotAfter = keep.NotAfter.UTC()
+		return res, nil
+	}
 
 	serverNotAfter := now.Add(opts.ServerValidity)
 	if serverNotAfter.After(cert.NotAfter) {
@@ -394,4 +432,22 @@ func replaceFile(path string, data []byte, mode os.FileMode) error {
 		return fmt.Errorf("x509ca: write %s: %w", path, err)
 	}
 	return nil
+}
+
+// sameNames tells whether c has exactly the requested names (in any order).
+func sameNames(c *x509.Certificate, opts InitOptions) bool {
+	return describeNames(c.DNSNames, c.IPAddresses) == describeNames(opts.DNSNames, opts.IPAddresses)
+}
+
+// describeNames is a canonical, readable list of names.
+func describeNames(dns []string, ips []net.IP) string {
+	var names []string
+	for _, d := range dns {
+		names = append(names, "DNS:"+strings.ToLower(d))
+	}
+	for _, ip := range ips {
+		names = append(names, "IP:"+ip.String())
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
 }

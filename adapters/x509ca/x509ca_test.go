@@ -218,8 +218,25 @@ func TestInitReusesExistingCA(t *testing.T) {
 	}
 	caKey, caCert, srvCert := read(first.CAKeyPath), read(first.CACertPath), read(first.ServerCertPath)
 
+	// The same names again keep the certificate.
+	kept, err := x509ca.Init(dir, testInit)
+	if err != nil || !kept.ServerKept || kept.CACreated {
+		t.Fatalf("Init with the same names: %+v, %v; want the server certificate kept", kept, err)
+	}
+	if !bytes.Equal(read(first.ServerCertPath), srvCert) {
+		t.Fatal("Init with the same names rewrote the server certificate")
+	}
+
+	// Other names are refused unless replacing was asked for.
 	opts := testInit
 	opts.DNSNames = []string{"new.example.test"}
+	if _, err := x509ca.Init(dir, opts); !errors.Is(err, x509ca.ErrServerCertExists) || !strings.Contains(err.Error(), "--replace-server-cert") {
+		t.Fatalf("Init with other names: %v, want ErrServerCertExists naming --replace-server-cert", err)
+	}
+	if !bytes.Equal(read(first.ServerCertPath), srvCert) || !bytes.Equal(read(first.CAKeyPath), caKey) {
+		t.Fatal("a refused Init changed the files")
+	}
+	opts.ReplaceServerCert = true
 	second, err := x509ca.Init(dir, opts)
 	if err != nil {
 		t.Fatalf("second Init: %v", err)

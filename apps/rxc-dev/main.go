@@ -35,9 +35,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("rxc-dev", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	fl.Usage = func() {
-		fmt.Fprintf(stderr, "usage: rxc-dev [flags]\n\nRuns the whole RXC system locally (see the README's quick start).\n"+
-			"The analytics chat reads the control plane's ANALYTICS_CHAT_* variables (README: Analytics and chat); off when unset.\nFlags:\n")
-		fl.PrintDefaults()
+		fmt.Fprintln(stderr, "usage: rxc-dev [flags]   (-h for help)")
 	}
 	var cfg devstack.Config
 	fl.StringVar(&cfg.StateDir, "state", ".demo", "state folder; a later run with the same folder resumes")
@@ -59,6 +57,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	printEnv := fl.Bool("print-env", false, "print the URLs and the login as one JSON line on standard output once ready (progress goes to standard error)")
 	version := fl.Bool("version", false, "print the version")
 	clean := fl.Bool("clean", false, "stop nothing, start nothing: delete the state folder and its PostgreSQL cluster (make demo-clean)")
+	if appenv.WantsHelp(args) {
+		text := "usage: rxc-dev [flags]\n\nRuns the whole RXC system locally (see the README's quick start): PostgreSQL, the provisioner,\n" +
+			"nats-server, the control plane, the console and simulated sensors, all on loopback, state in -state.\n" +
+			"The analytics chat reads the control plane's ANALYTICS_CHAT_* variables (README: Analytics and chat); off when unset.\n" +
+			"PG_BIN names the folder of PostgreSQL's initdb and pg_ctl when they are not in Debian's place or on PATH."
+		var env chatEnv
+		if err := appenv.Help(stdout, text, fl, &env); err != nil {
+			fmt.Fprintln(stderr, "rxc-dev:", err)
+			return 1
+		}
+		return 0
+	}
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -140,12 +150,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
+// chatEnv is the environment rxc-dev reads.
+type chatEnv struct {
+	Chat app.ChatConfig `envconfig:"ANALYTICS_CHAT"`
+}
+
 // chatConfig reads the control plane's ANALYTICS_CHAT_ group from the
 // environment, defaults included.
 func chatConfig() (app.ChatConfig, error) {
-	var env struct {
-		Chat app.ChatConfig `envconfig:"ANALYTICS_CHAT"`
-	}
+	var env chatEnv
 	err := appenv.Load(&env)
 	return env.Chat, err
 }

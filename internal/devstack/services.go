@@ -184,7 +184,7 @@ func (s *Stack) startControlPlane(ctx context.Context, st *state, pg *postgres, 
 		return err
 	}
 	caDir := st.path("ca")
-	res, err := x509ca.Init(caDir, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, Organization: "RXC dev"})
+	res, err := x509ca.Init(caDir, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, Organization: "RXC dev", ReplaceServerCert: true})
 	if err != nil {
 		return fmt.Errorf("sensor CA: %w", err)
 	}

@@ -25,25 +25,43 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// initCA creates the sensor CA (never replacing an existing CA key) and
-// issues the gRPC server certificate for the given names.
-func initCA(args []string, stdout, stderr io.Writer) error {
+// initCAOptions are init-ca's flags.
+type initCAOptions struct {
+	dns, ips    listFlag
+	org         string
+	replaceCert bool
+}
+
+func initCAFlags() (*flag.FlagSet, *initCAOptions) {
+	var o initCAOptions
 	fl := flag.NewFlagSet("init-ca", flag.ContinueOnError)
+	fl.Var(&o.dns, "dns", "DNS name for the gRPC server certificate (repeatable)")
+	fl.Var(&o.ips, "ip", "IP address for the gRPC server certificate (repeatable)")
+	fl.StringVar(&o.org, "org", "RXC", "organisation in the certificates' subjects")
+	fl.BoolVar(&o.replaceCert, "replace-server-cert", false, "issue a new server certificate even when one exists (for other names, or to rotate it)")
+	fl.BoolVar(&o.replaceCert, "force", false, "same as --replace-server-cert")
+	return fl, &o
+}
+
+// initCA creates the sensor CA (never replacing an existing CA key) and
+// issues the gRPC server certificate for the given names; an existing one is
+// kept for the same names and replaced only when asked.
+func initCA(args []string, stdout, stderr io.Writer) error {
+	fl, o := initCAFlags()
 	fl.SetOutput(stderr)
-	var dns, ips listFlag
-	fl.Var(&dns, "dns", "DNS name for the gRPC server certificate (repeatable)")
-	fl.Var(&ips, "ip", "IP address for the gRPC server certificate (repeatable)")
-	org := fl.String("org", "RXC", "organisation in the certificates' subjects")
 	if err := fl.Parse(args); err != nil {
-		return err
+		return errUsage
 	}
-	var cfg struct {
-		CADir string `envconfig:"CA_DIR" default:"ca"`
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "controlplane init-ca: unexpected argument %q\n", fl.Arg(0))
+		return errUsage
 	}
+	dns, ips, org := o.dns, o.ips, &o.org
+	var cfg caConfig
 	if err := appenv.Load(&cfg); err != nil {
 		return err
 	}
-	opts := x509ca.InitOptions{DNSNames: dns, Organization: *org}
+	opts := x509ca.InitOptions{DNSNames: dns, Organization: *org, ReplaceServerCert: o.replaceCert}
 	for _, s := range ips {
 		ip := net.ParseIP(s)
 		if ip == nil {
@@ -60,25 +78,36 @@ func initCA(args []string, stdout, stderr io.Writer) error {
 	} else {
 		fmt.Fprintf(stdout, "sensor CA kept: %s\n", res.CACertPath)
 	}
-	fmt.Fprintf(stdout, "gRPC server certificate: %s (valid until %s)\n", res.ServerCertPath, res.ServerNotAfter.Format(time.RFC3339))
+	verb := "issued"
+	if res.ServerKept {
+		verb = "kept (same names; --replace-server-cert issues a new one)"
+	}
+	fmt.Fprintf(stdout, "gRPC server certificate %s: %s (valid until %s)\n", verb, res.ServerCertPath, res.ServerNotAfter.Format(time.RFC3339))
 	return nil
 }
 
 // createOperator creates an operator; the password is the first line of stdin
 // so that it never appears in a process listing or shell history.
-func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func createOperatorFlags() (*flag.FlagSet, *string) {
 	fl := flag.NewFlagSet("create-operator", flag.ContinueOnError)
-	fl.SetOutput(stderr)
 	email := fl.String("email", "", "the operator's email address (required)")
+	return fl, email
+}
+
+func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fl, email := createOperatorFlags()
+	fl.SetOutput(stderr)
 	if err := fl.Parse(args); err != nil {
-		return err
+		return errUsage
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "controlplane create-operator: unexpected argument %q\n", fl.Arg(0))
+		return errUsage
 	}
 	if *email == "" {
 		return errors.New("create-operator: --email is required")
 	}
-	var cfg struct {
-		PGDSN string `envconfig:"PG_DSN" required:"true"`
-	}
+	var cfg appenv.MigrateConfig
 	if err := appenv.Load(&cfg); err != nil {
 		return err
 	}
@@ -90,7 +119,7 @@ func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if password == "" {
 		return errors.New("create-operator: no password on standard input (pipe it in, e.g. from a secret file)")
 	}
-	pool, err := appenv.Connect(ctx, cfg.PGDSN, 30*time.Second)
+	pool, err := appenv.Connect(ctx, cfg.PGDSN, 30*time.Second, appenv.CLILogger(stderr))
 	if err != nil {
 		return err
 	}
@@ -107,6 +136,9 @@ func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return err
 	}
 	op, err := ops.CreateOperator(ctx, *email, password)
+	if errors.Is(err, operators.ErrConflict) {
+		return fmt.Errorf("create-operator: an operator with the email %s already exists; nothing was changed", strings.TrimSpace(*email))
+	}
 	if err != nil {
 		return fmt.Errorf("create-operator: %w", err)
 	}

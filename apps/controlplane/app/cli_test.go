@@ -38,7 +38,7 @@ func TestInitCA(t *testing.T) {
 		}
 	}
 	key1, _ := os.ReadFile(filepath.Join(dir, "ca.key"))
-	code, out, _ = runCLI("", "init-ca", "--dns", "controlplane")
+	code, out, _ = runCLI("", "init-ca", "--dns", "controlplane", "--replace-server-cert")
 	if code != 0 || !strings.Contains(out, "sensor CA kept") {
 		t.Fatalf("second init-ca: %d %s", code, out)
 	}
@@ -66,8 +66,17 @@ func TestCreateOperatorAndMigrate(t *testing.T) {
 	if strings.Contains(out+errs, pw) {
 		t.Fatal("the password was printed")
 	}
-	if code, _, errs := runCLI(pw+"\n", "create-operator", "--email", "admin@example.com"); code != 1 || errs == "" {
-		t.Fatalf("duplicate operator: %d %s", code, errs)
+	// The same address again, also spelled otherwise: a clear message, no SQL.
+	for _, email := range []string{"admin@example.com", " ADMIN@example.COM"} {
+		code, _, errs := runCLI(pw+"\n", "create-operator", "--email", email)
+		if code != 1 || !strings.Contains(errs, "already exists") || !strings.Contains(errs, "nothing was changed") {
+			t.Fatalf("duplicate operator %q: %d %s", email, code, errs)
+		}
+		for _, raw := range []string{"SQLSTATE", "duplicate key", "violates"} {
+			if strings.Contains(errs, raw) {
+				t.Fatalf("duplicate operator %q: raw database error %q", email, errs)
+			}
+		}
 	}
 	if code, _, errs := runCLI("", "create-operator", "--email", "x@example.com"); code != 1 || !strings.Contains(errs, "standard input") {
 		t.Fatalf("no password: %d %s", code, errs)

@@ -7,6 +7,8 @@ package app
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 
@@ -25,8 +27,34 @@ commands:
   healthcheck      probe this service's own health endpoint on loopback (for container runtimes)
   version          print the version
 
-Configuration is read from the environment; see the README.
+Run "controlplane <command> -h" for a command's flags and the environment variables it reads.
 `
+
+// healthConfig is what `healthcheck` reads.
+type healthConfig struct {
+	ListenAddr string `envconfig:"LISTEN_ADDR" default:":5009"`
+}
+
+// caConfig is what `init-ca` reads.
+type caConfig struct {
+	CADir string `envconfig:"CA_DIR" default:"ca"`
+}
+
+// subcommands' help: the first line is the usage, then what it does.
+var helps = map[string]struct {
+	text  string
+	flags func() *flag.FlagSet
+	specs []any
+}{
+	"serve":   {"usage: controlplane serve\n\nRuns the HTTP API (LISTEN_ADDR) and the sensor gRPC services behind mTLS (GRPC_LISTEN_ADDR)\nuntil SIGINT or SIGTERM.", nil, []any{&ServeConfig{}}},
+	"migrate": {"usage: controlplane migrate\n\nApplies the control plane's database schema to PG_DSN and prints what it applied.", nil, []any{&appenv.MigrateConfig{}}},
+	"init-ca": {"usage: controlplane init-ca --dns NAME|--ip ADDR ... [flags]\n\nCreates the sensor CA in CA_DIR (never replacing an existing CA key) and the gRPC server\ncertificate for the given names. An existing server certificate for the same names is kept; one\nfor other names is replaced only with --replace-server-cert.",
+		func() *flag.FlagSet { fl, _ := initCAFlags(); return fl }, []any{&caConfig{}}},
+	"create-operator": {"usage: controlplane create-operator --email ADDRESS < password-file\n\nCreates an operator account; the password is the first line of standard input, so it never\nappears in a process listing or shell history.",
+		func() *flag.FlagSet { fl, _ := createOperatorFlags(); return fl }, []any{&appenv.MigrateConfig{}}},
+	"healthcheck": {"usage: controlplane healthcheck\n\nProbes this service's /readyz on loopback at LISTEN_ADDR's port; exit status 0 when ready\n(for container runtimes).", nil, []any{&healthConfig{}}},
+	"version":     {"usage: controlplane version\n\nPrints the version.", nil, nil},
+}
 
 // Run dispatches a subcommand and returns the process exit code.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -34,31 +62,53 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	switch args[0] {
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "--version", "-v":
+		args[0] = "version"
+	}
+	h, ok := helps[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "controlplane: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if appenv.WantsHelp(args[1:]) {
+		var fl *flag.FlagSet
+		if h.flags != nil {
+			fl = h.flags()
+		}
+		if err := appenv.Help(stdout, h.text, fl, h.specs...); err != nil {
+			fmt.Fprintln(stderr, "controlplane:", err)
+			return 1
+		}
+		return 0
+	}
+	if h.flags == nil && len(args) > 1 {
+		fmt.Fprintf(stderr, "controlplane %s: unexpected argument %q (it takes none; -h for help)\n", args[0], args[1])
+		return 2
+	}
 	var err error
 	switch args[0] {
 	case "serve":
 		err = serve(ctx, stderr)
 	case "migrate":
-		err = appenv.Migrate(ctx, stdout, applyMigrations)
+		err = appenv.Migrate(ctx, stdout, stderr, applyMigrations)
 	case "init-ca":
 		err = initCA(args[1:], stdout, stderr)
 	case "create-operator":
 		err = createOperator(ctx, args[1:], stdin, stdout, stderr)
 	case "healthcheck":
-		var cfg struct {
-			ListenAddr string `envconfig:"LISTEN_ADDR" default:":5009"`
-		}
+		var cfg healthConfig
 		if err = appenv.Load(&cfg); err == nil {
 			err = healthprobe.Check(ctx, cfg.ListenAddr, "/readyz")
 		}
-	case "version", "--version", "-v":
+	case "version":
 		fmt.Fprintln(stdout, "controlplane", buildinfo.Version)
 		return 0
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "controlplane: unknown command %q\n\n%s", args[0], usage)
+	}
+	if errors.Is(err, errUsage) {
 		return 2
 	}
 	if err != nil {
@@ -67,3 +117,6 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	return 0
 }
+
+// errUsage is a command line already explained on standard error.
+var errUsage = errors.New("usage")

@@ -86,7 +86,7 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sensor CA (CA_DIR=%s; create it with controlplane init-ca): %w", cfg.CADir, err)
 	}
-	pool, err := appenv.Connect(ctx, cfg.PGDSN, 60*time.Second)
+	pool, err := appenv.Connect(ctx, cfg.PGDSN, 60*time.Second, log)
 	if err != nil {
 		return err
 	}

@@ -5,12 +5,18 @@
 package appenv
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
+	"text/tabwriter"
+	"text/template"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,12 +24,151 @@ import (
 )
 
 // Load fills cfg (a pointer to a struct with envconfig tags) from the
-// environment.
+// environment. Every required variable that is unset is named at once.
 func Load(cfg any) error {
+	missing, err := Missing(cfg)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return &MissingError{Names: missing}
+	}
 	if err := envconfig.Process("", cfg); err != nil {
 		return fmt.Errorf("configuration: %s", strings.TrimPrefix(err.Error(), "envconfig."))
 	}
 	return nil
+}
+
+// MissingError names the required variables that are unset.
+type MissingError struct {
+	Names []string
+}
+
+func (e *MissingError) Error() string {
+	if len(e.Names) == 1 {
+		return fmt.Sprintf("configuration: required variable %s is not set (-h lists every variable)", e.Names[0])
+	}
+	return fmt.Sprintf("configuration: required variables %s are not set (-h lists every variable)", strings.Join(e.Names, ", "))
+}
+
+// Missing lists the required variables of cfg (required:"true" and no
+// default) that are absent from the environment, as envconfig decides it.
+func Missing(cfg any) ([]string, error) {
+	vars, err := Variables(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, v := range vars {
+		if !v.Required || v.Default != "" {
+			continue
+		}
+		if _, ok := os.LookupEnv(v.Key); ok {
+			continue
+		}
+		if v.Alt != "" {
+			if _, ok := os.LookupEnv(v.Alt); ok {
+				continue
+			}
+		}
+		out = append(out, v.Key)
+	}
+	return out, nil
+}
+
+// Variable is one environment variable of a configuration struct.
+type Variable struct {
+	Key, Alt, Type, Default, Description string
+	Required                             bool
+}
+
+// Variables lists the environment variables cfg reads, in field order.
+func Variables(cfg any) ([]Variable, error) {
+	// envconfig keeps its field walk private; its usage template sees it.
+	tmpl := template.Must(template.New("vars").Parse(
+		`{{range .}}{{.Key}}{{"\x1f"}}{{.Alt}}{{"\x1f"}}{{.Field.Type}}{{"\x1f"}}{{.Tags.Get "default"}}{{"\x1f"}}{{.Tags.Get "required"}}{{"\x1f"}}{{.Tags.Get "desc"}}{{"\x1e"}}{{end}}`))
+	var buf bytes.Buffer
+	if err := envconfig.Usaget("", cfg, &buf, tmpl); err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	var out []Variable
+	for _, rec := range strings.Split(buf.String(), "\x1e") {
+		if rec == "" {
+			continue
+		}
+		f := strings.Split(rec, "\x1f")
+		if len(f) != 6 {
+			return nil, fmt.Errorf("configuration: unexpected usage record %q", rec)
+		}
+		req, _ := strconv.ParseBool(f[4])
+		out = append(out, Variable{Key: f[0], Alt: f[1], Type: f[2], Default: f[3], Required: req, Description: f[5]})
+	}
+	return out, nil
+}
+
+// WantsHelp tells whether args ask for help (-h, -help, --help or help
+// before any "--").
+func WantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help", "help":
+			return true
+		}
+	}
+	return false
+}
+
+// Help writes a subcommand's help to w: usage (its first line and what it
+// does), its flags when fl is not nil, and the environment variables of
+// each spec (a pointer to a configuration struct).
+func Help(w io.Writer, usage string, fl *flag.FlagSet, specs ...any) error {
+	fmt.Fprintln(w, strings.TrimRight(usage, "\n"))
+	if fl != nil {
+		var flags bytes.Buffer
+		fl.SetOutput(&flags)
+		fl.PrintDefaults()
+		if flags.Len() > 0 {
+			fmt.Fprintf(w, "\nflags:\n%s", flags.String())
+		}
+	}
+	seen := map[string]bool{}
+	var vars []Variable
+	for _, spec := range specs {
+		vs, err := Variables(spec)
+		if err != nil {
+			return err
+		}
+		for _, v := range vs {
+			if !seen[v.Key] {
+				seen[v.Key] = true
+				vars = append(vars, v)
+			}
+		}
+	}
+	if len(vars) == 0 {
+		fmt.Fprintln(w, "\nenvironment: none")
+		return nil
+	}
+	fmt.Fprintln(w, "\nenvironment (the README's configuration tables say what each means):")
+	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT")
+	for _, v := range vars {
+		def := v.Default
+		switch {
+		case v.Required && def == "":
+			def = "(required)"
+		case def == "":
+			def = "-"
+		}
+		line := "  " + v.Key + "\t" + def
+		if v.Description != "" {
+			line += "\t" + v.Description
+		}
+		fmt.Fprintln(tw, line)
+	}
+	return tw.Flush()
 }
 
 // Logger returns a JSON logger at level (debug, info, warn or error).
@@ -35,8 +180,10 @@ func Logger(level string, w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// Connect opens a pool on dsn and waits up to wait for PostgreSQL to answer.
-func Connect(ctx context.Context, dsn string, wait time.Duration) (*pgxpool.Pool, error) {
+// Connect opens a pool on dsn and waits up to wait for PostgreSQL to answer,
+// logging each failed attempt (at most one line every few seconds) so that
+// an unreachable database is never silence. The password never appears.
+func Connect(ctx context.Context, dsn string, wait time.Duration, log *slog.Logger) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// The parser's message may quote the DSN, password included.
@@ -46,17 +193,28 @@ func Connect(ctx context.Context, dsn string, wait time.Duration) (*pgxpool.Pool
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	deadline := time.Now().Add(wait)
-	for {
+	target := fmt.Sprintf("%s:%d/%s", pcfg.ConnConfig.Host, pcfg.ConnConfig.Port, pcfg.ConnConfig.Database)
+	start := time.Now()
+	deadline := start.Add(wait)
+	var lastLog time.Time
+	for attempt := 1; ; attempt++ {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err = pool.Ping(pctx)
 		cancel()
 		if err == nil {
+			if attempt > 1 {
+				log.Info("postgres answered", "postgres", target, "attempts", attempt, "waited", time.Since(start).Round(time.Millisecond).String())
+			}
 			return pool, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			pool.Close()
-			return nil, fmt.Errorf("postgres did not answer within %s: %w", wait, err)
+			return nil, fmt.Errorf("postgres at %s did not answer within %s (%d attempts): %w", target, wait, attempt, err)
+		}
+		if attempt == 1 || time.Since(lastLog) >= 5*time.Second {
+			lastLog = time.Now()
+			log.Warn("postgres not reachable yet; retrying", "postgres", target, "attempt", attempt,
+				"gives_up_in", time.Until(deadline).Round(time.Second).String(), "error", err.Error())
 		}
 		select {
 		case <-ctx.Done():
@@ -65,16 +223,25 @@ func Connect(ctx context.Context, dsn string, wait time.Duration) (*pgxpool.Pool
 	}
 }
 
+// CLILogger is the logger of the one-shot subcommands (init-operator,
+// migrate, create-operator): text lines on w.
+func CLILogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// MigrateConfig is what `migrate` reads.
+type MigrateConfig struct {
+	PGDSN string `envconfig:"PG_DSN" required:"true"`
+}
+
 // Migrate is the `migrate` subcommand: it connects to PG_DSN, runs apply
 // and prints what it applied.
-func Migrate(ctx context.Context, stdout io.Writer, apply func(context.Context, *pgxpool.Pool) ([]string, error)) error {
-	var cfg struct {
-		PGDSN string `envconfig:"PG_DSN" required:"true"`
-	}
+func Migrate(ctx context.Context, stdout, stderr io.Writer, apply func(context.Context, *pgxpool.Pool) ([]string, error)) error {
+	var cfg MigrateConfig
 	if err := Load(&cfg); err != nil {
 		return err
 	}
-	pool, err := Connect(ctx, cfg.PGDSN, 30*time.Second)
+	pool, err := Connect(ctx, cfg.PGDSN, 30*time.Second, CLILogger(stderr))
 	if err != nil {
 		return err
 	}

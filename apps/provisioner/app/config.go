@@ -36,8 +36,8 @@ type ServeConfig struct {
 	// SharedSecret is BACKEND_SHARED_SECRET; SharedSecretAlias is
 	// SHARED_SECRET, the name earlier releases read. Either may be set, both
 	// only to the same value (LoadServeConfig resolves them).
-	SharedSecret               string        `envconfig:"BACKEND_SHARED_SECRET"`
-	SharedSecretAlias          string        `envconfig:"SHARED_SECRET"`
+	SharedSecret               string        `envconfig:"BACKEND_SHARED_SECRET" desc:"required (or its alias SHARED_SECRET), at least 16 characters"`
+	SharedSecretAlias          string        `envconfig:"SHARED_SECRET" desc:"alias of BACKEND_SHARED_SECRET"`
 	NATSURL                    string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222"`
 	ControlCredsPath           string        `envconfig:"CONTROL_CREDS_PATH"`
 	StartupEnsureCommandStream bool          `envconfig:"STARTUP_ENSURE_COMMAND_STREAM" default:"false"`
@@ -71,6 +71,12 @@ type ServeConfig struct {
 func LoadServeConfig() (ServeConfig, error) {
 	var cfg ServeConfig
 	if err := appenv.Load(&cfg); err != nil {
+		// The shared secret is required under either of its names, which
+		// envconfig cannot say: name it with the others.
+		var missing *appenv.MissingError
+		if errors.As(err, &missing) && os.Getenv("BACKEND_SHARED_SECRET") == "" && os.Getenv("SHARED_SECRET") == "" {
+			missing.Names = append(missing.Names, "BACKEND_SHARED_SECRET")
+		}
 		return cfg, err
 	}
 	if err := cfg.resolveSecret(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -20,25 +21,32 @@ import (
 // DefaultResolverURL is where nats-server finds the resolver by default.
 const DefaultResolverURL = "http://127.0.0.1:8080/jwt/v1/accounts/"
 
-// initOperator parses init-operator's flags and environment.
-func initOperator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// initOperatorFlags is init-operator's command line.
+func initOperatorFlags() (*flag.FlagSet, *InitOptions) {
 	fl := flag.NewFlagSet("init-operator", flag.ContinueOnError)
-	fl.SetOutput(stderr)
 	var opts InitOptions
 	fl.StringVar(&opts.Name, "name", "RXC", "operator name")
 	fl.StringVar(&opts.ResolverURL, "resolver-url", DefaultResolverURL, "URL nats-server uses to fetch account JWTs (ends in /jwt/v1/accounts/)")
 	fl.StringVar(&opts.NATSConfigPath, "nats-config", "", "write the nats-server config fragment (operator, system_account, resolver) to this path")
+	return fl, &opts
+}
+
+// initOperator parses init-operator's flags and environment.
+func initOperator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fl, opts := initOperatorFlags()
+	fl.SetOutput(stderr)
 	if err := fl.Parse(args); err != nil {
-		return err
+		return errUsage
 	}
 	if fl.NArg() > 0 {
-		return fmt.Errorf("init-operator: unexpected argument %q", fl.Arg(0))
+		fmt.Fprintf(stderr, "provisioner init-operator: unexpected argument %q\n", fl.Arg(0))
+		return errUsage
 	}
 	var cfg StoreConfig
 	if err := appenv.Load(&cfg); err != nil {
 		return err
 	}
-	_, err := InitOperator(ctx, cfg, opts, stdout)
+	_, err := initOperatorLogged(ctx, cfg, *opts, stdout, appenv.CLILogger(stderr))
 	return err
 }
 
@@ -53,6 +61,11 @@ type InitOptions struct {
 // the nats-server config fragment. It never replaces an existing operator:
 // when the seed file and the store agree it only rewrites the fragment.
 func InitOperator(ctx context.Context, cfg StoreConfig, opts InitOptions, stdout io.Writer) (provisioning.Operator, error) {
+	return initOperatorLogged(ctx, cfg, opts, stdout, slog.New(slog.DiscardHandler))
+}
+
+// initOperatorLogged is InitOperator telling log how the database connection goes.
+func initOperatorLogged(ctx context.Context, cfg StoreConfig, opts InitOptions, stdout io.Writer, log *slog.Logger) (provisioning.Operator, error) {
 	if opts.Name == "" {
 		opts.Name = "RXC"
 	}
@@ -62,7 +75,7 @@ func InitOperator(ctx context.Context, cfg StoreConfig, opts InitOptions, stdout
 	if err := natsjwt.ValidateResolverURL(opts.ResolverURL); err != nil {
 		return provisioning.Operator{}, fmt.Errorf("--resolver-url: %w", err)
 	}
-	op, err := ensureOperator(ctx, cfg, opts, stdout)
+	op, err := ensureOperator(ctx, cfg, opts, stdout, log)
 	if err != nil {
 		return provisioning.Operator{}, err
 	}
@@ -84,12 +97,12 @@ func InitOperator(ctx context.Context, cfg StoreConfig, opts InitOptions, stdout
 	return op, nil
 }
 
-func ensureOperator(ctx context.Context, cfg StoreConfig, opts InitOptions, stdout io.Writer) (provisioning.Operator, error) {
+func ensureOperator(ctx context.Context, cfg StoreConfig, opts InitOptions, stdout io.Writer, log *slog.Logger) (provisioning.Operator, error) {
 	sealer, err := cfg.sealer()
 	if err != nil {
 		return provisioning.Operator{}, err
 	}
-	pool, err := appenv.Connect(ctx, cfg.PGDSN, 30*time.Second)
+	pool, err := appenv.Connect(ctx, cfg.PGDSN, 30*time.Second, log)
 	if err != nil {
 		return provisioning.Operator{}, err
 	}

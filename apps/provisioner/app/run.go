@@ -6,6 +6,8 @@ package app
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 
@@ -23,8 +25,28 @@ commands:
   healthcheck    probe this service's /healthz on loopback (for container runtimes)
   version        print the version
 
-Configuration is read from the environment; see the README.
+Run "provisioner <command> -h" for a command's flags and the environment variables it reads.
 `
+
+// healthConfig is what `healthcheck` reads.
+type healthConfig struct {
+	ListenAddr string `envconfig:"LISTEN_ADDR" default:":8080"`
+}
+
+// subcommands' help: the first line is the usage, then what it does.
+var helps = map[string]struct {
+	text  string
+	flags func() *flag.FlagSet
+	specs []any
+}{
+	"init-operator": {"usage: provisioner init-operator [flags]\n\nCreates the operator key (OPERATOR_SEED_PATH, 0600), the SYS and CONTROL accounts in the store,\nand with --nats-config the nats-server config fragment. Never replaces an existing operator.",
+		func() *flag.FlagSet { fl, _ := initOperatorFlags(); return fl }, []any{&StoreConfig{}}},
+	"serve": {"usage: provisioner serve\n\nServes the account resolver and the credential API on LISTEN_ADDR and keeps a connection to\nNATS_URL for claim pushes and stream administration, until SIGINT or SIGTERM.",
+		nil, []any{&ServeConfig{}}},
+	"migrate":     {"usage: provisioner migrate\n\nApplies the provisioner's database schema to PG_DSN and prints what it applied.", nil, []any{&appenv.MigrateConfig{}}},
+	"healthcheck": {"usage: provisioner healthcheck\n\nProbes this service's /healthz on loopback at LISTEN_ADDR's port; exit status 0 when healthy\n(for container runtimes).", nil, []any{&healthConfig{}}},
+	"version":     {"usage: provisioner version\n\nPrints the version.", nil, nil},
+}
 
 // Run dispatches a subcommand and returns the process exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -32,30 +54,52 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	switch args[0] {
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "--version", "-v":
+		args[0] = "version"
+	}
+	h, ok := helps[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "provisioner: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if appenv.WantsHelp(args[1:]) {
+		var fl *flag.FlagSet
+		if h.flags != nil {
+			fl = h.flags()
+		}
+		if err := appenv.Help(stdout, h.text, fl, h.specs...); err != nil {
+			fmt.Fprintln(stderr, "provisioner:", err)
+			return 1
+		}
+		return 0
+	}
+	if h.flags == nil && len(args) > 1 {
+		fmt.Fprintf(stderr, "provisioner %s: unexpected argument %q (it takes none; -h for help)\n", args[0], args[1])
+		return 2
+	}
 	var err error
 	switch args[0] {
 	case "init-operator":
 		err = initOperator(ctx, args[1:], stdout, stderr)
+		if errors.Is(err, errUsage) {
+			return 2
+		}
 	case "serve":
 		err = serve(ctx, stderr)
 	case "migrate":
-		err = appenv.Migrate(ctx, stdout, applyMigrations)
+		err = appenv.Migrate(ctx, stdout, stderr, applyMigrations)
 	case "healthcheck":
-		var cfg struct {
-			ListenAddr string `envconfig:"LISTEN_ADDR" default:":8080"`
-		}
+		var cfg healthConfig
 		if err = appenv.Load(&cfg); err == nil {
 			err = healthprobe.Check(ctx, cfg.ListenAddr, "/healthz")
 		}
-	case "version", "--version", "-v":
+	case "version":
 		fmt.Fprintln(stdout, "provisioner", buildinfo.Version)
 		return 0
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "provisioner: unknown command %q\n\n%s", args[0], usage)
-		return 2
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "provisioner:", err)
@@ -63,3 +107,6 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// errUsage is a command line the flag package already explained.
+var errUsage = errors.New("usage")

@@ -178,7 +178,7 @@ func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
 		return err
 	}
 	opSeed, opPub := s.opSeed, s.opPub
-	pool, err := appenv.Connect(ctx, cfg.PGDSN, wait)
+	pool, err := appenv.Connect(ctx, cfg.PGDSN, wait, log)
 	if err != nil {
 		return err
 	}

@@ -337,3 +337,25 @@ func TestInterruptDuringEnrolmentExitsCleanly(t *testing.T) {
 }
 
 type syncBuffer = logbuf.Buffer
+
+// `run -h` prints the flags, each naming its environment variable, on
+// standard output and exits 0 without enrolling anything.
+func TestRunHelp(t *testing.T) {
+	for _, args := range [][]string{{"run", "-h"}, {"run", "--help"}, {"run", "--count", "2", "-help"}} {
+		var out, errb bytes.Buffer
+		if code := Run(context.Background(), args, &out, &errb); code != 0 || errb.Len() != 0 {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, errb.String())
+		}
+		for _, want := range []string{"usage: sensor-agent run", "-api", "RXC_API_BASE_URL", "RXC_STATE_DIR", "RXC_CLAIM_CODE", "RXC_LOG_LEVEL"} {
+			if !strings.Contains(out.String(), want) {
+				t.Fatalf("%v: help lacks %q:\n%s", args, want, out.String())
+			}
+		}
+	}
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}} {
+		var out, errb bytes.Buffer
+		if code := Run(context.Background(), args, &out, &errb); code != 0 || !strings.Contains(out.String(), "run -h") {
+			t.Fatalf("%v: exit %d, %q", args, code, out.String())
+		}
+	}
+}

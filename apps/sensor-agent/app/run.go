@@ -43,7 +43,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "run":
-		return runCmd(ctx, args[1:], stderr)
+		return runCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "sensor-agent", buildinfo.Version)
 		return 0
@@ -121,7 +121,26 @@ func envOr(name, def string) string {
 	return def
 }
 
-func runCmd(ctx context.Context, args []string, stderr io.Writer) int {
+// wantsHelp tells whether args ask for help before any "--".
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help", "help":
+			return true
+		}
+	}
+	return false
+}
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if wantsHelp(args) {
+		fmt.Fprint(stdout, "usage: sensor-agent run [flags]\n\nEnrols (first run, with a claim code) or resumes a sensor and serves it until SIGINT or SIGTERM.\n"+
+			"Each flag falls back to the environment variable named in its description.\n\nflags:\n")
+		_, _ = parseRunFlags([]string{"-h"}, stdout)
+		return 0
+	}
 	f, err := parseRunFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

@@ -1,0 +1,141 @@
+package appenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rxc-project/rxc/internal/loopback"
+)
+
+type sample struct {
+	DSN     string        `envconfig:"T_DSN" required:"true"`
+	Key     string        `envconfig:"T_KEY" required:"true"`
+	Seed    string        `envconfig:"T_SEED" required:"true" default:"x"`
+	Listen  string        `envconfig:"T_LISTEN" default:":80"`
+	Secret  string        `envconfig:"T_SECRET" desc:"a secret"`
+	Timeout time.Duration `envconfig:"T_TIMEOUT" default:"5s"`
+	Group   struct {
+		URL string `envconfig:"URL" required:"true"`
+	} `envconfig:"T_GROUP"`
+}
+
+func TestLoadNamesEveryMissingVariable(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"none set", nil, []string{"T_DSN", "T_KEY", "T_GROUP_URL"}},
+		{"one set", map[string]string{"T_KEY": "k"}, []string{"T_DSN", "T_GROUP_URL"}},
+		{"set but empty counts as set", map[string]string{"T_DSN": "", "T_KEY": "", "T_GROUP_URL": ""}, nil},
+		{"all set", map[string]string{"T_DSN": "d", "T_KEY": "k", "T_GROUP_URL": "u"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, k := range []string{"T_DSN", "T_KEY", "T_SEED", "T_GROUP_URL"} {
+				t.Setenv(k, "")
+				unsetenv(t, k)
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var cfg sample
+			err := Load(&cfg)
+			var missing *MissingError
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Load: %v", err)
+				}
+				if cfg.Seed != "x" || cfg.Listen != ":80" || cfg.Timeout != 5*time.Second {
+					t.Fatalf("defaults not applied: %+v", cfg)
+				}
+				return
+			}
+			if !errors.As(err, &missing) {
+				t.Fatalf("Load: %v, want a MissingError", err)
+			}
+			if fmt.Sprint(missing.Names) != fmt.Sprint(tc.want) {
+				t.Fatalf("missing %v, want %v", missing.Names, tc.want)
+			}
+			for _, n := range tc.want {
+				if !strings.Contains(err.Error(), n) {
+					t.Fatalf("message %q does not name %s", err, n)
+				}
+			}
+		})
+	}
+}
+
+func TestHelpListsFlagsAndVariables(t *testing.T) {
+	fl := flag.NewFlagSet("x", flag.ContinueOnError)
+	fl.String("name", "RXC", "the name")
+	var out bytes.Buffer
+	if err := Help(&out, "usage: x [flags]\n\nDoes x.", fl, &sample{}); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{"usage: x [flags]", "-name", "the name", "T_DSN", "(required)", "T_LISTEN", ":80", "T_SECRET", "a secret", "T_GROUP_URL", "T_TIMEOUT", "5s"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("help lacks %q:\n%s", want, text)
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, "T_SEED") && strings.Contains(line, "(required)") {
+			t.Errorf("a variable with a default is shown as required: %q", line)
+		}
+	}
+}
+
+func TestWantsHelp(t *testing.T) {
+	for args, want := range map[string]bool{
+		"-h": true, "--help": true, "-help": true, "help": true, "--dns x -h": true,
+		"": false, "--dns x": false, "-- -h": false, "--hostname": false,
+	} {
+		if got := WantsHelp(strings.Fields(args)); got != want {
+			t.Errorf("WantsHelp(%q) = %v, want %v", args, got, want)
+		}
+	}
+}
+
+// An unreachable database is reported while Connect waits, never with the
+// password, and the final error says how long and how often it tried.
+func TestConnectLogsProgress(t *testing.T) {
+	port, err := loopback.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	dsn := fmt.Sprintf("postgres://rxc:s3cret-pw@127.0.0.1:%d/rxc?sslmode=disable&connect_timeout=1", port)
+	_, err = Connect(context.Background(), dsn, 2*time.Second, CLILogger(&logs))
+	if err == nil {
+		t.Fatal("Connect to a closed port succeeded")
+	}
+	if !strings.Contains(err.Error(), "did not answer within 2s") || !strings.Contains(err.Error(), "attempts") {
+		t.Fatalf("error %q does not say how long and how often", err)
+	}
+	text := logs.String()
+	if !strings.Contains(text, "postgres not reachable yet") || !strings.Contains(text, fmt.Sprintf("127.0.0.1:%d/rxc", port)) {
+		t.Fatalf("no progress logged:\n%s", text)
+	}
+	if strings.Contains(text+err.Error(), "s3cret-pw") {
+		t.Fatalf("the password was logged:\n%s\n%v", text, err)
+	}
+	if _, err := Connect(context.Background(), "postgres://rxc:s3cret-pw@[::1", time.Second, CLILogger(&logs)); err == nil || strings.Contains(err.Error(), "s3cret-pw") {
+		t.Fatalf("bad DSN: %v", err)
+	}
+}
+
+// unsetenv removes k for the test; t.Setenv restores it afterwards.
+func unsetenv(t *testing.T, k string) {
+	t.Helper()
+	if err := os.Unsetenv(k); err != nil {
+		t.Fatal(err)
+	}
+}
