@@ -77,9 +77,10 @@ func DecodeCommand(data []byte) (Command, error) {
 	case !idPattern.MatchString(c.CommandID):
 		return Command{}, fmt.Errorf("%w: commandId missing or not an id", ErrMalformedCommand)
 	case c.TenantID == "" || c.SensorID == "":
-		return Command{}, fmt.Errorf("%w: tenantId and sensorId are required", ErrMalformedCommand)
+		// The id is kept so the refusal can name the command.
+		return Command{CommandID: c.CommandID}, fmt.Errorf("%w: tenantId and sensorId are required", ErrMalformedCommand)
 	case c.IssuedAt.IsZero() || c.ExpiresAt.IsZero():
-		return Command{}, fmt.Errorf("%w: issuedAt and expiresAt are required", ErrMalformedCommand)
+		return Command{CommandID: c.CommandID}, fmt.Errorf("%w: issuedAt and expiresAt are required", ErrMalformedCommand)
 	case !c.Action.Valid():
 		return c, fmt.Errorf("%w: %q", ErrUnsupportedAction, truncate(string(c.Action), 64))
 	}
@@ -98,18 +99,63 @@ const (
 )
 
 // Status is the JSON a sensor publishes on rxc.<t>.<s>.status.
+//
+// Results carry the outcomes of the sensor's latest commands. Status is
+// fire-and-forget over core NATS, so an agent repeats them in every report:
+// the control plane records the first one it can (a report it could not
+// store while its database was down is followed by the next heartbeat's
+// repeat). Control planes older than Results refuse reports carrying them:
+// upgrade the control plane first.
 type Status struct {
-	State        ReportedState `json:"state"`
-	CommandID    string        `json:"commandId,omitempty"`
-	At           time.Time     `json:"at"`
-	Detail       string        `json:"detail,omitempty"`
-	AgentVersion string        `json:"agentVersion,omitempty"`
+	State        ReportedState   `json:"state"`
+	CommandID    string          `json:"commandId,omitempty"`
+	At           time.Time       `json:"at"`
+	Detail       string          `json:"detail,omitempty"`
+	AgentVersion string          `json:"agentVersion,omitempty"`
+	Results      []CommandResult `json:"results,omitempty"`
+}
+
+// CommandResult is what the sensor did with one command.
+type CommandResult struct {
+	CommandID string `json:"commandId"`
+	// Outcome is OutcomeApplied or OutcomeRefused.
+	Outcome string `json:"outcome"`
+	// Reason says why a command was refused (RefusalReason).
+	Reason string    `json:"reason,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// Command outcomes.
+const (
+	OutcomeApplied = "applied"
+	OutcomeRefused = "refused"
+)
+
+// RefusalReason is the reason the control plane records for a command
+// refused with err: expired, malformed, unknown_action or foreign.
+func RefusalReason(err error) string {
+	switch {
+	case errors.Is(err, ErrExpiredCommand):
+		return "expired"
+	case errors.Is(err, ErrUnsupportedAction):
+		return "unknown_action"
+	case errors.Is(err, ErrForeignCommand):
+		return "foreign"
+	default:
+		return "malformed"
+	}
 }
 
 // Limits that keep a status under the control plane's 4 KiB.
 const (
 	maxDetail       = 1024
 	maxAgentVersion = 64
+	// MaxResults is how many results a report carries (the control
+	// plane's bound).
+	MaxResults      = 8
+	maxResultDetail = 160
+	maxStatusBytes  = 4 << 10
 )
 
 // encodeStatus marshals s with at in UTC, detail and version trimmed, and a
@@ -125,7 +171,26 @@ func encodeStatus(s Status) ([]byte, error) {
 	if s.CommandID != "" && !idPattern.MatchString(s.CommandID) {
 		s.CommandID = ""
 	}
-	return json.Marshal(s)
+	results := make([]CommandResult, 0, len(s.Results))
+	for _, r := range s.Results {
+		if !idPattern.MatchString(r.CommandID) || r.At.IsZero() {
+			continue
+		}
+		r.Detail, r.At = truncate(r.Detail, maxResultDetail), r.At.UTC()
+		results = append(results, r)
+	}
+	if len(results) > MaxResults {
+		results = results[len(results)-MaxResults:]
+	}
+	for {
+		s.Results = results
+		data, err := json.Marshal(s)
+		if err != nil || len(data) <= maxStatusBytes || len(results) == 0 {
+			return data, err
+		}
+		// The oldest results give way first.
+		results = results[1:]
+	}
 }
 
 // truncate cuts s to at most n bytes on a rune boundary.

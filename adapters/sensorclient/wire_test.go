@@ -3,6 +3,7 @@ package sensorclient
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -47,8 +48,10 @@ func TestDecodeCommand(t *testing.T) {
 		{"trailing data", validCommand + `{}`, Command{}, ErrMalformedCommand},
 		{"missing commandId", mutate(func(m map[string]any) { delete(m, "commandId") }), Command{}, ErrMalformedCommand},
 		{"commandId outside the id grammar", mutate(func(m map[string]any) { m["commandId"] = "a.b>" }), Command{}, ErrMalformedCommand},
-		{"missing sensorId", mutate(func(m map[string]any) { delete(m, "sensorId") }), Command{}, ErrMalformedCommand},
-		{"missing expiresAt", mutate(func(m map[string]any) { delete(m, "expiresAt") }), Command{}, ErrMalformedCommand},
+		// A malformed command keeps its id when it has one, so the refusal
+		// names it.
+		{"missing sensorId", mutate(func(m map[string]any) { delete(m, "sensorId") }), Command{CommandID: want.CommandID}, ErrMalformedCommand},
+		{"missing expiresAt", mutate(func(m map[string]any) { delete(m, "expiresAt") }), Command{CommandID: want.CommandID}, ErrMalformedCommand},
 		{"bad time", mutate(func(m map[string]any) { m["issuedAt"] = "yesterday" }), Command{}, ErrMalformedCommand},
 		{"oversized", `{"pad":"` + strings.Repeat("x", MaxCommandBytes) + `"}`, Command{}, ErrMalformedCommand},
 	}
@@ -140,4 +143,48 @@ func FuzzDecodeCommand(f *testing.F) {
 			t.Fatalf("accepted an incomplete command %+v", c)
 		}
 	})
+}
+
+func TestStatusResults(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	var results []CommandResult
+	for i := range 12 {
+		results = append(results, CommandResult{CommandID: fmt.Sprintf("c%02d", i), Outcome: OutcomeRefused, Reason: "expired", Detail: strings.Repeat("d", 400), At: at})
+	}
+	results = append(results, CommandResult{CommandID: "a.b>", Outcome: OutcomeApplied, At: at})
+	data, err := encodeStatus(Status{State: StateRunning, At: at, Detail: strings.Repeat("x", 2000), Results: results})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) > 4<<10 {
+		t.Errorf("status of %d bytes, over the control plane's 4 KiB", len(data))
+	}
+	var got Status
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	n := len(got.Results)
+	if n == 0 || n > MaxResults || got.Results[n-1].CommandID != "c11" || len(got.Results[0].Detail) > maxResultDetail {
+		t.Errorf("results %+v: want the newest (c11 last), at most %d, details cut", got.Results, MaxResults)
+	}
+	for _, r := range got.Results {
+		if r.CommandID == "a.b>" {
+			t.Error("a result with an id outside the grammar was sent")
+		}
+	}
+}
+
+func TestRefusalReason(t *testing.T) {
+	t.Parallel()
+	for err, want := range map[error]string{
+		fmt.Errorf("x: %w", ErrExpiredCommand):    "expired",
+		fmt.Errorf("x: %w", ErrUnsupportedAction): "unknown_action",
+		fmt.Errorf("x: %w", ErrForeignCommand):    "foreign",
+		fmt.Errorf("x: %w", ErrMalformedCommand):  "malformed",
+	} {
+		if got := RefusalReason(err); got != want {
+			t.Errorf("RefusalReason(%v) = %q, want %q", err, got, want)
+		}
+	}
 }

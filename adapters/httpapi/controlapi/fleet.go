@@ -90,7 +90,11 @@ type commandJSON struct {
 	StreamSequence *uint64    `json:"streamSequence"`
 	// FailedAt is set only when the command provably never reached the
 	// stream; such a command is never acknowledged.
-	FailedAt       *time.Time `json:"failedAt"`
+	FailedAt *time.Time `json:"failedAt"`
+	// ReportedAt is when the sensor's report on the command was recorded;
+	// AcknowledgedAt is the same time for a command it applied, null for
+	// one it refused (outcome "refused", outcomeReason says why).
+	ReportedAt     *time.Time `json:"reportedAt"`
 	AcknowledgedAt *time.Time `json:"acknowledgedAt"`
 	Outcome        *string    `json:"outcome"`
 	OutcomeReason  *string    `json:"outcomeReason"`
@@ -101,8 +105,11 @@ func commandOut(c fleet.Command) commandJSON {
 	out := commandJSON{
 		CommandID: c.ID, Action: string(c.Action), IssuedAt: c.IssuedAt.UTC(), IssuedBy: c.IssuedBy,
 		ExpiresAt: c.ExpiresAt.UTC(), IdempotencyKey: optString(c.IdempotencyKey), Status: string(c.Status),
-		AcceptedAt: optTime(c.AcceptedAt), FailedAt: optTime(c.FailedAt), AcknowledgedAt: optTime(c.AcknowledgedAt),
+		AcceptedAt: optTime(c.AcceptedAt), FailedAt: optTime(c.FailedAt), ReportedAt: optTime(c.AcknowledgedAt),
 		Outcome: optString(string(c.Outcome)), OutcomeReason: optString(c.OutcomeReason), OutcomeDetail: optString(c.OutcomeDetail),
+	}
+	if c.Outcome == fleet.OutcomeApplied {
+		out.AcknowledgedAt = out.ReportedAt
 	}
 	if c.StreamSeq != 0 {
 		seq := c.StreamSeq

@@ -187,7 +187,7 @@ func TestFlow(t *testing.T) {
 		"commandId": commandID, "action": "start", "issuedAt": ts(t1), "issuedBy": operatorEmail,
 		"expiresAt": ts(t1.Add(fleet.DefaultCommandTTL)), "idempotencyKey": nil, "status": "accepted",
 		"acceptedAt": ts(t1), "streamSequence": float64(1), "failedAt": nil,
-		"acknowledgedAt": nil, "outcome": nil, "outcomeReason": nil, "outcomeDetail": nil,
+		"reportedAt": nil, "acknowledgedAt": nil, "outcome": nil, "outcomeReason": nil, "outcomeDetail": nil,
 	}
 	wantObject(t, "command", res, http.StatusAccepted, command)
 	msgs := e.pub.published()

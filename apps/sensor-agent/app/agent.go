@@ -73,6 +73,9 @@ type Agent struct {
 	cmds     *sensorclient.Commands
 	last     RunnerState
 	failure  string // detail of a failed start or stop
+	// results are the outcomes of the latest commands, oldest first, at
+	// most sensorclient.MaxResults; every status report repeats them.
+	results []sensorclient.CommandResult
 	grpcDown bool
 }
 
@@ -492,8 +495,15 @@ func (a *Agent) revoked(cause error) error {
 	return fmt.Errorf("%w: %w", ErrRevoked, cause)
 }
 
-// apply carries out a command and reports the outcome naming it.
+// apply carries out a command and reports the outcome naming it. A
+// command it already has a result for (a redelivery) is not applied again:
+// its result is reported again.
 func (a *Agent) apply(ctx context.Context, c sensorclient.Command) {
+	if a.known(c.CommandID) {
+		a.log.Info("command delivered again; not applied twice", "command_id", c.CommandID)
+		a.publish(ctx, c.CommandID)
+		return
+	}
 	switch c.Action {
 	case sensorclient.ActionStart:
 		a.setDesired(sensorclient.StateRunning)
@@ -503,16 +513,45 @@ func (a *Agent) apply(ctx context.Context, c sensorclient.Command) {
 		a.stopRunner(ctx)
 	}
 	a.observe()
+	_, detail := a.reported()
+	a.remember(sensorclient.CommandResult{CommandID: c.CommandID, Outcome: sensorclient.OutcomeApplied, Detail: detail, At: time.Now().UTC()})
 	a.publish(ctx, c.CommandID)
 }
 
-// skipped reports a command acknowledged without being applied.
+// skipped reports a command acknowledged without being applied: refused,
+// with the reason and the agent's detail.
 func (a *Agent) skipped(ctx context.Context, c sensorclient.Command, err error) {
-	if c.CommandID == "" {
+	if c.CommandID == "" || a.known(c.CommandID) {
 		return
 	}
+	a.remember(sensorclient.CommandResult{
+		CommandID: c.CommandID, Outcome: sensorclient.OutcomeRefused, Reason: sensorclient.RefusalReason(err),
+		Detail: "command not applied: " + err.Error(), At: time.Now().UTC(),
+	})
 	state, _ := a.reported()
 	a.report(ctx, sensorclient.Status{State: state, CommandID: c.CommandID, Detail: "command not applied: " + err.Error()})
+}
+
+// remember keeps r among the latest results.
+func (a *Agent) remember(r sensorclient.CommandResult) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.results = append(a.results, r)
+	if len(a.results) > sensorclient.MaxResults {
+		a.results = a.results[len(a.results)-sensorclient.MaxResults:]
+	}
+}
+
+// known reports whether a result for the command is kept.
+func (a *Agent) known(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.results {
+		if r.CommandID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *Agent) setDesired(s sensorclient.ReportedState) {
@@ -600,6 +639,9 @@ func (a *Agent) report(ctx context.Context, s sensorclient.Status) {
 		return
 	}
 	s.At, s.AgentVersion = time.Now().UTC(), a.cfg.Version
+	a.mu.Lock()
+	s.Results = append([]sensorclient.CommandResult(nil), a.results...)
+	a.mu.Unlock()
 	pctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	if err := cmds.PublishStatus(pctx, s); err != nil {

@@ -560,3 +560,121 @@ func TestAgentTakesNewNATSCredentialsAfterAnUpgradeRevokedItsUser(t *testing.T) 
 		t.Fatalf("sensor %s, want running", v.State)
 	}
 }
+
+// commandView is a command as the API shows it.
+type commandView struct {
+	CommandID      string
+	Status         string
+	Outcome        *string
+	OutcomeReason  *string
+	OutcomeDetail  *string
+	ReportedAt     *time.Time
+	AcknowledgedAt *time.Time
+	FailedAt       *time.Time
+}
+
+func (p *plane) commandOf(sensorID, commandID string) commandView {
+	p.t.Helper()
+	var page struct{ Items []commandView }
+	p.must("GET", "/api/sensors/"+sensorID+"/commands?limit=200", nil, 200, &page)
+	for _, c := range page.Items {
+		if c.CommandID == commandID {
+			return c
+		}
+	}
+	p.t.Fatalf("command %s not in the history of %s", commandID, sensorID)
+	return commandView{}
+}
+
+// TestCommandResultsAreDurableAndExact: a command that reaches the agent
+// after its expiresAt is refused and shown refused (reason expired, never
+// acknowledged); a command the agent applies while the control plane's
+// PostgreSQL is down is shown applied once it is back, because the agent
+// repeats its results in every report.
+func TestCommandResultsAreDurableAndExact(t *testing.T) {
+	cluster, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	prov := provisionertest.Start(t, provisionertest.Options{})
+	cfg := controlplanetest.Config(t, prov)
+	cfg.PGDSN = cluster.DSN("postgres")
+	cfg.ListenAddr = fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
+	cfg.ShutdownTimeout = 3 * time.Second
+	cfg.LogLevel = "info"
+	cfg.CommandTTL = 3 * time.Second
+	cp := controlplanetest.Start(t, cfg)
+	p := &plane{Plane: cp, t: t, client: cp.NewClient()}
+	p.setUpTenant()
+	stateDir := filepath.Join(t.TempDir(), "sensor")
+	t.Setenv("RXC_CLAIM_CODE", p.claimCode("edge-1"))
+	a := startAgent(t, agentArgs(p, stateDir)...)
+	var id string
+	waitUntil(t, 20*time.Second, "the sensor enrolled and online", func() bool {
+		if list := p.sensors(); len(list) == 1 && list[0].State == "online" {
+			id = list[0].ID
+		}
+		return id != ""
+	})
+	t.Setenv("RXC_CLAIM_CODE", "")
+	if code := a.stop(t); code != 0 {
+		t.Fatalf("agent exit %d", code)
+	}
+
+	// Expired on arrival: the agent is down until the command's 3 s are over.
+	var late struct{ CommandID, Status string }
+	p.must("POST", "/api/sensors/"+id+"/commands", map[string]string{"action": "start"}, 202, &late)
+	if late.Status != "accepted" {
+		t.Fatalf("command status %q, want accepted", late.Status)
+	}
+	time.Sleep(4 * time.Second) // lets the command expire: the condition under test
+	a = startAgent(t, agentArgs(p, stateDir)...)
+	waitUntil(t, 30*time.Second, "the late command shown refused", func() bool {
+		return p.commandOf(id, late.CommandID).Outcome != nil
+	})
+	c := p.commandOf(id, late.CommandID)
+	if *c.Outcome != "refused" || c.OutcomeReason == nil || *c.OutcomeReason != "expired" || c.AcknowledgedAt != nil || c.ReportedAt == nil ||
+		c.OutcomeDetail == nil || !strings.Contains(*c.OutcomeDetail, "expired") {
+		t.Errorf("late command %+v, want refused (expired) with the agent's detail and no acknowledgement", c)
+	}
+	if v := p.sensor(id); v.State == "running" {
+		t.Error("the expired start command was applied")
+	}
+	if code := a.stop(t); code != 0 {
+		t.Fatalf("agent exit %d", code)
+	}
+
+	// Applied while PostgreSQL is down.
+	p.Stop()
+	p.Config.CommandTTL = 10 * time.Minute
+	p.Resume()
+	p.login()
+	var cmd struct{ CommandID, Status string }
+	p.must("POST", "/api/sensors/"+id+"/commands", map[string]string{"action": "start"}, 202, &cmd)
+	if err := cluster.Halt(); err != nil {
+		t.Fatal(err)
+	}
+	a = startAgent(t, agentArgs(p, stateDir)...)
+	waitUntil(t, 30*time.Second, "the agent applied the command while PostgreSQL is down", func() bool {
+		return a.log.has(0, "command received", map[string]string{"command_id": cmd.CommandID}) &&
+			a.log.has(0, "status published", map[string]string{"command_id": cmd.CommandID})
+	})
+	time.Sleep(3 * time.Second) // a few heartbeats go unrecorded: the condition under test
+	if err := cluster.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 60*time.Second, "the command shown applied after PostgreSQL returned", func() bool {
+		status, _, err := p.client.Do("GET", "/api/sensors/"+id, nil, "")
+		if err != nil || status != 200 {
+			return false
+		}
+		c := p.commandOf(id, cmd.CommandID)
+		return c.Outcome != nil && c.AcknowledgedAt != nil
+	})
+	c = p.commandOf(id, cmd.CommandID)
+	if *c.Outcome != "applied" || c.Status != "accepted" || c.FailedAt != nil {
+		t.Errorf("command applied during the outage: %+v, want accepted and applied", c)
+	}
+	waitUntil(t, 20*time.Second, "sensor running", func() bool { return p.sensor(id).State == "running" })
+}
