@@ -66,16 +66,16 @@ type Agent struct {
 	// credMu serialises renewals and revocation probes.
 	credMu sync.Mutex
 
-	mu       sync.Mutex
-	st       *sensorclient.State
-	runner   Runner
-	grpc     *sensorclient.GRPC
-	cmds     *sensorclient.Commands
-	last     RunnerState
-	failure  string // detail of a failed start or stop
+	mu      sync.Mutex
+	st      *sensorclient.State
+	runner  Runner
+	grpc    *sensorclient.GRPC
+	cmds    *sensorclient.Commands
+	last    RunnerState
+	failure string // detail of a failed start or stop
 	// results are the outcomes of the latest commands, oldest first, at
 	// most sensorclient.MaxResults; every status report repeats them.
-	results []sensorclient.CommandResult
+	results  []sensorclient.CommandResult
 	grpcDown bool
 }
 
