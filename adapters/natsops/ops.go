@@ -264,3 +264,23 @@ func consumerConfig(cfg Config, s topology.Sensor) jetstream.ConsumerConfig {
 		MaxAckPending: cfg.ConsumerMaxAckPending,
 	}
 }
+
+// ConsumerNames lists the names of the command stream's consumers.
+func (c *Client) ConsumerNames(ctx context.Context) ([]string, error) {
+	var names []string
+	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {
+		st, err := js.Stream(ctx, c.cfg.Stream.Name)
+		if err != nil {
+			return err
+		}
+		lister := st.ConsumerNames(ctx)
+		for n := range lister.Name() {
+			names = append(names, n)
+		}
+		return lister.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natsops: consumers of %s: %w", c.cfg.Stream.Name, err)
+	}
+	return names, nil
+}

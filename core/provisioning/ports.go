@@ -114,6 +114,13 @@ type Consumers interface {
 	EnsureConsumer(ctx context.Context, s topology.Sensor) error
 }
 
+// ConsumerLister lists the durable consumers the command stream holds. A
+// Consumers adapter that implements it lets RepairConsumers find sensors
+// whose consumer is missing.
+type ConsumerLister interface {
+	ConsumerNames(ctx context.Context) ([]string, error)
+}
+
 // LastKnown keeps the last known JWT of every account, for the resolver to
 // answer from while the store is unreachable (adapters/lastknown). Observe
 // must never let an older JWT replace a newer one.

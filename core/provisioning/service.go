@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -483,4 +484,80 @@ func validateName(name string) error {
 		}
 	}
 	return nil
+}
+
+// ConsumerRepair is what RepairConsumers found and did.
+type ConsumerRepair struct {
+	// Missing is the number of active sensor users without a consumer.
+	Missing int
+	// Repaired is how many of them got their consumer.
+	Repaired int
+	// Err is the first failure, if any consumer could not be created.
+	Err error
+}
+
+// RepairConsumers creates the durable consumer of every active sensor user
+// that lacks one: users created while NATS was unreachable, or consumers
+// lost with a stream. It lists the stream's consumers once and compares them
+// with the active sensor users; the serve wiring runs it after each (re)
+// connect to NATS, next to PushPending.
+func (s *Service) RepairConsumers(ctx context.Context, workers int) (ConsumerRepair, error) {
+	lister, ok := s.consumers.(ConsumerLister)
+	if !ok {
+		return ConsumerRepair{}, errors.New("provisioning: the consumers adapter cannot list consumers")
+	}
+	names, err := lister.ConsumerNames(ctx)
+	if err != nil {
+		return ConsumerRepair{}, fmt.Errorf("%w: list consumers: %v", ErrNATSUnavailable, err)
+	}
+	have := make(map[string]bool, len(names))
+	for _, n := range names {
+		have[n] = true
+	}
+	users, err := s.store.ActiveUsers(ctx)
+	if err != nil {
+		return ConsumerRepair{}, err
+	}
+	var missing []topology.Sensor
+	for _, u := range users {
+		if u.Kind != UserSensor {
+			continue
+		}
+		sensor := topology.Sensor{Stream: s.stream, TenantID: u.TenantID, SensorID: u.SensorID}
+		if !have[sensor.Consumer()] {
+			missing = append(missing, sensor)
+		}
+	}
+	r := ConsumerRepair{Missing: len(missing)}
+	if workers < 1 {
+		workers = 1
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	work := make(chan topology.Sensor)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for sensor := range work {
+				err := s.consumers.EnsureConsumer(ctx, sensor)
+				mu.Lock()
+				if err == nil {
+					r.Repaired++
+				} else if r.Err == nil {
+					r.Err = fmt.Errorf("consumer %s: %w", sensor.Consumer(), err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, sensor := range missing {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- sensor
+	}
+	close(work)
+	wg.Wait()
+	return r, nil
 }

@@ -63,6 +63,8 @@ type Server struct {
 	svc   *provisioning.Service
 	api   http.Handler
 	built atomic.Bool
+
+	consumersMissing atomic.Int64
 }
 
 // pgWaitWithSnapshot bounds the wait for PostgreSQL at start when a
@@ -362,6 +364,7 @@ func (s *Server) activate(ctx context.Context, bg *sync.WaitGroup) error {
 		} else if n > 0 {
 			s.log.Info("pushed pending account JWTs", "count", n)
 		}
+		s.repairConsumers(ctx)
 	})
 	if err := s.nats.Start(ctx); err != nil {
 		return err
@@ -372,6 +375,32 @@ func (s *Server) activate(ctx context.Context, bg *sync.WaitGroup) error {
 		s.keepSnapshot(ctx)
 	}()
 	return nil
+}
+
+// repairConsumers gives every active sensor user whose consumer is missing
+// (created while NATS was unreachable, or lost with the stream) its
+// consumer, once the JetStream connection is up too.
+func (s *Server) repairConsumers(ctx context.Context) {
+	for deadline := time.Now().Add(30 * time.Second); !s.nats.Ready(); {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	r, err := s.svc.RepairConsumers(ctx, 4)
+	s.consumersMissing.Store(int64(r.Missing - r.Repaired))
+	switch {
+	case err != nil:
+		s.log.Warn("repair missing consumers", "err", err)
+	case r.Err != nil:
+		s.log.Warn("repair missing consumers", "missing", r.Missing, "repaired", r.Repaired, "err", r.Err)
+	case r.Missing > 0:
+		s.log.Info("repaired missing consumers", "count", r.Repaired)
+	}
 }
 
 // keepSnapshot reads every account from PostgreSQL into the last known
