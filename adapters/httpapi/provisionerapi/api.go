@@ -69,10 +69,21 @@ type Config struct {
 	Logger       *slog.Logger
 	// HealthTimeout bounds the store ping of /healthz (default 2 s).
 	HealthTimeout time.Duration
+	// Readiness lists the dependencies GET /readyz reports one by one
+	// (PostgreSQL, NATS); each check is bounded by HealthTimeout.
+	Readiness []Check
+	// Metrics serves GET /metrics when set (Prometheus text).
+	Metrics http.Handler
 	// DatabaseUnavailable tells an error of an unreachable database
 	// (pgoutage.Is) from others: those answer 503 database_unavailable
 	// with Retry-After instead of 500. Nil: no error is one.
 	DatabaseUnavailable func(error) bool
+}
+
+// Check is one readiness check.
+type Check struct {
+	Name string
+	Fn   func(ctx context.Context) error
 }
 
 // Retry-After values: how long a caller should wait after an outage.
@@ -90,6 +101,7 @@ type API struct {
 	log           *slog.Logger
 	healthTimeout time.Duration
 	dbDown        func(error) bool
+	readiness     []Check
 	mux           *http.ServeMux
 	etags         etags
 }
@@ -117,13 +129,17 @@ func New(cfg Config) (*API, error) {
 		cfg.DatabaseUnavailable = func(error) bool { return false }
 	}
 	a := &API{
-		svc: cfg.Service, resolver: cfg.Resolver, health: cfg.Health, log: cfg.Logger, healthTimeout: cfg.HealthTimeout, dbDown: cfg.DatabaseUnavailable,
+		svc: cfg.Service, resolver: cfg.Resolver, health: cfg.Health, log: cfg.Logger, healthTimeout: cfg.HealthTimeout, dbDown: cfg.DatabaseUnavailable, readiness: cfg.Readiness,
 		// Hashing both sides gives equal-length inputs to the constant-time
 		// comparison, so the secret's length does not leak either.
 		secret: sha256.Sum256([]byte(cfg.SharedSecret)),
 		mux:    http.NewServeMux(),
 	}
 	a.mux.HandleFunc("GET /healthz", a.healthz)
+	a.mux.HandleFunc("GET /readyz", a.readyz)
+	if cfg.Metrics != nil {
+		a.mux.Handle("GET /metrics", cfg.Metrics)
+	}
 	a.mux.HandleFunc("GET "+ResolverPath, a.systemAccount)
 	a.mux.HandleFunc("GET "+ResolverPath+"{pubkey}", func(w http.ResponseWriter, r *http.Request) { a.account(w, r, r.PathValue("pubkey")) })
 	a.mux.Handle("POST /accounts", a.authorized(a.createAccount))
@@ -197,6 +213,42 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// readiness is GET /readyz's body: each dependency's state.
+type readiness struct {
+	Ready  bool              `json:"ready"`
+	Checks map[string]string `json:"checks"`
+}
+
+// readyz runs every readiness check at once and reports each: 200 when all
+// pass, else 503 with Retry-After. /healthz stays the liveness check.
+func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
+	out := readiness{Ready: true, Checks: make(map[string]string, len(a.readiness))}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, c := range a.readiness {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(r.Context(), a.healthTimeout)
+			defer cancel()
+			state := "ok"
+			if err := c.Fn(ctx); err != nil {
+				a.log.Warn("readiness check failed", "check", c.Name, "err", err)
+				state = "unavailable"
+			}
+			mu.Lock()
+			out.Checks[c.Name] = state
+			out.Ready = out.Ready && state == "ok"
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	status := http.StatusOK
+	if !out.Ready {
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", retryDatabase)
+	}
+	problem.WriteJSON(w, status, out)
 }
 
 func (a *API) systemAccount(w http.ResponseWriter, r *http.Request) {

@@ -10,6 +10,27 @@ import (
 	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
+// expectReady checks GET /readyz's report of each dependency.
+func expectReady(t *testing.T, s *provisionertest.Stack, postgres, nats string) {
+	t.Helper()
+	st, hdr, body := s.Request("GET", "/readyz", nil)
+	var got struct {
+		Ready  bool              `json:"ready"`
+		Checks map[string]string `json:"checks"`
+	}
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatalf("/readyz: %d %s: %v", st, body, err)
+	}
+	ready := postgres == "ok" && nats == "ok"
+	want := http.StatusOK
+	if !ready {
+		want = http.StatusServiceUnavailable
+	}
+	if st != want || got.Ready != ready || got.Checks["postgres"] != postgres || got.Checks["nats"] != nats || (!ready && hdr.Get("Retry-After") == "") {
+		t.Errorf("/readyz: %d %s, want %d with postgres %s, nats %s", st, body, want, postgres, nats)
+	}
+}
+
 type route struct {
 	name, method, path string
 	body               any
@@ -60,6 +81,7 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 	for _, r := range routes {
 		expectProblem(t, s, r, http.StatusServiceUnavailable, "database_unavailable")
 	}
+	expectReady(t, s, "unavailable", "ok")
 
 	if err := cluster.Resume(); err != nil {
 		t.Fatal(err)
@@ -125,9 +147,11 @@ func TestNATSOutageAnswers503(t *testing.T) {
 	if st, _, body := s.Request("GET", "/healthz", nil); st != http.StatusNoContent {
 		t.Errorf("/healthz with NATS down: %d %s", st, body)
 	}
+	expectReady(t, s, "ok", "unavailable")
 
 	s.StartNATS()
 	s.WaitNATSReady()
+	expectReady(t, s, "ok", "ok")
 	// The stored revocation reaches NATS without being asked again.
 	deadline = time.Now().Add(30 * time.Second)
 	for {

@@ -65,6 +65,25 @@ type Server struct {
 	built atomic.Bool
 
 	consumersMissing atomic.Int64
+	metrics          *metrics
+}
+
+// readiness lists what GET /readyz reports: PostgreSQL and NATS.
+func (s *Server) readiness() []provisionerapi.Check {
+	return []provisionerapi.Check{
+		{Name: "postgres", Fn: func(ctx context.Context) error {
+			if !s.built.Load() {
+				return provisionerapi.ErrStarting
+			}
+			return s.store.Ping(ctx)
+		}},
+		{Name: "nats", Fn: func(context.Context) error {
+			if !s.NATSReady() {
+				return natsops.ErrNotConnected
+			}
+			return nil
+		}},
+	}
 }
 
 // pgWaitWithSnapshot bounds the wait for PostgreSQL at start when a
@@ -81,6 +100,7 @@ func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (*Server,
 	if err := s.prepare(); err != nil {
 		return nil, err
 	}
+	s.metrics = newMetrics(s)
 	wait := 60 * time.Second
 	if s.last.Len() > 0 {
 		wait = pgWaitWithSnapshot
@@ -96,7 +116,7 @@ func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (*Server,
 		return nil, fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
 	}
 	s.http = &http.Server{
-		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) }),
+		Handler:           s.metrics.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) })),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -111,6 +131,7 @@ func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (*Server,
 	// PostgreSQL is down: the resolver answers from the snapshot.
 	starting, err := provisionerapi.New(provisionerapi.Config{
 		Resolver: snapshotResolver{s.last}, SharedSecret: cfg.SharedSecret, Logger: log, DatabaseUnavailable: pgoutage.Is,
+		Readiness: s.readiness(), Metrics: s.metrics.handler(),
 	})
 	if err != nil {
 		s.shutdown()
@@ -288,6 +309,7 @@ func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
 	}
 	s.api, err = provisionerapi.New(provisionerapi.Config{
 		Service: s.svc, Health: store, SharedSecret: cfg.SharedSecret, Logger: log, DatabaseUnavailable: pgoutage.Is,
+		Readiness: s.readiness(), Metrics: s.metrics.handler(),
 	})
 	if err != nil {
 		return err
@@ -417,6 +439,24 @@ func (s *Server) keepSnapshot(ctx context.Context) {
 			for _, a := range accts {
 				s.last.Observe(a)
 			}
+			s.metrics.accounts.Set(float64(len(accts)))
+		}
+		if users, err := s.store.ActiveUsers(ctx); err == nil {
+			kinds := map[provisioning.UserKind]int{provisioning.UserSensor: 0, provisioning.UserBackend: 0}
+			for _, u := range users {
+				kinds[u.Kind]++
+			}
+			for k, n := range kinds {
+				s.metrics.users.WithLabelValues(string(k)).Set(float64(n))
+			}
+		}
+		if unpushed, err := s.store.UnpushedAccounts(ctx); err == nil {
+			s.metrics.unpushed.Set(float64(len(unpushed)))
+		}
+		if s.nats.Ready() {
+			// Keeps the consumer-limit metrics current; the check after
+			// each connect logs what it finds.
+			_, _ = s.nats.CheckConsumerLimit(ctx)
 		}
 		if err := s.last.Save(time.Now()); err != nil {
 			s.log.Error("write the resolver snapshot", "path", s.cfg.ResolverSnapshotPath, "err", err)
