@@ -13,6 +13,8 @@ type ClaimStore interface {
 	CreateClaimCode(ctx context.Context, c ClaimCode, codeHash []byte) error
 	// ClaimCodes lists a tenant's codes, newest first.
 	ClaimCodes(ctx context.Context, tenantID string) ([]ClaimCode, error)
+	// ClaimCode returns one claim code (never the code), or ErrNotFound.
+	ClaimCode(ctx context.Context, id string) (ClaimCode, error)
 	// RevokeClaimCode marks a code revoked; repeats are no-ops, unknown ids
 	// give ErrNotFound and used codes ErrConflict.
 	RevokeClaimCode(ctx context.Context, id string, at time.Time) error
@@ -99,6 +101,19 @@ func (s *Service) ListClaimCodes(ctx context.Context, tenantID string) ([]ClaimC
 		return nil, err
 	}
 	return s.store.ClaimCodes(ctx, tenantID)
+}
+
+// ClaimCode returns one claim code's record (never the code itself); the
+// API resolves its tenant before letting anyone act on it.
+func (s *Service) ClaimCode(ctx context.Context, id string) (ClaimCode, error) {
+	if err := validateID("claim code id", id); err != nil {
+		return ClaimCode{}, err
+	}
+	c, err := s.store.ClaimCode(ctx, id)
+	if err != nil {
+		return ClaimCode{}, fmt.Errorf("claim code %s: %w", id, err)
+	}
+	return c, nil
 }
 
 // RevokeClaimCode makes a code unusable. Unknown ids give ErrNotFound.

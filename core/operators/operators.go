@@ -1,7 +1,9 @@
-// Package operators holds the people who run the control plane: their
-// accounts (an e-mail address and a password hash) and their login
-// sessions. Passwords are hashed through the PasswordHasher port; session
-// tokens are random, shown once, and stored only as SHA-256 hashes.
+// Package operators holds the people who run the control plane and what
+// they may do: accounts (an e-mail address, a password hash, a role and the
+// tenants granted), login sessions, API tokens for automation, and the
+// login protection that keeps guessing slow and hashing bounded. Passwords
+// are hashed through the PasswordHasher port; session and API tokens are
+// random, shown once, and stored only as SHA-256 hashes.
 package operators
 
 import (
@@ -17,6 +19,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rxc-project/rxc/core/ids"
 )
 
 // Sentinel errors.
@@ -26,23 +30,52 @@ var (
 	ErrInvalidInput       = errors.New("invalid input")
 	ErrInvalidCredentials = errors.New("invalid email or password")
 	ErrUnauthenticated    = errors.New("no valid session")
+	// ErrForbidden: the principal sees the object but may not do this.
+	ErrForbidden = errors.New("forbidden")
+	// ErrLastAdmin: the change would leave no enabled admin.
+	ErrLastAdmin = errors.New("the last enabled admin cannot be removed, demoted or disabled")
+	// ErrBusy: too many password hashes are being computed; retry shortly.
+	ErrBusy = errors.New("too many logins in progress")
 )
+
+// ThrottledError is returned while a login is held back after repeated
+// failures, for the account or the client address.
+type ThrottledError struct {
+	RetryAfter time.Duration
+}
+
+func (e *ThrottledError) Error() string {
+	return fmt.Sprintf("too many failed logins: retry in %s", e.RetryAfter.Round(time.Second))
+}
 
 // Limits on credentials.
 const (
 	MinPasswordLen = 12
 	// MaxPasswordBytes bounds the hashing work an attacker can ask for.
-	MaxPasswordBytes  = 1024
-	maxEmail          = 254
-	DefaultSessionTTL = 12 * time.Hour
-	tokenBytes        = 32
+	MaxPasswordBytes   = 1024
+	maxEmail           = 254
+	maxTenantsPerGrant = 1000
+	DefaultSessionTTL  = 12 * time.Hour
+	tokenBytes         = 32
 )
 
 // Operator is a person allowed to run the fleet.
 type Operator struct {
-	ID        string
-	Email     string
-	CreatedAt time.Time
+	ID    string
+	Email string
+	Role  Role
+	// Tenants granted (sorted); empty for an admin, who sees all.
+	Tenants    []string
+	DisabledAt time.Time // zero while enabled
+	CreatedAt  time.Time
+}
+
+// Enabled reports whether the operator may sign in.
+func (o Operator) Enabled() bool { return o.DisabledAt.IsZero() }
+
+// Principal is the operator acting with everything their account grants.
+func (o Operator) Principal() Principal {
+	return Principal{Operator: o, Role: o.Role, Tenants: o.Tenants}
 }
 
 // Session is a login, known by the hash of its token.
@@ -59,23 +92,39 @@ type PasswordHasher interface {
 	Verify(hash, password string) (bool, error)
 }
 
-// Store persists operators.
+// Store persists operators, their sessions and tokens, and login failures.
 type Store interface {
 	// CreateOperator inserts o; ErrConflict when the email is taken.
 	CreateOperator(ctx context.Context, o Operator, passwordHash string) error
-	// OperatorByEmail returns the operator and its password hash, or ErrNotFound.
+	// OperatorByEmail returns the operator (enabled or not) and its
+	// password hash, or ErrNotFound.
 	OperatorByEmail(ctx context.Context, email string) (Operator, string, error)
+	// OperatorByID returns the operator, or ErrNotFound.
+	OperatorByID(ctx context.Context, id string) (Operator, error)
+	// ListOperators returns every operator, by e-mail.
+	ListOperators(ctx context.Context) ([]Operator, error)
+	// UpdateOperator hands the stored operator to change and stores what it
+	// leaves, atomically with the check that an enabled admin remains
+	// (ErrLastAdmin, nothing stored). A disabled operator's sessions and
+	// API tokens stop working at once.
+	UpdateOperator(ctx context.Context, id string, change func(*Operator) error) (Operator, error)
+	// SetPassword replaces the password hash and ends the operator's sessions.
+	SetPassword(ctx context.Context, id, passwordHash string) error
 	SessionStore
+	TokenStore
+	ThrottleStore
 }
 
 // SessionStore persists sessions.
 type SessionStore interface {
 	CreateSession(ctx context.Context, s Session) error
-	// SessionOperator returns the operator of the session with that hash,
-	// unless it expired at now; else ErrNotFound.
+	// SessionOperator returns the enabled operator of the session with that
+	// hash, unless it expired at now; else ErrNotFound.
 	SessionOperator(ctx context.Context, tokenHash []byte, now time.Time) (Operator, error)
 	// DeleteSession removes a session; unknown hashes are not an error.
 	DeleteSession(ctx context.Context, tokenHash []byte) error
+	// DeleteOperatorSessions removes every session of the operator.
+	DeleteOperatorSessions(ctx context.Context, operatorID string) (int, error)
 	// DeleteExpiredSessions removes sessions expired at now and counts them.
 	DeleteExpiredSessions(ctx context.Context, now time.Time) (int, error)
 }
@@ -85,15 +134,27 @@ type Config struct {
 	Store      Store
 	Hasher     PasswordHasher
 	SessionTTL time.Duration // default 12h
-	Logger     *slog.Logger
-	Clock      func() time.Time
+	// Throttle limits failed logins; zero fields take DefaultThrottle's.
+	Throttle ThrottlePolicy
+	// MaxConcurrentHashes bounds the password hashes computed at once
+	// (argon2id takes ~19 MiB each); beyond it a login answers ErrBusy.
+	// Default 4.
+	MaxConcurrentHashes int
+	Logger              *slog.Logger
+	Clock               func() time.Time
 }
 
-// Service implements operator accounts and sessions.
+// DefaultMaxConcurrentHashes is Config.MaxConcurrentHashes' default.
+const DefaultMaxConcurrentHashes = 4
+
+// Service implements operator accounts, sessions, API tokens and login
+// protection.
 type Service struct {
 	store      Store
 	hasher     PasswordHasher
 	sessionTTL time.Duration
+	throttle   ThrottlePolicy
+	hashes     chan struct{}
 	// dummyHash is verified when the email is unknown, so a wrong email
 	// costs the same time as a wrong password.
 	dummyHash string
@@ -112,6 +173,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
+	if cfg.MaxConcurrentHashes <= 0 {
+		cfg.MaxConcurrentHashes = DefaultMaxConcurrentHashes
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
@@ -126,7 +190,10 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("operators: hasher: %w", err)
 	}
-	return &Service{store: cfg.Store, hasher: cfg.Hasher, sessionTTL: cfg.SessionTTL, dummyHash: dummy, log: cfg.Logger, clock: cfg.Clock}, nil
+	return &Service{
+		store: cfg.Store, hasher: cfg.Hasher, sessionTTL: cfg.SessionTTL, throttle: cfg.Throttle.withDefaults(),
+		hashes: make(chan struct{}, cfg.MaxConcurrentHashes), dummyHash: dummy, log: cfg.Logger, clock: cfg.Clock,
+	}, nil
 }
 
 func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Microsecond) }
@@ -147,63 +214,113 @@ func NormalizeEmail(email string) (string, error) {
 	return e, nil
 }
 
-// CreateOperator adds an operator. Passwords need at least 12 characters.
-func (s *Service) CreateOperator(ctx context.Context, email, password string) (Operator, error) {
-	e, err := NormalizeEmail(email)
-	if err != nil {
-		return Operator{}, err
-	}
+func checkPassword(password string) error {
 	if utf8.RuneCountInString(password) < MinPasswordLen {
-		return Operator{}, fmt.Errorf("%w: password shorter than %d characters", ErrInvalidInput, MinPasswordLen)
+		return fmt.Errorf("%w: password shorter than %d characters", ErrInvalidInput, MinPasswordLen)
 	}
 	if len(password) > MaxPasswordBytes {
-		return Operator{}, fmt.Errorf("%w: password longer than %d bytes", ErrInvalidInput, MaxPasswordBytes)
+		return fmt.Errorf("%w: password longer than %d bytes", ErrInvalidInput, MaxPasswordBytes)
 	}
-	hash, err := s.hasher.Hash(password)
-	if err != nil {
-		return Operator{}, fmt.Errorf("hash password: %w", err)
-	}
-	id, err := newID()
+	return nil
+}
+
+// NewOperator is what creating an operator takes.
+type NewOperator struct {
+	Email, Password string
+	Role            Role
+	Tenants         []string
+}
+
+// CreateOperator adds an operator with a role and the tenants granted
+// (ignored for admins). Passwords need at least 12 characters.
+func (s *Service) CreateOperator(ctx context.Context, n NewOperator) (Operator, error) {
+	e, err := NormalizeEmail(n.Email)
 	if err != nil {
 		return Operator{}, err
 	}
-	o := Operator{ID: id, Email: e, CreatedAt: s.now()}
-	if err := s.store.CreateOperator(ctx, o, hash); err != nil {
-		return Operator{}, fmt.Errorf("create operator: %w", err)
+	tenants, err := checkGrant(n.Role, n.Tenants, ids.Validate)
+	if err != nil {
+		return Operator{}, err
 	}
-	s.log.InfoContext(ctx, "operator created", "operator_id", o.ID)
+	if err := checkPassword(n.Password); err != nil {
+		return Operator{}, err
+	}
+	hash, err := s.hash(n.Password)
+	if err != nil {
+		return Operator{}, err
+	}
+	id, err := newID("op-")
+	if err != nil {
+		return Operator{}, err
+	}
+	o := Operator{ID: id, Email: e, Role: n.Role, Tenants: tenants, CreatedAt: s.now()}
+	if err := s.store.CreateOperator(ctx, o, hash); err != nil {
+		return Operator{}, fmt.Errorf("create operator %s: %w", e, err)
+	}
+	s.log.InfoContext(ctx, "operator created", "operator_id", o.ID, "role", string(o.Role))
 	return o, nil
 }
 
-// Login checks the credentials and opens a session, returning its token
-// (shown once). Unknown emails and wrong passwords give the same
-// ErrInvalidCredentials after the same amount of work.
-func (s *Service) Login(ctx context.Context, email, password string) (Operator, string, time.Time, error) {
-	if len(password) > MaxPasswordBytes {
-		return Operator{}, "", time.Time{}, ErrInvalidCredentials
+// hash computes a password hash within the concurrency bound.
+func (s *Service) hash(password string) (string, error) {
+	if !s.acquire() {
+		return "", ErrBusy
 	}
-	e, err := NormalizeEmail(email)
+	defer s.release()
+	h, err := s.hasher.Hash(password)
 	if err != nil {
-		// Same work as a real check: the shape of the email must not show.
-		_, _ = s.hasher.Verify(s.dummyHash, password)
-		return Operator{}, "", time.Time{}, ErrInvalidCredentials
+		return "", fmt.Errorf("hash password: %w", err)
 	}
-	o, hash, err := s.store.OperatorByEmail(ctx, e)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		_, _ = s.hasher.Verify(s.dummyHash, password)
-		return Operator{}, "", time.Time{}, ErrInvalidCredentials
-	case err != nil:
+	return h, nil
+}
+
+// acquire takes a hashing slot, waiting briefly for one to free up.
+func (s *Service) acquire() bool {
+	select {
+	case s.hashes <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(hashSlotWait)
+	defer t.Stop()
+	select {
+	case s.hashes <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func (s *Service) release() { <-s.hashes }
+
+// hashSlotWait is how long a login waits for a hashing slot before it is
+// answered ErrBusy: long enough to ride out a burst of real logins.
+const hashSlotWait = 2 * time.Second
+
+// Login checks the credentials and opens a session, returning its token
+// (shown once). Unknown emails, disabled accounts and wrong passwords give
+// the same ErrInvalidCredentials after the same amount of work. Repeated
+// failures for the account or from the address hold further attempts back
+// (*ThrottledError, without hashing); too many logins at once give ErrBusy.
+func (s *Service) Login(ctx context.Context, email, password, address string) (Operator, string, time.Time, error) {
+	keys := s.throttleKeys(email, address)
+	if err := s.checkThrottle(ctx, keys); err != nil {
+		return Operator{}, "", time.Time{}, err
+	}
+	o, err := s.verify(ctx, email, password)
+	if errors.Is(err, ErrInvalidCredentials) {
+		if ferr := s.recordFailure(ctx, keys); ferr != nil {
+			return Operator{}, "", time.Time{}, ferr
+		}
+		return Operator{}, "", time.Time{}, err
+	}
+	if err != nil {
+		return Operator{}, "", time.Time{}, err
+	}
+	if err := s.store.ResetLoginFailures(ctx, keys[0]); err != nil {
 		return Operator{}, "", time.Time{}, fmt.Errorf("login: %w", err)
 	}
-	ok, err := s.hasher.Verify(hash, password)
-	if err != nil {
-		return Operator{}, "", time.Time{}, fmt.Errorf("login: verify password: %w", err)
-	}
-	if !ok {
-		return Operator{}, "", time.Time{}, ErrInvalidCredentials
-	}
-	token, tokenHash, err := newToken()
+	token, tokenHash, err := newToken("")
 	if err != nil {
 		return Operator{}, "", time.Time{}, err
 	}
@@ -216,19 +333,53 @@ func (s *Service) Login(ctx context.Context, email, password string) (Operator, 
 	return o, token, sess.ExpiresAt, nil
 }
 
-// Authenticate returns the operator of a live session token.
-func (s *Service) Authenticate(ctx context.Context, token string) (Operator, error) {
+// verify checks email and password within the hashing bound.
+func (s *Service) verify(ctx context.Context, email, password string) (Operator, error) {
+	if len(password) > MaxPasswordBytes {
+		return Operator{}, ErrInvalidCredentials
+	}
+	if !s.acquire() {
+		return Operator{}, ErrBusy
+	}
+	defer s.release()
+	e, err := NormalizeEmail(email)
+	if err != nil {
+		// Same work as a real check: the shape of the email must not show.
+		_, _ = s.hasher.Verify(s.dummyHash, password)
+		return Operator{}, ErrInvalidCredentials
+	}
+	o, hash, err := s.store.OperatorByEmail(ctx, e)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		_, _ = s.hasher.Verify(s.dummyHash, password)
+		return Operator{}, ErrInvalidCredentials
+	case err != nil:
+		return Operator{}, fmt.Errorf("login: %w", err)
+	}
+	ok, err := s.hasher.Verify(hash, password)
+	if err != nil {
+		return Operator{}, fmt.Errorf("login: verify password: %w", err)
+	}
+	if !ok || !o.Enabled() {
+		return Operator{}, ErrInvalidCredentials
+	}
+	return o, nil
+}
+
+// Authenticate returns the principal of a live session token: the
+// operator with everything their account grants now.
+func (s *Service) Authenticate(ctx context.Context, token string) (Principal, error) {
 	if token == "" || len(token) > 2*tokenBytes {
-		return Operator{}, ErrUnauthenticated
+		return Principal{}, ErrUnauthenticated
 	}
 	o, err := s.store.SessionOperator(ctx, hashToken(token), s.now())
 	if errors.Is(err, ErrNotFound) {
-		return Operator{}, ErrUnauthenticated
+		return Principal{}, ErrUnauthenticated
 	}
 	if err != nil {
-		return Operator{}, fmt.Errorf("authenticate: %w", err)
+		return Principal{}, fmt.Errorf("authenticate: %w", err)
 	}
-	return o, nil
+	return o.Principal(), nil
 }
 
 // Logout ends a session; unknown tokens are not an error.
@@ -252,27 +403,28 @@ func (s *Service) PurgeExpiredSessions(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-func newToken() (string, []byte, error) {
+// newToken returns a random token with prefix and its stored hash.
+func newToken(prefix string) (string, []byte, error) {
 	var raw [tokenBytes]byte
 	if _, err := rand.Read(raw[:]); err != nil {
-		return "", nil, fmt.Errorf("session token: %w", err)
+		return "", nil, fmt.Errorf("token: %w", err)
 	}
-	t := base64.RawURLEncoding.EncodeToString(raw[:])
+	t := prefix + base64.RawURLEncoding.EncodeToString(raw[:])
 	return t, hashToken(t), nil
 }
 
-// hashToken is the stored form of a session token. Lookup is by this hash,
-// so comparing it is the database's index lookup on a value an attacker
-// cannot choose without knowing the token.
+// hashToken is the stored form of a session or API token. Lookup is by this
+// hash, so comparing it is the database's index lookup on a value an
+// attacker cannot choose without knowing the token.
 func hashToken(t string) []byte {
 	sum := sha256.Sum256([]byte(t))
 	return sum[:]
 }
 
-func newID() (string, error) {
+func newID(prefix string) (string, error) {
 	var raw [16]byte
 	if _, err := rand.Read(raw[:]); err != nil {
-		return "", fmt.Errorf("operator id: %w", err)
+		return "", fmt.Errorf("id: %w", err)
 	}
-	return "op-" + hex.EncodeToString(raw[:]), nil
+	return prefix + hex.EncodeToString(raw[:]), nil
 }

@@ -89,7 +89,7 @@ func addressesOut(as []analytics.AddressCount) []addressJSON {
 }
 
 // overview answers GET /api/analytics/overview?tenantId=&from=&to=&sensorId=&limit=.
-func (a *API) overview(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+func (a *API) overview(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	if a.analytics == nil {
 		a.fail(w, r, analytics.ErrEventsUnavailable)
 		return
@@ -99,7 +99,7 @@ func (a *API) overview(w http.ResponseWriter, r *http.Request, _ operators.Opera
 		a.fail(w, r, err)
 		return
 	}
-	if !a.tenantExists(w, r, q.TenantID) {
+	if !a.tenantVisible(w, r, p, operators.PermView, q.TenantID) {
 		return
 	}
 	ov, err := a.analytics.Overview(r.Context(), q)
@@ -140,10 +140,14 @@ func overviewQuery(r *http.Request) (analytics.Query, error) {
 	return q, nil
 }
 
-// tenantExists answers 400 for a malformed and 404 for an unknown tenant.
-func (a *API) tenantExists(w http.ResponseWriter, r *http.Request, id string) bool {
+// tenantVisible answers 400 for a malformed id, 404 for an unknown tenant
+// or one the principal does not see, 403 when it lacks perm there.
+func (a *API) tenantVisible(w http.ResponseWriter, r *http.Request, p operators.Principal, perm operators.Permission, id string) bool {
 	if err := ids.Validate(id); err != nil {
 		a.fail(w, r, err)
+		return false
+	}
+	if !a.allow(w, r, p, perm, id, tenantNotFound(id)) {
 		return false
 	}
 	if _, err := a.fleet.Tenant(r.Context(), id); err != nil {

@@ -38,10 +38,12 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/core/analytics"
+	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/operators"
 )
@@ -114,8 +116,11 @@ type Config struct {
 	// could not be reached; such requests answer 503 database_unavailable
 	// with Retry-After instead of 500. Default: never.
 	DatabaseUnavailable func(error) bool
-	Logger              *slog.Logger
-	Clock               func() time.Time
+	// Audit records every state-changing request and every login; nil
+	// records nothing (tests of other concerns).
+	Audit  *audit.Service
+	Logger *slog.Logger
+	Clock  func() time.Time
 }
 
 // API is the control plane's http.Handler.
@@ -137,6 +142,8 @@ type API struct {
 	extraMetrics   func(io.Writer)
 	redeemLimiter  *limiter
 	dbDown         func(error) bool
+	audit          *audit.Service
+	loginFailures  atomic.Int64
 	log            *slog.Logger
 	clock          func() time.Time
 	mux            *http.ServeMux
@@ -200,7 +207,7 @@ func New(cfg Config) (*API, error) {
 		analytics: cfg.Analytics, chatLimiter: newLimiter(chatRate, cfg.Clock), provisioning: cfg.ProvisioningEnabled, messaging: cfg.MessagingEnabled,
 		readiness: slices.Clone(cfg.Readiness), readyTimeout: cfg.ReadinessTimeout,
 		extraMetrics:  cfg.Metrics,
-		redeemLimiter: newLimiter(rate, cfg.Clock), dbDown: cfg.DatabaseUnavailable,
+		redeemLimiter: newLimiter(rate, cfg.Clock), dbDown: cfg.DatabaseUnavailable, audit: cfg.Audit,
 		log: cfg.Logger, clock: cfg.Clock,
 		mux: http.NewServeMux(),
 	}
@@ -214,24 +221,35 @@ func (a *API) routes() {
 	m.HandleFunc("GET /readyz", a.readyz)
 	m.HandleFunc("GET /metrics", a.metrics)
 
-	m.HandleFunc("POST /api/auth/login", a.sameOrigin(a.login))
-	m.HandleFunc("POST /api/auth/logout", a.sameOrigin(a.logout))
+	m.HandleFunc("POST /api/auth/login", a.audited("auth.login", a.sameOrigin(a.login)))
+	m.HandleFunc("POST /api/auth/logout", a.audited("auth.logout", a.sameOrigin(a.logout)))
 	m.HandleFunc("GET /api/auth/me", a.operator(a.me))
 
 	m.HandleFunc("GET /api/tenants", a.operator(a.listTenants))
-	m.HandleFunc("POST /api/tenants", a.operator(a.createTenant))
+	m.HandleFunc("POST /api/tenants", a.audited("tenant.create", a.operator(a.createTenant)))
 	m.HandleFunc("GET /api/tenants/{id}", a.operator(a.getTenant))
-	m.HandleFunc("POST /api/tenants/{id}/claim-codes", a.operator(a.issueClaimCode))
+	m.HandleFunc("POST /api/tenants/{id}/claim-codes", a.audited("claim_code.issue", a.operator(a.issueClaimCode)))
 	m.HandleFunc("GET /api/tenants/{id}/claim-codes", a.operator(a.listClaimCodes))
-	m.HandleFunc("DELETE /api/claim-codes/{id}", a.operator(a.revokeClaimCode))
+	m.HandleFunc("DELETE /api/claim-codes/{id}", a.audited("claim_code.revoke", a.operator(a.revokeClaimCode)))
 	m.HandleFunc("GET /api/sensors", a.operator(a.listSensors))
 	m.HandleFunc("GET /api/sensors/{id}", a.operator(a.getSensor))
-	m.HandleFunc("POST /api/sensors/{id}/commands", a.operator(a.issueCommand))
+	m.HandleFunc("POST /api/sensors/{id}/commands", a.audited("sensor.command", a.operator(a.issueCommand)))
 	m.HandleFunc("GET /api/sensors/{id}/commands", a.operator(a.listCommands))
-	m.HandleFunc("POST /api/sensors/{id}/revoke", a.operator(a.revokeSensor))
+	m.HandleFunc("POST /api/sensors/{id}/revoke", a.audited("sensor.revoke", a.operator(a.revokeSensor)))
 	m.HandleFunc("GET /api/analytics/chat/status", a.operator(a.chatStatus))
-	m.HandleFunc("POST /api/analytics/chat", a.operator(a.askChat))
+	m.HandleFunc("POST /api/analytics/chat", a.audited("analytics.chat", a.operator(a.askChat)))
 	m.HandleFunc("GET /api/analytics/overview", a.operator(a.overview))
+
+	m.HandleFunc("GET /api/operators", a.operator(a.listOperators))
+	m.HandleFunc("POST /api/operators", a.audited("operator.create", a.operator(a.createOperator)))
+	m.HandleFunc("GET /api/operators/{id}", a.operator(a.getOperator))
+	m.HandleFunc("PATCH /api/operators/{id}", a.audited("operator.update", a.operator(a.updateOperator)))
+	m.HandleFunc("POST /api/operators/{id}/password", a.audited("operator.password", a.operator(a.resetPassword)))
+	m.HandleFunc("POST /api/operators/{id}/sign-out", a.audited("operator.sign_out", a.operator(a.signOutEverywhere)))
+	m.HandleFunc("GET /api/tokens", a.operator(a.listTokens))
+	m.HandleFunc("POST /api/tokens", a.audited("token.create", a.operator(a.createToken)))
+	m.HandleFunc("DELETE /api/tokens/{id}", a.audited("token.revoke", a.operator(a.revokeToken)))
+	m.HandleFunc("GET /api/audit", a.operator(a.listAudit))
 
 	m.HandleFunc("POST /api/sensors/claim/redeem", a.redeem)
 	m.HandleFunc("POST /api/sensors/{id}/agent/enroll", a.enroll)
@@ -287,7 +305,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // unrouted answers 404/405 as problems rather than ServeMux's plain text.
 func (a *API) unrouted(w http.ResponseWriter, r *http.Request) {
 	var allowed []string
-	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		if _, pattern := a.mux.Handler(probe); pattern != "" {

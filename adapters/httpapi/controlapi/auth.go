@@ -1,32 +1,153 @@
 package controlapi
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/operators"
 )
 
-// operatorHandler is a route that needs a logged-in operator.
-type operatorHandler func(w http.ResponseWriter, r *http.Request, op operators.Operator)
+// operatorHandler is a route that needs an authenticated principal.
+type operatorHandler func(w http.ResponseWriter, r *http.Request, p operators.Principal)
 
-// operator checks the origin of state-changing requests, then the session
-// cookie, and passes the operator on.
+// operator authenticates the request — an API token in
+// "Authorization: Bearer rxc_…", else the session cookie (whose
+// state-changing requests must come from an allowed origin) — and passes
+// the principal on.
 func (a *API) operator(next operatorHandler) http.HandlerFunc {
-	return a.sameOrigin(func(w http.ResponseWriter, r *http.Request) {
-		c, err := r.Cookie(SessionCookie)
-		if err != nil {
-			a.fail(w, r, operators.ErrUnauthenticated)
-			return
-		}
-		op, err := a.operators.Authenticate(r.Context(), c.Value)
+	withPrincipal := func(w http.ResponseWriter, r *http.Request) {
+		p, err := a.authenticate(r)
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
-		next(w, r, op)
-	})
+		if n := noteOf(r); n != nil {
+			n.principal = &p
+		}
+		next(w, r, p)
+	}
+	cookie := a.sameOrigin(withPrincipal)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := apiToken(r); ok {
+			// A bearer token is never sent by a browser on its own, so
+			// the origin check that guards cookies does not apply.
+			withPrincipal(w, r)
+			return
+		}
+		cookie(w, r)
+	}
+}
+
+// apiToken returns the API token of an "Authorization: Bearer rxc_…" header.
+func apiToken(r *http.Request) (string, bool) {
+	tok, ok := bearer(r)
+	if !ok || !strings.HasPrefix(tok, operators.TokenPrefix) {
+		return "", false
+	}
+	return tok, true
+}
+
+func (a *API) authenticate(r *http.Request) (operators.Principal, error) {
+	if tok, ok := apiToken(r); ok {
+		return a.operators.AuthenticateToken(r.Context(), tok)
+	}
+	c, err := r.Cookie(SessionCookie)
+	if err != nil {
+		return operators.Principal{}, operators.ErrUnauthenticated
+	}
+	return a.operators.Authenticate(r.Context(), c.Value)
+}
+
+// allow is the one check of a principal's permission on a tenant. A tenant
+// the principal does not see answers as notFound (no existence leak); a
+// visible one without the permission answers 403 forbidden. It records the
+// tenant for the audit trail and returns whether the handler may go on.
+func (a *API) allow(w http.ResponseWriter, r *http.Request, p operators.Principal, perm operators.Permission, tenantID string, notFound error) bool {
+	if n := noteOf(r); n != nil && tenantID != "" {
+		n.tenant = tenantID
+	}
+	switch {
+	case perm != operators.PermAdmin && !p.Sees(tenantID):
+		a.fail(w, r, notFound)
+		return false
+	case !p.Can(perm, tenantID):
+		a.fail(w, r, operators.ErrForbidden)
+		return false
+	}
+	return true
+}
+
+// auditNote carries what the audit trail needs from a request's handler.
+type auditNote struct {
+	principal *operators.Principal
+	tenant    string
+	target    string
+	actor     string // the e-mail tried at a login
+	detail    string // the problem code answered, if any
+}
+
+type noteKey struct{}
+
+func noteOf(r *http.Request) *auditNote {
+	n, _ := r.Context().Value(noteKey{}).(*auditNote)
+	return n
+}
+
+// setTarget names the object a request acts on, for the audit trail.
+func setTarget(r *http.Request, target string) {
+	if n := noteOf(r); n != nil {
+		n.target = target
+	}
+}
+
+// audited records the request in the audit trail under action once the
+// handler answered: who (principal or the e-mail tried at login), from
+// where, on which tenant and object, and how it ended. Requests nobody
+// authenticated for are not recorded, except logins.
+func (a *API) audited(action string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		n := &auditNote{target: r.PathValue("id")}
+		r = r.WithContext(context.WithValue(r.Context(), noteKey{}, n))
+		rec, ok := w.(*statusRecorder)
+		if !ok {
+			rec = &statusRecorder{ResponseWriter: w}
+		}
+		h(rec, r)
+		if a.audit == nil || (n.principal == nil && n.actor == "") {
+			return
+		}
+		status := rec.code()
+		e := audit.Entry{
+			Action: action, Source: clientKey(r, a.trustProxy), TenantID: n.tenant, Target: n.target,
+			Status: status, Outcome: outcomeOf(status), Detail: n.detail,
+		}
+		if p := n.principal; p != nil {
+			e.ActorID, e.Actor, e.ActorRole, e.TokenID = p.Operator.ID, p.Operator.Email, string(p.Role), p.TokenID
+		} else {
+			e.Actor = n.actor
+		}
+		// The answer is out; the record must not depend on the caller
+		// staying connected.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+		defer cancel()
+		_ = a.audit.Record(ctx, e)
+	}
+}
+
+func outcomeOf(status int) string {
+	switch {
+	case status < 400:
+		return audit.OutcomeSuccess
+	case status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusNotFound || status == http.StatusTooManyRequests:
+		return audit.OutcomeDenied
+	default:
+		return audit.OutcomeFailure
+	}
 }
 
 type loginRequest struct {
@@ -40,10 +161,21 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 		problem.Write(w, r, p)
 		return
 	}
-	_, token, expires, err := a.operators.Login(r.Context(), req.Email, req.Password)
+	if n := noteOf(r); n != nil {
+		n.actor = auditEmail(req.Email)
+	}
+	o, token, expires, err := a.operators.Login(r.Context(), req.Email, req.Password, clientKey(r, a.trustProxy))
 	if err != nil {
+		if errors.Is(err, operators.ErrInvalidCredentials) || errors.As(err, new(*operators.ThrottledError)) {
+			a.loginFailures.Add(1)
+			a.log.Warn("login failed", "email", auditEmail(req.Email), "source", clientKey(r, a.trustProxy), "error", err.Error())
+		}
 		a.fail(w, r, err)
 		return
+	}
+	if n := noteOf(r); n != nil {
+		p := o.Principal()
+		n.principal = &p
 	}
 	maxAge := int(expires.Sub(a.clock()) / time.Second)
 	if maxAge < 1 {
@@ -53,8 +185,32 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// auditEmail is the e-mail a login tried, normalised when it has the shape
+// of one and cut short otherwise (it is attacker input).
+func auditEmail(email string) string {
+	if e, err := operators.NormalizeEmail(email); err == nil {
+		return e
+	}
+	const most = 64
+	out := strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return -1
+		}
+		return r
+	}, email)
+	if len(out) > most {
+		out = out[:most]
+	}
+	return out
+}
+
 func (a *API) logout(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(SessionCookie); err == nil {
+		if p, err := a.operators.Authenticate(r.Context(), c.Value); err == nil {
+			if n := noteOf(r); n != nil {
+				n.principal = &p
+			}
+		}
 		if err := a.operators.Logout(r.Context(), c.Value); err != nil {
 			a.fail(w, r, err)
 			return
@@ -73,9 +229,20 @@ func (a *API) sessionCookie(value string, maxAge int) *http.Cookie {
 }
 
 type meResponse struct {
-	Email string `json:"email"`
+	ID      string   `json:"id"`
+	Email   string   `json:"email"`
+	Role    string   `json:"role"`
+	Tenants []string `json:"tenants"`
+	TokenID string   `json:"tokenId,omitempty"`
 }
 
-func (a *API) me(w http.ResponseWriter, _ *http.Request, op operators.Operator) {
-	problem.WriteJSON(w, http.StatusOK, meResponse{Email: op.Email})
+func (a *API) me(w http.ResponseWriter, _ *http.Request, p operators.Principal) {
+	problem.WriteJSON(w, http.StatusOK, meResponse{ID: p.Operator.ID, Email: p.Operator.Email, Role: string(p.Role), Tenants: nonNil(p.Tenants), TokenID: p.TokenID})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

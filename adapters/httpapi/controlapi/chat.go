@@ -17,7 +17,7 @@ import (
 // chatStatus answers GET /api/analytics/chat/status from the analytics
 // service (configuration, provider reachability, capabilities); without
 // one the chat is off.
-func (a *API) chatStatus(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+func (a *API) chatStatus(w http.ResponseWriter, r *http.Request, _ operators.Principal) {
 	var s analytics.Status
 	if a.analytics != nil {
 		s = a.analytics.ChatStatus(r.Context())
@@ -68,8 +68,8 @@ func (s snapshotJSON) core() analytics.Snapshot {
 // it has started, failures arrive as an `error` event. The request's
 // context ends when the operator disconnects, which cancels the lookups
 // and the model call.
-func (a *API) askChat(w http.ResponseWriter, r *http.Request, op operators.Operator) {
-	if ok, wait := a.chatLimiter.allow(op.ID); !ok {
+func (a *API) askChat(w http.ResponseWriter, r *http.Request, p operators.Principal) {
+	if ok, wait := a.chatLimiter.allow(p.Operator.ID); !ok {
 		secs := int((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 		problem.Write(w, r, problem.New(http.StatusTooManyRequests, "rate_limited", "Too many questions",
@@ -81,13 +81,13 @@ func (a *API) askChat(w http.ResponseWriter, r *http.Request, op operators.Opera
 		return
 	}
 	var req chatRequest
-	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-		problem.Write(w, r, p)
+	if bad := problem.DecodeJSON(w, r, MaxBodyBytes, &req); bad != nil {
+		problem.Write(w, r, bad)
 		return
 	}
-	snap, p := decodeSnapshot(req.Snapshot)
-	if p != nil {
-		problem.Write(w, r, p)
+	snap, bad := decodeSnapshot(req.Snapshot)
+	if bad != nil {
+		problem.Write(w, r, bad)
 		return
 	}
 	creq := analytics.ChatRequest{TenantID: req.TenantID, Question: req.Question, Snapshot: snap}
@@ -95,7 +95,7 @@ func (a *API) askChat(w http.ResponseWriter, r *http.Request, op operators.Opera
 		a.fail(w, r, err)
 		return
 	}
-	if !a.tenantExists(w, r, req.TenantID) {
+	if !a.tenantVisible(w, r, p, operators.PermView, req.TenantID) {
 		return
 	}
 
@@ -114,10 +114,10 @@ func (a *API) askChat(w http.ResponseWriter, r *http.Request, op operators.Opera
 	model, err := a.analytics.Chat(r.Context(), creq, s)
 	switch {
 	case r.Context().Err() != nil:
-		a.log.Debug("chat client went away", "operator", op.ID)
+		a.log.Debug("chat client went away", "operator", p.Operator.ID)
 	case err != nil:
-		p := a.problemFor(w, r, err)
-		_ = s.send("error", chatErrorJSON{Code: p.Code, Message: p.Detail})
+		pb := a.problemFor(w, r, err)
+		_ = s.send("error", chatErrorJSON{Code: pb.Code, Message: pb.Detail})
 	default:
 		_ = s.send("done", chatDoneJSON{Model: model})
 	}

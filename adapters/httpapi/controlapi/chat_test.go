@@ -13,6 +13,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
 	"github.com/rxc-project/rxc/adapters/postgres/analyticsstore/eventstest"
+	"github.com/rxc-project/rxc/core/operators"
 )
 
 // TestChatEndToEnd: the fake model's streamed answer is relayed; MISP hits
@@ -170,7 +171,7 @@ func TestChatRateLimit(t *testing.T) {
 	}
 
 	const second = "second@example.com"
-	if _, err := w.ops.CreateOperator(context.Background(), second, operatorPassword); err != nil {
+	if _, err := w.ops.CreateOperator(context.Background(), operators.NewOperator{Email: second, Password: operatorPassword, Role: operators.RoleAdmin}); err != nil {
 		t.Fatal(err)
 	}
 	login := w.do(request{method: "POST", path: "/api/auth/login", body: jsonString(t, map[string]string{"email": second, "password": operatorPassword})})

@@ -3,11 +3,14 @@ package controlapi
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/core/analytics"
+	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/operators"
@@ -22,7 +25,11 @@ const (
 
 // fail answers err as an HTTP problem.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
-	problem.Write(w, r, a.problemFor(w, r, err))
+	p := a.problemFor(w, r, err)
+	if n := noteOf(r); n != nil {
+		n.detail = p.Code
+	}
+	problem.Write(w, r, p)
 }
 
 // problemFor is the one place where core errors become HTTP problems (the
@@ -87,6 +94,20 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 		w.Header().Set("Retry-After", retryDependency)
 		p = problem.New(http.StatusServiceUnavailable, "nats_unavailable", "NATS unavailable",
 			"NATS is not reachable: the command was recorded as failed and not delivered; retry later")
+	case errors.As(err, new(*operators.ThrottledError)):
+		var te *operators.ThrottledError
+		errors.As(err, &te)
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(te.RetryAfter.Seconds()))))
+		p = problem.New(http.StatusTooManyRequests, "login_throttled", "Too many failed logins",
+			"logins for this account or from this address are held back after repeated failures; retry after the time in Retry-After")
+	case errors.Is(err, operators.ErrBusy):
+		w.Header().Set("Retry-After", "1")
+		p = problem.New(http.StatusServiceUnavailable, "login_busy", "Too many logins at once",
+			"the control plane is checking as many passwords as it allows at once; retry in a moment")
+	case errors.Is(err, operators.ErrForbidden):
+		p = problem.New(http.StatusForbidden, "forbidden", "Forbidden", "your role does not allow this action here")
+	case errors.Is(err, operators.ErrLastAdmin):
+		p = problem.New(http.StatusConflict, "last_admin", "Last admin", "the last enabled admin cannot be demoted or disabled; make another operator admin first")
 	case errors.Is(err, operators.ErrInvalidCredentials):
 		p = problem.New(http.StatusUnauthorized, "invalid_credentials", "Invalid credentials", "wrong email or password")
 	case errors.Is(err, operators.ErrUnauthenticated):
@@ -105,7 +126,7 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 	case errors.Is(err, analytics.ErrEventsUnavailable):
 		p = problem.New(http.StatusServiceUnavailable, "events_unavailable", "No stored events",
 			"event storage is not set up on this control plane yet")
-	case errors.Is(err, fleet.ErrInvalidInput), errors.Is(err, operators.ErrInvalidInput), errors.Is(err, analytics.ErrInvalidInput):
+	case errors.Is(err, fleet.ErrInvalidInput), errors.Is(err, operators.ErrInvalidInput), errors.Is(err, analytics.ErrInvalidInput), errors.Is(err, audit.ErrInvalidInput):
 		p = problem.New(http.StatusBadRequest, "invalid_input", "Invalid input", detail(err))
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		a.log.Warn("request cancelled or timed out", "path", r.URL.Path, "error", err)

@@ -219,7 +219,7 @@ func newEnv(t testing.TB, opt options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ops.CreateOperator(ctx, operatorEmail, operatorPassword); err != nil {
+	if _, err := ops.CreateOperator(ctx, operators.NewOperator{Email: operatorEmail, Password: operatorPassword, Role: operators.RoleAdmin}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := controlapi.Config{

@@ -171,13 +171,13 @@ func (a *API) pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return id, true
 }
 
-func (a *API) listTenants(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+func (a *API) listTenants(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	ts, err := a.fleet.ListTenants(r.Context())
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeItems(w, ts, tenantOut)
+	writeItems(w, visible(p, ts, func(t fleet.Tenant) string { return t.ID }), tenantOut)
 }
 
 type createTenantRequest struct {
@@ -185,7 +185,10 @@ type createTenantRequest struct {
 	Name string `json:"name"`
 }
 
-func (a *API) createTenant(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+func (a *API) createTenant(w http.ResponseWriter, r *http.Request, p operators.Principal) {
+	if !a.allow(w, r, p, operators.PermAdmin, "", nil) {
+		return
+	}
 	var req createTenantRequest
 	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
 		problem.Write(w, r, p)
@@ -194,6 +197,10 @@ func (a *API) createTenant(w http.ResponseWriter, r *http.Request, _ operators.O
 	if err := ids.Validate(req.ID); err != nil {
 		a.fail(w, r, err)
 		return
+	}
+	setTarget(r, req.ID)
+	if n := noteOf(r); n != nil {
+		n.tenant = req.ID
 	}
 	t, created, err := a.fleet.CreateTenant(r.Context(), req.ID, req.Name)
 	if err != nil {
@@ -207,9 +214,9 @@ func (a *API) createTenant(w http.ResponseWriter, r *http.Request, _ operators.O
 	problem.WriteJSON(w, status, tenantOut(t))
 }
 
-func (a *API) getTenant(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+func (a *API) getTenant(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	id, ok := a.pathID(w, r)
-	if !ok {
+	if !ok || !a.allow(w, r, p, operators.PermView, id, tenantNotFound(id)) {
 		return
 	}
 	t, err := a.fleet.Tenant(r.Context(), id)
@@ -229,9 +236,9 @@ type issueClaimCodeRequest struct {
 // core enforces the real bounds.
 const maxTTLSeconds = 10 * 365 * 24 * 3600
 
-func (a *API) issueClaimCode(w http.ResponseWriter, r *http.Request, op operators.Operator) {
+func (a *API) issueClaimCode(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	id, ok := a.pathID(w, r)
-	if !ok {
+	if !ok || !a.allow(w, r, p, operators.PermOperate, id, tenantNotFound(id)) {
 		return
 	}
 	var req issueClaimCodeRequest
@@ -247,17 +254,18 @@ func (a *API) issueClaimCode(w http.ResponseWriter, r *http.Request, op operator
 			int64(fleet.MinClaimCodeTTL/time.Second), int64(fleet.MaxClaimCodeTTL/time.Second)))
 		return
 	}
-	c, code, err := a.fleet.IssueClaimCode(r.Context(), id, time.Duration(req.TTLSeconds)*time.Second, req.SensorName, op.Email)
+	c, code, err := a.fleet.IssueClaimCode(r.Context(), id, time.Duration(req.TTLSeconds)*time.Second, req.SensorName, p.Actor())
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
+	setTarget(r, c.ID)
 	problem.WriteJSON(w, http.StatusCreated, issuedClaimCodeJSON{ID: c.ID, Code: code, ExpiresAt: c.ExpiresAt.UTC()})
 }
 
-func (a *API) listClaimCodes(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+func (a *API) listClaimCodes(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	id, ok := a.pathID(w, r)
-	if !ok {
+	if !ok || !a.allow(w, r, p, operators.PermView, id, tenantNotFound(id)) {
 		return
 	}
 	cs, err := a.fleet.ListClaimCodes(r.Context(), id)
@@ -268,9 +276,17 @@ func (a *API) listClaimCodes(w http.ResponseWriter, r *http.Request, _ operators
 	writeItems(w, cs, claimCodeOut)
 }
 
-func (a *API) revokeClaimCode(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+func (a *API) revokeClaimCode(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	id, ok := a.pathID(w, r)
 	if !ok {
+		return
+	}
+	c, err := a.fleet.ClaimCode(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if !a.allow(w, r, p, operators.PermOperate, c.TenantID, claimCodeNotFound(id)) {
 		return
 	}
 	if err := a.fleet.RevokeClaimCode(r.Context(), id); err != nil {
@@ -280,12 +296,15 @@ func (a *API) revokeClaimCode(w http.ResponseWriter, r *http.Request, _ operator
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (a *API) listSensors(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
+func (a *API) listSensors(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	q := r.URL.Query()
 	f := fleet.SensorFilter{TenantID: q.Get("tenantId"), State: fleet.State(q.Get("state"))}
 	if f.TenantID != "" {
 		if err := ids.Validate(f.TenantID); err != nil {
 			a.fail(w, r, err)
+			return
+		}
+		if !a.allow(w, r, p, operators.PermView, f.TenantID, tenantNotFound(f.TenantID)) {
 			return
 		}
 	}
@@ -294,17 +313,12 @@ func (a *API) listSensors(w http.ResponseWriter, r *http.Request, _ operators.Op
 		a.fail(w, r, err)
 		return
 	}
-	writeItems(w, ss, sensorOut)
+	writeItems(w, visible(p, ss, func(s fleet.Sensor) string { return s.TenantID }), sensorOut)
 }
 
-func (a *API) getSensor(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
-	id, ok := a.pathID(w, r)
+func (a *API) getSensor(w http.ResponseWriter, r *http.Request, p operators.Principal) {
+	s, ok := a.sensorFor(w, r, p, operators.PermView)
 	if !ok {
-		return
-	}
-	s, err := a.fleet.Sensor(r.Context(), id)
-	if err != nil {
-		a.fail(w, r, err)
 		return
 	}
 	problem.WriteJSON(w, http.StatusOK, sensorOut(s))
@@ -319,11 +333,12 @@ type commandRequest struct {
 // command and never publishes a second one.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
-func (a *API) issueCommand(w http.ResponseWriter, r *http.Request, op operators.Operator) {
-	id, ok := a.pathID(w, r)
+func (a *API) issueCommand(w http.ResponseWriter, r *http.Request, p operators.Principal) {
+	sensor, ok := a.sensorFor(w, r, p, operators.PermOperate)
 	if !ok {
 		return
 	}
+	id := sensor.ID
 	var req commandRequest
 	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
 		problem.Write(w, r, p)
@@ -339,7 +354,7 @@ func (a *API) issueCommand(w http.ResponseWriter, r *http.Request, op operators.
 		a.fail(w, r, fleet.ErrMessagingDisabled)
 		return
 	}
-	c, created, err := a.fleet.IssueCommand(r.Context(), id, fleet.Action(req.Action), op.Email, r.Header.Get(IdempotencyKeyHeader))
+	c, created, err := a.fleet.IssueCommand(r.Context(), id, fleet.Action(req.Action), p.Actor(), r.Header.Get(IdempotencyKeyHeader))
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -365,11 +380,12 @@ const (
 	defaultCommandPage = 50
 )
 
-func (a *API) listCommands(w http.ResponseWriter, r *http.Request, _ operators.Operator) {
-	id, ok := a.pathID(w, r)
+func (a *API) listCommands(w http.ResponseWriter, r *http.Request, p operators.Principal) {
+	sensor, ok := a.sensorFor(w, r, p, operators.PermView)
 	if !ok {
 		return
 	}
+	id := sensor.ID
 	q := r.URL.Query()
 	limit := defaultCommandPage
 	if v := q.Get("limit"); v != "" {
@@ -426,12 +442,13 @@ func decodeCursor(v string) (fleet.CommandCursor, error) {
 	return fleet.CommandCursor{IssuedAt: t, ID: id}, nil
 }
 
-func (a *API) revokeSensor(w http.ResponseWriter, r *http.Request, op operators.Operator) {
-	id, ok := a.pathID(w, r)
+func (a *API) revokeSensor(w http.ResponseWriter, r *http.Request, p operators.Principal) {
+	sensor, ok := a.sensorFor(w, r, p, operators.PermOperate)
 	if !ok {
 		return
 	}
-	if err := a.fleet.RevokeSensor(r.Context(), id, op.Email); err != nil {
+	id := sensor.ID
+	if err := a.fleet.RevokeSensor(r.Context(), id, p.Actor()); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -453,4 +470,41 @@ type chatCapabilityJSON struct {
 	ThreatIntel          bool `json:"threatIntel"`
 	HistoricalEnrichment bool `json:"historicalEnrichment"`
 	Playbooks            bool `json:"playbooks"`
+}
+
+// sensorFor resolves the {id} sensor and checks perm on its tenant: a
+// sensor of a tenant the principal does not see is not found.
+func (a *API) sensorFor(w http.ResponseWriter, r *http.Request, p operators.Principal, perm operators.Permission) (fleet.Sensor, bool) {
+	id, ok := a.pathID(w, r)
+	if !ok {
+		return fleet.Sensor{}, false
+	}
+	s, err := a.fleet.Sensor(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return fleet.Sensor{}, false
+	}
+	if !a.allow(w, r, p, perm, s.TenantID, sensorNotFound(id)) {
+		return fleet.Sensor{}, false
+	}
+	return s, true
+}
+
+// visible keeps the items of tenants the principal sees.
+func visible[T any](p operators.Principal, items []T, tenant func(T) string) []T {
+	out := items[:0:0]
+	for _, it := range items {
+		if p.Sees(tenant(it)) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// Not-found errors for objects the principal may not see: the same answer
+// as for objects that do not exist.
+func tenantNotFound(id string) error { return fmt.Errorf("tenant %s: %w", id, fleet.ErrNotFound) }
+func sensorNotFound(id string) error { return fmt.Errorf("sensor %s: %w", id, fleet.ErrNotFound) }
+func claimCodeNotFound(id string) error {
+	return fmt.Errorf("claim code %s: %w", id, fleet.ErrNotFound)
 }

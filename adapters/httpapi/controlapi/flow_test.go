@@ -80,7 +80,8 @@ func TestFlow(t *testing.T) {
 	t0 := e.clock.Now()
 
 	res := e.do(request{method: "GET", path: "/api/auth/me", operator: true})
-	wantObject(t, "me", res, http.StatusOK, map[string]any{"email": operatorEmail})
+	me := res.object(t)
+	wantObject(t, "me", res, http.StatusOK, map[string]any{"id": str(t, me, "id"), "email": operatorEmail, "role": "admin", "tenants": []any{}})
 
 	pendingTenant := map[string]any{"id": "acme", "name": "Acme", "natsAccountPubKey": nil, "natsStatus": "pending", "createdAt": ts(t0)}
 	res = e.do(request{method: "POST", path: "/api/tenants", body: `{"id":"acme","name":"Acme"}`, operator: true})

@@ -61,6 +61,9 @@ func (a *API) metrics(w http.ResponseWriter, _ *http.Request) {
 	}{{"chat", a.analytics != nil && a.analytics.ChatConfigured()}, {"messaging", a.messaging}, {"provisioning", a.provisioning}} {
 		fmt.Fprintf(bw, "rxc_controlplane_feature_enabled{feature=%q} %d\n", f.name, b2i(f.on))
 	}
+	fmt.Fprintf(bw, "# HELP rxc_login_failures_total Failed or held-back operator logins.\n")
+	fmt.Fprintf(bw, "# TYPE rxc_login_failures_total counter\n")
+	fmt.Fprintf(bw, "rxc_login_failures_total %d\n", a.loginFailures.Load())
 	if a.extraMetrics != nil {
 		a.extraMetrics(bw)
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 const (
-	corsMethods = "GET, POST, DELETE"
+	corsMethods = "GET, POST, PATCH, DELETE"
 	corsHeaders = "Content-Type, Authorization"
 	corsMaxAge  = "600"
 )

@@ -108,7 +108,7 @@ func TestCORS(t *testing.T) {
 			wantStatus: 204,
 			wantHeader: map[string]string{
 				"Access-Control-Allow-Origin": allowedOrigin, "Access-Control-Allow-Credentials": "true",
-				"Access-Control-Allow-Methods": "GET, POST, DELETE", "Access-Control-Allow-Headers": "Content-Type, Authorization",
+				"Access-Control-Allow-Methods": "GET, POST, PATCH, DELETE", "Access-Control-Allow-Headers": "Content-Type, Authorization",
 			},
 		},
 		{

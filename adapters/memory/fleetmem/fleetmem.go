@@ -168,6 +168,18 @@ func (s *Store) ClaimCodes(_ context.Context, tenantID string) ([]fleet.ClaimCod
 	return out, nil
 }
 
+// ClaimCode implements fleet.ClaimStore.
+func (s *Store) ClaimCode(_ context.Context, id string) (fleet.ClaimCode, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.claims {
+		if c.ID == id {
+			return c.ClaimCode, nil
+		}
+	}
+	return fleet.ClaimCode{}, fleet.ErrNotFound
+}
+
 // RevokeClaimCode implements fleet.ClaimStore.
 func (s *Store) RevokeClaimCode(_ context.Context, id string, at time.Time) error {
 	s.mu.Lock()

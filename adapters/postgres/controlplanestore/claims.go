@@ -21,22 +21,30 @@ func (s *Store) CreateClaimCode(ctx context.Context, c fleet.ClaimCode, codeHash
 
 // ClaimCodes implements fleet.ClaimStore.
 func (s *Store) ClaimCodes(ctx context.Context, tenantID string) ([]fleet.ClaimCode, error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT id, tenant_id, sensor_name, expires_at, created_at, created_by, used_at, revoked_at, COALESCE(sensor_id, '')
-		FROM claim_codes WHERE tenant_id = $1 ORDER BY created_at DESC, id`, tenantID)
+	rows, err := s.pool.Query(ctx, `SELECT `+claimCodeCols+` FROM claim_codes WHERE tenant_id = $1 ORDER BY created_at DESC, id`, tenantID)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (fleet.ClaimCode, error) {
-		var c fleet.ClaimCode
-		var used, revoked *time.Time
-		if err := r.Scan(&c.ID, &c.TenantID, &c.SensorName, &c.ExpiresAt, &c.CreatedAt, &c.CreatedBy, &used, &revoked, &c.SensorID); err != nil {
-			return fleet.ClaimCode{}, err
-		}
-		c.ExpiresAt, c.CreatedAt = c.ExpiresAt.UTC(), c.CreatedAt.UTC()
-		c.UsedAt, c.RevokedAt = utc(used), utc(revoked)
-		return c, nil
-	})
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (fleet.ClaimCode, error) { return scanClaimCode(r) })
+}
+
+// ClaimCode implements fleet.ClaimStore.
+func (s *Store) ClaimCode(ctx context.Context, id string) (fleet.ClaimCode, error) {
+	c, err := scanClaimCode(s.pool.QueryRow(ctx, `SELECT `+claimCodeCols+` FROM claim_codes WHERE id = $1`, id))
+	return c, classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+}
+
+const claimCodeCols = `id, tenant_id, sensor_name, expires_at, created_at, created_by, used_at, revoked_at, COALESCE(sensor_id, '')`
+
+func scanClaimCode(r pgx.Row) (fleet.ClaimCode, error) {
+	var c fleet.ClaimCode
+	var used, revoked *time.Time
+	if err := r.Scan(&c.ID, &c.TenantID, &c.SensorName, &c.ExpiresAt, &c.CreatedAt, &c.CreatedBy, &used, &revoked, &c.SensorID); err != nil {
+		return fleet.ClaimCode{}, err
+	}
+	c.ExpiresAt, c.CreatedAt = c.ExpiresAt.UTC(), c.CreatedAt.UTC()
+	c.UsedAt, c.RevokedAt = utc(used), utc(revoked)
+	return c, nil
 }
 
 // RevokeClaimCode implements fleet.ClaimStore. A used code cannot be

@@ -43,7 +43,7 @@ func TestOperators(t *testing.T) {
 	ctx := t.Context()
 	const password = "correct horse battery"
 
-	op, err := svc.CreateOperator(ctx, "  Alice@Example.COM ", password)
+	op, err := svc.CreateOperator(ctx, operators.NewOperator{Email: "  Alice@Example.COM ", Password: password, Role: operators.RoleAdmin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestOperators(t *testing.T) {
 			"two at signs":          {"bob@x@example.com", password, operators.ErrInvalidInput},
 			"control character":     {"bob\x00@example.com", password, operators.ErrInvalidInput},
 		} {
-			if _, err := svc.CreateOperator(ctx, tc.email, tc.password); !errors.Is(err, tc.want) {
+			if _, err := svc.CreateOperator(ctx, operators.NewOperator{Email: tc.email, Password: tc.password, Role: operators.RoleViewer}); !errors.Is(err, tc.want) {
 				t.Errorf("%s: CreateOperator error = %v, want %v", name, err, tc.want)
 			}
 		}
@@ -83,7 +83,7 @@ func TestOperators(t *testing.T) {
 			"empty password":  {"alice@example.com", ""},
 		} {
 			before := hasher.verifies.Load()
-			_, token, _, err := svc.Login(ctx, tc.email, tc.password)
+			_, token, _, err := svc.Login(ctx, tc.email, tc.password, "192.0.2.1")
 			if err != operators.ErrInvalidCredentials || token != "" {
 				t.Errorf("%s: Login = %q, %v; want exactly ErrInvalidCredentials", name, token, err)
 			}
@@ -93,7 +93,7 @@ func TestOperators(t *testing.T) {
 		}
 	})
 
-	got, token, expires, err := svc.Login(ctx, "ALICE@example.com", password)
+	got, token, expires, err := svc.Login(ctx, "ALICE@example.com", password, "192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestOperators(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM operator_sessions WHERE position(convert_to($1, 'UTF8') IN token_hash) > 0`, token).Scan(&clear); err != nil || clear != 0 {
 		t.Errorf("session token stored in clear (%d, %v)", clear, err)
 	}
-	if who, err := svc.Authenticate(ctx, token); err != nil || who.ID != op.ID {
+	if who, err := svc.Authenticate(ctx, token); err != nil || who.Operator.ID != op.ID {
 		t.Errorf("Authenticate = %+v, %v", who, err)
 	}
 	if _, err := svc.Authenticate(ctx, token[:len(token)-1]+"x"); !errors.Is(err, operators.ErrUnauthenticated) {
@@ -122,7 +122,7 @@ func TestOperators(t *testing.T) {
 	}
 
 	t.Run("session expires", func(t *testing.T) {
-		_, short, _, err := svc.Login(ctx, "alice@example.com", password)
+		_, short, _, err := svc.Login(ctx, "alice@example.com", password, "192.0.2.1")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -86,17 +86,26 @@ func initCA(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// createOperator creates an operator; the password is the first line of stdin
-// so that it never appears in a process listing or shell history.
-func createOperatorFlags() (*flag.FlagSet, *string) {
-	fl := flag.NewFlagSet("create-operator", flag.ContinueOnError)
-	email := fl.String("email", "", "the operator's email address (required)")
-	return fl, email
+// operatorFlags are create-operator's flags.
+type operatorFlags struct {
+	email, role, tenants *string
 }
 
+func createOperatorFlags() (*flag.FlagSet, operatorFlags) {
+	fl := flag.NewFlagSet("create-operator", flag.ContinueOnError)
+	return fl, operatorFlags{
+		email:   fl.String("email", "", "the operator's email address (required)"),
+		role:    fl.String("role", string(operators.RoleAdmin), "admin (everything), operator (commands, claim codes, revocation on --tenants) or viewer (read-only on --tenants)"),
+		tenants: fl.String("tenants", "", "comma-separated tenant ids granted to an operator or viewer"),
+	}
+}
+
+// createOperator creates an operator; the password is the first line of stdin
+// so that it never appears in a process listing or shell history.
 func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fl, email := createOperatorFlags()
+	fl, f := createOperatorFlags()
 	fl.SetOutput(stderr)
+	email := f.email
 	if err := fl.Parse(args); err != nil {
 		return errUsage
 	}
@@ -135,14 +144,20 @@ func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if err != nil {
 		return err
 	}
-	op, err := ops.CreateOperator(ctx, *email, password)
+	var granted []string
+	for _, t := range strings.Split(*f.tenants, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			granted = append(granted, t)
+		}
+	}
+	op, err := ops.CreateOperator(ctx, operators.NewOperator{Email: *email, Password: password, Role: operators.Role(*f.role), Tenants: granted})
 	if errors.Is(err, operators.ErrConflict) {
 		return fmt.Errorf("create-operator: an operator with the email %s already exists; nothing was changed", strings.TrimSpace(*email))
 	}
 	if err != nil {
 		return fmt.Errorf("create-operator: %w", err)
 	}
-	fmt.Fprintf(stdout, "operator %s created\n", op.Email)
+	fmt.Fprintf(stdout, "operator %s created (%s)\n", op.Email, op.Role)
 	return nil
 }
 

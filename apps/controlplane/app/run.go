@@ -50,7 +50,7 @@ var helps = map[string]struct {
 	"migrate": {"usage: controlplane migrate\n\nApplies the control plane's database schema to PG_DSN and prints what it applied.", nil, []any{&appenv.MigrateConfig{}}},
 	"init-ca": {"usage: controlplane init-ca --dns NAME|--ip ADDR ... [flags]\n\nCreates the sensor CA in CA_DIR (never replacing an existing CA key) and the gRPC server\ncertificate for the given names. An existing server certificate for the same names is kept; one\nfor other names is replaced only with --replace-server-cert.",
 		func() *flag.FlagSet { fl, _ := initCAFlags(); return fl }, []any{&caConfig{}}},
-	"create-operator": {"usage: controlplane create-operator --email ADDRESS < password-file\n\nCreates an operator account; the password is the first line of standard input, so it never\nappears in a process listing or shell history.",
+	"create-operator": {"usage: controlplane create-operator --email ADDRESS [--role admin|operator|viewer] [--tenants ID,…] < password-file\n\nCreates an operator account (an admin unless --role says otherwise); the password is the first line of standard input, so it never\nappears in a process listing or shell history.",
 		func() *flag.FlagSet { fl, _ := createOperatorFlags(); return fl }, []any{&appenv.MigrateConfig{}}},
 	"healthcheck": {"usage: controlplane healthcheck\n\nProbes this service's /readyz on loopback at LISTEN_ADDR's port; exit status 0 when ready\n(for container runtimes).", nil, []any{&healthConfig{}}},
 	"version":     {"usage: controlplane version\n\nPrints the version.", nil, nil},

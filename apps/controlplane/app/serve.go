@@ -22,6 +22,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/provisionerclient"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
+	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/operators"
 	"github.com/rxc-project/rxc/internal/buildinfo"
@@ -165,8 +166,12 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	trail, err := audit.New(s.store, log.With("component", "audit"), nil)
+	if err != nil {
+		return err
+	}
 	api, err := controlapi.New(controlapi.Config{
-		Fleet: s.fleet, Operators: s.operators, CACertificatePEM: ca.CACertificatePEM,
+		Fleet: s.fleet, Operators: s.operators, Audit: trail, CACertificatePEM: ca.CACertificatePEM,
 		PublicNATSURL: cfg.PublicNATSURL, PublicGRPCAddr: cfg.PublicGRPCAddr,
 		AllowedOrigins: cfg.CORSAllowedOrigins, LocalMode: cfg.LocalMode, TrustProxy: cfg.TrustProxy,
 		Analytics:           chat,
@@ -333,6 +338,9 @@ func (s *Server) purgeSessions(ctx context.Context) {
 	if _, err := s.operators.PurgeExpiredSessions(ctx); err != nil && ctx.Err() == nil {
 		s.log.Warn("purge expired sessions", "err", err)
 	}
+	if _, err := s.operators.PurgeLoginFailures(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("purge login failures", "err", err)
+	}
 }
 
 // backendCreds reads the messaging creds file, or asks the provisioner for
@@ -356,7 +364,7 @@ func (s *Server) bootstrapOperator(ctx context.Context) error {
 	if email == "" || password == "" {
 		return errors.New("configuration: BOOTSTRAP_OPERATOR_EMAIL and BOOTSTRAP_OPERATOR_PASSWORD go together")
 	}
-	_, err := s.operators.CreateOperator(ctx, email, password)
+	_, err := s.operators.CreateOperator(ctx, operators.NewOperator{Email: email, Password: password, Role: operators.RoleAdmin})
 	switch {
 	case err == nil:
 		s.log.Info("bootstrap operator created", "email", email)
