@@ -90,16 +90,16 @@ func addressesOut(as []analytics.AddressCount) []addressJSON {
 
 // overview answers GET /api/analytics/overview?tenantId=&from=&to=&sensorId=&limit=.
 func (a *API) overview(w http.ResponseWriter, r *http.Request, p operators.Principal) {
-	if a.analytics == nil {
-		a.fail(w, r, analytics.ErrEventsUnavailable)
-		return
-	}
 	q, err := overviewQuery(r)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	if !a.tenantVisible(w, r, p, operators.PermView, q.TenantID) {
+		return
+	}
+	if a.analytics == nil {
+		a.fail(w, r, analytics.ErrEventsUnavailable)
 		return
 	}
 	ov, err := a.analytics.Overview(r.Context(), q)

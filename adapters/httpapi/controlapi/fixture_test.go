@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,6 +30,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
 	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/operators"
 	"github.com/rxc-project/rxc/core/topology"
@@ -172,6 +174,8 @@ type env struct {
 	cfg controlapi.Config
 	// session is the logged-in operator's cookie value.
 	session string
+	store   *controlplanestore.Store
+	pool    *pgxpool.Pool
 }
 
 // newEnv builds the real API over PostgreSQL, the real CA and operators
@@ -222,8 +226,12 @@ func newEnv(t testing.TB, opt options) *env {
 	if _, err := ops.CreateOperator(ctx, operators.NewOperator{Email: operatorEmail, Password: operatorPassword, Role: operators.RoleAdmin}); err != nil {
 		t.Fatal(err)
 	}
+	trail, err := audit.New(store, slog.New(slog.DiscardHandler), clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := controlapi.Config{
-		Fleet: svc, Operators: ops, CACertificatePEM: ca.CACertificatePEM,
+		Fleet: svc, Operators: ops, Audit: trail, CACertificatePEM: ca.CACertificatePEM,
 		PublicNATSURL: publicNATS, PublicGRPCAddr: publicGRPC,
 		AllowedOrigins: []string{allowedOrigin}, ProvisioningEnabled: opt.provisioning, MessagingEnabled: true,
 		RedeemRate: controlapi.RateLimit{PerMinute: 600, Burst: 100},
@@ -232,7 +240,7 @@ func newEnv(t testing.TB, opt options) *env {
 	if opt.api != nil {
 		opt.api(&cfg)
 	}
-	e := &env{t: t, fleet: svc, ops: ops, ca: ca, clock: clk, prov: prov, pub: pub}
+	e := &env{t: t, fleet: svc, ops: ops, ca: ca, clock: clk, prov: prov, pub: pub, store: store, pool: pool}
 	return e.serve(t, cfg)
 }
 
@@ -262,7 +270,13 @@ func (e *env) serve(t testing.TB, cfg controlapi.Config) *env {
 
 func (e *env) login() string {
 	e.t.Helper()
-	res := e.do(request{method: "POST", path: "/api/auth/login", body: fmt.Sprintf(`{"email":%q,"password":%q}`, operatorEmail, operatorPassword)})
+	return e.loginAs(operatorEmail, operatorPassword)
+}
+
+// loginAs signs in and returns the session cookie's value.
+func (e *env) loginAs(email, password string) string {
+	e.t.Helper()
+	res := e.do(request{method: "POST", path: "/api/auth/login", body: fmt.Sprintf(`{"email":%q,"password":%q}`, email, password)})
 	if res.status != http.StatusNoContent {
 		e.t.Fatalf("login: %d %s", res.status, res.body)
 	}
@@ -279,7 +293,9 @@ type request struct {
 	method, path, body string
 	// operator sends the session cookie.
 	operator bool
-	header   map[string]string
+	// session sends this session cookie instead (another operator's).
+	session string
+	header  map[string]string
 }
 
 type response struct {
@@ -304,7 +320,10 @@ func (e *env) do(rq request) response {
 	if rq.body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if rq.operator {
+	switch {
+	case rq.session != "":
+		req.AddCookie(&http.Cookie{Name: controlapi.SessionCookie, Value: rq.session})
+	case rq.operator:
 		req.AddCookie(&http.Cookie{Name: controlapi.SessionCookie, Value: e.session})
 	}
 	for k, v := range rq.header {
