@@ -247,10 +247,10 @@ func TestApplyProvisionerSchema(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-	if diff := cmp.Diff([]string{"001_init.sql"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"001_init.sql", "002_consumer_names.sql"}, got); diff != "" {
 		t.Errorf("applied mismatch (-want +got):\n%s", diff)
 	}
-	for _, table := range []string{"nats_operator", "nats_accounts", "nats_users", "nats_revocations"} {
+	for _, table := range []string{"nats_operator", "nats_accounts", "nats_users", "nats_revocations", "nats_consumer_names"} {
 		var ok bool
 		if err := pool.QueryRow(ctx(t), "SELECT to_regclass($1) IS NOT NULL", table).Scan(&ok); err != nil {
 			t.Fatal(err)
