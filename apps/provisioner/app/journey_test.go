@@ -604,7 +604,14 @@ func TestRestartAppliesChangedControlLimits(t *testing.T) {
 	if after.Limits.DiskStorage != s.Config.ControlJSMaxDisk {
 		t.Fatalf("CONTROL disk limit after restart = %d, want the new %d", after.Limits.DiskStorage, s.Config.ControlJSMaxDisk)
 	}
-	if !after.Revocations.IsRevoked(retired.UserPubKey, time.Now()) {
+	// A revocation covers JWTs issued up to its time: ask about the
+	// retired user's own JWT, not about now (seconds later on a slow
+	// machine, after the revocation's time).
+	uc, err := jwt.DecodeUserClaims(mustJWT(t, retired.Creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.Revocations.IsRevoked(retired.UserPubKey, time.Unix(uc.IssuedAt, 0)) {
 		t.Fatal("re-signing the CONTROL account dropped its revocation")
 	}
 	if got := getJWT(t, s.URL, sensorUser(t, s, "acme", "s1").AccountID); got != tenantBefore {
