@@ -43,7 +43,7 @@ func Config(t pgtest.TB, prov *provisionertest.Stack) app.ServeConfig {
 	}
 	grpc := fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
 	return app.ServeConfig{
-		PGDSN: pgtest.DSN(t), ListenAddr: "127.0.0.1:0", GRPCListenAddr: grpc,
+		PGDSN: pgtest.DSN(t), ListenAddr: "127.0.0.1:0", GRPCListenAddr: grpc, MetricsListenAddr: "127.0.0.1:0",
 		CADir: caDir, SensorCertTTL: 168 * time.Hour, CORSAllowedOrigins: []string{"http://localhost:8000"},
 		LocalMode: true, PublicGRPCAddr: grpc, PublicNATSURL: prov.NATSURL,
 		CommandStreamName: "RXC_CMD", CommandTTL: 10 * time.Minute, SensorOfflineAfter: time.Minute, SessionTTL: time.Hour,
@@ -64,6 +64,8 @@ type Plane struct {
 	// Base is the HTTP API's root URL; GRPCAddr the sensor gRPC address.
 	Base     string
 	GRPCAddr string
+	// Metrics is the root URL of the metrics listener (GET /metrics).
+	Metrics string
 	// CAPEM is the sensor CA certificate.
 	CAPEM  []byte
 	cancel context.CancelFunc
@@ -108,6 +110,7 @@ func (p *Plane) start() {
 		p.t.Fatalf("control plane: %v", err)
 	}
 	p.Server, p.Base, p.cancel, p.done = srv, "http://"+srv.HTTPAddr(), cancel, make(chan error, 1)
+	p.Metrics = "http://" + srv.MetricsAddr()
 	go func() { p.done <- srv.Run(ctx) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

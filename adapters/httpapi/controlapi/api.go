@@ -219,7 +219,6 @@ func (a *API) routes() {
 	m := a.mux
 	m.HandleFunc("GET /healthz", a.healthz)
 	m.HandleFunc("GET /readyz", a.readyz)
-	m.HandleFunc("GET /metrics", a.metrics)
 
 	m.HandleFunc("POST /api/auth/login", a.audited("auth.login", a.sameOrigin(a.login)))
 	m.HandleFunc("POST /api/auth/logout", a.audited("auth.logout", a.sameOrigin(a.logout)))
@@ -254,6 +253,15 @@ func (a *API) routes() {
 	m.HandleFunc("POST /api/sensors/claim/redeem", a.redeem)
 	m.HandleFunc("POST /api/sensors/{id}/agent/enroll", a.enroll)
 	m.HandleFunc("POST /api/sensors/{id}/agent/renew", a.renew)
+}
+
+// MetricsHandler serves GET /metrics (Prometheus text) for a listener of
+// its own: the public API does not serve it, so a scraper needs no
+// credentials and the Internet sees no metrics.
+func (a *API) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", a.metrics)
+	return mux
 }
 
 // sensorRoutePrefix marks the routes sensors call: their refusals say

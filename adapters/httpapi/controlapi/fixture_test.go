@@ -176,6 +176,23 @@ type env struct {
 	session string
 	store   *controlplanestore.Store
 	pool    *pgxpool.Pool
+	// metricsSrv serves the metrics listener's handler.
+	metricsSrv *httptest.Server
+}
+
+// metrics fetches GET /metrics from the metrics listener.
+func (e *env) metrics() response {
+	e.t.Helper()
+	res, err := e.metricsSrv.Client().Get(e.metricsSrv.URL + "/metrics")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: raw}
 }
 
 // newEnv builds the real API over PostgreSQL, the real CA and operators
@@ -264,6 +281,8 @@ func (e *env) serve(t testing.TB, cfg controlapi.Config) *env {
 	e.t, e.api, e.cfg = t, api, cfg
 	e.srv = httptest.NewServer(api)
 	t.Cleanup(e.srv.Close)
+	e.metricsSrv = httptest.NewServer(api.MetricsHandler())
+	t.Cleanup(e.metricsSrv.Close)
 	e.session = e.login()
 	return e
 }

@@ -47,7 +47,9 @@ func TestHealthReadinessMetrics(t *testing.T) {
 	}
 	e.do(request{method: "GET", path: "/nowhere"}).expect(t, "unknown route", http.StatusNotFound, "route_not_found")
 
-	res = e.do(request{method: "GET", path: "/metrics"})
+	// The public API does not serve metrics; their own listener does.
+	e.do(request{method: "GET", path: "/metrics"}).expect(t, "metrics on the public API", http.StatusNotFound, "route_not_found")
+	res = e.metrics()
 	if res.status != http.StatusOK || !strings.HasPrefix(res.header.Get("Content-Type"), "text/plain; version=0.0.4") {
 		t.Fatalf("metrics: %d %s", res.status, res.header.Get("Content-Type"))
 	}
@@ -57,7 +59,7 @@ func TestHealthReadinessMetrics(t *testing.T) {
 		`rxc_http_requests_total{route="GET /healthz",status="2xx"} 1`,
 		`rxc_http_requests_total{route="GET /readyz",status="2xx"} 1`,
 		`rxc_http_requests_total{route="GET /readyz",status="5xx"} 1`,
-		`rxc_http_requests_total{route="unmatched",status="4xx"} 1`,
+		`rxc_http_requests_total{route="unmatched",status="4xx"} 2`,
 		`rxc_controlplane_feature_enabled{feature="messaging"} 1`,
 		`rxc_controlplane_feature_enabled{feature="provisioning"} 0`,
 		"rxc_test_breaker_state 2",

@@ -67,7 +67,7 @@ func TestLoginThrottling(t *testing.T) {
 	}
 	login("fresh@example.com", "guess").expect(t, "address held", http.StatusTooManyRequests, "login_throttled")
 
-	res = e.do(request{method: "GET", path: "/metrics"})
+	res = e.metrics()
 	if want := "rxc_login_failures_total 2"; !strings.Contains(string(res.body), want) {
 		t.Errorf("/metrics lacks %s…: %s", want, res.body)
 	}

@@ -82,7 +82,7 @@ func count(t *testing.T, db *pgxpool.Pool, where string, args ...any) int {
 
 func metric(t *testing.T, p *plane, name string) int {
 	t.Helper()
-	resp, err := http.Get(p.base + "/metrics")
+	resp, err := http.Get(p.Metrics + "/metrics")
 	if err != nil {
 		t.Fatalf("GET /metrics: %v", err)
 	}

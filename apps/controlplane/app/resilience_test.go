@@ -16,7 +16,7 @@ import (
 // metric reads one sample from /metrics; -1 when absent.
 func (p *plane) metric(name string) string {
 	p.t.Helper()
-	resp, err := http.Get(p.base + "/metrics")
+	resp, err := http.Get(p.Metrics + "/metrics")
 	if err != nil {
 		p.t.Fatal(err)
 	}

@@ -59,6 +59,8 @@ type Server struct {
 	grpc        *grpcmtls.Server
 	http        *http.Server
 	httpLis     net.Listener
+	metricsLis  net.Listener
+	metricsHTTP *http.Server
 	grpcLis     net.Listener
 	status      *statusBatcher
 	events      *eventPipeline
@@ -194,6 +196,16 @@ func (s *Server) build(ctx context.Context) error {
 		return fmt.Errorf("listen %s: %w", cfg.GRPCListenAddr, err)
 	}
 	s.close = append(s.close, func() { s.grpcLis.Close() })
+	if s.metricsLis, err = net.Listen("tcp", cfg.MetricsListenAddr); err != nil {
+		return fmt.Errorf("listen %s (METRICS_LISTEN_ADDR): %w", cfg.MetricsListenAddr, err)
+	}
+	s.close = append(s.close, func() { s.metricsLis.Close() })
+	s.metricsHTTP = &http.Server{
+		Handler:           api.MetricsHandler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 	s.http = &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -213,10 +225,11 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.shutdown()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- fmt.Errorf("http: %w", s.http.Serve(s.httpLis)) }()
+	go func() { errc <- fmt.Errorf("metrics http: %w", s.metricsHTTP.Serve(s.metricsLis)) }()
 	go func() { errc <- fmt.Errorf("grpc: %w", s.grpc.Serve(s.grpcLis)) }()
-	s.log.Info("control plane serving", "http", s.HTTPAddr(), "grpc", s.GRPCAddr(), "version", buildinfo.Version,
+	s.log.Info("control plane serving", "http", s.HTTPAddr(), "grpc", s.GRPCAddr(), "metrics", s.MetricsAddr(), "version", buildinfo.Version,
 		"provisioning", s.cfg.Provisioner.Enabled, "messaging", s.cfg.Messaging.Enabled)
 
 	var wg sync.WaitGroup
@@ -264,12 +277,18 @@ func (s *Server) Run(ctx context.Context) error {
 	if herr := s.http.Shutdown(sctx); herr != nil {
 		s.log.Warn("http shutdown", "err", herr)
 	}
+	if herr := s.metricsHTTP.Shutdown(sctx); herr != nil {
+		s.log.Warn("metrics http shutdown", "err", herr)
+	}
 	s.grpc.Shutdown(sctx)
 	return err
 }
 
 // HTTPAddr is the bound HTTP address.
 func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
+
+// MetricsAddr is the bound address of GET /metrics.
+func (s *Server) MetricsAddr() string { return s.metricsLis.Addr().String() }
 
 // GRPCAddr is the bound gRPC address.
 func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
