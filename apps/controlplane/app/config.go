@@ -13,12 +13,12 @@ import (
 
 // ServeConfig is the configuration of `controlplane serve`.
 type ServeConfig struct {
-	PGDSN              string        `envconfig:"PG_DSN" required:"true"`
-	ListenAddr         string        `envconfig:"LISTEN_ADDR" default:":5009"`
-	GRPCListenAddr     string        `envconfig:"GRPC_LISTEN_ADDR" default:":5010"`
+	PGDSN          string `envconfig:"PG_DSN" required:"true"`
+	ListenAddr     string `envconfig:"LISTEN_ADDR" default:":5009"`
+	GRPCListenAddr string `envconfig:"GRPC_LISTEN_ADDR" default:":5010"`
 	// MetricsListenAddr serves GET /metrics apart from the public API, so
 	// a scraper reaches it without the API exposing it.
-	MetricsListenAddr string `envconfig:"METRICS_LISTEN_ADDR" default:":9091"`
+	MetricsListenAddr  string        `envconfig:"METRICS_LISTEN_ADDR" default:":9091"`
 	CADir              string        `envconfig:"CA_DIR" default:"ca"`
 	SensorCertTTL      time.Duration `envconfig:"SENSOR_CERT_TTL" default:"168h"`
 	CORSAllowedOrigins []string      `envconfig:"CORS_ALLOWED_ORIGINS" default:"http://localhost:8000"`
