@@ -117,6 +117,13 @@ func (s *Store) verify(pub, tok string) (int64, error) {
 // held (the database is the truth; the iat rule keeps a stale read from
 // undoing a newer write, such as a revocation).
 func (s *Store) Observe(a provisioning.Account) {
+	// The common case, a JWT already held, costs no signature check.
+	s.mu.RLock()
+	held := s.accounts[a.PubKey].jwt == a.JWT && (a.Kind != provisioning.KindSystem || s.system == a.PubKey)
+	s.mu.RUnlock()
+	if held {
+		return
+	}
 	iat, err := s.verify(a.PubKey, a.JWT)
 	if err != nil {
 		return
