@@ -6,9 +6,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -243,12 +246,20 @@ func (e *Enroller) Renew(ctx context.Context, st *State) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
+	proof, err := possessionProof(st, csr, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("renew certificate of sensor %s: %w", st.SensorID, err)
+	}
 	var a certificateAnswer
 	path := "/api/sensors/" + url.PathEscape(st.SensorID) + "/agent/renew"
-	if err := e.call(ctx, path, st.SensorToken, map[string]string{"csr": csr}, http.StatusOK, &a); err != nil {
+	if err := e.call(ctx, path, st.SensorToken, map[string]any{"csr": csr, "proof": proof}, http.StatusOK, &a); err != nil {
 		return nil, fmt.Errorf("renew certificate of sensor %s: %w", st.SensorID, err)
 	}
 	next := st.Clone()
+	// The sensor token rotates with every renewal: the old one is revoked.
+	if a.SensorToken != "" {
+		next.SensorToken = a.SensorToken
+	}
 	if a.CACertificate == "" {
 		a.CACertificate = string(st.CAPEM)
 	}
@@ -260,6 +271,42 @@ func (e *Enroller) Renew(ctx context.Context, st *State) (*State, error) {
 	// date. A control plane without provisioning sends none: keep ours.
 	next.setNATS(a)
 	return next, nil
+}
+
+// renewalProof is what a renewal sends to prove it holds the current
+// certificate's key.
+type renewalProof struct {
+	Certificate string    `json:"certificate"`
+	SignedAt    time.Time `json:"signedAt"`
+	Signature   string    `json:"signature"`
+}
+
+// possessionProof signs RenewalMessage for csr with the state's current
+// key (ECDSA P-256, SHA-256, ASN.1).
+func possessionProof(st *State, csr string, now time.Time) (renewalProof, error) {
+	cert, err := st.TLSCertificate()
+	if err != nil {
+		return renewalProof{}, fmt.Errorf("current certificate: %w", err)
+	}
+	key, ok := cert.PrivateKey.(*ecdsa.PrivateKey)
+	if !ok {
+		return renewalProof{}, fmt.Errorf("current key of type %T", cert.PrivateKey)
+	}
+	now = now.UTC()
+	digest := sha256.Sum256(RenewalMessage(st.SensorID, []byte(csr), now))
+	sig, err := ecdsa.SignASN1(rand.Reader, key, digest[:])
+	if err != nil {
+		return renewalProof{}, fmt.Errorf("sign renewal: %w", err)
+	}
+	return renewalProof{Certificate: string(st.CertPEM), SignedAt: now, Signature: base64.StdEncoding.EncodeToString(sig)}, nil
+}
+
+// RenewalMessage is what a renewal signs: the sensor, the digest of the CSR
+// it sends and the signing time. It must match the control plane's
+// fleet.RenewalMessage byte for byte (a test holds them together).
+func RenewalMessage(sensorID string, csrPEM []byte, signedAt time.Time) []byte {
+	h := sha256.Sum256(csrPEM)
+	return []byte("rxc-renew-v1\n" + sensorID + "\n" + hex.EncodeToString(h[:]) + "\n" + signedAt.UTC().Format(time.RFC3339Nano))
 }
 
 // setNATS takes the answer's NATS access, when it has one.

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -67,10 +68,22 @@ func newFakePlane(t *testing.T) *fakePlane {
 }
 
 func (p *fakePlane) record(r *http.Request) (map[string]string, int) {
-	var body map[string]string
+	var raw map[string]json.RawMessage
 	data, _ := io.ReadAll(r.Body)
-	if err := json.Unmarshal(data, &body); err != nil {
-		p.t.Errorf("%s: body %q is not a JSON object of strings: %v", r.URL.Path, data, err)
+	if err := json.Unmarshal(data, &raw); err != nil {
+		p.t.Errorf("%s: body %q is not a JSON object: %v", r.URL.Path, data, err)
+	}
+	body := map[string]string{}
+	for k, v := range raw {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			body[k] = s
+		} else {
+			body[k] = string(v)
+		}
+	}
+	if strings.HasSuffix(r.URL.Path, "/renew") && !strings.Contains(body["proof"], `"signature"`) {
+		p.t.Errorf("%s: renewal without a proof of possession: %s", r.URL.Path, data)
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
 		p.t.Errorf("%s: Content-Type %q", r.URL.Path, ct)
@@ -262,11 +275,11 @@ func TestEnrollerErrors(t *testing.T) {
 			return err
 		}, nil, true},
 		{"renew of a revoked sensor", "/api/sensors/s-1/agent/renew", 403, func(e *Enroller) error {
-			_, err := e.Renew(context.Background(), &State{SensorID: "s-1", SensorToken: "t"})
+			_, err := e.Renew(context.Background(), certState(t, "t"))
 			return err
 		}, ErrUnauthorized, false},
 		{"control plane unavailable", "/api/sensors/s-1/agent/renew", 503, func(e *Enroller) error {
-			_, err := e.Renew(context.Background(), &State{SensorID: "s-1", SensorToken: "t"})
+			_, err := e.Renew(context.Background(), certState(t, "t"))
 			return err
 		}, nil, true},
 	}
@@ -320,7 +333,7 @@ func TestEnrollerDoesNotFollowRedirects(t *testing.T) {
 		http.Redirect(w, r, target.URL+r.URL.Path, http.StatusTemporaryRedirect)
 	}))
 	defer redirect.Close()
-	_, err := newEnroller(t, redirect.URL).Renew(context.Background(), &State{SensorID: "s-1", SensorToken: "secret"})
+	_, err := newEnroller(t, redirect.URL).Renew(context.Background(), certState(t, "secret"))
 	var api *APIError
 	if !errors.As(err, &api) || api.Status != http.StatusTemporaryRedirect {
 		t.Fatalf("err = %v, want the redirect as an APIError", err)
@@ -372,5 +385,26 @@ func TestEnrollerVerifiesAnHTTPSAPIWithTheGivenCA(t *testing.T) {
 	}
 	if red, err := e.Redeem(context.Background(), "GOOD-CODE", ""); err != nil || red.SensorID != "s-1" {
 		t.Fatalf("with the CA: %+v, %v", red, err)
+	}
+}
+
+// certState is a state of sensor s-1 holding a key and a (self-signed)
+// certificate for it: enough to sign a renewal.
+func certState(t *testing.T, token string) *State {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
+	return &State{
+		SensorID: "s-1", SensorToken: token,
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 	}
 }

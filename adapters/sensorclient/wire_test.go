@@ -188,3 +188,14 @@ func TestRefusalReason(t *testing.T) {
 		}
 	}
 }
+
+// TestRenewalMessageMatchesTheControlPlane: the agent signs exactly what the
+// control plane verifies.
+func TestRenewalMessageMatchesTheControlPlane(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 21, 9, 0, 0, 123456789, time.FixedZone("x", 3600))
+	csr := []byte("-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n")
+	if got, want := string(RenewalMessage("s-1", csr, at)), string(fleet.RenewalMessage("s-1", csr, at)); got != want {
+		t.Errorf("agent signs %q, control plane verifies %q", got, want)
+	}
+}

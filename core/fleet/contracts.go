@@ -7,6 +7,7 @@ package fleet
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -24,7 +25,22 @@ var (
 	ErrProvisionerUnavailable = errors.New("nats provisioner unavailable")
 	ErrMessagingDisabled      = errors.New("nats messaging is disabled")
 	ErrMessagingUnavailable   = errors.New("nats messaging unavailable")
+	// ErrInvalidProof: a renewal's proof of possession of the current
+	// certificate's key does not hold.
+	ErrInvalidProof = errors.New("invalid proof of possession")
+	// ErrAgentUpgradeRequired: the sensor's agent renews the way releases
+	// before proof of possession did; it must be upgraded.
+	ErrAgentUpgradeRequired = errors.New("sensor agent upgrade required")
 )
+
+// RateLimitError refuses a call made too soon after the last one.
+type RateLimitError struct {
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("rate limited: retry in %s", e.RetryAfter.Round(time.Second))
+}
 
 // CertRequest is what the CA needs to issue a sensor's client certificate.
 // The CSR proves possession of the key; its subject is ignored.

@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,6 +17,10 @@ import (
 type CertificateAuthority interface {
 	SignCSR(req CertRequest) (IssuedCertificate, error)
 	CACertificatePEM() []byte
+	// VerifyPossession checks that certPEM is a sensor certificate this CA
+	// issued, valid at now, and that signature is its key's signature of
+	// message; it returns what the certificate names.
+	VerifyPossession(certPEM, message, signature []byte, now time.Time) (CertIdentity, error)
 }
 
 // TokenKind tells the two bearer tokens of a sensor apart.
@@ -46,10 +52,25 @@ type EnrollStore interface {
 	// sensor's only active one, replaces its sensor token and records its
 	// NATS identity and new state.
 	CompleteEnrollment(ctx context.Context, e EnrollmentRecord) error
-	// ReplaceCertificate makes c the sensor's only active certificate and,
-	// when nats names a user, records it as the sensor's NATS identity, in
-	// one transaction; ErrRevoked for revoked sensors.
-	ReplaceCertificate(ctx context.Context, sensorID string, c IssuedCertificate, nats NATSUser, at time.Time) error
+	// RenewCertificate, in one transaction: refuses revoked sensors
+	// (ErrRevoked) and a renewal whose ReplacesSerial is no longer the
+	// active certificate (ErrInvalidToken: another renewal won), makes the
+	// new certificate the only active one, replaces the sensor token,
+	// records a new NATS user when one is named, and prunes superseded
+	// certificates but the latest few.
+	RenewCertificate(ctx context.Context, r RenewalRecord) error
+}
+
+// RenewalRecord is what a renewal writes.
+type RenewalRecord struct {
+	SensorID string
+	// ReplacesSerial is the certificate whose key the renewal proved.
+	ReplacesSerial       string
+	Certificate          IssuedCertificate
+	NATS                 NATSUser
+	SensorTokenHash      []byte
+	SensorTokenExpiresAt time.Time
+	At                   time.Time
 }
 
 // EnrollmentRecord is what a completed enrolment writes.
@@ -58,10 +79,13 @@ type EnrollmentRecord struct {
 	EnrollmentTokenHash []byte
 	Certificate         IssuedCertificate
 	SensorTokenHash     []byte
-	NATSUserPubKey      string
-	NATSAccountPubKey   string
-	State               State
-	At                  time.Time
+	// SensorTokenExpiresAt is the certificate's expiry: the token renews
+	// that certificate and is replaced with each renewal.
+	SensorTokenExpiresAt time.Time
+	NATSUserPubKey       string
+	NATSAccountPubKey    string
+	State                State
+	At                   time.Time
 }
 
 // Enrollment is what an enrolled sensor receives; the HTTP layer adds the
@@ -114,7 +138,7 @@ func (s *Service) Enroll(ctx context.Context, sensorID, enrollmentToken string, 
 	}
 	rec := EnrollmentRecord{
 		SensorID: sensor.ID, EnrollmentTokenHash: hashToken(enrollmentToken), Certificate: cert,
-		SensorTokenHash: tokenHash, State: StateOffline, At: s.now(),
+		SensorTokenHash: tokenHash, SensorTokenExpiresAt: cert.NotAfter, State: StateOffline, At: s.now(),
 	}
 	if creds != nil {
 		rec.NATSUserPubKey, rec.NATSAccountPubKey = creds.UserPubKey, creds.AccountPubKey
@@ -141,23 +165,80 @@ type NATSUser struct {
 	AccountPubKey, UserPubKey string
 }
 
-// Renewal is what a renewal hands back: the new certificate and, with
-// provisioning on, the sensor's current NATS credentials.
+// Renewal is what a renewal hands back: the new certificate, the sensor
+// token that renews it (the old one is revoked) and, with provisioning on,
+// the sensor's current NATS credentials.
 type Renewal struct {
 	Certificate IssuedCertificate
+	SensorToken string
 	NATS        *NATSCredentials
 }
 
-// Renew exchanges the sensor token and a CSR for a new certificate, whose
-// serial replaces the sensor's previous one. With provisioning on it also
-// returns the sensor's NATS credentials: the provisioner hands back the
-// active user, or mints a new one when the old was revoked because its
-// permissions went out of date (an upgrade); the new user is recorded so a
-// later revocation of the sensor reaches it.
-func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPEM []byte) (Renewal, error) {
+// PossessionProof is a sensor's proof that it holds the key of its current
+// certificate: that certificate and a signature by its key over
+// RenewalMessage.
+type PossessionProof struct {
+	CertificatePEM []byte
+	SignedAt       time.Time
+	Signature      []byte
+}
+
+// CertIdentity is what a verified sensor certificate names.
+type CertIdentity struct {
+	TenantID, SensorID string
+	// Serial in lower-case hex.
+	Serial string
+}
+
+// Renewal bounds.
+const (
+	// DefaultMinRenewInterval is the least time between two renewals of a
+	// sensor (Config.MinRenewInterval).
+	DefaultMinRenewInterval = time.Minute
+	// maxProofAge bounds how far a proof's signing time may lie from now.
+	maxProofAge = 5 * time.Minute
+)
+
+// RenewalMessage is what a sensor signs with the key of its current
+// certificate to renew it: bound to the sensor, the exact CSR it sends and
+// the signing time, so a proof cannot be used for another sensor or CSR,
+// nor kept for later.
+func RenewalMessage(sensorID string, csrPEM []byte, signedAt time.Time) []byte {
+	h := sha256.Sum256(csrPEM)
+	return []byte("rxc-renew-v1\n" + sensorID + "\n" + hex.EncodeToString(h[:]) + "\n" + signedAt.UTC().Format(time.RFC3339Nano))
+}
+
+// Renew exchanges a CSR for a new certificate, whose serial replaces the
+// sensor's current one. It needs the sensor token and a proof of possession
+// of the current certificate's key (a stolen token alone renews nothing);
+// old agents that send no proof get ErrAgentUpgradeRequired. Renewals are
+// at most one per Config.MinRenewInterval per sensor (ErrRateLimited), and of two
+// racing renewals one wins. The sensor token is replaced. With provisioning
+// on it also returns the sensor's NATS credentials: the provisioner hands
+// back the active user, or mints a new one when the old was revoked because
+// its permissions went out of date (an upgrade); the new user is recorded
+// so a later revocation of the sensor reaches it.
+func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPEM []byte, proof *PossessionProof) (Renewal, error) {
 	sensor, err := s.authenticate(ctx, sensorID, sensorToken, TokenSensor)
 	if err != nil {
 		return Renewal{}, err
+	}
+	if proof == nil {
+		return Renewal{}, ErrAgentUpgradeRequired
+	}
+	now := s.now()
+	if d := now.Sub(proof.SignedAt); d > maxProofAge || d < -maxProofAge {
+		return Renewal{}, fmt.Errorf("%w: signed at %s, more than %s from the server's clock", ErrInvalidProof, proof.SignedAt.UTC().Format(time.RFC3339), maxProofAge)
+	}
+	id, err := s.ca.VerifyPossession(proof.CertificatePEM, RenewalMessage(sensorID, csrPEM, proof.SignedAt), proof.Signature, now)
+	if err != nil {
+		return Renewal{}, fmt.Errorf("%w: %w", ErrInvalidProof, err)
+	}
+	if id.TenantID != sensor.TenantID || id.SensorID != sensor.ID || id.Serial != sensor.Certificate.Serial {
+		return Renewal{}, fmt.Errorf("%w: the certificate is not the sensor's active one", ErrInvalidProof)
+	}
+	if next := sensor.Certificate.IssuedAt.Add(s.minRenew); now.Before(next) {
+		return Renewal{}, &RateLimitError{RetryAfter: next.Sub(now)}
 	}
 	cert, err := s.sign(sensor, csrPEM)
 	if err != nil {
@@ -177,7 +258,15 @@ func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPE
 			user = NATSUser{AccountPubKey: c.AccountPubKey, UserPubKey: c.UserPubKey}
 		}
 	}
-	if err := s.store.ReplaceCertificate(ctx, sensor.ID, cert, user, s.now()); err != nil {
+	token, tokenHash, err := newToken()
+	if err != nil {
+		return Renewal{}, err
+	}
+	rec := RenewalRecord{
+		SensorID: sensor.ID, ReplacesSerial: id.Serial, Certificate: cert, NATS: user,
+		SensorTokenHash: tokenHash, SensorTokenExpiresAt: cert.NotAfter, At: now,
+	}
+	if err := s.store.RenewCertificate(ctx, rec); err != nil {
 		if errors.Is(err, ErrRevoked) && user.UserPubKey != "" {
 			// Revoked while renewing: the revocation revoked the old user,
 			// so the one just minted must not outlive this call.
@@ -188,7 +277,7 @@ func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPE
 		return Renewal{}, fmt.Errorf("renew sensor %s: %w", sensorID, err)
 	}
 	s.log.InfoContext(ctx, "sensor certificate renewed", "tenant_id", sensor.TenantID, "sensor_id", sensor.ID, "serial", cert.Serial, "new_nats_user", user.UserPubKey != "")
-	return Renewal{Certificate: cert, NATS: creds}, nil
+	return Renewal{Certificate: cert, SensorToken: token, NATS: creds}, nil
 }
 
 // authenticate checks a sensor's bearer token of the given kind. Unknown

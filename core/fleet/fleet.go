@@ -83,6 +83,7 @@ func (s State) Valid() bool {
 type Certificate struct {
 	Serial   string
 	NotAfter time.Time
+	IssuedAt time.Time
 }
 
 // Sensor is one enrolled (or enrolling) sensor of a tenant.

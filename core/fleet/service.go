@@ -59,8 +59,11 @@ type Config struct {
 	CommandTTL         time.Duration
 	EnrollmentTokenTTL time.Duration
 	MaxClockSkew       time.Duration
-	Logger             *slog.Logger
-	Clock              func() time.Time
+	// MinRenewInterval is the least time between two renewals of one
+	// sensor (default DefaultMinRenewInterval).
+	MinRenewInterval time.Duration
+	Logger           *slog.Logger
+	Clock            func() time.Time
 }
 
 // Service implements the control plane's fleet use cases.
@@ -98,6 +101,7 @@ type Service struct {
 	commandTTL    time.Duration
 	enrollmentTTL time.Duration
 	maxSkew       time.Duration
+	minRenew      time.Duration
 	log           *slog.Logger
 	clock         func() time.Time
 }
@@ -124,6 +128,7 @@ func New(cfg Config) (*Service, error) {
 		{&cfg.CommandTTL, DefaultCommandTTL},
 		{&cfg.EnrollmentTokenTTL, DefaultEnrollmentTokenTTL},
 		{&cfg.MaxClockSkew, DefaultMaxClockSkew},
+		{&cfg.MinRenewInterval, DefaultMinRenewInterval},
 	} {
 		if *d.v < 0 {
 			return nil, errors.New("fleet: durations must not be negative")
@@ -142,7 +147,7 @@ func New(cfg Config) (*Service, error) {
 		store: cfg.Store, provisioner: cfg.Provisioner, provisioning: cfg.ProvisioningEnabled,
 		ca: cfg.CA, publisher: cfg.Publisher, terminator: cfg.Terminator, locker: cfg.Locker,
 		stream: cfg.Stream, certTTL: cfg.SensorCertTTL, commandTTL: cfg.CommandTTL,
-		enrollmentTTL: cfg.EnrollmentTokenTTL, maxSkew: cfg.MaxClockSkew,
+		enrollmentTTL: cfg.EnrollmentTokenTTL, maxSkew: cfg.MaxClockSkew, minRenew: cfg.MinRenewInterval,
 		log: cfg.Logger, clock: cfg.Clock,
 	}, nil
 }

@@ -1,6 +1,8 @@
 package controlapi
 
 import (
+	"encoding/base64"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -80,8 +82,25 @@ type enrollResponse struct {
 	GRPC          grpcJSON  `json:"grpc"`
 }
 
+// renewRequest is a renewal: the new CSR and the proof that the caller
+// holds the key of the sensor's current certificate.
+type renewRequest struct {
+	CSR   string     `json:"csr"`
+	Proof *proofJSON `json:"proof"`
+}
+
+// proofJSON is a proof of possession: the current certificate and the
+// signature by its key (base64) over fleet.RenewalMessage(sensorId, csr,
+// signedAt).
+type proofJSON struct {
+	Certificate string    `json:"certificate"`
+	SignedAt    time.Time `json:"signedAt"`
+	Signature   string    `json:"signature"`
+}
+
 type renewResponse struct {
 	SensorID      string    `json:"sensorId"`
+	SensorToken   string    `json:"sensorToken"`
 	Certificate   string    `json:"certificate"`
 	CACertificate string    `json:"caCertificate"`
 	Serial        string    `json:"serial"`
@@ -141,18 +160,37 @@ func (a *API) natsJSON(n *fleet.NATSCredentials) *natsJSON {
 }
 
 func (a *API) renew(w http.ResponseWriter, r *http.Request) {
-	id, token, csr, ok := a.sensorRequest(w, r)
+	id, ok := a.pathID(w, r)
 	if !ok {
 		return
 	}
-	rn, err := a.fleet.Renew(r.Context(), id, token, csr)
+	token, ok := bearer(r)
+	if !ok {
+		a.fail(w, r, fleet.ErrInvalidToken)
+		return
+	}
+	var req renewRequest
+	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
+		problem.Write(w, r, p)
+		return
+	}
+	var proof *fleet.PossessionProof
+	if req.Proof != nil {
+		sig, err := base64.StdEncoding.DecodeString(req.Proof.Signature)
+		if err != nil {
+			a.fail(w, r, fmt.Errorf("%w: signature is not base64", fleet.ErrInvalidProof))
+			return
+		}
+		proof = &fleet.PossessionProof{CertificatePEM: []byte(req.Proof.Certificate), SignedAt: req.Proof.SignedAt, Signature: sig}
+	}
+	rn, err := a.fleet.Renew(r.Context(), id, token, []byte(req.CSR), proof)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	c := rn.Certificate
 	problem.WriteJSON(w, http.StatusOK, renewResponse{
-		SensorID: id, Certificate: string(c.CertificatePEM), CACertificate: string(a.caPEM()),
+		SensorID: id, SensorToken: rn.SensorToken, Certificate: string(c.CertificatePEM), CACertificate: string(a.caPEM()),
 		Serial: c.Serial, NotAfter: c.NotAfter.UTC(), NATS: a.natsJSON(rn.NATS),
 	})
 }

@@ -38,7 +38,10 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 // ErrNotFound, and a failed NATS revocation also wraps the provisioner's
 // error.
 func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *problem.Problem {
-	var p *problem.Problem
+	var (
+		p       *problem.Problem
+		limited *fleet.RateLimitError
+	)
 	switch {
 	case errors.As(err, &p):
 	case a.dbDown(err):
@@ -64,6 +67,14 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 		p = problem.New(http.StatusUnauthorized, "invalid_token", "Invalid token",
 			"send a valid, unused and unexpired token as Authorization: Bearer <token>")
+	case errors.Is(err, fleet.ErrAgentUpgradeRequired):
+		p = problem.New(http.StatusBadRequest, "agent_upgrade_required", "Sensor agent upgrade required",
+			"this control plane renews a certificate only with a proof of possession of the current certificate's key; upgrade the sensor agent (its certificate stays valid until it expires)")
+	case errors.Is(err, fleet.ErrInvalidProof):
+		p = problem.New(http.StatusForbidden, "invalid_proof", "Invalid proof of possession", detail(err))
+	case errors.As(err, &limited):
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(limited.RetryAfter.Seconds()))))
+		p = problem.New(http.StatusTooManyRequests, "rate_limited", "Too many requests", detail(err))
 	case errors.Is(err, fleet.ErrInvalidCSR):
 		p = problem.New(http.StatusBadRequest, "invalid_csr", "Invalid certificate signing request", detail(err))
 	case errors.Is(err, fleet.ErrRevoked):

@@ -110,7 +110,8 @@ func TestBadInput(t *testing.T) {
 		{"enroll oversize", request{method: "POST", path: enrolPath, body: tooBig, header: withBearer(enrolToken)}, 413, "body_too_large", nil},
 		{"renew with the enrolment token", request{method: "POST", path: "/api/sensors/" + pendingID + "/agent/renew", body: csr, header: withBearer(enrolToken)}, 401, "invalid_token", nil},
 		{"renew wrong bearer", request{method: "POST", path: renewPath, body: csr, header: withBearer("nope")}, 401, "invalid_token", nil},
-		{"renew bad CSR", request{method: "POST", path: renewPath, body: badCSR, header: withBearer(sensorToken)}, 400, "invalid_csr", nil},
+		// An agent from before proof of possession is told to upgrade.
+		{"renew without a proof", request{method: "POST", path: renewPath, body: badCSR, header: withBearer(sensorToken)}, 400, "agent_upgrade_required", nil},
 		{"renew malformed JSON", request{method: "POST", path: renewPath, body: `[`, header: withBearer(sensorToken)}, 400, "invalid_json", nil},
 		{"renew oversize", request{method: "POST", path: renewPath, body: tooBig, header: withBearer(sensorToken)}, 413, "body_too_large", nil},
 

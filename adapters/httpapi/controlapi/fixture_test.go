@@ -6,8 +6,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -398,6 +400,26 @@ func (r response) expect(t testing.TB, what string, status int, code string) {
 // newCSR returns a PEM CSR for a fresh ECDSA P-256 key.
 func newCSR(t testing.TB) string {
 	t.Helper()
+	_, csr := newKeyCSR(t)
+	return csr
+}
+
+// renewBody is a renewal request for csr proven with key, the key of
+// certPEM, signed at at.
+func renewBody(t testing.TB, key *ecdsa.PrivateKey, certPEM, sensorID, csr string, at time.Time) string {
+	t.Helper()
+	digest := sha256.Sum256(fleet.RenewalMessage(sensorID, []byte(csr), at))
+	sig, err := ecdsa.SignASN1(rand.Reader, key, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(map[string]any{"csr": csr, "proof": map[string]any{
+		"certificate": certPEM, "signedAt": at, "signature": base64.StdEncoding.EncodeToString(sig)}})
+	return string(data)
+}
+
+func newKeyCSR(t testing.TB) (*ecdsa.PrivateKey, string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -406,7 +428,7 @@ func newCSR(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+	return key, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
 }
 
 func jsonString(t testing.TB, v any) string {

@@ -131,7 +131,8 @@ func TestFlow(t *testing.T) {
 	}
 	wantObject(t, "pending sensor", e.do(request{method: "GET", path: "/api/sensors/" + sensorID, operator: true}), http.StatusOK, sensor)
 
-	enrol := request{method: "POST", path: "/api/sensors/" + sensorID + "/agent/enroll", body: jsonString(t, map[string]string{"csr": newCSR(t)}),
+	enrolKey, enrolCSR := newKeyCSR(t)
+	enrol := request{method: "POST", path: "/api/sensors/" + sensorID + "/agent/enroll", body: jsonString(t, map[string]string{"csr": enrolCSR}),
 		header: map[string]string{"Authorization": "Bearer " + enrolToken}}
 	res = e.do(enrol)
 	en := res.object(t)
@@ -162,17 +163,22 @@ func TestFlow(t *testing.T) {
 
 	e.clock.Advance(time.Hour)
 	t1 := e.clock.Now()
-	renew := request{method: "POST", path: "/api/sensors/" + sensorID + "/agent/renew", body: jsonString(t, map[string]string{"csr": newCSR(t)}),
+	renewCSR := newCSR(t)
+	renew := request{method: "POST", path: "/api/sensors/" + sensorID + "/agent/renew", body: renewBody(t, enrolKey, certPEM, sensorID, renewCSR, t1),
 		header: map[string]string{"Authorization": "Bearer " + sensorToken}}
 	res = e.do(renew)
 	rn := res.object(t)
+	newToken := str(t, rn, "sensorToken")
+	if newToken == sensorToken {
+		t.Error("renewal kept the sensor token")
+	}
 	renewedPEM, renewedSerial := str(t, rn, "certificate"), str(t, rn, "serial")
 	verifyCertificate(t, renewedPEM, caPEM, "acme", sensorID, t1)
 	if renewedSerial == serial {
 		t.Error("renewal kept the serial")
 	}
 	wantObject(t, "renew", res, http.StatusOK, map[string]any{
-		"sensorId": sensorID, "certificate": renewedPEM, "caCertificate": caPEM, "serial": renewedSerial,
+		"sensorId": sensorID, "sensorToken": newToken, "certificate": renewedPEM, "caCertificate": caPEM, "serial": renewedSerial,
 		"notAfter": ts(t1.Add(fleet.DefaultSensorCertTTL)),
 		"nats": map[string]any{
 			"url": publicNATS, "creds": "creds of " + sensorID, "stream": "RXC_CMD", "consumer": "cmd-acme-" + sensorID,
@@ -229,7 +235,7 @@ func TestFlow(t *testing.T) {
 		t.Errorf("provisioner revocations (-want +got):\n%s", diff)
 	}
 	wantObject(t, "revoke again", e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/revoke", operator: true}), http.StatusOK, sensor)
-	renew.body = jsonString(t, map[string]string{"csr": newCSR(t)})
+	renew.header = map[string]string{"Authorization": "Bearer " + newToken}
 	e.do(renew).expect(t, "renew after revocation", http.StatusForbidden, "sensor_revoked")
 	e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/commands", body: `{"action":"stop"}`, operator: true}).
 		expect(t, "command after revocation", http.StatusConflict, "sensor_revoked")

@@ -35,6 +35,7 @@ type cert struct {
 	sensorID string
 	active   bool
 	notAfter time.Time
+	issuedAt time.Time
 }
 
 type token struct {
@@ -271,33 +272,68 @@ func (s *Store) CompleteEnrollment(_ context.Context, e fleet.EnrollmentRecord) 
 		return fleet.ErrConflict
 	}
 	t.used = true
-	s.replaceCertificate(e.SensorID, e.Certificate)
-	for _, old := range s.tokens {
-		if old.SensorID == e.SensorID && old.Kind == fleet.TokenSensor {
-			old.revoked = true
-		}
-	}
-	s.tokens = append(s.tokens, &token{Token: fleet.Token{SensorID: e.SensorID, Kind: fleet.TokenSensor, Hash: bytes.Clone(e.SensorTokenHash)}})
+	s.replaceCertificate(e.SensorID, e.Certificate, e.At)
+	s.rotateToken(e.SensorID, e.SensorTokenHash, e.SensorTokenExpiresAt)
 	sn.State, sn.NATSUserPubKey, sn.NATSAccountPubKey = e.State, e.NATSUserPubKey, e.NATSAccountPubKey
 	return nil
 }
 
-// ReplaceCertificate implements fleet.EnrollStore.
-func (s *Store) ReplaceCertificate(_ context.Context, sensorID string, c fleet.IssuedCertificate, nats fleet.NATSUser, _ time.Time) error {
+// RenewCertificate implements fleet.EnrollStore.
+func (s *Store) RenewCertificate(_ context.Context, r fleet.RenewalRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sn, err := s.liveSensor(sensorID)
+	sn, err := s.liveSensor(r.SensorID)
 	if err != nil {
 		return err
 	}
-	if _, ok := s.certs[c.Serial]; ok {
+	if c, ok := s.certs[r.ReplacesSerial]; !ok || !c.active || c.sensorID != r.SensorID {
+		return fleet.ErrInvalidToken
+	}
+	if _, ok := s.certs[r.Certificate.Serial]; ok {
 		return fleet.ErrConflict
 	}
-	if nats.UserPubKey != "" {
-		sn.NATSUserPubKey, sn.NATSAccountPubKey = nats.UserPubKey, nats.AccountPubKey
+	if s.tokenIndex(r.SensorTokenHash) >= 0 {
+		return fleet.ErrConflict
 	}
-	s.replaceCertificate(sensorID, c)
+	if r.NATS.UserPubKey != "" {
+		sn.NATSUserPubKey, sn.NATSAccountPubKey = r.NATS.UserPubKey, r.NATS.AccountPubKey
+	}
+	s.replaceCertificate(r.SensorID, r.Certificate, r.At)
+	s.rotateToken(r.SensorID, r.SensorTokenHash, r.SensorTokenExpiresAt)
+	// Keep the latest three superseded certificates.
+	var old []*cert
+	for _, c := range s.certs {
+		if c.sensorID == r.SensorID && !c.active {
+			old = append(old, c)
+		}
+	}
+	sort.Slice(old, func(i, j int) bool { return old[i].issuedAt.After(old[j].issuedAt) })
+	for i := 3; i < len(old); i++ {
+		delete(s.certs, old[i].serial)
+	}
 	return nil
+}
+
+// CertificateCount returns how many certificates the sensor holds.
+func (s *Store) CertificateCount(_ context.Context, sensorID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.certs {
+		if c.sensorID == sensorID {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *Store) rotateToken(sensorID string, hash []byte, expires time.Time) {
+	for _, old := range s.tokens {
+		if old.SensorID == sensorID && old.Kind == fleet.TokenSensor {
+			old.revoked = true
+		}
+	}
+	s.tokens = append(s.tokens, &token{Token: fleet.Token{SensorID: sensorID, Kind: fleet.TokenSensor, Hash: bytes.Clone(hash), ExpiresAt: expires}})
 }
 
 func (s *Store) liveSensor(id string) (*sensor, error) {
@@ -311,13 +347,13 @@ func (s *Store) liveSensor(id string) (*sensor, error) {
 	return sn, nil
 }
 
-func (s *Store) replaceCertificate(sensorID string, c fleet.IssuedCertificate) {
+func (s *Store) replaceCertificate(sensorID string, c fleet.IssuedCertificate, at time.Time) {
 	for _, old := range s.certs {
 		if old.sensorID == sensorID {
 			old.active = false
 		}
 	}
-	s.certs[c.Serial] = &cert{serial: c.Serial, sensorID: sensorID, active: true, notAfter: c.NotAfter}
+	s.certs[c.Serial] = &cert{serial: c.Serial, sensorID: sensorID, active: true, notAfter: c.NotAfter, issuedAt: at}
 }
 
 // Sensor implements fleet.SensorStore.
@@ -335,7 +371,7 @@ func (s *Store) view(sn *sensor) fleet.Sensor {
 	out := sn.Sensor
 	for _, c := range s.certs {
 		if c.sensorID == sn.ID && c.active {
-			out.Certificate = fleet.Certificate{Serial: c.serial, NotAfter: c.notAfter}
+			out.Certificate = fleet.Certificate{Serial: c.serial, NotAfter: c.notAfter, IssuedAt: c.issuedAt}
 		}
 	}
 	if c, ok := s.commands[sn.lastCommandID]; ok {

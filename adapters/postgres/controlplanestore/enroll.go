@@ -2,6 +2,8 @@ package controlplanestore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,8 +52,8 @@ func (s *Store) CompleteEnrollment(ctx context.Context, e fleet.EnrollmentRecord
 			return err
 		}
 		if _, err := tx.Exec(ctx, `
-			INSERT INTO sensor_tokens (token_hash, sensor_id, kind, created_at) VALUES ($1, $2, 'sensor', $3)`,
-			e.SensorTokenHash, e.SensorID, e.At); err != nil {
+			INSERT INTO sensor_tokens (token_hash, sensor_id, kind, created_at, expires_at) VALUES ($1, $2, 'sensor', $3, $4)`,
+			e.SensorTokenHash, e.SensorID, e.At, nullTime(e.SensorTokenExpiresAt)); err != nil {
 			return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
 		}
 		_, err = tx.Exec(ctx, `
@@ -61,20 +63,58 @@ func (s *Store) CompleteEnrollment(ctx context.Context, e fleet.EnrollmentRecord
 	})
 }
 
-// ReplaceCertificate implements fleet.EnrollStore.
-func (s *Store) ReplaceCertificate(ctx context.Context, sensorID string, c fleet.IssuedCertificate, nats fleet.NATSUser, at time.Time) error {
+// RenewCertificate implements fleet.EnrollStore.
+func (s *Store) RenewCertificate(ctx context.Context, r fleet.RenewalRecord) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := lockLiveSensor(ctx, tx, sensorID); err != nil {
+		if err := lockLiveSensor(ctx, tx, r.SensorID); err != nil {
 			return err
 		}
-		if nats.UserPubKey != "" {
+		var active string
+		err := tx.QueryRow(ctx, `SELECT serial FROM sensor_certificates WHERE sensor_id = $1 AND active`, r.SensorID).Scan(&active)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if active != r.ReplacesSerial {
+			return fmt.Errorf("certificate %s is no longer the active one: %w", r.ReplacesSerial, fleet.ErrInvalidToken)
+		}
+		if r.NATS.UserPubKey != "" {
 			if _, err := tx.Exec(ctx, `UPDATE sensors SET nats_user_pub_key = $2, nats_account_pub_key = $3 WHERE id = $1`,
-				sensorID, nats.UserPubKey, nats.AccountPubKey); err != nil {
+				r.SensorID, r.NATS.UserPubKey, r.NATS.AccountPubKey); err != nil {
 				return err
 			}
 		}
-		return replaceCertificate(ctx, tx, sensorID, c, at)
+		if err := replaceCertificate(ctx, tx, r.SensorID, r.Certificate, r.At); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			UPDATE sensor_tokens SET revoked_at = $2
+			WHERE sensor_id = $1 AND kind = 'sensor' AND revoked_at IS NULL`, r.SensorID, r.At); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+			INSERT INTO sensor_tokens (token_hash, sensor_id, kind, created_at, expires_at) VALUES ($1, $2, 'sensor', $3, $4)`,
+			r.SensorTokenHash, r.SensorID, r.At, nullTime(r.SensorTokenExpiresAt)); err != nil {
+			return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+		}
+		// Superseded certificates past the latest few are of no use: a
+		// stream on one is ended, and a renewal needs the active one.
+		_, err = tx.Exec(ctx, `
+			DELETE FROM sensor_certificates WHERE sensor_id = $1 AND NOT active AND serial NOT IN (
+				SELECT serial FROM sensor_certificates WHERE sensor_id = $1 AND NOT active ORDER BY issued_at DESC LIMIT $2)`,
+			r.SensorID, keptSupersededCertificates)
+		return err
 	})
+}
+
+// keptSupersededCertificates is how many replaced certificates a sensor
+// keeps on record (for the operator's questions about recent serials).
+const keptSupersededCertificates = 3
+
+// CertificateCount returns how many certificate rows the sensor holds.
+func (s *Store) CertificateCount(ctx context.Context, sensorID string) int {
+	var n int
+	_ = s.pool.QueryRow(ctx, `SELECT count(*) FROM sensor_certificates WHERE sensor_id = $1`, sensorID).Scan(&n)
+	return n
 }
 
 // lockLiveSensor locks the sensor row against a concurrent revocation and

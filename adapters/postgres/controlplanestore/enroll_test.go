@@ -36,7 +36,7 @@ func TestEnroll(t *testing.T) {
 	got := f.sensor(t, r.SensorID)
 	want := fleet.Sensor{
 		ID: r.SensorID, TenantID: "acme", Name: "sensor-host", Hostname: "sensor-host", State: fleet.StateOffline,
-		Certificate:    fleet.Certificate{Serial: e.Certificate.Serial, NotAfter: e.Certificate.NotAfter},
+		Certificate:    fleet.Certificate{Serial: e.Certificate.Serial, NotAfter: e.Certificate.NotAfter, IssuedAt: f.clock.Now()},
 		NATSUserPubKey: "U-" + r.SensorID, NATSAccountPubKey: "A-acme", CreatedAt: f.clock.Now(),
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -165,7 +165,7 @@ func TestRenewReplacesSerial(t *testing.T) {
 	r, e := f.enrolled(t, "acme")
 	old := e.Certificate.Serial
 	f.clock.Advance(24 * time.Hour)
-	rn, err := f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, []byte("csr"))
+	rn, err := f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, []byte("csr"), f.proof(e.Certificate.CertificatePEM, r.SensorID, []byte("csr")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,25 +186,53 @@ func TestRenewReplacesSerial(t *testing.T) {
 	if n := f.count(t, `SELECT count(*) FROM sensor_certificates WHERE sensor_id = $1 AND active`, r.SensorID); n != 1 {
 		t.Errorf("%d active certificates, want 1", n)
 	}
+	if rn.SensorToken == "" || rn.SensorToken == e.SensorToken {
+		t.Fatal("renewal did not rotate the sensor token")
+	}
 
+	f.clock.Advance(2 * fleet.DefaultMinRenewInterval)
+	current := cert.CertificatePEM
+	_, other := f.enrolled(t, "acme")
 	for name, tc := range map[string]struct {
 		token, csr string
+		proof      *fleet.PossessionProof
 		want       error
 	}{
-		"wrong token":                {token: "x" + e.SensorToken[1:], csr: "csr", want: fleet.ErrInvalidToken},
-		"enrolment token is no good": {token: r.EnrollmentToken, csr: "csr", want: fleet.ErrInvalidToken},
-		"bad CSR":                    {token: e.SensorToken, csr: "bad csr", want: fleet.ErrInvalidCSR},
+		"old token after rotation":            {token: e.SensorToken, csr: "csr", proof: f.proof(current, r.SensorID, []byte("csr")), want: fleet.ErrInvalidToken},
+		"wrong token":                         {token: "x" + rn.SensorToken[1:], csr: "csr", proof: f.proof(current, r.SensorID, []byte("csr")), want: fleet.ErrInvalidToken},
+		"enrolment token is no good":          {token: r.EnrollmentToken, csr: "csr", proof: f.proof(current, r.SensorID, []byte("csr")), want: fleet.ErrInvalidToken},
+		"no proof: an old agent":              {token: rn.SensorToken, csr: "csr", want: fleet.ErrAgentUpgradeRequired},
+		"proof by the superseded certificate": {token: rn.SensorToken, csr: "csr", proof: f.proof(e.Certificate.CertificatePEM, r.SensorID, []byte("csr")), want: fleet.ErrInvalidProof},
+		"proof for another CSR":               {token: rn.SensorToken, csr: "csr", proof: f.proof(current, r.SensorID, []byte("other csr")), want: fleet.ErrInvalidProof},
+		"proof by another sensor's key":       {token: rn.SensorToken, csr: "csr", proof: f.proof(other.Certificate.CertificatePEM, r.SensorID, []byte("csr")), want: fleet.ErrInvalidProof},
+		"bad CSR":                             {token: rn.SensorToken, csr: "bad csr", proof: f.proof(current, r.SensorID, []byte("bad csr")), want: fleet.ErrInvalidCSR},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := f.svc.Renew(f.ctx, r.SensorID, tc.token, []byte(tc.csr))
+			_, err := f.svc.Renew(f.ctx, r.SensorID, tc.token, []byte(tc.csr), tc.proof)
 			wantErr(t, err, tc.want)
 		})
+	}
+	stale := f.proof(current, r.SensorID, []byte("csr"))
+	f.clock.Advance(10 * time.Minute)
+	_, err = f.svc.Renew(f.ctx, r.SensorID, rn.SensorToken, []byte("csr"), stale)
+	wantErr(t, err, fleet.ErrInvalidProof)
+
+	// At most one renewal a minute per sensor.
+	again, err := f.svc.Renew(f.ctx, r.SensorID, rn.SensorToken, []byte("csr"), f.proof(current, r.SensorID, []byte("csr")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.svc.Renew(f.ctx, r.SensorID, again.SensorToken, []byte("csr"), f.proof(again.Certificate.CertificatePEM, r.SensorID, []byte("csr")))
+	var limited *fleet.RateLimitError
+	if !errors.As(err, &limited) || limited.RetryAfter <= 0 || limited.RetryAfter > fleet.DefaultMinRenewInterval {
+		t.Errorf("second renewal within a minute: %v, want a rate limit", err)
 	}
 
 	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, []byte("csr"))
+	f.clock.Advance(2 * fleet.DefaultMinRenewInterval)
+	_, err = f.svc.Renew(f.ctx, r.SensorID, again.SensorToken, []byte("csr"), f.proof(again.Certificate.CertificatePEM, r.SensorID, []byte("csr")))
 	wantErr(t, err, fleet.ErrRevoked)
 }
 
@@ -286,7 +314,8 @@ func TestRenewRecordsNewNATSUser(t *testing.T) {
 	f.prov.mu.Lock()
 	f.prov.userGen = "-v2"
 	f.prov.mu.Unlock()
-	rn, err := f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, []byte("csr"))
+	f.clock.Advance(2 * fleet.DefaultMinRenewInterval)
+	rn, err := f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, []byte("csr"), f.proof(e.Certificate.CertificatePEM, r.SensorID, []byte("csr")))
 	if err != nil {
 		t.Fatal(err)
 	}

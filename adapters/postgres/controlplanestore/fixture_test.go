@@ -2,9 +2,12 @@ package controlplanestore_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,13 +121,39 @@ func (c *fakeCA) SignCSR(req fleet.CertRequest) (fleet.IssuedCertificate, error)
 	c.serial++
 	now := c.clock.Now()
 	return fleet.IssuedCertificate{
-		CertificatePEM: []byte("cert for " + req.SensorID),
+		CertificatePEM: []byte(req.TenantID + " " + req.SensorID + " " + strings.ToLower(fmt.Sprintf("%032X", c.serial))),
 		Serial:         fmt.Sprintf("%032X", c.serial),
 		NotBefore:      now.Add(-time.Minute), NotAfter: now.Add(req.TTL),
 	}, nil
 }
 
 func (c *fakeCA) CACertificatePEM() []byte { return []byte("ca pem") }
+
+// VerifyPossession accepts a "certificate" the fake issued ("<tenant>
+// <sensor> <serial>") and the signature fakeSign makes.
+func (c *fakeCA) VerifyPossession(certPEM, message, signature []byte, _ time.Time) (fleet.CertIdentity, error) {
+	parts := strings.Fields(string(certPEM))
+	if len(parts) != 3 {
+		return fleet.CertIdentity{}, errors.New("not a certificate of this CA")
+	}
+	if string(signature) != fakeSign(parts[2], message) {
+		return fleet.CertIdentity{}, errors.New("bad signature")
+	}
+	return fleet.CertIdentity{TenantID: parts[0], SensorID: parts[1], Serial: parts[2]}, nil
+}
+
+// fakeSign is the fake CA's "signature" by the key of serial.
+func fakeSign(serial string, message []byte) string {
+	h := sha256.Sum256(append([]byte(serial+"|"), message...))
+	return hex.EncodeToString(h[:])
+}
+
+// proof is a fake proof of possession of certPEM's key for renewing csr.
+func (f *fixture) proof(certPEM []byte, sensorID string, csr []byte) *fleet.PossessionProof {
+	at := f.clock.Now()
+	serial := strings.Fields(string(certPEM))[2]
+	return &fleet.PossessionProof{CertificatePEM: certPEM, SignedAt: at, Signature: []byte(fakeSign(serial, fleet.RenewalMessage(sensorID, csr, at)))}
+}
 
 type published struct {
 	Subject, MsgID string

@@ -4,10 +4,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,12 @@ import (
 
 func newCSR(t *testing.T) []byte {
 	t.Helper()
+	_, csr := newKeyCSR(t)
+	return csr
+}
+
+func newKeyCSR(t *testing.T) (*ecdsa.PrivateKey, []byte) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +33,18 @@ func newCSR(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+	return key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+}
+
+// proveWith signs the renewal of csr with key, the key of certPEM.
+func proveWith(t *testing.T, key *ecdsa.PrivateKey, certPEM []byte, sensorID string, csr []byte, at time.Time) *fleet.PossessionProof {
+	t.Helper()
+	digest := sha256.Sum256(fleet.RenewalMessage(sensorID, csr, at))
+	sig, err := ecdsa.SignASN1(rand.Reader, key, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fleet.PossessionProof{CertificatePEM: certPEM, SignedAt: at, Signature: sig}
 }
 
 func parseCert(t *testing.T, p []byte) *x509.Certificate {
@@ -53,14 +72,17 @@ func TestEnrollAndRenewWithRealCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, func(c *fleet.Config) { c.CA = ca; c.Clock = time.Now; c.SensorCertTTL = 48 * time.Hour })
+	var ahead atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	f := newFixture(t, func(c *fleet.Config) { c.CA = ca; c.Clock = now; c.SensorCertTTL = 48 * time.Hour })
 	f.provisionedTenant(t, "acme")
 	r := f.redeemed(t, "acme")
 
 	_, err = f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n"))
 	wantErr(t, err, fleet.ErrInvalidCSR)
 
-	e, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, newCSR(t))
+	key, csr := newKeyCSR(t)
+	e, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, csr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +102,16 @@ func TestEnrollAndRenewWithRealCA(t *testing.T) {
 		t.Errorf("AuthorizeSensor: %v", err)
 	}
 
-	rn, err := f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, newCSR(t))
+	// A renewal proves the enrolled key: a signature by another key, or a
+	// proof for another CSR, renews nothing.
+	ahead.Store(int64(2 * time.Minute))
+	csr2 := newCSR(t)
+	other, _ := newKeyCSR(t)
+	_, err = f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, csr2, proveWith(t, other, e.Certificate.CertificatePEM, r.SensorID, csr2, now()))
+	wantErr(t, err, fleet.ErrInvalidProof)
+	_, err = f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, csr2, proveWith(t, key, e.Certificate.CertificatePEM, r.SensorID, newCSR(t), now()))
+	wantErr(t, err, fleet.ErrInvalidProof)
+	rn, err := f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, csr2, proveWith(t, key, e.Certificate.CertificatePEM, r.SensorID, csr2, now()))
 	if err != nil {
 		t.Fatal(err)
 	}

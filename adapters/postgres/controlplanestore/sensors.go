@@ -14,7 +14,7 @@ import (
 const sensorQuery = `
 	SELECT s.id, s.tenant_id, s.name, s.hostname, s.state, s.last_seen_at,
 	       s.nats_user_pub_key, s.nats_account_pub_key, s.created_at,
-	       c.serial, c.not_after,
+	       c.serial, c.not_after, c.issued_at,
 	       m.id, m.action, m.issued_at, m.issued_by, m.expires_at, m.idempotency_key, m.status,
 	       m.accepted_at, m.stream_seq, m.failed_at, m.acknowledged_at, m.outcome, m.outcome_reason, m.outcome_detail
 	FROM sensors s
@@ -24,7 +24,7 @@ const sensorQuery = `
 func scanSensor(row pgx.Row) (fleet.Sensor, error) {
 	var (
 		s                                       fleet.Sensor
-		lastSeen, notAfter                      *time.Time
+		lastSeen, notAfter, certIssued          *time.Time
 		serial, cmdID, action, by               *string
 		key, status, outcome, reason, detail    *string
 		issued, expires, accepted, failed, ackd *time.Time
@@ -32,7 +32,7 @@ func scanSensor(row pgx.Row) (fleet.Sensor, error) {
 	)
 	err := row.Scan(&s.ID, &s.TenantID, &s.Name, &s.Hostname, &s.State, &lastSeen,
 		&s.NATSUserPubKey, &s.NATSAccountPubKey, &s.CreatedAt,
-		&serial, &notAfter,
+		&serial, &notAfter, &certIssued,
 		&cmdID, &action, &issued, &by, &expires, &key, &status,
 		&accepted, &seq, &failed, &ackd, &outcome, &reason, &detail)
 	if err != nil {
@@ -40,7 +40,7 @@ func scanSensor(row pgx.Row) (fleet.Sensor, error) {
 	}
 	s.CreatedAt, s.LastSeenAt = s.CreatedAt.UTC(), utc(lastSeen)
 	if serial != nil {
-		s.Certificate = fleet.Certificate{Serial: *serial, NotAfter: utc(notAfter)}
+		s.Certificate = fleet.Certificate{Serial: *serial, NotAfter: utc(notAfter), IssuedAt: utc(certIssued)}
 	}
 	if cmdID != nil {
 		s.LastCommand = &fleet.Command{

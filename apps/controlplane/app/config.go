@@ -32,12 +32,15 @@ type ServeConfig struct {
 	// StreamRecheckInterval bounds how long a sensor's gRPC stream outlives
 	// a revocation or renewal whose broadcast its replica missed.
 	StreamRecheckInterval time.Duration `envconfig:"SENSOR_STREAM_RECHECK_INTERVAL" default:"30s"`
-	SessionTTL            time.Duration `envconfig:"SESSION_TTL" default:"12h"`
-	RedeemPerMinute       int           `envconfig:"REDEEM_RATE_PER_MINUTE" default:"10"`
-	RedeemBurst           int           `envconfig:"REDEEM_RATE_BURST" default:"5"`
-	MigrateOnStart        bool          `envconfig:"MIGRATE_ON_START" default:"true"`
-	ShutdownTimeout       time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"15s"`
-	LogLevel              string        `envconfig:"LOG_LEVEL" default:"info"`
+	// RenewMinInterval is the least time between two certificate renewals
+	// of one sensor.
+	RenewMinInterval time.Duration `envconfig:"SENSOR_RENEW_MIN_INTERVAL" default:"1m"`
+	SessionTTL       time.Duration `envconfig:"SESSION_TTL" default:"12h"`
+	RedeemPerMinute  int           `envconfig:"REDEEM_RATE_PER_MINUTE" default:"10"`
+	RedeemBurst      int           `envconfig:"REDEEM_RATE_BURST" default:"5"`
+	MigrateOnStart   bool          `envconfig:"MIGRATE_ON_START" default:"true"`
+	ShutdownTimeout  time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"15s"`
+	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info"`
 	// BootstrapOperatorEmail and BootstrapOperatorPassword create the first
 	// operator at start when no operator with that email exists.
 	BootstrapOperatorEmail    string `envconfig:"BOOTSTRAP_OPERATOR_EMAIL"`

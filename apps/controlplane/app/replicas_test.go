@@ -2,8 +2,12 @@ package app_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"strings"
@@ -18,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/internal/controlplanetest"
 	"github.com/rxc-project/rxc/internal/provisionertest"
 	sensorpb "github.com/rxc-project/rxc/proto"
@@ -29,6 +34,7 @@ func replicas(t *testing.T, prov *provisionertest.Stack) (a, b *plane) {
 	t.Helper()
 	a = startPlane(t, prov, func(c *app.ServeConfig) {
 		c.Events = app.EventsConfig{Enabled: true, StreamName: "RXC_EVENTS", WriterBatch: 500}
+		c.RenewMinInterval = time.Millisecond
 	})
 	cfg := a.Config
 	cfg.ListenAddr = "127.0.0.1:0"
@@ -130,7 +136,7 @@ func TestRevocationAndRenewalReachEveryReplica(t *testing.T) {
 	key := mustKey(t)
 	var cert struct{ Certificate string }
 	start = time.Now()
-	a.must("POST", "/api/sensors/"+renewed.enr.SensorID+"/agent/renew", map[string]string{"csr": newCSR(t, key)}, renewed.enr.SensorToken, 200, &cert)
+	a.must("POST", "/api/sensors/"+renewed.enr.SensorID+"/agent/renew", renewal(t, renewed, newCSR(t, key)), renewed.enr.SensorToken, 200, &cert)
 	took, st = endsWithin(old, start)
 	if st.Code() != codes.PermissionDenied || !strings.Contains(st.Message(), "superseded") {
 		t.Errorf("B's stream on the replaced certificate ended with %v, want PermissionDenied saying superseded", st)
@@ -146,4 +152,17 @@ func TestRevocationAndRenewalReachEveryReplica(t *testing.T) {
 	if resp, err := fresh.CloseAndRecv(); err != nil || resp.GetAccepted() != 1 {
 		t.Errorf("stream on the renewed certificate: accepted %d, %v; want 1, nil", resp.GetAccepted(), err)
 	}
+}
+
+// renewal is a renewal request for csr proven with the sensor's current key.
+func renewal(t *testing.T, s *testSensor, csr string) map[string]any {
+	t.Helper()
+	at := time.Now().UTC()
+	digest := sha256.Sum256(fleet.RenewalMessage(s.enr.SensorID, []byte(csr), at))
+	sig, err := ecdsa.SignASN1(rand.Reader, s.key, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]any{"csr": csr, "proof": map[string]any{
+		"certificate": s.enr.Certificate, "signedAt": at, "signature": base64.StdEncoding.EncodeToString(sig)}}
 }

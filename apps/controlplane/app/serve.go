@@ -146,7 +146,7 @@ func (s *Server) build(ctx context.Context) error {
 	s.fleet, err = fleet.New(fleet.Config{
 		Store: s.store, Provisioner: s.provisioner, ProvisioningEnabled: cfg.Provisioner.Enabled,
 		CA: ca, Publisher: publisher, Terminator: terminator, Locker: s.store,
-		Stream: cfg.CommandStreamName, SensorCertTTL: cfg.SensorCertTTL, CommandTTL: cfg.CommandTTL,
+		Stream: cfg.CommandStreamName, SensorCertTTL: cfg.SensorCertTTL, CommandTTL: cfg.CommandTTL, MinRenewInterval: cfg.RenewMinInterval,
 		Logger: log.With("component", "fleet"),
 	})
 	if err != nil {

@@ -98,6 +98,7 @@ func newPlane(t *testing.T, prov *provisionertest.Stack, certTTL time.Duration) 
 	cfg := controlplanetest.Config(t, prov)
 	cfg.ListenAddr = fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
 	cfg.SensorCertTTL = certTTL
+	cfg.RenewMinInterval = time.Second
 	cfg.ShutdownTimeout = 3 * time.Second
 	cfg.LogLevel = "info"
 	cp := controlplanetest.Start(t, cfg)

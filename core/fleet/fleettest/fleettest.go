@@ -23,6 +23,9 @@ import (
 type Store interface {
 	fleet.Store
 	fleet.Locker
+	// CertificateCount is how many certificate rows a sensor holds,
+	// active and superseded.
+	CertificateCount(ctx context.Context, sensorID string) int
 }
 
 // Run runs the suite; newStore returns a fresh, empty store per subtest.
@@ -327,7 +330,7 @@ func testEnrollment(t *testing.T, s Store) {
 	pending(t, s, "acme", "s1")
 	rec := fleet.EnrollmentRecord{
 		SensorID: "s1", EnrollmentTokenHash: hash("enrol s1"), Certificate: certificate("aa01"),
-		SensorTokenHash: hash("sensor s1"), NATSUserPubKey: "U1", NATSAccountPubKey: "A1", State: fleet.StateOffline, At: t0.Add(time.Minute),
+		SensorTokenHash: hash("sensor s1"), SensorTokenExpiresAt: t0.Add(168 * time.Hour), NATSUserPubKey: "U1", NATSAccountPubKey: "A1", State: fleet.StateOffline, At: t0.Add(time.Minute),
 	}
 	wrong := rec
 	wrong.EnrollmentTokenHash = hash("guess")
@@ -346,7 +349,7 @@ func testEnrollment(t *testing.T, s Store) {
 	}
 	want := fleet.Sensor{
 		ID: "s1", TenantID: "acme", Name: "host-s1", Hostname: "host-s1", State: fleet.StateOffline,
-		Certificate: fleet.Certificate{Serial: "aa01", NotAfter: rec.Certificate.NotAfter}, NATSUserPubKey: "U1", NATSAccountPubKey: "A1", CreatedAt: t0,
+		Certificate: fleet.Certificate{Serial: "aa01", NotAfter: rec.Certificate.NotAfter, IssuedAt: rec.At}, NATSUserPubKey: "U1", NATSAccountPubKey: "A1", CreatedAt: t0,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("enrolled sensor (-want +got):\n%s", diff)
@@ -354,7 +357,7 @@ func testEnrollment(t *testing.T, s Store) {
 	_, err = s.LiveToken(ctx, "s1", fleet.TokenEnrollment)
 	is(t, "enrolment token after use", err, fleet.ErrNotFound)
 	tok, err := s.LiveToken(ctx, "s1", fleet.TokenSensor)
-	if err != nil || string(tok.Hash) != string(hash("sensor s1")) || !tok.ExpiresAt.IsZero() {
+	if err != nil || string(tok.Hash) != string(hash("sensor s1")) || !tok.ExpiresAt.Equal(t0.Add(168*time.Hour)) {
 		t.Errorf("sensor token %+v, %v", tok, err)
 	}
 
@@ -375,24 +378,51 @@ func testReplaceCertificate(t *testing.T, s Store) {
 	tenant(t, s, "acme")
 	enrolled(t, s, "acme", "s1", "aa01")
 	enrolled(t, s, "acme", "s2", "bb01")
-	next := certificate("aa02")
-	next.NotAfter = t0.Add(300 * time.Hour)
-	is(t, "replace", s.ReplaceCertificate(ctx, "s1", next, fleet.NATSUser{}, t0.Add(time.Hour)), nil)
+	renew := func(replaces, serial string, user fleet.NATSUser, token string, at time.Time) error {
+		c := certificate(serial)
+		c.NotAfter = at.Add(300 * time.Hour)
+		return s.RenewCertificate(ctx, fleet.RenewalRecord{
+			SensorID: "s1", ReplacesSerial: replaces, Certificate: c, NATS: user,
+			SensorTokenHash: hash(token), SensorTokenExpiresAt: c.NotAfter, At: at,
+		})
+	}
+	is(t, "renew", renew("aa01", "aa02", fleet.NATSUser{}, "token 2", t0.Add(time.Hour)), nil)
 	got, _ := s.Sensor(ctx, "s1")
-	if diff := cmp.Diff(fleet.Certificate{Serial: "aa02", NotAfter: next.NotAfter}, got.Certificate); diff != "" {
+	if diff := cmp.Diff(fleet.Certificate{Serial: "aa02", NotAfter: t0.Add(301 * time.Hour), IssuedAt: t0.Add(time.Hour)}, got.Certificate); diff != "" {
 		t.Errorf("certificate after renewal (-want +got):\n%s", diff)
 	}
 	if got.NATSUserPubKey != "Us1" || got.NATSAccountPubKey != "Aacme" {
 		t.Errorf("NATS user after a renewal naming none = %s/%s, want Aacme/Us1 kept", got.NATSAccountPubKey, got.NATSUserPubKey)
 	}
+	// The sensor token rotates: the old one is gone, the new one expires
+	// with the certificate.
+	tok, err := s.LiveToken(ctx, "s1", fleet.TokenSensor)
+	if err != nil || string(tok.Hash) != string(hash("token 2")) || !tok.ExpiresAt.Equal(t0.Add(301*time.Hour)) {
+		t.Errorf("sensor token after renewal %+v, %v", tok, err)
+	}
+	// A renewal proven with a certificate that is no longer active lost a
+	// race (or replays an old proof): refused, nothing changes.
+	is(t, "renew from a superseded certificate", renew("aa01", "aa09", fleet.NATSUser{}, "token x", t0.Add(2*time.Hour)), fleet.ErrInvalidToken)
+	if got, _ := s.Sensor(ctx, "s1"); got.Certificate.Serial != "aa02" {
+		t.Errorf("a refused renewal changed the certificate to %s", got.Certificate.Serial)
+	}
 	// A renewal that got a new NATS user (the old one was revoked by an
 	// upgrade) records it, so revoking the sensor reaches it.
-	is(t, "replace with a new NATS user", s.ReplaceCertificate(ctx, "s1", certificate("aa04"), fleet.NATSUser{AccountPubKey: "Aacme", UserPubKey: "Us1-new"}, t0.Add(2*time.Hour)), nil)
+	is(t, "renew with a new NATS user", renew("aa02", "aa04", fleet.NATSUser{AccountPubKey: "Aacme", UserPubKey: "Us1-new"}, "token 3", t0.Add(2*time.Hour)), nil)
 	if got, _ := s.Sensor(ctx, "s1"); got.NATSUserPubKey != "Us1-new" || got.Certificate.Serial != "aa04" {
 		t.Errorf("after renewal with a new NATS user: user %s serial %s; want Us1-new and aa04", got.NATSUserPubKey, got.Certificate.Serial)
 	}
-	is(t, "serial of another sensor", s.ReplaceCertificate(ctx, "s1", certificate("bb01"), fleet.NATSUser{}, t0), fleet.ErrConflict)
-	is(t, "old serial again", s.ReplaceCertificate(ctx, "s1", certificate("aa01"), fleet.NATSUser{}, t0), fleet.ErrConflict)
+	is(t, "serial of another sensor", renew("aa04", "bb01", fleet.NATSUser{}, "token 4", t0.Add(3*time.Hour)), fleet.ErrConflict)
+	// Superseded certificates are pruned but the latest few.
+	serial := "aa04"
+	for i := range 10 {
+		next := fmt.Sprintf("ab%02d", i)
+		is(t, "renew "+next, renew(serial, next, fleet.NATSUser{}, "token r"+next, t0.Add(time.Duration(4+i)*time.Hour)), nil)
+		serial = next
+	}
+	if n := s.CertificateCount(ctx, "s1"); n > 4 {
+		t.Errorf("sensor holds %d certificate rows after 13 renewals, want the active one and at most 3 superseded", n)
+	}
 	other, _ := s.Sensor(ctx, "s2")
 	if other.Certificate.Serial != "bb01" {
 		t.Errorf("other sensor's certificate changed to %q", other.Certificate.Serial)
@@ -400,8 +430,9 @@ func testReplaceCertificate(t *testing.T, s Store) {
 	if _, err := s.RevokeSensor(ctx, "s1", "ops", t0); err != nil {
 		t.Fatal(err)
 	}
-	is(t, "revoked", s.ReplaceCertificate(ctx, "s1", certificate("aa03"), fleet.NATSUser{UserPubKey: "U-late"}, t0), fleet.ErrRevoked)
-	is(t, "unknown", s.ReplaceCertificate(ctx, "ghost", certificate("cc01"), fleet.NATSUser{}, t0), fleet.ErrNotFound)
+	is(t, "revoked", renew(serial, "aa03", fleet.NATSUser{UserPubKey: "U-late"}, "token late", t0.Add(20*time.Hour)), fleet.ErrRevoked)
+	ghost := fleet.RenewalRecord{SensorID: "ghost", ReplacesSerial: "cc00", Certificate: certificate("cc01"), SensorTokenHash: hash("g"), At: t0}
+	is(t, "unknown", s.RenewCertificate(ctx, ghost), fleet.ErrNotFound)
 }
 
 // update applies one sensor's status through the batch method.
