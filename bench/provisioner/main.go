@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -43,6 +44,7 @@ type options struct {
 	conns       int
 	concurrency int
 	out         string
+	natsBin     string
 }
 
 func main() {
@@ -55,6 +57,7 @@ func main() {
 	flag.IntVar(&o.conns, "conns", 32, "concurrent HTTP connections for the resolver load")
 	flag.IntVar(&o.concurrency, "concurrency", 16, "concurrent POST /users requests")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
+	flag.StringVar(&o.natsBin, "nats-server-bin", os.Getenv("RXC_NATS_SERVER_BIN"), "run this nats-server binary for the provisioner instead of the in-process one (default $RXC_NATS_SERVER_BIN)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "provisioner-bench:", err)
@@ -123,11 +126,11 @@ func run(o options) error {
 	if err := waitHTTP(ctx, base+"/healthz", 204); err != nil {
 		return err
 	}
-	ns, err := startNATS(dir, natsPort)
+	natsVersion, stopNATS, err := startNATS(ctx, dir, natsPort, o.natsBin)
 	if err != nil {
 		return err
 	}
-	defer ns.Shutdown()
+	defer stopNATS()
 
 	c := &client{base: base, secret: secret, hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	fmt.Printf("creating %d accounts…\n", o.accounts)
@@ -190,8 +193,8 @@ func run(o options) error {
 
 	ratio := bestP.Requests / bestN.Requests * 100
 	var b strings.Builder
-	fmt.Fprintf(&b, "Provisioner binary against nginx %s serving the same %d JWTs as static files; wrk, 2 threads, %d connections, %s per run, best of 2 alternating runs; PostgreSQL %s; nats-server %s in-process in the driver.\n\n",
-		nginxVersion(), o.accounts, o.conns, o.duration, pgVersion(ctx, pg.DSN("bench")), server.VERSION)
+	fmt.Fprintf(&b, "Provisioner binary against nginx %s serving the same %d JWTs as static files; wrk, 2 threads, %d connections, %s per run, best of 2 alternating runs; PostgreSQL %s; nats-server %s for the provisioner (default configuration), %s in-process for the bare consumer run.\n\n",
+		nginxVersion(), o.accounts, o.conns, o.duration, pgVersion(ctx, pg.DSN("bench")), natsVersion, server.VERSION)
 	fmt.Fprintf(&b, "| measurement | result | goal |\n|---|---|---|\n")
 	fmt.Fprintf(&b, "| resolver GET, provisioner | %.0f req/s, p50 %s, p99 %s | |\n", bestP.Requests, bestP.P50, bestP.P99)
 	fmt.Fprintf(&b, "| resolver GET, nginx static | %.0f req/s, p50 %s, p99 %s | |\n", bestN.Requests, bestN.P50, bestN.P99)
@@ -266,26 +269,53 @@ func waitHTTP(ctx context.Context, url string, want int) error {
 	return fmt.Errorf("%s did not answer %d within 60s", url, want)
 }
 
-func startNATS(dir string, port int) (*server.Server, error) {
+// startNATS runs the provisioner's nats-server: in-process, or the binary
+// bin as a process. It returns the server's version and how to stop it.
+func startNATS(ctx context.Context, dir string, port int, bin string) (string, func(), error) {
 	conf := filepath.Join(dir, "nats.conf")
 	body := fmt.Sprintf("listen: 127.0.0.1:%d\njetstream { store_dir: %q }\ninclude \"operator.conf\"\n", port, filepath.Join(dir, "js"))
 	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-		return nil, err
+		return "", nil, err
+	}
+	if bin != "" {
+		out, err := exec.Command(bin, "--version").CombinedOutput()
+		if err != nil {
+			return "", nil, fmt.Errorf("%s --version: %v", bin, err)
+		}
+		cmd := exec.Command(bin, "-c", conf)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			return "", nil, err
+		}
+		stop := func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			if nc, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
+				nc.Close()
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				stop()
+				return "", nil, errors.New("nats-server not ready")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		v := strings.TrimPrefix(strings.TrimSpace(string(out)), "nats-server: ")
+		return strings.TrimPrefix(v, "v") + " (external binary)", stop, nil
 	}
 	opts, err := server.ProcessConfigFile(conf)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	opts.NoLog, opts.NoSigs = true, true
 	ns, err := server.NewServer(opts)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(30 * time.Second) {
-		return nil, errors.New("nats-server not ready")
+		return "", nil, errors.New("nats-server not ready")
 	}
-	return ns, nil
+	return server.VERSION + " (in-process)", ns.Shutdown, nil
 }
 
 type client struct {
