@@ -49,6 +49,11 @@ type Service struct {
 	now       Clock
 	cache     *jwtCache
 	last      LastKnown
+	// repushAfter is how long after a revocation the account is pushed
+	// again: a nats-server that loaded the account in between from another
+	// replica's resolver cache (stale for up to its TTL) gets the
+	// revocation too. Zero without a cache.
+	repushAfter time.Duration
 }
 
 // New checks cfg and returns a Service.
@@ -71,7 +76,7 @@ func New(cfg Config) (*Service, error) {
 	return &Service{
 		store: cfg.Store, signer: cfg.Signer, claims: cfg.Claims, pusher: cfg.Pusher, consumers: cfg.Consumers,
 		stream: cfg.Stream, events: cfg.EventStream, now: cfg.Clock, cache: newJWTCache(cfg.ResolverCacheTTL, cfg.Clock),
-		last: cfg.LastKnown,
+		last: cfg.LastKnown, repushAfter: repushDelay(cfg.ResolverCacheTTL),
 	}, nil
 }
 
@@ -322,7 +327,36 @@ func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) 
 	if err := s.push(ctx, acct); err != nil {
 		return rev, acct, err
 	}
+	s.repushLater(acct.PubKey)
 	return rev, acct, nil
+}
+
+// repushDelay is a resolver cache lifetime and a margin.
+func repushDelay(cacheTTL time.Duration) time.Duration {
+	if cacheTTL <= 0 {
+		return 0
+	}
+	return cacheTTL + time.Second
+}
+
+// repushLater pushes the account's current JWT once more after
+// repushAfter. Replicas cache JWTs for up to their TTL, and nats-server
+// asks the resolver for an account only when it first loads it: a server
+// that loaded the account from another replica's stale cache right after
+// the first push would otherwise keep the revoked user's access. The
+// current JWT is read again, so a newer change is never overwritten by an
+// older one; a failure is left to the unpushed re-push after a reconnect.
+func (s *Service) repushLater(pubKey string) {
+	if s.repushAfter <= 0 {
+		return
+	}
+	time.AfterFunc(s.repushAfter, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if a, err := s.store.Account(ctx, pubKey); err == nil {
+			_ = s.pusher.PushAccount(ctx, a.PubKey, a.JWT)
+		}
+	})
 }
 
 // RevokeOutdatedUsers revokes every active user whose JWT grants other
