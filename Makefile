@@ -13,7 +13,7 @@ NATS_COMPAT_VERSION ?= v2.11.17
 NATS_COMPAT_PKGS := ./internal/natstest/... ./adapters/natsops/... ./apps/provisioner/app/...
 NATS_COMPAT_BIN := $(BIN)/nats-server-$(NATS_COMPAT_VERSION)/nats-server
 
-.PHONY: help build test test-go test-nats-compat test-web lint check tidy-check generate generate-check vulncheck bench demo demo-clean clean
+.PHONY: help build test test-go test-nats-compat test-faults test-web lint check tidy-check generate generate-check vulncheck bench demo demo-clean clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -24,13 +24,16 @@ build: ## build every binary into bin/
 		if [ -d apps/$$app ]; then CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$$app ./apps/$$app || exit 1; fi; \
 	done
 
-test: test-go test-nats-compat test-web ## run every test (Go, the NATS-facing ones again on the oldest nats-server, then web)
+test: test-go test-nats-compat test-faults test-web ## run every test (Go, the NATS-facing ones again on the oldest nats-server, the fault suite with a nats-server process, then web)
 
 test-go: ## Go unit and integration tests (real PostgreSQL, real nats-server)
 	$(GO) test $(GO_TEST_FLAGS) ./... ./proto/...
 
 test-nats-compat: $(NATS_COMPAT_BIN) ## NATS-facing integration tests against the oldest supported nats-server (NATS_COMPAT_VERSION)
 	RXC_NATS_SERVER_BIN=$(abspath $(NATS_COMPAT_BIN)) $(GO) test $(GO_TEST_FLAGS) $(NATS_COMPAT_PKGS)
+
+test-faults: $(NATS_COMPAT_BIN) ## the fault-injection suite with nats-server as a process (so it can be SIGSTOPped): two control planes, one PostgreSQL, a real agent
+	RXC_NATS_SERVER_BIN=$(abspath $(NATS_COMPAT_BIN)) $(GO) test $(GO_TEST_FLAGS) -run '^TestFaults$$' ./apps/sensor-agent/app/
 
 $(NATS_COMPAT_BIN):
 	@mkdir -p $(dir $@)

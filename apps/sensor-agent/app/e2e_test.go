@@ -566,6 +566,7 @@ func TestAgentTakesNewNATSCredentialsAfterAnUpgradeRevokedItsUser(t *testing.T) 
 type commandView struct {
 	CommandID      string
 	Status         string
+	IdempotencyKey *string
 	Outcome        *string
 	OutcomeReason  *string
 	OutcomeDetail  *string
