@@ -60,7 +60,9 @@ type Config struct {
 	FetchWait time.Duration
 	// ReconnectWait is nats.go's pause between reconnects (default 2s).
 	ReconnectWait time.Duration
-	Logger        *slog.Logger
+	// Logger names the component (With("component", …)): the client adds
+	// no component key of its own, so no record carries it twice.
+	Logger *slog.Logger
 }
 
 // Client is the event stream connection. It is safe for concurrent use.
@@ -102,7 +104,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Client{cfg: cfg, log: cfg.Logger.With("component", "natsevents")}, nil
+	return &Client{cfg: cfg, log: cfg.Logger}, nil
 }
 
 func orDefault[T comparable](v, def T) T {

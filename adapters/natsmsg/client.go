@@ -70,7 +70,9 @@ type Config struct {
 	ReconnectWait time.Duration
 	// DrainTimeout bounds Close (default 5s).
 	DrainTimeout time.Duration
-	Logger       *slog.Logger
+	// Logger names the component (With("component", …)): the client adds
+	// no component key of its own, so no record carries it twice.
+	Logger *slog.Logger
 }
 
 type statusHandler = func(ctx context.Context, subject string, data []byte)
@@ -145,7 +147,7 @@ func New(cfg Config) (*Client, error) {
 	return &Client{
 		url: cfg.URL, creds: cfg.Creds, stream: cfg.Stream, pubTimeout: cfg.PublishTimeout, queue: cfg.QueueGroup,
 		reconnectWait: cfg.ReconnectWait, drainTimeout: cfg.DrainTimeout,
-		log:  cfg.Logger.With("component", "natsmsg"),
+		log:  cfg.Logger,
 		wake: make(chan struct{}, 1),
 	}, nil
 }

@@ -128,7 +128,8 @@ type Config struct {
 	// ConsumerMaxAckPending bounds unacknowledged commands per sensor;
 	// defaults to 16.
 	ConsumerMaxAckPending int
-	// Logger defaults to discarding.
+	// Logger defaults to discarding; the caller names the component (the
+	// client adds no component key, so no record carries it twice).
 	Logger *slog.Logger
 	// RequestTimeout bounds every request to NATS; defaults to 5s.
 	RequestTimeout time.Duration
@@ -236,7 +237,7 @@ func New(cfg Config) (*Client, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Client{
-		cfg: cfg, log: log.With("component", "natsops"),
+		cfg: cfg, log: log,
 		hookKick: make(chan struct{}, 1), streamKick: make(chan struct{}, 1),
 	}, nil
 }

@@ -82,7 +82,9 @@ type Config struct {
 	RetryBaseDelay time.Duration
 	RetryMaxDelay  time.Duration
 	Breaker        BreakerConfig
-	Logger         *slog.Logger
+	// Logger names the component (With("component", …)): the client adds
+	// no component key of its own, so no record carries it twice.
+	Logger *slog.Logger
 	// HTTPClient is optional. The client never follows redirects, so the
 	// shared secret cannot be forwarded to another host.
 	HTTPClient *http.Client
@@ -135,7 +137,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		enabled: cfg.Enabled, secret: cfg.SharedSecret, header: http.CanonicalHeaderKey(cfg.HeaderName),
 		timeout: cfg.Timeout, maxRetries: cfg.MaxRetries, baseDelay: cfg.RetryBaseDelay, maxDelay: cfg.RetryMaxDelay,
-		log: cfg.Logger.With("component", "provisionerclient"),
+		log: cfg.Logger,
 	}
 	if !validToken(cfg.HeaderName) {
 		return nil, errors.New("provisionerclient: header name is not a valid HTTP header name")

@@ -17,6 +17,7 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/x509ca"
@@ -70,6 +71,17 @@ type Plane struct {
 	CAPEM  []byte
 	cancel context.CancelFunc
 	done   chan error
+	logs   []*logbuf.Buffer
+}
+
+// Logs returns what the plane logged in this test, every start included
+// (empty for a load driver, whose plane logs to standard error).
+func (p *Plane) Logs() string {
+	var b strings.Builder
+	for _, l := range p.logs {
+		b.WriteString(l.String())
+	}
+	return b.String()
 }
 
 // Start runs a control plane with cfg until the test ends, and waits until
@@ -92,11 +104,17 @@ func (p *Plane) start() {
 	_ = lvl.UnmarshalText([]byte(p.Config.LogLevel))
 	// A test sees the plane's log only when it fails; a load driver (no
 	// Failed) gets it on stderr.
+	// Every record must parse as JSON with each key once: checked when the
+	// test ends.
 	var w io.Writer = os.Stderr
 	if f, ok := p.t.(interface{ Failed() bool }); ok {
 		buf := &logbuf.Buffer{}
 		w = buf
+		p.logs = append(p.logs, buf)
 		p.t.Cleanup(func() {
+			if dups := logbuf.DuplicateKeys(buf.String()); len(dups) > 0 {
+				p.t.Errorf("control plane log records with a key twice:\n%s", strings.Join(dups, "\n"))
+			}
 			if f.Failed() && buf.String() != "" {
 				p.t.Logf("control plane log:\n%s", buf.String())
 			}

@@ -200,14 +200,15 @@ func (s *Server) build(ctx context.Context) error {
 		return fmt.Errorf("listen %s (METRICS_LISTEN_ADDR): %w", cfg.MetricsListenAddr, err)
 	}
 	s.close = append(s.close, func() { s.metricsLis.Close() })
+	apiHandler, metricsHandler := observed(api, api.MetricsHandler(), s.store, log.With("component", "access"))
 	s.metricsHTTP = &http.Server{
-		Handler:           api.MetricsHandler(),
+		Handler:           metricsHandler,
 		ReadHeaderTimeout: 5 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	s.http = &http.Server{
-		Handler:           api,
+		Handler:           apiHandler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/observe"
 	"github.com/rxc-project/rxc/adapters/httpapi/provisionerapi"
 	"github.com/rxc-project/rxc/adapters/lastknown"
 	"github.com/rxc-project/rxc/adapters/natsjwt"
@@ -116,7 +117,8 @@ func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (*Server,
 		return nil, fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
 	}
 	s.http = &http.Server{
-		Handler:           s.metrics.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) })),
+		Handler: observe.Wrap(s.metrics.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) })),
+			log.With("component", "access"), nil),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,

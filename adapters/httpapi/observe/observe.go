@@ -1,0 +1,247 @@
+// Package observe is what the HTTP services share for being watched: an
+// access log (one info record per request, never a header, query string or
+// body, so no secret reaches it) and Prometheus metrics with client_golang
+// (request latency histograms by route, Go runtime and process metrics,
+// build information, gauges read on each scrape, and families a service
+// still writes as text).
+package observe
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Metrics is one service's registry.
+type Metrics struct {
+	reg      *prometheus.Registry
+	duration *prometheus.HistogramVec
+	mu       sync.Mutex
+	text     []func(io.Writer)
+}
+
+// New registers the Go and process collectors, rxc_build_info and the
+// request duration histogram for service.
+func New(service, version string) *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rxc_build_info", Help: "Build of the running service (always 1).",
+	}, []string{"service", "version"})
+	build.WithLabelValues(service, version).Set(1)
+	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "rxc_http_request_duration_seconds",
+		Help:    "HTTP requests by route (the registered pattern, or unmatched/preflight), method and status code, from the first byte read to the last written.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"route", "method", "code"})
+	reg.MustRegister(build, duration)
+	return &Metrics{reg: reg, duration: duration}
+}
+
+// Registry is the service's registry, for collectors of its own.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Text adds families that write writes in the Prometheus text format (for
+// counters a service kept as text); they are parsed on every scrape and
+// served with the rest. A family name must not also be registered.
+func (m *Metrics) Text(write func(io.Writer)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.text = append(m.text, write)
+}
+
+// Handler serves the metrics (text or protobuf, as the scraper asks).
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(prometheus.Gatherers{m.reg, prometheus.GathererFunc(m.gatherText)}, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+}
+
+func (m *Metrics) gatherText() ([]*dto.MetricFamily, error) {
+	m.mu.Lock()
+	writers := append([]func(io.Writer){}, m.text...)
+	m.mu.Unlock()
+	var buf bytes.Buffer
+	for _, w := range writers {
+		w(&buf)
+	}
+	if buf.Len() == 0 {
+		return nil, nil
+	}
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(&buf)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*dto.MetricFamily, 0, len(fams))
+	for _, f := range fams {
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// GaugeFunc registers a gauge family with one label whose values read
+// reports on each scrape (at most every minAge; read gets a bounded
+// context). A failed read keeps the last values and counts in
+// rxc_metrics_read_errors_total.
+func (m *Metrics) GaugeFunc(name, help string, labels []string, minAge time.Duration, read func(ctx context.Context) (map[string]float64, error)) {
+	c := &gaugeFunc{desc: prometheus.NewDesc(name, help, labels, nil), labels: len(labels), read: read, minAge: minAge,
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "rxc_metrics_read_errors_total", Help: "Failed reads of gauges computed at scrape time.", ConstLabels: prometheus.Labels{"family": name}})}
+	m.reg.MustRegister(c, c.errors)
+}
+
+// gaugeFunc's values are keyed by their label values joined with "\x00".
+type gaugeFunc struct {
+	desc   *prometheus.Desc
+	labels int
+	read   func(ctx context.Context) (map[string]float64, error)
+	minAge time.Duration
+	errors prometheus.Counter
+
+	mu   sync.Mutex
+	at   time.Time
+	last map[string]float64
+}
+
+func (g *gaugeFunc) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *gaugeFunc) Collect(ch chan<- prometheus.Metric) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.last == nil || time.Since(g.at) >= g.minAge {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		vals, err := g.read(ctx)
+		cancel()
+		if err != nil {
+			g.errors.Inc()
+		} else {
+			g.last, g.at = vals, time.Now()
+		}
+	}
+	for key, v := range g.last {
+		lv := splitKey(key, g.labels)
+		if lv == nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, v, lv...)
+	}
+}
+
+// Key joins label values for GaugeFunc's map.
+func Key(values ...string) string {
+	var b bytes.Buffer
+	for i, v := range values {
+		if i > 0 {
+			b.WriteByte(0)
+		}
+		b.WriteString(v)
+	}
+	return b.String()
+}
+
+func splitKey(key string, n int) []string {
+	parts := bytes.Split([]byte(key), []byte{0})
+	if len(parts) != n {
+		return nil
+	}
+	out := make([]string, n)
+	for i, p := range parts {
+		out[i] = string(p)
+	}
+	return out
+}
+
+// Wrap returns next with the access log and the request histogram around
+// it. The route is the pattern next's ServeMux matched (http.Request's
+// Pattern, which the mux sets on the request it is given), "preflight" for
+// CORS preflights and "unmatched" otherwise, so the label set is bounded.
+// The record holds method, route, path (no query), status, bytes written,
+// duration and the peer address: never headers, query strings or bodies.
+// m may be nil (no metrics).
+func Wrap(next http.Handler, log *slog.Logger, m *Metrics) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		defer func() {
+			route := r.Pattern
+			switch {
+			case route != "":
+			case r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "":
+				route = "preflight"
+			default:
+				route = "unmatched"
+			}
+			d := time.Since(start)
+			code := rec.code()
+			if m != nil {
+				m.duration.WithLabelValues(route, r.Method, strconv.Itoa(code)).Observe(d.Seconds())
+			}
+			host, _, err := net.SplitHostPort(r.RemoteAddr)
+			if err != nil {
+				host = r.RemoteAddr
+			}
+			log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+				slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
+				slog.Int("status", code), slog.Int64("bytes", rec.bytes),
+				slog.Float64("duration_ms", float64(d.Microseconds())/1000), slog.String("peer", host))
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// recorder notes the status and size of an answer.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(p)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *recorder) code() int {
+	if r.status == 0 {
+		return http.StatusOK
+	}
+	return r.status
+}
+
+// Unwrap lets http.ResponseController reach the connection (flush,
+// deadlines).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Flush passes flushes through for streamed answers.
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

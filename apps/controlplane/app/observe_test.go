@@ -1,0 +1,152 @@
+package app_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/internal/logbuf"
+	"github.com/rxc-project/rxc/internal/provisionertest"
+)
+
+// A journey at debug level: every log record parses with each key once
+// (the adapters used to repeat "component"), each request leaves one info
+// access record without the password, cookies or tokens, and /metrics is
+// client_golang's exposition with latency by route, Go and process
+// metrics, build info, sensors by state, commands by outcome and the
+// families written as text.
+func TestLogsAccessLogAndMetrics(t *testing.T) {
+	prov := provisionertest.Start(t, provisionertest.Options{})
+	p := startPlane(t, prov, func(c *app.ServeConfig) { c.LogLevel = "debug" })
+
+	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
+	var tenant struct{ NatsStatus string }
+	p.must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme"}, "", 201, nil)
+	waitUntil(t, 30*time.Second, "tenant provisioned", func() bool {
+		p.must("GET", "/api/tenants/acme", nil, "", 200, &tenant)
+		return tenant.NatsStatus == "provisioned"
+	})
+	s := p.enrol("acme")
+	p.must("POST", "/api/sensors/"+s.enr.SensorID+"/commands", map[string]string{"action": "start"}, "", 202, nil)
+	if status, _ := p.do("GET", "/api/nope?token=query-secret", nil, "bearer-secret"); status != 404 {
+		t.Fatalf("unknown route: %d", status)
+	}
+
+	resp, err := http.Get("http://" + p.Server.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %d %s", resp.StatusCode, body)
+	}
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("/metrics is not valid exposition text: %v\n%s", err, body)
+	}
+	for _, name := range []string{
+		"rxc_http_request_duration_seconds", "go_goroutines", "process_cpu_seconds_total", "rxc_build_info",
+		"rxc_sensors", "rxc_commands", "rxc_http_requests_total", "rxc_status_messages_total", "rxc_provisioner_breaker_state",
+	} {
+		if fams[name] == nil {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
+	label := func(name string, want map[string]string) float64 {
+		t.Helper()
+		f := fams[name]
+		if f == nil {
+			return -1
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if got[k] != v {
+					continue next
+				}
+			}
+			switch {
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount())
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			}
+		}
+		return -1
+	}
+	if n := label("rxc_http_request_duration_seconds", map[string]string{"route": "POST /api/tenants", "method": "POST", "code": "201"}); n != 1 {
+		t.Errorf("latency histogram for POST /api/tenants 201 counts %v, want 1", n)
+	}
+	if n := label("rxc_http_request_duration_seconds", map[string]string{"route": "unmatched", "code": "404"}); n != 1 {
+		t.Errorf("latency histogram for unmatched 404 counts %v, want 1", n)
+	}
+	if n := label("rxc_sensors", map[string]string{"state": "pending"}); n != 0 {
+		t.Errorf("rxc_sensors{state=pending} = %v, want 0", n)
+	}
+	var sensors float64
+	for _, st := range []string{"online", "offline", "running"} {
+		if v := label("rxc_sensors", map[string]string{"state": st}); v > 0 {
+			sensors += v
+		}
+	}
+	if sensors != 1 {
+		t.Errorf("rxc_sensors over enrolled states = %v, want the one sensor\n%s", sensors, body)
+	}
+	if n := label("rxc_commands", map[string]string{"status": "accepted", "outcome": "none"}) + label("rxc_commands", map[string]string{"status": "accepted", "outcome": "applied"}); n < 0 {
+		t.Errorf("rxc_commands has no accepted command\n%s", body)
+	}
+	if n := label("rxc_build_info", map[string]string{"service": "controlplane"}); n != 1 {
+		t.Errorf("rxc_build_info{service=controlplane} = %v", n)
+	}
+
+	p.stop()
+	logs := p.Logs()
+	if dups := logbuf.DuplicateKeys(logs); len(dups) > 0 {
+		t.Fatalf("log records with a key twice:\n%s", strings.Join(dups, "\n"))
+	}
+	for _, secret := range []string{opPassword, "query-secret", "bearer-secret", s.enr.SensorToken} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the log holds a secret %q", secret)
+		}
+	}
+	access := map[string]map[string]any{}
+	for _, line := range strings.Split(logs, "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["component"] != "access" {
+			continue
+		}
+		if rec["level"] != "INFO" || rec["msg"] != "request" {
+			t.Errorf("access record not at info: %s", line)
+		}
+		access[rec["route"].(string)] = rec
+	}
+	for route, status := range map[string]float64{"POST /api/auth/login": 204, "POST /api/tenants": 201, "unmatched": 404} {
+		rec, ok := access[route]
+		if !ok {
+			t.Errorf("no access record for %s", route)
+			continue
+		}
+		if rec["status"] != status || rec["method"] == nil || rec["duration_ms"] == nil || rec["peer"] == nil {
+			t.Errorf("access record for %s: %v", route, rec)
+		}
+	}
+	if rec := access["unmatched"]; rec != nil && rec["path"] != "/api/nope" {
+		t.Errorf("access record path %v, want the path without its query", rec["path"])
+	}
+}
