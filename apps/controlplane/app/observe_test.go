@@ -3,12 +3,17 @@ package app_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -114,6 +119,16 @@ func TestLogsAccessLogAndMetrics(t *testing.T) {
 	if n := label("rxc_build_info", map[string]string{"service": "controlplane"}); n != 1 {
 		t.Errorf("rxc_build_info{service=controlplane} = %v", n)
 	}
+	names := map[string]bool{}
+	for name, f := range fams {
+		names[name] = true
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				names[name+suffix] = true
+			}
+		}
+	}
+	checkDashboard(t, names)
 
 	p.stop()
 	logs := p.Logs()
@@ -148,5 +163,65 @@ func TestLogsAccessLogAndMetrics(t *testing.T) {
 	}
 	if rec := access["unmatched"]; rec != nil && rec["path"] != "/api/nope" {
 		t.Errorf("access record path %v, want the path without its query", rec["path"])
+	}
+}
+
+var metricName = regexp.MustCompile(`\b(?:rxc|go|process)_[a-z0-9_]+\b`)
+
+// checkDashboard: deploy/grafana-dashboard.json parses, and every
+// expression (panels and variables) names at least one metric, each of
+// which the control plane exports.
+func checkDashboard(t *testing.T, exported map[string]bool) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "grafana-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Title  string `json:"title"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name  string `json:"name"`
+				Type  string `json:"type"`
+				Query any    `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatalf("grafana-dashboard.json: %v", err)
+	}
+	exprs := map[string]string{}
+	for _, p := range d.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for i, tg := range p.Targets {
+			exprs[fmt.Sprintf("panel %q query %d", p.Title, i)] = tg.Expr
+		}
+	}
+	for _, v := range d.Templating.List {
+		if q, ok := v.Query.(string); ok && v.Type == "query" {
+			exprs["variable "+v.Name] = q
+		}
+	}
+	if d.Title == "" || len(exprs) < 10 {
+		t.Fatalf("dashboard %q with %d expressions", d.Title, len(exprs))
+	}
+	for where, e := range exprs {
+		used := metricName.FindAllString(e, -1)
+		if len(used) == 0 {
+			t.Errorf("%s names no metric: %s", where, e)
+		}
+		for _, m := range used {
+			if !exported[m] {
+				t.Errorf("%s uses %s, which the control plane does not export", where, m)
+			}
+		}
 	}
 }
