@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"math/big"
 	"os"
 	"os/exec"
@@ -22,6 +23,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	capp "github.com/rxc-project/rxc/apps/controlplane/app"
 )
 
 // helmModule is the Helm release the chart is checked with, built from its Go module (pinned:
@@ -143,9 +146,29 @@ func TestHelmChartRendersAgainstTheCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	problems := checkManifests(withResources(m), helmCommands(t))
-	problems = append(problems, checkChartExtras(m, byKind)...)
+	problems := checkManifestsFor(withResources(m), helmCommands(t), helmApps(t))
+	problems = append(problems, checkChartExtras(t, m, byKind)...)
 	noProblems(t, "deploy/helm/rxc", problems)
+}
+
+// helmApps are kubeApps with the control plane's metrics listener, which the chart exposes
+// (METRICS_LISTEN_ADDR) for its ServiceMonitor.
+func helmApps(t testing.TB) map[string]kubeApp {
+	apps := maps.Clone(kubeApps)
+	cp := apps["rxc-controlplane"]
+	cp.ports = map[string]int{"http": apiPort, "grpc": grpcPort, "metrics": controlPlaneMetricsPort(t)}
+	apps["rxc-controlplane"] = cp
+	return apps
+}
+
+// controlPlaneMetricsPort is METRICS_LISTEN_ADDR's default port.
+func controlPlaneMetricsPort(t testing.TB) int {
+	env := envOf(t, &capp.ServeConfig{})
+	p, err := listenPort(env["METRICS_LISTEN_ADDR"].Default)
+	if err != nil {
+		return -1
+	}
+	return p
 }
 
 func withResources(m *manifests) *manifests {
@@ -153,7 +176,7 @@ func withResources(m *manifests) *manifests {
 	return m
 }
 
-func checkChartExtras(m *manifests, byKind map[string][]*yaml.Node) []string {
+func checkChartExtras(t testing.TB, m *manifests, byKind map[string][]*yaml.Node) []string {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	for _, kind := range []string{"Ingress", "NetworkPolicy", "ServiceMonitor", "Certificate", "Job", "StatefulSet"} {
@@ -179,6 +202,40 @@ func checkChartExtras(m *manifests, byKind map[string][]*yaml.Node) []string {
 					}
 				}
 			}
+		}
+	}
+	cp := m.workload("Deployment", "rxc-controlplane")
+	for _, c := range cp.Spec.Template.Spec.Containers {
+		if imageRepo(c.Image) != "rxc-controlplane" {
+			continue
+		}
+		set := map[string]string{}
+		for _, e := range c.Env {
+			set[e.Name] = e.Value
+		}
+		if p, err := listenPort(set["METRICS_LISTEN_ADDR"]); err != nil || p != controlPlaneMetricsPort(t) {
+			add("control plane METRICS_LISTEN_ADDR %q is not the metrics port %d", set["METRICS_LISTEN_ADDR"], controlPlaneMetricsPort(t))
+		}
+	}
+	for _, n := range byKind["ServiceMonitor"] {
+		var sm struct {
+			Spec struct {
+				Endpoints []struct {
+					Port string `yaml:"port"`
+					Path string `yaml:"path"`
+				} `yaml:"endpoints"`
+			} `yaml:"spec"`
+		}
+		if err := n.Decode(&sm); err != nil {
+			add("ServiceMonitor: %v", err)
+			continue
+		}
+		ports := map[string]bool{}
+		for _, e := range sm.Spec.Endpoints {
+			ports[e.Port+e.Path] = true
+		}
+		if !ports["http/metrics"] || !ports["metrics/metrics"] {
+			add("ServiceMonitor endpoints %v, want the provisioner's http and the control plane's metrics port at /metrics", sm.Spec.Endpoints)
 		}
 	}
 	for name, data := range m.secrets {
@@ -338,7 +395,7 @@ func TestHelmChecksFail(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.mutate(m, byKind)
-			wantProblem(t, checkChartExtras(m, byKind), tc.want)
+			wantProblem(t, checkChartExtras(t, m, byKind), tc.want)
 		})
 	}
 }

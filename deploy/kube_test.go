@@ -274,6 +274,12 @@ func labelsMatch(selector, labels map[string]string) bool {
 }
 
 func checkManifests(m *manifests, cmds commands) []string {
+	return checkManifestsFor(m, cmds, kubeApps)
+}
+
+// checkManifestsFor is checkManifests with the workloads' expectations
+// given (the Helm chart also exposes the control plane's metrics port).
+func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp) []string {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 
