@@ -103,7 +103,7 @@ func (m *Metrics) gatherText() ([]*dto.MetricFamily, error) {
 func (m *Metrics) GaugeFunc(name, help string, labels []string, minAge time.Duration, read func(ctx context.Context) (map[string]float64, error)) {
 	c := &gaugeFunc{desc: prometheus.NewDesc(name, help, labels, nil), labels: len(labels), read: read, minAge: minAge,
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "rxc_metrics_read_errors_total", Help: "Failed reads of gauges computed at scrape time.", ConstLabels: prometheus.Labels{"family": name}})}
-	m.reg.MustRegister(c, c.errors)
+	m.reg.MustRegister(c)
 }
 
 // gaugeFunc's values are keyed by their label values joined with "\x00".
@@ -119,7 +119,12 @@ type gaugeFunc struct {
 	last map[string]float64
 }
 
-func (g *gaugeFunc) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+// Describe and Collect include the error counter, so that a scrape shows
+// the failure of its own read.
+func (g *gaugeFunc) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.desc
+	g.errors.Describe(ch)
+}
 
 func (g *gaugeFunc) Collect(ch chan<- prometheus.Metric) {
 	g.mu.Lock()
@@ -134,6 +139,7 @@ func (g *gaugeFunc) Collect(ch chan<- prometheus.Metric) {
 			g.last, g.at = vals, time.Now()
 		}
 	}
+	g.errors.Collect(ch)
 	for key, v := range g.last {
 		lv := splitKey(key, g.labels)
 		if lv == nil {
