@@ -2,11 +2,14 @@ import { lazy, Suspense } from 'react';
 import { Link, Navigate, Route, Routes } from 'react-router';
 import { RequireSession } from './components/Layout';
 import { Loading } from './components/Status';
+import { AuditScreen } from './screens/Audit';
 import { LoginScreen } from './screens/Login';
+import { OperatorsScreen } from './screens/Operators';
 import { SensorDetailScreen } from './screens/SensorDetail';
 import { SensorsScreen } from './screens/Sensors';
 import { TenantDetailScreen } from './screens/TenantDetail';
 import { TenantsScreen } from './screens/Tenants';
+import { TokensScreen } from './screens/Tokens';
 
 // The charting library is most of the bundle: only the Analytics screen loads it.
 const AnalyticsScreen = lazy(() => import('./screens/Analytics').then((m) => ({ default: m.AnalyticsScreen })));
@@ -29,6 +32,9 @@ export function AppRoutes() {
             </Suspense>
           }
         />
+        <Route path="/operators" element={<OperatorsScreen />} />
+        <Route path="/tokens" element={<TokensScreen />} />
+        <Route path="/audit" element={<AuditScreen />} />
         <Route path="*" element={<NotFound />} />
       </Route>
     </Routes>

@@ -12,6 +12,9 @@ const (
 	corsMethods = "GET, POST, PATCH, DELETE"
 	corsHeaders = "Content-Type, Authorization"
 	corsMaxAge  = "600"
+	// corsExpose lets the console read Retry-After (a 429 login_throttled
+	// or a 503 says how long to wait); it is not a CORS-safelisted header.
+	corsExpose = "Retry-After"
 )
 
 // cors adds the CORS response headers for an allowed origin; other origins
@@ -24,6 +27,7 @@ func (a *API) cors(h http.Header, r *http.Request) {
 	}
 	h.Set("Access-Control-Allow-Origin", origin)
 	h.Set("Access-Control-Allow-Credentials", "true")
+	h.Set("Access-Control-Expose-Headers", corsExpose)
 }
 
 // preflight answers a CORS preflight: 204 with the allowed methods and

@@ -86,13 +86,13 @@ func TestCORS(t *testing.T) {
 			name:       "allowed origin",
 			req:        request{method: "GET", path: "/api/auth/me", operator: true, header: map[string]string{"Origin": allowedOrigin}},
 			wantStatus: 200,
-			wantHeader: map[string]string{"Access-Control-Allow-Origin": allowedOrigin, "Access-Control-Allow-Credentials": "true", "Vary": "Origin"},
+			wantHeader: map[string]string{"Access-Control-Allow-Origin": allowedOrigin, "Access-Control-Allow-Credentials": "true", "Vary": "Origin", "Access-Control-Expose-Headers": "Retry-After"},
 		},
 		{
 			name:       "foreign origin",
 			req:        request{method: "GET", path: "/api/auth/me", operator: true, header: map[string]string{"Origin": "https://evil.example"}},
 			wantStatus: 200,
-			wantHeader: map[string]string{"Access-Control-Allow-Origin": "", "Access-Control-Allow-Credentials": "", "Vary": "Origin"},
+			wantHeader: map[string]string{"Access-Control-Allow-Origin": "", "Access-Control-Allow-Credentials": "", "Vary": "Origin", "Access-Control-Expose-Headers": ""},
 		},
 		{
 			name:       "origin differing in port",

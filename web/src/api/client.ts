@@ -1,10 +1,31 @@
 // The one place that talks HTTP to the control plane. Every failure becomes an ApiError whose
 // kind tells the operator what went wrong: a rejected session, an API that cannot be reached,
-// a base URL that points at something other than the API, or a problem the API reported.
+// a base URL that points at something other than the API, an action the operator's role does
+// not allow, or another problem the API reported.
 
-import type { AnalyticsSnapshot, ChatStatus, ClaimCode, IssuedClaimCode, Items, Overview, OverviewQuery, Sensor, Tenant } from './types';
+import type {
+  AnalyticsSnapshot,
+  ApiToken,
+  AuditPage,
+  AuditQuery,
+  ChatStatus,
+  ClaimCode,
+  CreatedApiToken,
+  IssuedClaimCode,
+  Items,
+  Me,
+  NewApiToken,
+  NewOperator,
+  Operator,
+  OperatorUpdate,
+  Overview,
+  OverviewQuery,
+  Sensor,
+  Tenant,
+} from './types';
 
-export type ApiErrorKind = 'unauthorized' | 'unreachable' | 'misconfigured' | 'problem';
+/** 'forbidden': the API answered 403 forbidden, the principal's role does not allow the action. */
+export type ApiErrorKind = 'unauthorized' | 'unreachable' | 'misconfigured' | 'forbidden' | 'problem';
 
 export class ApiError extends Error {
   readonly kind: ApiErrorKind;
@@ -12,8 +33,10 @@ export class ApiError extends Error {
   readonly code: string;
   readonly title: string;
   readonly detail: string;
+  /** Seconds the API asked to wait (Retry-After), when it said so. */
+  readonly retryAfter?: number;
 
-  constructor(kind: ApiErrorKind, init: { status?: number; code?: string; title: string; detail?: string }) {
+  constructor(kind: ApiErrorKind, init: { status?: number; code?: string; title: string; detail?: string; retryAfter?: number }) {
     super(init.detail ? `${init.title}: ${init.detail}` : init.title);
     this.name = 'ApiError';
     this.kind = kind;
@@ -21,7 +44,18 @@ export class ApiError extends Error {
     this.code = init.code ?? kind;
     this.title = init.title;
     this.detail = init.detail ?? '';
+    this.retryAfter = init.retryAfter;
   }
+}
+
+/** Retry-After as whole seconds from now: delta-seconds or an HTTP date; undefined when absent or bad. */
+export function parseRetryAfter(value: string | null, now: number = Date.now()): number | undefined {
+  if (!value) return undefined;
+  const v = value.trim();
+  if (/^\d+$/.test(v)) return Number(v);
+  const t = Date.parse(v);
+  if (Number.isNaN(t)) return undefined;
+  return Math.max(0, Math.ceil((t - now) / 1000));
 }
 
 export interface ApiClientOptions {
@@ -116,7 +150,7 @@ export class ApiClient {
     return this.noContent('POST', '/auth/logout');
   }
   me() {
-    return this.json<{ email: string }>('GET', '/auth/me');
+    return this.json<Me>('GET', '/auth/me');
   }
   listTenants() {
     return this.json<Items<Tenant>>('GET', '/tenants');
@@ -148,6 +182,37 @@ export class ApiClient {
   analyticsOverview(q: OverviewQuery, signal?: AbortSignal) {
     const query = { tenantId: q.tenantId, from: q.from, to: q.to, sensorId: q.sensorId, limit: q.limit === undefined ? undefined : String(q.limit) };
     return this.json<Overview>('GET', '/analytics/overview', { query, signal });
+  }
+  listOperators() {
+    return this.json<Items<Operator>>('GET', '/operators');
+  }
+  createOperator(req: NewOperator) {
+    return this.json<Operator>('POST', '/operators', { body: req });
+  }
+  updateOperator(id: string, req: OperatorUpdate) {
+    return this.json<Operator>('PATCH', `/operators/${encodeURIComponent(id)}`, { body: req });
+  }
+  resetPassword(id: string, password: string) {
+    return this.noContent('POST', `/operators/${encodeURIComponent(id)}/password`, { password });
+  }
+  signOutEverywhere(id: string) {
+    return this.json<{ sessions: number }>('POST', `/operators/${encodeURIComponent(id)}/sign-out`);
+  }
+  /** The caller's tokens; an admin may name another operator, or '' for every operator's. */
+  listTokens(operatorId?: string) {
+    // An empty operatorId is meaningful here ("every operator"), so it is not left out like other empty filters.
+    const path = operatorId === undefined ? '/tokens' : `/tokens?operatorId=${encodeURIComponent(operatorId)}`;
+    return this.json<Items<ApiToken>>('GET', path);
+  }
+  createToken(req: NewApiToken) {
+    return this.json<CreatedApiToken>('POST', '/tokens', { body: req });
+  }
+  revokeToken(id: string) {
+    return this.json<ApiToken>('DELETE', `/tokens/${encodeURIComponent(id)}`);
+  }
+  listAudit(q: AuditQuery, signal?: AbortSignal) {
+    const query = { tenantId: q.tenantId, actor: q.actor, action: q.action, cursor: q.cursor, limit: q.limit === undefined ? undefined : String(q.limit) };
+    return this.json<AuditPage>('GET', '/audit', { query, signal });
   }
   chatStatus() {
     return this.json<ChatStatus>('GET', '/analytics/chat/status');
@@ -181,6 +246,7 @@ export async function errorFromResponse(res: Response, baseUrl: string): Promise
     }
   }
   const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : undefined);
+  const retryAfter = parseRetryAfter(res.headers.get('Retry-After'));
   if (res.status === 401) {
     return new ApiError('unauthorized', {
       status: 401,
@@ -189,12 +255,22 @@ export async function errorFromResponse(res: Response, baseUrl: string): Promise
       detail: str(problem?.detail) ?? 'Your session has expired or was ended. Sign in again.',
     });
   }
+  if (res.status === 403 && str(problem?.code) === 'forbidden') {
+    // The role check, not a misconfiguration (a refused origin is 403 origin_not_allowed).
+    return new ApiError('forbidden', {
+      status: 403,
+      code: 'forbidden',
+      title: 'Not allowed',
+      detail: 'Your role does not allow this action here. An admin can change your role or tenants.',
+    });
+  }
   if (problem && (isProblem(ct) || str(problem.code) || str(problem.title))) {
     return new ApiError('problem', {
       status: res.status,
       code: str(problem.code) ?? `http_${res.status}`,
       title: str(problem.title) ?? `Request failed (${res.status})`,
       detail: str(problem.detail),
+      retryAfter,
     });
   }
   if (res.status === 404 || res.status === 405 || /text\/html/i.test(ct ?? '')) {
@@ -204,5 +280,6 @@ export async function errorFromResponse(res: Response, baseUrl: string): Promise
     status: res.status,
     code: `http_${res.status}`,
     title: `Request failed (${res.status} ${res.statusText})`.replace(' )', ')'),
+    retryAfter,
   });
 }

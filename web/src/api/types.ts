@@ -111,3 +111,113 @@ export interface AnalyticsSnapshot {
   cves?: CveCount[];
   text?: string;
 }
+
+/** Roles, from most to least powerful (core/operators/access.go). */
+export const ROLES = ['admin', 'operator', 'viewer'] as const;
+export type Role = (typeof ROLES)[number];
+
+/** GET /api/auth/me: who is signed in, with what role, on which tenants (every tenant for an admin). */
+export interface Me {
+  id: string;
+  email: string;
+  role: Role;
+  tenants: string[];
+  tokenId?: string;
+}
+
+export interface Operator {
+  id: string;
+  email: string;
+  role: Role;
+  tenants: string[];
+  disabled: boolean;
+  disabledAt?: string | null;
+  createdAt: string;
+}
+
+export interface NewOperator {
+  email: string;
+  password: string;
+  role: Role;
+  tenants: string[];
+}
+
+export interface OperatorUpdate {
+  role?: Role;
+  tenants?: string[];
+  disabled?: boolean;
+}
+
+export interface ApiToken {
+  id: string;
+  operatorId: string;
+  name: string;
+  role: Role;
+  tenants: string[];
+  createdBy: string;
+  createdAt: string;
+  expiresAt: string;
+  revokedAt?: string | null;
+}
+
+/** POST /api/tokens answers the record and, this once, the token itself. */
+export interface CreatedApiToken extends ApiToken {
+  token: string;
+}
+
+export interface NewApiToken {
+  name: string;
+  role: Role;
+  tenants: string[];
+  ttlSeconds?: number;
+  operatorId?: string;
+}
+
+export type AuditOutcome = 'success' | 'denied' | 'failure';
+
+export interface AuditEntry {
+  id: number;
+  at: string;
+  actorId: string;
+  actor: string;
+  actorRole: string;
+  tokenId: string;
+  source: string;
+  action: string;
+  tenantId: string;
+  target: string;
+  outcome: AuditOutcome | string;
+  status: number;
+  detail: string;
+}
+
+export interface AuditPage {
+  items: AuditEntry[];
+  nextCursor: string;
+}
+
+export interface AuditQuery {
+  tenantId?: string;
+  actor?: string;
+  action?: string;
+  limit?: number;
+  cursor?: string;
+}
+
+/** The actions the control plane records (adapters/httpapi/controlapi/api.go). */
+export const AUDIT_ACTIONS = [
+  'auth.login',
+  'auth.logout',
+  'tenant.create',
+  'claim_code.issue',
+  'claim_code.revoke',
+  'sensor.command',
+  'sensor.revoke',
+  'analytics.chat',
+  'operator.create',
+  'operator.update',
+  'operator.password',
+  'operator.sign_out',
+  'token.create',
+  'token.revoke',
+] as const;

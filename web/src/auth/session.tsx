@@ -1,14 +1,19 @@
 // Session state for the whole app. The API client reports every 401 here; the session then ends
 // and the login page says why, including when the API cannot be reached or the base URL is wrong.
+// A signed-in session knows its principal (GET /api/auth/me): role and tenants decide which
+// actions the screens offer (see access.ts).
 
 import { createContext, useCallback, useContext, useEffect, useMemo, useRef, useState } from 'react';
 import type { ReactNode } from 'react';
 import { ApiClient, ApiError } from '../api/client';
+import type { Me } from '../api/types';
 import type { AppConfig } from '../config';
+import { can, principalOf } from './access';
+import type { Permission } from './access';
 
 export type SessionState =
   | { status: 'checking' }
-  | { status: 'signedIn'; email: string }
+  | { status: 'signedIn'; email: string; me: Me }
   | { status: 'signedOut'; reason: SignedOutReason | null };
 
 export interface SignedOutReason {
@@ -66,7 +71,8 @@ export function SessionProvider({ config, children, fetchFn }: { config: AppConf
       (me) => {
         if (!live) return;
         signedIn.current = true;
-        setSession({ status: 'signedIn', email: me.email });
+        const p = principalOf(me);
+        setSession({ status: 'signedIn', email: p.email, me: p });
       },
       (err) => live && setSession({ status: 'signedOut', reason: reasonFor(err, false) }),
     );
@@ -78,9 +84,9 @@ export function SessionProvider({ config, children, fetchFn }: { config: AppConf
   const signIn = useCallback(
     async (email: string, password: string) => {
       await api.login(email, password);
-      const me = await api.me();
+      const me = principalOf(await api.me());
       signedIn.current = true;
-      setSession({ status: 'signedIn', email: me.email });
+      setSession({ status: 'signedIn', email: me.email, me });
     },
     [api],
   );
@@ -103,4 +109,13 @@ export function useSession(): SessionContextValue {
   const v = useContext(SessionContext);
   if (!v) throw new Error('useSession outside SessionProvider');
   return v;
+}
+
+const NOBODY: Me = { id: '', email: '', role: 'viewer', tenants: [] };
+
+/** The signed-in principal and its permission check; nobody (may nothing) while signed out. */
+export function useAccess(): { me: Me; can: (perm: Permission, tenantId?: string) => boolean } {
+  const { session } = useSession();
+  const me = session.status === 'signedIn' ? session.me : NOBODY;
+  return useMemo(() => ({ me, can: (perm: Permission, tenantId?: string) => session.status === 'signedIn' && can(me, perm, tenantId) }), [me, session.status]);
 }

@@ -3,19 +3,22 @@
 
 import { useEffect, useId, useRef, useState } from 'react';
 import type { KeyboardEvent, ReactNode } from 'react';
+import { explain } from './Status';
 
 export interface ConfirmDialogProps {
   title: string;
   children: ReactNode;
   confirmLabel: string;
   danger?: boolean;
+  /** Keeps the confirm button disabled, e.g. while a form in the dialog is incomplete. */
+  confirmDisabled?: boolean;
   onConfirm: () => Promise<void> | void;
   onClose: () => void;
 }
 
 const FOCUSABLE = 'button:not([disabled]), [href], input:not([disabled]), select:not([disabled]), textarea:not([disabled]), [tabindex]:not([tabindex="-1"])';
 
-export function ConfirmDialog({ title, children, confirmLabel, danger, onConfirm, onClose }: ConfirmDialogProps) {
+export function ConfirmDialog({ title, children, confirmLabel, danger, confirmDisabled, onConfirm, onClose }: ConfirmDialogProps) {
   const titleId = useId();
   const bodyId = useId();
   const ref = useRef<HTMLDivElement>(null);
@@ -56,8 +59,8 @@ export function ConfirmDialog({ title, children, confirmLabel, danger, onConfirm
       await onConfirm();
       onClose();
     } catch (err) {
-      const e = err as { title?: string; detail?: string; message?: string };
-      setError(e.title ? `${e.title}${e.detail ? `: ${e.detail}` : ''}` : e.message ?? String(err));
+      const e = explain(err);
+      setError(e.detail ? `${e.title}: ${e.detail}` : e.title);
       setBusy(false);
     }
   }
@@ -76,7 +79,7 @@ export function ConfirmDialog({ title, children, confirmLabel, danger, onConfirm
           <button ref={cancelRef} type="button" className="btn" onClick={onClose} disabled={busy}>
             Cancel
           </button>
-          <button type="button" className={danger ? 'btn btn-danger' : 'btn btn-primary'} onClick={confirm} disabled={busy}>
+          <button type="button" className={danger ? 'btn btn-danger' : 'btn btn-primary'} onClick={confirm} disabled={busy || confirmDisabled}>
             {busy ? 'Working…' : confirmLabel}
           </button>
         </div>

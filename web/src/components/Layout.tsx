@@ -2,6 +2,7 @@ import { Navigate, NavLink, Outlet, useLocation } from 'react-router';
 import { SnapshotProvider } from '../analytics/snapshot';
 import { useSession } from '../auth/session';
 import { ChatLauncher } from '../chat/Chat';
+import type { Me } from '../api/types';
 import { Loading } from './Status';
 
 export function RequireSession() {
@@ -9,10 +10,10 @@ export function RequireSession() {
   const location = useLocation();
   if (session.status === 'checking') return <Loading label="Checking your session…" />;
   if (session.status === 'signedOut') return <Navigate to="/login" replace state={{ from: location.pathname + location.search }} />;
-  return <Layout email={session.email} />;
+  return <Layout me={session.me} />;
 }
 
-function Layout({ email }: { email: string }) {
+function Layout({ me }: { me: Me }) {
   const { signOut } = useSession();
   return (
     <SnapshotProvider>
@@ -26,10 +27,13 @@ function Layout({ email }: { email: string }) {
             <NavLink to="/sensors">Sensors</NavLink>
             <NavLink to="/tenants">Tenants</NavLink>
             <NavLink to="/analytics">Analytics</NavLink>
+            <NavLink to="/audit">Audit</NavLink>
+            <NavLink to="/tokens">API tokens</NavLink>
+            {me.role === 'admin' && <NavLink to="/operators">Operators</NavLink>}
           </nav>
           <span className="spacer" />
           <span className="muted user" title="Signed in as">
-            {email}
+            {me.email} <span className="role" data-testid="my-role">{me.role}</span>
           </span>
           <button type="button" className="btn btn-small" onClick={signOut}>
             Sign out

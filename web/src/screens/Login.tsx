@@ -1,8 +1,35 @@
 import { useEffect, useRef, useState } from 'react';
 import type { FormEvent } from 'react';
 import { Navigate, useLocation, useNavigate } from 'react-router';
+import { ApiError } from '../api/client';
 import { reasonFor, useSession } from '../auth/session';
 import { Loading } from '../components/Status';
+
+/** A held-back login (429 login_throttled) or a busy control plane (503 login_busy): wait, then retry. */
+interface Hold {
+  code: 'login_throttled' | 'login_busy';
+  until: number | null; // epoch ms; null when the API named no time
+}
+
+export function holdOf(err: unknown, now = Date.now()): Hold | null {
+  if (!(err instanceof ApiError) || (err.code !== 'login_throttled' && err.code !== 'login_busy')) return null;
+  return { code: err.code, until: err.retryAfter === undefined ? null : now + err.retryAfter * 1000 };
+}
+
+export function holdMessage(hold: Hold, now = Date.now()): string {
+  const left = hold.until === null ? null : Math.max(0, Math.ceil((hold.until - now) / 1000));
+  const wait = left === null ? 'Wait a while before you try again.' : left > 0 ? `Try again in ${waitText(left)}.` : 'You can try again now.';
+  return hold.code === 'login_throttled'
+    ? `Too many failed sign-ins for this account or from this address. ${wait}`
+    : `The control plane is checking many sign-ins at once. ${wait}`;
+}
+
+function waitText(s: number): string {
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  const r = s % 60;
+  return r ? `${m} min ${r} s` : `${m} min`;
+}
 
 export function LoginScreen() {
   const { session, signIn, config } = useSession();
@@ -13,25 +40,47 @@ export function LoginScreen() {
   const [password, setPassword] = useState('');
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const [hold, setHold] = useState<Hold | null>(null);
+  const [now, setNow] = useState(() => Date.now());
   const emailRef = useRef<HTMLInputElement>(null);
 
   useEffect(() => emailRef.current?.focus(), []);
 
+  // Counts the wait down once a second while a hold lasts.
+  useEffect(() => {
+    if (!hold?.until) return;
+    const t = setInterval(() => {
+      const n = Date.now();
+      setNow(n);
+      if (n >= hold.until!) clearInterval(t);
+    }, 1000);
+    return () => clearInterval(t);
+  }, [hold]);
+
   if (session.status === 'checking') return <Loading label="Checking your session…" />;
   if (session.status === 'signedIn') return <Navigate to={from} replace />;
 
-  const reason = error ? null : session.reason;
+  const reason = error || hold ? null : session.reason;
+  const held = !!hold && hold.until !== null && now < hold.until;
 
   async function submit(e: FormEvent) {
     e.preventDefault();
+    if (held) return;
     setBusy(true);
     setError(null);
+    setHold(null);
     try {
       await signIn(email, password);
       navigate(from, { replace: true });
     } catch (err) {
-      const r = reasonFor(err, false);
-      setError(r ? r.message : 'Email or password is wrong.');
+      const h = holdOf(err);
+      if (h) {
+        setNow(Date.now());
+        setHold(h);
+      } else {
+        const r = reasonFor(err, false);
+        setError(r ? r.message : 'Email or password is wrong.');
+      }
       setBusy(false);
     }
   }
@@ -53,11 +102,16 @@ export function LoginScreen() {
             {error}
           </div>
         )}
+        {hold && (
+          <div className="banner banner-error" role="alert" data-hold={hold.code}>
+            {holdMessage(hold, now)}
+          </div>
+        )}
         <label htmlFor="login-email">Email</label>
         <input id="login-email" ref={emailRef} type="email" autoComplete="username" required value={email} onChange={(e) => setEmail(e.target.value)} />
         <label htmlFor="login-password">Password</label>
         <input id="login-password" type="password" autoComplete="current-password" required value={password} onChange={(e) => setPassword(e.target.value)} />
-        <button type="submit" className="btn btn-primary btn-block" disabled={busy}>
+        <button type="submit" className="btn btn-primary btn-block" disabled={busy || held}>
           {busy ? 'Signing in…' : 'Sign in'}
         </button>
         <p className="muted small">Control plane: {config.apiBaseUrl}</p>

@@ -1,6 +1,6 @@
 import { useState } from 'react';
 import { Link, useParams } from 'react-router';
-import { useSession } from '../auth/session';
+import { useAccess, useSession } from '../auth/session';
 import { ConfirmDialog } from '../components/Dialog';
 import { ErrorBanner, Loading, Notice, StateBadge } from '../components/Status';
 import { Time } from '../components/Time';
@@ -27,6 +27,9 @@ export function SensorDetailScreen() {
   const [notice, setNotice] = useState<string | null>(null);
   const s = sensor.data;
   const revoked = s?.state === 'revoked';
+  const { can } = useAccess();
+  // Start, Stop and Revoke need the operator role on the sensor's tenant; they appear once it is known.
+  const mayOperate = !!s && can('operate', s.tenantId);
 
   async function act(kind: Exclude<Pending, null>) {
     if (kind === 'revoke') {
@@ -48,17 +51,19 @@ export function SensorDetailScreen() {
         <h1>{s?.name || sensorId}</h1>
         {s && <StateBadge state={s.state} />}
         <span className="spacer" />
-        <div className="actions" role="group" aria-label="Sensor actions">
-          <button type="button" className="btn btn-primary" disabled={!s || revoked || s.state === 'running'} onClick={() => setPending('start')}>
-            Start
-          </button>
-          <button type="button" className="btn" disabled={!s || revoked || s.state === 'stopped'} onClick={() => setPending('stop')}>
-            Stop
-          </button>
-          <button type="button" className="btn btn-danger-outline" disabled={!s || revoked} onClick={() => setPending('revoke')}>
-            Revoke
-          </button>
-        </div>
+        {s && mayOperate && (
+          <div className="actions" role="group" aria-label="Sensor actions">
+            <button type="button" className="btn btn-primary" disabled={revoked || s.state === 'running'} onClick={() => setPending('start')}>
+              Start
+            </button>
+            <button type="button" className="btn" disabled={revoked || s.state === 'stopped'} onClick={() => setPending('stop')}>
+              Stop
+            </button>
+            <button type="button" className="btn btn-danger-outline" disabled={revoked} onClick={() => setPending('revoke')}>
+              Revoke
+            </button>
+          </div>
+        )}
       </div>
       {notice && <Notice>{notice}</Notice>}
       <ErrorBanner error={sensor.error} onRetry={sensor.reload} />

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from 'react';
 import type { FormEvent } from 'react';
 import { Link, useParams } from 'react-router';
 import type { ClaimCode, IssuedClaimCode } from '../api/types';
-import { useSession } from '../auth/session';
+import { useAccess, useSession } from '../auth/session';
 import { ConfirmDialog } from '../components/Dialog';
 import { ErrorBanner, Loading, Notice, StateBadge } from '../components/Status';
 import { Time } from '../components/Time';
@@ -25,6 +25,8 @@ export function claimCodeState(c: ClaimCode, now = Date.now()): 'revoked' | 'use
 export function TenantDetailScreen() {
   const { tenantId = '' } = useParams();
   const { api } = useSession();
+  const { can } = useAccess();
+  const mayOperate = can('operate', tenantId);
   const tenants = usePolling((_s) => api.listTenants(), [api], null);
   const codes = usePolling((_s) => api.listClaimCodes(tenantId), [api, tenantId], 10000);
   const [issued, setIssued] = useState<IssuedClaimCode | null>(null);
@@ -48,14 +50,16 @@ export function TenantDetailScreen() {
       {tenants.data && !tenant && <ErrorBanner error={{ title: 'Unknown tenant', detail: `No tenant has the ID "${tenantId}".` }} />}
       <ErrorBanner error={tenants.error} onRetry={tenants.reload} />
 
-      <IssueClaimCode
-        tenantId={tenantId}
-        onIssued={(c) => {
-          setIssued(c);
-          setNotice(null);
-          codes.reload();
-        }}
-      />
+      {mayOperate && (
+        <IssueClaimCode
+          tenantId={tenantId}
+          onIssued={(c) => {
+            setIssued(c);
+            setNotice(null);
+            codes.reload();
+          }}
+        />
+      )}
       {issued && <IssuedCode code={issued} onDismiss={() => setIssued(null)} />}
       {notice && <Notice>{notice}</Notice>}
 
@@ -93,7 +97,7 @@ export function TenantDetailScreen() {
                     <StateBadge state={state} />
                   </td>
                   <td className="actions">
-                    {state === 'active' && (
+                    {state === 'active' && mayOperate && (
                       <button type="button" className="btn btn-small btn-danger-outline" onClick={() => setRevoking(c)}>
                         Revoke<span className="sr-only"> claim code {c.id}</span>
                       </button>

@@ -3,12 +3,14 @@ import type { FormEvent } from 'react';
 import { Link } from 'react-router';
 import { ID_PATTERN } from '../api/types';
 import type { Tenant } from '../api/types';
-import { useSession } from '../auth/session';
+import { useAccess, useSession } from '../auth/session';
 import { ErrorBanner, Loading, Notice, StateBadge } from '../components/Status';
 import { usePolling } from '../usePolling';
 
 export function TenantsScreen() {
   const { api } = useSession();
+  const { can } = useAccess();
+  const isAdmin = can('admin');
   // Provisioning of a tenant's NATS account finishes in the background: keep the list fresh.
   const tenants = usePolling((_signal) => api.listTenants(), [api], 5000);
   const [created, setCreated] = useState<Tenant | null>(null);
@@ -18,12 +20,14 @@ export function TenantsScreen() {
       <div className="page-head">
         <h1>Tenants</h1>
       </div>
-      <CreateTenant
-        onCreated={(t) => {
-          setCreated(t);
-          tenants.reload();
-        }}
-      />
+      {isAdmin && (
+        <CreateTenant
+          onCreated={(t) => {
+            setCreated(t);
+            tenants.reload();
+          }}
+        />
+      )}
       {created && (
         <Notice>
           Tenant <Link to={`/tenants/${encodeURIComponent(created.id)}`}>{created.id}</Link> created; NATS account {created.natsStatus}.
@@ -33,7 +37,7 @@ export function TenantsScreen() {
       {tenants.loading && !tenants.data ? (
         <Loading label="Loading tenants…" />
       ) : tenants.data && tenants.data.items.length === 0 ? (
-        <p className="empty">No tenants yet. Create the first one above.</p>
+        <p className="empty">{isAdmin ? 'No tenants yet. Create the first one above.' : 'No tenant is granted to you yet. An admin can grant you tenants.'}</p>
       ) : tenants.data ? (
         <table className="table">
           <caption className="sr-only">Tenants</caption>

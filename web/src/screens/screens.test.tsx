@@ -6,7 +6,7 @@ import { fakeFetch, html, json, problem, renderApp } from '../test-utils';
 import { tenantIdError } from './Tenants';
 import { claimCodeState } from './TenantDetail';
 
-const ME = { 'GET /api/auth/me': () => json(200, { email: 'op@example.com' }) };
+const ME = { 'GET /api/auth/me': () => json(200, { id: 'op-1', email: 'op@example.com', role: 'admin', tenants: [] }) };
 
 describe('login', () => {
   it('signs in and goes to the page that was asked for', async () => {

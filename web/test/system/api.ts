@@ -155,7 +155,7 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
       res.setHeader('Vary', 'Origin');
     }
     if (req.method === 'OPTIONS') {
-      res.setHeader('Access-Control-Allow-Methods', 'GET, POST, DELETE');
+      res.setHeader('Access-Control-Allow-Methods', 'GET, POST, PATCH, DELETE');
       res.setHeader('Access-Control-Allow-Headers', 'Content-Type, Accept');
       res.setHeader('Access-Control-Max-Age', '600');
       res.writeHead(204).end();
@@ -231,7 +231,7 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
     session(req);
     if (m !== 'GET') checkOrigin(req);
 
-    if (m === 'GET' && p === '/api/auth/me') return send(res, 200, { email: EMAIL });
+    if (m === 'GET' && p === '/api/auth/me') return send(res, 200, { id: 'op-fake', email: EMAIL, role: 'admin', tenants: [] });
     if (m === 'GET' && p === '/api/tenants') return send(res, 200, { items: tenants });
     if (m === 'POST' && p === '/api/tenants') {
       const b = await body(req);
