@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { BASE, fakeFetch, html, json, problem } from '../test-utils';
-import { ApiClient, ApiError } from './client';
+import { ApiClient, ApiError, parseRetryAfter } from './client';
 
 function client(routes: Parameters<typeof fakeFetch>[0], onUnauthorized = vi.fn()) {
   const f = fakeFetch(routes);
@@ -140,5 +140,64 @@ describe('ApiClient', () => {
     expect(await res.text()).toContain('event: done');
     const html = client({ 'POST /api/analytics/chat': () => new Response('<html>', { status: 200, headers: { 'Content-Type': 'text/html' } }) });
     expect((await failure(html.api.chat({ tenantId: 't', question: 'q', snapshot: SNAP }))).kind).toBe('misconfigured');
+  });
+});
+
+describe('roles, tokens and the audit trail', () => {
+  it('maps 403 forbidden to a forbidden error that is not a session end', async () => {
+    const { api, onUnauthorized } = client({ 'POST /api/tenants': () => problem(403, 'forbidden', 'Forbidden', 'your role does not allow this action here') });
+    const err = await failure(api.createTenant('acme', 'Acme'));
+    expect(err.kind).toBe('forbidden');
+    expect(err.status).toBe(403);
+    expect(err.title).toBe('Not allowed');
+    expect(onUnauthorized).not.toHaveBeenCalled();
+  });
+
+  it('keeps other 403s as the problem the API reported', async () => {
+    const { api } = client({ 'POST /api/tenants': () => problem(403, 'origin_not_allowed', 'Origin not allowed') });
+    const err = await failure(api.createTenant('acme', 'Acme'));
+    expect(err.kind).toBe('problem');
+    expect(err.code).toBe('origin_not_allowed');
+  });
+
+  it('reads Retry-After in seconds or as a date', async () => {
+    const now = Date.parse('2026-01-01T00:00:00Z');
+    expect(parseRetryAfter('30', now)).toBe(30);
+    expect(parseRetryAfter(' 0 ', now)).toBe(0);
+    expect(parseRetryAfter('Thu, 01 Jan 2026 00:01:00 GMT', now)).toBe(60);
+    expect(parseRetryAfter('Wed, 31 Dec 2025 23:00:00 GMT', now)).toBe(0);
+    expect(parseRetryAfter('soon', now)).toBeUndefined();
+    expect(parseRetryAfter('-5', now)).toBeUndefined();
+    expect(parseRetryAfter(null, now)).toBeUndefined();
+    const { api } = client({
+      'POST /api/auth/login': () => {
+        const r = problem(429, 'login_throttled', 'Too many failed logins');
+        r.headers.set('Retry-After', '17');
+        return r;
+      },
+    });
+    const err = await failure(api.login('a@b.c', 'pw'));
+    expect([err.code, err.retryAfter]).toEqual(['login_throttled', 17]);
+  });
+
+  it('lists own tokens without operatorId, an operator’s with it, and every operator’s with it empty', async () => {
+    const { api, f } = client({ 'GET /api/tokens': () => json(200, { items: [] }) });
+    await api.listTokens();
+    await api.listTokens('op-2');
+    await api.listTokens('');
+    expect(f.calls.map((c) => c.url.search)).toEqual(['', '?operatorId=op-2', '?operatorId=']);
+  });
+
+  it('puts only set audit filters and the cursor in the query', async () => {
+    const { api, f } = client({ 'GET /api/audit': () => json(200, { items: [], nextCursor: '' }) });
+    await api.listAudit({ tenantId: '', actor: 'a@b.c', action: 'auth.login', cursor: 'abc', limit: 50 });
+    expect(f.calls[0].url.search).toBe('?actor=a%40b.c&action=auth.login&cursor=abc&limit=50');
+  });
+
+  it('patches operators and escapes ids in paths', async () => {
+    const { api, f } = client({ 'PATCH /api/operators/op%2F1': () => json(200, { id: 'op/1' }) });
+    await api.updateOperator('op/1', { disabled: true });
+    expect(f.calls[0].method).toBe('PATCH');
+    expect(f.calls[0].body).toEqual({ disabled: true });
   });
 });
