@@ -64,40 +64,42 @@ export function SensorsScreen() {
           No sensors{tenantId || state ? ' match these filters' : ' yet'}. Issue a claim code from a <Link to="/tenants">tenant</Link> and run the sensor agent with it.
         </p>
       ) : sensors.data ? (
-        <table className="table">
-          <caption className="sr-only">Sensors</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Tenant</th>
-              <th scope="col">State</th>
-              <th scope="col">Last seen</th>
-              <th scope="col">Certificate expires</th>
-            </tr>
-          </thead>
-          <tbody>
-            {sensors.data.items.map((s) => (
-              <tr key={s.id} data-sensor-id={s.id}>
-                <td>
-                  <Link to={`/sensors/${encodeURIComponent(s.id)}`}>{s.name || s.id}</Link>
-                  <div className="muted small mono">{s.id}</div>
-                </td>
-                <td>
-                  <Link to={`/tenants/${encodeURIComponent(s.tenantId)}`}>{s.tenantId}</Link>
-                </td>
-                <td>
-                  <StateBadge state={s.state} />
-                </td>
-                <td>
-                  <Time value={s.lastSeenAt} />
-                </td>
-                <td>
-                  <Time value={s.certificate?.notAfter} />
-                </td>
+        <div className="table-wrap">
+          <table className="table">
+            <caption className="sr-only">Sensors</caption>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Tenant</th>
+                <th scope="col">State</th>
+                <th scope="col">Last seen</th>
+                <th scope="col">Certificate expires</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {sensors.data.items.map((s) => (
+                <tr key={s.id} data-sensor-id={s.id}>
+                  <td>
+                    <Link to={`/sensors/${encodeURIComponent(s.id)}`}>{s.name || s.id}</Link>
+                    <div className="muted small mono">{s.id}</div>
+                  </td>
+                  <td>
+                    <Link to={`/tenants/${encodeURIComponent(s.tenantId)}`}>{s.tenantId}</Link>
+                  </td>
+                  <td>
+                    <StateBadge state={s.state} />
+                  </td>
+                  <td>
+                    <Time value={s.lastSeenAt} />
+                  </td>
+                  <td>
+                    <Time value={s.certificate?.notAfter} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       ) : null}
     </section>
   );

@@ -70,44 +70,46 @@ export function TenantDetailScreen() {
       ) : codes.data && codes.data.items.length === 0 ? (
         <p className="empty">No claim codes for this tenant.</p>
       ) : codes.data ? (
-        <table className="table">
-          <caption className="sr-only">Claim codes</caption>
-          <thead>
-            <tr>
-              <th scope="col">ID</th>
-              <th scope="col">Sensor name</th>
-              <th scope="col">Expires</th>
-              <th scope="col">State</th>
-              <th scope="col">
-                <span className="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {codes.data.items.map((c) => {
-              const state = claimCodeState(c);
-              return (
-                <tr key={c.id}>
-                  <td className="mono">{c.id}</td>
-                  <td>{c.sensorName || <span className="muted">any</span>}</td>
-                  <td>
-                    <Time value={c.expiresAt} />
-                  </td>
-                  <td>
-                    <StateBadge state={state} />
-                  </td>
-                  <td className="actions">
-                    {state === 'active' && mayOperate && (
-                      <button type="button" className="btn btn-small btn-danger-outline" onClick={() => setRevoking(c)}>
-                        Revoke<span className="sr-only"> claim code {c.id}</span>
-                      </button>
-                    )}
-                  </td>
-                </tr>
-              );
-            })}
-          </tbody>
-        </table>
+        <div className="table-wrap">
+          <table className="table">
+            <caption className="sr-only">Claim codes</caption>
+            <thead>
+              <tr>
+                <th scope="col">ID</th>
+                <th scope="col">Sensor name</th>
+                <th scope="col">Expires</th>
+                <th scope="col">State</th>
+                <th scope="col">
+                  <span className="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {codes.data.items.map((c) => {
+                const state = claimCodeState(c);
+                return (
+                  <tr key={c.id}>
+                    <td className="mono">{c.id}</td>
+                    <td>{c.sensorName || <span className="muted">any</span>}</td>
+                    <td>
+                      <Time value={c.expiresAt} />
+                    </td>
+                    <td>
+                      <StateBadge state={state} />
+                    </td>
+                    <td className="actions">
+                      {state === 'active' && mayOperate && (
+                        <button type="button" className="btn btn-small btn-danger-outline" onClick={() => setRevoking(c)}>
+                          Revoke<span className="sr-only"> claim code {c.id}</span>
+                        </button>
+                      )}
+                    </td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
+        </div>
       ) : null}
 
       {revoking && (

@@ -39,33 +39,35 @@ export function TenantsScreen() {
       ) : tenants.data && tenants.data.items.length === 0 ? (
         <p className="empty">{isAdmin ? 'No tenants yet. Create the first one above.' : 'No tenant is granted to you yet. An admin can grant you tenants.'}</p>
       ) : tenants.data ? (
-        <table className="table">
-          <caption className="sr-only">Tenants</caption>
-          <thead>
-            <tr>
-              <th scope="col">ID</th>
-              <th scope="col">Name</th>
-              <th scope="col">NATS account</th>
-              <th scope="col">Account public key</th>
-            </tr>
-          </thead>
-          <tbody>
-            {tenants.data.items.map((t) => (
-              <tr key={t.id}>
-                <td>
-                  <Link to={`/tenants/${encodeURIComponent(t.id)}`}>{t.id}</Link>
-                </td>
-                <td>{t.name}</td>
-                <td>
-                  <StateBadge state={t.natsStatus} />
-                </td>
-                <td className="mono truncate" title={t.natsAccountPubKey ?? ''}>
-                  {t.natsAccountPubKey || <span className="muted">not yet</span>}
-                </td>
+        <div className="table-wrap">
+          <table className="table">
+            <caption className="sr-only">Tenants</caption>
+            <thead>
+              <tr>
+                <th scope="col">ID</th>
+                <th scope="col">Name</th>
+                <th scope="col">NATS account</th>
+                <th scope="col">Account public key</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {tenants.data.items.map((t) => (
+                <tr key={t.id}>
+                  <td>
+                    <Link to={`/tenants/${encodeURIComponent(t.id)}`}>{t.id}</Link>
+                  </td>
+                  <td>{t.name}</td>
+                  <td>
+                    <StateBadge state={t.natsStatus} />
+                  </td>
+                  <td className="mono truncate" title={t.natsAccountPubKey ?? ''}>
+                    {t.natsAccountPubKey || <span className="muted">not yet</span>}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       ) : null}
     </section>
   );
