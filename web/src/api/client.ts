@@ -53,6 +53,9 @@ export function parseRetryAfter(value: string | null, now: number = Date.now()):
   if (!value) return undefined;
   const v = value.trim();
   if (/^\d+$/.test(v)) return Number(v);
+  // An HTTP date starts with the day's name ("Sun, 06 Nov 1994 08:49:37 GMT"); Date.parse alone
+  // would also take "-5" for a year.
+  if (!/^[A-Za-z]{3}/.test(v)) return undefined;
   const t = Date.parse(v);
   if (Number.isNaN(t)) return undefined;
   return Math.max(0, Math.ceil((t - now) / 1000));
