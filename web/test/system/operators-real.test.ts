@@ -3,7 +3,8 @@
 // with a claim code), and a viewer limited to that tenant; the viewer signs in in a browser of
 // their own and sees only that tenant, its claim codes and sensor, and no action button anywhere;
 // a page of the other tenant is not found for them. The admin's audit screen then shows both the
-// creation of the viewer and the viewer's login. Screenshots at 1280 and 360 px go to
+// creation of the viewer and the viewer's login. A stranger's repeated wrong logins end in
+// 429 login_throttled, whose wait the login page shows, and in the audit trail. Screenshots at 1280 and 360 px go to
 // test-results/real-api/. Only the real-API run (make system-real) runs it: roles are the control
 // plane's, a fake would test itself.
 
@@ -29,6 +30,7 @@ let api: E2eApi;
 let nginx: Nginx;
 let admin: { context: BrowserContext; page: Page; problems: string[] };
 let viewer: { context: BrowserContext; page: Page; problems: string[] };
+let origin: string;
 
 async function shot(page: Page, name: string) {
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
@@ -61,7 +63,7 @@ describe.skipIf(!isRealApi()).sequential('roles against the real control plane',
     // The control plane allows this origin only; its session cookie is SameSite=Lax, so page and
     // API share the host name localhost.
     const port = Number(process.env.RXC_E2E_WEB_PORT ?? 8000);
-    const origin = `http://localhost:${port}`;
+    origin = `http://localhost:${port}`;
     api = await startApi({ origin, host: 'localhost', port });
     nginx = await startNginx({ apiBaseUrl: `${api.baseUrl}/api`, chat: false, port });
     // The admin's page checks an API token by hand: a 404 for the tenant it does not grant and a
@@ -254,6 +256,46 @@ describe.skipIf(!isRealApi()).sequential('roles against the real control plane',
       [api.baseUrl, token, tenantA],
     );
     expect(after).toBe(401);
+  });
+
+  it('a throttled login shows the wait the control plane sends, and the audit trail shows the refusals', async () => {
+    // An account nobody has: its failures hold back only itself (and count a few towards this
+    // address's far higher limit).
+    const stranger = `nobody-${run}@example.com`;
+    const { context, page, problems } = await openBrowser({ profile: 'chromium-rbac-throttle', baseURL: origin, expected: /status of (401|429)/ });
+    try {
+      await page.goto('/login');
+      await page.getByLabel('Email').fill(stranger);
+      await page.getByLabel('Password').fill('not the password');
+      const statuses: number[] = [];
+      // From the fifth failure on, each one holds the account back for a delay that doubles.
+      for (let i = 0; i < 12 && !statuses.includes(429); i++) {
+        await page.getByRole('button', { name: 'Sign in' }).waitFor();
+        await expect.poll(() => page.getByRole('button', { name: 'Sign in' }).isEnabled()).toBe(true);
+        const [res] = await Promise.all([page.waitForResponse((r) => r.url().endsWith('/api/auth/login')), page.getByRole('button', { name: 'Sign in' }).click()]);
+        statuses.push(res.status());
+      }
+      expect(statuses.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
+      expect(statuses.at(-1)).toBe(429);
+      // The wait comes from Retry-After, which the control plane exposes to the console's origin.
+      const alert = page.getByRole('alert').filter({ hasText: 'Too many failed sign-ins' });
+      await expect(alert.textContent()).resolves.toMatch(/Try again in (\d+ s|\d+ min( \d+ s)?)\./);
+      await expect(page.getByRole('button', { name: 'Sign in' }).isDisabled()).resolves.toBe(true);
+      await shot(page, '28-login-throttled');
+      await narrowShot(page, '28-login-throttled-360');
+      expect(problems).toEqual([]);
+    } finally {
+      await context.close();
+    }
+
+    const { page: adminPage } = admin;
+    await adminPage.goto(`/audit?actor=${encodeURIComponent(stranger)}&action=auth.login`);
+    const rows = adminPage.getByRole('table', { name: 'Audit entries' }).locator('tbody tr');
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBeGreaterThanOrEqual(6);
+    const outcomes = await rows.locator('td:nth-child(6)').allTextContents();
+    expect(outcomes[0]).toMatch(/^denied429 · login_throttled$/i);
+    expect(outcomes.at(-1)).toMatch(/^denied401 · invalid_credentials$/i);
+    await shot(adminPage, '29-audit-throttled');
   });
 
   it('ran without page errors or CSP violations', () => {
