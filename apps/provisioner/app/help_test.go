@@ -34,6 +34,7 @@ func TestEverySubcommandHasHelp(t *testing.T) {
 		{[]string{"init-operator"}, append(keys(&app.StoreConfig{}), "-name", "-resolver-url", "-nats-config")},
 		{[]string{"init-operator", "--name", "X"}, []string{"OPERATOR_SEED_PATH"}},
 		{[]string{"migrate"}, []string{"PG_DSN"}},
+		{[]string{"reseal"}, keys(&app.ResealConfig{})},
 		{[]string{"healthcheck"}, []string{"LISTEN_ADDR"}},
 		{[]string{"version"}, []string{"usage: provisioner version"}},
 	}
@@ -66,7 +67,7 @@ func TestEverySubcommandHasHelp(t *testing.T) {
 			t.Fatalf("%v: %d %s", args, code, out)
 		}
 	}
-	for _, args := range [][]string{{"serve", "extra"}, {"migrate", "now"}, {"healthcheck", "x"}, {"init-operator", "stray"}, {"init-operator", "--nope"}, {"nope"}} {
+	for _, args := range [][]string{{"serve", "extra"}, {"migrate", "now"}, {"reseal", "now"}, {"healthcheck", "x"}, {"init-operator", "stray"}, {"init-operator", "--nope"}, {"nope"}} {
 		if code, _, errs := runCLI(args...); code != 2 || errs == "" {
 			t.Fatalf("%v: exit %d (%q), want 2 with a message", args, code, errs)
 		}

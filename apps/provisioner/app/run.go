@@ -22,6 +22,7 @@ commands:
   init-operator  create the operator, SYS and CONTROL accounts and write the nats-server config fragment
   serve          serve the account resolver and the credential API
   migrate        apply the database schema
+  reseal         re-encrypt every account and user seed with a new ACCOUNT_SEED_ENCRYPTION_KEY
   healthcheck    probe this service's /healthz on loopback (for container runtimes)
   version        print the version
 
@@ -44,6 +45,7 @@ var helps = map[string]struct {
 	"serve": {"usage: provisioner serve\n\nServes the account resolver and the credential API on LISTEN_ADDR and keeps a connection to\nNATS_URL for claim pushes and stream administration, until SIGINT or SIGTERM.",
 		nil, []any{&ServeConfig{}}},
 	"migrate":     {"usage: provisioner migrate\n\nApplies the provisioner's database schema to PG_DSN and prints what it applied.", nil, []any{&appenv.MigrateConfig{}}},
+	"reseal":      {"usage: provisioner reseal\n\nRe-encrypts every account and user seed from ACCOUNT_SEED_ENCRYPTION_KEY to\nNEW_ACCOUNT_SEED_ENCRYPTION_KEY in one transaction (all or nothing); records already under the new key\nare left alone, so it can run again. Stop the provisioner replicas first, then start them with the\nnew key (docs/operations.md).", nil, []any{&ResealConfig{}}},
 	"healthcheck": {"usage: provisioner healthcheck\n\nProbes this service's /healthz on loopback at LISTEN_ADDR's port; exit status 0 when healthy\n(for container runtimes).", nil, []any{&healthConfig{}}},
 	"version":     {"usage: provisioner version\n\nPrints the version.", nil, nil},
 }
@@ -92,6 +94,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = serve(ctx, stderr)
 	case "migrate":
 		err = appenv.Migrate(ctx, stdout, stderr, applyMigrations)
+	case "reseal":
+		err = reseal(ctx, stdout, stderr)
 	case "healthcheck":
 		var cfg healthConfig
 		if err = appenv.Load(&cfg); err == nil {
