@@ -144,6 +144,8 @@ type API struct {
 	dbDown         func(error) bool
 	audit          *audit.Service
 	loginFailures  atomic.Int64
+	openAPIDoc     []byte
+	patterns       []string
 	log            *slog.Logger
 	clock          func() time.Time
 	mux            *http.ServeMux
@@ -211,14 +213,20 @@ func New(cfg Config) (*API, error) {
 		log: cfg.Logger, clock: cfg.Clock,
 		mux: http.NewServeMux(),
 	}
+	doc, err := OpenAPI()
+	if err != nil {
+		return nil, err
+	}
+	a.openAPIDoc = doc
 	a.routes()
 	return a, nil
 }
 
 func (a *API) routes() {
-	m := a.mux
+	m := routeRecorder{mux: a.mux, patterns: &a.patterns}
 	m.HandleFunc("GET /healthz", a.healthz)
 	m.HandleFunc("GET /readyz", a.readyz)
+	m.HandleFunc("GET /api/openapi.json", a.openAPI)
 
 	m.HandleFunc("POST /api/auth/login", a.audited("auth.login", a.sameOrigin(a.login)))
 	m.HandleFunc("POST /api/auth/logout", a.audited("auth.logout", a.sameOrigin(a.logout)))
@@ -253,6 +261,17 @@ func (a *API) routes() {
 	m.HandleFunc("POST /api/sensors/claim/redeem", a.redeem)
 	m.HandleFunc("POST /api/sensors/{id}/agent/enroll", a.enroll)
 	m.HandleFunc("POST /api/sensors/{id}/agent/renew", a.renew)
+}
+
+// routeRecorder registers routes and remembers their patterns.
+type routeRecorder struct {
+	mux      *http.ServeMux
+	patterns *[]string
+}
+
+func (r routeRecorder) HandleFunc(pattern string, h http.HandlerFunc) {
+	*r.patterns = append(*r.patterns, pattern)
+	r.mux.HandleFunc(pattern, h)
 }
 
 // MetricsHandler serves GET /metrics (Prometheus text) for a listener of
