@@ -15,6 +15,7 @@ type Entry struct {
 // it equal to the codes the code can produce and to the README's table.
 var Catalogue = []Entry{
 	{"account_not_found", http.StatusNotFound, "Account not found", "provisioner: no account with that public key"},
+	{"agent_upgrade_required", http.StatusBadRequest, "Sensor agent upgrade required", "the renewal lacks the proof of the current key that this release requires; upgrade the agent"},
 	{"body_too_large", http.StatusRequestEntityTooLarge, "Request body too large", "the body exceeds the route's limit"},
 	{"chat_unavailable", http.StatusServiceUnavailable, "Analytics chat unavailable", "the chat is disabled, not configured or its model provider is unreachable"},
 	{"conflict", http.StatusConflict, "Conflict", "the request conflicts with the stored state (e.g. a duplicate e-mail, a used claim code)"},
@@ -31,6 +32,7 @@ var Catalogue = []Entry{
 	{"invalid_input", http.StatusBadRequest, "Invalid input", "a field is missing or out of bounds; detail says which"},
 	{"invalid_json", http.StatusBadRequest, "Malformed JSON body", "the body is not the JSON object the route takes"},
 	{"invalid_name", http.StatusBadRequest, "Invalid name", "provisioner: a name is too long or holds control characters"},
+	{"invalid_proof", http.StatusForbidden, "Invalid proof of possession", "the renewal is not signed by the key of the sensor's current certificate"},
 	{"invalid_public_key", http.StatusBadRequest, "Invalid public key", "provisioner: not an account or user public key"},
 	{"invalid_token", http.StatusUnauthorized, "Invalid token", "sensor routes: the bearer token is unknown, used, expired or revoked"},
 	{"last_admin", http.StatusConflict, "Last admin", "the last enabled admin cannot be demoted or disabled"},
