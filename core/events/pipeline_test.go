@@ -127,7 +127,7 @@ type memStore struct {
 	failAfterCommit bool
 }
 
-func (m *memStore) Write(_ context.Context, evs []events.Event) (int, error) {
+func (m *memStore) Write(_ context.Context, evs []events.Event) (events.WriteResult, error) {
 	n := 0
 	for _, ev := range evs {
 		k := [4]string{ev.TenantID, ev.SensorID, ev.ID, ev.Time.String()}
@@ -138,9 +138,9 @@ func (m *memStore) Write(_ context.Context, evs []events.Event) (int, error) {
 	}
 	if m.failAfterCommit {
 		m.failAfterCommit = false
-		return 0, errors.New("connection lost after commit")
+		return events.WriteResult{}, errors.New("connection lost after commit")
 	}
-	return n, nil
+	return events.WriteResult{Inserted: n}, nil
 }
 
 func TestWriterRedeliveryIsStoredOnce(t *testing.T) {
@@ -179,10 +179,10 @@ func TestWriterRedeliveryIsStoredOnce(t *testing.T) {
 // pickyStore refuses, as a whole, any batch holding the event "bad".
 type pickyStore struct{ memStore }
 
-func (p *pickyStore) Write(ctx context.Context, evs []events.Event) (int, error) {
+func (p *pickyStore) Write(ctx context.Context, evs []events.Event) (events.WriteResult, error) {
 	for _, ev := range evs {
 		if ev.ID == "bad" {
-			return 0, fmt.Errorf("store: %w", events.ErrInvalidEvent)
+			return events.WriteResult{}, fmt.Errorf("store: %w", events.ErrInvalidEvent)
 		}
 	}
 	return p.memStore.Write(ctx, evs)
@@ -228,7 +228,7 @@ type signalStore struct {
 	done chan int
 }
 
-func (s *signalStore) Write(ctx context.Context, evs []events.Event) (int, error) {
+func (s *signalStore) Write(ctx context.Context, evs []events.Event) (events.WriteResult, error) {
 	n, err := s.memStore.Write(ctx, evs)
 	s.done <- len(evs)
 	return n, err
@@ -303,5 +303,28 @@ func TestWriterIdleIsNoFailure(t *testing.T) {
 	}
 	if st := w.Stats(); st.Failures != 0 || st.Batches != 1 {
 		t.Errorf("stats %+v, want no failures and 1 batch", st)
+	}
+}
+
+// revokingStore skips every event as received after its sensor's revocation.
+type revokingStore struct{}
+
+func (revokingStore) Write(_ context.Context, evs []events.Event) (events.WriteResult, error) {
+	return events.WriteResult{Revoked: len(evs)}, nil
+}
+
+// TestWriterCountsRevokedApart: events skipped because their sensor was
+// revoked are not counted as duplicates.
+func TestWriterCountsRevokedApart(t *testing.T) {
+	t.Parallel()
+	ev := valid()
+	ev.TenantID, ev.SensorID = "acme", "s1"
+	b := &memBatch{evs: []events.Event{ev, ev}}
+	w, _ := events.NewWriter(events.WriterConfig{Source: &memSource{batches: []*memBatch{b}}, Store: revokingStore{}})
+	if _, err := w.Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(events.WriterStats{Batches: 1, Revoked: 2}, w.Stats()); diff != "" || b.acked != 1 {
+		t.Errorf("stats (-want +got):\n%s; acked %d", diff, b.acked)
 	}
 }

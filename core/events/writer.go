@@ -28,11 +28,19 @@ type Batch interface {
 
 // Store keeps events for queries.
 type Store interface {
-	// Write stores evs in one transaction and returns how many were new:
+	// Write stores evs in one transaction and says what became of them:
 	// an event the store already holds (same tenant, sensor, id and time)
-	// is skipped. An error wrapping ErrInvalidEvent means the store cannot
-	// hold some event of evs at all.
-	Write(ctx context.Context, evs []Event) (inserted int, err error)
+	// is skipped, and so is one received at or after its sensor's
+	// revocation (Revoked). An error wrapping ErrInvalidEvent means the
+	// store cannot hold some event of evs at all.
+	Write(ctx context.Context, evs []Event) (WriteResult, error)
+}
+
+// WriteResult counts a Write's events that were stored, and those skipped
+// because their sensor was revoked when they arrived; the rest were
+// duplicates.
+type WriteResult struct {
+	Inserted, Revoked int
 }
 
 // WriterConfig configures NewWriter.
@@ -51,6 +59,9 @@ type WriterStats struct {
 	Written, Duplicates, Batches, Failures uint64
 	// Rejected events were refused by the store and skipped.
 	Rejected uint64
+	// Revoked events arrived after their sensor's revocation and were
+	// skipped.
+	Revoked uint64
 }
 
 // ackTimeout bounds acknowledging one batch.
@@ -64,7 +75,7 @@ type Writer struct {
 	retry time.Duration
 	log   *slog.Logger
 
-	written, duplicates, batches, failures, rejected atomic.Uint64
+	written, duplicates, batches, failures, rejected, revoked atomic.Uint64
 }
 
 // NewWriter checks cfg.
@@ -89,7 +100,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 
 // Stats returns the counters.
 func (w *Writer) Stats() WriterStats {
-	return WriterStats{Written: w.written.Load(), Duplicates: w.duplicates.Load(), Batches: w.batches.Load(), Failures: w.failures.Load(), Rejected: w.rejected.Load()}
+	return WriterStats{Written: w.written.Load(), Duplicates: w.duplicates.Load(), Batches: w.batches.Load(), Failures: w.failures.Load(), Rejected: w.rejected.Load(), Revoked: w.revoked.Load()}
 }
 
 // Run writes batches until ctx ends. The next batch is fetched while the
@@ -160,10 +171,10 @@ func (w *Writer) write(ctx context.Context, b Batch) (int, error) {
 	for i := range evs {
 		evs[i].CVEs = ExtractCVEs(alertSignature(evs[i].Alert), string(evs[i].RawJSON))
 	}
-	inserted, err := w.store.Write(ctx, evs)
+	res, err := w.store.Write(ctx, evs)
 	rejected := 0
 	if errors.Is(err, ErrInvalidEvent) {
-		inserted, rejected, err = w.writeEach(ctx, evs)
+		res, rejected, err = w.writeEach(ctx, evs)
 	}
 	if err != nil {
 		// The batch may be committed already (a lost reply): a redelivery
@@ -172,8 +183,9 @@ func (w *Writer) write(ctx context.Context, b Batch) (int, error) {
 		return len(evs), err
 	}
 	w.batches.Add(1)
-	w.written.Add(uint64(inserted))
-	w.duplicates.Add(uint64(len(evs) - inserted - rejected))
+	w.written.Add(uint64(res.Inserted))
+	w.revoked.Add(uint64(res.Revoked))
+	w.duplicates.Add(uint64(len(evs) - res.Inserted - res.Revoked - rejected))
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancel()
 	if err := b.Ack(actx); err != nil {
@@ -186,7 +198,7 @@ func (w *Writer) write(ctx context.Context, b Batch) (int, error) {
 // writeEach stores a batch the store refused as a whole one event at a
 // time and skips the events it refuses, so one bad event cannot stall the
 // log behind it. Only ids are logged, never contents.
-func (w *Writer) writeEach(ctx context.Context, evs []Event) (inserted, rejected int, err error) {
+func (w *Writer) writeEach(ctx context.Context, evs []Event) (res WriteResult, rejected int, err error) {
 	for i := range evs {
 		n, err := w.store.Write(ctx, evs[i:i+1])
 		switch {
@@ -195,11 +207,12 @@ func (w *Writer) writeEach(ctx context.Context, evs []Event) (inserted, rejected
 			w.rejected.Add(1)
 			w.log.Warn("event refused by the store; skipped", "tenant", evs[i].TenantID, "sensor", evs[i].SensorID, "event_id", evs[i].ID, "err", err)
 		case err != nil:
-			return inserted, rejected, err
+			return res, rejected, err
 		}
-		inserted += n
+		res.Inserted += n.Inserted
+		res.Revoked += n.Revoked
 	}
-	return inserted, rejected, nil
+	return res, rejected, nil
 }
 
 func (w *Writer) handBack(ctx context.Context, b Batch) {

@@ -54,49 +54,54 @@ var columns = []string{
 const (
 	createLoad = `CREATE TEMP TABLE IF NOT EXISTS events_load (LIKE events INCLUDING DEFAULTS) ON COMMIT DELETE ROWS`
 	// moveLoad skips events the stream received at or after their sensor's
-	// revocation: a stream still open on another replica in the moment
-	// before it is ended must not add anything to a revoked sensor's record.
+	// revocation (a stream still open on another replica in the moment
+	// before it is ended must not add anything to a revoked sensor's
+	// record) and returns how many it inserted and how many it skipped so.
 	moveLoad = `
-		INSERT INTO events SELECT l.* FROM events_load l
-		WHERE NOT EXISTS (
-			SELECT 1 FROM sensors s
-			WHERE s.id = l.sensor_id AND s.tenant_id = l.tenant_id
-			  AND s.revoked_at IS NOT NULL AND l.received_at >= s.revoked_at)
-		ON CONFLICT DO NOTHING`
+		WITH revoked AS (
+			SELECT l.tenant_id, l.sensor_id, l.event_id, l.event_time FROM events_load l
+			JOIN sensors s ON s.id = l.sensor_id AND s.tenant_id = l.tenant_id
+			WHERE s.revoked_at IS NOT NULL AND l.received_at >= s.revoked_at),
+		moved AS (
+			INSERT INTO events SELECT l.* FROM events_load l
+			WHERE NOT EXISTS (SELECT 1 FROM revoked r
+				WHERE r.tenant_id = l.tenant_id AND r.sensor_id = l.sensor_id AND r.event_id = l.event_id AND r.event_time = l.event_time)
+			ON CONFLICT DO NOTHING RETURNING 1)
+		SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM revoked)`
 )
 
 // write stores evs in one transaction and returns how many rows were new.
-func (s *Store) write(ctx context.Context, evs []events.Event) (int, error) {
+func (s *Store) write(ctx context.Context, evs []events.Event) (events.WriteResult, error) {
 	if len(evs) == 0 {
-		return 0, nil
+		return events.WriteResult{}, nil
 	}
 	if err := s.ensurePartitions(ctx, evs); err != nil {
-		return 0, err
+		return events.WriteResult{}, err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("eventstore: begin: %w", err)
+		return events.WriteResult{}, fmt.Errorf("eventstore: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if _, err := tx.Exec(ctx, createLoad); err != nil {
-		return 0, fmt.Errorf("eventstore: load table: %w", err)
+		return events.WriteResult{}, fmt.Errorf("eventstore: load table: %w", err)
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events_load"}, columns, &rows{evs: evs, i: -1}); err != nil {
-		return 0, fmt.Errorf("eventstore: copy %d events: %w", len(evs), classify(err))
+		return events.WriteResult{}, fmt.Errorf("eventstore: copy %d events: %w", len(evs), classify(err))
 	}
-	tag, err := tx.Exec(ctx, moveLoad)
-	if err != nil {
-		return 0, fmt.Errorf("eventstore: insert: %w", classify(err))
+	var res events.WriteResult
+	if err := tx.QueryRow(ctx, moveLoad).Scan(&res.Inserted, &res.Revoked); err != nil {
+		return events.WriteResult{}, fmt.Errorf("eventstore: insert: %w", classify(err))
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("eventstore: commit: %w", err)
+		return events.WriteResult{}, fmt.Errorf("eventstore: commit: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return res, nil
 }
 
 // Write wraps write and forgets the known partitions after a failure: one
 // may have been dropped (expiring old days) since it was seen.
-func (s *Store) Write(ctx context.Context, evs []events.Event) (int, error) {
+func (s *Store) Write(ctx context.Context, evs []events.Event) (events.WriteResult, error) {
 	n, err := s.write(ctx, evs)
 	if err != nil {
 		s.mu.Lock()

@@ -100,7 +100,8 @@ func TestWriteStoresColumnsOnce(t *testing.T) {
 	s, pool := newStore(t)
 	bare := events.Event{TenantID: "acme", SensorID: "s2", ID: "flow-1", Time: day.Add(time.Second), ReceivedAt: day.Add(2 * time.Second), Kind: "flow"}
 	batch := []events.Event{alert("acme", "a-1", day), bare, alert("acme", "a-1", day)}
-	n, err := s.Write(testCtx(t), batch)
+	res, err := s.Write(testCtx(t), batch)
+	n := res.Inserted
 	if err != nil {
 		t.Fatalf("Write: %v", err)
 	}
@@ -108,8 +109,8 @@ func TestWriteStoresColumnsOnce(t *testing.T) {
 		t.Errorf("Write inserted %d, want 2 (the repeat inside the batch skipped)", n)
 	}
 	// A redelivery of the whole batch inserts nothing.
-	if n, err := s.Write(testCtx(t), batch); err != nil || n != 0 {
-		t.Errorf("second Write = %d, %v; want 0, nil", n, err)
+	if res, err := s.Write(testCtx(t), batch); err != nil || res != (events.WriteResult{}) {
+		t.Errorf("second Write = %+v, %v; want nothing inserted, nil", res, err)
 	}
 	want := []row{
 		{Tenant: "acme", Sensor: "s1", ID: "a-1", Kind: "alert", Protocol: "TCP", Signature: "ET EXPLOIT Log4j", Category: "Attempted Administrator Privilege Gain",
@@ -138,9 +139,9 @@ func TestWriteStoresColumnsOnce(t *testing.T) {
 func TestSameIDOtherTenantOrTimeIsAnotherRow(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
-	n, err := s.Write(testCtx(t), []events.Event{alert("acme", "e", day), alert("globex", "e", day), alert("acme", "e", day.Add(time.Millisecond))})
-	if err != nil || n != 3 {
-		t.Fatalf("Write = %d, %v; want 3, nil", n, err)
+	res, err := s.Write(testCtx(t), []events.Event{alert("acme", "e", day), alert("globex", "e", day), alert("acme", "e", day.Add(time.Millisecond))})
+	if err != nil || res.Inserted != 3 {
+		t.Fatalf("Write = %+v, %v; want 3, nil", res, err)
 	}
 	if got := len(rowsOf(t, pool, "globex")); got != 1 {
 		t.Errorf("globex has %d rows, want 1", got)
@@ -237,8 +238,8 @@ func TestDroppedPartitionIsRecreated(t *testing.T) {
 	if _, err := s.Write(testCtx(t), []events.Event{alert("acme", "b", day)}); err == nil || errors.Is(err, events.ErrInvalidEvent) {
 		t.Fatalf("Write into a dropped partition: %v, want a retryable error", err)
 	}
-	if n, err := s.Write(testCtx(t), []events.Event{alert("acme", "b", day)}); err != nil || n != 1 {
-		t.Fatalf("retried Write = %d, %v; want 1, nil", n, err)
+	if res, err := s.Write(testCtx(t), []events.Event{alert("acme", "b", day)}); err != nil || res.Inserted != 1 {
+		t.Fatalf("retried Write = %+v, %v; want 1, nil", res, err)
 	}
 }
 
@@ -264,7 +265,7 @@ func TestEventsAfterRevocationAreNotStored(t *testing.T) {
 		ev.SensorID, ev.ReceivedAt = sensor, received
 		return ev
 	}
-	n, err := s.Write(ctx, []events.Event{
+	res, err := s.Write(ctx, []events.Event{
 		at("s1", "before", revokedAt.Add(-time.Microsecond)),
 		at("s1", "at", revokedAt),
 		at("s1", "after", revokedAt.Add(time.Second)),
@@ -277,7 +278,7 @@ func TestEventsAfterRevocationAreNotStored(t *testing.T) {
 	for _, r := range rowsOf(t, pool, "acme") {
 		got = append(got, r.Sensor+"/"+r.ID)
 	}
-	if want := []string{"s1/before", "s2/other-sensor"}; n != 2 || !cmp.Equal(got, want) {
-		t.Errorf("stored %d: %v, want %v", n, got, want)
+	if want := []string{"s1/before", "s2/other-sensor"}; res != (events.WriteResult{Inserted: 2, Revoked: 2}) || !cmp.Equal(got, want) {
+		t.Errorf("stored %+v: %v, want 2 inserted, 2 skipped as revoked: %v", res, got, want)
 	}
 }

@@ -107,6 +107,7 @@ func (p *eventPipeline) metrics(w io.Writer) {
 	fmt.Fprintf(w, "rxc_events_received_total{outcome=\"refused\"} %d\nrxc_events_received_total{outcome=\"invalid\"} %d\n", in.Refused, in.Invalid)
 	fmt.Fprintf(w, "# HELP rxc_events_written_total Events inserted into PostgreSQL.\n# TYPE rxc_events_written_total counter\nrxc_events_written_total %d\n", wr.Written)
 	fmt.Fprintf(w, "# HELP rxc_events_duplicates_skipped_total Redelivered events PostgreSQL already held.\n# TYPE rxc_events_duplicates_skipped_total counter\nrxc_events_duplicates_skipped_total %d\n", wr.Duplicates)
+	fmt.Fprintf(w, "# HELP rxc_events_revoked_skipped_total Events received at or after their sensor's revocation, never stored.\n# TYPE rxc_events_revoked_skipped_total counter\nrxc_events_revoked_skipped_total %d\n", wr.Revoked)
 	fmt.Fprintf(w, "# HELP rxc_events_rejected_total Events PostgreSQL refused (skipped, logged by id).\n# TYPE rxc_events_rejected_total counter\nrxc_events_rejected_total %d\n", wr.Rejected)
 	fmt.Fprintf(w, "# HELP rxc_event_batches_failed_total Writer batches handed back for redelivery.\n# TYPE rxc_event_batches_failed_total counter\nrxc_event_batches_failed_total %d\n", wr.Failures)
 }

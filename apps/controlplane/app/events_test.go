@@ -100,11 +100,11 @@ func metric(t *testing.T, p *plane, name string) int {
 // that dies between the commit and the ack.
 type failAfterCommit struct{ store *eventstore.Store }
 
-func (f failAfterCommit) Write(ctx context.Context, evs []events.Event) (int, error) {
+func (f failAfterCommit) Write(ctx context.Context, evs []events.Event) (events.WriteResult, error) {
 	if _, err := f.store.Write(ctx, evs); err != nil {
-		return 0, err
+		return events.WriteResult{}, err
 	}
-	return 0, errors.New("writer lost after commit")
+	return events.WriteResult{}, errors.New("writer lost after commit")
 }
 
 // TestEventsReachPostgresOnce streams events over mTLS through JetStream
