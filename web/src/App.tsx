@@ -2,6 +2,7 @@ import { lazy, Suspense } from 'react';
 import { Link, Navigate, Route, Routes } from 'react-router';
 import { RequireSession } from './components/Layout';
 import { Loading } from './components/Status';
+import { AccountScreen } from './screens/Account';
 import { AuditScreen } from './screens/Audit';
 import { LoginScreen } from './screens/Login';
 import { OperatorsScreen } from './screens/Operators';
@@ -35,6 +36,7 @@ export function AppRoutes() {
         <Route path="/operators" element={<OperatorsScreen />} />
         <Route path="/tokens" element={<TokensScreen />} />
         <Route path="/audit" element={<AuditScreen />} />
+        <Route path="/account" element={<AccountScreen />} />
         <Route path="*" element={<NotFound />} />
       </Route>
     </Routes>

@@ -27,6 +27,8 @@ interface SessionContextValue {
   session: SessionState;
   signIn: (email: string, password: string) => Promise<void>;
   signOut: () => Promise<void>;
+  /** Ends the session here after the API ended it (own password changed, signed out everywhere). */
+  endSession: (message: string) => void;
 }
 
 const SessionContext = createContext<SessionContextValue | null>(null);
@@ -101,7 +103,12 @@ export function SessionProvider({ config, children, fetchFn }: { config: AppConf
     }
   }, [api]);
 
-  const value = useMemo(() => ({ config, api, session, signIn, signOut }), [config, api, session, signIn, signOut]);
+  const endSession = useCallback((message: string) => {
+    signedIn.current = false;
+    setSession({ status: 'signedOut', reason: { kind: 'signedOut', message } });
+  }, []);
+
+  const value = useMemo(() => ({ config, api, session, signIn, signOut, endSession }), [config, api, session, signIn, signOut, endSession]);
   return <SessionContext.Provider value={value}>{children}</SessionContext.Provider>;
 }
 

@@ -32,9 +32,9 @@ function Layout({ me }: { me: Me }) {
             {me.role === 'admin' && <NavLink to="/operators">Operators</NavLink>}
           </nav>
           <span className="spacer" />
-          <span className="muted user" title="Signed in as">
+          <NavLink to="/account" className="user" title="Your account: signed in as">
             {me.email} <span className="role" data-testid="my-role">{me.role}</span>
-          </span>
+          </NavLink>
           <button type="button" className="btn btn-small" onClick={signOut}>
             Sign out
           </button>

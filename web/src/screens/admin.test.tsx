@@ -363,3 +363,49 @@ describe('audit screen', () => {
     await waitFor(() => expect(f.calls.filter((c) => c.url.pathname === '/api/audit')).toHaveLength(2));
   });
 });
+
+describe('account screen', () => {
+  const VIEWER: Me = { id: 'op-v', email: 'view@example.com', role: 'viewer', tenants: ['acme'] };
+  function accountApi() {
+    return fakeFetch({
+      'GET /api/auth/me': () => json(200, VIEWER),
+      'POST /api/operators/op-v/password': () => new Response(null, { status: 204 }),
+      'POST /api/operators/op-v/sign-out': () => json(200, { sessions: 2 }),
+    });
+  }
+
+  it('shows who is signed in, reached from the e-mail in the top bar', async () => {
+    const user = userEvent.setup();
+    const f = accountApi();
+    renderApp('/account', f);
+    expect(await screen.findByRole('heading', { name: 'Your account' })).toBeInTheDocument();
+    expect(screen.getByRole('link', { name: /view@example\.com/ })).toHaveAttribute('href', '/account');
+    expect(screen.getByText(/read-only on the tenants granted/)).toBeInTheDocument();
+    expect(screen.getByText('acme')).toBeInTheDocument();
+    await user.type(screen.getByLabelText('New password'), 'a long new password');
+    await user.type(screen.getByLabelText('New password again'), 'a long new passwort');
+    await user.click(screen.getByRole('button', { name: 'Change password' }));
+    expect(screen.getByRole('alert')).toHaveTextContent('The two entries differ.');
+    expect(f.calls.filter((c) => c.method === 'POST')).toHaveLength(0);
+  });
+
+  it('changes the own password, which ends the session, and says so on the login page', async () => {
+    const user = userEvent.setup();
+    const f = accountApi();
+    renderApp('/account', f);
+    await user.type(await screen.findByLabelText('New password'), 'a long new password');
+    await user.type(screen.getByLabelText('New password again'), 'a long new password');
+    await user.click(screen.getByRole('button', { name: 'Change password' }));
+    expect(await screen.findByText(/Password changed; every session of yours has ended/)).toBeInTheDocument();
+    expect(screen.getByRole('heading', { name: 'Sign in to the RXC console' })).toBeInTheDocument();
+    expect(f.calls.find((c) => c.method === 'POST')!.body).toEqual({ password: 'a long new password' });
+  });
+
+  it('signs out everywhere after confirmation', async () => {
+    const user = userEvent.setup();
+    renderApp('/account', accountApi());
+    await user.click(await screen.findByRole('button', { name: 'Sign out everywhere' }));
+    await user.click(within(screen.getByRole('dialog', { name: 'Sign out everywhere?' })).getByRole('button', { name: 'Sign out everywhere' }));
+    expect(await screen.findByText('Signed out everywhere: 2 sessions ended.')).toBeInTheDocument();
+  });
+});
