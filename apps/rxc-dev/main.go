@@ -49,6 +49,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fl.StringVar(&cfg.WebDir, "web-dir", "web", "the repository's web/ folder (dist/ from make -C web build, nginx/, the entrypoint hook)")
 	fl.StringVar(&cfg.Tenant, "tenant", "demo", "tenant created at start (empty: none)")
 	fl.IntVar(&cfg.Sensors, "sensors", 3, "simulated sensors enrolled in the tenant")
+	fl.IntVar(&cfg.SeedSensors, "seed-sensors", 0, "fake sensors written straight into the database (in -seed-tenant), for a large fleet in the console; they never report")
+	fl.StringVar(&cfg.SeedTenant, "seed-tenant", "fleet", "tenant of the -seed-sensors sensors (created when missing)")
 	fl.BoolVar(&cfg.StartSensors, "start-sensors", true, "start the simulated sensors no operator has commanded yet, so they stream events at once")
 	fl.StringVar(&cfg.SensorAgent, "sensor-agent", "bin/sensor-agent", "sensor agent binary that runs the simulated sensors")
 	fl.StringVar(&cfg.LogLevel, "log-level", "info", "services' log level (logs go to STATE/logs)")
@@ -186,6 +188,9 @@ func announce(info devstack.Info, readyFile string, printEnv bool, stdout, progr
 	fmt.Fprintf(progress, "  login     %s / %s  (kept in %s)\n", info.Email, info.Password, filepath.Join(info.StateDir, "operator.txt"))
 	fmt.Fprintf(progress, "  API       %s/api\n", info.APIBaseURL)
 	fmt.Fprintf(progress, "  sensors   %d in tenant %q\n", info.Sensors, info.Tenant)
+	if info.SeededSensors > 0 {
+		fmt.Fprintf(progress, "  seeded    %d fake sensors in tenant %q\n", info.SeededSensors, info.SeedTenant)
+	}
 	fmt.Fprintf(progress, "  NATS      %s   gRPC %s   provisioner %s\n", info.NATSURL, info.GRPCAddr, info.ProvisionerURL)
 	fmt.Fprintf(progress, "  logs      %s\n", filepath.Join(info.StateDir, "logs"))
 	fmt.Fprintln(progress, "Press Ctrl-C to stop; the next run resumes from the same state.")

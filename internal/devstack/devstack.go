@@ -25,7 +25,9 @@ import (
 	"time"
 
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/internal/atomicfile"
+	"github.com/rxc-project/rxc/internal/fleetseed"
 	"github.com/rxc-project/rxc/internal/loopback"
 )
 
@@ -69,6 +71,12 @@ type Config struct {
 	// StartSensors sends start to each simulated sensor that no operator
 	// has commanded yet, so they stream events at once.
 	StartSensors bool
+	// SeedSensors fake sensors are written straight into the control
+	// plane's database, in SeedTenant (created like Tenant), for a large
+	// fleet in the console without enrolling it (see package fleetseed).
+	// Their live ones are kept live while the stack runs.
+	SeedSensors int
+	SeedTenant  string
 
 	// Chat is the control plane's analytics chat (the ANALYTICS_CHAT_
 	// group); the zero value leaves it off. When it is enabled the
@@ -97,6 +105,8 @@ type Info struct {
 	Tenant         string `json:"tenant,omitempty"`
 	Sensors        int    `json:"sensors"`
 	SensorAgent    string `json:"sensorAgent,omitempty"`
+	SeedTenant     string `json:"seedTenant,omitempty"`
+	SeededSensors  int    `json:"seededSensors,omitempty"`
 	Web            string `json:"web"`
 }
 
@@ -160,6 +170,17 @@ func New(cfg Config) (*Stack, error) {
 	}
 	if cfg.Sensors > 0 && cfg.Tenant == "" {
 		return nil, errors.New("devstack: simulated sensors need a tenant")
+	}
+	if cfg.SeedSensors < 0 || cfg.SeedSensors > fleetseed.MaxCount {
+		return nil, fmt.Errorf("devstack: seeded sensors must lie between 0 and %d", fleetseed.MaxCount)
+	}
+	if cfg.SeedSensors > 0 {
+		if cfg.SeedTenant == "" {
+			return nil, errors.New("devstack: seeded sensors need a tenant")
+		}
+		if err := ids.Validate(cfg.SeedTenant); err != nil {
+			return nil, fmt.Errorf("devstack: seed tenant: %w", err)
+		}
 	}
 	if cfg.Chat.RatePerMinute == 0 {
 		cfg.Chat.RatePerMinute = 10
@@ -297,6 +318,11 @@ func (s *Stack) start(ctx context.Context) error {
 	}
 	if s.cfg.Tenant != "" {
 		if err := s.startSensors(ctx, st, logs); err != nil {
+			return err
+		}
+	}
+	if s.cfg.SeedSensors > 0 {
+		if err := s.seedSensors(ctx, st, pg); err != nil {
 			return err
 		}
 	}

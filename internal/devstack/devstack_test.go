@@ -196,6 +196,7 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 	cfg := devstack.Config{
 		StateDir: dir, Web: devstack.WebGo, WebDir: webDir(t), Tenant: "demo", LogLevel: "warn",
 		ProvisionerAddr: "127.0.0.1:0", NATSAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", WebAddr: "127.0.0.1:0",
+		SeedSensors: 120, SeedTenant: "fleet",
 		Chat: cpapp.ChatConfig{
 			Enabled: true, BaseURL: model.URL, Model: model.Model, APIKey: model.Key,
 			Enrichment: cpapp.EnrichmentConfig{Enabled: true, MISPURL: intel.URL, MISPKey: intel.Key},
@@ -233,6 +234,18 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 		t.Fatalf("login with a wrong password: status %d, want 401", got)
 	}
 	api.must("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": info.Password}, "", 204, nil)
+
+	// The seeded fleet is in its own tenant, visible through the API.
+	if info.SeedTenant != "fleet" || info.SeededSensors != 120 {
+		t.Fatalf("seeded %d sensors in %q, want 120 in fleet", info.SeededSensors, info.SeedTenant)
+	}
+	var seeded struct {
+		Items []struct{ ID, TenantID, State string }
+	}
+	api.must("GET", "/api/sensors?tenantId=fleet&limit=500", nil, "", 200, &seeded)
+	if len(seeded.Items) != 120 {
+		t.Fatalf("%d sensors in the seeded tenant, want 120", len(seeded.Items))
+	}
 
 	// The chat configuration reached the control plane.
 	var chat struct {
