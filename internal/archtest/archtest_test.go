@@ -1,5 +1,6 @@
-// Package archtest enforces the dependency rule of the hexagonal layout:
-// nothing under core/ may import an adapter or an infrastructure package.
+// Package archtest holds the repository's structural rules as tests: core
+// imports no infrastructure, no binary links the testing package, every
+// package is documented, no build output is committed.
 package archtest
 
 import (

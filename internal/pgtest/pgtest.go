@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rxc-project/rxc/adapters/postgres/pgserver"
 	"github.com/rxc-project/rxc/internal/loopback"
 )
 
@@ -127,7 +127,7 @@ func (c *Cluster) DSN(db string) string {
 
 // Start initialises and starts a cluster on a free loopback port.
 func Start() (*Cluster, error) {
-	bin, err := findBinaries()
+	bin, err := pgserver.Binaries()
 	if err != nil {
 		return nil, err
 	}
@@ -220,37 +220,6 @@ func (c *Cluster) run(name string, args ...string) error {
 		return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
-}
-
-// findBinaries locates initdb and pg_ctl: PG_BIN, then Debian's versioned
-// folders (newest first), then PATH.
-func findBinaries() (string, error) {
-	var candidates []string
-	if d := os.Getenv("PG_BIN"); d != "" {
-		candidates = append(candidates, d)
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
-	candidates = append(candidates, dirs...)
-	if p, err := exec.LookPath("initdb"); err == nil {
-		candidates = append(candidates, filepath.Dir(p))
-	}
-	for _, d := range candidates {
-		if isExec(filepath.Join(d, "initdb")) && isExec(filepath.Join(d, "pg_ctl")) {
-			return d, nil
-		}
-	}
-	return "", errors.New("no PostgreSQL server binaries (initdb, pg_ctl) found: install them (Debian: apt-get install postgresql), set PG_BIN to their folder, or set PG_DSN to an existing server")
-}
-
-func version(dir string) int {
-	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
-	return v
-}
-
-func isExec(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode()&0o111 != 0
 }
 
 func freePort() (int, error) { return loopback.FreePort() }

@@ -31,7 +31,7 @@ func TestStaticSiteMimicsNginx(t *testing.T) {
 	if err := os.WriteFile(configJS, []byte(`window.__APP_CONFIG__ = {"apiBaseUrl":"http://localhost:5009","analyticsAiChatEnabled":false};`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	site, err := newStaticSite(html, configJS, filepath.Join("..", "..", "web", "nginx", "security-headers.conf"), "http://localhost:5009")
+	site, err := newStaticSite(html, configJS, filepath.Join("..", "..", "..", "web", "nginx", "security-headers.conf"), "http://localhost:5009")
 	if err != nil {
 		t.Fatal(err)
 	}

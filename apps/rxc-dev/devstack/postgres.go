@@ -18,8 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rxc-project/rxc/adapters/postgres/pgserver"
 	"github.com/rxc-project/rxc/internal/atomicfile"
-	"github.com/rxc-project/rxc/internal/pgtest"
 )
 
 // postgres is the stack's PostgreSQL cluster in STATE/pg, started with the
@@ -38,7 +38,7 @@ type postgres struct {
 // preparePostgres initialises the cluster on the first run and stops one a
 // killed run left behind, before the stack picks its ports.
 func preparePostgres(st *state, say func(string, ...any)) (*postgres, error) {
-	bin, err := pgtest.ServerBinaries()
+	bin, err := pgserver.Binaries()
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +321,7 @@ func Clean(stateDir string) ([]string, error) {
 		clusterDir = strings.TrimSpace(string(data))
 	}
 	if _, err := os.Stat(filepath.Join(clusterDir, "data", "PG_VERSION")); err == nil {
-		if bin, err := pgtest.ServerBinaries(); err == nil {
+		if bin, err := pgserver.Binaries(); err == nil {
 			pg := &postgres{bin: bin, dir: clusterDir}
 			if os.Geteuid() == 0 {
 				pg.runAs = "postgres"

@@ -28,7 +28,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/misp/misptest"
 	"github.com/rxc-project/rxc/adapters/openai/openaitest"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
-	"github.com/rxc-project/rxc/internal/devstack"
+	"github.com/rxc-project/rxc/apps/rxc-dev/devstack"
 )
 
 // stateDir is a fresh state folder PostgreSQL's user can reach when the
@@ -357,7 +357,7 @@ func webDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, f := range []string{"nginx/nginx.conf", "nginx/default.conf", "nginx/security-headers.conf", "docker-entrypoint.d/40-rxc-config.sh"} {
-		data, err := os.ReadFile(filepath.Join("..", "..", "web", f))
+		data, err := os.ReadFile(filepath.Join("..", "..", "..", "web", f))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,65 @@
+package archtest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// binaries are the programs RXC ships or runs outside `go test`.
+var binaries = []string{
+	"github.com/rxc-project/rxc/apps/provisioner",
+	"github.com/rxc-project/rxc/apps/controlplane",
+	"github.com/rxc-project/rxc/apps/sensor-agent",
+	"github.com/rxc-project/rxc/apps/rxc-dev",
+}
+
+// TestBinariesDoNotLinkTesting keeps test harnesses out of the binaries:
+// linking the testing package adds its flags and code to a program that
+// never runs tests, and is the sign that a harness leaked into production
+// code.
+func TestBinariesDoNotLinkTesting(t *testing.T) {
+	for _, bin := range binaries {
+		t.Run(bin[strings.LastIndex(bin, "/")+1:], func(t *testing.T) {
+			t.Parallel()
+			deps := listDeps(t, bin)
+			for _, d := range deps {
+				if d == "testing" || strings.HasPrefix(d, "testing/") {
+					t.Errorf("%s links %s; see `go list -deps %s` for the path", bin, d, bin)
+				}
+			}
+		})
+	}
+}
+
+// listDeps returns bin's transitive imports, failing when the list is too
+// short to mean anything.
+func listDeps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	deps := strings.Fields(string(out))
+	// Every binary uses net/http; without it the list is not what it seems.
+	found := false
+	for _, d := range deps {
+		found = found || d == "net/http" || d == "net"
+	}
+	if len(deps) < 20 || !found {
+		t.Fatalf("go list -deps %s returned %d packages; the rule would pass vacuously", pkg, len(deps))
+	}
+	return deps
+}
+
+// TestListDepsSeesTesting proves the check can fail: a package that imports
+// testing (this harness) is reported.
+func TestListDepsSeesTesting(t *testing.T) {
+	deps := listDeps(t, "github.com/rxc-project/rxc/internal/pgtest")
+	for _, d := range deps {
+		if d == "testing" {
+			return
+		}
+	}
+	t.Fatal("go list -deps of the pgtest harness does not list testing; the binary check could not fail")
+}
