@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/apps/provisioner/app"
+	"github.com/rxc-project/rxc/adapters/postgres/pgserver"
 	"github.com/rxc-project/rxc/internal/logbuf"
 	"github.com/rxc-project/rxc/internal/loopback"
 	"github.com/rxc-project/rxc/internal/pgtest"
@@ -43,7 +44,7 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 	pool.Close()
 
-	bin, err := pgtest.ServerBinaries()
+	bin, err := pgserver.Binaries()
 	if err != nil {
 		t.Fatal(err)
 	}
