@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/rxc-project/rxc/internal/buildinfo.Version=$(VERSION)
+LDFLAGS := -s -w -X github.com/rxc-project/rxc/apps/internal/buildinfo.Version=$(VERSION)
 GO_TEST_FLAGS ?= -count=1 -timeout 30m
 APPS := provisioner controlplane sensor-agent rxc-dev
 # The NATS-facing tests run against the nats-server go.mod pins (the newest

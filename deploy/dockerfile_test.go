@@ -110,7 +110,7 @@ func checkDockerfile(app dockerApp, text, goVersion string) []string {
 	if !hasArg {
 		add("no ARG VERSION")
 	}
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags "-s -w -X github.com/rxc-project/rxc/internal/buildinfo.Version=${VERSION}"`,
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags "-s -w -X github.com/rxc-project/rxc/apps/internal/buildinfo.Version=${VERSION}"`,
 		"-o /out/" + app.name + " ", "./apps/" + app.name} {
 		if !strings.Contains(goBuild+" ", want) {
 			add("go build %q lacks %s", goBuild, want)
@@ -192,12 +192,12 @@ func TestDockerfileTargetsExist(t *testing.T) {
 			t.Errorf("apps/%s is package %s, want a main package", app.name, pkg.Name)
 		}
 	}
-	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(repoRoot, "internal", "buildinfo", "buildinfo.go"), nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(repoRoot, "apps", "internal", "buildinfo", "buildinfo.go"), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.Scope.Lookup("Version") == nil {
-		t.Error("internal/buildinfo has no Version for -ldflags -X")
+		t.Error("apps/internal/buildinfo has no Version for -ldflags -X")
 	}
 }
 

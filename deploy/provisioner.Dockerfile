@@ -13,7 +13,7 @@ COPY . .
 ARG VERSION=dev
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath -buildvcs=false \
-      -ldflags "-s -w -X github.com/rxc-project/rxc/internal/buildinfo.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/rxc-project/rxc/apps/internal/buildinfo.Version=${VERSION}" \
       -o /out/provisioner ./apps/provisioner
 # Mount points owned by the runtime user, so that a fresh named volume
 # mounted there starts out writable by it and closed to others (0700).

@@ -16,7 +16,7 @@ COPY . .
 ARG VERSION=dev
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath -buildvcs=false \
-      -ldflags "-s -w -X github.com/rxc-project/rxc/internal/buildinfo.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/rxc-project/rxc/apps/internal/buildinfo.Version=${VERSION}" \
       -o /out/sensor-agent ./apps/sensor-agent
 # The state volume's mount point, owned by the runtime user (0700).
 RUN mkdir -p /out/state/var/lib/rxc && chmod 0700 /out/state/var/lib/rxc

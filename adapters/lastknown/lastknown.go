@@ -24,8 +24,8 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/rxc-project/rxc/adapters/atomicfile"
 	"github.com/rxc-project/rxc/core/provisioning"
-	"github.com/rxc-project/rxc/internal/atomicfile"
 )
 
 // fileVersion is the snapshot file's format.

@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/rxc-project/rxc/internal/atomicfile"
+	"github.com/rxc-project/rxc/adapters/atomicfile"
 )
 
 // Files of a state directory. The key, the creds, the sensor token (in

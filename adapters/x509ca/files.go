@@ -19,8 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/atomicfile"
 	"github.com/rxc-project/rxc/core/fleet"
-	"github.com/rxc-project/rxc/internal/atomicfile"
 )
 
 // InitOptions describe the CA and server certificate Init creates.

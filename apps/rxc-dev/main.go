@@ -23,8 +23,8 @@ import (
 
 	"github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
+	"github.com/rxc-project/rxc/apps/internal/buildinfo"
 	"github.com/rxc-project/rxc/apps/rxc-dev/devstack"
-	"github.com/rxc-project/rxc/internal/buildinfo"
 )
 
 func main() {

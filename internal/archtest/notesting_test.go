@@ -7,7 +7,7 @@ import (
 )
 
 // binaries are the programs RXC ships or runs outside `go test`.
-var binaries = []string{
+var binaries = []string{ // shipped first, see shipped
 	"github.com/rxc-project/rxc/apps/provisioner",
 	"github.com/rxc-project/rxc/apps/controlplane",
 	"github.com/rxc-project/rxc/apps/sensor-agent",
@@ -62,4 +62,23 @@ func TestListDepsSeesTesting(t *testing.T) {
 		}
 	}
 	t.Fatal("go list -deps of the pgtest harness does not list testing; the binary check could not fail")
+}
+
+// shipped are the binaries released as images; rxc-dev is a development
+// tool and may use the harnesses' non-testing parts (ports, fake sensors).
+var shipped = binaries[:3]
+
+// TestShippedBinariesLinkNoHarness keeps internal/ meaning one thing: test
+// harnesses, which no released binary depends on.
+func TestShippedBinariesLinkNoHarness(t *testing.T) {
+	for _, bin := range shipped {
+		t.Run(bin[strings.LastIndex(bin, "/")+1:], func(t *testing.T) {
+			t.Parallel()
+			for _, d := range listDeps(t, bin) {
+				if strings.HasPrefix(d, "github.com/rxc-project/rxc/internal/") {
+					t.Errorf("%s links the harness %s", bin, d)
+				}
+			}
+		})
+	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/httpapi/observe"
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
-	"github.com/rxc-project/rxc/internal/buildinfo"
+	"github.com/rxc-project/rxc/apps/internal/buildinfo"
 )
 
 // observed puts the access log and the request histogram around the API,

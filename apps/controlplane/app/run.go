@@ -13,8 +13,8 @@ import (
 	"io"
 
 	"github.com/rxc-project/rxc/apps/internal/appenv"
-	"github.com/rxc-project/rxc/internal/buildinfo"
-	"github.com/rxc-project/rxc/internal/healthprobe"
+	"github.com/rxc-project/rxc/apps/internal/buildinfo"
+	"github.com/rxc-project/rxc/apps/internal/healthprobe"
 )
 
 const usage = `usage: controlplane <command> [flags]

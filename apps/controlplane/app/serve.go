@@ -22,10 +22,10 @@ import (
 	"github.com/rxc-project/rxc/adapters/provisionerclient"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
+	"github.com/rxc-project/rxc/apps/internal/buildinfo"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/operators"
-	"github.com/rxc-project/rxc/internal/buildinfo"
 )
 
 func serve(ctx context.Context, stderr io.Writer) error {

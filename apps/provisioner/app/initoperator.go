@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/atomicfile"
 	"github.com/rxc-project/rxc/adapters/natsjwt"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/core/provisioning"
-	"github.com/rxc-project/rxc/internal/atomicfile"
 )
 
 // DefaultResolverURL is where nats-server finds the resolver by default.

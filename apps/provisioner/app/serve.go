@@ -24,9 +24,9 @@ import (
 	"github.com/rxc-project/rxc/adapters/postgres/pgoutage"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
+	"github.com/rxc-project/rxc/apps/internal/buildinfo"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
-	"github.com/rxc-project/rxc/internal/buildinfo"
 )
 
 // serve runs the resolver and the API until ctx ends.

@@ -24,9 +24,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/atomicfile"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/core/ids"
-	"github.com/rxc-project/rxc/internal/atomicfile"
 	"github.com/rxc-project/rxc/internal/fleetseed"
 	"github.com/rxc-project/rxc/internal/loopback"
 )

@@ -13,10 +13,10 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/rxc-project/rxc/adapters/atomicfile"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	provapp "github.com/rxc-project/rxc/apps/provisioner/app"
-	"github.com/rxc-project/rxc/internal/atomicfile"
 )
 
 const (

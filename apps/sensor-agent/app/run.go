@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/sensorclient"
-	"github.com/rxc-project/rxc/internal/buildinfo"
+	"github.com/rxc-project/rxc/apps/internal/buildinfo"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
