@@ -6,8 +6,9 @@
 // Safety: an entry is replaced only by a JWT of the same account issued at
 // the same time or later (its iat), so a stale read can never bring back an
 // account JWT from before a revocation; every entry read from the file must
-// be an account JWT signed by the operator whose key the provisioner holds,
-// so a tampered or foreign file serves nothing. The file holds public,
+// be an account JWT signed by the operator whose key the provisioner holds
+// or by one of the signing keys its operator JWT lists, so a tampered or
+// foreign file serves nothing. The file holds public,
 // signed JWTs only (no seed), and is still written 0600, atomically.
 package lastknown
 
@@ -18,6 +19,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -34,6 +36,7 @@ const fileVersion = 1
 type file struct {
 	Version       int               `json:"version"`
 	Operator      string            `json:"operator"`
+	OperatorJWT   string            `json:"operatorJwt,omitempty"`
 	SystemAccount string            `json:"systemAccount"`
 	WrittenAt     time.Time         `json:"writtenAt"`
 	Accounts      map[string]string `json:"accounts"`
@@ -49,6 +52,12 @@ type Store struct {
 	path     string
 	operator string
 
+	// trusted are the keys whose account JWTs the store keeps: the
+	// operator's identity key and its signing keys. operatorJWT is the
+	// operator JWT they were read from, empty until known.
+	trusted     []string
+	operatorJWT string
+
 	mu       sync.RWMutex
 	accounts map[string]entry
 	system   string
@@ -57,13 +66,16 @@ type Store struct {
 	served   int64     // answers given from the copy while the store failed
 }
 
-// Open returns a store for the operator with public key operatorPub, loaded
-// from the snapshot file at path when it exists. An empty path keeps the
-// copy in memory only. A file of another operator, or one that does not
-// decode, is an error: serve refuses to start rather than serve it.
-// Entries that are not account JWTs signed by the operator are dropped.
-func Open(path, operatorPub string) (*Store, error) {
-	s := &Store{path: path, operator: operatorPub, accounts: map[string]entry{}}
+// Open returns a store for the provisioner signing accounts with the
+// operator key signerPub (the identity key or a signing key), loaded from
+// the snapshot file at path when it exists. An empty path keeps the copy in
+// memory only. A file that does not decode, whose operator JWT does not
+// verify, or (written before operator JWTs were recorded) of another key, is
+// an error: serve refuses to start rather than serve it. Until Trust names
+// the operator, only JWTs signed by signerPub, or by a key of the operator
+// JWT recorded in the file, are kept.
+func Open(path, signerPub string) (*Store, error) {
+	s := &Store{path: path, operator: signerPub, trusted: []string{signerPub}, accounts: map[string]entry{}}
 	if path == "" {
 		return s, nil
 	}
@@ -81,8 +93,18 @@ func Open(path, operatorPub string) (*Store, error) {
 	if f.Version != fileVersion {
 		return nil, fmt.Errorf("resolver snapshot %s has version %d, want %d", path, f.Version, fileVersion)
 	}
-	if f.Operator != operatorPub {
-		return nil, fmt.Errorf("resolver snapshot %s belongs to operator %s, not %s", path, f.Operator, operatorPub)
+	switch {
+	case f.OperatorJWT != "":
+		op, trusted, err := operatorKeys(f.OperatorJWT)
+		if err != nil || op != f.Operator {
+			return nil, fmt.Errorf("resolver snapshot %s: its operator JWT does not verify (delete it; it is rewritten from the database)", path)
+		}
+		// A key the file's operator JWT does not list yet may have been
+		// added since it was written; Trust checks the operator once the
+		// database answers.
+		s.operator, s.trusted, s.operatorJWT = op, trusted, f.OperatorJWT
+	case f.Operator != signerPub:
+		return nil, fmt.Errorf("resolver snapshot %s belongs to operator %s, not %s", path, f.Operator, signerPub)
 	}
 	for pub, tok := range f.Accounts {
 		if iat, err := s.verify(pub, tok); err == nil {
@@ -96,9 +118,59 @@ func Open(path, operatorPub string) (*Store, error) {
 	return s, nil
 }
 
+// operatorKeys verifies a self-signed operator JWT and returns its identity
+// key and every key that may sign its accounts.
+func operatorKeys(operatorJWT string) (string, []string, error) {
+	oc, err := jwt.DecodeOperatorClaims(operatorJWT)
+	if err != nil {
+		return "", nil, err
+	}
+	if oc.Issuer != oc.Subject {
+		return "", nil, errors.New("operator JWT is not self-signed")
+	}
+	return oc.Subject, append([]string{oc.Subject}, oc.SigningKeys...), nil
+}
+
+// Trust sets the operator from its JWT (as the database holds it): from
+// now on only account JWTs signed by its identity key or one of its signing
+// keys are kept, and held ones signed by another key are dropped (a
+// signing key removed from the operator). A snapshot of another operator
+// is an error.
+func (s *Store) Trust(operatorJWT string) error {
+	op, trusted, err := operatorKeys(operatorJWT)
+	if err != nil {
+		return fmt.Errorf("resolver snapshot: operator JWT: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.operatorJWT != "" && s.operator != op {
+		return fmt.Errorf("resolver snapshot %s belongs to operator %s, not %s", s.path, s.operator, op)
+	}
+	if s.operatorJWT == "" && !slices.Contains(trusted, s.operator) {
+		return fmt.Errorf("resolver snapshot %s belongs to operator key %s, which operator %s does not list", s.path, s.operator, op)
+	}
+	if s.operatorJWT != operatorJWT {
+		s.dirty = true
+	}
+	s.operator, s.trusted, s.operatorJWT = op, trusted, operatorJWT
+	for pub, e := range s.accounts {
+		if _, err := s.verify(pub, e.jwt); err != nil {
+			delete(s.accounts, pub)
+			s.dirty = true
+		}
+	}
+	if _, ok := s.accounts[s.system]; !ok {
+		s.system = ""
+	}
+	return nil
+}
+
 // verify decodes an account JWT and checks that it is pub's and that the
-// operator signed it; it returns the issue time.
-func (s *Store) verify(pub, tok string) (int64, error) {
+// operator or one of its signing keys signed it; it returns the issue time.
+// Callers hold s.mu or own s alone.
+func (s *Store) verify(pub, tok string) (int64, error) { return verify(s.trusted, pub, tok) }
+
+func verify(trusted []string, pub, tok string) (int64, error) {
 	c, err := jwt.DecodeAccountClaims(tok)
 	if err != nil {
 		return 0, err
@@ -106,8 +178,8 @@ func (s *Store) verify(pub, tok string) (int64, error) {
 	if c.Subject != pub {
 		return 0, fmt.Errorf("JWT of %s filed under %s", c.Subject, pub)
 	}
-	if c.Issuer != s.operator {
-		return 0, fmt.Errorf("account %s: issued by %s, not the operator", pub, c.Issuer)
+	if !slices.Contains(trusted, c.Issuer) {
+		return 0, fmt.Errorf("account %s: issued by %s, not a key of the operator", pub, c.Issuer)
 	}
 	return c.IssuedAt, nil
 }
@@ -124,12 +196,18 @@ func (s *Store) Observe(a provisioning.Account) {
 	if held {
 		return
 	}
-	iat, err := s.verify(a.PubKey, a.JWT)
+	s.mu.RLock()
+	trusted := s.trusted
+	s.mu.RUnlock()
+	iat, err := verify(trusted, a.PubKey, a.JWT)
 	if err != nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !slices.Equal(trusted, s.trusted) {
+		return // Trust changed the keys meanwhile; the next read observes again
+	}
 	if a.Kind == provisioning.KindSystem && s.system != a.PubKey {
 		s.system, s.dirty = a.PubKey, true
 	}
@@ -193,7 +271,7 @@ func (s *Store) Save(now time.Time) error {
 		s.mu.Unlock()
 		return nil
 	}
-	f := file{Version: fileVersion, Operator: s.operator, SystemAccount: s.system, WrittenAt: now.UTC(), Accounts: make(map[string]string, len(s.accounts))}
+	f := file{Version: fileVersion, Operator: s.operator, OperatorJWT: s.operatorJWT, SystemAccount: s.system, WrittenAt: now.UTC(), Accounts: make(map[string]string, len(s.accounts))}
 	for pub, e := range s.accounts {
 		f.Accounts[pub] = e.jwt
 	}

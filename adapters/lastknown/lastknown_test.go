@@ -173,3 +173,123 @@ func TestForeignAndDamagedSnapshots(t *testing.T) {
 		t.Errorf("damaged file: %v", err)
 	}
 }
+
+// signingOperator is an operator whose identity key signs an operator JWT
+// listing keys; each signing key signs accounts with its own signer.
+func signingOperator(t *testing.T, keys int) (idSeed []byte, idPub string, signers []operator) {
+	t.Helper()
+	idPub, idSeed, err := natsjwt.NewOperatorKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range keys {
+		pub, seed, err := natsjwt.NewSigningKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := natsjwt.New(natsjwt.Config{OperatorSeed: seed, Stream: "RXC_CMD",
+			ControlJetStream: natsjwt.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctl, _, _ := s.NewAccountKey()
+		if s, err = s.WithControlAccount(ctl); err != nil {
+			t.Fatal(err)
+		}
+		signers = append(signers, operator{pub: pub, signer: s})
+	}
+	return idSeed, idPub, signers
+}
+
+func operatorJWT(t *testing.T, idSeed []byte, sys string, keys ...string) string {
+	t.Helper()
+	tok, err := natsjwt.SignOperatorSpec(idSeed, natsjwt.OperatorSpec{Name: "OP", SystemAccount: sys, SigningKeys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// With signing keys the copy keeps accounts signed by any key the
+// operator JWT lists, across a restart before the database answers, and
+// drops those of a key the operator no longer lists; a foreign operator's
+// snapshot, or one whose operator JWT was tampered with, is refused.
+func TestSnapshotTrustsTheOperatorsSigningKeys(t *testing.T) {
+	idSeed, idPub, k := signingOperator(t, 2)
+	foreign := newOperator(t)
+	path := filepath.Join(t.TempDir(), "snapshot.json")
+	sys := k[0].account(t, provisioning.KindSystem, "")
+	byOld := k[0].account(t, provisioning.KindTenant, "")
+	byNew := k[1].account(t, provisioning.KindTenant, "")
+	alien := foreign.account(t, provisioning.KindTenant, "")
+
+	s, err := lastknown.Open(path, k[1].pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Trust(operatorJWT(t, idSeed, sys.PubKey, k[0].pub, k[1].pub)); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []provisioning.Account{sys, byOld, byNew, alien} {
+		s.Observe(a)
+	}
+	if _, ok := s.Get(alien.PubKey); ok || s.Len() != 3 {
+		t.Fatalf("held %d accounts (foreign one: %v), want the 3 signed by the operator's keys", s.Len(), ok)
+	}
+	if err := s.Save(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restart before the database answers, with either key.
+	for _, key := range []string{k[0].pub, k[1].pub} {
+		again, err := lastknown.Open(path, key)
+		if err != nil {
+			t.Fatalf("reopen with %s: %v", key, err)
+		}
+		if again.Len() != 3 {
+			t.Fatalf("reopened with %s: %d accounts, want 3", key, again.Len())
+		}
+	}
+
+	// The operator drops the old key: its accounts go.
+	again, _ := lastknown.Open(path, k[1].pub)
+	if err := again.Trust(operatorJWT(t, idSeed, sys.PubKey, k[1].pub)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := again.Get(byOld.PubKey); ok {
+		t.Fatal("kept an account signed by a removed signing key")
+	}
+	if _, ok := again.Get(byNew.PubKey); !ok {
+		t.Fatal("dropped an account signed by a listed signing key")
+	}
+	again.Observe(byOld)
+	if _, ok := again.Get(byOld.PubKey); ok {
+		t.Fatal("observed an account signed by a removed signing key")
+	}
+
+	// Another operator's JWT is refused once the snapshot knows its own.
+	otherSeed, _, _ := signingOperator(t, 0)
+	if err := again.Trust(operatorJWT(t, otherSeed, sys.PubKey, k[1].pub)); err == nil {
+		t.Fatal("a snapshot of one operator trusted another")
+	}
+
+	// A tampered operator JWT in the file is refused.
+	raw, _ := os.ReadFile(path)
+	var f map[string]any
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f["operator"] != idPub {
+		t.Fatalf("snapshot names operator %v, want %s", f["operator"], idPub)
+	}
+	tok := f["operatorJwt"].(string)
+	f["operatorJwt"] = tok[:len(tok)-4] + "AAAA"
+	bad, _ := json.Marshal(f)
+	badPath := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(badPath, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lastknown.Open(badPath, k[1].pub); err == nil || !strings.Contains(err.Error(), "does not verify") {
+		t.Fatalf("tampered operator JWT: %v", err)
+	}
+}

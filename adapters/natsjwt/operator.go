@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/jwt/v2"
@@ -21,21 +22,48 @@ func NewOperatorKey() (pub string, seed []byte, err error) {
 }
 
 // SignOperator signs the self-signed operator JWT naming systemAccount as the
-// system account. accountServerURL may be empty; nats-server only uses it
-// (with "/accounts" appended) when its config has no resolver, which the
-// fragment of RenderServerConfig always has.
+// system account, with no signing keys: the identity key signs the
+// accounts. accountServerURL may be empty; nats-server only uses it (with
+// "/accounts" appended) when its config has no resolver, which the fragment
+// of RenderServerConfig always has.
 func SignOperator(seed []byte, name, systemAccount, accountServerURL string) (string, error) {
+	return SignOperatorSpec(seed, OperatorSpec{Name: name, SystemAccount: systemAccount, AccountServerURL: accountServerURL})
+}
+
+// OperatorSpec is what an operator JWT says.
+type OperatorSpec struct {
+	Name             string
+	SystemAccount    string
+	AccountServerURL string
+	// SigningKeys are operator keys ("O…") that may sign accounts in the
+	// identity key's place; nats-server trusts accounts signed by any of
+	// them.
+	SigningKeys []string
+}
+
+// SignOperatorSpec signs the self-signed operator JWT spec describes with
+// the identity seed.
+func SignOperatorSpec(seed []byte, spec OperatorSpec) (string, error) {
 	kp, pub, err := keyFromSeed(seed, nkeys.PrefixByteOperator)
 	if err != nil {
 		return "", fmt.Errorf("natsjwt: operator seed: %w", err)
 	}
-	if !IsAccountKey(systemAccount) {
-		return "", fmt.Errorf("natsjwt: system account %q: %w", systemAccount, provisioning.ErrInvalidPublicKey)
+	if !IsAccountKey(spec.SystemAccount) {
+		return "", fmt.Errorf("natsjwt: system account %q: %w", spec.SystemAccount, provisioning.ErrInvalidPublicKey)
 	}
 	oc := jwt.NewOperatorClaims(pub)
-	oc.Name = name
-	oc.SystemAccount = systemAccount
-	oc.AccountServerURL = accountServerURL
+	oc.Name = spec.Name
+	oc.SystemAccount = spec.SystemAccount
+	oc.AccountServerURL = spec.AccountServerURL
+	for _, k := range spec.SigningKeys {
+		if !nkeys.IsValidPublicOperatorKey(k) {
+			return "", fmt.Errorf("natsjwt: signing key %q: %w", k, provisioning.ErrInvalidPublicKey)
+		}
+		if k == pub {
+			return "", fmt.Errorf("natsjwt: %w: the identity key cannot be its own signing key", ErrInvalidClaims)
+		}
+		oc.SigningKeys.Add(k)
+	}
 	if err := validate(oc); err != nil {
 		return "", fmt.Errorf("natsjwt: operator: %w", err)
 	}
@@ -44,6 +72,36 @@ func SignOperator(seed []byte, name, systemAccount, accountServerURL string) (st
 		return "", fmt.Errorf("natsjwt: sign operator: %w", err)
 	}
 	return tok, nil
+}
+
+// ErrInvalidOperator is wrapped by ParseOperator.
+var ErrInvalidOperator = errors.New("invalid operator JWT")
+
+// ParseOperator decodes an operator JWT, checks that it is self-signed by
+// the identity key it names, and returns what it says with that key.
+func ParseOperator(operatorJWT string) (pub string, spec OperatorSpec, err error) {
+	oc, err := jwt.DecodeOperatorClaims(operatorJWT)
+	if err != nil {
+		return "", OperatorSpec{}, fmt.Errorf("natsjwt: %w: %v", ErrInvalidOperator, err)
+	}
+	if oc.Issuer != oc.Subject || !nkeys.IsValidPublicOperatorKey(oc.Subject) {
+		return "", OperatorSpec{}, fmt.Errorf("natsjwt: %w: not self-signed by an operator key", ErrInvalidOperator)
+	}
+	spec = OperatorSpec{Name: oc.Name, SystemAccount: oc.SystemAccount, AccountServerURL: oc.AccountServerURL}
+	spec.SigningKeys = append(spec.SigningKeys, oc.SigningKeys...)
+	slices.Sort(spec.SigningKeys)
+	return oc.Subject, spec, nil
+}
+
+// Trusts reports whether key may sign accounts of the operator spec
+// describes: it is the identity key pub or one of the signing keys.
+func (spec OperatorSpec) Trusts(pub, key string) bool {
+	return key == pub || slices.Contains(spec.SigningKeys, key)
+}
+
+// NewSigningKey creates a fresh operator signing key pair.
+func NewSigningKey() (pub string, seed []byte, err error) {
+	return newKey(nkeys.CreateOperator)
 }
 
 // PublicKeyFromSeed returns the public key of any nkey seed.

@@ -50,7 +50,9 @@ type Limits struct {
 
 // Config configures a Signer.
 type Config struct {
-	// OperatorSeed is the operator's nkey seed ("SO…").
+	// OperatorSeed is the seed ("SO…") of the key that signs accounts: the
+	// operator's identity key, or one of the signing keys its JWT lists
+	// (then the identity key can stay offline).
 	OperatorSeed []byte
 	// Stream is the command stream's name; it appears in exports and imports.
 	Stream string
@@ -119,7 +121,8 @@ func (s *Signer) WithControlAccount(pk string) (*Signer, error) {
 	return &c, nil
 }
 
-// OperatorPublicKey is the public key of the operator the signer holds.
+// OperatorPublicKey is the public key of the operator key the signer signs
+// accounts with: the identity key or a signing key.
 func (s *Signer) OperatorPublicKey() string { return s.operatorPub }
 
 // NewAccountKey creates a fresh account key pair.
@@ -143,8 +146,9 @@ func (s *Signer) SignAccount(spec provisioning.AccountSpec) (string, error) {
 	return tok, nil
 }
 
-// AccountMatches reports whether accountJWT, signed by this operator, carries
-// exactly the claims SignAccount would sign for spec now. The issue time and
+// AccountMatches reports whether accountJWT, signed by this signer's key,
+// carries exactly the claims SignAccount would sign for spec now (so an
+// account signed by another signing key of the operator is re-signed). The issue time and
 // the JWT id (a hash that covers it) are left out of the comparison. A JWT
 // that does not decode (or whose signature does not verify) matches nothing,
 // so re-signing repairs it; an invalid spec is an error.

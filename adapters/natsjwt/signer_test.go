@@ -753,3 +753,51 @@ func TestAccountMatches(t *testing.T) {
 		t.Fatal("an invalid spec was compared")
 	}
 }
+
+// An operator JWT lists its signing keys and ParseOperator reads them back,
+// verified; the identity key as its own signing key, a non-operator key, and
+// a JWT not self-signed are refused.
+func TestOperatorSigningKeys(t *testing.T) {
+	idPub, idSeed, err := natsjwt.NewOperatorKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, _, err := natsjwt.NewSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sysPub, _, _ := accountKey()
+	tok, err := natsjwt.SignOperatorSpec(idSeed, natsjwt.OperatorSpec{Name: "OP", SystemAccount: sysPub, AccountServerURL: "http://p:8080/jwt/v1/accounts/", SigningKeys: []string{sk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, spec, err := natsjwt.ParseOperator(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub != idPub || spec.SystemAccount != sysPub || len(spec.SigningKeys) != 1 || spec.SigningKeys[0] != sk || spec.AccountServerURL != "http://p:8080/jwt/v1/accounts/" {
+		t.Fatalf("parsed %s %+v", pub, spec)
+	}
+	if !spec.Trusts(pub, sk) || !spec.Trusts(pub, idPub) || spec.Trusts(pub, sysPub) {
+		t.Fatal("Trusts does not name exactly the identity and signing keys")
+	}
+	for name, keys := range map[string][]string{"identity as signing key": {idPub}, "account key": {sysPub}, "garbage": {"Oxyz"}} {
+		if _, err := natsjwt.SignOperatorSpec(idSeed, natsjwt.OperatorSpec{Name: "OP", SystemAccount: sysPub, SigningKeys: keys}); err == nil {
+			t.Errorf("%s: signed", name)
+		}
+	}
+	// A JWT signed by a signing key for the identity is not self-signed.
+	_, skSeed, _ := natsjwt.NewSigningKey()
+	kp, _ := nkeys.FromSeed(skSeed)
+	oc := jwt.NewOperatorClaims(idPub)
+	forged, err := oc.Encode(kp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := natsjwt.ParseOperator(forged); !errors.Is(err, natsjwt.ErrInvalidOperator) {
+		t.Fatalf("operator JWT signed by another key: %v", err)
+	}
+	if _, _, err := natsjwt.ParseOperator(tok[:len(tok)-3] + "abc"); !errors.Is(err, natsjwt.ErrInvalidOperator) {
+		t.Fatalf("tampered operator JWT: %v", err)
+	}
+}

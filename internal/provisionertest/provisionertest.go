@@ -38,6 +38,10 @@ type Stack struct {
 	// NATS is the nats-server, in-process or (RXC_NATS_SERVER_BIN) an
 	// external binary; StartNATS and StopNATS start and stop it.
 	NATS *natstest.Server
+	// IdentitySeedPath holds the operator's identity seed with
+	// Options.SigningKey; NATSConfigPath is init-operator's fragment.
+	IdentitySeedPath string
+	NATSConfigPath   string
 
 	srv    *app.Server
 	cancel context.CancelFunc
@@ -55,6 +59,10 @@ type Options struct {
 	// CommandStreamMaxConsumers is COMMAND_STREAM_MAX_CONSUMERS (0: the
 	// provisioner's default).
 	CommandStreamMaxConsumers int
+	// SigningKey makes init-operator create a signing key at
+	// OPERATOR_SEED_PATH, which serve signs with, and put the identity
+	// seed at Stack.IdentitySeedPath.
+	SigningKey bool
 	// PGDSN is the database to use instead of a fresh one of the shared
 	// pgtest cluster: a database of a cluster of the test's own, which it
 	// may stop (pgtest.Start, Halt, Resume).
@@ -95,10 +103,15 @@ func Start(t pgtest.TB, opts Options) *Stack {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	s.NATSConfigPath = filepath.Join(dir, "nats-operator.conf")
+	if opts.SigningKey {
+		s.IdentitySeedPath = filepath.Join(dir, "offline", "identity.nk")
+	}
 	op, err := app.InitOperator(ctx, store, app.InitOptions{
-		Name:           "TEST",
-		ResolverURL:    s.URL + "/jwt/v1/accounts/",
-		NATSConfigPath: filepath.Join(dir, "nats-operator.conf"),
+		Name:             "TEST",
+		ResolverURL:      s.URL + "/jwt/v1/accounts/",
+		NATSConfigPath:   s.NATSConfigPath,
+		IdentitySeedPath: s.IdentitySeedPath,
 	}, io.Discard)
 	if err != nil {
 		t.Fatalf("init-operator: %v", err)

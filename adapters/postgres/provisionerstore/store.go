@@ -110,6 +110,23 @@ func (s *Store) InitOperator(ctx context.Context, op provisioning.Operator, sys,
 	})
 }
 
+// ErrOperatorChanged is ReplaceOperatorJWT finding another operator JWT
+// than the one the caller read: someone changed it meanwhile.
+var ErrOperatorChanged = errors.New("the operator JWT changed meanwhile")
+
+// ReplaceOperatorJWT replaces the operator's JWT (its signing keys changed)
+// when the stored one is still oldJWT.
+func (s *Store) ReplaceOperatorJWT(ctx context.Context, pubKey, oldJWT, newJWT string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE nats_operator SET jwt = $3 WHERE id = 1 AND pub_key = $1 AND jwt = $2`, pubKey, oldJWT, newJWT)
+	if err != nil {
+		return fmt.Errorf("provisionerstore: replace operator JWT: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrOperatorChanged
+	}
+	return nil
+}
+
 // insertAccount inserts a and returns it as stored, or ErrNoRows when
 // onConflict ("ON CONFLICT DO NOTHING") skipped it.
 func (s *Store) insertAccount(ctx context.Context, q querier, a provisioning.Account, onConflict string) (provisioning.Account, error) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/atomicfile"
@@ -28,6 +29,7 @@ func initOperatorFlags() (*flag.FlagSet, *InitOptions) {
 	fl.StringVar(&opts.Name, "name", "RXC", "operator name")
 	fl.StringVar(&opts.ResolverURL, "resolver-url", DefaultResolverURL, "URL nats-server uses to fetch account JWTs (ends in /jwt/v1/accounts/)")
 	fl.StringVar(&opts.NATSConfigPath, "nats-config", "", "write the nats-server config fragment (operator, system_account, resolver) to this path")
+	fl.StringVar(&opts.IdentitySeedPath, "identity-seed", "", "write the operator's identity seed here (to be kept offline) and a signing key's seed to OPERATOR_SEED_PATH, which serve signs accounts with")
 	return fl, &opts
 }
 
@@ -55,6 +57,11 @@ type InitOptions struct {
 	Name           string
 	ResolverURL    string
 	NATSConfigPath string
+	// IdentitySeedPath, when set, receives the operator's identity seed,
+	// and OPERATOR_SEED_PATH a signing key's seed: the operator JWT lists
+	// the signing key, which signs every account, so the identity key is
+	// only needed to change the signing keys (docs/operations.md).
+	IdentitySeedPath string
 }
 
 // InitOperator creates the operator key, the SYS and CONTROL accounts and
@@ -74,6 +81,9 @@ func initOperatorLogged(ctx context.Context, cfg StoreConfig, opts InitOptions, 
 	}
 	if err := natsjwt.ValidateResolverURL(opts.ResolverURL); err != nil {
 		return provisioning.Operator{}, fmt.Errorf("--resolver-url: %w", err)
+	}
+	if opts.IdentitySeedPath != "" && filepath.Clean(opts.IdentitySeedPath) == filepath.Clean(cfg.OperatorSeedPath) {
+		return provisioning.Operator{}, errors.New("--identity-seed must differ from OPERATOR_SEED_PATH (the signing key serve uses)")
 	}
 	op, err := ensureOperator(ctx, cfg, opts, stdout, log)
 	if err != nil {
@@ -134,8 +144,8 @@ func ensureOperator(ctx context.Context, cfg StoreConfig, opts InitOptions, stdo
 		if err != nil {
 			return provisioning.Operator{}, fmt.Errorf("operator seed file %s: %w", cfg.OperatorSeedPath, err)
 		}
-		if pub != op.PubKey {
-			return provisioning.Operator{}, fmt.Errorf("operator seed file %s holds operator %s but the store's operator is %s: refusing to continue", cfg.OperatorSeedPath, pub, op.PubKey)
+		if err := operatorHoldsKey(op, pub); err != nil {
+			return provisioning.Operator{}, fmt.Errorf("operator seed file %s: %w: refusing to continue", cfg.OperatorSeedPath, err)
 		}
 		fmt.Fprintln(stdout, "operator already initialised; seed file and store agree")
 		return op, nil
@@ -144,7 +154,7 @@ func ensureOperator(ctx context.Context, cfg StoreConfig, opts InitOptions, stdo
 	case hasStore:
 		return provisioning.Operator{}, fmt.Errorf("the store has operator %s but the seed file %s is missing: restore the seed file from backup", op.PubKey, cfg.OperatorSeedPath)
 	}
-	op, err = create(ctx, store, cfg, opts.Name, opts.ResolverURL)
+	op, err = create(ctx, store, cfg, opts)
 	if err != nil {
 		return provisioning.Operator{}, err
 	}
@@ -156,12 +166,23 @@ func ensureOperator(ctx context.Context, cfg StoreConfig, opts InitOptions, stdo
 // under a temporary name first and linked into place only after the store
 // committed, so a failure leaves neither a lone seed file nor a lone record
 // that a re-run would refuse.
-func create(ctx context.Context, store *provisionerstore.Store, cfg StoreConfig, name, resolverURL string) (provisioning.Operator, error) {
+func create(ctx context.Context, store *provisionerstore.Store, cfg StoreConfig, opts InitOptions) (provisioning.Operator, error) {
 	opPub, opSeed, err := natsjwt.NewOperatorKey()
 	if err != nil {
 		return provisioning.Operator{}, err
 	}
-	signer, err := natsjwt.New(natsjwt.Config{OperatorSeed: opSeed, Stream: cfg.CommandStreamName, ControlJetStream: cfg.controlLimits()})
+	// Without --identity-seed the identity key signs the accounts and is
+	// the file serve reads; with it a signing key is both.
+	signingSeed, identityPath := opSeed, ""
+	var signingKeys []string
+	if opts.IdentitySeedPath != "" {
+		pub, seed, err := natsjwt.NewSigningKey()
+		if err != nil {
+			return provisioning.Operator{}, err
+		}
+		signingSeed, identityPath, signingKeys = seed, opts.IdentitySeedPath, []string{pub}
+	}
+	signer, err := natsjwt.New(natsjwt.Config{OperatorSeed: signingSeed, Stream: cfg.CommandStreamName, ControlJetStream: cfg.controlLimits()})
 	if err != nil {
 		return provisioning.Operator{}, err
 	}
@@ -189,25 +210,64 @@ func create(ctx context.Context, store *provisionerstore.Store, cfg StoreConfig,
 			return provisioning.Operator{}, fmt.Errorf("sign %s account: %w", a.Name, err)
 		}
 	}
-	opJWT, err := natsjwt.SignOperator(opSeed, name, sys.PubKey, resolverURL)
+	opJWT, err := natsjwt.SignOperatorSpec(opSeed, natsjwt.OperatorSpec{
+		Name: opts.Name, SystemAccount: sys.PubKey, AccountServerURL: opts.ResolverURL, SigningKeys: signingKeys,
+	})
 	if err != nil {
 		return provisioning.Operator{}, err
 	}
-	op := provisioning.Operator{PubKey: opPub, Name: name, JWT: opJWT, SystemAccount: sys.PubKey, ControlAccount: ctl.PubKey, CreatedAt: now}
+	op := provisioning.Operator{PubKey: opPub, Name: opts.Name, JWT: opJWT, SystemAccount: sys.PubKey, ControlAccount: ctl.PubKey, CreatedAt: now}
 
-	tmp, err := writeSeedTemp(cfg.OperatorSeedPath, opSeed)
-	if err != nil {
-		return provisioning.Operator{}, err
+	files := []struct{ path, tmp string }{{path: cfg.OperatorSeedPath}}
+	seeds := [][]byte{signingSeed}
+	if identityPath != "" {
+		files = append(files, struct{ path, tmp string }{path: identityPath})
+		seeds = append(seeds, opSeed)
 	}
-	defer os.Remove(tmp)
+	for i := range files {
+		if _, err := os.Lstat(files[i].path); err == nil {
+			return provisioning.Operator{}, fmt.Errorf("%s exists: refusing to replace a seed file", files[i].path)
+		}
+		tmp, err := writeSeedTemp(files[i].path, seeds[i])
+		if err != nil {
+			return provisioning.Operator{}, err
+		}
+		defer os.Remove(tmp)
+		files[i].tmp = tmp
+	}
 	if err := store.InitOperator(ctx, op, sys, ctl); err != nil {
 		return provisioning.Operator{}, fmt.Errorf("store operator: %w", err)
 	}
-	// os.Link fails if the target exists: the seed is never overwritten.
-	if err := os.Link(tmp, cfg.OperatorSeedPath); err != nil {
-		return provisioning.Operator{}, fmt.Errorf("operator stored but the seed file could not be placed at %s (it is at %s; move it there with mode 0600): %w", cfg.OperatorSeedPath, tmp, err)
+	for _, f := range files {
+		// os.Link fails if the target exists: a seed is never overwritten.
+		if err := os.Link(f.tmp, f.path); err != nil {
+			return provisioning.Operator{}, fmt.Errorf("operator stored but a seed file could not be placed at %s (it is at %s; move it there with mode 0600): %w", f.path, f.tmp, err)
+		}
 	}
 	return op, nil
+}
+
+// operatorHoldsKey tells whether pub may sign op's accounts: op's identity
+// key or a signing key its JWT lists.
+func operatorHoldsKey(op provisioning.Operator, pub string) error {
+	if pub == op.PubKey {
+		return nil
+	}
+	idPub, spec, err := natsjwt.ParseOperator(op.JWT)
+	if err != nil {
+		return fmt.Errorf("the store's operator JWT: %w", err)
+	}
+	if idPub != op.PubKey {
+		return fmt.Errorf("the store's operator JWT is of %s, not %s", idPub, op.PubKey)
+	}
+	if spec.Trusts(idPub, pub) {
+		return nil
+	}
+	keys := "none"
+	if len(spec.SigningKeys) > 0 {
+		keys = strings.Join(spec.SigningKeys, ", ")
+	}
+	return fmt.Errorf("it holds key %s but the store's operator is %s, with signing keys: %s", pub, op.PubKey, keys)
 }
 
 // writeSeedTemp writes seed to a new 0600 file beside path, creating the

@@ -23,6 +23,8 @@ commands:
   serve          serve the account resolver and the credential API
   migrate        apply the database schema
   reseal         re-encrypt every account and user seed with a new ACCOUNT_SEED_ENCRYPTION_KEY
+  add-signing-key     add an operator signing key (needs the identity seed)
+  remove-signing-key  remove an operator signing key no account is signed with any more
   healthcheck    probe this service's /healthz on loopback (for container runtimes)
   version        print the version
 
@@ -44,8 +46,12 @@ var helps = map[string]struct {
 		func() *flag.FlagSet { fl, _ := initOperatorFlags(); return fl }, []any{&StoreConfig{}}},
 	"serve": {"usage: provisioner serve\n\nServes the account resolver and the credential API on LISTEN_ADDR and keeps a connection to\nNATS_URL for claim pushes and stream administration, until SIGINT or SIGTERM.",
 		nil, []any{&ServeConfig{}}},
-	"migrate":     {"usage: provisioner migrate\n\nApplies the provisioner's database schema to PG_DSN and prints what it applied.", nil, []any{&appenv.MigrateConfig{}}},
-	"reseal":      {"usage: provisioner reseal\n\nRe-encrypts every account and user seed from ACCOUNT_SEED_ENCRYPTION_KEY to\nNEW_ACCOUNT_SEED_ENCRYPTION_KEY in one transaction (all or nothing); records already under the new key\nare left alone, so it can run again. Stop the provisioner replicas first, then start them with the\nnew key (docs/operations.md).", nil, []any{&ResealConfig{}}},
+	"migrate": {"usage: provisioner migrate\n\nApplies the provisioner's database schema to PG_DSN and prints what it applied.", nil, []any{&appenv.MigrateConfig{}}},
+	"reseal":  {"usage: provisioner reseal\n\nRe-encrypts every account and user seed from ACCOUNT_SEED_ENCRYPTION_KEY to\nNEW_ACCOUNT_SEED_ENCRYPTION_KEY in one transaction (all or nothing); records already under the new key\nare left alone, so it can run again. Stop the provisioner replicas first, then start them with the\nnew key (docs/operations.md).", nil, []any{&ResealConfig{}}},
+	"add-signing-key": {"usage: provisioner add-signing-key --identity-seed PATH --out PATH [--nats-config PATH]\n\nCreates an operator signing key, writes its seed to --out (0600) and adds it to the operator JWT\n(signed with the identity seed), rewriting the nats-server fragment with --nats-config. Restart the\nnats-servers, then the provisioner replicas with the new seed at OPERATOR_SEED_PATH: they re-sign\nevery account at start (docs/operations.md).",
+		func() *flag.FlagSet { fl, _ := signingKeyFlagSet("add-signing-key"); return fl }, []any{&SigningKeyConfig{}}},
+	"remove-signing-key": {"usage: provisioner remove-signing-key --identity-seed PATH --key O… [--nats-config PATH]\n\nRemoves a signing key from the operator JWT; refused while any account JWT is still signed by\nit. Restart the nats-servers afterwards: they then refuse accounts signed by the removed key.",
+		func() *flag.FlagSet { fl, _ := signingKeyFlagSet("remove-signing-key"); return fl }, []any{&SigningKeyConfig{}}},
 	"healthcheck": {"usage: provisioner healthcheck\n\nProbes this service's /healthz on loopback at LISTEN_ADDR's port; exit status 0 when healthy\n(for container runtimes).", nil, []any{&healthConfig{}}},
 	"version":     {"usage: provisioner version\n\nPrints the version.", nil, nil},
 }
@@ -87,6 +93,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "init-operator":
 		err = initOperator(ctx, args[1:], stdout, stderr)
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+	case "add-signing-key", "remove-signing-key":
+		err = signingKeyCommand(ctx, args[0], args[1:], stdout, stderr)
 		if errors.Is(err, errUsage) {
 			return 2
 		}

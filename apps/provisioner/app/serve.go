@@ -55,8 +55,10 @@ type Server struct {
 	lis     net.Listener
 	handler atomic.Pointer[http.Handler]
 	last    *lastknown.Store
-	opSeed  []byte
-	opPub   string
+	// opSeed is the key serve signs accounts with: the operator's identity
+	// key or one of its signing keys; opPub is its public key.
+	opSeed []byte
+	opPub  string
 
 	// Set by build, once PostgreSQL answered.
 	store *provisionerstore.Store
@@ -228,8 +230,13 @@ func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
 	if err != nil {
 		return fmt.Errorf("read operator: %w", err)
 	}
-	if op.PubKey != opPub {
-		return fmt.Errorf("operator seed file holds %s but the store's operator is %s", opPub, op.PubKey)
+	if err := operatorHoldsKey(op, opPub); err != nil {
+		return fmt.Errorf("operator seed file %s: %w", cfg.OperatorSeedPath, err)
+	}
+	// The resolver's copy keeps only accounts signed by a key the operator
+	// JWT lists now: one signed by a removed signing key is not served.
+	if err := s.last.Trust(op.JWT); err != nil {
+		return err
 	}
 	signer, err := natsjwt.New(natsjwt.Config{
 		OperatorSeed: opSeed, Stream: cfg.CommandStreamName, ControlAccount: op.ControlAccount, ControlJetStream: cfg.controlLimits(),
