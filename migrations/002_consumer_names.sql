@@ -1,5 +1,5 @@
 -- Durable consumer names. A sensor's consumer is cmd-<tenantId>-<sensorId>
--- (the provisioner document's name) and ids may contain '-', so two pairs can
+-- (the name the provisioner's contract fixes) and ids may contain '-', so two pairs can
 -- spell one name: acme/eu-s1 and acme-eu/s1 are both cmd-acme-eu-s1. The
 -- first pair to claim a name keeps it for good; any other pair is refused
 -- (409 consumer_name_taken) and no consumer is ever re-pointed.

@@ -326,7 +326,7 @@ func TestEnsureConsumerRefuses(t *testing.T) {
 	}
 }
 
-// sensorConn connects a sensor the way DESIGN.md tells sensor agents to.
+// sensorConn connects a sensor the way sensor agents connect (README, "Isolation model").
 func sensorConn(t *testing.T, url string, s topology.Sensor, u provisioning.MintedUser) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := connect(url, u, nats.CustomInboxPrefix(s.InboxPrefix()))

@@ -68,7 +68,7 @@ type Config struct {
 
 // Service implements the control plane's fleet use cases.
 //
-// Decisions where the design leaves room:
+// Decisions the code makes (see also docs/architecture.md):
 //   - An enrolled sensor is "offline" until its first status report or
 //     health check (SensorSeen) shows it alive; "online" is never assumed.
 //   - The enrolment token is verified before the CA and the provisioner are

@@ -1,4 +1,4 @@
-// Shapes of the control plane's JSON, as DESIGN.md's "Control plane contract" states them.
+// Shapes of the control plane's JSON, as its OpenAPI description (adapters/httpapi/controlapi/openapi.yaml) states them.
 
 export type NatsStatus = 'pending' | 'provisioned';
 

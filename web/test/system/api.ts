@@ -1,5 +1,5 @@
 // The control plane the browser tests talk to, behind one function. By default a small fake that
-// follows DESIGN.md's control plane contract; with RXC_E2E_API_BASE_URL set, a real control plane.
+// follows the control plane's contract (adapters/httpapi/controlapi/openapi.yaml); with RXC_E2E_API_BASE_URL set, a real control plane.
 //
 // Real control plane mode needs:
 //   RXC_E2E_API_BASE_URL   e.g. http://127.0.0.1:5009
