@@ -54,15 +54,22 @@ type StreamConfig struct {
 	// 0 leaves the server default (2 minutes).
 	Duplicates time.Duration
 	// Retention is RetentionWorkQueue (default: an acked command leaves the
-	// stream) or RetentionLimits (commands stay until MaxAge or until
-	// MaxMsgsPerSubject newer ones for the same sensor; each sensor's
-	// consumer tracks what it acked). nats-server checks every consumer of a
-	// work-queue stream on each ack, so fleets that command thousands of
-	// sensors at once want limits; see docs/benchmarks.md.
+	// stream), RetentionInterest (an acked command leaves the stream once
+	// every consumer filtering its subject acked it) or RetentionLimits
+	// (commands stay until MaxAge or until MaxMsgsPerSubject newer ones for
+	// the same sensor; each sensor's consumer tracks what it acked).
+	// nats-server checks every consumer of a work-queue or interest stream
+	// on each ack, so fleets that command thousands of sensors at once want
+	// limits; see docs/benchmarks.md.
 	Retention string
 	// MaxMsgsPerSubject bounds the commands kept per sensor with limits
 	// retention (default 64).
 	MaxMsgsPerSubject int64
+	// WorkQueueWarnConsumers is the number of consumers above which a work-queue
+	// or interest command stream is reported as crowded (a warning after
+	// each connect, ConsumerLimit.Crowded): every ack then scans that many
+	// consumers. 0 turns the warning off.
+	WorkQueueWarnConsumers int
 	// MaxConsumers is the stream's consumer limit, that is the number of
 	// sensors it serves; 0 means DefaultMaxConsumers. It is set explicitly
 	// because nats-server 2.15+ caps a stream without one at 1,000.
@@ -72,6 +79,7 @@ type StreamConfig struct {
 // Command stream retention settings.
 const (
 	RetentionWorkQueue = "workqueue"
+	RetentionInterest  = "interest"
 	RetentionLimits    = "limits"
 )
 
@@ -153,6 +161,9 @@ type Client struct {
 
 	limit      ConsumerLimit
 	limitKnown bool
+	// crowdedWarned is set once the crowded-stream warning was logged for
+	// the current connection and the stream stayed crowded since.
+	crowdedWarned bool
 
 	hookKick   chan struct{}
 	streamKick chan struct{}
@@ -207,8 +218,10 @@ func New(cfg Config) (*Client, error) {
 	}
 	s := cfg.Stream
 	switch {
-	case s.Retention != RetentionWorkQueue && s.Retention != RetentionLimits:
-		return nil, fmt.Errorf("natsops: %w: stream retention %q, want %q or %q", ErrInvalidConfig, s.Retention, RetentionWorkQueue, RetentionLimits)
+	case s.Retention != RetentionWorkQueue && s.Retention != RetentionInterest && s.Retention != RetentionLimits:
+		return nil, fmt.Errorf("natsops: %w: stream retention %q, want %q, %q or %q", ErrInvalidConfig, s.Retention, RetentionWorkQueue, RetentionInterest, RetentionLimits)
+	case s.WorkQueueWarnConsumers < 0:
+		return nil, fmt.Errorf("natsops: %w: negative consumer warning threshold", ErrInvalidConfig)
 	case s.MaxMsgsPerSubject < 0:
 		return nil, fmt.Errorf("natsops: %w: negative max messages per subject", ErrInvalidConfig)
 	case s.MaxConsumers < 0:

@@ -52,6 +52,35 @@ type ConsumerLimit struct {
 	Consumers int
 	// ServerVersion is the version of the server that answered.
 	ServerVersion string
+	// Retention is the stream's retention as the server reports it
+	// (RetentionWorkQueue, RetentionInterest or RetentionLimits), which may
+	// differ from the configured one when the stream is managed elsewhere.
+	Retention string
+	// WorkQueueWarnConsumers is StreamConfig.WorkQueueWarnConsumers.
+	WorkQueueWarnConsumers int
+}
+
+// Crowded reports a work-queue or interest stream holding more consumers
+// than WorkQueueWarnConsumers: nats-server checks every consumer of such a
+// stream on each ack, so a command to every sensor costs time that grows
+// with the square of the fleet. Limits retention does not scan.
+func (l ConsumerLimit) Crowded() bool {
+	return l.WorkQueueWarnConsumers > 0 && l.Consumers > l.WorkQueueWarnConsumers &&
+		(l.Retention == RetentionWorkQueue || l.Retention == RetentionInterest)
+}
+
+// retentionName maps the server's retention policy to the configuration's
+// words.
+func retentionName(p jetstream.RetentionPolicy) string {
+	switch p {
+	case jetstream.WorkQueuePolicy:
+		return RetentionWorkQueue
+	case jetstream.InterestPolicy:
+		return RetentionInterest
+	case jetstream.LimitsPolicy:
+		return RetentionLimits
+	}
+	return p.String()
 }
 
 // Caps reports whether the limit the server applies is below Configured:
@@ -92,9 +121,11 @@ func versionAtLeast(v string, major, minor int) bool {
 }
 
 // CheckConsumerLimit asks the server for the command stream's consumer limit
-// and the CONTROL account's, and reports the limit that applies.
+// and the CONTROL account's, and reports the limit that applies. It logs a
+// warning when the stream has become crowded (ConsumerLimit.Crowded) since
+// the last check or connect.
 func (c *Client) CheckConsumerLimit(ctx context.Context) (ConsumerLimit, error) {
-	l := ConsumerLimit{Configured: c.cfg.Stream.MaxConsumers}
+	l := ConsumerLimit{Configured: c.cfg.Stream.MaxConsumers, WorkQueueWarnConsumers: c.cfg.Stream.WorkQueueWarnConsumers}
 	err := c.call(ctx, adminConn, func(ctx context.Context, nc *nats.Conn) error {
 		js, err := jetstream.New(nc)
 		if err != nil {
@@ -110,6 +141,7 @@ func (c *Client) CheckConsumerLimit(ctx context.Context) (ConsumerLimit, error) 
 			return err
 		}
 		l.Stream, l.Consumers = info.Config.MaxConsumers, info.State.Consumers
+		l.Retention = retentionName(info.Config.Retention)
 		acct, err := js.AccountInfo(ctx)
 		if err != nil {
 			return err
@@ -121,6 +153,16 @@ func (c *Client) CheckConsumerLimit(ctx context.Context) (ConsumerLimit, error) 
 		return ConsumerLimit{}, fmt.Errorf("natsops: consumer limit of stream %s: %w", c.cfg.Stream.Name, err)
 	}
 	l.Effective, l.Source = effectiveLimit(l.Stream, l.Account, l.ServerVersion)
+	c.mu.Lock()
+	warn := l.Crowded() && !c.crowdedWarned
+	c.crowdedWarned = l.Crowded()
+	c.mu.Unlock()
+	// Logged before the result is published: once LastConsumerLimit has
+	// it, its warning is written.
+	if warn {
+		c.log.Warn(fmt.Sprintf("the command stream has %s retention and more consumers than COMMAND_STREAM_WORKQUEUE_WARN_CONSUMERS: nats-server checks every consumer on each ack, so a command to every sensor takes time that grows with the square of the fleet; large fleets should use COMMAND_STREAM_RETENTION=limits (a new stream: retention cannot change in place)", l.Retention),
+			"stream", c.cfg.Stream.Name, "retention", l.Retention, "consumers", l.Consumers, "warn_above", l.WorkQueueWarnConsumers)
+	}
 	c.mu.Lock()
 	c.limit, c.limitKnown = l, true
 	c.mu.Unlock()
@@ -137,8 +179,13 @@ func (c *Client) LastConsumerLimit() (ConsumerLimit, bool) {
 
 // checkConsumerLimit logs what CheckConsumerLimit found: an error when the
 // server would stop the fleet below the configured size, a warning when the
-// stream is nearly full.
+// stream is nearly full or crowded.
 func (c *Client) checkConsumerLimit(ctx context.Context) {
+	// A crowded stream is reported after every connect (CheckConsumerLimit
+	// warns again), and between connects only when it becomes crowded.
+	c.mu.Lock()
+	c.crowdedWarned = false
+	c.mu.Unlock()
 	l, err := c.CheckConsumerLimit(ctx)
 	if err != nil {
 		c.log.Warn("cannot check the command stream's consumer limit", "stream", c.cfg.Stream.Name, "error", err)

@@ -185,3 +185,95 @@ func TestEnsureStreamRaisesConsumerLimit(t *testing.T) {
 		t.Fatalf("max age %s: the rest of the configuration was not applied", got.MaxAge)
 	}
 }
+
+// A work-queue or interest stream with more consumers than the warning
+// threshold is reported when the provisioner connects (its start-up):
+// every ack scans all consumers, and the message names the cure. At the
+// threshold, with limits retention or with the warning off nothing is said.
+func TestCrowdedStreamWarningAtConnect(t *testing.T) {
+	t.Parallel()
+	const warning = "large fleets should use COMMAND_STREAM_RETENTION=limits"
+	cases := []struct {
+		name      string
+		retention string
+		threshold int
+		consumers int
+		want      bool
+	}{
+		{"workqueue above", natsops.RetentionWorkQueue, 3, 4, true},
+		{"workqueue at", natsops.RetentionWorkQueue, 3, 3, false},
+		{"workqueue below", natsops.RetentionWorkQueue, 5, 2, false},
+		{"interest above", natsops.RetentionInterest, 3, 4, true},
+		{"limits above", natsops.RetentionLimits, 3, 4, false},
+		{"off", natsops.RetentionWorkQueue, 0, 4, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			url := e.start(0).URL()
+			cfg := e.config(url)
+			cfg.Stream.Retention = tc.retention
+			setup := e.client(cfg)
+			ctx := context.Background()
+			for i := range tc.consumers {
+				must(t, setup.EnsureConsumer(ctx, topology.Sensor{Stream: stream, TenantID: "acme", SensorID: fmt.Sprintf("s-%d", i)}))
+			}
+			setup.Close()
+
+			logs := &logBuffer{}
+			cfg.Stream.WorkQueueWarnConsumers, cfg.Logger = tc.threshold, logs.Logger()
+			c := e.client(cfg)
+			eventually(t, 20*time.Second, "limit checked at connect", func() bool { _, ok := c.LastConsumerLimit(); return ok })
+			l, _ := c.LastConsumerLimit()
+			if l.Retention != tc.retention || l.Consumers != tc.consumers {
+				t.Fatalf("check found %s retention and %d consumers, want %s and %d", l.Retention, l.Consumers, tc.retention, tc.consumers)
+			}
+			if l.Crowded() != tc.want {
+				t.Fatalf("Crowded() = %v, want %v (%+v)", l.Crowded(), tc.want, l)
+			}
+			// The warning is logged before the check's result is published.
+			if got := strings.Contains(logs.String(), warning); got != tc.want {
+				t.Fatalf("warning logged %v, want %v:\n%s", got, tc.want, logs.String())
+			}
+			if tc.want && strings.Count(logs.String(), warning) != 1 {
+				t.Fatalf("warning logged %d times, want once:\n%s", strings.Count(logs.String(), warning), logs.String())
+			}
+			// A later check of a stream still crowded does not repeat it.
+			_, err := c.CheckConsumerLimit(ctx)
+			must(t, err)
+			if n := strings.Count(logs.String(), warning); tc.want && n != 1 {
+				t.Fatalf("a second check logged the warning again (%d times)", n)
+			}
+		})
+	}
+}
+
+// A stream that grows past the threshold while the provisioner runs is
+// reported by the next periodic check, once.
+func TestCrowdedStreamWarningWhenItGrows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	url := e.start(0).URL()
+	logs := &logBuffer{}
+	cfg := e.config(url)
+	cfg.Stream.WorkQueueWarnConsumers, cfg.Logger = 2, logs.Logger()
+	c := e.client(cfg)
+	ctx := context.Background()
+	eventually(t, 20*time.Second, "limit checked at connect", func() bool { _, ok := c.LastConsumerLimit(); return ok })
+	const warning = "large fleets should use COMMAND_STREAM_RETENTION=limits"
+	for i := range 3 {
+		must(t, c.EnsureConsumer(ctx, topology.Sensor{Stream: stream, TenantID: "acme", SensorID: fmt.Sprintf("s-%d", i)}))
+		l, err := c.CheckConsumerLimit(ctx)
+		must(t, err)
+		if got, want := strings.Count(logs.String(), warning), max(0, min(1, i-1)); got != want || l.Crowded() != (i == 2) {
+			t.Fatalf("after %d consumers: warning logged %d times (want %d), crowded %v", i+1, got, want, l.Crowded())
+		}
+	}
+	must(t, c.EnsureConsumer(ctx, topology.Sensor{Stream: stream, TenantID: "acme", SensorID: "s-3"}))
+	_, err := c.CheckConsumerLimit(ctx)
+	must(t, err)
+	if n := strings.Count(logs.String(), warning); n != 1 {
+		t.Fatalf("warning logged %d times while the stream stayed crowded, want once", n)
+	}
+}

@@ -79,7 +79,7 @@ func (c *Client) jetStream(ctx context.Context, fn func(ctx context.Context, js 
 }
 
 // EnsureStream creates the command stream or brings it to the configured
-// settings: work-queue (or limits) retention, file storage, subjects
+// settings: work-queue (or interest, or limits) retention, file storage, subjects
 // topology.CommandWildcard, and the configured replicas, max age and
 // duplicate window. Changes NATS refuses (retention or storage of an existing
 // stream) are returned as errors; the stream is then left as it is.
@@ -98,8 +98,11 @@ func (c *Client) EnsureStream(ctx context.Context) error {
 		// 1,000 consumers, that is sensors.
 		MaxConsumers: s.MaxConsumers,
 	}
-	if s.Retention == RetentionLimits {
+	switch s.Retention {
+	case RetentionLimits:
 		cfg.Retention, cfg.MaxMsgsPerSubject = jetstream.LimitsPolicy, s.MaxMsgsPerSubject
+	case RetentionInterest:
+		cfg.Retention = jetstream.InterestPolicy
 	}
 	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {
 		_, err := js.CreateOrUpdateStream(ctx, cfg)

@@ -48,8 +48,15 @@ type ServeConfig struct {
 	// CommandStreamMaxConsumers is the stream's consumer limit, one
 	// consumer per sensor. nats-server 2.15+ caps a stream without one at
 	// 1,000.
-	CommandStreamMaxConsumers int           `envconfig:"COMMAND_STREAM_MAX_CONSUMERS" default:"1000000"`
-	ConsumerAckWait           time.Duration `envconfig:"CONSUMER_ACK_WAIT" default:"30s"`
+	CommandStreamMaxConsumers int `envconfig:"COMMAND_STREAM_MAX_CONSUMERS" default:"1000000"`
+	// CommandStreamWorkQueueWarnConsumers: above this many consumers a
+	// work-queue or interest command stream is reported (log and metric);
+	// 0 turns the warning off. On the machine of docs/benchmarks.md one
+	// command to each of 1,000 sensors of a work-queue stream is
+	// acknowledged within about half a second, and the time grows with the
+	// square of the fleet (about 4 s at 3,000, a minute at 9,000).
+	CommandStreamWorkQueueWarnConsumers int           `envconfig:"COMMAND_STREAM_WORKQUEUE_WARN_CONSUMERS" default:"1000" desc:"warn when a workqueue or interest command stream holds more consumers (sensors); 0: never"`
+	ConsumerAckWait                     time.Duration `envconfig:"CONSUMER_ACK_WAIT" default:"30s"`
 	// EventsStreamName is the alert event stream; empty means
 	// topology.DefaultEventStream. Zero max age or bytes leave that limit off.
 	EventsStreamName     string        `envconfig:"EVENTS_STREAM_NAME" default:"RXC_EVENTS"`
@@ -81,6 +88,9 @@ func LoadServeConfig() (ServeConfig, error) {
 	}
 	if err := cfg.resolveSecret(); err != nil {
 		return cfg, err
+	}
+	if cfg.CommandStreamWorkQueueWarnConsumers < 0 {
+		return cfg, errors.New("configuration: COMMAND_STREAM_WORKQUEUE_WARN_CONSUMERS must be a number of consumers, or 0 to turn the warning off")
 	}
 	return cfg, nil
 }

@@ -248,3 +248,37 @@ func TestSharedSecretAlias(t *testing.T) {
 		})
 	}
 }
+
+func TestWorkQueueWarnConsumersSetting(t *testing.T) {
+	tests := []struct {
+		name, value string
+		want        int
+		err         string
+	}{
+		{"default", "", 1000, ""},
+		{"off", "0", 0, ""},
+		{"larger fleet", "5000", 5000, ""},
+		{"negative", "-1", 0, "COMMAND_STREAM_WORKQUEUE_WARN_CONSUMERS"},
+		{"not a number", "many", 0, "COMMAND_STREAM_WORKQUEUE_WARN_CONSUMERS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearServeEnv(t)
+			for k, v := range validRequired(t) {
+				t.Setenv(k, v)
+			}
+			if tt.value != "" {
+				t.Setenv("COMMAND_STREAM_WORKQUEUE_WARN_CONSUMERS", tt.value)
+			}
+			cfg, err := app.LoadServeConfig()
+			switch {
+			case tt.err == "" && err != nil:
+				t.Fatalf("LoadServeConfig: %v", err)
+			case tt.err == "" && cfg.CommandStreamWorkQueueWarnConsumers != tt.want:
+				t.Fatalf("threshold %d, want %d", cfg.CommandStreamWorkQueueWarnConsumers, tt.want)
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Fatalf("error %v, want one naming %s", err, tt.err)
+			}
+		})
+	}
+}

@@ -228,8 +228,20 @@ func ackAttacks(stream, victim, ownStream, own string) []string {
 	}
 }
 
+// The suite runs against each command stream retention: limits keeps acked
+// commands in the stream and interest lets consumers overlap, and neither
+// may open a way into another sensor's commands.
 func TestIsolationAttackSuite(t *testing.T) {
-	s := provisionertest.Start(t, provisionertest.Options{})
+	for _, retention := range []string{"workqueue", "interest", "limits"} {
+		t.Run(retention, func(t *testing.T) {
+			t.Parallel()
+			isolationAttackSuite(t, retention)
+		})
+	}
+}
+
+func isolationAttackSuite(t *testing.T, retention string) {
+	s := provisionertest.Start(t, provisionertest.Options{CommandStreamRetention: retention})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const stream, events = topology.DefaultStream, topology.DefaultEventStream

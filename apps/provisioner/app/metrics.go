@@ -86,6 +86,16 @@ func newMetrics(s *Server) *metrics {
 			return float64(l.Consumers)
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "rxc_provisioner_command_stream_crowded",
+			Help: "1 when the command stream has workqueue or interest retention and more consumers than COMMAND_STREAM_WORKQUEUE_WARN_CONSUMERS: every ack scans them all; large fleets want limits retention.",
+		}, func() float64 {
+			if !s.built.Load() {
+				return 0
+			}
+			l, ok := s.nats.LastConsumerLimit()
+			return boolGauge(ok && l.Crowded())
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "rxc_provisioner_command_stream_capped",
 			Help: "1 when nats-server caps the command stream below COMMAND_STREAM_MAX_CONSUMERS: sensors beyond the cap get no consumer.",
 		}, func() float64 {

@@ -49,6 +49,7 @@ func TestMetrics(t *testing.T) {
 		"rxc_provisioner_command_stream_consumers":      "1",
 		"rxc_provisioner_command_stream_consumer_limit": "1e+06",
 		"rxc_provisioner_command_stream_capped":         "0",
+		"rxc_provisioner_command_stream_crowded":        "0",
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	var text string

@@ -271,7 +271,7 @@ func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
 		Stream: natsops.StreamConfig{
 			Name: cfg.CommandStreamName, Replicas: cfg.CommandStreamReplicas, MaxAge: cfg.CommandStreamMaxAge, Duplicates: 2 * time.Minute,
 			Retention: cfg.CommandStreamRetention, MaxMsgsPerSubject: cfg.CommandStreamMaxPerSensor,
-			MaxConsumers: cfg.CommandStreamMaxConsumers,
+			MaxConsumers: cfg.CommandStreamMaxConsumers, WorkQueueWarnConsumers: cfg.CommandStreamWorkQueueWarnConsumers,
 		},
 		Events: natsops.EventStreamConfig{
 			Name: eventStream, Replicas: cfg.EventsStreamReplicas, MaxAge: cfg.EventsStreamMaxAge, MaxBytes: cfg.EventsStreamMaxBytes,
