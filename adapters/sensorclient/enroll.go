@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -240,31 +241,92 @@ func (e *Enroller) Enroll(ctx context.Context, r Redemption) (*State, error) {
 // Renew obtains a new certificate for a new key with the sensor token and
 // returns the updated state (not yet saved): the key, certificate, CA,
 // serial and expiry change, and the NATS credentials when the answer
-// carries them.
+// carries them. It keeps nothing on disk: an agent uses RenewIn, which
+// survives a lost answer and a crash.
 func (e *Enroller) Renew(ctx context.Context, st *State) (*State, error) {
-	key, keyPEM, csr, err := newKeyAndCSR(st.SensorID)
+	p, err := newPendingRenewal(st)
 	if err != nil {
 		return nil, err
 	}
-	proof, err := possessionProof(st, csr, time.Now())
+	next, _, err := e.renew(ctx, st, p)
+	return next, err
+}
+
+// RenewIn renews like Renew, journaled in dir (RenewalFile): the new key and
+// CSR are saved before the request is sent, so after a failure, a lost answer
+// or a restart the same request goes again (the control plane answers it
+// again, see its renewal documentation), and the answer is saved before it
+// is returned, so StateDir.Load completes a Save that was interrupted. The
+// caller saves the returned state and then calls dir.ClearRenewal. A request
+// the control plane refuses as malformed (400, 422) ends the journal: the
+// next attempt starts with a new key.
+func (e *Enroller) RenewIn(ctx context.Context, dir *StateDir, st *State) (*State, error) {
+	p, err := dir.loadRenewal()
+	switch {
+	case err == nil && p.ForSerial == st.Serial && p.SensorID == st.SensorID && p.Answer != nil:
+		// Answered before, but the state was not saved: use that answer
+		// (asking anew with the replaced token would be refused).
+		return st.renewed(p, *p.Answer)
+	case err == nil && p.ForSerial == st.Serial && p.SensorID == st.SensorID:
+		// The request sent before, whose answer never arrived.
+	case err == nil || errors.Is(err, fs.ErrNotExist):
+		if p, err = newPendingRenewal(st); err != nil {
+			return nil, err
+		}
+		if err := dir.saveRenewal(p); err != nil {
+			return nil, fmt.Errorf("renew certificate of sensor %s: %w", st.SensorID, err)
+		}
+	default:
+		return nil, err
+	}
+	next, a, err := e.renew(ctx, st, p)
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && (apiErr.Status == http.StatusBadRequest || apiErr.Status == http.StatusUnprocessableEntity) {
+		_ = dir.ClearRenewal()
+	}
 	if err != nil {
-		return nil, fmt.Errorf("renew certificate of sensor %s: %w", st.SensorID, err)
+		return nil, err
 	}
+	p.Answer = &a
+	if err := dir.saveRenewal(p); err != nil {
+		return nil, fmt.Errorf("renew certificate of sensor %s: journal the answer: %w", st.SensorID, err)
+	}
+	return next, nil
+}
+
+func (e *Enroller) renew(ctx context.Context, st *State, p *pendingRenewal) (*State, certificateAnswer, error) {
 	var a certificateAnswer
-	path := "/api/sensors/" + url.PathEscape(st.SensorID) + "/agent/renew"
-	if err := e.call(ctx, path, st.SensorToken, map[string]any{"csr": csr, "proof": proof}, http.StatusOK, &a); err != nil {
-		return nil, fmt.Errorf("renew certificate of sensor %s: %w", st.SensorID, err)
+	proof, err := possessionProof(st, p.CSR, time.Now())
+	if err != nil {
+		return nil, a, fmt.Errorf("renew certificate of sensor %s: %w", st.SensorID, err)
 	}
-	next := st.Clone()
-	// The sensor token rotates with every renewal: the old one is revoked.
-	if a.SensorToken != "" {
-		next.SensorToken = a.SensorToken
+	path := "/api/sensors/" + url.PathEscape(st.SensorID) + "/agent/renew"
+	if err := e.call(ctx, path, st.SensorToken, map[string]any{"csr": p.CSR, "proof": proof}, http.StatusOK, &a); err != nil {
+		return nil, a, fmt.Errorf("renew certificate of sensor %s: %w", st.SensorID, err)
 	}
 	if a.CACertificate == "" {
 		a.CACertificate = string(st.CAPEM)
 	}
-	if err := next.setCertificate(key, keyPEM, a); err != nil {
-		return nil, fmt.Errorf("renew certificate of sensor %s: %w", st.SensorID, err)
+	next, err := st.renewed(p, a)
+	if err != nil {
+		return nil, a, fmt.Errorf("renew certificate of sensor %s: %w", st.SensorID, err)
+	}
+	return next, a, nil
+}
+
+// renewed is st with a renewal's answer applied.
+func (s *State) renewed(p *pendingRenewal, a certificateAnswer) (*State, error) {
+	key, err := parseKeyPEM([]byte(p.KeyPEM))
+	if err != nil {
+		return nil, err
+	}
+	next := s.Clone()
+	// The sensor token rotates with every renewal: the old one is revoked.
+	if a.SensorToken != "" {
+		next.SensorToken = a.SensorToken
+	}
+	if err := next.setCertificate(key, []byte(p.KeyPEM), a); err != nil {
+		return nil, err
 	}
 	// A renewal carries the sensor's current NATS credentials: new ones
 	// when the provisioner replaced a user whose permissions went out of

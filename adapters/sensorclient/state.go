@@ -35,8 +35,8 @@ var (
 	// ErrInsecureState means a secret file is readable by group or others.
 	ErrInsecureState = errors.New("sensor state file is accessible to group or others")
 	// ErrKeyMismatch means cert.pem does not belong to key.pem (a renewal
-	// interrupted between the two writes); renewing with the sensor token
-	// repairs it.
+	// of an agent without the renewal journal interrupted between the two
+	// writes).
 	ErrKeyMismatch = errors.New("certificate does not match the private key")
 )
 
@@ -181,13 +181,15 @@ func (d *StateDir) Load() (*State, error) {
 	if leaf, err := st.Leaf(); err == nil {
 		st.Serial, st.NotAfter = serialHex(leaf), leaf.NotAfter.UTC()
 	}
-	return &st, nil
+	// A renewal whose answer arrived but whose Save was cut short is
+	// finished now.
+	return d.completeRenewal(&st)
 }
 
 // Save writes every file of st, each atomically. sensor.json goes last, so
 // a directory is only ever "enrolled" once everything it names is on disk.
-// The key goes before the certificate: an interruption between them leaves
-// ErrKeyMismatch, which a renewal repairs.
+// A renewal's Save is journaled (RenewIn): Load completes one that was
+// interrupted between the files.
 func (d *StateDir) Save(st *State) error {
 	if len(st.KeyPEM) == 0 || len(st.CertPEM) == 0 || len(st.CAPEM) == 0 {
 		return errors.New("sensorclient: state without key, certificate or CA")

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -59,14 +60,39 @@ type EnrollStore interface {
 	// records a new NATS user when one is named, and prunes superseded
 	// certificates but the latest few.
 	RenewCertificate(ctx context.Context, r RenewalRecord) error
+	// ActiveRenewal returns what the renewal that issued the sensor's
+	// active certificate proved, or ErrNotFound when that certificate came
+	// from enrolment.
+	ActiveRenewal(ctx context.Context, sensorID string) (ActiveRenewal, error)
+}
+
+// ActiveRenewal is what the renewal that issued a sensor's active
+// certificate was given: enough to recognise the same request sent again
+// by an agent that never received the answer.
+type ActiveRenewal struct {
+	// Serial is the active certificate.
+	Serial string
+	// CSRSHA256 is the SHA-256 of the CSR it was issued for.
+	CSRSHA256 []byte
+	// ProvenSerial is the certificate whose key signed the renewal's proof,
+	// ProvenTokenHash the sensor token it presented (both now replaced).
+	ProvenSerial    string
+	ProvenTokenHash []byte
 }
 
 // RenewalRecord is what a renewal writes.
 type RenewalRecord struct {
 	SensorID string
-	// ReplacesSerial is the certificate whose key the renewal proved.
-	ReplacesSerial       string
-	Certificate          IssuedCertificate
+	// ReplacesSerial is the active certificate the renewal replaces: the
+	// one whose key it proved or, when an agent asks again for an answer it
+	// lost, the one that answer carried.
+	ReplacesSerial string
+	Certificate    IssuedCertificate
+	// CSRSHA256, ProvenSerial and ProvenTokenHash are kept with the new
+	// certificate (see ActiveRenewal).
+	CSRSHA256            []byte
+	ProvenSerial         string
+	ProvenTokenHash      []byte
 	NATS                 NATSUser
 	SensorTokenHash      []byte
 	SensorTokenExpiresAt time.Time
@@ -218,8 +244,19 @@ func RenewalMessage(sensorID string, csrPEM []byte, signedAt time.Time) []byte {
 // back the active user, or mints a new one when the old was revoked because
 // its permissions went out of date (an upgrade); the new user is recorded
 // so a later revocation of the sensor reaches it.
+//
+// An agent whose renewal answer was lost after it was committed still holds
+// the replaced token and certificate. It may send the same request again:
+// the same CSR, with the token and a fresh proof by the key that renewal
+// proved. That is answered as a renewal of the certificate it never
+// received (see resumable), exempt from the rate limit, so a lost answer
+// never strands a sensor.
 func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPEM []byte, proof *PossessionProof) (Renewal, error) {
 	sensor, err := s.authenticate(ctx, sensorID, sensorToken, TokenSensor)
+	var lost *ActiveRenewal
+	if errors.Is(err, ErrInvalidToken) {
+		sensor, lost, err = s.resumable(ctx, sensorID, sensorToken, csrPEM)
+	}
 	if err != nil {
 		return Renewal{}, err
 	}
@@ -234,10 +271,16 @@ func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPE
 	if err != nil {
 		return Renewal{}, fmt.Errorf("%w: %w", ErrInvalidProof, err)
 	}
-	if id.TenantID != sensor.TenantID || id.SensorID != sensor.ID || id.Serial != sensor.Certificate.Serial {
+	switch {
+	case id.TenantID != sensor.TenantID || id.SensorID != sensor.ID:
+		return Renewal{}, fmt.Errorf("%w: the certificate is not the sensor's", ErrInvalidProof)
+	case lost != nil && id.Serial != lost.ProvenSerial:
+		// Not the request sent again: the replaced token is just wrong.
+		return Renewal{}, ErrInvalidToken
+	case lost == nil && id.Serial != sensor.Certificate.Serial:
 		return Renewal{}, fmt.Errorf("%w: the certificate is not the sensor's active one", ErrInvalidProof)
 	}
-	if next := sensor.Certificate.IssuedAt.Add(s.minRenew); now.Before(next) {
+	if next := sensor.Certificate.IssuedAt.Add(s.minRenew); lost == nil && now.Before(next) {
 		return Renewal{}, &RateLimitError{RetryAfter: next.Sub(now)}
 	}
 	cert, err := s.sign(sensor, csrPEM)
@@ -262,8 +305,10 @@ func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPE
 	if err != nil {
 		return Renewal{}, err
 	}
+	csrHash := sha256.Sum256(csrPEM)
 	rec := RenewalRecord{
-		SensorID: sensor.ID, ReplacesSerial: id.Serial, Certificate: cert, NATS: user,
+		SensorID: sensor.ID, ReplacesSerial: sensor.Certificate.Serial, Certificate: cert, NATS: user,
+		CSRSHA256: csrHash[:], ProvenSerial: id.Serial, ProvenTokenHash: hashToken(sensorToken),
 		SensorTokenHash: tokenHash, SensorTokenExpiresAt: cert.NotAfter, At: now,
 	}
 	if err := s.store.RenewCertificate(ctx, rec); err != nil {
@@ -276,8 +321,42 @@ func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPE
 		}
 		return Renewal{}, fmt.Errorf("renew sensor %s: %w", sensorID, err)
 	}
-	s.log.InfoContext(ctx, "sensor certificate renewed", "tenant_id", sensor.TenantID, "sensor_id", sensor.ID, "serial", cert.Serial, "new_nats_user", user.UserPubKey != "")
+	s.log.InfoContext(ctx, "sensor certificate renewed", "tenant_id", sensor.TenantID, "sensor_id", sensor.ID, "serial", cert.Serial, "new_nats_user", user.UserPubKey != "", "lost_answer_resent", lost != nil)
 	return Renewal{Certificate: cert, SensorToken: token, NATS: creds}, nil
+}
+
+// resumable recognises a renewal sent again because its answer was lost:
+// the token is the one the renewal of the active certificate replaced and
+// the CSR is byte for byte the one that renewal certified (the caller then
+// checks the proof is by the key it proved). Anything else is
+// ErrInvalidToken, as before. The returned sensor is the live one.
+func (s *Service) resumable(ctx context.Context, sensorID, token string, csrPEM []byte) (Sensor, *ActiveRenewal, error) {
+	if ids.Validate(sensorID) != nil {
+		return Sensor{}, nil, ErrInvalidToken
+	}
+	sensor, err := s.store.Sensor(ctx, sensorID)
+	if errIsNotFound(err) {
+		return Sensor{}, nil, ErrInvalidToken
+	}
+	if err != nil {
+		return Sensor{}, nil, err
+	}
+	if sensor.State == StateRevoked {
+		return Sensor{}, nil, fmt.Errorf("sensor %s: %w", sensorID, ErrRevoked)
+	}
+	last, err := s.store.ActiveRenewal(ctx, sensorID)
+	if errIsNotFound(err) {
+		return Sensor{}, nil, ErrInvalidToken
+	}
+	if err != nil {
+		return Sensor{}, nil, err
+	}
+	csrHash := sha256.Sum256(csrPEM)
+	if last.Serial != sensor.Certificate.Serial || !tokenMatches(token, last.ProvenTokenHash) ||
+		subtle.ConstantTimeCompare(csrHash[:], last.CSRSHA256) != 1 {
+		return Sensor{}, nil, ErrInvalidToken
+	}
+	return sensor, &last, nil
 }
 
 // authenticate checks a sensor's bearer token of the given kind. Unknown

@@ -36,6 +36,8 @@ type cert struct {
 	active   bool
 	notAfter time.Time
 	issuedAt time.Time
+	// renewal is what the renewal that issued it proved (nil: enrolment).
+	renewal *fleet.ActiveRenewal
 }
 
 type token struct {
@@ -299,6 +301,12 @@ func (s *Store) RenewCertificate(_ context.Context, r fleet.RenewalRecord) error
 		sn.NATSUserPubKey, sn.NATSAccountPubKey = r.NATS.UserPubKey, r.NATS.AccountPubKey
 	}
 	s.replaceCertificate(r.SensorID, r.Certificate, r.At)
+	if r.ProvenSerial != "" {
+		s.certs[r.Certificate.Serial].renewal = &fleet.ActiveRenewal{
+			Serial: r.Certificate.Serial, CSRSHA256: bytes.Clone(r.CSRSHA256),
+			ProvenSerial: r.ProvenSerial, ProvenTokenHash: bytes.Clone(r.ProvenTokenHash),
+		}
+	}
 	s.rotateToken(r.SensorID, r.SensorTokenHash, r.SensorTokenExpiresAt)
 	// Keep the latest three superseded certificates.
 	var old []*cert
@@ -312,6 +320,20 @@ func (s *Store) RenewCertificate(_ context.Context, r fleet.RenewalRecord) error
 		delete(s.certs, old[i].serial)
 	}
 	return nil
+}
+
+// ActiveRenewal implements fleet.EnrollStore.
+func (s *Store) ActiveRenewal(_ context.Context, sensorID string) (fleet.ActiveRenewal, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.certs {
+		if c.sensorID == sensorID && c.active && c.renewal != nil {
+			r := *c.renewal
+			r.CSRSHA256, r.ProvenTokenHash = bytes.Clone(r.CSRSHA256), bytes.Clone(r.ProvenTokenHash)
+			return r, nil
+		}
+	}
+	return fleet.ActiveRenewal{}, fleet.ErrNotFound
 }
 
 // CertificateCount returns how many certificates the sensor holds.

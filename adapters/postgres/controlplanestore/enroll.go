@@ -87,6 +87,11 @@ func (s *Store) RenewCertificate(ctx context.Context, r fleet.RenewalRecord) err
 			return err
 		}
 		if _, err := tx.Exec(ctx, `
+			UPDATE sensor_certificates SET csr_sha256 = $2, proven_serial = $3, proven_token_hash = $4 WHERE serial = $1`,
+			r.Certificate.Serial, r.CSRSHA256, nullString(r.ProvenSerial), r.ProvenTokenHash); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
 			UPDATE sensor_tokens SET revoked_at = $2
 			WHERE sensor_id = $1 AND kind = 'sensor' AND revoked_at IS NULL`, r.SensorID, r.At); err != nil {
 			return err
@@ -104,6 +109,19 @@ func (s *Store) RenewCertificate(ctx context.Context, r fleet.RenewalRecord) err
 			r.SensorID, keptSupersededCertificates)
 		return err
 	})
+}
+
+// ActiveRenewal implements fleet.EnrollStore.
+func (s *Store) ActiveRenewal(ctx context.Context, sensorID string) (fleet.ActiveRenewal, error) {
+	var r fleet.ActiveRenewal
+	err := s.pool.QueryRow(ctx, `
+		SELECT serial, csr_sha256, proven_serial, proven_token_hash FROM sensor_certificates
+		WHERE sensor_id = $1 AND active AND proven_serial IS NOT NULL`, sensorID).
+		Scan(&r.Serial, &r.CSRSHA256, &r.ProvenSerial, &r.ProvenTokenHash)
+	if err != nil {
+		return fleet.ActiveRenewal{}, classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+	}
+	return r, nil
 }
 
 // keptSupersededCertificates is how many replaced certificates a sensor

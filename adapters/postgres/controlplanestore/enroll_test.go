@@ -334,3 +334,100 @@ func TestRenewRecordsNewNATSUser(t *testing.T) {
 		t.Fatalf("revocations %v, want the new user revoked", f.prov.revocations)
 	}
 }
+
+// A renewal whose answer never reached the agent (the control plane
+// committed it, the connection dropped) leaves the agent with the replaced
+// token and certificate. The agent sends the same request again (its
+// journal keeps the CSR) and gets a certificate for that key; anything that
+// is not exactly that request stays refused.
+func TestRenewalWhoseAnswerWasLostIsAnsweredAgain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	r, e := f.enrolled(t, "acme")
+	_, other := f.enrolled(t, "acme")
+	f.clock.Advance(24 * time.Hour)
+	cert0, token0 := e.Certificate.CertificatePEM, e.SensorToken
+	csr := []byte("csr-a")
+	lost, err := f.svc.Renew(f.ctx, r.SensorID, token0, csr, f.proof(cert0, r.SensorID, csr))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Sent again at once: inside the rate limit, still answered.
+	f.clock.Advance(time.Second)
+	again, err := f.svc.Renew(f.ctx, r.SensorID, token0, csr, f.proof(cert0, r.SensorID, csr))
+	if err != nil {
+		t.Fatalf("renewal sent again after a lost answer: %v", err)
+	}
+	if again.Certificate.Serial == lost.Certificate.Serial || again.SensorToken == lost.SensorToken || again.SensorToken == token0 {
+		t.Fatalf("answer sent again reuses serial %s or a token", again.Certificate.Serial)
+	}
+	if again.NATS == nil || again.NATS.UserPubKey != e.NATS.UserPubKey {
+		t.Errorf("answer sent again carries NATS %+v, want the sensor's user", again.NATS)
+	}
+	if err := f.svc.AuthorizeSensor(f.ctx, "acme", r.SensorID, again.Certificate.Serial); err != nil {
+		t.Errorf("certificate of the answer sent again: %v", err)
+	}
+	// What the lost answer carried is dead: nobody holds it but an eavesdropper.
+	wantErr(t, f.svc.AuthorizeSensor(f.ctx, "acme", r.SensorID, lost.Certificate.Serial), fleet.ErrInvalidToken)
+	f.clock.Advance(2 * fleet.DefaultMinRenewInterval)
+	_, err = f.svc.Renew(f.ctx, r.SensorID, lost.SensorToken, []byte("csr-x"), f.proof(lost.Certificate.CertificatePEM, r.SensorID, []byte("csr-x")))
+	wantErr(t, err, fleet.ErrInvalidToken)
+
+	// Lost twice: the same request still works.
+	again, err = f.svc.Renew(f.ctx, r.SensorID, token0, csr, f.proof(cert0, r.SensorID, csr))
+	if err != nil {
+		t.Fatalf("renewal sent a third time: %v", err)
+	}
+
+	// Anything but that exact request is refused and changes nothing.
+	otherCSR := []byte("csr-b")
+	for name, tc := range map[string]struct {
+		token string
+		csr   []byte
+		proof *fleet.PossessionProof
+		want  error
+	}{
+		"another CSR":                     {token0, otherCSR, f.proof(cert0, r.SensorID, otherCSR), fleet.ErrInvalidToken},
+		"proof by the new certificate":    {token0, csr, f.proof(again.Certificate.CertificatePEM, r.SensorID, csr), fleet.ErrInvalidToken},
+		"proof by another sensor's key":   {token0, csr, f.proof(other.Certificate.CertificatePEM, r.SensorID, csr), fleet.ErrInvalidProof},
+		"another sensor's token":          {other.SensorToken, csr, f.proof(cert0, r.SensorID, csr), fleet.ErrInvalidToken},
+		"the enrolment token":             {r.EnrollmentToken, csr, f.proof(cert0, r.SensorID, csr), fleet.ErrInvalidToken},
+		"no proof":                        {token0, csr, nil, fleet.ErrAgentUpgradeRequired},
+		"proof for another CSR":           {token0, csr, f.proof(cert0, r.SensorID, otherCSR), fleet.ErrInvalidProof},
+		"a token from before the renewal": {"x" + token0[1:], csr, f.proof(cert0, r.SensorID, csr), fleet.ErrInvalidToken},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := f.svc.Renew(f.ctx, r.SensorID, tc.token, tc.csr, tc.proof)
+			wantErr(t, err, tc.want)
+			if got := f.sensor(t, r.SensorID).Certificate.Serial; got != again.Certificate.Serial {
+				t.Errorf("refused request changed the active certificate to %s", got)
+			}
+		})
+	}
+	stale := f.proof(cert0, r.SensorID, csr)
+	f.clock.Advance(10 * time.Minute)
+	_, err = f.svc.Renew(f.ctx, r.SensorID, token0, csr, stale)
+	wantErr(t, err, fleet.ErrInvalidProof)
+
+	// Once the agent renews with what it received, the old chain is over.
+	next := []byte("csr-c")
+	moved, err := f.svc.Renew(f.ctx, r.SensorID, again.SensorToken, next, f.proof(again.Certificate.CertificatePEM, r.SensorID, next))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.svc.Renew(f.ctx, r.SensorID, token0, csr, f.proof(cert0, r.SensorID, csr))
+	wantErr(t, err, fleet.ErrInvalidToken)
+	if got := f.sensor(t, r.SensorID).Certificate.Serial; got != moved.Certificate.Serial {
+		t.Errorf("active certificate %s, want %s", got, moved.Certificate.Serial)
+	}
+	if n := f.count(t, `SELECT count(*) FROM sensor_certificates WHERE sensor_id = $1 AND active`, r.SensorID); n != 1 {
+		t.Errorf("%d active certificates, want 1", n)
+	}
+	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.svc.Renew(f.ctx, r.SensorID, again.SensorToken, next, f.proof(again.Certificate.CertificatePEM, r.SensorID, next))
+	wantErr(t, err, fleet.ErrRevoked)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -75,8 +76,10 @@ type Agent struct {
 	failure string // detail of a failed start or stop
 	// results are the outcomes of the latest commands, oldest first, at
 	// most sensorclient.MaxResults; every status report repeats them.
-	results  []sensorclient.CommandResult
-	grpcDown bool
+	results []sensorclient.CommandResult
+	// resultsMu orders the writes of results to disk.
+	resultsMu sync.Mutex
+	grpcDown  bool
 }
 
 // NewAgent checks cfg; nothing is contacted until Run.
@@ -115,6 +118,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.st = st
 	a.log = a.log.With("tenant_id", st.TenantID, "sensor_id", st.SensorID)
+	if a.results, err = a.dir.LoadResults(); err != nil {
+		a.log.Warn("command results kept before the restart are unreadable; starting without them", "err", err)
+	}
 	if err := a.ensureCertificate(ctx); err != nil {
 		return err
 	}
@@ -425,7 +431,7 @@ func (a *Agent) renew(ctx context.Context) error {
 	cur := a.st
 	a.mu.Unlock()
 	next, err := retry(ctx, a, "certificate renewal", time.Time{}, func(ctx context.Context) (*sensorclient.State, error) {
-		return a.enroller.Renew(ctx, cur)
+		return a.enroller.RenewIn(ctx, a.dir, cur)
 	})
 	if err != nil {
 		return err
@@ -433,10 +439,14 @@ func (a *Agent) renew(ctx context.Context) error {
 	return a.adopt(next)
 }
 
-// adopt saves a renewed state and switches the gRPC client to it.
+// adopt saves a renewed state, ends the renewal's journal and switches the
+// gRPC client to it.
 func (a *Agent) adopt(next *sensorclient.State) error {
 	if err := a.dir.Save(next); err != nil {
 		return err
+	}
+	if err := a.dir.ClearRenewal(); err != nil {
+		a.log.Warn("remove the renewal journal", "err", err)
 	}
 	a.mu.Lock()
 	a.st = next
@@ -468,7 +478,7 @@ func (a *Agent) probe(ctx context.Context, cause error) error {
 	a.mu.Unlock()
 	pctx, cancel := context.WithTimeout(ctx, sensorclient.DefaultHTTPTimeout)
 	defer cancel()
-	next, err := a.enroller.Renew(pctx, cur)
+	next, err := a.enroller.RenewIn(pctx, a.dir, cur)
 	switch {
 	case err == nil:
 		a.log.Info("the control plane still accepts the sensor; continuing with a fresh certificate", "refusal", cause.Error())
@@ -532,13 +542,21 @@ func (a *Agent) skipped(ctx context.Context, c sensorclient.Command, err error) 
 	a.report(ctx, sensorclient.Status{State: state, CommandID: c.CommandID, Detail: "command not applied: " + err.Error()})
 }
 
-// remember keeps r among the latest results.
+// remember keeps r among the latest results, on disk too: an agent
+// restarted before the control plane recorded a result still reports it,
+// and does not apply that command again when it is delivered again.
 func (a *Agent) remember(r sensorclient.CommandResult) {
+	a.resultsMu.Lock()
+	defer a.resultsMu.Unlock()
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.results = append(a.results, r)
 	if len(a.results) > sensorclient.MaxResults {
 		a.results = a.results[len(a.results)-sensorclient.MaxResults:]
+	}
+	kept := slices.Clone(a.results)
+	a.mu.Unlock()
+	if err := a.dir.SaveResults(kept); err != nil {
+		a.log.Warn("save command results", "err", err)
 	}
 }
 

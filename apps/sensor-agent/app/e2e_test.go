@@ -592,7 +592,7 @@ func (p *plane) commandOf(sensorID, commandID string) commandView {
 // after its expiresAt is refused and shown refused (reason expired, never
 // acknowledged); a command the agent applies while the control plane's
 // PostgreSQL is down is shown applied once it is back, because the agent
-// repeats its results in every report.
+// repeats its results in every report, even after a restart in between.
 func TestCommandResultsAreDurableAndExact(t *testing.T) {
 	cluster, err := pgtest.Start()
 	if err != nil {
@@ -663,6 +663,15 @@ func TestCommandResultsAreDurableAndExact(t *testing.T) {
 			a.log.has(0, "status published", map[string]string{"command_id": cmd.CommandID})
 	})
 	time.Sleep(3 * time.Second) // a few heartbeats go unrecorded: the condition under test
+	// The agent restarts before PostgreSQL returns: its results are kept
+	// on disk, so the new run still reports the command's outcome.
+	if code := a.stop(t); code != 0 {
+		t.Fatalf("agent exit %d", code)
+	}
+	a = startAgent(t, agentArgs(p, stateDir)...)
+	waitUntil(t, 30*time.Second, "the restarted agent reporting", func() bool {
+		return a.log.has(0, "status published", nil)
+	})
 	if err := cluster.Resume(); err != nil {
 		t.Fatal(err)
 	}

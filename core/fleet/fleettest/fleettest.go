@@ -386,6 +386,9 @@ func testReplaceCertificate(t *testing.T, s Store) {
 			SensorTokenHash: hash(token), SensorTokenExpiresAt: c.NotAfter, At: at,
 		})
 	}
+	if _, err := s.ActiveRenewal(ctx, "s1"); !errors.Is(err, fleet.ErrNotFound) {
+		t.Errorf("ActiveRenewal of an enrolment's certificate: %v, want ErrNotFound", err)
+	}
 	is(t, "renew", renew("aa01", "aa02", fleet.NATSUser{}, "token 2", t0.Add(time.Hour)), nil)
 	got, _ := s.Sensor(ctx, "s1")
 	if diff := cmp.Diff(fleet.Certificate{Serial: "aa02", NotAfter: t0.Add(301 * time.Hour), IssuedAt: t0.Add(time.Hour)}, got.Certificate); diff != "" {
@@ -423,6 +426,21 @@ func testReplaceCertificate(t *testing.T, s Store) {
 	if n := s.CertificateCount(ctx, "s1"); n > 4 {
 		t.Errorf("sensor holds %d certificate rows after 13 renewals, want the active one and at most 3 superseded", n)
 	}
+	proven := fleet.ActiveRenewal{Serial: "ac03", CSRSHA256: hash("csr 3"), ProvenSerial: serial, ProvenTokenHash: hash("token r" + serial)}
+	c3 := certificate("ac03")
+	c3.NotAfter = t0.Add(300 * time.Hour)
+	is(t, "renew recording what it proved", s.RenewCertificate(ctx, fleet.RenewalRecord{
+		SensorID: "s1", ReplacesSerial: serial, Certificate: c3, CSRSHA256: proven.CSRSHA256,
+		ProvenSerial: proven.ProvenSerial, ProvenTokenHash: proven.ProvenTokenHash,
+		SensorTokenHash: hash("token ac03"), SensorTokenExpiresAt: c3.NotAfter, At: t0.Add(15 * time.Hour),
+	}), nil)
+	if got, err := s.ActiveRenewal(ctx, "s1"); err != nil || !cmp.Equal(proven, got) {
+		t.Errorf("ActiveRenewal = %+v, %v; want %+v", got, err, proven)
+	}
+	if _, err := s.ActiveRenewal(ctx, "s2"); !errors.Is(err, fleet.ErrNotFound) {
+		t.Errorf("ActiveRenewal of another sensor: %v, want ErrNotFound", err)
+	}
+	serial = "ac03"
 	other, _ := s.Sensor(ctx, "s2")
 	if other.Certificate.Serial != "bb01" {
 		t.Errorf("other sensor's certificate changed to %q", other.Certificate.Serial)
