@@ -1,6 +1,7 @@
 package x509ca
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -12,11 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/atomicfile"
@@ -125,27 +128,38 @@ func Init(dir string, opts InitOptions) (InitResult, error) {
 		return res, nil
 	}
 
-	serverNotAfter := now.Add(opts.ServerValidity)
+	notAfter, err := issueServer(paths, cert, key, opts.DNSNames, opts.IPAddresses, opts.Organization, opts.ServerValidity, now)
+	if err != nil {
+		return InitResult{}, err
+	}
+	res.ServerNotAfter = notAfter
+	return res, nil
+}
+
+// issueServer writes a new server key and certificate for the names,
+// signed by the CA cert/key, valid for validity but not beyond the CA.
+func issueServer(paths Config, cert *x509.Certificate, key crypto.Signer, dns []string, ips []net.IP, org string, validity time.Duration, now time.Time) (time.Time, error) {
+	serverNotAfter := now.Add(validity)
 	if serverNotAfter.After(cert.NotAfter) {
 		serverNotAfter = cert.NotAfter
 	}
 	serverKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return InitResult{}, fmt.Errorf("x509ca: server key: %w", err)
+		return time.Time{}, fmt.Errorf("x509ca: server key: %w", err)
 	}
 	serial, err := randomSerial()
 	if err != nil {
-		return InitResult{}, err
+		return time.Time{}, err
 	}
 	commonName := "rxc-control-plane"
-	if len(opts.DNSNames) > 0 {
-		commonName = opts.DNSNames[0]
+	if len(dns) > 0 {
+		commonName = dns[0]
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: commonName, Organization: []string{opts.Organization}},
-		DNSNames:              opts.DNSNames,
-		IPAddresses:           opts.IPAddresses,
+		Subject:               pkix.Name{CommonName: commonName, Organization: []string{org}},
+		DNSNames:              dns,
+		IPAddresses:           ips,
 		NotBefore:             now.Add(-backdate),
 		NotAfter:              serverNotAfter,
 		KeyUsage:              x509.KeyUsageDigitalSignature,
@@ -155,22 +169,22 @@ func Init(dir string, opts InitOptions) (InitResult, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, cert, &serverKey.PublicKey, key)
 	if err != nil {
-		return InitResult{}, fmt.Errorf("x509ca: sign server certificate: %w", err)
+		return time.Time{}, fmt.Errorf("x509ca: sign server certificate: %w", err)
 	}
 	keyPEM, err := marshalKey(serverKey)
 	if err != nil {
-		return InitResult{}, err
+		return time.Time{}, err
 	}
 	// The key goes first: a certificate next to a stale key would fail to load,
-	// a key next to a stale certificate too, but Load says which.
+	// a key next to a stale certificate too, but Load says which (and a
+	// running CA keeps its last good files until both are in place).
 	if err := replaceFile(paths.ServerKeyPath, keyPEM, 0o600); err != nil {
-		return InitResult{}, err
+		return time.Time{}, err
 	}
 	if err := replaceFile(paths.ServerCertPath, pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: der}), 0o644); err != nil {
-		return InitResult{}, err
+		return time.Time{}, err
 	}
-	res.ServerNotAfter = tmpl.NotAfter.UTC().Truncate(time.Second)
-	return res, nil
+	return tmpl.NotAfter.UTC().Truncate(time.Second), nil
 }
 
 func loadOrCreateCA(paths Config, opts InitOptions, now time.Time) (*x509.Certificate, crypto.Signer, bool, error) {
@@ -192,19 +206,34 @@ func loadOrCreateCA(paths Config, opts InitOptions, now time.Time) (*x509.Certif
 		return nil, nil, false, fmt.Errorf("x509ca: %s exists without %s: refusing to replace a CA certificate; move it away or restore its key", paths.CACertPath, paths.CAKeyPath)
 	}
 
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, false, fmt.Errorf("x509ca: CA key: %w", err)
-	}
-	serial, err := randomSerial()
+	cert, key, keyPEM, certPEM, err := newCA(opts.Organization, opts.CAValidity, now)
 	if err != nil {
 		return nil, nil, false, err
 	}
+	if err := createExclusive(paths.CAKeyPath, keyPEM); err != nil {
+		return nil, nil, false, err
+	}
+	if err := replaceFile(paths.CACertPath, certPEM, 0o644); err != nil {
+		return nil, nil, false, err
+	}
+	return cert, key, true, nil
+}
+
+// newCA makes a CA key and its self-signed certificate, and their PEM.
+func newCA(org string, validity time.Duration, now time.Time) (*x509.Certificate, crypto.Signer, []byte, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("x509ca: CA key: %w", err)
+	}
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: opts.Organization + " sensor CA", Organization: []string{opts.Organization}},
+		Subject:               pkix.Name{CommonName: org + " sensor CA", Organization: []string{org}},
 		NotBefore:             now.Add(-backdate),
-		NotAfter:              now.Add(opts.CAValidity),
+		NotAfter:              now.Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -213,23 +242,17 @@ func loadOrCreateCA(paths Config, opts InitOptions, now time.Time) (*x509.Certif
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("x509ca: self-sign CA certificate: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("x509ca: self-sign CA certificate: %w", err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("x509ca: parse CA certificate: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("x509ca: parse CA certificate: %w", err)
 	}
 	keyPEM, err := marshalKey(key)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, nil, nil, err
 	}
-	if err := createExclusive(paths.CAKeyPath, keyPEM); err != nil {
-		return nil, nil, false, err
-	}
-	if err := replaceFile(paths.CACertPath, pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: der}), 0o644); err != nil {
-		return nil, nil, false, err
-	}
-	return cert, key, true, nil
+	return cert, key, keyPEM, pem.EncodeToMemory(&pem.Block{Type: pemCertificate, Bytes: der}), nil
 }
 
 // Config locates a CA on disk. Explicit paths win over Dir.
@@ -239,8 +262,13 @@ type Config struct {
 	CAKeyPath      string
 	ServerCertPath string
 	ServerKeyPath  string
+	// PreviousCACertPath is the CA being retired during a rotation
+	// (previous-ca.crt); it need not exist.
+	PreviousCACertPath string
 	// Now is the clock used for issued certificates; default time.Now.
 	Now func() time.Time
+	// Logger reports files that changed and did not load; default discards.
+	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -253,15 +281,20 @@ func (c Config) withDefaults() Config {
 	def(&c.CAKeyPath, CAKeyFile)
 	def(&c.ServerCertPath, ServerCertFile)
 	def(&c.ServerKeyPath, ServerKeyFile)
+	def(&c.PreviousCACertPath, PreviousCACertFile)
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }
 
 // Load reads the CA and the server certificate. It refuses key files that
 // group or others can read, a key that does not match its certificate, a CA
-// certificate that is not a CA, and a server certificate the CA did not sign.
+// certificate that is not a CA, and a server certificate neither the CA nor
+// (during a rotation) the previous CA signed.
 func Load(cfg Config) (*CA, error) {
 	cfg = cfg.withDefaults()
 	for _, p := range []struct{ name, path string }{
@@ -272,12 +305,107 @@ func Load(cfg Config) (*CA, error) {
 			return nil, fmt.Errorf("x509ca: no %s path (set Dir or the explicit path)", p.name)
 		}
 	}
+	st, err := loadState(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ca := &CA{cfg: cfg}
+	ca.st.Store(st)
+	return ca, nil
+}
+
+// current is the state of the files now: when any of them changed since the
+// state in use was read, they are read again; when they do not load (a
+// rotation half done, a mismatched key) the state in use stays, and the
+// failure is logged once per change.
+func (ca *CA) current() *caState {
+	st := ca.st.Load()
+	now := stampOf(ca.cfg)
+	if now == st.stamp {
+		return st
+	}
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	if st = ca.st.Load(); now == st.stamp || now == ca.failed {
+		return st
+	}
+	next, err := loadState(ca.cfg)
+	if err != nil {
+		ca.failed = now
+		ca.cfg.Logger.Error("sensor CA files changed but do not load; still using the previous ones", "dir", filepath.Dir(ca.cfg.CACertPath), "err", err)
+		return st
+	}
+	ca.failed = stamp{}
+	ca.st.Store(next)
+	ca.cfg.Logger.Info("sensor CA files reloaded", "ca_subject", next.cert.Subject.CommonName, "ca_not_after", next.cert.NotAfter.UTC(),
+		"previous_ca", next.previous != nil, "server_not_after", next.server.Leaf.NotAfter.UTC())
+	return next
+}
+
+// stamp identifies the contents of the CA's files without reading them:
+// inode, size and modification time of each (atomic replacement changes
+// the inode).
+type stamp [5]fileStamp
+
+type fileStamp struct {
+	ino, size, mtime int64
+	exists           bool
+}
+
+func stampOf(cfg Config) stamp {
+	var s stamp
+	for i, p := range []string{cfg.CACertPath, cfg.CAKeyPath, cfg.ServerCertPath, cfg.ServerKeyPath, cfg.PreviousCACertPath} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		s[i] = fileStamp{size: fi.Size(), mtime: fi.ModTime().UnixNano(), exists: true}
+		if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+			s[i].ino = int64(sys.Ino)
+		}
+	}
+	return s
+}
+
+// loadState reads the files once, consistently: the stamp is taken before
+// and must be the same after, or the read is retried.
+func loadState(cfg Config) (*caState, error) {
+	for attempt := 0; ; attempt++ {
+		before := stampOf(cfg)
+		st, err := readState(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if st.stamp = stampOf(cfg); st.stamp == before || attempt == 3 {
+			return st, nil
+		}
+	}
+}
+
+func readState(cfg Config) (*caState, error) {
 	cert, certPEM, key, err := loadCA(cfg)
 	if err != nil {
 		return nil, err
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
+	bundle := bytes.Clone(certPEM)
+	var previous *x509.Certificate
+	if cfg.PreviousCACertPath != "" {
+		prev, prevPEM, err := readCertificate(cfg.PreviousCACertPath)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, err
+		case !prev.IsCA || prev.KeyUsage&x509.KeyUsageCertSign == 0:
+			return nil, fmt.Errorf("x509ca: %s is not a CA certificate", cfg.PreviousCACertPath)
+		case prev.Equal(cert):
+		default:
+			previous = prev
+			pool.AddCert(prev)
+			bundle = append(bundle, prevPEM...)
+		}
+	}
 
 	serverCert, _, err := readCertificate(cfg.ServerCertPath)
 	if err != nil {
@@ -297,13 +425,20 @@ func Load(cfg Config) (*CA, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("x509ca: %s is not a valid server certificate of this CA: %w", cfg.ServerCertPath, err)
 	}
-	return &CA{
-		cert:    cert,
-		certPEM: certPEM,
-		key:     key,
-		server:  tls.Certificate{Certificate: [][]byte{serverCert.Raw}, PrivateKey: serverKey, Leaf: serverCert},
-		pool:    pool,
-		now:     cfg.Now,
+	server := tls.Certificate{Certificate: [][]byte{serverCert.Raw}, PrivateKey: serverKey, Leaf: serverCert}
+	return &caState{
+		cert:     cert,
+		key:      key,
+		previous: previous,
+		bundle:   bundle,
+		server:   server,
+		pool:     pool,
+		tls: &tls.Config{
+			MinVersion:   tls.VersionTLS13,
+			Certificates: []tls.Certificate{server},
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+			ClientCAs:    pool,
+		},
 	}, nil
 }
 

@@ -17,8 +17,8 @@ import (
 const maxCertPEM = 16 << 10
 
 // VerifyPossession checks that certPEM is a sensor client certificate this
-// CA issued, valid at now, and that signature is its key's signature of
-// message (ECDSA with SHA-256 for EC keys, SHA-256 PKCS #1 v1.5 for RSA,
+// CA (or the previous one during a rotation) issued, valid at now, and that
+// signature is its key's signature of message (ECDSA with SHA-256 for EC keys, SHA-256 PKCS #1 v1.5 for RSA,
 // Ed25519 as is). It returns the identity the certificate names. It does
 // not know which serial is active: the caller compares.
 func (ca *CA) VerifyPossession(certPEM, message, signature []byte, now time.Time) (fleet.CertIdentity, error) {
@@ -33,7 +33,7 @@ func (ca *CA) VerifyPossession(certPEM, message, signature []byte, now time.Time
 	if err != nil {
 		return fleet.CertIdentity{}, fmt.Errorf("certificate: %w", err)
 	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: ca.pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: ca.current().pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		return fleet.CertIdentity{}, fmt.Errorf("certificate: %w", err)
 	}
 	tenantID, sensorID, err := SensorIdentity(leaf)

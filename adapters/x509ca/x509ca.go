@@ -23,6 +23,8 @@ import (
 	"math/big"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rxc-project/rxc/core/fleet"
@@ -49,6 +51,10 @@ const (
 	CAKeyFile      = "ca.key"
 	ServerCertFile = "server.crt"
 	ServerKeyFile  = "server.key"
+	// PreviousCACertFile and PreviousCAKeyFile hold the CA being retired
+	// during a rotation (Rotate, FinishRotation).
+	PreviousCACertFile = "previous-ca.crt"
+	PreviousCAKeyFile  = "previous-ca.key"
 )
 
 const (
@@ -60,14 +66,32 @@ const (
 )
 
 // CA signs sensor certificates and serves the control plane's TLS identity.
-// It is safe for concurrent use.
+// It follows its files: when one of them changes (a new server certificate,
+// a CA rotation) the next use reads them again, so a running control plane
+// takes the change without a restart; files that do not load together keep
+// the last good state in use. It is safe for concurrent use.
 type CA struct {
-	cert    *x509.Certificate
-	certPEM []byte
-	key     crypto.Signer
-	server  tls.Certificate
-	pool    *x509.CertPool
-	now     func() time.Time
+	cfg Config
+	st  atomic.Pointer[caState]
+
+	mu     sync.Mutex
+	failed stamp // the files' stamp that last failed to load
+}
+
+// caState is one consistent reading of the CA's files.
+type caState struct {
+	stamp stamp
+	// cert and key issue sensor certificates; previous is the CA being
+	// retired (nil outside a rotation), still trusted for client
+	// certificates and proofs.
+	cert     *x509.Certificate
+	key      crypto.Signer
+	previous *x509.Certificate
+	// bundle is the PEM of cert then previous: what sensors trust.
+	bundle []byte
+	server tls.Certificate
+	pool   *x509.CertPool
+	tls    *tls.Config
 }
 
 // SignCSR issues a sensor client certificate for the key in req.CSRPEM. The
@@ -93,10 +117,11 @@ func (ca *CA) SignCSR(req fleet.CertRequest) (fleet.IssuedCertificate, error) {
 	if err != nil {
 		return fleet.IssuedCertificate{}, err
 	}
-	now := ca.now()
+	st := ca.current()
+	now := ca.cfg.Now()
 	notAfter := now.Add(ttl)
-	if notAfter.After(ca.cert.NotAfter) {
-		return fleet.IssuedCertificate{}, fmt.Errorf("%w: certificate would outlive the CA (CA expires %s)", fleet.ErrInvalidInput, ca.cert.NotAfter.UTC().Format(time.RFC3339))
+	if notAfter.After(st.cert.NotAfter) {
+		return fleet.IssuedCertificate{}, fmt.Errorf("%w: certificate would outlive the CA (CA expires %s)", fleet.ErrInvalidInput, st.cert.NotAfter.UTC().Format(time.RFC3339))
 	}
 	serial, err := randomSerial()
 	if err != nil {
@@ -115,9 +140,9 @@ func (ca *CA) SignCSR(req fleet.CertRequest) (fleet.IssuedCertificate, error) {
 		KeyUsage:              usage,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		BasicConstraintsValid: true,
-		AuthorityKeyId:        ca.cert.SubjectKeyId,
+		AuthorityKeyId:        st.cert.SubjectKeyId,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, csr.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, st.cert, csr.PublicKey, st.key)
 	if err != nil {
 		return fleet.IssuedCertificate{}, fmt.Errorf("x509ca: sign sensor certificate: %w", err)
 	}
@@ -243,37 +268,40 @@ func SerialHex(serial *big.Int) string {
 	return serial.Text(16)
 }
 
-// CACertificatePEM returns the CA certificate sensors must trust.
+// CACertificatePEM returns the CA certificates sensors must trust: the
+// issuing CA, and during a rotation the previous one after it.
 func (ca *CA) CACertificatePEM() []byte {
-	return bytes.Clone(ca.certPEM)
+	return bytes.Clone(ca.current().bundle)
 }
 
-// Certificate returns a copy of the parsed CA certificate.
+// Certificate returns a copy of the parsed issuing CA certificate.
 func (ca *CA) Certificate() *x509.Certificate {
-	c := *ca.cert
+	c := *ca.current().cert
 	return &c
 }
 
 // ServerTLSConfig is the gRPC server's side of mutual TLS: TLS 1.3 only, a
-// client certificate from this CA required. Revocation is deliberately not
-// checked here: VerifyPeerCertificate is skipped on resumed sessions, so the
-// server's request interceptor checks the serial on every call instead.
+// client certificate from this CA (or, during a rotation, the previous one)
+// required. Each handshake uses the CA's files as they are then.
+// Revocation is deliberately not checked here: VerifyPeerCertificate is
+// skipped on resumed sessions, so the server's request interceptor checks
+// the serial on every call instead.
 func (ca *CA) ServerTLSConfig() *tls.Config {
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{ca.server},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    ca.pool,
+	c := ca.current().tls.Clone()
+	c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		return ca.current().tls, nil
 	}
+	return c
 }
 
 // ClientTLSConfig is a sensor's side of mutual TLS: it presents cert and
-// trusts only this CA for serverName.
+// trusts only this CA (and a previous one during a rotation) for
+// serverName.
 func (ca *CA) ClientTLSConfig(cert tls.Certificate, serverName string) *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{cert},
-		RootCAs:      ca.pool,
+		RootCAs:      ca.current().pool,
 		ServerName:   serverName,
 	}
 }

@@ -86,6 +86,51 @@ func initCA(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// rotateCAFlags are rotate-ca's flags.
+func rotateCAFlags() (*flag.FlagSet, *bool) {
+	fl := flag.NewFlagSet("rotate-ca", flag.ContinueOnError)
+	finish := fl.Bool("finish", false, "end the overlap: move the gRPC server certificate to the new CA and stop trusting the previous CA")
+	return fl, finish
+}
+
+// rotateCA starts or finishes a sensor CA rotation in CA_DIR; a running
+// control plane takes each step without a restart.
+func rotateCA(args []string, stdout, stderr io.Writer) error {
+	fl, finish := rotateCAFlags()
+	fl.SetOutput(stderr)
+	if err := fl.Parse(args); err != nil {
+		return errUsage
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "controlplane rotate-ca: unexpected argument %q\n", fl.Arg(0))
+		return errUsage
+	}
+	var cfg caConfig
+	if err := appenv.Load(&cfg); err != nil {
+		return err
+	}
+	if *finish {
+		res, err := x509ca.FinishRotation(cfg.CADir, 0)
+		if err != nil {
+			return err
+		}
+		if res.ServerReissued {
+			fmt.Fprintf(stdout, "gRPC server certificate issued by the new CA (valid until %s)\n", res.ServerNotAfter.Format(time.RFC3339))
+		}
+		fmt.Fprintln(stdout, "previous sensor CA removed: certificates it issued are refused from now on")
+		return nil
+	}
+	res, err := x509ca.Rotate(cfg.CADir, x509ca.RotateOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "new sensor CA in place (valid until %s); the previous one (valid until %s) stays trusted\n",
+		res.CANotAfter.Format(time.RFC3339), res.PreviousCANotAfter.Format(time.RFC3339))
+	fmt.Fprintln(stdout, "sensors get certificates of the new CA and both CA certificates when they enrol or renew;")
+	fmt.Fprintln(stdout, "once every sensor has renewed (one SENSOR_CERT_TTL), run: controlplane rotate-ca --finish")
+	return nil
+}
+
 // operatorFlags are create-operator's flags.
 type operatorFlags struct {
 	email, role, tenants *string

@@ -23,6 +23,7 @@ commands:
   serve            run the HTTP API (:5009) and the sensor gRPC services (:5010)
   migrate          apply the control plane's database schema
   init-ca          create the sensor CA and the gRPC server certificate in CA_DIR
+  rotate-ca        start (or with --finish end) a sensor CA rotation with an overlap
   create-operator  create an operator account (password read from standard input)
   healthcheck      probe this service's own health endpoint on loopback (for container runtimes)
   version          print the version
@@ -50,6 +51,8 @@ var helps = map[string]struct {
 	"migrate": {"usage: controlplane migrate\n\nApplies the control plane's database schema to PG_DSN and prints what it applied.", nil, []any{&appenv.MigrateConfig{}}},
 	"init-ca": {"usage: controlplane init-ca --dns NAME|--ip ADDR ... [flags]\n\nCreates the sensor CA in CA_DIR (never replacing an existing CA key) and the gRPC server\ncertificate for the given names. An existing server certificate for the same names is kept; one\nfor other names is replaced only with --replace-server-cert.",
 		func() *flag.FlagSet { fl, _ := initCAFlags(); return fl }, []any{&caConfig{}}},
+	"rotate-ca": {"usage: controlplane rotate-ca [--finish]\n\nStarts a sensor CA rotation in CA_DIR: a new CA issues sensor certificates while the previous one\nstays trusted and keeps the gRPC server certificate; sensors receive both CA certificates when they\nenrol or renew. --finish, once every sensor renewed, issues the server certificate from the new CA\nand removes the previous one. A running control plane takes each step without a restart.",
+		func() *flag.FlagSet { fl, _ := rotateCAFlags(); return fl }, []any{&caConfig{}}},
 	"create-operator": {"usage: controlplane create-operator --email ADDRESS [--role admin|operator|viewer] [--tenants ID,…] < password-file\n\nCreates an operator account (an admin unless --role says otherwise); the password is the first line of standard input, so it never\nappears in a process listing or shell history.",
 		func() *flag.FlagSet { fl, _ := createOperatorFlags(); return fl }, []any{&appenv.MigrateConfig{}}},
 	"healthcheck": {"usage: controlplane healthcheck\n\nProbes this service's /readyz on loopback at LISTEN_ADDR's port; exit status 0 when ready\n(for container runtimes).", nil, []any{&healthConfig{}}},
@@ -97,6 +100,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = appenv.Migrate(ctx, stdout, stderr, applyMigrations)
 	case "init-ca":
 		err = initCA(args[1:], stdout, stderr)
+	case "rotate-ca":
+		err = rotateCA(args[1:], stdout, stderr)
 	case "create-operator":
 		err = createOperator(ctx, args[1:], stdin, stdout, stderr)
 	case "healthcheck":

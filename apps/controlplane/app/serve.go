@@ -85,7 +85,7 @@ func (s *Server) build(ctx context.Context) error {
 	if cfg.Messaging.Enabled && cfg.Messaging.CredsPath == "" && !cfg.Provisioner.Enabled {
 		return errors.New("configuration: NATS_MESSAGING_ENABLED=true needs NATS_MESSAGING_CREDS_PATH or an enabled provisioner to fetch backend credentials from")
 	}
-	ca, err := x509ca.Load(x509ca.Config{Dir: cfg.CADir})
+	ca, err := x509ca.Load(x509ca.Config{Dir: cfg.CADir, Logger: log.With("component", "ca")})
 	if err != nil {
 		return fmt.Errorf("sensor CA (CA_DIR=%s; create it with controlplane init-ca): %w", cfg.CADir, err)
 	}
