@@ -13,12 +13,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/rxc-project/rxc/core/backoff"
 )
 
 // credsTimeout bounds one fetch of the credentials.
@@ -50,28 +51,24 @@ func Run(ctx context.Context, cfg Config, session Session) {
 	for failures := 0; ctx.Err() == nil; {
 		nc, closed, err := dial(ctx, cfg)
 		if err != nil {
-			wait := Backoff(cfg.ReconnectWait, failures)
+			wait := redial(cfg.ReconnectWait).Delay(failures)
 			failures++
 			cfg.Logger.Warn("nats connection failed; retrying", "attempt", failures, "wait", wait.String(), "error", err)
-			sleep(ctx, wait)
+			backoff.Sleep(ctx, wait)
 			continue
 		}
 		failures = 0
 		cfg.Logger.Info("nats connected", "server", nc.ConnectedUrlRedacted())
 		session(ctx, nc, closed)
 		// A connection closed right after it opened must not spin the loop.
-		sleep(ctx, Backoff(cfg.ReconnectWait, 0))
+		backoff.Sleep(ctx, redial(cfg.ReconnectWait).Delay(0))
 	}
 }
 
-// Backoff is the wait after failures failed dials in a row: from about
-// base up to about 16×base, with jitter so replicas do not dial in step.
-func Backoff(base time.Duration, failures int) time.Duration {
-	ceiling := 16 * base
-	if failures < 5 {
-		ceiling = base << failures
-	}
-	return base/2 + rand.N(ceiling/2+1)
+// redial paces new connections after failed dials: from about base up to
+// 16×base, with jitter so replicas do not dial in step.
+func redial(base time.Duration) backoff.Policy {
+	return backoff.Policy{Min: base, Max: 16 * base}
 }
 
 func dial(ctx context.Context, cfg Config) (*nats.Conn, <-chan struct{}, error) {
@@ -131,13 +128,4 @@ func checkCreds(creds string) error {
 	}
 	kp.Wipe()
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

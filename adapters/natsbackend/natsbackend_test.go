@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-func TestBackoff(t *testing.T) {
+func TestRedial(t *testing.T) {
 	t.Parallel()
 	base := 100 * time.Millisecond
 	tests := []struct {
@@ -17,15 +17,15 @@ func TestBackoff(t *testing.T) {
 		min, max time.Duration
 	}{
 		{0, base / 2, base},
-		{1, base / 2, 3 * base / 2},
-		{4, base / 2, 17 * base / 2},
-		{5, base / 2, 17 * base / 2},
-		{1000, base / 2, 17 * base / 2},
+		{1, base, 2 * base},
+		{4, 8 * base, 16 * base},
+		{5, 8 * base, 16 * base},
+		{1000, 8 * base, 16 * base},
 	}
 	for _, tt := range tests {
 		for range 200 {
-			if got := Backoff(base, tt.failures); got < tt.min || got > tt.max {
-				t.Fatalf("Backoff(%v, %d) = %v, want within [%v, %v]", base, tt.failures, got, tt.min, tt.max)
+			if got := redial(base).Delay(tt.failures); got < tt.min || got > tt.max {
+				t.Fatalf("redial(%v).Delay(%d) = %v, want within [%v, %v]", base, tt.failures, got, tt.min, tt.max)
 			}
 		}
 	}

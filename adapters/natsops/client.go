@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/url"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxc-project/rxc/core/backoff"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/provisioning"
 )
@@ -430,14 +430,10 @@ func (c *Client) dial(ctx context.Context, r role, auth nats.Option, kick chan s
 	}
 }
 
-// backoff doubles from 100ms up to MaxReconnectWait, with ±20% jitter so a
-// fleet of provisioners does not reconnect in step.
+// backoff doubles from 100ms up to MaxReconnectWait, with jitter so a fleet
+// of provisioners does not reconnect in step.
 func (c *Client) backoff(attempt int) time.Duration {
-	d := c.cfg.MaxReconnectWait
-	if attempt < 16 {
-		d = min(100*time.Millisecond<<attempt, d)
-	}
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	return backoff.Policy{Min: 100 * time.Millisecond, Max: c.cfg.MaxReconnectWait}.Delay(attempt)
 }
 
 // keep records the connection nats.Connect returned; it may not be up yet.

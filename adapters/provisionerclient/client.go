@@ -2,7 +2,7 @@
 // provisioner: it ensures tenant accounts, sensor and backend users, and
 // revokes users, authenticating with the shared secret. Every route is
 // create-or-return on the provisioner, so calls are retried with exponential
-// back-off and full jitter on network errors, 5xx and 429; a circuit breaker
+// back-off and jitter (package backoff) on network errors, 5xx and 429; a circuit breaker
 // named "nats-provisioner" fails calls fast while the provisioner is down.
 // Provisioner problem responses are mapped to the fleet sentinel errors; no
 // HTTP status ever reaches the caller.
@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/rxc-project/rxc/core/backoff"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
 )
@@ -78,7 +78,8 @@ type Config struct {
 	// negative means none).
 	MaxRetries int
 	// RetryBaseDelay and RetryMaxDelay shape the back-off: attempt n waits a
-	// random time in [0, min(RetryMaxDelay, RetryBaseDelay·2ⁿ)) (defaults 100ms, 2s).
+	// random time in [step/2, step], step = min(RetryMaxDelay,
+	// RetryBaseDelay·2ⁿ) (defaults 100ms, 2s; package backoff).
 	RetryBaseDelay time.Duration
 	RetryMaxDelay  time.Duration
 	Breaker        BreakerConfig
@@ -98,8 +99,7 @@ type Client struct {
 	header     string
 	timeout    time.Duration
 	maxRetries int
-	baseDelay  time.Duration
-	maxDelay   time.Duration
+	retry      backoff.Policy
 	http       *http.Client
 	log        *slog.Logger
 	cb         *gobreaker.CircuitBreaker[struct{}]
@@ -136,7 +136,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		enabled: cfg.Enabled, secret: cfg.SharedSecret, header: http.CanonicalHeaderKey(cfg.HeaderName),
-		timeout: cfg.Timeout, maxRetries: cfg.MaxRetries, baseDelay: cfg.RetryBaseDelay, maxDelay: cfg.RetryMaxDelay,
+		timeout: cfg.Timeout, maxRetries: cfg.MaxRetries, retry: backoff.Policy{Min: cfg.RetryBaseDelay, Max: cfg.RetryMaxDelay},
 		log: cfg.Logger,
 	}
 	if !validToken(cfg.HeaderName) {
@@ -331,7 +331,7 @@ func (c *Client) call(ctx context.Context, op, path string, in, out any) error {
 		if !ae.retry || attempt >= c.maxRetries {
 			return final
 		}
-		wait := c.backoff(attempt)
+		wait := c.retry.Delay(attempt)
 		if ae.retryAfter > 0 {
 			wait = min(ae.retryAfter, maxRetryAfter)
 		}
@@ -348,14 +348,6 @@ func (c *Client) call(ctx context.Context, op, path string, in, out any) error {
 		case <-t.C:
 		}
 	}
-}
-
-func (c *Client) backoff(attempt int) time.Duration {
-	ceiling := c.maxDelay
-	if attempt < 30 {
-		ceiling = min(c.maxDelay, c.baseDelay<<attempt)
-	}
-	return rand.N(ceiling + 1)
 }
 
 // attemptError classifies one failed attempt for the retry loop and the

@@ -119,7 +119,7 @@ func NewCommands(cfg CommandsConfig) (*Commands, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cfg.Backoff = cfg.Backoff.withDefaults()
+	cfg.Backoff = cfg.Backoff.WithDefaults()
 	return &Commands{cfg: cfg, log: log, userJW: userJWT, seed: string(seed)}, nil
 }
 

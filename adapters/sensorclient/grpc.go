@@ -112,7 +112,7 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = DefaultMaxPending
 	}
-	cfg.Backoff = cfg.Backoff.withDefaults()
+	cfg.Backoff = cfg.Backoff.WithDefaults()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

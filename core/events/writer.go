@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/rxc-project/rxc/core/backoff"
 )
 
 // Source hands out batches of logged events to writers; several writers may
@@ -123,7 +125,7 @@ func (w *Writer) Run(ctx context.Context) {
 			}
 			// A log that stays away (no stream yet, NATS down) is retried
 			// ever more slowly, up to every 30 s.
-			sleep(ctx, min(w.retry<<min(failures, 5), 30*time.Second))
+			backoff.Sleep(ctx, backoff.Policy{Min: w.retry, Max: max(w.retry, 30*time.Second)}.Delay(failures))
 			failures++
 		}
 	}()
@@ -140,7 +142,7 @@ func (w *Writer) Run(ctx context.Context) {
 			w.failures.Add(1)
 			w.log.Warn("event batch failed; retrying", "err", err)
 			if f.err == nil {
-				sleep(ctx, w.retry)
+				backoff.Sleep(ctx, w.retry)
 			}
 		}
 	}
@@ -228,13 +230,4 @@ func alertSignature(a *Alert) string {
 		return ""
 	}
 	return a.Signature
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

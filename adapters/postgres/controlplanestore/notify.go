@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/rxc-project/rxc/core/backoff"
 )
 
 // credentialsChannel is the PostgreSQL notification channel on which every
@@ -29,10 +31,11 @@ func notifyCredentials(ctx context.Context, tx pgx.Tx, sensorID string) error {
 // listening are lost, so resync is called after every (re)connection: the
 // caller re-checks everything it holds.
 func (s *Store) ListenCredentialChanges(ctx context.Context, log *slog.Logger, changed func(tenantID, sensorID string), resync func()) {
-	backoff := 250 * time.Millisecond
+	relisten := backoff.Policy{Min: 250 * time.Millisecond, Max: 5 * time.Second}
+	failures := 0
 	for first := true; ctx.Err() == nil; first = false {
 		err := s.listen(ctx, changed, func() {
-			backoff = 250 * time.Millisecond
+			failures = 0
 			if !first {
 				resync()
 			}
@@ -40,18 +43,15 @@ func (s *Store) ListenCredentialChanges(ctx context.Context, log *slog.Logger, c
 		if ctx.Err() != nil {
 			return
 		}
-		log.Warn("credential change listener lost its connection; re-listening", "error", err, "retry_in", backoff.String())
+		wait := relisten.Delay(failures)
+		failures++
+		log.Warn("credential change listener lost its connection; re-listening", "error", err, "retry_in", wait.String())
 		// While not listening, a revocation elsewhere is missed: re-check
 		// what is held now, and again once listening.
 		resync()
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx, wait) {
 			return
-		case <-t.C:
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

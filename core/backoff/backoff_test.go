@@ -1,4 +1,4 @@
-package sensorclient
+package backoff
 
 import (
 	"context"
@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-func TestBackoffDelayStaysWithinBounds(t *testing.T) {
+func TestPolicyDelayStaysWithinBounds(t *testing.T) {
 	t.Parallel()
-	b := Backoff{Min: 100 * time.Millisecond, Max: 3 * time.Second}
+	b := Policy{Min: 100 * time.Millisecond, Max: 3 * time.Second}
 	tests := []struct {
 		name     string
 		attempt  int
@@ -37,9 +37,9 @@ func TestBackoffDelayStaysWithinBounds(t *testing.T) {
 	}
 }
 
-func TestBackoffJitterSpreadsDelays(t *testing.T) {
+func TestPolicyJitterSpreadsDelays(t *testing.T) {
 	t.Parallel()
-	b := Backoff{Min: time.Second, Max: time.Minute}
+	b := Policy{Min: time.Second, Max: time.Minute}
 	if lo, hi := b.delay(3, 0), b.delay(3, 0.999); hi-lo < 3*time.Second {
 		t.Fatalf("jitter range at attempt 3 is %v..%v; want about half the 8s step", lo, hi)
 	}
@@ -52,26 +52,54 @@ func TestBackoffJitterSpreadsDelays(t *testing.T) {
 	}
 }
 
-func TestBackoffDefaults(t *testing.T) {
+func TestPolicyDefaults(t *testing.T) {
 	t.Parallel()
-	var b Backoff
-	if got := b.delay(0, 0.999999); got > DefaultBackoffMin || got < DefaultBackoffMin/2 {
-		t.Fatalf("zero Backoff first delay %v, want about %v", got, DefaultBackoffMin)
+	var b Policy
+	if got := b.delay(0, 0.999999); got > DefaultMin || got < DefaultMin/2 {
+		t.Fatalf("zero Policy first delay %v, want about %v", got, DefaultMin)
 	}
-	if got := b.delay(100, 0.999999); got > DefaultBackoffMax {
-		t.Fatalf("zero Backoff capped delay %v, want ≤ %v", got, DefaultBackoffMax)
+	if got := b.delay(100, 0.999999); got > DefaultMax {
+		t.Fatalf("zero Policy capped delay %v, want ≤ %v", got, DefaultMax)
 	}
 }
 
-func TestBackoffWaitEndsWithContext(t *testing.T) {
+func TestPolicyWaitEndsWithContext(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	start := time.Now()
-	if (Backoff{Min: time.Hour, Max: time.Hour}).Wait(ctx, 0) {
+	if (Policy{Min: time.Hour, Max: time.Hour}).Wait(ctx, 0) {
 		t.Fatal("Wait reported a full delay on a cancelled context")
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("Wait on a cancelled context took %v", d)
+	}
+}
+
+func TestSleep(t *testing.T) {
+	t.Parallel()
+	if !Sleep(context.Background(), time.Millisecond) {
+		t.Fatal("Sleep on a live context reported an early end")
+	}
+}
+
+func TestWithDefaults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   Policy
+		want Policy
+	}{
+		{"zero", Policy{}, Policy{DefaultMin, DefaultMax}},
+		{"set", Policy{time.Second, time.Minute}, Policy{time.Second, time.Minute}},
+		{"max below min", Policy{time.Hour, time.Second}, Policy{time.Hour, time.Hour}},
+		{"min only", Policy{Min: time.Second}, Policy{time.Second, DefaultMax}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.in.WithDefaults(); got != tc.want {
+				t.Errorf("%+v.WithDefaults() = %+v, want %+v", tc.in, got, tc.want)
+			}
+		})
 	}
 }
