@@ -2,6 +2,7 @@ package operators
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -84,14 +85,21 @@ func (s *Service) UpdateOperator(ctx context.Context, p Principal, id string, u 
 	return o, nil
 }
 
-// ResetPassword sets a new password for oneself or (admins) anyone, and
-// ends that operator's sessions.
-func (s *Service) ResetPassword(ctx context.Context, p Principal, id, password string) error {
+// ResetPassword sets a new password for oneself or (admins) anyone. Changing
+// one's own needs the current password too (ErrWrongPassword otherwise), so
+// a session or API token left open cannot take the account over; a wrong one
+// counts as a failed login of the account (the same throttle).
+func (s *Service) ResetPassword(ctx context.Context, p Principal, id, currentPassword, password string) error {
 	if id != p.Operator.ID && !p.Can(PermAdmin, "") {
 		return fmt.Errorf("operator %s: %w", id, ErrNotFound)
 	}
 	if err := checkPassword(password); err != nil {
 		return err
+	}
+	if id == p.Operator.ID {
+		if err := s.checkCurrentPassword(ctx, p.Operator.Email, currentPassword); err != nil {
+			return err
+		}
 	}
 	if _, err := s.store.OperatorByID(ctx, id); err != nil {
 		return fmt.Errorf("operator %s: %w", id, err)
@@ -105,6 +113,26 @@ func (s *Service) ResetPassword(ctx context.Context, p Principal, id, password s
 	}
 	s.log.InfoContext(ctx, "operator password reset", "operator_id", id)
 	return nil
+}
+
+// checkCurrentPassword verifies an operator's own password under the login
+// throttle of their account.
+func (s *Service) checkCurrentPassword(ctx context.Context, email, password string) error {
+	keys := s.throttleKeys(email, "")
+	if err := s.checkThrottle(ctx, keys); err != nil {
+		return err
+	}
+	_, err := s.verify(ctx, email, password)
+	if errors.Is(err, ErrInvalidCredentials) {
+		if ferr := s.recordFailure(ctx, keys); ferr != nil {
+			return ferr
+		}
+		return ErrWrongPassword
+	}
+	if err != nil {
+		return err
+	}
+	return s.store.ResetLoginFailures(ctx, keys[0])
 }
 
 // SignOutEverywhere ends every session of oneself or (admins) anyone.

@@ -29,7 +29,10 @@ var (
 	ErrConflict           = errors.New("already exists")
 	ErrInvalidInput       = errors.New("invalid input")
 	ErrInvalidCredentials = errors.New("invalid email or password")
-	ErrUnauthenticated    = errors.New("no valid session")
+	// ErrWrongPassword: changing one's own password needs the current one,
+	// and it was missing or wrong.
+	ErrWrongPassword   = errors.New("the current password is missing or wrong")
+	ErrUnauthenticated = errors.New("no valid session")
 	// ErrForbidden: the principal sees the object but may not do this.
 	ErrForbidden = errors.New("forbidden")
 	// ErrLastAdmin: the change would leave no enabled admin.

@@ -119,6 +119,9 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 		p = problem.New(http.StatusForbidden, "forbidden", "Forbidden", "your role does not allow this action here")
 	case errors.Is(err, operators.ErrLastAdmin):
 		p = problem.New(http.StatusConflict, "last_admin", "Last admin", "the last enabled admin cannot be demoted or disabled; make another operator admin first")
+	case errors.Is(err, operators.ErrWrongPassword):
+		p = problem.New(http.StatusForbidden, "wrong_password", "Wrong current password",
+			"changing your own password needs your current one in currentPassword, and it was missing or wrong")
 	case errors.Is(err, operators.ErrInvalidCredentials):
 		p = problem.New(http.StatusUnauthorized, "invalid_credentials", "Invalid credentials", "wrong email or password")
 	case errors.Is(err, operators.ErrUnauthenticated):

@@ -111,7 +111,9 @@ func (a *API) updateOperator(w http.ResponseWriter, r *http.Request, p operators
 }
 
 type passwordRequest struct {
-	Password string `json:"password"`
+	// CurrentPassword is required when operators change their own.
+	CurrentPassword string `json:"currentPassword"`
+	Password        string `json:"password"`
 }
 
 func (a *API) resetPassword(w http.ResponseWriter, r *http.Request, p operators.Principal) {
@@ -124,7 +126,7 @@ func (a *API) resetPassword(w http.ResponseWriter, r *http.Request, p operators.
 		problem.Write(w, r, bad)
 		return
 	}
-	if err := a.operators.ResetPassword(r.Context(), p, id, req.Password); err != nil {
+	if err := a.operators.ResetPassword(r.Context(), p, id, req.CurrentPassword, req.Password); err != nil {
 		a.fail(w, r, err)
 		return
 	}

@@ -291,6 +291,32 @@ func TestOperatorManagement(t *testing.T) {
 	// An operator cannot reset someone else's password (not found to them).
 	w.as("operator", request{method: "POST", path: "/api/operators/" + viewer + "/password", body: `{"password":"hijacked passphrase"}`}).
 		expect(t, "operator resets the viewer", http.StatusNotFound, "not_found")
+	// One's own password needs the current one: a session (or token) left
+	// open cannot take the account over.
+	self := "/api/operators/" + viewer + "/password"
+	w.as("viewer", request{method: "POST", path: self, body: `{"password":"taken over passphrase"}`}).
+		expect(t, "own password without the current one", http.StatusForbidden, "wrong_password")
+	w.as("viewer", request{method: "POST", path: self, body: `{"currentPassword":"not it at all","password":"taken over passphrase"}`}).
+		expect(t, "own password with a wrong current one", http.StatusForbidden, "wrong_password")
+	w.as("viewer", request{method: "GET", path: "/api/auth/me"}).expect(t, "session after refused changes", http.StatusOK, "")
+	w.sessions["viewer"] = e.loginAs("viewer@acme.example", "a brand new passphrase")
+	w.as("viewer", request{method: "POST", path: self, body: `{"currentPassword":"a brand new passphrase","password":"my own new passphrase"}`}).
+		expect(t, "own password with the current one", http.StatusNoContent, "")
+	w.sessions["viewer"] = e.loginAs("viewer@acme.example", "my own new passphrase")
+	// Guessing the current password is throttled like logins of the account.
+	throttled := false
+	for range 30 {
+		res := w.as("viewer", request{method: "POST", path: self, body: `{"currentPassword":"guess guess guess","password":"taken over passphrase"}`})
+		if res.status == http.StatusTooManyRequests {
+			res.expect(t, "guessing the current password", http.StatusTooManyRequests, "login_throttled")
+			throttled = true
+			break
+		}
+		res.expect(t, "a wrong current password", http.StatusForbidden, "wrong_password")
+	}
+	if !throttled {
+		t.Error("30 wrong current passwords were never throttled")
+	}
 	// Sign out everywhere (self).
 	res = w.as("viewer", request{method: "POST", path: "/api/operators/" + viewer + "/sign-out"})
 	res.expect(t, "sign out everywhere", http.StatusOK, "")

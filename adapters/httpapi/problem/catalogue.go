@@ -59,6 +59,7 @@ var Catalogue = []Entry{
 	{"unauthenticated", http.StatusUnauthorized, "Not logged in", "no valid session cookie or API token"},
 	{"unauthorized", http.StatusUnauthorized, "Unauthorized", "provisioner: missing or wrong shared secret"},
 	{"unsupported_media_type", http.StatusUnsupportedMediaType, "Unsupported media type", "send application/json"},
+	{"wrong_password", http.StatusForbidden, "Wrong current password", "changing one's own password needs the current one (currentPassword), and it was missing or wrong"},
 }
 
 // Lookup returns the catalogue entry of code.

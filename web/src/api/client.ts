@@ -195,8 +195,9 @@ export class ApiClient {
   updateOperator(id: string, req: OperatorUpdate) {
     return this.json<Operator>('PATCH', `/operators/${encodeURIComponent(id)}`, { body: req });
   }
-  resetPassword(id: string, password: string) {
-    return this.noContent('POST', `/operators/${encodeURIComponent(id)}/password`, { password });
+  /** Sets a password; one's own needs the current one (currentPassword), an admin setting another's does not. */
+  resetPassword(id: string, password: string, currentPassword?: string) {
+    return this.noContent('POST', `/operators/${encodeURIComponent(id)}/password`, currentPassword === undefined ? { password } : { currentPassword, password });
   }
   signOutEverywhere(id: string) {
     return this.json<{ sessions: number }>('POST', `/operators/${encodeURIComponent(id)}/sign-out`);

@@ -14,13 +14,15 @@ import { MIN_PASSWORD, passwordError, ROLE_HELP } from './Operators';
 export function AccountScreen() {
   const { api, endSession } = useSession();
   const { me } = useAccess();
+  const [current, setCurrent] = useState('');
   const [password, setPassword] = useState('');
   const [again, setAgain] = useState('');
   const [touched, setTouched] = useState(false);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const [confirmSignOut, setConfirmSignOut] = useState(false);
-  const pwError = passwordError(password) ?? (password !== again ? 'The two entries differ.' : null);
+  const pwError =
+    current === '' ? 'Enter your current password.' : (passwordError(password) ?? (password !== again ? 'The two entries differ.' : null));
 
   async function change(e: FormEvent) {
     e.preventDefault();
@@ -29,7 +31,7 @@ export function AccountScreen() {
     setBusy(true);
     setError(null);
     try {
-      await api.resetPassword(me.id, password);
+      await api.resetPassword(me.id, password, current);
       endSession('Password changed; every session of yours has ended. Sign in with the new password.');
     } catch (err) {
       setError(err);
@@ -61,6 +63,10 @@ export function AccountScreen() {
       </div>
       <form className="card form-inline" onSubmit={change} noValidate aria-labelledby="password-title">
         <h2 id="password-title">Change your password</h2>
+        <div className="field">
+          <label htmlFor="current-password">Current password</label>
+          <input id="current-password" type="password" autoComplete="current-password" value={current} onChange={(e) => setCurrent(e.target.value)} aria-invalid={touched && current === ''} />
+        </div>
         <div className="field">
           <label htmlFor="new-password">New password</label>
           <input id="new-password" type="password" autoComplete="new-password" value={password} onChange={(e) => setPassword(e.target.value)} aria-invalid={touched && !!passwordError(password)} />

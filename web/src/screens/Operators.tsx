@@ -7,6 +7,7 @@ import { useState } from 'react';
 import type { FormEvent } from 'react';
 import { ROLES } from '../api/types';
 import type { Operator, Role, Tenant } from '../api/types';
+import { Link } from 'react-router';
 import { useAccess, useSession } from '../auth/session';
 import { ConfirmDialog } from '../components/Dialog';
 import { ErrorBanner, Loading, Notice, StateBadge } from '../components/Status';
@@ -110,9 +111,16 @@ export function OperatorsScreen() {
                     <button type="button" className="btn btn-small" onClick={() => setPending({ kind: 'edit', op: o })}>
                       Edit<span className="sr-only"> {o.email}</span>
                     </button>
-                    <button type="button" className="btn btn-small" onClick={() => setPending({ kind: 'password', op: o })}>
-                      Reset password<span className="sr-only"> of {o.email}</span>
-                    </button>
+                    {o.id === me.id ? (
+                      // One's own password needs the current one: changed on the Account screen.
+                      <Link className="btn btn-small" to="/account">
+                        Change password<span className="sr-only"> (your account)</span>
+                      </Link>
+                    ) : (
+                      <button type="button" className="btn btn-small" onClick={() => setPending({ kind: 'password', op: o })}>
+                        Reset password<span className="sr-only"> of {o.email}</span>
+                      </button>
+                    )}
                     <button type="button" className="btn btn-small" onClick={() => setPending({ kind: 'signOut', op: o })}>
                       Sign out everywhere<span className="sr-only"> {o.email}</span>
                     </button>

@@ -65,6 +65,10 @@ describe('operators screen', () => {
     const me = rowOf(table, 'admin@example.com');
     expect(within(me).getByText('(you)')).toBeInTheDocument();
     expect(within(me).getByText('all tenants')).toBeInTheDocument();
+    // One's own password needs the current one: the Account screen, not a reset.
+    expect(within(me).getByRole('link', { name: /Change password/ })).toHaveAttribute('href', '/account');
+    expect(within(me).queryByRole('button', { name: /Reset password/ })).toBeNull();
+    expect(within(row).getByRole('button', { name: 'Reset password of ops@example.com' })).toBeInTheDocument();
   });
 
   it('creates an operator with role and tenants, checking the password length first', async () => {
@@ -385,6 +389,9 @@ describe('account screen', () => {
     await user.type(screen.getByLabelText('New password'), 'a long new password');
     await user.type(screen.getByLabelText('New password again'), 'a long new passwort');
     await user.click(screen.getByRole('button', { name: 'Change password' }));
+    expect(screen.getByRole('alert')).toHaveTextContent('Enter your current password.');
+    await user.type(screen.getByLabelText('Current password'), 'the old password');
+    await user.click(screen.getByRole('button', { name: 'Change password' }));
     expect(screen.getByRole('alert')).toHaveTextContent('The two entries differ.');
     expect(f.calls.filter((c) => c.method === 'POST')).toHaveLength(0);
   });
@@ -393,12 +400,29 @@ describe('account screen', () => {
     const user = userEvent.setup();
     const f = accountApi();
     renderApp('/account', f);
-    await user.type(await screen.findByLabelText('New password'), 'a long new password');
+    await user.type(await screen.findByLabelText('Current password'), 'the old password');
+    await user.type(screen.getByLabelText('New password'), 'a long new password');
     await user.type(screen.getByLabelText('New password again'), 'a long new password');
     await user.click(screen.getByRole('button', { name: 'Change password' }));
     expect(await screen.findByText(/Password changed; every session of yours has ended/)).toBeInTheDocument();
     expect(screen.getByRole('heading', { name: 'Sign in to the RXC console' })).toBeInTheDocument();
-    expect(f.calls.find((c) => c.method === 'POST')!.body).toEqual({ password: 'a long new password' });
+    expect(f.calls.find((c) => c.method === 'POST')!.body).toEqual({ currentPassword: 'the old password', password: 'a long new password' });
+  });
+
+  it('shows a wrong current password and keeps the session', async () => {
+    const user = userEvent.setup();
+    const f = fakeFetch({
+      'GET /api/auth/me': () => json(200, VIEWER),
+      'POST /api/operators/op-v/password': () =>
+        json(403, { type: 'urn:rxc:problem:wrong_password', title: 'Wrong current password', status: 403, code: 'wrong_password', detail: 'the current password is missing or wrong' }),
+    });
+    renderApp('/account', f);
+    await user.type(await screen.findByLabelText('Current password'), 'not the password');
+    await user.type(screen.getByLabelText('New password'), 'a long new password');
+    await user.type(screen.getByLabelText('New password again'), 'a long new password');
+    await user.click(screen.getByRole('button', { name: 'Change password' }));
+    expect(await screen.findByText(/the current password is missing or wrong/)).toBeInTheDocument();
+    expect(screen.getByRole('heading', { name: 'Your account' })).toBeInTheDocument();
   });
 
   it('signs out everywhere after confirmation', async () => {
