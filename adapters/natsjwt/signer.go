@@ -285,40 +285,86 @@ func export(e topology.Export) *jwt.Export {
 
 // MintUser creates a user key and signs its JWT with the account key: no
 // issuer account (no signing keys), the spec's allow lists, name and tags,
-// and no expiry. Both allow lists must be non-empty: an empty list would
-// allow everything.
+// and spec.ExpiresAt as its expiry (none when zero). Both allow lists must
+// be non-empty: an empty list would allow everything.
 func (s *Signer) MintUser(spec provisioning.UserSpec) (provisioning.MintedUser, error) {
 	return mintUser(spec)
 }
 
-func mintUser(spec provisioning.UserSpec) (provisioning.MintedUser, error) {
+// ResignUser signs a new JWT for the existing user key userPubKey from
+// spec, as MintUser would: a sensor's credentials renewed with a later
+// expiry keep their key (and consumer, and revocation entry if any).
+func (s *Signer) ResignUser(spec provisioning.UserSpec, userPubKey string) (string, error) {
+	if !IsUserKey(userPubKey) {
+		return "", fmt.Errorf("natsjwt: user %q: %w", userPubKey, provisioning.ErrInvalidPublicKey)
+	}
+	acct, err := userAccount(spec)
+	if err != nil {
+		return "", err
+	}
+	return signUser(acct, userPubKey, spec)
+}
+
+func userAccount(spec provisioning.UserSpec) (nkeys.KeyPair, error) {
 	acct, pub, err := keyFromSeed(spec.AccountSeed, nkeys.PrefixByteAccount)
 	if err != nil {
-		return provisioning.MintedUser{}, fmt.Errorf("natsjwt: account seed: %w", err)
+		return nil, fmt.Errorf("natsjwt: account seed: %w", err)
 	}
 	if spec.AccountPubKey != "" && spec.AccountPubKey != pub {
-		return provisioning.MintedUser{}, fmt.Errorf("natsjwt: %w: account seed does not belong to %s", ErrInvalidSeed, spec.AccountPubKey)
+		return nil, fmt.Errorf("natsjwt: %w: account seed does not belong to %s", ErrInvalidSeed, spec.AccountPubKey)
 	}
 	if len(spec.Permissions.Publish) == 0 || len(spec.Permissions.Subscribe) == 0 {
-		return provisioning.MintedUser{}, fmt.Errorf("natsjwt: %w: user %q needs publish and subscribe allow lists", ErrInvalidClaims, spec.Name)
+		return nil, fmt.Errorf("natsjwt: %w: user %q needs publish and subscribe allow lists", ErrInvalidClaims, spec.Name)
+	}
+	return acct, nil
+}
+
+func mintUser(spec provisioning.UserSpec) (provisioning.MintedUser, error) {
+	acct, err := userAccount(spec)
+	if err != nil {
+		return provisioning.MintedUser{}, err
 	}
 	userPub, seed, err := newKey(nkeys.CreateUser)
 	if err != nil {
 		return provisioning.MintedUser{}, err
 	}
+	tok, err := signUser(acct, userPub, spec)
+	if err != nil {
+		return provisioning.MintedUser{}, err
+	}
+	return provisioning.MintedUser{PubKey: userPub, Seed: seed, JWT: tok}, nil
+}
+
+func signUser(acct nkeys.KeyPair, userPub string, spec provisioning.UserSpec) (string, error) {
 	uc := jwt.NewUserClaims(userPub)
 	uc.Name = spec.Name
 	uc.Pub.Allow.Add(spec.Permissions.Publish...)
 	uc.Sub.Allow.Add(spec.Permissions.Subscribe...)
 	uc.Tags.Add(spec.Tags...)
+	if !spec.ExpiresAt.IsZero() {
+		uc.Expires = spec.ExpiresAt.Unix()
+	}
 	if err := validate(uc); err != nil {
-		return provisioning.MintedUser{}, fmt.Errorf("natsjwt: user %q: %w", spec.Name, err)
+		return "", fmt.Errorf("natsjwt: user %q: %w", spec.Name, err)
 	}
 	tok, err := uc.Encode(acct)
 	if err != nil {
-		return provisioning.MintedUser{}, fmt.Errorf("natsjwt: sign user %q: %w", spec.Name, err)
+		return "", fmt.Errorf("natsjwt: sign user %q: %w", spec.Name, err)
 	}
-	return provisioning.MintedUser{PubKey: userPub, Seed: seed, JWT: tok}, nil
+	return tok, nil
+}
+
+// UserExpiry returns the expiry of a user JWT (zero when it has none),
+// without checking its signature.
+func (s *Signer) UserExpiry(userJWT string) (time.Time, error) {
+	uc, err := jwt.DecodeUserClaims(userJWT)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("natsjwt: decode user JWT: %w", err)
+	}
+	if uc.Expires == 0 {
+		return time.Time{}, nil
+	}
+	return time.Unix(uc.Expires, 0).UTC(), nil
 }
 
 // Creds formats a .creds file: the decorated JWT and seed. It refuses a seed

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 )
 
 // Defaults of CommandsConfig.
@@ -64,8 +65,10 @@ type CommandsConfig struct {
 // from its durable consumer through the imported JetStream API, and
 // publishes status on core NATS.
 type Commands struct {
-	cfg    CommandsConfig
-	log    *slog.Logger
+	cfg CommandsConfig
+	log *slog.Logger
+
+	credMu sync.Mutex // apart from mu: nats.Connect asks for them while mu is held
 	userJW string
 	seed   string
 
@@ -88,20 +91,9 @@ func NewCommands(cfg CommandsConfig) (*Commands, error) {
 	if cfg.Handle == nil {
 		return nil, errors.New("sensorclient: a command handler is required")
 	}
-	userJWT, err := jwt.ParseDecoratedJWT(cfg.Creds)
+	userJWT, seed, err := parseCreds(cfg.Creds)
 	if err != nil {
-		return nil, fmt.Errorf("sensorclient: nats creds: %w", err)
-	}
-	if _, err := jwt.DecodeUserClaims(userJWT); err != nil {
-		return nil, fmt.Errorf("sensorclient: nats creds hold no valid user JWT: %w", err)
-	}
-	kp, err := jwt.ParseDecoratedNKey(cfg.Creds)
-	if err != nil {
-		return nil, fmt.Errorf("sensorclient: nats creds: %w", err)
-	}
-	seed, err := kp.Seed()
-	if err != nil {
-		return nil, fmt.Errorf("sensorclient: nats creds: %w", err)
+		return nil, err
 	}
 	if cfg.FetchWait <= 0 {
 		cfg.FetchWait = DefaultFetchWait
@@ -120,7 +112,48 @@ func NewCommands(cfg CommandsConfig) (*Commands, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Backoff = cfg.Backoff.WithDefaults()
-	return &Commands{cfg: cfg, log: log, userJW: userJWT, seed: string(seed)}, nil
+	return &Commands{cfg: cfg, log: log, userJW: userJWT, seed: seed}, nil
+}
+
+func parseCreds(creds []byte) (string, string, error) {
+	userJWT, err := jwt.ParseDecoratedJWT(creds)
+	if err != nil {
+		return "", "", fmt.Errorf("sensorclient: nats creds: %w", err)
+	}
+	if _, err := jwt.DecodeUserClaims(userJWT); err != nil {
+		return "", "", fmt.Errorf("sensorclient: nats creds hold no valid user JWT: %w", err)
+	}
+	kp, err := jwt.ParseDecoratedNKey(creds)
+	if err != nil {
+		return "", "", fmt.Errorf("sensorclient: nats creds: %w", err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return "", "", fmt.Errorf("sensorclient: nats creds: %w", err)
+	}
+	return userJWT, string(seed), nil
+}
+
+// SetCreds replaces the credentials the connection authenticates with on
+// its next (re)connection, e.g. after a renewal handed out a user JWT with
+// a later expiry: nats-server closes a connection whose JWT expires, and
+// the reconnection then presents the new one.
+func (c *Commands) SetCreds(creds []byte) error {
+	userJWT, seed, err := parseCreds(creds)
+	if err != nil {
+		return err
+	}
+	c.credMu.Lock()
+	c.userJW, c.seed = userJWT, seed
+	c.credMu.Unlock()
+	return nil
+}
+
+// creds are the current credentials, for nats.go's callbacks.
+func (c *Commands) creds() (string, string) {
+	c.credMu.Lock()
+	defer c.credMu.Unlock()
+	return c.userJW, c.seed
 }
 
 // connect opens the connection; nats.go keeps reconnecting with our
@@ -135,7 +168,18 @@ func (c *Commands) connect() (*nats.Conn, error) {
 		return c.nc, nil
 	}
 	nc, err := nats.Connect(c.cfg.NATS.URL,
-		nats.UserJWTAndSeed(c.userJW, c.seed),
+		nats.UserJWT(func() (string, error) {
+			tok, _ := c.creds()
+			return tok, nil
+		}, func(nonce []byte) ([]byte, error) {
+			_, seed := c.creds()
+			kp, err := nkeys.FromSeed([]byte(seed))
+			if err != nil {
+				return nil, err
+			}
+			defer kp.Wipe()
+			return kp.Sign(nonce)
+		}),
 		nats.CustomInboxPrefix(c.cfg.NATS.InboxPrefix),
 		nats.Name(c.cfg.Name),
 		nats.Timeout(c.cfg.Timeout),
@@ -163,6 +207,11 @@ func (c *Commands) connect() (*nats.Conn, error) {
 
 func (c *Commands) connected(how string) {
 	c.log.Info("nats "+how, "url", c.cfg.NATS.URL)
+	// A refusal before this (re)connection, such as an expired JWT
+	// replaced since, no longer holds.
+	c.mu.Lock()
+	c.refused = nil
+	c.mu.Unlock()
 	if c.cfg.Connected != nil {
 		go c.cfg.Connected()
 	}

@@ -15,6 +15,10 @@ type Signer interface {
 	SignAccount(spec AccountSpec) (jwt string, err error)
 	// MintUser creates a user key and signs its JWT with the account key.
 	MintUser(spec UserSpec) (MintedUser, error)
+	// ResignUser signs a new JWT for an existing user key (a later expiry).
+	ResignUser(spec UserSpec, userPubKey string) (jwt string, err error)
+	// UserExpiry reads a user JWT's expiry; zero when it has none.
+	UserExpiry(userJWT string) (time.Time, error)
 	// Creds formats a .creds file (JWT and seed with the usual banners).
 	Creds(userJWT string, userSeed []byte) ([]byte, error)
 }
@@ -72,6 +76,9 @@ type PushTracker interface {
 type UserStore interface {
 	// ActiveSensorUser returns the sensor's unrevoked user, or ErrNotFound.
 	ActiveSensorUser(ctx context.Context, tenantID, sensorID string) (User, error)
+	// ReplaceUserJWT replaces the JWT of an unrevoked user (the same key
+	// signed again, with a later expiry); ErrNotFound when there is none.
+	ReplaceUserJWT(ctx context.Context, userPubKey, jwt string) error
 	// ActiveBackendUser returns the named unrevoked backend user, or ErrNotFound.
 	ActiveBackendUser(ctx context.Context, name string) (User, error)
 	// CreateUser inserts u unless an active user with the same identity

@@ -116,6 +116,8 @@ type UserSpec struct {
 	// InboxPrefix is unused by NATS itself but documents the sensor's
 	// private inbox in the credential's tags.
 	Tags []string
+	// ExpiresAt is the JWT's expiry; zero signs one that never expires.
+	ExpiresAt time.Time
 }
 
 // MintedUser is a freshly created user key and its signed JWT.

@@ -34,7 +34,12 @@ type Config struct {
 	// LastKnown, when set, keeps every account JWT seen; the resolver
 	// answers from it while the store is unreachable.
 	LastKnown LastKnown
-	Clock     Clock
+	// SensorUserTTL is how long a sensor user JWT is valid from when it is
+	// handed out; every EnsureSensorUser (enrolment, renewal) hands out
+	// one valid that long, signed again for the same key. Zero signs
+	// sensor users without expiry.
+	SensorUserTTL time.Duration
+	Clock         Clock
 }
 
 // Service implements the provisioner's use cases.
@@ -49,6 +54,7 @@ type Service struct {
 	now       Clock
 	cache     *jwtCache
 	last      LastKnown
+	userTTL   time.Duration
 	// repushAfter is how long after a revocation the account is pushed
 	// again: a nats-server that loaded the account in between from another
 	// replica's resolver cache (stale for up to its TTL) gets the
@@ -67,6 +73,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.SensorUserTTL < 0 {
+		return nil, errors.New("provisioning: negative sensor user lifetime")
+	}
 	if cfg.EventStream == "" {
 		cfg.EventStream = topology.DefaultEventStream
 	}
@@ -76,7 +85,7 @@ func New(cfg Config) (*Service, error) {
 	return &Service{
 		store: cfg.Store, signer: cfg.Signer, claims: cfg.Claims, pusher: cfg.Pusher, consumers: cfg.Consumers,
 		stream: cfg.Stream, events: cfg.EventStream, now: cfg.Clock, cache: newJWTCache(cfg.ResolverCacheTTL, cfg.Clock),
-		last: cfg.LastKnown, repushAfter: repushDelay(cfg.ResolverCacheTTL),
+		last: cfg.LastKnown, repushAfter: repushDelay(cfg.ResolverCacheTTL), userTTL: cfg.SensorUserTTL,
 	}, nil
 }
 
@@ -180,6 +189,9 @@ type SensorUser struct {
 
 // EnsureSensorUser returns the sensor's active user, minting one if there is
 // none (or only revoked ones), and makes sure its durable consumer exists.
+// With a SensorUserTTL the JWT handed out expires that long from now: an
+// existing user's JWT is signed again for the same key unless that
+// happened within the last minute.
 // When NATS cannot be reached the user is kept and ErrNATSUnavailable is
 // returned; a retry finishes the work.
 func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID string) (SensorUser, bool, error) {
@@ -210,13 +222,15 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 		if err != nil {
 			return User{}, err
 		}
-		return s.mint(acct, User{Kind: UserSensor, TenantID: tenantID, SensorID: sensorID, Name: sensorID}, UserSpec{
-			Name: sensorID, Permissions: sensor.Permissions(),
-			Tags: []string{"rxc-tenant:" + strings.ToLower(tenantID), "rxc-sensor:" + strings.ToLower(sensorID)},
-		})
+		return s.mint(acct, User{Kind: UserSensor, TenantID: tenantID, SensorID: sensorID, Name: sensorID}, s.sensorSpec(sensor))
 	})
 	if err != nil {
 		return SensorUser{}, false, err
+	}
+	if !created && s.userTTL > 0 {
+		if u, err = s.extend(ctx, u, sensor); err != nil {
+			return SensorUser{}, false, err
+		}
 	}
 	creds, err := s.signer.Creds(u.JWT, u.Seed)
 	if err != nil {
@@ -230,6 +244,47 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 		return SensorUser{}, false, fmt.Errorf("%w: consumer %s: %v", ErrNATSUnavailable, sensor.Consumer(), err)
 	}
 	return SensorUser{User: u, Creds: creds, Sensor: sensor}, created, nil
+}
+
+// sensorSpec is what a sensor's user JWT says; its expiry is SensorUserTTL
+// from now.
+func (s *Service) sensorSpec(sensor topology.Sensor) UserSpec {
+	spec := UserSpec{
+		Name: sensor.SensorID, Permissions: sensor.Permissions(),
+		Tags: []string{"rxc-tenant:" + strings.ToLower(sensor.TenantID), "rxc-sensor:" + strings.ToLower(sensor.SensorID)},
+	}
+	if s.userTTL > 0 {
+		spec.ExpiresAt = s.now().Add(s.userTTL)
+	}
+	return spec
+}
+
+// extend signs u's JWT again, expiring SensorUserTTL from now, unless it
+// was signed so within the last minute (a tenth of the lifetime when that
+// is shorter): a retried request gets the same credentials.
+func (s *Service) extend(ctx context.Context, u User, sensor topology.Sensor) (User, error) {
+	exp, err := s.signer.UserExpiry(u.JWT)
+	if err != nil {
+		return User{}, fmt.Errorf("read user %s: %w", u.PubKey, err)
+	}
+	if !exp.IsZero() && exp.After(s.now().Add(s.userTTL-min(time.Minute, s.userTTL/10))) {
+		return u, nil
+	}
+	acct, err := s.store.Account(ctx, u.AccountPubKey)
+	if err != nil {
+		return User{}, fmt.Errorf("account of user %s: %w", u.PubKey, err)
+	}
+	spec := s.sensorSpec(sensor)
+	spec.AccountPubKey, spec.AccountSeed = acct.PubKey, acct.Seed
+	tok, err := s.signer.ResignUser(spec, u.PubKey)
+	if err != nil {
+		return User{}, err
+	}
+	if err := s.store.ReplaceUserJWT(ctx, u.PubKey, tok); err != nil {
+		return User{}, err
+	}
+	u.JWT = tok
+	return u, nil
 }
 
 // BackendUser is a CONTROL-account user and its credential.

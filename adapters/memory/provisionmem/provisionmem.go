@@ -201,6 +201,19 @@ func (s *Store) ActiveSensorUser(_ context.Context, tenantID, sensorID string) (
 	return provisioning.User{}, fmt.Errorf("sensor user %s/%s: %w", tenantID, sensorID, provisioning.ErrNotFound)
 }
 
+// ReplaceUserJWT replaces the JWT of an unrevoked user.
+func (s *Store) ReplaceUserJWT(_ context.Context, userPubKey, jwt string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.users[userPubKey]
+	if !ok || !u.RevokedAt.IsZero() {
+		return fmt.Errorf("active user %s: %w", userPubKey, provisioning.ErrNotFound)
+	}
+	u.JWT = jwt
+	s.users[userPubKey] = u
+	return nil
+}
+
 // ActiveBackendUser returns the named unrevoked backend user.
 func (s *Store) ActiveBackendUser(_ context.Context, name string) (provisioning.User, error) {
 	s.mu.Lock()

@@ -238,6 +238,18 @@ func (s *Store) ActiveSensorUser(ctx context.Context, tenantID, sensorID string)
 	return u, notFound(err, "sensor user "+tenantID+"/"+sensorID)
 }
 
+// ReplaceUserJWT replaces the JWT of an unrevoked user.
+func (s *Store) ReplaceUserJWT(ctx context.Context, userPubKey, jwt string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE nats_users SET jwt = $2 WHERE user_pub_key = $1 AND revoked_at IS NULL`, userPubKey, jwt)
+	if err != nil {
+		return fmt.Errorf("provisionerstore: replace user JWT: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("active user %s: %w", userPubKey, provisioning.ErrNotFound)
+	}
+	return nil
+}
+
 // ActiveBackendUser returns the named unrevoked backend user.
 func (s *Store) ActiveBackendUser(ctx context.Context, name string) (provisioning.User, error) {
 	u, err := s.scanUser(s.pool.QueryRow(ctx, `SELECT `+userCols+` FROM nats_users

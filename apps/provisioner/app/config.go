@@ -64,6 +64,10 @@ type ServeConfig struct {
 	EventsStreamMaxBytes int64         `envconfig:"EVENTS_STREAM_MAX_BYTES" default:"8589934592"`
 	EventsStreamReplicas int           `envconfig:"EVENTS_STREAM_REPLICAS" default:"1"`
 	ResolverCacheTTL     time.Duration `envconfig:"RESOLVER_CACHE_TTL" default:"5s"`
+	// SensorUserJWTTTL is how long a sensor's NATS user JWT is valid from
+	// its enrolment or last certificate renewal; 0 issues JWTs that never
+	// expire.
+	SensorUserJWTTTL time.Duration `envconfig:"SENSOR_USER_JWT_TTL" default:"336h" desc:"lifetime of a sensor's NATS user JWT from its enrolment or last renewal (0: no expiry); keep it above the control plane's SENSOR_CERT_TTL"`
 	// ResolverSnapshotPath is the local file holding the last known JWT of
 	// every account, from which the resolver answers while PostgreSQL is
 	// unreachable (also after a restart); empty keeps the copy in memory.

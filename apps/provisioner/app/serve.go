@@ -288,7 +288,7 @@ func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
 	s.svc, err = provisioning.New(provisioning.Config{
 		Store: store, Signer: signer, Claims: signer, Pusher: s.nats, Consumers: s.nats,
 		Stream: cfg.CommandStreamName, EventStream: eventStream, ResolverCacheTTL: cfg.ResolverCacheTTL,
-		LastKnown: s.last,
+		LastKnown: s.last, SensorUserTTL: cfg.SensorUserJWTTTL,
 	})
 	if err != nil {
 		return err

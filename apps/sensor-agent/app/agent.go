@@ -450,8 +450,16 @@ func (a *Agent) adopt(next *sensorclient.State) error {
 	}
 	a.mu.Lock()
 	a.st = next
-	g := a.grpc
+	g, cmds := a.grpc, a.cmds
 	a.mu.Unlock()
+	// A renewal hands out NATS credentials with a later expiry: the next
+	// reconnection (at the latest when the server closes the connection
+	// of an expired JWT) presents them.
+	if cmds != nil && len(next.Creds) > 0 {
+		if err := cmds.SetCreds(next.Creds); err != nil {
+			return err
+		}
+	}
 	if g != nil {
 		cert, err := next.TLSCertificate()
 		if err != nil {

@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"CreateUserUnknownAccount", testCreateUserUnknownAccount},
 		{"UsersNotFound", testUsersNotFound},
 		{"RevokeSensorUser", testRevokeSensorUser},
+		{"ReplaceUserJWT", testReplaceUserJWT},
 		{"RevokeIsIdempotentKeepingFirstTime", testRevokeIdempotent},
 		{"RevokeKeepsEarliestTime", testRevokeKeepsEarliest},
 		{"RevokeResignsWithFullList", testRevokeFullList},
@@ -548,6 +549,33 @@ func testUsersNotFound(t *testing.T, s Store) {
 }
 
 // Revocations.
+
+// ReplaceUserJWT changes only that active user's JWT; a revoked or unknown
+// user is ErrNotFound.
+func testReplaceUserJWT(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	u := createUser(t, s, sensorUser(acct, "sensor-1"))
+	sibling := createUser(t, s, sensorUser(acct, "sensor-2"))
+	if err := s.ReplaceUserJWT(ctx(t), u.PubKey, "jwt-extended"); err != nil {
+		t.Fatalf("ReplaceUserJWT: %v", err)
+	}
+	got, err := s.ActiveSensorUser(ctx(t), "acme", "sensor-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := u
+	want.JWT = "jwt-extended"
+	diff(t, "user after ReplaceUserJWT", want, got)
+	if other, _ := s.ActiveSensorUser(ctx(t), "acme", "sensor-2"); other.JWT != sibling.JWT {
+		t.Errorf("sibling's JWT changed to %q", other.JWT)
+	}
+	wantErr(t, "ReplaceUserJWT of an unknown user", s.ReplaceUserJWT(ctx(t), key("U"), "x"), provisioning.ErrNotFound)
+	rec := &resignRecorder{}
+	if _, _, err := s.Revoke(ctx(t), provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u.PubKey, RevokedAt: t0.Add(time.Hour)}, rec.resign); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "ReplaceUserJWT of a revoked user", s.ReplaceUserJWT(ctx(t), u.PubKey, "jwt-after-revocation"), provisioning.ErrNotFound)
+}
 
 func testRevokeSensorUser(t *testing.T, s Store) {
 	acct := createAccount(t, s, "acme")
