@@ -151,8 +151,8 @@ func TestHelmChartRendersAgainstTheCode(t *testing.T) {
 	noProblems(t, "deploy/helm/rxc", problems)
 }
 
-// helmApps are kubeApps with the control plane's metrics listener, which the chart exposes
-// (METRICS_LISTEN_ADDR) for its ServiceMonitor.
+// helmApps are kubeApps with the control plane's metrics listener, which the chart (for its
+// ServiceMonitor) and the kustomize manifests expose (METRICS_LISTEN_ADDR).
 func helmApps(t testing.TB) map[string]kubeApp {
 	apps := maps.Clone(kubeApps)
 	cp := apps["rxc-controlplane"]

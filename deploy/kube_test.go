@@ -273,10 +273,6 @@ func labelsMatch(selector, labels map[string]string) bool {
 	return true
 }
 
-func checkManifests(m *manifests, cmds commands) []string {
-	return checkManifestsFor(m, cmds, kubeApps)
-}
-
 // checkManifestsFor is checkManifests with the workloads' expectations
 // given (the Helm chart also exposes the control plane's metrics port).
 func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp) []string {
@@ -383,8 +379,8 @@ func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp)
 		if app.subcommandFromArg {
 			env, _ := cmds.lookup(app.image, "serve")
 			set, _ := containerEnv(m, *main)
-			for _, pn := range []string{"http", "grpc"} {
-				addr := map[string]string{"http": "LISTEN_ADDR", "grpc": "GRPC_LISTEN_ADDR"}[pn]
+			for _, pn := range []string{"http", "grpc", "metrics"} {
+				addr := map[string]string{"http": "LISTEN_ADDR", "grpc": "GRPC_LISTEN_ADDR", "metrics": "METRICS_LISTEN_ADDR"}[pn]
 				if want, ok := app.ports[pn]; ok {
 					if p, err := listenPort(effective(env, set, addr)); err != nil || p != want {
 						add("%s %s: %s %q does not listen on the %s port %d", w.Kind, name, addr, effective(env, set, addr), pn, want)
@@ -489,7 +485,7 @@ func checkKubeResolver(m *manifests, resolver string) []string {
 
 func TestKubernetesManifests(t *testing.T) {
 	t.Parallel()
-	noProblems(t, "deploy/kubernetes", checkManifests(loadManifests(t), loadCommands(t)))
+	noProblems(t, "deploy/kubernetes", checkManifestsFor(loadManifests(t), loadCommands(t), helmApps(t)))
 }
 
 // Each rule fails on a copy of the manifests broken in its way.
@@ -530,6 +526,23 @@ func TestKubernetesChecksFail(t *testing.T) {
 		{"one provisioner", func(m *manifests) { one := 1; m.workload("Deployment", "rxc-provisioner").Spec.Replicas = &one }, "replicas"},
 		{"wrong container port", func(m *manifests) { mainOf(m, "Deployment", "rxc-provisioner").Ports[0].ContainerPort = 8081 }, "container ports"},
 		{"no PDB", func(m *manifests) { m.pdbs = m.pdbs[:0] }, "no PodDisruptionBudget"},
+		{"control plane metrics port missing", func(m *manifests) {
+			c := mainOf(m, "Deployment", "rxc-controlplane")
+			c.Ports = slices.DeleteFunc(c.Ports, func(p struct {
+				Name          string `yaml:"name"`
+				ContainerPort int    `yaml:"containerPort"`
+			}) bool {
+				return p.Name == "metrics"
+			})
+		}, "rxc-controlplane: container ports"},
+		{"metrics listener elsewhere", func(m *manifests) {
+			c := mainOf(m, "Deployment", "rxc-controlplane")
+			for i := range c.Env {
+				if c.Env[i].Name == "METRICS_LISTEN_ADDR" {
+					c.Env[i].Value = ":9092"
+				}
+			}
+		}, "METRICS_LISTEN_ADDR \":9092\" does not listen on the metrics port"},
 		{"untested nats-server", func(m *manifests) { mainOf(m, "StatefulSet", "rxc-nats").Image = "nats:2.14.9-alpine" }, "is no tested nats-server release"},
 		{"Service port name unknown", func(m *manifests) { m.services[0].Spec.Ports[0].TargetPort = "web" }, "targetPort \"web\""},
 		{"routes need not-ready addresses", func(m *manifests) {
@@ -547,7 +560,7 @@ func TestKubernetesChecksFail(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := loadManifests(t)
 			tc.mutate(m)
-			wantProblem(t, checkManifests(m, cmds), tc.want)
+			wantProblem(t, checkManifestsFor(m, cmds, helmApps(t)), tc.want)
 		})
 	}
 }
