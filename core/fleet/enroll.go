@@ -78,6 +78,10 @@ type ActiveRenewal struct {
 	// ProvenTokenHash the sensor token it presented (both now replaced).
 	ProvenSerial    string
 	ProvenTokenHash []byte
+	// ProvenSignedAt is the proof's signedAt (to the microsecond): a
+	// request sent again must carry a proof signed later, so a copy of an
+	// answered request is refused (zero: recorded before it was kept).
+	ProvenSignedAt time.Time
 }
 
 // RenewalRecord is what a renewal writes.
@@ -88,11 +92,12 @@ type RenewalRecord struct {
 	// lost, the one that answer carried.
 	ReplacesSerial string
 	Certificate    IssuedCertificate
-	// CSRSHA256, ProvenSerial and ProvenTokenHash are kept with the new
-	// certificate (see ActiveRenewal).
+	// CSRSHA256, ProvenSerial, ProvenTokenHash and ProvenSignedAt are kept
+	// with the new certificate (see ActiveRenewal).
 	CSRSHA256            []byte
 	ProvenSerial         string
 	ProvenTokenHash      []byte
+	ProvenSignedAt       time.Time
 	NATS                 NATSUser
 	SensorTokenHash      []byte
 	SensorTokenExpiresAt time.Time
@@ -277,6 +282,10 @@ func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPE
 	case lost != nil && id.Serial != lost.ProvenSerial:
 		// Not the request sent again: the replaced token is just wrong.
 		return Renewal{}, ErrInvalidToken
+	case lost != nil && !proof.SignedAt.UTC().Truncate(time.Microsecond).After(lost.ProvenSignedAt):
+		// A copy of a request already answered (the agent signs each
+		// attempt afresh): whoever saw the request must not get its answer.
+		return Renewal{}, fmt.Errorf("%w: signed at %s, not after the proof already answered", ErrInvalidProof, proof.SignedAt.UTC().Format(time.RFC3339Nano))
 	case lost == nil && id.Serial != sensor.Certificate.Serial:
 		return Renewal{}, fmt.Errorf("%w: the certificate is not the sensor's active one", ErrInvalidProof)
 	}
@@ -309,6 +318,7 @@ func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPE
 	rec := RenewalRecord{
 		SensorID: sensor.ID, ReplacesSerial: sensor.Certificate.Serial, Certificate: cert, NATS: user,
 		CSRSHA256: csrHash[:], ProvenSerial: id.Serial, ProvenTokenHash: hashToken(sensorToken),
+		ProvenSignedAt:  proof.SignedAt.UTC().Truncate(time.Microsecond),
 		SensorTokenHash: tokenHash, SensorTokenExpiresAt: cert.NotAfter, At: now,
 	}
 	if err := s.store.RenewCertificate(ctx, rec); err != nil {

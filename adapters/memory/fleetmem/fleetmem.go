@@ -305,6 +305,7 @@ func (s *Store) RenewCertificate(_ context.Context, r fleet.RenewalRecord) error
 		s.certs[r.Certificate.Serial].renewal = &fleet.ActiveRenewal{
 			Serial: r.Certificate.Serial, CSRSHA256: bytes.Clone(r.CSRSHA256),
 			ProvenSerial: r.ProvenSerial, ProvenTokenHash: bytes.Clone(r.ProvenTokenHash),
+			ProvenSignedAt: r.ProvenSignedAt.UTC().Truncate(time.Microsecond),
 		}
 	}
 	s.rotateToken(r.SensorID, r.SensorTokenHash, r.SensorTokenExpiresAt)

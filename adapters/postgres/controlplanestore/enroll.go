@@ -87,8 +87,8 @@ func (s *Store) RenewCertificate(ctx context.Context, r fleet.RenewalRecord) err
 			return err
 		}
 		if _, err := tx.Exec(ctx, `
-			UPDATE sensor_certificates SET csr_sha256 = $2, proven_serial = $3, proven_token_hash = $4 WHERE serial = $1`,
-			r.Certificate.Serial, r.CSRSHA256, nullString(r.ProvenSerial), r.ProvenTokenHash); err != nil {
+			UPDATE sensor_certificates SET csr_sha256 = $2, proven_serial = $3, proven_token_hash = $4, proven_signed_at = $5 WHERE serial = $1`,
+			r.Certificate.Serial, r.CSRSHA256, nullString(r.ProvenSerial), r.ProvenTokenHash, nullTime(r.ProvenSignedAt)); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `
@@ -113,14 +113,18 @@ func (s *Store) RenewCertificate(ctx context.Context, r fleet.RenewalRecord) err
 
 // ActiveRenewal implements fleet.EnrollStore.
 func (s *Store) ActiveRenewal(ctx context.Context, sensorID string) (fleet.ActiveRenewal, error) {
-	var r fleet.ActiveRenewal
+	var (
+		r        fleet.ActiveRenewal
+		signedAt *time.Time
+	)
 	err := s.pool.QueryRow(ctx, `
-		SELECT serial, csr_sha256, proven_serial, proven_token_hash FROM sensor_certificates
+		SELECT serial, csr_sha256, proven_serial, proven_token_hash, proven_signed_at FROM sensor_certificates
 		WHERE sensor_id = $1 AND active AND proven_serial IS NOT NULL`, sensorID).
-		Scan(&r.Serial, &r.CSRSHA256, &r.ProvenSerial, &r.ProvenTokenHash)
+		Scan(&r.Serial, &r.CSRSHA256, &r.ProvenSerial, &r.ProvenTokenHash, &signedAt)
 	if err != nil {
 		return fleet.ActiveRenewal{}, classify(err, fleet.ErrNotFound, fleet.ErrConflict)
 	}
+	r.ProvenSignedAt = utc(signedAt)
 	return r, nil
 }
 

@@ -426,12 +426,13 @@ func testReplaceCertificate(t *testing.T, s Store) {
 	if n := s.CertificateCount(ctx, "s1"); n > 4 {
 		t.Errorf("sensor holds %d certificate rows after 13 renewals, want the active one and at most 3 superseded", n)
 	}
-	proven := fleet.ActiveRenewal{Serial: "ac03", CSRSHA256: hash("csr 3"), ProvenSerial: serial, ProvenTokenHash: hash("token r" + serial)}
+	proven := fleet.ActiveRenewal{Serial: "ac03", CSRSHA256: hash("csr 3"), ProvenSerial: serial, ProvenTokenHash: hash("token r" + serial),
+		ProvenSignedAt: t0.Add(15*time.Hour - time.Second).UTC()}
 	c3 := certificate("ac03")
 	c3.NotAfter = t0.Add(300 * time.Hour)
 	is(t, "renew recording what it proved", s.RenewCertificate(ctx, fleet.RenewalRecord{
 		SensorID: "s1", ReplacesSerial: serial, Certificate: c3, CSRSHA256: proven.CSRSHA256,
-		ProvenSerial: proven.ProvenSerial, ProvenTokenHash: proven.ProvenTokenHash,
+		ProvenSerial: proven.ProvenSerial, ProvenTokenHash: proven.ProvenTokenHash, ProvenSignedAt: proven.ProvenSignedAt,
 		SensorTokenHash: hash("token ac03"), SensorTokenExpiresAt: c3.NotAfter, At: t0.Add(15 * time.Hour),
 	}), nil)
 	if got, err := s.ActiveRenewal(ctx, "s1"); err != nil || !cmp.Equal(proven, got) {
