@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
@@ -139,27 +140,29 @@ func (s *Server) statusFor(err error) *status.Status {
 	case errors.Is(err, events.ErrLogFull):
 		return status.New(codes.ResourceExhausted, "event stream full: resend the events of this call later")
 	case errors.Is(err, events.ErrUnavailable):
-		return unavailable("nats_unavailable", "event stream unavailable: resend the events of this call later")
+		return unavailable(problem.CodeNATSUnavailable, "event stream unavailable: resend the events of this call later")
 	case s.dbDown(err):
-		return unavailable("database_unavailable", "the control plane's database is unavailable: retry later")
+		return unavailable(problem.CodeDatabaseUnavailable, "the control plane's database is unavailable: retry later")
 	case errors.Is(err, context.Canceled):
 		return status.New(codes.Canceled, "call cancelled")
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.New(codes.DeadlineExceeded, "deadline exceeded")
 	case errors.Is(err, fleet.ErrMessagingUnavailable):
-		return unavailable("nats_unavailable", "NATS unavailable: retry later")
+		return unavailable(problem.CodeNATSUnavailable, "NATS unavailable: retry later")
 	case errors.Is(err, fleet.ErrProvisionerUnavailable):
-		return unavailable("provisioner_unavailable", "NATS provisioner unavailable: retry later")
+		return unavailable(problem.CodeProvisionerUnavailable, "NATS provisioner unavailable: retry later")
 	default:
 		return status.New(codes.Internal, "internal error")
 	}
 }
 
-// unavailable is codes.Unavailable with a stable reason and a retry delay.
-func unavailable(reason, msg string) *status.Status {
+// unavailable is codes.Unavailable with a retry delay and a stable reason
+// from the problem catalogue, the code the HTTP edge answers for the same
+// condition.
+func unavailable(reason problem.Code, msg string) *status.Status {
 	st := status.New(codes.Unavailable, msg)
 	if d, err := st.WithDetails(
-		&errdetails.ErrorInfo{Reason: reason, Domain: "rxc"},
+		&errdetails.ErrorInfo{Reason: string(reason), Domain: "rxc"},
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(retryDelay)},
 	); err == nil {
 		return d

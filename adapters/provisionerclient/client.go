@@ -24,6 +24,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	catalogue "github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/core/backoff"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
@@ -214,7 +215,7 @@ func (c *Client) EnsureAccount(ctx context.Context, tenantID, name string) (stri
 
 // EnsureSensorUser returns the sensor's NATS credentials, minting a user
 // when it has none (or only a revoked one). A tenant without an account
-// gives a *ProblemError wrapping fleet.ErrNotFound.
+// gives a *ProblemError wrapping fleet.ErrTenantNotProvisioned.
 func (c *Client) EnsureSensorUser(ctx context.Context, tenantID, sensorID string) (fleet.NATSCredentials, error) {
 	const op = "ensure sensor user"
 	if err := c.check(op); err != nil {
@@ -435,7 +436,9 @@ func mapStatus(resp *http.Response) error {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return &attemptError{clientError: true, err: p.typed(fleet.ErrProvisionerUnavailable,
 			"shared secret rejected: check the configured secret and header name")}
-	case status == http.StatusNotFound && p.Code != "" && p.Code != "route_not_found":
+	case status == http.StatusNotFound && p.Code == string(catalogue.CodeTenantHasNoAccount):
+		return &attemptError{clientError: true, err: p.typed(fleet.ErrTenantNotProvisioned, "tenant has no account")}
+	case status == http.StatusNotFound && p.Code != "" && p.Code != string(catalogue.CodeRouteNotFound):
 		return &attemptError{clientError: true, err: p.typed(fleet.ErrNotFound, "not found")}
 	case status == http.StatusConflict:
 		return &attemptError{clientError: true, err: p.typed(fleet.ErrConflict, "conflict")}
@@ -449,13 +452,14 @@ func mapStatus(resp *http.Response) error {
 }
 
 // ProblemError is a provisioner refusal carrying its stable problem code.
-// It wraps the fleet sentinel that says what went wrong (ErrNotFound,
-// ErrInvalidInput, ErrConflict, or ErrProvisionerUnavailable for a rejected
-// shared secret).
+// It wraps the fleet sentinel that says what went wrong
+// (ErrTenantNotProvisioned for tenant_has_no_account, ErrNotFound for other
+// unknown objects, ErrInvalidInput, ErrConflict, or ErrProvisionerUnavailable
+// for a rejected shared secret).
 type ProblemError struct {
 	// Op is the client operation, e.g. "ensure sensor user".
 	Op string
-	// Code is the provisioner's problem code, e.g. "tenant_has_no_account";
+	// Code is the provisioner's problem code (see package problem's catalogue);
 	// empty when the answer had none.
 	Code string
 	// Detail is the provisioner's human-readable explanation.

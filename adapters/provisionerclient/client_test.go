@@ -261,7 +261,8 @@ func TestRetryPolicy(t *testing.T) {
 		{name: "5xx until retries run out", script: []reply{{status: 500, code: "internal"}}, wantErr: fleet.ErrProvisionerUnavailable, wantCalls: 4},
 		{name: "400 is not retried", script: []reply{{status: 400, code: "invalid_id"}, ok}, wantErr: fleet.ErrInvalidInput, wantCode: "invalid_id", wantCalls: 1},
 		{name: "413 is invalid input", script: []reply{{status: 413, code: "body_too_large"}, ok}, wantErr: fleet.ErrInvalidInput, wantCode: "body_too_large", wantCalls: 1},
-		{name: "404 problem is not found", script: []reply{{status: 404, code: "tenant_has_no_account"}, ok}, wantErr: fleet.ErrNotFound, wantCode: "tenant_has_no_account", wantCalls: 1},
+		{name: "404 problem is not found", script: []reply{{status: 404, code: "account_not_found"}, ok}, wantErr: fleet.ErrNotFound, wantCode: "account_not_found", wantCalls: 1},
+		{name: "tenant without account keeps its meaning", script: []reply{{status: 404, code: "tenant_has_no_account"}, ok}, wantErr: fleet.ErrTenantNotProvisioned, wantCode: "tenant_has_no_account", wantCalls: 1},
 		{name: "unknown route is a misconfiguration", script: []reply{{status: 404, code: "route_not_found"}, ok}, wantErr: fleet.ErrProvisionerUnavailable, wantCalls: 1},
 		{name: "2xx with malformed JSON", script: []reply{{status: 200, body: []byte("{not json")}}, wantErr: fleet.ErrProvisionerUnavailable, wantCalls: 1},
 		{name: "2xx without the account key", script: []reply{{status: 200, body: map[string]any{"tenantId": "t1"}}}, wantErr: fleet.ErrProvisionerUnavailable, wantCalls: 1},
@@ -295,8 +296,11 @@ func TestSensorUserOfTenantWithoutAccount(t *testing.T) {
 	c := newClient(t, fast(p.srv.URL))
 	_, err := c.EnsureSensorUser(t.Context(), "t1", "s1")
 	var pe *provisionerclient.ProblemError
-	if !errors.As(err, &pe) || !errors.Is(err, fleet.ErrNotFound) {
-		t.Fatalf("err = %v, want *ProblemError wrapping ErrNotFound", err)
+	if !errors.As(err, &pe) || !errors.Is(err, fleet.ErrTenantNotProvisioned) {
+		t.Fatalf("err = %v, want *ProblemError wrapping ErrTenantNotProvisioned", err)
+	}
+	if errors.Is(err, fleet.ErrNotFound) {
+		t.Errorf("err = %v also reads as ErrNotFound (no such sensor)", err)
 	}
 	want := []string{"ensure sensor user", "tenant_has_no_account", "detail for tenant_has_no_account"}
 	if diff := cmp.Diff(want, []string{pe.Op, pe.Code, pe.Detail}); diff != "" {

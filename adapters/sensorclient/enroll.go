@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	catalogue "github.com/rxc-project/rxc/adapters/httpapi/problem"
 )
 
 // DefaultHTTPTimeout bounds one call to the control plane's HTTP API.
@@ -82,7 +84,7 @@ func (e *APIError) Error() string {
 // Unwrap maps the answer to this package's sentinels.
 func (e *APIError) Unwrap() error {
 	switch {
-	case e.Code == "invalid_claim_code":
+	case e.Code == string(catalogue.CodeInvalidClaimCode):
 		return ErrInvalidClaimCode
 	case e.Status == http.StatusUnauthorized, e.Status == http.StatusForbidden:
 		return ErrUnauthorized

@@ -415,12 +415,14 @@ func (s *Service) sign(sensor Sensor, csrPEM []byte) (IssuedCertificate, error) 
 	return cert, nil
 }
 
-// provisionerFailure marks every provisioner error as ErrProvisionerUnavailable
-// (unless it says disabled): a refusal such as "tenant has no account" wraps
-// ErrNotFound, which must not read as "no such sensor" to the caller.
+// provisionerFailure gives a provisioner error the one meaning the caller
+// acts on: disabled and tenant-not-provisioned pass as they are; anything
+// else becomes ErrProvisionerUnavailable, keeping the cause's text but not
+// its sentinels, so a refusal such as "account not found" cannot read as "no
+// such sensor".
 func provisionerFailure(err error) error {
-	if errors.Is(err, ErrProvisionerUnavailable) || errors.Is(err, ErrProvisionerDisabled) {
+	if errors.Is(err, ErrProvisionerUnavailable) || errors.Is(err, ErrProvisionerDisabled) || errors.Is(err, ErrTenantNotProvisioned) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrProvisionerUnavailable, err)
+	return fmt.Errorf("%w: %v", ErrProvisionerUnavailable, err)
 }

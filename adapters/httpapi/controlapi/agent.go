@@ -32,7 +32,7 @@ func (a *API) redeem(w http.ResponseWriter, r *http.Request) {
 	if ok, wait := a.redeemLimiter.allow(clientKey(r, a.trustProxy)); !ok {
 		secs := int((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		problem.Write(w, r, problem.New(http.StatusTooManyRequests, "rate_limited", "Too many attempts",
+		problem.Write(w, r, problem.New(http.StatusTooManyRequests, problem.CodeRateLimited, "Too many attempts",
 			"too many claim code attempts from this address; retry after the time in Retry-After"))
 		return
 	}
@@ -43,7 +43,7 @@ func (a *API) redeem(w http.ResponseWriter, r *http.Request) {
 	}
 	red, err := a.fleet.RedeemClaimCode(r.Context(), req.ClaimCode, req.Hostname)
 	if err != nil {
-		a.fail(w, r, err)
+		a.failSensor(w, r, err)
 		return
 	}
 	problem.WriteJSON(w, http.StatusCreated, redeemResponse{
@@ -116,7 +116,7 @@ func (a *API) sensorRequest(w http.ResponseWriter, r *http.Request) (id, token s
 	}
 	token, ok = bearer(r)
 	if !ok {
-		a.fail(w, r, fleet.ErrInvalidToken)
+		a.failSensor(w, r, fleet.ErrInvalidToken)
 		return "", "", nil, false
 	}
 	var req csrRequest
@@ -134,7 +134,7 @@ func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
 	}
 	e, err := a.fleet.Enroll(r.Context(), id, token, csr)
 	if err != nil {
-		a.fail(w, r, err)
+		a.failSensor(w, r, err)
 		return
 	}
 	out := enrollResponse{
@@ -166,7 +166,7 @@ func (a *API) renew(w http.ResponseWriter, r *http.Request) {
 	}
 	token, ok := bearer(r)
 	if !ok {
-		a.fail(w, r, fleet.ErrInvalidToken)
+		a.failSensor(w, r, fleet.ErrInvalidToken)
 		return
 	}
 	var req renewRequest
@@ -178,14 +178,14 @@ func (a *API) renew(w http.ResponseWriter, r *http.Request) {
 	if req.Proof != nil {
 		sig, err := base64.StdEncoding.DecodeString(req.Proof.Signature)
 		if err != nil {
-			a.fail(w, r, fmt.Errorf("%w: signature is not base64", fleet.ErrInvalidProof))
+			a.failSensor(w, r, fmt.Errorf("%w: signature is not base64", fleet.ErrInvalidProof))
 			return
 		}
 		proof = &fleet.PossessionProof{CertificatePEM: []byte(req.Proof.Certificate), SignedAt: req.Proof.SignedAt, Signature: sig}
 	}
 	rn, err := a.fleet.Renew(r.Context(), id, token, []byte(req.CSR), proof)
 	if err != nil {
-		a.fail(w, r, err)
+		a.failSensor(w, r, err)
 		return
 	}
 	c := rn.Certificate

@@ -283,14 +283,6 @@ func (a *API) MetricsHandler() http.Handler {
 	return mux
 }
 
-// sensorRoutePrefix marks the routes sensors call: their refusals say
-// "forbidden" where an operator's say "conflict".
-const sensorRoutePrefix = "POST /api/sensors/"
-
-func isSensorRoute(r *http.Request) bool {
-	return r.Pattern == "POST /api/sensors/claim/redeem" || strings.HasPrefix(r.Pattern, sensorRoutePrefix) && strings.Contains(r.Pattern, "/agent/")
-}
-
 // ServeHTTP implements http.Handler: security headers, CORS, routing,
 // request metrics and logs around the routes.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -341,10 +333,10 @@ func (a *API) unrouted(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(allowed) > 0 {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		problem.Write(w, r, problem.New(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed", r.Method+" is not allowed here; use "+strings.Join(allowed, " or ")))
+		problem.Write(w, r, problem.New(http.StatusMethodNotAllowed, problem.CodeMethodNotAllowed, "Method not allowed", r.Method+" is not allowed here; use "+strings.Join(allowed, " or ")))
 		return
 	}
-	problem.Write(w, r, problem.New(http.StatusNotFound, "route_not_found", "Not found", "no such route"))
+	problem.Write(w, r, problem.New(http.StatusNotFound, problem.CodeRouteNotFound, "Not found", "no such route"))
 }
 
 // statusRecorder remembers the status a handler wrote, for metrics.

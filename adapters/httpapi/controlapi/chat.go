@@ -72,7 +72,7 @@ func (a *API) askChat(w http.ResponseWriter, r *http.Request, p operators.Princi
 	if ok, wait := a.chatLimiter.allow(p.Operator.ID); !ok {
 		secs := int((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		problem.Write(w, r, problem.New(http.StatusTooManyRequests, "rate_limited", "Too many questions",
+		problem.Write(w, r, problem.New(http.StatusTooManyRequests, problem.CodeRateLimited, "Too many questions",
 			"too many chat questions from this operator; retry after the time in Retry-After"))
 		return
 	}
@@ -117,7 +117,7 @@ func (a *API) askChat(w http.ResponseWriter, r *http.Request, p operators.Princi
 		a.log.Debug("chat client went away", "operator", p.Operator.ID)
 	case err != nil:
 		pb := a.problemFor(w, r, err)
-		_ = s.send("error", chatErrorJSON{Code: pb.Code, Message: pb.Detail})
+		_ = s.send("error", chatErrorJSON{Code: string(pb.Code), Message: pb.Detail})
 	default:
 		_ = s.send("done", chatDoneJSON{Model: model})
 	}
@@ -127,7 +127,7 @@ func (a *API) askChat(w http.ResponseWriter, r *http.Request, p operators.Princi
 // snapshot is an empty one.
 func decodeSnapshot(raw json.RawMessage) (analytics.Snapshot, *problem.Problem) {
 	if len(raw) > analytics.MaxSnapshotBytes {
-		return analytics.Snapshot{}, problem.New(http.StatusRequestEntityTooLarge, "snapshot_too_large", "Snapshot too large",
+		return analytics.Snapshot{}, problem.New(http.StatusRequestEntityTooLarge, problem.CodeSnapshotTooLarge, "Snapshot too large",
 			fmt.Sprintf("the snapshot must not exceed %d bytes of JSON", analytics.MaxSnapshotBytes))
 	}
 	var snap snapshotJSON

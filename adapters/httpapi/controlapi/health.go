@@ -40,7 +40,7 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(names) > 0 {
-		problem.Write(w, r, problem.New(http.StatusServiceUnavailable, "not_ready", "Not ready",
+		problem.Write(w, r, problem.New(http.StatusServiceUnavailable, problem.CodeNotReady, "Not ready",
 			"failing checks: "+strings.Join(names, ", ")))
 		return
 	}

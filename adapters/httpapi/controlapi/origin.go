@@ -93,6 +93,6 @@ func (a *API) trustedOrigin(r *http.Request) bool {
 }
 
 func originProblem() *problem.Problem {
-	return problem.New(http.StatusForbidden, "origin_not_allowed", "Origin not allowed",
+	return problem.New(http.StatusForbidden, problem.CodeOriginNotAllowed, "Origin not allowed",
 		"requests from this origin are refused; add it to CORS_ALLOWED_ORIGINS if it serves the console")
 }

@@ -156,16 +156,24 @@ func TestEnrollProvisioner(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		name string
-		err  error
+		name      string
+		err       error
+		wantRetry string
 	}{
-		{"provisioner down", fmt.Errorf("provisioner: %w", fleet.ErrProvisionerUnavailable)},
-		// The provisioner's "tenant has no account" wraps ErrNotFound: it
-		// must not read as an unknown sensor.
-		{"provisioner refuses", fmt.Errorf("provisioner: tenant_has_no_account: %w", fleet.ErrNotFound)},
+		{"provisioner down", fmt.Errorf("provisioner: %w", fleet.ErrProvisionerUnavailable), "5"},
+		// Another refusal wraps ErrNotFound: it must not read as an unknown
+		// sensor.
+		{"provisioner refuses", fmt.Errorf("provisioner: account_not_found: %w", fleet.ErrNotFound), "5"},
+		// The provisioner's tenant_has_no_account keeps its meaning across
+		// the hop (provisionerclient types it): the tenant is not ready yet.
+		{"provisioner lacks the tenant's account", fmt.Errorf("provisioner: tenant_has_no_account: %w", fleet.ErrTenantNotProvisioned), "30"},
 	} {
 		e.prov.set(c.err, nil)
-		enrol().expect(t, c.name, http.StatusServiceUnavailable, "provisioner_unavailable")
+		res := enrol()
+		res.expect(t, c.name, http.StatusServiceUnavailable, "provisioner_unavailable")
+		if got := res.header.Get("Retry-After"); got != c.wantRetry {
+			t.Errorf("%s: Retry-After %q, want %q", c.name, got, c.wantRetry)
+		}
 	}
 	e.prov.set(nil, nil)
 	enrol().expect(t, "provisioner back", http.StatusCreated, "")

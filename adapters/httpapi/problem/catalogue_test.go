@@ -9,12 +9,36 @@ import (
 	"testing"
 )
 
-// codeUse finds problem.New(status, "code", …) and New(status, "code", …).
-var codeUse = regexp.MustCompile(`\bNew\(\s*[^,()]+,\s*"([a-z_]+)"`)
+// constDecl finds the catalogue's constants, codeRef their uses, and
+// literalCode a problem built or compared with a string literal code.
+var (
+	constDecl   = regexp.MustCompile(`(?m)^\t(Code\w+)\s+Code = "([a-z_]+)"`)
+	codeRef     = regexp.MustCompile(`\b(?:problem\.|catalogue\.)?(Code[A-Z]\w*)\b`)
+	literalCode = regexp.MustCompile(`(?:\bproblem\.|(?:^|[^.\w]))New\(\s*[^,()]+,\s*"|\bCode\s*[!=]=\s*"[a-z]+_|\bCode\(\s*"`)
+)
+
+// codeConstants maps the catalogue's constant names to their codes.
+func codeConstants(t *testing.T) map[string]string {
+	t.Helper()
+	src, err := os.ReadFile("catalogue.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := map[string]string{}
+	for _, m := range constDecl.FindAllStringSubmatch(string(src), -1) {
+		consts[m[1]] = m[2]
+	}
+	if len(consts) != len(Catalogue) {
+		t.Fatalf("catalogue.go declares %d code constants for %d entries", len(consts), len(Catalogue))
+	}
+	return consts
+}
 
 // TestCatalogueMatchesTheCode: every code the services can answer is in the
-// catalogue, and every catalogued code is answered somewhere.
+// catalogue, named by its constant, and every catalogued code is answered
+// somewhere.
 func TestCatalogueMatchesTheCode(t *testing.T) {
+	consts := codeConstants(t)
 	root := filepath.Join("..", "..", "..")
 	used := map[string]string{}
 	for _, dir := range []string{"adapters", "apps", "internal", "core"} {
@@ -26,8 +50,15 @@ func TestCatalogueMatchesTheCode(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			for _, m := range codeUse.FindAllStringSubmatch(string(src), -1) {
-				used[m[1]] = path
+			for _, line := range strings.Split(string(src), "\n") {
+				if literalCode.MatchString(line) {
+					t.Errorf("%s: %q names a problem code by a string literal; use the catalogue's constant", path, strings.TrimSpace(line))
+				}
+			}
+			for _, m := range codeRef.FindAllStringSubmatch(string(src), -1) {
+				if code, ok := consts[m[1]]; ok {
+					used[code] = path
+				}
 			}
 			return nil
 		})
@@ -39,14 +70,14 @@ func TestCatalogueMatchesTheCode(t *testing.T) {
 		t.Fatalf("found %d codes in the source; the scan is broken", len(used))
 	}
 	for code, where := range used {
-		if _, ok := Lookup(code); !ok {
+		if _, ok := Lookup(Code(code)); !ok {
 			t.Errorf("%s answers %q, which the catalogue lacks", where, code)
 		}
 	}
 	var codes []string
 	for _, e := range Catalogue {
-		codes = append(codes, e.Code)
-		if _, ok := used[e.Code]; !ok {
+		codes = append(codes, string(e.Code))
+		if _, ok := used[string(e.Code)]; !ok {
 			t.Errorf("catalogue lists %q, which nothing answers", e.Code)
 		}
 		if e.Status < 400 || e.Title == "" || e.Meaning == "" {
@@ -76,12 +107,33 @@ func TestREADMEListsTheCatalogue(t *testing.T) {
 		got[m[1]] = m[2]
 	}
 	for _, e := range Catalogue {
-		if got[e.Code] == "" {
+		if got[string(e.Code)] == "" {
 			t.Errorf("README's problem codes lack %s", e.Code)
 		}
-		delete(got, e.Code)
+		delete(got, string(e.Code))
 	}
 	for code := range got {
 		t.Errorf("README lists %s, which the catalogue lacks", code)
+	}
+}
+
+func TestLiteralCodeIsFound(t *testing.T) {
+	for _, line := range []string{
+		`p := problem.New(http.StatusNotFound, "not_found", "Not found", d)`,
+		`if e.Code == "invalid_claim_code" {`,
+		`return unavailable(problem.Code("nats_unavailable"), msg)`,
+	} {
+		if !literalCode.MatchString(line) {
+			t.Errorf("%q not recognised as a literal code", line)
+		}
+	}
+	for _, line := range []string{
+		`p := problem.New(http.StatusNotFound, problem.CodeNotFound, "Not found", d)`,
+		`if p.Code != "" {`,
+		`return status.New(codes.Internal, "internal error")`,
+	} {
+		if literalCode.MatchString(line) {
+			t.Errorf("%q recognised as a literal code", line)
+		}
 	}
 }

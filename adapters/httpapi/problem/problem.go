@@ -24,16 +24,16 @@ type Problem struct {
 	Title    string `json:"title"`
 	Status   int    `json:"status"`
 	Detail   string `json:"detail,omitempty"`
-	Code     string `json:"code"`
+	Code     Code   `json:"code"`
 	Instance string `json:"instance,omitempty"`
 }
 
 // Error lets a Problem travel as an error until an edge writes it.
-func (p *Problem) Error() string { return p.Code + ": " + p.Detail }
+func (p *Problem) Error() string { return string(p.Code) + ": " + p.Detail }
 
 // New returns a problem whose type is derived from its code.
-func New(status int, code, title, detail string) *Problem {
-	return &Problem{Type: "urn:rxc:problem:" + code, Title: title, Status: status, Detail: detail, Code: code}
+func New(status int, code Code, title, detail string) *Problem {
+	return &Problem{Type: "urn:rxc:problem:" + string(code), Title: title, Status: status, Detail: detail, Code: code}
 }
 
 // Write sends p. The instance member is the request path when unset.
@@ -50,12 +50,12 @@ func Write(w http.ResponseWriter, r *http.Request, p *Problem) {
 
 // Common problems shared by every edge.
 func BodyTooLarge(limit int64) *Problem {
-	return New(http.StatusRequestEntityTooLarge, "body_too_large", "Request body too large", fmt.Sprintf("the body must not exceed %d bytes", limit))
+	return New(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "Request body too large", fmt.Sprintf("the body must not exceed %d bytes", limit))
 }
 
 // InvalidJSON is answered for malformed bodies.
 func InvalidJSON(detail string) *Problem {
-	return New(http.StatusBadRequest, "invalid_json", "Malformed JSON body", detail)
+	return New(http.StatusBadRequest, CodeInvalidJSON, "Malformed JSON body", detail)
 }
 
 // DecodeJSON reads at most limit bytes of r's body into dst. It insists on a
@@ -65,7 +65,7 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) *P
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return New(http.StatusUnsupportedMediaType, "unsupported_media_type", "Unsupported media type", "send application/json")
+			return New(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Unsupported media type", "send application/json")
 		}
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
@@ -76,7 +76,7 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) *P
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
 		if err != nil {
-			if p := decodeProblem(err, limit); p.Code == "body_too_large" {
+			if p := decodeProblem(err, limit); p.Code == CodeBodyTooLarge {
 				return p
 			}
 		}

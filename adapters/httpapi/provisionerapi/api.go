@@ -173,11 +173,11 @@ func (a *API) unrouted(w http.ResponseWriter, r *http.Request) {
 		probe.Method = m
 		if _, pattern := a.mux.Handler(probe); pattern != "" {
 			w.Header().Set("Allow", m)
-			problem.Write(w, r, problem.New(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed", r.Method+" is not allowed here"))
+			problem.Write(w, r, problem.New(http.StatusMethodNotAllowed, problem.CodeMethodNotAllowed, "Method not allowed", r.Method+" is not allowed here"))
 			return
 		}
 	}
-	problem.Write(w, r, problem.New(http.StatusNotFound, "route_not_found", "Not found", "no such route"))
+	problem.Write(w, r, problem.New(http.StatusNotFound, problem.CodeRouteNotFound, "Not found", "no such route"))
 }
 
 func (a *API) authorized(next http.HandlerFunc) http.Handler {
@@ -188,7 +188,7 @@ func (a *API) authorized(next http.HandlerFunc) http.Handler {
 		}
 		sum := sha256.Sum256([]byte(given))
 		if given == "" || subtle.ConstantTimeCompare(sum[:], a.secret[:]) != 1 {
-			problem.Write(w, r, problem.New(http.StatusUnauthorized, "unauthorized", "Unauthorized", "missing or wrong shared secret"))
+			problem.Write(w, r, problem.New(http.StatusUnauthorized, problem.CodeUnauthorized, "Unauthorized", "missing or wrong shared secret"))
 			return
 		}
 		if a.svc == nil {
@@ -209,7 +209,7 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.log.Warn("health check failed", "err", err)
 		w.Header().Set("Retry-After", retryDatabase)
-		problem.Write(w, r, problem.New(http.StatusServiceUnavailable, "database_unavailable", "Database unavailable", "PostgreSQL did not answer in time"))
+		problem.Write(w, r, problem.New(http.StatusServiceUnavailable, problem.CodeDatabaseUnavailable, "Database unavailable", "PostgreSQL did not answer in time"))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -262,7 +262,7 @@ func (a *API) systemAccount(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) account(w http.ResponseWriter, r *http.Request, pk string) {
 	if !nkeys.IsValidPublicAccountKey(pk) {
-		problem.Write(w, r, problem.New(http.StatusBadRequest, "invalid_public_key", "Invalid account public key", "the path must end in an account public key"))
+		problem.Write(w, r, problem.New(http.StatusBadRequest, problem.CodeInvalidPublicKey, "Invalid account public key", "the path must end in an account public key"))
 		return
 	}
 	tok, err := a.resolver.AccountJWT(r.Context(), pk)
@@ -452,11 +452,11 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !nkeys.IsValidPublicAccountKey(req.AccountID) {
-		problem.Write(w, r, problem.New(http.StatusBadRequest, "invalid_public_key", "Invalid account public key", "accountId must be an account public key"))
+		problem.Write(w, r, problem.New(http.StatusBadRequest, problem.CodeInvalidPublicKey, "Invalid account public key", "accountId must be an account public key"))
 		return
 	}
 	if !nkeys.IsValidPublicUserKey(req.UserPubKey) {
-		problem.Write(w, r, problem.New(http.StatusBadRequest, "invalid_public_key", "Invalid user public key", "userPubKey must be a user public key"))
+		problem.Write(w, r, problem.New(http.StatusBadRequest, problem.CodeInvalidPublicKey, "Invalid user public key", "userPubKey must be a user public key"))
 		return
 	}
 	rev, acct, err := a.svc.Revoke(r.Context(), req.AccountID, req.UserPubKey)
@@ -480,41 +480,41 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var p *problem.Problem
 	switch {
 	case errors.Is(err, ids.ErrInvalidID):
-		p = problem.New(http.StatusBadRequest, "invalid_id", "Invalid identifier", err.Error())
+		p = problem.New(http.StatusBadRequest, problem.CodeInvalidID, "Invalid identifier", err.Error())
 	case errors.Is(err, provisioning.ErrInvalidName):
-		p = problem.New(http.StatusBadRequest, "invalid_name", "Invalid name", err.Error())
+		p = problem.New(http.StatusBadRequest, problem.CodeInvalidName, "Invalid name", err.Error())
 	case errors.Is(err, provisioning.ErrNoAccount):
-		p = problem.New(http.StatusNotFound, "tenant_has_no_account", "Tenant has no account", "create the tenant's account with POST /accounts first")
+		p = problem.New(http.StatusNotFound, problem.CodeTenantHasNoAccount, "Tenant has no account", "create the tenant's account with POST /accounts first")
 	case errors.Is(err, provisioning.ErrConsumerNameTaken):
 		a.log.Warn("consumer name taken by another tenant and sensor", "path", r.URL.Path, "err", err)
-		p = problem.New(http.StatusConflict, "consumer_name_taken", "Consumer name taken",
+		p = problem.New(http.StatusConflict, problem.CodeConsumerNameTaken, "Consumer name taken",
 			"the durable consumer name cmd-<tenantId>-<sensorId> of this pair already belongs to another tenant and sensor (ids containing '-' can spell the same name); choose another sensor id")
 	case errors.Is(err, provisioning.ErrNotFound):
-		p = problem.New(http.StatusNotFound, "account_not_found", "Account not found", "no account with that public key")
+		p = problem.New(http.StatusNotFound, problem.CodeAccountNotFound, "Account not found", "no account with that public key")
 	case errors.Is(err, provisioning.ErrConsumerLimit):
 		// Not retryable: the stream stays full until an operator raises
 		// COMMAND_STREAM_MAX_CONSUMERS (or the account's limit).
 		a.log.Error("command stream consumer limit reached", "path", r.URL.Path, "err", err)
-		p = problem.New(http.StatusConflict, "consumer_limit_reached", "Command stream full",
+		p = problem.New(http.StatusConflict, problem.CodeConsumerLimitReached, "Command stream full",
 			"the command stream holds its maximum of consumers; an operator must raise COMMAND_STREAM_MAX_CONSUMERS (the user is kept; a retry after that finishes)")
 	case a.dbDown(err), errors.Is(err, ErrStarting):
 		a.log.Warn("database unavailable", "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", retryDatabase)
-		p = problem.New(http.StatusServiceUnavailable, "database_unavailable", "Database unavailable",
+		p = problem.New(http.StatusServiceUnavailable, problem.CodeDatabaseUnavailable, "Database unavailable",
 			"PostgreSQL did not answer; nothing was changed unless the answer to a retry says so, retry later")
 	case errors.Is(err, provisioning.ErrNATSUnavailable):
 		a.log.Warn("nats unavailable", "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", retryNATS)
-		p = problem.New(http.StatusServiceUnavailable, "nats_unavailable", "NATS unavailable", "the change is stored; retry the request to finish it")
+		p = problem.New(http.StatusServiceUnavailable, problem.CodeNATSUnavailable, "NATS unavailable", "the change is stored; retry the request to finish it")
 	case errors.Is(err, provisioning.ErrNoOperator):
-		p = problem.New(http.StatusServiceUnavailable, "no_operator", "Operator not initialised", "run provisioner init-operator")
+		p = problem.New(http.StatusServiceUnavailable, problem.CodeNoOperator, "Operator not initialised", "run provisioner init-operator")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		a.log.Warn("request cancelled or timed out", "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", retryNATS)
-		p = problem.New(http.StatusServiceUnavailable, "timeout", "Timed out", "the request did not complete in time; retry")
+		p = problem.New(http.StatusServiceUnavailable, problem.CodeTimeout, "Timed out", "the request did not complete in time; retry")
 	default:
 		a.log.Error("request failed", "path", r.URL.Path, "err", err)
-		p = problem.New(http.StatusInternalServerError, "internal", "Internal error", "the request failed; see the provisioner's log")
+		p = problem.New(http.StatusInternalServerError, problem.CodeInternal, "Internal error", "the request failed; see the provisioner's log")
 	}
 	problem.Write(w, r, p)
 }
