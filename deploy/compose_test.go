@@ -313,6 +313,7 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 			add("service %s: %s = %q does not list the nodes %v", u.service, u.name, envs[u.service][u.name], wantHosts)
 		}
 	}
+	problems = append(problems, checkComposeTLS(c, envs, dotenv)...)
 	for _, name := range []string{"NATS_PROVISIONER_ENABLED", "NATS_MESSAGING_ENABLED"} {
 		if b, _ := strconv.ParseBool(envs["controlplane"][name]); !b {
 			add("service controlplane: %s is not true", name)
@@ -439,6 +440,80 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 	return problems
 }
 
+// pinnedTag is a tag naming a release: it starts with major.minor (and
+// more), unlike "latest", "16-alpine" or "dev".
+var pinnedTag = regexp.MustCompile(`^v?\d+\.\d+(\.\d+)?([-.][0-9A-Za-z.]+)*$`)
+
+// checkComposeTLS holds compose to TLS everywhere between the services and
+// to pinned images: PostgreSQL DSNs verify-full against the mounted CA of
+// tls/make-certs.sh, every NATS URL tls://, nats-server nodes mount the
+// certificates their configs name, PostgreSQL runs with ssl on and an
+// hba_file refusing connections without TLS, every image a release tag.
+func checkComposeTLS(c *compose, envs map[string]map[string]string, dotenv map[string]string) []string {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	mounted := func(s *service, target, source string) bool {
+		return slices.Contains(mounts(s), mount{source, target})
+	}
+	for _, name := range sortedKeys(c.Services) {
+		s := c.Services[name]
+		image, _ := interpolate(s.Image, dotenv)
+		if _, tag, _ := strings.Cut(image, ":"); !pinnedTag.MatchString(tag) {
+			add("service %s: image %q is not pinned to a release", name, image)
+		}
+		env := envs[name]
+		for _, k := range sortedKeys(env) {
+			v := env[k]
+			switch {
+			case k == "PG_DSN":
+				u, err := url.Parse(v)
+				if err != nil {
+					add("service %s: PG_DSN does not parse", name)
+					continue
+				}
+				q := u.Query()
+				if q.Get("sslmode") != "verify-full" {
+					add("service %s: PG_DSN sslmode %q, want verify-full", name, q.Get("sslmode"))
+				}
+				if root := q.Get("sslrootcert"); root == "" || !mounted(s, root, "./tls/ca.crt") {
+					add("service %s: PG_DSN sslrootcert %q is not ./tls/ca.crt mounted", name, root)
+				}
+			case strings.Contains(k, "NATS") && strings.HasSuffix(k, "URL") && k != "NATS_PROVISIONER_BASE_URL":
+				for _, one := range strings.Split(v, ",") {
+					if !strings.HasPrefix(strings.TrimSpace(one), "tls://") {
+						add("service %s: %s %q is not tls://", name, k, one)
+					}
+				}
+				if !strings.HasPrefix(k, "PUBLIC_") && (env["SSL_CERT_DIR"] == "" || !mounted(s, "/etc/rxc/tls-ca/ca.crt", "./tls/ca.crt") ||
+					!slices.Contains(strings.Split(env["SSL_CERT_DIR"], ":"), "/etc/rxc/tls-ca")) {
+					add("service %s: connects to NATS with TLS but does not trust ./tls/ca.crt through SSL_CERT_DIR", name)
+				}
+			}
+		}
+		if natsNode.MatchString(name) {
+			for _, f := range []string{"ca.crt", "nats.crt", "nats.key"} {
+				if !mounted(s, "/etc/nats/tls/"+f, "./tls/"+f) {
+					add("service %s: ./tls/%s is not mounted at /etc/nats/tls/%s", name, f, f)
+				}
+			}
+		}
+	}
+	pg := c.Services["postgres"]
+	if pg == nil {
+		return problems
+	}
+	cmd := strings.Join(slices.Concat(pg.Entrypoint, pg.Command), " ")
+	for _, want := range []string{"-c ssl=on", "-c ssl_cert_file=", "-c ssl_key_file=", "-c hba_file=/etc/rxc/pg_hba.conf"} {
+		if !strings.Contains(cmd, want) {
+			add("service postgres: does not run with %s", want)
+		}
+	}
+	if !mounted(pg, "/etc/rxc/pg_hba.conf", "./postgres/pg_hba.conf") {
+		add("service postgres: ./postgres/pg_hba.conf is not mounted at /etc/rxc/pg_hba.conf")
+	}
+	return problems
+}
+
 func readHostConf(hostPath string) (string, error) {
 	b, err := os.ReadFile(hostPath)
 	if err != nil {
@@ -449,7 +524,7 @@ func readHostConf(hostPath string) (string, error) {
 
 func TestComposeAgreesWithTheCode(t *testing.T) {
 	t.Parallel()
-	noProblems(t, "compose.yaml", checkCompose(loadCompose(t), loadCommands(t), loadDotenv(t), readHostConf))
+	noProblems(t, "compose.yaml", checkCompose(loadCompose(t), helmCommands(t), loadDotenv(t), readHostConf))
 }
 
 func TestDotenvExampleHoldsNoSecrets(t *testing.T) {
@@ -464,7 +539,7 @@ func TestDotenvExampleHoldsNoSecrets(t *testing.T) {
 // Each rule fails on a copy of the compose file broken in its way.
 func TestComposeChecksFail(t *testing.T) {
 	t.Parallel()
-	cmds, dotenv := loadCommands(t), loadDotenv(t)
+	cmds, dotenv := helmCommands(t), loadDotenv(t)
 	tests := []struct {
 		name   string
 		mutate func(c *compose)
@@ -482,8 +557,30 @@ func TestComposeChecksFail(t *testing.T) {
 		{"gRPC not published", func(c *compose) { c.Services["controlplane"].Ports = []string{"5009:5009"} }, "does not publish container port 5010"},
 		{"provisioner published", func(c *compose) { c.Services["provisioner"].Ports = []string{"8080:8080"} }, "publishes ports on the host"},
 		{"two replicas on three nodes", func(c *compose) { c.Services["provisioner"].Environment["COMMAND_STREAM_REPLICAS"] = "2" }, "COMMAND_STREAM_REPLICAS"},
+		{"PostgreSQL without TLS", func(c *compose) {
+			c.Services["controlplane"].Environment["PG_DSN"] = "postgres://rxc:${POSTGRES_PASSWORD}@postgres:5432/controlplane?sslmode=disable"
+		}, "PG_DSN sslmode \"disable\", want verify-full"},
+		{"PostgreSQL CA not mounted", func(c *compose) {
+			c.Services["provisioner"].Volumes = slices.DeleteFunc(slices.Clone(c.Services["provisioner"].Volumes), func(v string) bool { return strings.HasPrefix(v, "./tls/ca.crt:") })
+		}, "service provisioner: PG_DSN sslrootcert"},
+		{"NATS without TLS", func(c *compose) {
+			c.Services["provisioner"].Environment["NATS_URL"] = "nats://nats-1:4222,nats://nats-2:4222,nats://nats-3:4222"
+		}, "NATS_URL \"nats://nats-1:4222\" is not tls://"},
+		{"sensors told plain NATS", func(c *compose) {
+			c.Services["controlplane"].Environment["PUBLIC_NATS_URL"] = "nats://localhost:4222"
+		}, "PUBLIC_NATS_URL \"nats://localhost:4222\" is not tls://"},
+		{"NATS CA not trusted", func(c *compose) { delete(c.Services["controlplane"].Environment, "SSL_CERT_DIR") }, "does not trust ./tls/ca.crt"},
+		{"node without its key", func(c *compose) {
+			c.Services["nats-2"].Volumes = slices.DeleteFunc(slices.Clone(c.Services["nats-2"].Volumes), func(v string) bool { return strings.HasPrefix(v, "./tls/nats.key:") })
+		}, "service nats-2: ./tls/nats.key is not mounted"},
+		{"PostgreSQL without ssl", func(c *compose) {
+			e := c.Services["postgres"].Entrypoint
+			e[len(e)-1] = strings.Replace(e[len(e)-1], "-c ssl=on", "", 1)
+		}, "does not run with -c ssl=on"},
+		{"floating postgres tag", func(c *compose) { c.Services["postgres"].Image = "postgres:16-alpine" }, "image \"postgres:16-alpine\" is not pinned"},
+		{"floating own tag", func(c *compose) { c.Services["frontend"].Image = "rxc-console:latest" }, "image \"rxc-console:latest\" is not pinned"},
 		{"node missing from NATS_URL", func(c *compose) {
-			c.Services["controlplane"].Environment["NATS_MESSAGING_URL"] = "nats://nats-1:4222,nats://nats-2:4222"
+			c.Services["controlplane"].Environment["NATS_MESSAGING_URL"] = "tls://nats-1:4222,tls://nats-2:4222"
 		}, "NATS_MESSAGING_URL"},
 		{"messaging off", func(c *compose) { c.Services["controlplane"].Environment["NATS_MESSAGING_ENABLED"] = "false" }, "NATS_MESSAGING_ENABLED is not true"},
 		{"untested nats-server", func(c *compose) { c.Services["nats-2"].Image = "nats:2.14-alpine" }, "is no tested nats-server release"},

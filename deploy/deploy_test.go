@@ -211,8 +211,8 @@ func natsURLs(list string) ([]string, error) {
 	var out []string
 	for _, s := range strings.Split(list, ",") {
 		u, err := url.Parse(strings.TrimSpace(s))
-		if err != nil || u.Scheme != "nats" || u.Port() == "" {
-			return nil, fmt.Errorf("%q is not a nats://host:port URL", s)
+		if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Port() == "" {
+			return nil, fmt.Errorf("%q is not a nats:// or tls://host:port URL", s)
 		}
 		out = append(out, u.Host)
 	}

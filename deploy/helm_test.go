@@ -120,7 +120,7 @@ func renderChart(t testing.TB, extra ...string) (*manifests, map[string][]*yaml.
 }
 
 // helmCommands are loadCommands plus SSL_CERT_DIR, which Go's crypto/x509 reads in every binary
-// (the chart adds the NATS CA to the public roots with it).
+// (the chart and compose add their CA to the public roots with it).
 func helmCommands(t testing.TB) commands {
 	cmds := loadCommands(t)
 	for _, subs := range cmds {

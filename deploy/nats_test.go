@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -98,9 +99,11 @@ func checkNATSOptions(where string, o *server.Options, serverName string, routes
 	return problems
 }
 
-// composeNodes returns each nats service with the config it mounts.
+// composeNodes returns each nats service with the config it mounts, its
+// certificate paths pointing at certificates of tls/make-certs.sh.
 func composeNodes(t testing.TB, c *compose) map[string]string {
 	t.Helper()
+	certs := composeCerts(t)
 	out := map[string]string{}
 	for _, name := range sortedKeys(c.Services) {
 		if !natsNode.MatchString(name) {
@@ -108,7 +111,7 @@ func composeNodes(t testing.TB, c *compose) map[string]string {
 		}
 		for _, m := range mounts(c.Services[name]) {
 			if strings.HasSuffix(m.source, ".conf") {
-				out[name] = readFile(t, m.source)
+				out[name] = strings.ReplaceAll(readFile(t, m.source), natsTLSDir, certs+"/")
 			}
 		}
 	}
@@ -141,7 +144,14 @@ func TestComposeNATSConfigsFormTheCluster(t *testing.T) {
 			}
 		}
 		slices.Sort(routes)
-		noProblems(t, name, checkNATSOptions(name, o, name, routes))
+		problems := checkNATSOptions(name, o, name, routes)
+		if o.TLSConfig == nil || len(o.TLSConfig.Certificates) == 0 || o.TLSConfig.MinVersion < tls.VersionTLS13 {
+			problems = append(problems, name+": client connections without TLS 1.3")
+		}
+		if o.Cluster.TLSConfig == nil || o.Cluster.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert {
+			problems = append(problems, name+": cluster routes without verified TLS")
+		}
+		noProblems(t, name, problems)
 	}
 }
 
