@@ -387,6 +387,20 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 			add("%s: %s %q (volume %q) and %s %q (volume %q) must name the same file on one volume", pair.name, pair.init, a, va, pair.serve, b, vb)
 		}
 	}
+	// The identity seed lives on a volume of its own that serve never mounts.
+	if id := flag(init.Command, "--identity-seed"); id == "" {
+		add("provisioner-init: no --identity-seed: the operator's identity key would sign accounts and stay online")
+	} else if v, _ := volumeHolding(init, id); v == "" {
+		add("provisioner-init: --identity-seed %q is not on a named volume", id)
+	} else {
+		for _, name := range sortedKeys(c.Services) {
+			for _, m := range mounts(c.Services[name]) {
+				if m.source == v && name != "provisioner-init" {
+					add("service %s mounts %s, the volume of the operator's identity seed", name, v)
+				}
+			}
+		}
+	}
 	caInit := svc("controlplane-init")
 	if len(caInit.Command) == 0 || caInit.Command[0] != "init-ca" {
 		add("service controlplane-init does not run init-ca")
@@ -594,6 +608,14 @@ func TestComposeChecksFail(t *testing.T) {
 		}, "does not wait for the resolver"},
 		{"seed off the shared volume", func(c *compose) { c.Services["provisioner"].Environment["OPERATOR_SEED_PATH"] = "/tmp/operator.nk" }, "OPERATOR_SEED_PATH"},
 		{"CA certificate without the service name", func(c *compose) { c.Services["controlplane-init"].Command = []string{"init-ca", "--dns", "localhost"} }, "--dns controlplane"},
+		{"identity key online", func(c *compose) {
+			c.Services["provisioner"].Volumes = append(c.Services["provisioner"].Volumes, "provisioner-identity:/var/lib/rxc-identity:ro")
+		}, "service provisioner mounts provisioner-identity"},
+		{"no signing key", func(c *compose) {
+			cmd := c.Services["provisioner-init"].Command
+			i := slices.Index(cmd, "--identity-seed")
+			c.Services["provisioner-init"].Command = slices.Delete(slices.Clone(cmd), i, i+2)
+		}, "no --identity-seed"},
 		{"serve before init", func(c *compose) { delete(c.Services["provisioner"].DependsOn, "provisioner-init") }, "depends_on provisioner-init"},
 		{"healthy without healthcheck", func(c *compose) { c.Services["postgres"].Healthcheck = nil }, "no healthcheck"},
 		{"writable root", func(c *compose) { c.Services["controlplane"].ReadOnly = false }, "read_only"},
