@@ -99,8 +99,8 @@ func TestAttackAccountJWTNotSignedByTheOperator(t *testing.T) {
 		s.WaitNATSReady()
 	}
 	for name, tok := range map[string]string{
-		"a key the operator does not list": sign(unlisted),
-		"another operator's signing key":   sign(otherKP),
+		"a key the operator does not list":                         sign(unlisted),
+		"another operator's signing key":                           sign(otherKP),
 		"an issuer claim naming the listed key, signed by another": forgedIssuer,
 	} {
 		t.Run(name, func(t *testing.T) {
