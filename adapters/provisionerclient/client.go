@@ -25,6 +25,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	catalogue "github.com/rxc-project/rxc/adapters/httpapi/problem"
+	wire "github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/core/backoff"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
@@ -197,13 +198,8 @@ func (c *Client) EnsureAccount(ctx context.Context, tenantID, name string) (stri
 	if err := ids.Validate(tenantID); err != nil {
 		return "", fmt.Errorf("provisioner: %s: tenant id: %w: %w", op, fleet.ErrInvalidInput, err)
 	}
-	var out struct {
-		AccountPubKey string `json:"accountPubKey"`
-	}
-	in := struct {
-		TenantID string `json:"tenantId"`
-		Name     string `json:"name"`
-	}{tenantID, name}
+	var out wire.AccountResponse
+	in := wire.AccountRequest{TenantID: tenantID, Name: name}
 	if err := c.call(ctx, op, "/accounts", in, &out); err != nil {
 		return "", err
 	}
@@ -227,21 +223,8 @@ func (c *Client) EnsureSensorUser(ctx context.Context, tenantID, sensorID string
 	if err := ids.Validate(sensorID); err != nil {
 		return fleet.NATSCredentials{}, fmt.Errorf("provisioner: %s: sensor id: %w: %w", op, fleet.ErrInvalidInput, err)
 	}
-	var out struct {
-		AccountID      string `json:"accountId"`
-		UserPubKey     string `json:"userPubKey"`
-		Creds          string `json:"creds"`
-		Stream         string `json:"stream"`
-		Consumer       string `json:"consumer"`
-		JSAPIPrefix    string `json:"jsApiPrefix"`
-		InboxPrefix    string `json:"inboxPrefix"`
-		CommandSubject string `json:"commandSubject"`
-		StatusSubject  string `json:"statusSubject"`
-	}
-	in := struct {
-		TenantID string `json:"tenantId"`
-		SensorID string `json:"sensorId"`
-	}{tenantID, sensorID}
+	var out wire.UserResponse
+	in := wire.UserRequest{TenantID: tenantID, SensorID: sensorID}
 	if err := c.call(ctx, op, "/users", in, &out); err != nil {
 		return fleet.NATSCredentials{}, err
 	}
@@ -264,11 +247,8 @@ func (c *Client) RevokeUser(ctx context.Context, accountPubKey, userPubKey strin
 	if accountPubKey == "" || userPubKey == "" {
 		return fmt.Errorf("provisioner: %s: account and user keys are required: %w", op, fleet.ErrInvalidInput)
 	}
-	in := struct {
-		AccountID  string `json:"accountId"`
-		UserPubKey string `json:"userPubKey"`
-	}{accountPubKey, userPubKey}
-	return c.call(ctx, op, "/revoke", in, &struct{}{})
+	in := wire.RevokeRequest{AccountID: accountPubKey, UserPubKey: userPubKey}
+	return c.call(ctx, op, "/revoke", in, &wire.RevokeResponse{})
 }
 
 // BackendCreds returns the .creds content of the named backend user of the
@@ -278,12 +258,8 @@ func (c *Client) BackendCreds(ctx context.Context, name string) (string, error) 
 	if err := c.check(op); err != nil {
 		return "", err
 	}
-	var out struct {
-		Creds string `json:"creds"`
-	}
-	in := struct {
-		Name string `json:"name,omitempty"`
-	}{name}
+	var out wire.BackendUserResponse
+	in := wire.BackendUserRequest{Name: name}
 	if err := c.call(ctx, op, "/backend-user", in, &out); err != nil {
 		return "", err
 	}

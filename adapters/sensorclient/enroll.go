@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/agentwire"
 	catalogue "github.com/rxc-project/rxc/adapters/httpapi/problem"
 )
 
@@ -170,20 +171,12 @@ func NewEnroller(cfg EnrollerConfig) (*Enroller, error) {
 }
 
 // Redemption is a redeemed claim code: the sensor's id and its single-use
-// enrolment token.
-type Redemption struct {
-	SensorID        string    `json:"sensorId"`
-	TenantID        string    `json:"tenantId"`
-	EnrollmentToken string    `json:"enrollmentToken"`
-	ExpiresAt       time.Time `json:"expiresAt"`
-}
+// enrolment token (the control plane's answer, kept in redemption.json).
+type Redemption = agentwire.RedeemResponse
 
 // Redeem exchanges a claim code for a sensor id and an enrolment token.
 func (e *Enroller) Redeem(ctx context.Context, claimCode, hostname string) (Redemption, error) {
-	body := map[string]string{"claimCode": strings.TrimSpace(claimCode)}
-	if hostname != "" {
-		body["hostname"] = hostname
-	}
+	body := agentwire.RedeemRequest{ClaimCode: strings.TrimSpace(claimCode), Hostname: hostname}
 	var r Redemption
 	if err := e.call(ctx, "/api/sensors/claim/redeem", "", body, http.StatusCreated, &r); err != nil {
 		return Redemption{}, fmt.Errorf("redeem claim code: %w", err)
@@ -194,22 +187,9 @@ func (e *Enroller) Redeem(ctx context.Context, claimCode, hostname string) (Rede
 	return r, nil
 }
 
-type certificateAnswer struct {
-	SensorID      string    `json:"sensorId"`
-	TenantID      string    `json:"tenantId"`
-	Certificate   string    `json:"certificate"`
-	CACertificate string    `json:"caCertificate"`
-	Serial        string    `json:"serial"`
-	NotAfter      time.Time `json:"notAfter"`
-	SensorToken   string    `json:"sensorToken"`
-	NATS          *struct {
-		NATSInfo
-		Creds string `json:"creds"`
-	} `json:"nats"`
-	GRPC struct {
-		Address string `json:"address"`
-	} `json:"grpc"`
-}
+// certificateAnswer is an enrolment's or a renewal's answer (a renewal's
+// fills the fields it has); the renewal journal keeps it as it came.
+type certificateAnswer = agentwire.EnrollResponse
 
 // Enroll generates a key and a CSR, enrols the redeemed sensor and returns
 // its complete state (not yet saved).
@@ -220,7 +200,7 @@ func (e *Enroller) Enroll(ctx context.Context, r Redemption) (*State, error) {
 	}
 	var a certificateAnswer
 	path := "/api/sensors/" + url.PathEscape(r.SensorID) + "/agent/enroll"
-	if err := e.call(ctx, path, r.EnrollmentToken, map[string]string{"csr": csr}, http.StatusCreated, &a); err != nil {
+	if err := e.call(ctx, path, r.EnrollmentToken, agentwire.EnrollRequest{CSR: csr}, http.StatusCreated, &a); err != nil {
 		return nil, fmt.Errorf("enrol sensor %s: %w", r.SensorID, err)
 	}
 	if a.SensorToken == "" || a.GRPC.Address == "" {
@@ -303,7 +283,7 @@ func (e *Enroller) renew(ctx context.Context, st *State, p *pendingRenewal) (*St
 		return nil, a, fmt.Errorf("renew certificate of sensor %s: %w", st.SensorID, err)
 	}
 	path := "/api/sensors/" + url.PathEscape(st.SensorID) + "/agent/renew"
-	if err := e.call(ctx, path, st.SensorToken, map[string]any{"csr": p.CSR, "proof": proof}, http.StatusOK, &a); err != nil {
+	if err := e.call(ctx, path, st.SensorToken, agentwire.RenewRequest{CSR: p.CSR, Proof: &proof}, http.StatusOK, &a); err != nil {
 		return nil, a, fmt.Errorf("renew certificate of sensor %s: %w", st.SensorID, err)
 	}
 	if a.CACertificate == "" {
@@ -337,32 +317,24 @@ func (s *State) renewed(p *pendingRenewal, a certificateAnswer) (*State, error) 
 	return next, nil
 }
 
-// renewalProof is what a renewal sends to prove it holds the current
-// certificate's key.
-type renewalProof struct {
-	Certificate string    `json:"certificate"`
-	SignedAt    time.Time `json:"signedAt"`
-	Signature   string    `json:"signature"`
-}
-
 // possessionProof signs RenewalMessage for csr with the state's current
 // key (ECDSA P-256, SHA-256, ASN.1).
-func possessionProof(st *State, csr string, now time.Time) (renewalProof, error) {
+func possessionProof(st *State, csr string, now time.Time) (agentwire.Proof, error) {
 	cert, err := st.TLSCertificate()
 	if err != nil {
-		return renewalProof{}, fmt.Errorf("current certificate: %w", err)
+		return agentwire.Proof{}, fmt.Errorf("current certificate: %w", err)
 	}
 	key, ok := cert.PrivateKey.(*ecdsa.PrivateKey)
 	if !ok {
-		return renewalProof{}, fmt.Errorf("current key of type %T", cert.PrivateKey)
+		return agentwire.Proof{}, fmt.Errorf("current key of type %T", cert.PrivateKey)
 	}
 	now = now.UTC()
 	digest := sha256.Sum256(RenewalMessage(st.SensorID, []byte(csr), now))
 	sig, err := ecdsa.SignASN1(rand.Reader, key, digest[:])
 	if err != nil {
-		return renewalProof{}, fmt.Errorf("sign renewal: %w", err)
+		return agentwire.Proof{}, fmt.Errorf("sign renewal: %w", err)
 	}
-	return renewalProof{Certificate: string(st.CertPEM), SignedAt: now, Signature: base64.StdEncoding.EncodeToString(sig)}, nil
+	return agentwire.Proof{Certificate: string(st.CertPEM), SignedAt: now, Signature: base64.StdEncoding.EncodeToString(sig)}, nil
 }
 
 // RenewalMessage is what a renewal signs: the sensor, the digest of the CSR
@@ -376,7 +348,7 @@ func RenewalMessage(sensorID string, csrPEM []byte, signedAt time.Time) []byte {
 // setNATS takes the answer's NATS access, when it has one.
 func (s *State) setNATS(a certificateAnswer) {
 	if a.NATS != nil {
-		n := a.NATS.NATSInfo
+		n := a.NATS.NATSAddress
 		s.NATS, s.Creds = &n, []byte(a.NATS.Creds)
 	}
 }

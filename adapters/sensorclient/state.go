@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/atomicfile"
+	"github.com/rxc-project/rxc/adapters/httpapi/agentwire"
 )
 
 // Files of a state directory. The key, the creds, the sensor token (in
@@ -40,16 +41,9 @@ var (
 	ErrKeyMismatch = errors.New("certificate does not match the private key")
 )
 
-// NATSInfo is everything the sensor needs to address NATS.
-type NATSInfo struct {
-	URL            string `json:"url"`
-	Stream         string `json:"stream"`
-	Consumer       string `json:"consumer"`
-	JSAPIPrefix    string `json:"jsApiPrefix"`
-	InboxPrefix    string `json:"inboxPrefix"`
-	CommandSubject string `json:"commandSubject"`
-	StatusSubject  string `json:"statusSubject"`
-}
+// NATSInfo is everything the sensor needs to address NATS: the enrolment
+// answer's nats block without the credentials, kept in sensor.json.
+type NATSInfo = agentwire.NATSAddress
 
 // State is an enrolled sensor: its identity, credentials and addresses.
 // KeyPEM, CertPEM, CAPEM and Creds live in their own files; the rest is

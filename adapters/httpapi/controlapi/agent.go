@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/agentwire"
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/core/fleet"
 )
@@ -15,18 +16,6 @@ import (
 // maxBearerLen bounds the Authorization value looked at; real tokens are 43
 // characters.
 const maxBearerLen = 512
-
-type redeemRequest struct {
-	ClaimCode string `json:"claimCode"`
-	Hostname  string `json:"hostname"`
-}
-
-type redeemResponse struct {
-	SensorID        string    `json:"sensorId"`
-	TenantID        string    `json:"tenantId"`
-	EnrollmentToken string    `json:"enrollmentToken"`
-	ExpiresAt       time.Time `json:"expiresAt"`
-}
 
 func (a *API) redeem(w http.ResponseWriter, r *http.Request) {
 	if ok, wait := a.redeemLimiter.allow(clientKey(r, a.trustProxy)); !ok {
@@ -36,7 +25,7 @@ func (a *API) redeem(w http.ResponseWriter, r *http.Request) {
 			"too many claim code attempts from this address; retry after the time in Retry-After"))
 		return
 	}
-	var req redeemRequest
+	var req agentwire.RedeemRequest
 	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
 		problem.Write(w, r, p)
 		return
@@ -46,66 +35,9 @@ func (a *API) redeem(w http.ResponseWriter, r *http.Request) {
 		a.failSensor(w, r, err)
 		return
 	}
-	problem.WriteJSON(w, http.StatusCreated, redeemResponse{
+	problem.WriteJSON(w, http.StatusCreated, agentwire.RedeemResponse{
 		SensorID: red.SensorID, TenantID: red.TenantID, EnrollmentToken: red.EnrollmentToken, ExpiresAt: red.ExpiresAt.UTC(),
 	})
-}
-
-type csrRequest struct {
-	CSR string `json:"csr"`
-}
-
-type natsJSON struct {
-	URL            string `json:"url"`
-	Creds          string `json:"creds"`
-	Stream         string `json:"stream"`
-	Consumer       string `json:"consumer"`
-	JSAPIPrefix    string `json:"jsApiPrefix"`
-	InboxPrefix    string `json:"inboxPrefix"`
-	CommandSubject string `json:"commandSubject"`
-	StatusSubject  string `json:"statusSubject"`
-}
-
-type grpcJSON struct {
-	Address string `json:"address"`
-}
-
-type enrollResponse struct {
-	SensorID      string    `json:"sensorId"`
-	TenantID      string    `json:"tenantId"`
-	Certificate   string    `json:"certificate"`
-	CACertificate string    `json:"caCertificate"`
-	Serial        string    `json:"serial"`
-	NotAfter      time.Time `json:"notAfter"`
-	SensorToken   string    `json:"sensorToken"`
-	NATS          *natsJSON `json:"nats"`
-	GRPC          grpcJSON  `json:"grpc"`
-}
-
-// renewRequest is a renewal: the new CSR and the proof that the caller
-// holds the key of the sensor's current certificate.
-type renewRequest struct {
-	CSR   string     `json:"csr"`
-	Proof *proofJSON `json:"proof"`
-}
-
-// proofJSON is a proof of possession: the current certificate and the
-// signature by its key (base64) over fleet.RenewalMessage(sensorId, csr,
-// signedAt).
-type proofJSON struct {
-	Certificate string    `json:"certificate"`
-	SignedAt    time.Time `json:"signedAt"`
-	Signature   string    `json:"signature"`
-}
-
-type renewResponse struct {
-	SensorID      string    `json:"sensorId"`
-	SensorToken   string    `json:"sensorToken"`
-	Certificate   string    `json:"certificate"`
-	CACertificate string    `json:"caCertificate"`
-	Serial        string    `json:"serial"`
-	NotAfter      time.Time `json:"notAfter"`
-	NATS          *natsJSON `json:"nats,omitempty"`
 }
 
 // sensorRequest reads what enrol and renew share: the sensor id, the bearer
@@ -119,7 +51,7 @@ func (a *API) sensorRequest(w http.ResponseWriter, r *http.Request) (id, token s
 		a.failSensor(w, r, fleet.ErrInvalidToken)
 		return "", "", nil, false
 	}
-	var req csrRequest
+	var req agentwire.EnrollRequest
 	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
 		problem.Write(w, r, p)
 		return "", "", nil, false
@@ -137,11 +69,11 @@ func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
 		a.failSensor(w, r, err)
 		return
 	}
-	out := enrollResponse{
+	out := agentwire.EnrollResponse{
 		SensorID: e.SensorID, TenantID: e.TenantID,
 		Certificate: string(e.Certificate.CertificatePEM), CACertificate: string(e.CACertificatePEM),
 		Serial: e.Certificate.Serial, NotAfter: e.Certificate.NotAfter.UTC(),
-		SensorToken: e.SensorToken, GRPC: grpcJSON{Address: a.grpcAddr},
+		SensorToken: e.SensorToken, GRPC: agentwire.GRPC{Address: a.grpcAddr},
 	}
 	out.NATS = a.natsJSON(e.NATS)
 	problem.WriteJSON(w, http.StatusCreated, out)
@@ -149,13 +81,16 @@ func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
 
 // natsJSON is the nats block of enrolment and renewal; nil without
 // provisioning.
-func (a *API) natsJSON(n *fleet.NATSCredentials) *natsJSON {
+func (a *API) natsJSON(n *fleet.NATSCredentials) *agentwire.NATS {
 	if n == nil {
 		return nil
 	}
-	return &natsJSON{
-		URL: a.natsURL, Creds: n.Creds, Stream: n.Stream, Consumer: n.Consumer, JSAPIPrefix: n.JSAPIPrefix,
-		InboxPrefix: n.InboxPrefix, CommandSubject: n.CommandSubject, StatusSubject: n.StatusSubject,
+	return &agentwire.NATS{
+		NATSAddress: agentwire.NATSAddress{
+			URL: a.natsURL, Stream: n.Stream, Consumer: n.Consumer, JSAPIPrefix: n.JSAPIPrefix,
+			InboxPrefix: n.InboxPrefix, CommandSubject: n.CommandSubject, StatusSubject: n.StatusSubject,
+		},
+		Creds: n.Creds,
 	}
 }
 
@@ -169,7 +104,7 @@ func (a *API) renew(w http.ResponseWriter, r *http.Request) {
 		a.failSensor(w, r, fleet.ErrInvalidToken)
 		return
 	}
-	var req renewRequest
+	var req agentwire.RenewRequest
 	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
 		problem.Write(w, r, p)
 		return
@@ -189,7 +124,7 @@ func (a *API) renew(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := rn.Certificate
-	problem.WriteJSON(w, http.StatusOK, renewResponse{
+	problem.WriteJSON(w, http.StatusOK, agentwire.RenewResponse{
 		SensorID: id, SensorToken: rn.SensorToken, Certificate: string(c.CertificatePEM), CACertificate: string(a.caPEM()),
 		Serial: c.Serial, NotAfter: c.NotAfter.UTC(), NATS: a.natsJSON(rn.NATS),
 	})

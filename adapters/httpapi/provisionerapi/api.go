@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	wire "github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
@@ -328,20 +329,8 @@ func etagMatches(header, etag string) bool {
 	return false
 }
 
-type accountRequest struct {
-	TenantID string `json:"tenantId"`
-	Name     string `json:"name"`
-}
-
-type accountResponse struct {
-	TenantID      string `json:"tenantId"`
-	Name          string `json:"name"`
-	AccountPubKey string `json:"accountPubKey"`
-	AccountJWT    string `json:"accountJWT"`
-}
-
 func (a *API) createAccount(w http.ResponseWriter, r *http.Request) {
-	var req accountRequest
+	var req wire.AccountRequest
 	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
 		problem.Write(w, r, p)
 		return
@@ -354,31 +343,11 @@ func (a *API) createAccount(w http.ResponseWriter, r *http.Request) {
 	if created {
 		a.log.Info("tenant account created", "tenant", acct.TenantID, "account", acct.PubKey)
 	}
-	problem.WriteJSON(w, status(created), accountResponse{TenantID: acct.TenantID, Name: acct.Name, AccountPubKey: acct.PubKey, AccountJWT: acct.JWT})
-}
-
-type userRequest struct {
-	TenantID string `json:"tenantId"`
-	SensorID string `json:"sensorId"`
-}
-
-type userResponse struct {
-	TenantID       string `json:"tenantId"`
-	SensorID       string `json:"sensorId"`
-	AccountID      string `json:"accountId"`
-	UserPubKey     string `json:"userPubKey"`
-	UserJWT        string `json:"userJWT"`
-	Creds          string `json:"creds"`
-	Stream         string `json:"stream"`
-	Consumer       string `json:"consumer"`
-	JSAPIPrefix    string `json:"jsApiPrefix"`
-	InboxPrefix    string `json:"inboxPrefix"`
-	CommandSubject string `json:"commandSubject"`
-	StatusSubject  string `json:"statusSubject"`
+	problem.WriteJSON(w, status(created), wire.AccountResponse{TenantID: acct.TenantID, Name: acct.Name, AccountPubKey: acct.PubKey, AccountJWT: acct.JWT})
 }
 
 func (a *API) createUser(w http.ResponseWriter, r *http.Request) {
-	var req userRequest
+	var req wire.UserRequest
 	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
 		problem.Write(w, r, p)
 		return
@@ -392,7 +361,7 @@ func (a *API) createUser(w http.ResponseWriter, r *http.Request) {
 		a.log.Info("sensor user created", "tenant", req.TenantID, "sensor", req.SensorID, "user", su.User.PubKey)
 	}
 	s := su.Sensor
-	problem.WriteJSON(w, status(created), userResponse{
+	problem.WriteJSON(w, status(created), wire.UserResponse{
 		TenantID: s.TenantID, SensorID: s.SensorID, AccountID: su.User.AccountPubKey,
 		UserPubKey: su.User.PubKey, UserJWT: su.User.JWT, Creds: string(su.Creds),
 		Stream: s.Stream, Consumer: s.Consumer(), JSAPIPrefix: topology.APIPrefix, InboxPrefix: s.InboxPrefix(),
@@ -400,20 +369,8 @@ func (a *API) createUser(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-type backendRequest struct {
-	Name string `json:"name"`
-}
-
-type backendResponse struct {
-	Name       string `json:"name"`
-	AccountID  string `json:"accountId"`
-	UserPubKey string `json:"userPubKey"`
-	UserJWT    string `json:"userJWT"`
-	Creds      string `json:"creds"`
-}
-
 func (a *API) createBackendUser(w http.ResponseWriter, r *http.Request) {
-	var req backendRequest
+	var req wire.BackendUserRequest
 	if r.ContentLength != 0 {
 		if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
 			problem.Write(w, r, p)
@@ -428,25 +385,13 @@ func (a *API) createBackendUser(w http.ResponseWriter, r *http.Request) {
 	if created {
 		a.log.Info("backend user created", "name", bu.User.Name, "user", bu.User.PubKey)
 	}
-	problem.WriteJSON(w, status(created), backendResponse{
+	problem.WriteJSON(w, status(created), wire.BackendUserResponse{
 		Name: bu.User.Name, AccountID: bu.User.AccountPubKey, UserPubKey: bu.User.PubKey, UserJWT: bu.User.JWT, Creds: string(bu.Creds),
 	})
 }
 
-type revokeRequest struct {
-	AccountID  string `json:"accountId"`
-	UserPubKey string `json:"userPubKey"`
-}
-
-type revokeResponse struct {
-	AccountID  string    `json:"accountId"`
-	UserPubKey string    `json:"userPubKey"`
-	RevokedAt  time.Time `json:"revokedAt"`
-	AccountJWT string    `json:"accountJWT"`
-}
-
 func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
-	var req revokeRequest
+	var req wire.RevokeRequest
 	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
 		problem.Write(w, r, p)
 		return
@@ -465,7 +410,7 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info("user revoked", "account", rev.AccountPubKey, "user", rev.UserPubKey, "revokedAt", rev.RevokedAt)
-	problem.WriteJSON(w, http.StatusOK, revokeResponse{AccountID: acct.PubKey, UserPubKey: rev.UserPubKey, RevokedAt: rev.RevokedAt, AccountJWT: acct.JWT})
+	problem.WriteJSON(w, http.StatusOK, wire.RevokeResponse{AccountID: acct.PubKey, UserPubKey: rev.UserPubKey, RevokedAt: rev.RevokedAt, AccountJWT: acct.JWT})
 }
 
 func status(created bool) int {
