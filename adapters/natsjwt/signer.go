@@ -378,11 +378,17 @@ func (s *Signer) Creds(userJWT string, userSeed []byte) ([]byte, error) {
 	if _, pub, err := keyFromSeed(userSeed, nkeys.PrefixByteUser); err != nil || pub != uc.Subject {
 		return nil, fmt.Errorf("natsjwt: creds: %w: seed is not the key of user %s", ErrInvalidSeed, uc.Subject)
 	}
-	b, err := jwt.FormatUserConfig(userJWT, userSeed)
+	// The layout of jwt.FormatUserConfig, which would decode and verify the
+	// JWT a second time (a tenth of a millisecond per enrolment).
+	seed, err := jwt.DecorateSeed(userSeed)
 	if err != nil {
 		return nil, fmt.Errorf("natsjwt: creds: %w", err)
 	}
-	return b, nil
+	b := make([]byte, 0, len(userJWT)+len(seed)+96)
+	b = append(b, "-----BEGIN NATS USER JWT-----\n"...)
+	b = append(b, userJWT...)
+	b = append(b, "\n------END NATS USER JWT------\n\n"...)
+	return append(b, seed...), nil
 }
 
 // SystemUser mints an ephemeral user of the SYS account with

@@ -1,6 +1,7 @@
 package natsjwt_test
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 	"strings"
@@ -406,6 +407,9 @@ func TestMintUser(t *testing.T) {
 			creds, err := s.Creds(m.JWT, m.Seed)
 			if err != nil {
 				t.Fatalf("Creds: %v", err)
+			}
+			if want, err := jwt.FormatUserConfig(m.JWT, m.Seed); err != nil || !bytes.Equal(creds, want) {
+				t.Errorf("creds differ from jwt.FormatUserConfig's (err %v):\n%s\nwant\n%s", err, creds, want)
 			}
 			gotJWT, err := jwt.ParseDecoratedJWT(creds)
 			if err != nil || gotJWT != m.JWT {

@@ -107,6 +107,10 @@ type Client struct {
 	cb         *gobreaker.CircuitBreaker[struct{}]
 }
 
+// idleConnsPerHost is how many kept-alive connections to the provisioner
+// the client holds for reuse.
+const idleConnsPerHost = 64
+
 // New checks cfg, applies defaults and returns a Client.
 func New(cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
@@ -154,7 +158,12 @@ func New(cfg Config) (*Client, error) {
 		}
 		c.base = base
 	}
-	hc := &http.Client{Transport: http.DefaultTransport}
+	// The default transport keeps 2 idle connections per host: under a
+	// burst of enrolments every further request would open (and close) its
+	// own TCP connection to the provisioner.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = idleConnsPerHost
+	hc := &http.Client{Transport: tr}
 	if cfg.HTTPClient != nil {
 		copied := *cfg.HTTPClient
 		hc = &copied

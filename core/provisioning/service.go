@@ -204,7 +204,8 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 	sensor := topology.Sensor{Stream: s.stream, TenantID: tenantID, SensorID: sensorID}
 	// The consumer name is claimed before anything is minted: a pair that
 	// spells another pair's name gets nothing, not even a user.
-	if _, err := s.store.TenantAccount(ctx, tenantID); errors.Is(err, ErrNotFound) {
+	acct, err := s.store.TenantAccount(ctx, tenantID)
+	if errors.Is(err, ErrNotFound) {
 		return SensorUser{}, false, fmt.Errorf("%w: %s", ErrNoAccount, tenantID)
 	} else if err != nil {
 		return SensorUser{}, false, err
@@ -215,13 +216,9 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 	u, created, err := s.ensureUser(ctx, sensor.Permissions(), func() (User, error) {
 		return s.store.ActiveSensorUser(ctx, tenantID, sensorID)
 	}, func() (User, error) {
-		acct, err := s.store.TenantAccount(ctx, tenantID)
-		if errors.Is(err, ErrNotFound) {
-			return User{}, fmt.Errorf("%w: %s", ErrNoAccount, tenantID)
-		}
-		if err != nil {
-			return User{}, err
-		}
+		// A tenant's account never changes its key, and its seed is
+		// replaced only by reseal, which re-encrypts the same seed: the
+		// account read above signs the user.
 		return s.mint(acct, User{Kind: UserSensor, TenantID: tenantID, SensorID: sensorID, Name: sensorID}, s.sensorSpec(sensor))
 	})
 	if err != nil {

@@ -73,33 +73,32 @@ func (s *Store) RevokeClaimCode(ctx context.Context, id string, at time.Time) er
 // single-use guarantee: concurrent redeemers queue on the row lock and all
 // but the first then see used_at set and match nothing.
 func (s *Store) Redeem(ctx context.Context, r fleet.RedeemRecord) (fleet.Sensor, error) {
+	// One statement, so one round trip and atomic without a transaction
+	// block: the code is used, the sensor and its enrolment token created,
+	// or nothing happens.
 	var sensor fleet.Sensor
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `
-			WITH code AS (
-				UPDATE claim_codes SET used_at = $2, sensor_id = $3
-				WHERE code_hash = $1 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $2
-				RETURNING tenant_id, sensor_name
-			)
+	err := s.pool.QueryRow(ctx, `
+		WITH code AS (
+			UPDATE claim_codes SET used_at = $2, sensor_id = $3
+			WHERE code_hash = $1 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $2
+			RETURNING tenant_id, sensor_name
+		), sensor AS (
 			INSERT INTO sensors (id, tenant_id, name, hostname, state, created_at)
 			SELECT $3, code.tenant_id, COALESCE(NULLIF(code.sensor_name, ''), NULLIF($4, ''), $3), $4, 'pending', $2
 			FROM code
-			RETURNING id, tenant_id, name, hostname, state, created_at`,
-			r.CodeHash, r.At, r.SensorID, r.Hostname,
-		).Scan(&sensor.ID, &sensor.TenantID, &sensor.Name, &sensor.Hostname, &sensor.State, &sensor.CreatedAt)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fleet.ErrInvalidClaimCode
-		}
-		if err != nil {
-			return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
-		}
-		_, err = tx.Exec(ctx, `
+			RETURNING id, tenant_id, name, hostname, state, created_at
+		), token AS (
 			INSERT INTO sensor_tokens (token_hash, sensor_id, kind, created_at, expires_at)
-			VALUES ($1, $2, 'enrollment', $3, $4)`, r.TokenHash, r.SensorID, r.At, r.TokenExpiresAt)
-		return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
-	})
+			SELECT $5, sensor.id, 'enrollment', $2, $6 FROM sensor
+		)
+		SELECT id, tenant_id, name, hostname, state, created_at FROM sensor`,
+		r.CodeHash, r.At, r.SensorID, r.Hostname, r.TokenHash, r.TokenExpiresAt,
+	).Scan(&sensor.ID, &sensor.TenantID, &sensor.Name, &sensor.Hostname, &sensor.State, &sensor.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fleet.Sensor{}, fleet.ErrInvalidClaimCode
+	}
 	if err != nil {
-		return fleet.Sensor{}, err
+		return fleet.Sensor{}, classify(err, fleet.ErrNotFound, fleet.ErrConflict)
 	}
 	sensor.CreatedAt = sensor.CreatedAt.UTC()
 	return sensor, nil

@@ -26,40 +26,54 @@ func (s *Store) LiveToken(ctx context.Context, sensorID string, kind fleet.Token
 	return t, nil
 }
 
-// CompleteEnrollment implements fleet.EnrollStore.
+// CompleteEnrollment implements fleet.EnrollStore. Its statements go to
+// PostgreSQL as one pipeline inside the transaction (three round trips with
+// BEGIN and COMMIT instead of ten); a refusal read from an early result
+// rolls back what the later ones did.
 func (s *Store) CompleteEnrollment(ctx context.Context, e fleet.EnrollmentRecord) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := lockLiveSensor(ctx, tx, e.SensorID); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, `
+		b := &pgx.Batch{}
+		b.Queue(lockLiveSensorSQL, e.SensorID)
+		b.Queue(`
 			UPDATE sensor_tokens SET used_at = $3
 			WHERE token_hash = $2 AND sensor_id = $1 AND kind = 'enrollment'
 			  AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $3`,
 			e.SensorID, e.EnrollmentTokenHash, e.At)
+		queueReplaceCertificate(b, e.SensorID, e.Certificate, e.At)
+		b.Queue(`
+			UPDATE sensor_tokens SET revoked_at = $2
+			WHERE sensor_id = $1 AND kind = 'sensor' AND revoked_at IS NULL`, e.SensorID, e.At)
+		b.Queue(`
+			INSERT INTO sensor_tokens (token_hash, sensor_id, kind, created_at, expires_at) VALUES ($1, $2, 'sensor', $3, $4)`,
+			e.SensorTokenHash, e.SensorID, e.At, nullTime(e.SensorTokenExpiresAt))
+		b.Queue(`
+			UPDATE sensors SET state = $2, nats_user_pub_key = $3, nats_account_pub_key = $4 WHERE id = $1`,
+			e.SensorID, string(e.State), e.NATSUserPubKey, e.NATSAccountPubKey)
+		br := tx.SendBatch(ctx, b)
+		defer br.Close()
+		if err := readLiveSensor(br.QueryRow()); err != nil {
+			return err
+		}
+		tag, err := br.Exec()
 		if err != nil {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
 			return fleet.ErrInvalidToken
 		}
-		if err := replaceCertificate(ctx, tx, e.SensorID, e.Certificate, e.At); err != nil {
+		if err := readReplaceCertificate(br); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `
-			UPDATE sensor_tokens SET revoked_at = $2
-			WHERE sensor_id = $1 AND kind = 'sensor' AND revoked_at IS NULL`, e.SensorID, e.At); err != nil {
+		if _, err := br.Exec(); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `
-			INSERT INTO sensor_tokens (token_hash, sensor_id, kind, created_at, expires_at) VALUES ($1, $2, 'sensor', $3, $4)`,
-			e.SensorTokenHash, e.SensorID, e.At, nullTime(e.SensorTokenExpiresAt)); err != nil {
+		if _, err := br.Exec(); err != nil {
 			return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
 		}
-		_, err = tx.Exec(ctx, `
-			UPDATE sensors SET state = $2, nats_user_pub_key = $3, nats_account_pub_key = $4 WHERE id = $1`,
-			e.SensorID, string(e.State), e.NATSUserPubKey, e.NATSAccountPubKey)
-		return err
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		return br.Close()
 	})
 }
 
@@ -139,11 +153,21 @@ func (s *Store) CertificateCount(ctx context.Context, sensorID string) int {
 	return n
 }
 
+// lockLiveSensorSQL locks the sensor row against a concurrent revocation
+// and reads its state.
+const lockLiveSensorSQL = `SELECT state FROM sensors WHERE id = $1 FOR UPDATE`
+
 // lockLiveSensor locks the sensor row against a concurrent revocation and
 // refuses revoked sensors.
 func lockLiveSensor(ctx context.Context, tx pgx.Tx, sensorID string) error {
+	return readLiveSensor(tx.QueryRow(ctx, lockLiveSensorSQL, sensorID))
+}
+
+// readLiveSensor reads lockLiveSensorSQL's answer: revoked and unknown
+// sensors are refused.
+func readLiveSensor(row pgx.Row) error {
 	var state fleet.State
-	if err := tx.QueryRow(ctx, `SELECT state FROM sensors WHERE id = $1 FOR UPDATE`, sensorID).Scan(&state); err != nil {
+	if err := row.Scan(&state); err != nil {
 		return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
 	}
 	if state == fleet.StateRevoked {
@@ -152,15 +176,34 @@ func lockLiveSensor(ctx context.Context, tx pgx.Tx, sensorID string) error {
 	return nil
 }
 
-func replaceCertificate(ctx context.Context, tx pgx.Tx, sensorID string, c fleet.IssuedCertificate, at time.Time) error {
-	if _, err := tx.Exec(ctx, `UPDATE sensor_certificates SET active = false WHERE sensor_id = $1 AND active`, sensorID); err != nil {
+// queueReplaceCertificate queues what replaceCertificate does;
+// readReplaceCertificate reads its results.
+func queueReplaceCertificate(b *pgx.Batch, sensorID string, c fleet.IssuedCertificate, at time.Time) {
+	b.Queue(`UPDATE sensor_certificates SET active = false WHERE sensor_id = $1 AND active`, sensorID)
+	b.Queue(`
+		INSERT INTO sensor_certificates (serial, sensor_id, active, not_after, issued_at) VALUES ($1, $2, true, $3, $4)`,
+		c.Serial, sensorID, c.NotAfter, at)
+	b.Queue(notifyCredentialsSQL, credentialsChannel, sensorID)
+}
+
+func readReplaceCertificate(br pgx.BatchResults) error {
+	if _, err := br.Exec(); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `
-		INSERT INTO sensor_certificates (serial, sensor_id, active, not_after, issued_at) VALUES ($1, $2, true, $3, $4)`,
-		c.Serial, sensorID, c.NotAfter, at); err != nil {
+	if _, err := br.Exec(); err != nil {
 		return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
 	}
-	// Streams on the superseded certificate end on every replica.
-	return notifyCredentials(ctx, tx, sensorID)
+	_, err := br.Exec()
+	return err
+}
+
+func replaceCertificate(ctx context.Context, tx pgx.Tx, sensorID string, c fleet.IssuedCertificate, at time.Time) error {
+	b := &pgx.Batch{}
+	queueReplaceCertificate(b, sensorID, c, at)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if err := readReplaceCertificate(br); err != nil {
+		return err
+	}
+	return br.Close()
 }

@@ -18,9 +18,13 @@ import (
 // change is visible, and never for a change that rolled back.
 const credentialsChannel = "rxc_sensor_credentials"
 
+// notifyCredentialsSQL announces a sensor's changed credentials on the
+// channel ($1) for the sensor ($2).
+const notifyCredentialsSQL = `SELECT pg_notify($1, tenant_id || '/' || id) FROM sensors WHERE id = $2`
+
 // notifyCredentials announces in tx that the sensor's credentials changed.
 func notifyCredentials(ctx context.Context, tx pgx.Tx, sensorID string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, tenant_id || '/' || id) FROM sensors WHERE id = $2`, credentialsChannel, sensorID)
+	_, err := tx.Exec(ctx, notifyCredentialsSQL, credentialsChannel, sensorID)
 	return err
 }
 

@@ -367,13 +367,25 @@ func (s *Store) RevokeMany(ctx context.Context, accountPubKey string, rs []provi
 // ClaimConsumer records that consumer belongs to (tenantID, sensorID)
 // unless it already does; another owner gives ErrConsumerNameTaken.
 func (s *Store) ClaimConsumer(ctx context.Context, consumer, tenantID, sensorID string) error {
-	if _, err := s.pool.Exec(ctx, `INSERT INTO nats_consumer_names (consumer, tenant_id, sensor_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-		consumer, tenantID, sensorID); err != nil {
-		return fmt.Errorf("provisionerstore: claim consumer %s: %w", consumer, err)
-	}
+	// One round trip claims the name or reads its owner. A claim committed
+	// by a concurrent call after this statement's snapshot is invisible to
+	// it (the insert waits, then does nothing, and the read sees no row):
+	// the owner is then read again.
 	var t, sid string
-	if err := s.pool.QueryRow(ctx, `SELECT tenant_id, sensor_id FROM nats_consumer_names WHERE consumer = $1`, consumer).Scan(&t, &sid); err != nil {
-		return fmt.Errorf("provisionerstore: read consumer claim %s: %w", consumer, err)
+	err := s.pool.QueryRow(ctx, `
+		WITH claimed AS (
+			INSERT INTO nats_consumer_names (consumer, tenant_id, sensor_id) VALUES ($1, $2, $3)
+			ON CONFLICT DO NOTHING RETURNING tenant_id, sensor_id
+		)
+		SELECT tenant_id, sensor_id FROM claimed
+		UNION ALL
+		SELECT tenant_id, sensor_id FROM nats_consumer_names WHERE consumer = $1
+		LIMIT 1`, consumer, tenantID, sensorID).Scan(&t, &sid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = s.pool.QueryRow(ctx, `SELECT tenant_id, sensor_id FROM nats_consumer_names WHERE consumer = $1`, consumer).Scan(&t, &sid)
+	}
+	if err != nil {
+		return fmt.Errorf("provisionerstore: claim consumer %s: %w", consumer, err)
 	}
 	if t != tenantID || sid != sensorID {
 		return fmt.Errorf("consumer %s: %w", consumer, provisioning.ErrConsumerNameTaken)
