@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,8 +57,10 @@ func main() {
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
 	flag.StringVar(&o.retention, "retention", "workqueue", "command stream retention: workqueue or limits")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the enrolment phase to this file")
+	traceOut := flag.String("trace", "", "write an execution trace of the enrolment phase to this file")
 	flag.Parse()
 	profilePath = *cpuProfile
+	tracePath = *traceOut
 	t := &benchenv.T{}
 	defer t.Close()
 	if err := run(t, o); err != nil {
@@ -71,9 +74,10 @@ const (
 )
 
 type plane struct {
-	client *controlplanetest.Client
-	base   string
-	hc     *http.Client
+	client  *controlplanetest.Client
+	base    string
+	metrics string
+	hc      *http.Client
 }
 
 func run(t *benchenv.T, o options) error {
@@ -122,9 +126,20 @@ func run(t *benchenv.T, o options) error {
 		return err
 	}
 	stopProfile := startProfile("")
+	if tracePath != "" {
+		f, err := os.Create(tracePath)
+		if err != nil {
+			return err
+		}
+		trace.Start(f)
+		defer f.Close()
+	}
 	start := time.Now()
 	sensors, lat, err := p.enrolAll(codes, o.enrolConcurrent)
 	stopProfile()
+	if tracePath != "" {
+		trace.Stop()
+	}
 	if err != nil {
 		return err
 	}
@@ -184,7 +199,7 @@ func run(t *benchenv.T, o options) error {
 	return nil
 }
 
-var profilePath string
+var profilePath, tracePath string
 
 func startProfile(suffix string) func() {
 	if profilePath == "" {
@@ -215,7 +230,7 @@ func startPlane(t *benchenv.T, prov *provisionertest.Stack) (*plane, error) {
 	cfg.Provisioner.TimeoutSeconds, cfg.Provisioner.BreakerFailures, cfg.Provisioner.BreakerOpenSeconds = 30, 1000, 5
 	cp := controlplanetest.Start(t, cfg)
 	c := cp.NewClient()
-	return &plane{client: c, base: cp.Base, hc: c.HTTP}, nil
+	return &plane{client: c, base: cp.Base, metrics: cp.Metrics, hc: c.HTTP}, nil
 }
 
 func (p *plane) call(method, path string, body any, bearer string, want int, into any) error {
@@ -385,7 +400,7 @@ func (p *plane) latency(s *sensor, runs int) ([]time.Duration, error) {
 }
 
 func (p *plane) appliedStatus() (int64, error) {
-	resp, err := p.hc.Get(p.base + "/metrics")
+	resp, err := p.hc.Get(p.metrics + "/metrics")
 	if err != nil {
 		return 0, err
 	}

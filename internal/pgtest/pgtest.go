@@ -227,3 +227,15 @@ func freePort() (int, error) { return loopback.FreePort() }
 // Use points DSN at an administrative connection, for programs that start a
 // cluster themselves (load drivers) instead of going through Main.
 func Use(adminConnString string) { adminDSN = adminConnString }
+
+// PID returns the cluster's postmaster process id (0 when it is not
+// running), for load drivers that account the CPU PostgreSQL spends.
+func (c *Cluster) PID() int {
+	data, err := os.ReadFile(filepath.Join(c.data(), "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(line))
+	return pid
+}

@@ -7,6 +7,7 @@ package provisionertest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -63,6 +64,9 @@ type Options struct {
 	// OPERATOR_SEED_PATH, which serve signs with, and put the identity
 	// seed at Stack.IdentitySeedPath.
 	SigningKey bool
+	// ConsumerAckWait is CONSUMER_ACK_WAIT (0: 5s, short for tests that
+	// wait for redeliveries).
+	ConsumerAckWait time.Duration
 	// PGDSN is the database to use instead of a fresh one of the shared
 	// pgtest cluster: a database of a cluster of the test's own, which it
 	// may stop (pgtest.Start, Halt, Resume).
@@ -127,7 +131,7 @@ func Start(t pgtest.TB, opts Options) *Stack {
 		CommandStreamMaxAge:        time.Hour,
 		CommandStreamRetention:     opts.CommandStreamRetention,
 		CommandStreamMaxConsumers:  opts.CommandStreamMaxConsumers,
-		ConsumerAckWait:            5 * time.Second,
+		ConsumerAckWait:            cmp.Or(opts.ConsumerAckWait, 5*time.Second),
 		ResolverCacheTTL:           time.Second,
 		ResolverSnapshotPath:       filepath.Join(dir, "state", "resolver-snapshot.json"),
 		ResolverSnapshotInterval:   time.Second,

@@ -1,0 +1,717 @@
+// Command fleet-bench measures RXC at fleet scale next to what bare
+// nats-server does on the same machine in the same run:
+//
+//   - enrolment (CSR → certificate, sensor token and NATS credentials, the
+//     provisioner creating the sensor's user and durable consumer) against
+//     a bare nats-server creating the same durable consumers, alternating in
+//     chunks so the machine's load hits both alike;
+//   - one start command to every sensor, first API call to last ack,
+//     against a bare nats-server publishing one message per sensor to the
+//     same number of consumers on as many connections, for each command
+//     stream retention (workqueue, interest, limits);
+//   - the control plane's resident memory with every sensor connected the
+//     way the agent connects to it: a mutual-TLS gRPC connection with a
+//     health check and an open event stream (the sensors' NATS connections
+//     end at nats-server, not at the control plane), the control plane
+//     running as a process of its own.
+//
+// Every part but that control plane runs in this process (the nats-servers
+// as external processes when RXC_NATS_SERVER_BIN names a binary), all on
+// loopback, with a throwaway PostgreSQL cluster.
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxc-project/rxc/adapters/sensorclient"
+	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/bench/benchenv"
+	"github.com/rxc-project/rxc/internal/controlplanetest"
+	"github.com/rxc-project/rxc/internal/natstest"
+	"github.com/rxc-project/rxc/internal/pgtest"
+	"github.com/rxc-project/rxc/internal/provisionertest"
+	sensorpb "github.com/rxc-project/rxc/proto"
+)
+
+type options struct {
+	sensors    int
+	chunks     int
+	enrolConc  int
+	bareConc   int
+	fanoutConc int
+	retentions []string
+	rss        bool
+	out        string
+	cpuProfile string
+}
+
+func main() {
+	var o options
+	var retentions, child string
+	flag.IntVar(&o.sensors, "sensors", 10000, "sensors per retention (each enrolled, commanded and, for the memory figure, connected)")
+	flag.IntVar(&o.chunks, "chunks", 4, "enrolment alternates with bare consumer creation in this many chunks")
+	flag.IntVar(&o.enrolConc, "enrol-concurrency", 64, "enrolments in flight at once")
+	flag.IntVar(&o.bareConc, "bare-concurrency", 16, "bare consumer creations in flight at once")
+	flag.IntVar(&o.fanoutConc, "command-concurrency", 64, "start commands in flight at once through the API")
+	flag.StringVar(&retentions, "retentions", "workqueue,interest,limits", "command stream retentions to measure, in order")
+	flag.BoolVar(&o.rss, "rss", true, "measure the control plane's memory with every sensor connected (after the last retention)")
+	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the first enrolment chunk to this file")
+	flag.StringVar(&child, "serve-controlplane", "", "internal: run a control plane from this JSON configuration file")
+	flag.Parse()
+	if child != "" {
+		os.Exit(serveChild(child))
+	}
+	o.retentions = strings.Split(retentions, ",")
+	t := &benchenv.T{}
+	defer t.Close()
+	if err := run(t, o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// result is one retention's figures.
+type result struct {
+	retention                 string
+	redeem                    time.Duration
+	enrol, bare               time.Duration
+	enrolCPU, bareCPU         time.Duration
+	enrolPGCPU                time.Duration
+	fanout, fanoutAPI         time.Duration
+	bareFanout                time.Duration
+	rssBase, rssFleet, rssMax int64
+	connect                   time.Duration
+}
+
+func run(t *benchenv.T, o options) error {
+	if err := checkDescriptors(o.sensors); err != nil {
+		return err
+	}
+	pg, err := pgtest.Start()
+	if err != nil {
+		return err
+	}
+	t.Cleanup(func() { pg.Stop() })
+	pgtest.Use(pg.DSN("postgres"))
+	roots := []int{os.Getpid(), pg.PID()}
+	natsKind := server.VERSION + " in-process"
+	if natstest.External() {
+		natsKind = "external binary ($RXC_NATS_SERVER_BIN)"
+	}
+	started := time.Now()
+	var results []result
+	for i, r := range o.retentions {
+		fmt.Printf("== retention %s, %d sensors\n", r, o.sensors)
+		res, err := measure(o, r, roots, o.rss && i == len(o.retentions)-1)
+		if err != nil {
+			return fmt.Errorf("retention %s: %w", r, err)
+		}
+		results = append(results, res)
+	}
+	body := report(o, results, natsKind, time.Since(started))
+	fmt.Println()
+	fmt.Print(body)
+	if o.out != "" {
+		return benchenv.AppendResults(o.out, "Fleet scale", body)
+	}
+	return nil
+}
+
+// checkDescriptors refuses a fleet the process cannot hold: every sensor's
+// NATS connection costs a descriptor here, and a second one when the
+// nats-server runs in this process.
+func checkDescriptors(n int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return nil
+	}
+	per := uint64(2)
+	if natstest.External() {
+		per = 1
+	}
+	if need := per*uint64(n) + 2000; lim.Cur < need {
+		return fmt.Errorf("%d sensors need about %d file descriptors here, the limit is %d: set RXC_NATS_SERVER_BIN to a nats-server binary (one descriptor a sensor) or lower -sensors", n, need, lim.Cur)
+	}
+	return nil
+}
+
+func report(o options, rs []result, natsKind string, took time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "`go run ./bench/fleet -sensors %d` (%s in all). One tenant of %d sensors per retention; PostgreSQL 15 throwaway cluster (fsync off), provisioner and control plane in the driver process, nats-server %s; the bare nats-server is the same kind, same disk, no operator mode and no PostgreSQL, with the provisioner's stream and consumer settings. Enrolment alternates with bare consumer creation in %d chunks; CPU is what every process of the run (driver, nats-servers, PostgreSQL) used in that phase, so it does not depend on what else ran on the machine.\n\n",
+		o.sensors, took.Round(time.Second), o.sensors, natsKind, o.chunks)
+	fmt.Fprintf(&b, "| retention | enrolment (%d at once) | bare consumer creation (%d at once) | enrolment / bare | CPU per enrolment (PostgreSQL's share) / per bare consumer | start command to every sensor, first API call → last ack | bare: publish → last ack | product / bare | redeem (not in enrolment) |\n|---|---|---|---|---|---|---|---|---|\n", o.enrolConc, o.bareConc)
+	for _, r := range rs {
+		n := float64(o.sensors)
+		fmt.Fprintf(&b, "| %s | %.0f/s | %.0f/s | **%.2f** | %.2f ms (%.2f ms) / %.2f ms | %s (API accepted all in %s) | %s | **%.2f×** | %.0f/s |\n",
+			r.retention, n/r.enrol.Seconds(), n/r.bare.Seconds(), r.bare.Seconds()/r.enrol.Seconds(),
+			ms(r.enrolCPU)/n, ms(r.enrolPGCPU)/n, ms(r.bareCPU)/n,
+			r.fanout.Round(10*time.Millisecond), r.fanoutAPI.Round(10*time.Millisecond), r.bareFanout.Round(10*time.Millisecond),
+			r.fanout.Seconds()/r.bareFanout.Seconds(), n/r.redeem.Seconds())
+	}
+	for _, r := range rs {
+		if r.rssFleet == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\nControl plane memory (a second replica as its own process, %s retention): %d sensors each with a mutual-TLS gRPC connection, a health check and an open event stream, connected in %s.\n\n", r.retention, o.sensors, r.connect.Round(time.Millisecond))
+		fmt.Fprintf(&b, "| measurement | result | goal |\n|---|---|---|\n")
+		fmt.Fprintf(&b, "| RSS before sensors connect | %.0f MiB | |\n", mib(r.rssBase))
+		fmt.Fprintf(&b, "| RSS with %d sensors connected | **%.0f MiB** (%.1f KiB a sensor) | < 200 MB |\n", o.sensors, mib(r.rssFleet), float64(r.rssFleet-r.rssBase)/1024/float64(o.sensors))
+		fmt.Fprintf(&b, "| peak RSS (VmHWM) | %.0f MiB | |\n", mib(r.rssMax))
+	}
+	return b.String()
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// stack is one retention's system: provisioner, nats-server, control plane
+// and a bare nats-server beside them.
+type stack struct {
+	t     *benchenv.T
+	prov  *provisionertest.Stack
+	plane *controlplanetest.Plane
+	api   *controlplanetest.Client
+	bare  *natstest.Server
+	bjs   jetstream.JetStream
+}
+
+const ackWait = 30 * time.Second // CONSUMER_ACK_WAIT's default
+
+func measure(o options, retention string, roots []int, rss bool) (result, error) {
+	res := result{retention: retention}
+	t := &benchenv.T{}
+	defer t.Close()
+	s, err := startStack(t, retention, o.sensors)
+	if err != nil {
+		return res, err
+	}
+	fmt.Printf("claim codes and redemptions for %d sensors…\n", o.sensors)
+	sensors, err := s.redeemAll(o.sensors, &res)
+	if err != nil {
+		return res, err
+	}
+	per := (o.sensors + o.chunks - 1) / o.chunks
+	for c := 0; c*per < o.sensors; c++ {
+		lo, hi := c*per, min((c+1)*per, o.sensors)
+		fmt.Printf("chunk %d: bare consumers %d–%d, then enrolments %d–%d…\n", c+1, lo, hi-1, lo, hi-1)
+		cpu0, t0 := benchenv.TreeCPU(roots...), time.Now()
+		if err := s.bareConsumers(lo, hi, o.bareConc); err != nil {
+			return res, err
+		}
+		res.bare += time.Since(t0)
+		res.bareCPU += benchenv.TreeCPU(roots...) - cpu0
+		stop := func() {}
+		if c == 0 && o.cpuProfile != "" {
+			stop = profile(o.cpuProfile)
+		}
+		cpu0, pg0, t0 := benchenv.TreeCPU(roots...), benchenv.TreeCPU(roots[1]), time.Now()
+		err := s.enrol(sensors[lo:hi], o.enrolConc)
+		stop()
+		res.enrolPGCPU += benchenv.TreeCPU(roots[1]) - pg0
+		if err != nil {
+			return res, err
+		}
+		res.enrol += time.Since(t0)
+		res.enrolCPU += benchenv.TreeCPU(roots...) - cpu0
+	}
+	fmt.Printf("start command to %d sensors…\n", o.sensors)
+	if res.fanout, res.fanoutAPI, err = s.fanout(sensors, o.fanoutConc); err != nil {
+		return res, err
+	}
+	fmt.Printf("bare: one message to each of %d consumers…\n", o.sensors)
+	if res.bareFanout, err = s.bareFanout(o.sensors); err != nil {
+		return res, err
+	}
+	fmt.Printf("  enrolment %s (bare %s), fan-out %s (bare %s)\n", res.enrol.Round(time.Millisecond), res.bare.Round(time.Millisecond), res.fanout.Round(time.Millisecond), res.bareFanout.Round(time.Millisecond))
+	if rss {
+		fmt.Printf("control plane memory with %d sensors connected…\n", o.sensors)
+		if err := s.memory(sensors, &res); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func startStack(t *benchenv.T, retention string, n int) (*stack, error) {
+	prov := provisionertest.Start(t, provisionertest.Options{LogLevel: "error", CommandStreamRetention: retention, ConsumerAckWait: ackWait})
+	cfg := controlplanetest.Config(t, prov)
+	cfg.SensorOfflineAfter, cfg.ShutdownTimeout, cfg.LogLevel = time.Hour, 10*time.Second, "error"
+	// One address plays every sensor here: lift the per-address redeem limit.
+	cfg.RedeemPerMinute, cfg.RedeemBurst = 1_000_000, 1_000_000
+	cfg.Provisioner.TimeoutSeconds, cfg.Provisioner.BreakerFailures, cfg.Provisioner.BreakerOpenSeconds = 30, 1000, 5
+	plane := controlplanetest.Start(t, cfg)
+	s := &stack{t: t, prov: prov, plane: plane, api: plane.NewClient()}
+	if err := s.api.Call("POST", "/api/auth/login", map[string]string{"email": controlplanetest.OperatorEmail, "password": controlplanetest.OperatorPassword}, "", 204, nil); err != nil {
+		return nil, err
+	}
+	if err := s.api.Call("POST", "/api/tenants", map[string]string{"id": "fleet", "name": "Fleet"}, "", 201, nil); err != nil {
+		return nil, err
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		var tn struct{ NatsStatus string }
+		if err := s.api.Call("GET", "/api/tenants/fleet", nil, "", 200, &tn); err != nil {
+			return nil, err
+		}
+		if tn.NatsStatus == "provisioned" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("tenant not provisioned within 60s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.bare = natstest.Start(t, natstest.Options{Dir: t.TempDir(), Name: "bare"})
+	nc, err := nats.Connect(s.bare.URL())
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(nc.Close)
+	if s.bjs, err = jetstream.New(nc); err != nil {
+		return nil, err
+	}
+	// The stream natsops makes, as provisionertest configures it.
+	scfg := jetstream.StreamConfig{
+		Name: "BARE", Subjects: []string{"bare.*.*.cmd"}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage,
+		MaxAge: time.Hour, Duplicates: 2 * time.Minute, MaxConsumers: n + 100,
+	}
+	switch retention {
+	case "limits":
+		scfg.Retention, scfg.MaxMsgsPerSubject = jetstream.LimitsPolicy, 64
+	case "interest":
+		scfg.Retention = jetstream.InterestPolicy
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = s.bjs.CreateStream(ctx, scfg)
+	return s, err
+}
+
+type sensor struct {
+	id, token                string
+	key                      *ecdsa.PrivateKey
+	csr                      string
+	certDER                  []byte
+	creds, inbox, statusSubj string
+	stream, consumer         string
+}
+
+func (s *stack) redeemAll(n int, res *result) ([]*sensor, error) {
+	codes := make([]string, n)
+	err := benchenv.Parallel(context.Background(), n, 32, func(i int) error {
+		var c struct{ Code string }
+		if err := s.api.Call("POST", "/api/tenants/fleet/claim-codes", map[string]any{"ttlSeconds": 7200}, "", 201, &c); err != nil {
+			return err
+		}
+		codes[i] = c.Code
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*sensor, n)
+	t0 := time.Now()
+	err = benchenv.Parallel(context.Background(), n, 64, func(i int) error {
+		var red struct{ SensorID, EnrollmentToken string }
+		if err := s.api.Call("POST", "/api/sensors/claim/redeem", map[string]string{"claimCode": codes[i]}, "", 201, &red); err != nil {
+			return err
+		}
+		out[i] = &sensor{id: red.SensorID, token: red.EnrollmentToken}
+		return nil
+	})
+	res.redeem = time.Since(t0)
+	if err != nil {
+		return nil, err
+	}
+	// Each sensor makes its key and CSR before it enrols, on its own
+	// machine: not part of what the enrolment measures.
+	err = benchenv.Parallel(context.Background(), n, 4, func(i int) error {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return err
+		}
+		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+		if err != nil {
+			return err
+		}
+		out[i].key, out[i].csr = key, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+		return nil
+	})
+	return out, err
+}
+
+func (s *stack) enrol(sensors []*sensor, conc int) error {
+	return benchenv.Parallel(context.Background(), len(sensors), conc, func(i int) error {
+		sn := sensors[i]
+		var enr struct {
+			Certificate string
+			NATS        struct{ Creds, InboxPrefix, Stream, Consumer, StatusSubject string }
+		}
+		if err := s.api.Call("POST", "/api/sensors/"+sn.id+"/agent/enroll", map[string]string{"csr": sn.csr}, sn.token, 201, &enr); err != nil {
+			return err
+		}
+		block, _ := pem.Decode([]byte(enr.Certificate))
+		if block == nil {
+			return fmt.Errorf("sensor %s: enrolment returned no certificate", sn.id)
+		}
+		sn.certDER = block.Bytes
+		sn.creds, sn.inbox, sn.statusSubj = enr.NATS.Creds, enr.NATS.InboxPrefix, enr.NATS.StatusSubject
+		sn.stream, sn.consumer = enr.NATS.Stream, enr.NATS.Consumer
+		return nil
+	})
+}
+
+func bareName(i int) string    { return fmt.Sprintf("cmd-fleet-s-%06d", i) }
+func bareSubject(i int) string { return fmt.Sprintf("bare.fleet.s-%06d.cmd", i) }
+
+// bareConsumers creates consumers lo…hi-1 with the settings natsops gives
+// a sensor's consumer.
+func (s *stack) bareConsumers(lo, hi, conc int) error {
+	return benchenv.Parallel(context.Background(), hi-lo, conc, func(i int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := s.bjs.CreateConsumer(ctx, "BARE", jetstream.ConsumerConfig{
+			Durable: bareName(lo + i), FilterSubject: bareSubject(lo + i),
+			DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: ackWait, MaxDeliver: 10, MaxAckPending: 16,
+		})
+		return err
+	})
+}
+
+// waiter is one connection pulling one command and acking it.
+type waiter struct {
+	nc   *nats.Conn
+	cons jetstream.Consumer
+}
+
+// await has every waiter pull its next message and ack it; it returns when
+// all acked (the time of the last ack after start) or one failed.
+func await(ws []waiter, start *atomic.Int64) (func() (time.Duration, error), error) {
+	var lastAck atomic.Int64
+	errc := make(chan error, len(ws))
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Go(func() {
+			msg, err := w.cons.Next(jetstream.FetchMaxWait(5 * time.Minute))
+			if err == nil {
+				err = msg.DoubleAck(context.Background())
+			}
+			if err != nil {
+				errc <- err
+				return
+			}
+			at := time.Now().UnixNano()
+			for {
+				old := lastAck.Load()
+				if at <= old || lastAck.CompareAndSwap(old, at) {
+					break
+				}
+			}
+		})
+	}
+	return func() (time.Duration, error) {
+		wg.Wait()
+		close(errc)
+		if err := <-errc; err != nil {
+			return 0, err
+		}
+		return time.Duration(lastAck.Load() - start.Load()), nil
+	}, nil
+}
+
+func closeAll(ws []waiter) {
+	for _, w := range ws {
+		if w.nc != nil {
+			w.nc.Close()
+		}
+	}
+}
+
+func (s *stack) fanout(sensors []*sensor, conc int) (time.Duration, time.Duration, error) {
+	ws := make([]waiter, len(sensors))
+	defer closeAll(ws)
+	err := benchenv.Parallel(context.Background(), len(sensors), 32, func(i int) error {
+		sn := sensors[i]
+		tok, err := jwt.ParseDecoratedJWT([]byte(sn.creds))
+		if err != nil {
+			return err
+		}
+		kp, err := jwt.ParseDecoratedNKey([]byte(sn.creds))
+		if err != nil {
+			return err
+		}
+		seed, _ := kp.Seed()
+		nc, err := nats.Connect(s.prov.NATSURL, nats.UserJWTAndSeed(tok, string(seed)), nats.CustomInboxPrefix(sn.inbox))
+		if err != nil {
+			return err
+		}
+		ws[i].nc = nc
+		js, err := jetstream.NewWithAPIPrefix(nc, "ctrl.API")
+		if err != nil {
+			return err
+		}
+		ws[i].cons, err = lookup(js, sn.stream, sn.consumer)
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	var start atomic.Int64
+	start.Store(time.Now().UnixNano())
+	wait, err := await(ws, &start)
+	if err != nil {
+		return 0, 0, err
+	}
+	err = benchenv.Parallel(context.Background(), len(sensors), conc, func(i int) error {
+		return s.api.Call("POST", "/api/sensors/"+sensors[i].id+"/commands", map[string]string{"action": "start"}, "", 202, nil)
+	})
+	accepted := time.Since(time.Unix(0, start.Load()))
+	if err != nil {
+		return 0, 0, err
+	}
+	all, err := wait()
+	return all, accepted, err
+}
+
+// lookup finds a consumer the way an agent does, retrying while the
+// server is too busy to answer (an agent retries forever).
+func lookup(js jetstream.JetStream, stream, name string) (jetstream.Consumer, error) {
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cons, err := js.Consumer(ctx, stream, name)
+		cancel()
+		if err == nil || attempt == 10 || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return cons, err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func (s *stack) bareFanout(n int) (time.Duration, error) {
+	ws := make([]waiter, n)
+	defer closeAll(ws)
+	err := benchenv.Parallel(context.Background(), n, 32, func(i int) error {
+		nc, err := nats.Connect(s.bare.URL())
+		if err != nil {
+			return err
+		}
+		ws[i].nc = nc
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		ws[i].cons, err = lookup(js, "BARE", bareName(i))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	pub, err := nats.Connect(s.bare.URL())
+	if err != nil {
+		return 0, err
+	}
+	defer pub.Close()
+	pjs, err := jetstream.New(pub, jetstream.WithPublishAsyncMaxPending(256))
+	if err != nil {
+		return 0, err
+	}
+	var start atomic.Int64
+	start.Store(time.Now().UnixNano())
+	wait, err := await(ws, &start)
+	if err != nil {
+		return 0, err
+	}
+	for i := range n {
+		if _, err := pjs.PublishAsync(bareSubject(i), []byte(`{"action":"start"}`), jetstream.WithMsgID(fmt.Sprintf("bare-%d", i)), jetstream.WithStallWait(time.Minute)); err != nil {
+			return 0, err
+		}
+	}
+	select {
+	case <-pjs.PublishAsyncComplete():
+	case <-time.After(5 * time.Minute):
+		return 0, errors.New("bare publishes not acknowledged within 5 minutes")
+	}
+	return wait()
+}
+
+// memory starts a second control plane replica as a process of its own,
+// connects every sensor to it as the agent does (mutual-TLS gRPC, a health
+// check, an open event stream) and reads its resident memory.
+func (s *stack) memory(sensors []*sensor, res *result) error {
+	cfg := s.plane.Config
+	ports := make([]int, 3)
+	for i := range ports {
+		p, err := benchenv.FreePort()
+		if err != nil {
+			return err
+		}
+		ports[i] = p
+	}
+	cfg.ListenAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	cfg.GRPCListenAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])
+	cfg.PublicGRPCAddr = cfg.GRPCListenAddr
+	cfg.MetricsListenAddr = fmt.Sprintf("127.0.0.1:%d", ports[2])
+	cfg.LogLevel = cmp.Or(os.Getenv("RXC_BENCH_CHILD_LOG_LEVEL"), "warn")
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(s.t.TempDir(), "controlplane.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, "-serve-controlplane", path)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+		}
+	}()
+	base := "http://" + cfg.ListenAddr
+	if err := waitStatus(base+"/readyz", 204, 60*time.Second); err != nil {
+		return err
+	}
+	time.Sleep(2 * time.Second)
+	res.rssBase, _ = benchenv.RSS(cmd.Process.Pid)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clients := make([]*sensorclient.GRPC, len(sensors))
+	var streams sync.WaitGroup
+	defer func() {
+		cancel()
+		streams.Wait()
+		for _, g := range clients {
+			if g != nil {
+				g.Close()
+			}
+		}
+	}()
+	quiet := slog.New(slog.DiscardHandler)
+	t0 := time.Now()
+	err = benchenv.Parallel(ctx, len(sensors), 64, func(i int) error {
+		sn := sensors[i]
+		g, err := sensorclient.NewGRPC(sensorclient.GRPCConfig{
+			Address: cfg.GRPCListenAddr, CAPEM: s.plane.CAPEM,
+			Certificate: tls.Certificate{Certificate: [][]byte{sn.certDER}, PrivateKey: sn.key},
+			Logger:      quiet,
+		})
+		if err != nil {
+			return err
+		}
+		clients[i] = g
+		cctx, ccancel := context.WithTimeout(ctx, time.Minute)
+		defer ccancel()
+		if _, err := g.Check(cctx, sensorpb.SensorState_SENSOR_STATE_RUNNING, "fleet-bench"); err != nil {
+			return fmt.Errorf("sensor %s health check: %w", sn.id, err)
+		}
+		streams.Go(func() { _ = g.StreamEvents(ctx, make(chan *sensorpb.SensorEvent)) })
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	res.connect = time.Since(t0)
+	// Let the streams open and the control plane settle.
+	time.Sleep(5 * time.Second)
+	res.rssFleet, res.rssMax = benchenv.RSS(cmd.Process.Pid)
+	return nil
+}
+
+func profile(path string) func() {
+	f, err := os.Create(path)
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
+func waitStatus(url string, want int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not answer %d within %s", url, want, within)
+}
+
+// serveChild runs a control plane from a JSON ServeConfig until SIGTERM.
+func serveChild(path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var cfg app.ServeConfig
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	lvl := slog.LevelWarn
+	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	srv, err := app.NewServer(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "control plane:", err)
+		return 1
+	}
+	if err := srv.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "control plane:", err)
+		return 1
+	}
+	return 0
+}
