@@ -40,7 +40,8 @@ func TestNewRefuses(t *testing.T) {
 		{"duplicate window longer than max age", func(c *natsops.Config) { c.Stream.Duplicates = 2 * time.Hour }},
 		{"negative ack wait", func(c *natsops.Config) { c.ConsumerAckWait = -1 }},
 		{"negative request timeout", func(c *natsops.Config) { c.RequestTimeout = -1 }},
-		{"unknown retention", func(c *natsops.Config) { c.Stream.Retention = "interest" }},
+		{"unknown retention", func(c *natsops.Config) { c.Stream.Retention = "fifo" }},
+		{"negative crowded-stream threshold", func(c *natsops.Config) { c.Stream.WorkQueueWarnConsumers = -1 }},
 		{"negative per-sensor cap", func(c *natsops.Config) { c.Stream.MaxMsgsPerSubject = -1 }},
 		{"unlimited consumers (2.15 reads -1 as its default of 1,000)", func(c *natsops.Config) { c.Stream.MaxConsumers = -1 }},
 	}
