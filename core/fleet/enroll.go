@@ -285,7 +285,10 @@ func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPE
 	case lost != nil && !proof.SignedAt.UTC().Truncate(time.Microsecond).After(lost.ProvenSignedAt):
 		// A copy of a request already answered (the agent signs each
 		// attempt afresh): whoever saw the request must not get its answer.
-		return Renewal{}, fmt.Errorf("%w: signed at %s, not after the proof already answered", ErrInvalidProof, proof.SignedAt.UTC().Format(time.RFC3339Nano))
+		// A conflict, not a refusal of the sensor: an agent whose clock
+		// went back retries (agents take 401 and 403 for a revocation) and
+		// is answered once its clock passes the proof already answered.
+		return Renewal{}, fmt.Errorf("%w: the proof was signed at %s, not after the one already answered (a copy of that request, or the sensor's clock went back); sign it again later", ErrConflict, proof.SignedAt.UTC().Format(time.RFC3339Nano))
 	case lost == nil && id.Serial != sensor.Certificate.Serial:
 		return Renewal{}, fmt.Errorf("%w: the certificate is not the sensor's active one", ErrInvalidProof)
 	}

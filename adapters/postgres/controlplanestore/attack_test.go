@@ -159,7 +159,7 @@ func TestAttackRenewalReplayOfACapturedRequest(t *testing.T) {
 	if err == nil {
 		t.Fatal("BROKEN: a captured renewal request replayed after it was answered got a new certificate, a sensor token and the sensor's NATS credentials")
 	}
-	wantErr(t, err, fleet.ErrInvalidProof)
+	wantErr(t, err, fleet.ErrConflict)
 	if got := r.activeSerial(t, s.id); got != answered.Certificate.Serial {
 		t.Fatalf("the replay superseded the answered certificate (active %s)", got)
 	}
