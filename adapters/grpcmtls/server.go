@@ -23,6 +23,7 @@ import (
 
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/logkey"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
@@ -218,7 +219,7 @@ func (s *Server) Terminate(tenantID, sensorID string) {
 		l.cancel(errTerminated)
 	}
 	if len(live) > 0 {
-		s.log.Info("sensor streams terminated", "tenant", tenantID, "sensor", sensorID, "streams", len(live))
+		s.log.Info("sensor streams terminated", logkey.Tenant, tenantID, logkey.Sensor, sensorID, "streams", len(live))
 	}
 }
 
@@ -264,12 +265,12 @@ func (s *Server) recheckStream(ctx context.Context, l *liveStream) {
 	case err == nil:
 	case errors.Is(err, fleet.ErrRevoked), errors.Is(err, fleet.ErrNotFound):
 		l.cancel(errTerminated)
-		s.log.Info("sensor stream ended: sensor revoked", "tenant", l.id.TenantID, "sensor", l.id.SensorID)
+		s.log.Info("sensor stream ended: sensor revoked", logkey.Tenant, l.id.TenantID, logkey.Sensor, l.id.SensorID)
 	case errors.Is(err, fleet.ErrInvalidToken):
 		l.cancel(errSuperseded)
-		s.log.Info("sensor stream ended: certificate no longer active", "tenant", l.id.TenantID, "sensor", l.id.SensorID, "serial", l.id.Serial)
+		s.log.Info("sensor stream ended: certificate no longer active", logkey.Tenant, l.id.TenantID, logkey.Sensor, l.id.SensorID, "serial", l.id.Serial)
 	default:
-		s.log.Warn("stream re-check failed; kept until the next one", "tenant", l.id.TenantID, "sensor", l.id.SensorID, "error", err)
+		s.log.Warn("stream re-check failed; kept until the next one", logkey.Tenant, l.id.TenantID, logkey.Sensor, l.id.SensorID, logkey.Error, err)
 	}
 }
 

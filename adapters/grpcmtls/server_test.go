@@ -379,7 +379,7 @@ func TestDefaultSinkLogsEnvelopeOnly(t *testing.T) {
 		t.Fatalf("StreamEvents: %v", err)
 	}
 	logs := f.logs.String()
-	for _, want := range []string{`"msg":"sensor event"`, `"tenant":"acme"`, `"sensor":"s1"`, `"kind":"alert"`, `"event_id":"e1"`} {
+	for _, want := range []string{`"msg":"sensor event"`, `"tenant_id":"acme"`, `"sensor_id":"s1"`, `"kind":"alert"`, `"event_id":"e1"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("log lacks %s:\n%s", want, logs)
 		}

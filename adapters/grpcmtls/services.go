@@ -13,6 +13,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/eventpb"
 	"github.com/rxc-project/rxc/core/events"
+	"github.com/rxc-project/rxc/core/logkey"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
@@ -27,7 +28,7 @@ func (h healthService) Check(ctx context.Context, req *sensorpb.CheckRequest) (*
 		return nil, h.s.statusFor(errUnauthenticated).Err()
 	}
 	if err := h.s.beats.SensorSeen(ctx, id.TenantID, id.SensorID); err != nil {
-		h.s.log.Error("recording sensor heartbeat", "tenant", id.TenantID, "sensor", id.SensorID, "err", err)
+		h.s.log.Error("recording sensor heartbeat", logkey.Tenant, id.TenantID, logkey.Sensor, id.SensorID, logkey.Error, err)
 		return nil, h.s.statusFor(err).Err()
 	}
 	return &sensorpb.CheckResponse{
@@ -81,7 +82,7 @@ func (e eventService) StreamEvents(stream sensorpb.SensorEventStreamService_Stre
 		select {
 		case <-ctx.Done():
 			cause := context.Cause(ctx)
-			e.s.log.Info("event stream ended by server", "tenant", id.TenantID, "sensor", id.SensorID, "accepted", accepted, "cause", cause)
+			e.s.log.Info("event stream ended by server", logkey.Tenant, id.TenantID, logkey.Sensor, id.SensorID, "accepted", accepted, "cause", cause)
 			return e.s.statusFor(cause).Err()
 		case r := <-in:
 			if errors.Is(r.err, io.EOF) {
@@ -91,11 +92,11 @@ func (e eventService) StreamEvents(stream sensorpb.SensorEventStreamService_Stre
 				return e.s.statusFor(r.err).Err()
 			}
 			if err := validate(r.ev); err != nil {
-				e.s.log.Info("event refused", "tenant", id.TenantID, "sensor", id.SensorID, "accepted", accepted, "err", err)
+				e.s.log.Info("event refused", logkey.Tenant, id.TenantID, logkey.Sensor, id.SensorID, "accepted", accepted, logkey.Error, err)
 				return e.s.statusFor(err).Err()
 			}
 			if err := e.s.events.AcceptEvent(ctx, id, r.ev); err != nil {
-				e.s.log.Error("storing event", "tenant", id.TenantID, "sensor", id.SensorID, "event_id", r.ev.GetEventId(), "err", err)
+				e.s.log.Error("storing event", logkey.Tenant, id.TenantID, logkey.Sensor, id.SensorID, "event_id", r.ev.GetEventId(), logkey.Error, err)
 				return e.s.statusFor(err).Err()
 			}
 			accepted++
@@ -126,7 +127,7 @@ func (e eventService) ingest(stream sensorpb.SensorEventStreamService_StreamEven
 			cause = err
 		}
 		st := e.s.statusFor(cause)
-		e.s.log.Info("event stream failed", "tenant", id.TenantID, "sensor", id.SensorID, "accepted", accepted, "code", st.Code().String(), "err", cause)
+		e.s.log.Info("event stream failed", logkey.Tenant, id.TenantID, logkey.Sensor, id.SensorID, "accepted", accepted, "code", st.Code().String(), logkey.Error, cause)
 		return st.Err()
 	}
 	for {
@@ -172,7 +173,7 @@ type LogSink struct {
 // AcceptEvent logs ev.
 func (l LogSink) AcceptEvent(ctx context.Context, from Identity, ev *sensorpb.SensorEvent) error {
 	l.Logger.DebugContext(ctx, "sensor event",
-		"tenant", from.TenantID, "sensor", from.SensorID,
+		logkey.Tenant, from.TenantID, logkey.Sensor, from.SensorID,
 		"event_id", ev.GetEventId(), "kind", ev.GetKind(), "raw_bytes", len(ev.GetRawJson()))
 	return nil
 }

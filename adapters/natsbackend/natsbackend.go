@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/rxc-project/rxc/core/backoff"
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // credsTimeout bounds one fetch of the credentials.
@@ -53,7 +54,7 @@ func Run(ctx context.Context, cfg Config, session Session) {
 		if err != nil {
 			wait := redial(cfg.ReconnectWait).Delay(failures)
 			failures++
-			cfg.Logger.Warn("nats connection failed; retrying", "attempt", failures, "wait", wait.String(), "error", err)
+			cfg.Logger.Warn("nats connection failed; retrying", "attempt", failures, "wait", wait.String(), logkey.Error, err)
 			backoff.Sleep(ctx, wait)
 			continue
 		}
@@ -89,7 +90,7 @@ func dial(ctx context.Context, cfg Config) (*nats.Conn, <-chan struct{}, error) 
 		nats.ReconnectWait(cfg.ReconnectWait),
 		nats.ClosedHandler(func(*nats.Conn) { close(closed) }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			cfg.Logger.Warn("nats disconnected", "error", err)
+			cfg.Logger.Warn("nats disconnected", logkey.Error, err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			cfg.Logger.Info("nats reconnected", "server", nc.ConnectedUrlRedacted())
@@ -99,7 +100,7 @@ func dial(ctx context.Context, cfg Config) (*nats.Conn, <-chan struct{}, error) 
 			if sub != nil {
 				subject = sub.Subject
 			}
-			cfg.Logger.Warn("nats asynchronous error", "subject", subject, "error", err)
+			cfg.Logger.Warn("nats asynchronous error", "subject", subject, logkey.Error, err)
 		}),
 	}
 	if cfg.DrainTimeout > 0 {

@@ -27,6 +27,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/natsbackend"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/topology"
 )
 
@@ -188,7 +189,7 @@ func (c *Client) run(ctx context.Context) {
 func (c *Client) session(ctx context.Context, nc *nats.Conn, closed <-chan struct{}) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxAsyncPending), jetstream.WithPublishAsyncTimeout(c.cfg.AckTimeout))
 	if err != nil {
-		c.log.Error("jetstream context", "error", err)
+		c.log.Error("jetstream context", logkey.Error, err)
 		nc.Close()
 		return
 	}
@@ -202,7 +203,7 @@ func (c *Client) session(ctx context.Context, nc *nats.Conn, closed <-chan struc
 	}()
 	select {
 	case <-closed:
-		c.log.Warn("nats connection closed; reconnecting with fresh credentials", "error", nc.LastError())
+		c.log.Warn("nats connection closed; reconnecting with fresh credentials", logkey.Error, nc.LastError())
 	case <-ctx.Done():
 		nc.Close()
 	}

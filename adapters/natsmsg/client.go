@@ -27,6 +27,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/natsbackend"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/topology"
 )
 
@@ -303,7 +304,7 @@ func (c *Client) run(ctx context.Context) {
 func (c *Client) serve(ctx, hctx context.Context, nc *nats.Conn, closed <-chan struct{}) {
 	js, err := jetstream.New(nc)
 	if err != nil {
-		c.log.Error("jetstream context", "error", err)
+		c.log.Error("jetstream context", logkey.Error, err)
 		nc.Close()
 		return
 	}
@@ -324,7 +325,7 @@ func (c *Client) serve(ctx, hctx context.Context, nc *nats.Conn, closed <-chan s
 		for _, h := range pending {
 			sub, err := nc.QueueSubscribe(topology.StatusWildcard, c.queue, c.deliver(hctx, h))
 			if err != nil {
-				c.log.Error("status subscription failed", "error", err)
+				c.log.Error("status subscription failed", logkey.Error, err)
 				continue
 			}
 			_ = sub.SetPendingLimits(pendingMsgs, pendingBytes)
@@ -332,7 +333,7 @@ func (c *Client) serve(ctx, hctx context.Context, nc *nats.Conn, closed <-chan s
 		installed += len(pending)
 		// The flush makes Ready mean the server knows the subscriptions.
 		if err := nc.FlushTimeout(c.drainTimeout); err != nil {
-			c.log.Warn("nats flush after subscribing", "error", err)
+			c.log.Warn("nats flush after subscribing", logkey.Error, err)
 			return
 		}
 		c.mu.Lock()
@@ -345,7 +346,7 @@ func (c *Client) serve(ctx, hctx context.Context, nc *nats.Conn, closed <-chan s
 		case <-c.wake:
 			install()
 		case <-closed:
-			c.log.Warn("nats connection closed; reconnecting with fresh credentials", "error", nc.LastError())
+			c.log.Warn("nats connection closed; reconnecting with fresh credentials", logkey.Error, nc.LastError())
 			return
 		case <-ctx.Done():
 			c.drain(nc, closed)

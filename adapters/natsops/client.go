@@ -25,6 +25,7 @@ import (
 
 	"github.com/rxc-project/rxc/core/backoff"
 	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/provisioning"
 )
 
@@ -409,10 +410,10 @@ func (c *Client) dial(ctx context.Context, r role, auth nats.Option, kick chan s
 		nats.ReconnectHandler(up),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			c.lost(r)
-			log.Warn("disconnected from NATS", "error", err)
+			log.Warn("disconnected from NATS", logkey.Error, err)
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			log.Warn("NATS error", "error", err)
+			log.Warn("NATS error", logkey.Error, err)
 		}),
 	}
 	for attempt := 0; ; attempt++ {
@@ -421,7 +422,7 @@ func (c *Client) dial(ctx context.Context, r role, auth nats.Option, kick chan s
 			c.keep(r, nc)
 			return
 		}
-		log.Error("cannot set up NATS connection", "error", err)
+		log.Error("cannot set up NATS connection", logkey.Error, err)
 		select {
 		case <-ctx.Done():
 			return
@@ -559,13 +560,13 @@ func (c *Client) ensureStreamOnConnect(ctx context.Context) {
 		return
 	}
 	if err := c.EnsureStream(ctx); err != nil {
-		c.log.Error("cannot ensure the command stream", "stream", c.cfg.Stream.Name, "error", err)
+		c.log.Error("cannot ensure the command stream", "stream", c.cfg.Stream.Name, logkey.Error, err)
 	}
 	if c.cfg.Events.Name == "" {
 		return
 	}
 	if err := c.EnsureEventStream(ctx); err != nil {
-		c.log.Error("cannot ensure the event stream", "stream", c.cfg.Events.Name, "error", err)
+		c.log.Error("cannot ensure the event stream", "stream", c.cfg.Events.Name, logkey.Error, err)
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/rxc-project/rxc/core/backoff"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // BreakerName is the circuit breaker's name in logs.
@@ -325,7 +326,7 @@ func (c *Client) call(ctx context.Context, op, path string, in, out any) error {
 			return final
 		}
 		c.log.LogAttrs(ctx, slog.LevelWarn, "provisioner call failed; retrying",
-			slog.String("op", op), slog.Int("attempt", attempt+1), slog.Duration("wait", wait), slog.String("error", ae.err.Error()))
+			slog.String("op", op), slog.Int("attempt", attempt+1), slog.Duration("wait", wait), slog.String(logkey.Error, ae.err.Error()))
 		t := time.NewTimer(wait)
 		select {
 		case <-callCtx.Done():

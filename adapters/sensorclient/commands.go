@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
+
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // Defaults of CommandsConfig.
@@ -193,7 +195,7 @@ func (c *Commands) connect() (*nats.Conn, error) {
 		nats.ReconnectHandler(func(*nats.Conn) { c.connected("reconnected") }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
-				c.log.Warn("nats disconnected", "err", err)
+				c.log.Warn("nats disconnected", logkey.Error, err)
 			}
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.asyncError(err) }),
@@ -223,7 +225,7 @@ func (c *Commands) asyncError(err error) {
 		c.refused = err
 		c.mu.Unlock()
 	}
-	c.log.Warn("nats error", "err", err)
+	c.log.Warn("nats error", logkey.Error, err)
 }
 
 // Run connects, then pulls and handles commands until ctx ends (nil) or the
@@ -269,7 +271,7 @@ func (c *Commands) retry(ctx context.Context, what string, err error, failures *
 		return
 	}
 	if *failures == 0 || *failures%10 == 0 {
-		c.log.Warn(what+" failed; retrying", "err", err, "attempt", *failures+1)
+		c.log.Warn(what+" failed; retrying", logkey.Error, err, "attempt", *failures+1)
 	}
 	c.cfg.Backoff.Wait(ctx, *failures)
 	*failures++
@@ -322,12 +324,12 @@ func (c *Commands) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	if err != nil {
 		// The payload is not logged: it is not ours to trust.
-		c.log.Warn("command skipped", "command_id", cmd.CommandID, "action", truncate(string(cmd.Action), 64), "err", err)
+		c.log.Warn("command skipped", logkey.Command, cmd.CommandID, "action", truncate(string(cmd.Action), 64), logkey.Error, err)
 		c.ack(ctx, msg, cmd.CommandID)
 		c.cfg.Skipped(ctx, cmd, err)
 		return
 	}
-	c.log.Info("command received", "command_id", cmd.CommandID, "action", string(cmd.Action), "issued_by", truncate(cmd.IssuedBy, 128))
+	c.log.Info("command received", logkey.Command, cmd.CommandID, "action", string(cmd.Action), "issued_by", truncate(cmd.IssuedBy, 128))
 	c.cfg.Handle(ctx, cmd)
 	c.ack(ctx, msg, cmd.CommandID)
 }
@@ -339,7 +341,7 @@ func (c *Commands) ack(ctx context.Context, msg jetstream.Msg, id string) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
 	defer cancel()
 	if err := msg.DoubleAck(actx); err != nil {
-		c.log.Warn("command ack failed; it will be redelivered", "command_id", id, "err", err)
+		c.log.Warn("command ack failed; it will be redelivered", logkey.Command, id, logkey.Error, err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/rxc-project/rxc/core/logkey"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
@@ -223,7 +224,7 @@ func (g *GRPC) StreamEvents(ctx context.Context, events <-chan *sensorpb.SensorE
 			// The server refused an event of the batch; resending the
 			// same batch would fail forever.
 			n := g.dropPending()
-			g.log.Error("event batch refused by the control plane; dropped", "events", n, "err", err)
+			g.log.Error("event batch refused by the control plane; dropped", "events", n, logkey.Error, err)
 			continue
 		}
 		if _, now := g.current(); now != gen {
@@ -233,7 +234,7 @@ func (g *GRPC) StreamEvents(ctx context.Context, events <-chan *sensorpb.SensorE
 			return nil
 		}
 		if failures == 0 || failures%10 == 0 {
-			g.log.Warn("event stream failed; reopening", "err", err, "attempt", failures+1, "unconfirmed", g.pendingLen())
+			g.log.Warn("event stream failed; reopening", logkey.Error, err, "attempt", failures+1, "unconfirmed", g.pendingLen())
 		}
 		g.cfg.Backoff.Wait(ctx, failures)
 		failures++

@@ -24,6 +24,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/atomicfile"
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // InitOptions describe the CA and server certificate Init creates.
@@ -332,7 +333,7 @@ func (ca *CA) current() *caState {
 	next, err := loadState(ca.cfg)
 	if err != nil {
 		ca.failed = now
-		ca.cfg.Logger.Error("sensor CA files changed but do not load; still using the previous ones", "dir", filepath.Dir(ca.cfg.CACertPath), "err", err)
+		ca.cfg.Logger.Error("sensor CA files changed but do not load; still using the previous ones", "dir", filepath.Dir(ca.cfg.CACertPath), logkey.Error, err)
 		return st
 	}
 	ca.failed = stamp{}

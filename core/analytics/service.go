@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // Defaults of Config.
@@ -161,10 +163,10 @@ func (s *Service) checks(ctx context.Context) (reachable, events bool) {
 	}
 	wg.Wait()
 	if pingErr != nil {
-		s.log.Warn("model provider unreachable; chat reported disabled", "error", pingErr)
+		s.log.Warn("model provider unreachable; chat reported disabled", logkey.Error, pingErr)
 	}
 	if eventsErr != nil {
-		s.log.Warn("checking the events table", "error", eventsErr)
+		s.log.Warn("checking the events table", logkey.Error, eventsErr)
 	}
 	if ctx.Err() != nil {
 		// The caller went away: do not cache a verdict it caused.

@@ -15,6 +15,8 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // Outcomes.
@@ -98,10 +100,10 @@ func (s *Service) Record(ctx context.Context, e Entry) error {
 	}
 	s.log.InfoContext(ctx, "audit",
 		"action", e.Action, "outcome", e.Outcome, "status", e.Status, "actor", e.Actor, "actor_id", e.ActorID,
-		"actor_role", e.ActorRole, "token_id", e.TokenID, "source", e.Source, "tenant_id", e.TenantID,
+		"actor_role", e.ActorRole, "token_id", e.TokenID, "source", e.Source, logkey.Tenant, e.TenantID,
 		"target", e.Target, "detail", e.Detail)
 	if err := s.store.AppendAudit(ctx, e); err != nil {
-		s.log.ErrorContext(ctx, "audit record not stored", "action", e.Action, "error", err)
+		s.log.ErrorContext(ctx, "audit record not stored", "action", e.Action, logkey.Error, err)
 		return fmt.Errorf("audit: %w", err)
 	}
 	return nil

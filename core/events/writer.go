@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/core/backoff"
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // Source hands out batches of logged events to writers; several writers may
@@ -140,7 +141,7 @@ func (w *Writer) Run(ctx context.Context) {
 		}
 		if err != nil && ctx.Err() == nil {
 			w.failures.Add(1)
-			w.log.Warn("event batch failed; retrying", "err", err)
+			w.log.Warn("event batch failed; retrying", logkey.Error, err)
 			if f.err == nil {
 				backoff.Sleep(ctx, w.retry)
 			}
@@ -207,7 +208,7 @@ func (w *Writer) writeEach(ctx context.Context, evs []Event) (res WriteResult, r
 		case errors.Is(err, ErrInvalidEvent):
 			rejected++
 			w.rejected.Add(1)
-			w.log.Warn("event refused by the store; skipped", "tenant", evs[i].TenantID, "sensor", evs[i].SensorID, "event_id", evs[i].ID, "err", err)
+			w.log.Warn("event refused by the store; skipped", logkey.Tenant, evs[i].TenantID, logkey.Sensor, evs[i].SensorID, "event_id", evs[i].ID, logkey.Error, err)
 		case err != nil:
 			return res, rejected, err
 		}
@@ -221,7 +222,7 @@ func (w *Writer) handBack(ctx context.Context, b Batch) {
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := b.Nak(nctx); err != nil {
-		w.log.Warn("nak of an unwritten event batch", "err", err)
+		w.log.Warn("nak of an unwritten event batch", logkey.Error, err)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	wire "github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
 )
@@ -208,7 +209,7 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 		err = a.health.Ping(ctx)
 	}
 	if err != nil {
-		a.log.Warn("health check failed", "err", err)
+		a.log.Warn("health check failed", logkey.Error, err)
 		w.Header().Set("Retry-After", retryDatabase)
 		problem.Write(w, r, problem.New(http.StatusServiceUnavailable, problem.CodeDatabaseUnavailable, "Database unavailable", "PostgreSQL did not answer in time"))
 		return
@@ -234,7 +235,7 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 			defer cancel()
 			state := "ok"
 			if err := c.Fn(ctx); err != nil {
-				a.log.Warn("readiness check failed", "check", c.Name, "err", err)
+				a.log.Warn("readiness check failed", "check", c.Name, logkey.Error, err)
 				state = "unavailable"
 			}
 			mu.Lock()
@@ -341,7 +342,7 @@ func (a *API) createAccount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if created {
-		a.log.Info("tenant account created", "tenant", acct.TenantID, "account", acct.PubKey)
+		a.log.Info("tenant account created", logkey.Tenant, acct.TenantID, "account", acct.PubKey)
 	}
 	problem.WriteJSON(w, status(created), wire.AccountResponse{TenantID: acct.TenantID, Name: acct.Name, AccountPubKey: acct.PubKey, AccountJWT: acct.JWT})
 }
@@ -358,7 +359,7 @@ func (a *API) createUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if created {
-		a.log.Info("sensor user created", "tenant", req.TenantID, "sensor", req.SensorID, "user", su.User.PubKey)
+		a.log.Info("sensor user created", logkey.Tenant, req.TenantID, logkey.Sensor, req.SensorID, "user", su.User.PubKey)
 	}
 	s := su.Sensor
 	problem.WriteJSON(w, status(created), wire.UserResponse{
@@ -431,7 +432,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, provisioning.ErrNoAccount):
 		p = problem.New(http.StatusNotFound, problem.CodeTenantHasNoAccount, "Tenant has no account", "create the tenant's account with POST /accounts first")
 	case errors.Is(err, provisioning.ErrConsumerNameTaken):
-		a.log.Warn("consumer name taken by another tenant and sensor", "path", r.URL.Path, "err", err)
+		a.log.Warn("consumer name taken by another tenant and sensor", "path", r.URL.Path, logkey.Error, err)
 		p = problem.New(http.StatusConflict, problem.CodeConsumerNameTaken, "Consumer name taken",
 			"the durable consumer name cmd-<tenantId>-<sensorId> of this pair already belongs to another tenant and sensor (ids containing '-' can spell the same name); choose another sensor id")
 	case errors.Is(err, provisioning.ErrNotFound):
@@ -439,26 +440,26 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, provisioning.ErrConsumerLimit):
 		// Not retryable: the stream stays full until an operator raises
 		// COMMAND_STREAM_MAX_CONSUMERS (or the account's limit).
-		a.log.Error("command stream consumer limit reached", "path", r.URL.Path, "err", err)
+		a.log.Error("command stream consumer limit reached", "path", r.URL.Path, logkey.Error, err)
 		p = problem.New(http.StatusConflict, problem.CodeConsumerLimitReached, "Command stream full",
 			"the command stream holds its maximum of consumers; an operator must raise COMMAND_STREAM_MAX_CONSUMERS (the user is kept; a retry after that finishes)")
 	case a.dbDown(err), errors.Is(err, ErrStarting):
-		a.log.Warn("database unavailable", "path", r.URL.Path, "err", err)
+		a.log.Warn("database unavailable", "path", r.URL.Path, logkey.Error, err)
 		w.Header().Set("Retry-After", retryDatabase)
 		p = problem.New(http.StatusServiceUnavailable, problem.CodeDatabaseUnavailable, "Database unavailable",
 			"PostgreSQL did not answer; nothing was changed unless the answer to a retry says so, retry later")
 	case errors.Is(err, provisioning.ErrNATSUnavailable):
-		a.log.Warn("nats unavailable", "path", r.URL.Path, "err", err)
+		a.log.Warn("nats unavailable", "path", r.URL.Path, logkey.Error, err)
 		w.Header().Set("Retry-After", retryNATS)
 		p = problem.New(http.StatusServiceUnavailable, problem.CodeNATSUnavailable, "NATS unavailable", "the change is stored; retry the request to finish it")
 	case errors.Is(err, provisioning.ErrNoOperator):
 		p = problem.New(http.StatusServiceUnavailable, problem.CodeNoOperator, "Operator not initialised", "run provisioner init-operator")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		a.log.Warn("request cancelled or timed out", "path", r.URL.Path, "err", err)
+		a.log.Warn("request cancelled or timed out", "path", r.URL.Path, logkey.Error, err)
 		w.Header().Set("Retry-After", retryNATS)
 		p = problem.New(http.StatusServiceUnavailable, problem.CodeTimeout, "Timed out", "the request did not complete in time; retry")
 	default:
-		a.log.Error("request failed", "path", r.URL.Path, "err", err)
+		a.log.Error("request failed", "path", r.URL.Path, logkey.Error, err)
 		p = problem.New(http.StatusInternalServerError, problem.CodeInternal, "Internal error", "the request failed; see the provisioner's log")
 	}
 	problem.Write(w, r, p)

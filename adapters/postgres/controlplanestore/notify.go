@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rxc-project/rxc/core/backoff"
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // credentialsChannel is the PostgreSQL notification channel on which every
@@ -49,7 +50,7 @@ func (s *Store) ListenCredentialChanges(ctx context.Context, log *slog.Logger, c
 		}
 		wait := relisten.Delay(failures)
 		failures++
-		log.Warn("credential change listener lost its connection; re-listening", "error", err, "retry_in", wait.String())
+		log.Warn("credential change listener lost its connection; re-listening", logkey.Error, err, "retry_in", wait.String())
 		// While not listening, a revocation elsewhere is missed: re-check
 		// what is held now, and again once listening.
 		resync()

@@ -11,6 +11,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/playbooks"
 	"github.com/rxc-project/rxc/adapters/postgres/analyticsstore"
 	"github.com/rxc-project/rxc/core/analytics"
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // newAnalytics wires the analytics service from the ANALYTICS_CHAT_ group.
@@ -50,7 +51,7 @@ func newAnalytics(cfg ChatConfig, pool *pgxpool.Pool, ingestion bool, log *slog.
 	if cfg.PlaybooksDir != "" {
 		lib, err := playbooks.New(playbooks.Config{Dir: cfg.PlaybooksDir})
 		if err != nil {
-			log.Warn("playbooks folder unusable; playbooks stay off", "error", err)
+			log.Warn("playbooks folder unusable; playbooks stay off", logkey.Error, err)
 		} else {
 			ac.Playbooks = lib
 		}

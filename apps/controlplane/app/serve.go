@@ -25,6 +25,7 @@ import (
 	"github.com/rxc-project/rxc/apps/internal/buildinfo"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/operators"
 )
 
@@ -276,10 +277,10 @@ func (s *Server) Run(ctx context.Context) error {
 	sctx, scancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer scancel()
 	if herr := s.http.Shutdown(sctx); herr != nil {
-		s.log.Warn("http shutdown", "err", herr)
+		s.log.Warn("http shutdown", logkey.Error, herr)
 	}
 	if herr := s.metricsHTTP.Shutdown(sctx); herr != nil {
-		s.log.Warn("metrics http shutdown", "err", herr)
+		s.log.Warn("metrics http shutdown", logkey.Error, herr)
 	}
 	s.grpc.Shutdown(sctx)
 	return err
@@ -327,7 +328,7 @@ func (s *Server) reconcile(ctx context.Context) {
 	n, err := s.fleet.ReconcileTenants(ctx)
 	switch {
 	case err != nil && ctx.Err() == nil:
-		s.log.Warn("tenant reconcile", "provisioned", n, "err", err, "breaker", s.provisioner.BreakerState())
+		s.log.Warn("tenant reconcile", "provisioned", n, logkey.Error, err, "breaker", s.provisioner.BreakerState())
 	case n > 0:
 		s.log.Info("tenants provisioned", "count", n)
 	}
@@ -340,7 +341,7 @@ const commandReconcileEvery = 5 * time.Second
 
 func (s *Server) reconcileCommands(ctx context.Context) {
 	if n, err := s.fleet.ReconcileCommands(ctx); err != nil && ctx.Err() == nil {
-		s.log.Warn("command reconcile", "settled", n, "err", err)
+		s.log.Warn("command reconcile", "settled", n, logkey.Error, err)
 	} else if n > 0 {
 		s.log.Info("pending commands settled", "count", n)
 	}
@@ -348,7 +349,7 @@ func (s *Server) reconcileCommands(ctx context.Context) {
 
 func (s *Server) markOffline(ctx context.Context) {
 	if n, err := s.fleet.MarkSilentOffline(ctx, s.cfg.SensorOfflineAfter); err != nil && ctx.Err() == nil {
-		s.log.Warn("mark silent sensors offline", "err", err)
+		s.log.Warn("mark silent sensors offline", logkey.Error, err)
 	} else if n > 0 {
 		s.log.Info("sensors marked offline", "count", n, "silence", s.cfg.SensorOfflineAfter.String())
 	}
@@ -356,10 +357,10 @@ func (s *Server) markOffline(ctx context.Context) {
 
 func (s *Server) purgeSessions(ctx context.Context) {
 	if _, err := s.operators.PurgeExpiredSessions(ctx); err != nil && ctx.Err() == nil {
-		s.log.Warn("purge expired sessions", "err", err)
+		s.log.Warn("purge expired sessions", logkey.Error, err)
 	}
 	if _, err := s.operators.PurgeLoginFailures(ctx); err != nil && ctx.Err() == nil {
-		s.log.Warn("purge login failures", "err", err)
+		s.log.Warn("purge login failures", logkey.Error, err)
 	}
 }
 

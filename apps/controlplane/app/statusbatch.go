@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // statusBatcher sits between the NATS status subscription and the fleet
@@ -100,7 +101,7 @@ func (b *statusBatcher) applyBatch(ctx context.Context, batch []fleet.StatusMess
 		default:
 			b.rejected.Add(1)
 			// The payload is sensor-controlled text: only the subject is logged.
-			b.log.Debug("status ignored", "subject", batch[i].Subject, "err", err)
+			b.log.Debug("status ignored", "subject", batch[i].Subject, logkey.Error, err)
 		}
 	}
 }

@@ -21,6 +21,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // Load fills cfg (a pointer to a struct with envconfig tags) from the
@@ -214,7 +216,7 @@ func Connect(ctx context.Context, dsn string, wait time.Duration, log *slog.Logg
 		if attempt == 1 || time.Since(lastLog) >= 5*time.Second {
 			lastLog = time.Now()
 			log.Warn("postgres not reachable yet; retrying", "postgres", target, "attempt", attempt,
-				"gives_up_in", time.Until(deadline).Round(time.Second).String(), "error", err.Error())
+				"gives_up_in", time.Until(deadline).Round(time.Second).String(), logkey.Error, err.Error())
 		}
 		select {
 		case <-ctx.Done():

@@ -25,6 +25,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/apps/internal/buildinfo"
+	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
 )
@@ -144,7 +145,7 @@ func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (*Server,
 	var h http.Handler = starting
 	s.handler.Store(&h)
 	log.Warn("PostgreSQL does not answer: serving the account resolver from the snapshot until it does; other routes answer 503",
-		"snapshot", cfg.ResolverSnapshotPath, "accounts", s.last.Len(), "snapshot_written_at", s.last.LoadedFrom(), "err", err)
+		"snapshot", cfg.ResolverSnapshotPath, "accounts", s.last.Len(), "snapshot_written_at", s.last.LoadedFrom(), logkey.Error, err)
 	return s, nil
 }
 
@@ -380,7 +381,7 @@ func (s *Server) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := s.http.Shutdown(sctx); err != nil {
-		s.log.Warn("http shutdown", "err", err)
+		s.log.Warn("http shutdown", logkey.Error, err)
 	}
 	return nil
 }
@@ -391,7 +392,7 @@ func (s *Server) activate(ctx context.Context, bg *sync.WaitGroup) error {
 	s.handler.Store(&s.api)
 	s.nats.OnConnect(func(ctx context.Context) {
 		if n, err := s.svc.PushPending(ctx); err != nil {
-			s.log.Warn("push pending account JWTs", "pushed", n, "err", err)
+			s.log.Warn("push pending account JWTs", "pushed", n, logkey.Error, err)
 		} else if n > 0 {
 			s.log.Info("pushed pending account JWTs", "count", n)
 		}
@@ -426,9 +427,9 @@ func (s *Server) repairConsumers(ctx context.Context) {
 	s.consumersMissing.Store(int64(r.Missing - r.Repaired))
 	switch {
 	case err != nil:
-		s.log.Warn("repair missing consumers", "err", err)
+		s.log.Warn("repair missing consumers", logkey.Error, err)
 	case r.Err != nil:
-		s.log.Warn("repair missing consumers", "missing", r.Missing, "repaired", r.Repaired, "err", r.Err)
+		s.log.Warn("repair missing consumers", "missing", r.Missing, "repaired", r.Repaired, logkey.Error, r.Err)
 	case r.Missing > 0:
 		s.log.Info("repaired missing consumers", "count", r.Repaired)
 	}
@@ -442,7 +443,7 @@ func (s *Server) keepSnapshot(ctx context.Context) {
 	for {
 		if accts, err := s.store.ListAccounts(ctx); err != nil {
 			if ctx.Err() == nil {
-				s.log.Warn("refresh the resolver snapshot", "err", err)
+				s.log.Warn("refresh the resolver snapshot", logkey.Error, err)
 			}
 		} else {
 			for _, a := range accts {
@@ -468,7 +469,7 @@ func (s *Server) keepSnapshot(ctx context.Context) {
 			_, _ = s.nats.CheckConsumerLimit(ctx)
 		}
 		if err := s.last.Save(time.Now()); err != nil {
-			s.log.Error("write the resolver snapshot", "path", s.cfg.ResolverSnapshotPath, "err", err)
+			s.log.Error("write the resolver snapshot", "path", s.cfg.ResolverSnapshotPath, logkey.Error, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/sensorclient"
+	"github.com/rxc-project/rxc/core/logkey"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
@@ -117,9 +118,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.st = st
-	a.log = a.log.With("tenant_id", st.TenantID, "sensor_id", st.SensorID)
+	a.log = a.log.With(logkey.Tenant, st.TenantID, logkey.Sensor, st.SensorID)
 	if a.results, err = a.dir.LoadResults(); err != nil {
-		a.log.Warn("command results kept before the restart are unreadable; starting without them", "err", err)
+		a.log.Warn("command results kept before the restart are unreadable; starting without them", logkey.Error, err)
 	}
 	if err := a.ensureCertificate(ctx); err != nil {
 		return err
@@ -166,9 +167,9 @@ func (a *Agent) enrolled(ctx context.Context) (*sensorclient.State, error) {
 	switch {
 	case err == nil && st.RevokedAt == nil:
 		if a.cfg.ClaimCode != "" {
-			a.log.Info("state directory already holds an enrolled sensor; the claim code is not used", "sensor_id", st.SensorID)
+			a.log.Info("state directory already holds an enrolled sensor; the claim code is not used", logkey.Sensor, st.SensorID)
 		}
-		a.log.Info("resuming sensor from state", "sensor_id", st.SensorID, "tenant_id", st.TenantID, "state_dir", a.dir.Path())
+		a.log.Info("resuming sensor from state", logkey.Sensor, st.SensorID, logkey.Tenant, st.TenantID, "state_dir", a.dir.Path())
 		return st, nil
 	case err == nil && a.cfg.ClaimCode == "":
 		return nil, fmt.Errorf("sensor %s in %s was revoked: enrol again with a new claim code: %w", st.SensorID, a.dir.Path(), ErrRevoked)
@@ -179,7 +180,7 @@ func (a *Agent) enrolled(ctx context.Context) (*sensorclient.State, error) {
 	red, err := a.dir.LoadRedemption()
 	switch {
 	case err == nil && time.Now().Before(red.ExpiresAt):
-		a.log.Info("resuming an interrupted enrolment", "sensor_id", red.SensorID)
+		a.log.Info("resuming an interrupted enrolment", logkey.Sensor, red.SensorID)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	default:
@@ -198,7 +199,7 @@ func (a *Agent) enrolled(ctx context.Context) (*sensorclient.State, error) {
 		if err := a.dir.SaveRedemption(red); err != nil {
 			return nil, err
 		}
-		a.log.Info("claim code redeemed", "sensor_id", red.SensorID, "tenant_id", red.TenantID)
+		a.log.Info("claim code redeemed", logkey.Sensor, red.SensorID, logkey.Tenant, red.TenantID)
 	}
 
 	st, err = retry(ctx, a, "enrol", red.ExpiresAt, func(ctx context.Context) (*sensorclient.State, error) {
@@ -215,9 +216,9 @@ func (a *Agent) enrolled(ctx context.Context) (*sensorclient.State, error) {
 		return nil, err
 	}
 	if err := a.dir.ClearRedemption(); err != nil {
-		a.log.Warn("remove redemption file", "err", err)
+		a.log.Warn("remove redemption file", logkey.Error, err)
 	}
-	a.log.Info("sensor enrolled", "sensor_id", st.SensorID, "tenant_id", st.TenantID, "serial", st.Serial,
+	a.log.Info("sensor enrolled", logkey.Sensor, st.SensorID, logkey.Tenant, st.TenantID, "serial", st.Serial,
 		"not_after", st.NotAfter, "nats", st.NATS != nil, "grpc", st.GRPCAddress)
 	return st, nil
 }
@@ -231,7 +232,7 @@ func retry[T any](ctx context.Context, a *Agent, what string, until time.Time, f
 			return v, err
 		}
 		if attempt == 0 || attempt%10 == 0 {
-			a.log.Warn(what+" failed; retrying", "err", err, "attempt", attempt+1)
+			a.log.Warn(what+" failed; retrying", logkey.Error, err, "attempt", attempt+1)
 		}
 		pause := max(a.cfg.Backoff.Delay(attempt), sensorclient.RetryAfter(err))
 		if !sleep(ctx, pause) {
@@ -320,7 +321,7 @@ func (a *Agent) commandLoop(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		a.log.Warn("nats connection lost for good", "err", err)
+		a.log.Warn("nats connection lost for good", logkey.Error, err)
 		if errors.Is(err, sensorclient.ErrNATSRefused) {
 			if err := a.probe(ctx, err); err != nil {
 				return err
@@ -345,7 +346,7 @@ func (a *Agent) eventLoop(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		a.log.Warn("event stream refused", "err", err)
+		a.log.Warn("event stream refused", logkey.Error, err)
 		if err := a.probe(ctx, err); err != nil {
 			return err
 		}
@@ -408,7 +409,7 @@ func (a *Agent) renewLoop(ctx context.Context) error {
 		default:
 			// Not transient (retry gave up), e.g. a refused CSR: the
 			// current certificate still works, so keep trying slowly.
-			a.log.Error("certificate renewal failed; trying again later", "err", err, "not_after", a.current().NotAfter)
+			a.log.Error("certificate renewal failed; trying again later", logkey.Error, err, "not_after", a.current().NotAfter)
 			if !a.cfg.Backoff.Wait(ctx, longestPause) {
 				return nil
 			}
@@ -446,7 +447,7 @@ func (a *Agent) adopt(next *sensorclient.State) error {
 		return err
 	}
 	if err := a.dir.ClearRenewal(); err != nil {
-		a.log.Warn("remove the renewal journal", "err", err)
+		a.log.Warn("remove the renewal journal", logkey.Error, err)
 	}
 	a.mu.Lock()
 	a.st = next
@@ -494,7 +495,7 @@ func (a *Agent) probe(ctx context.Context, cause error) error {
 	case errors.Is(err, sensorclient.ErrUnauthorized):
 		return a.revoked(fmt.Errorf("%w (renewal: %w)", cause, err))
 	default:
-		a.log.Warn("could not ask the control plane whether the sensor is revoked; retrying later", "err", err)
+		a.log.Warn("could not ask the control plane whether the sensor is revoked; retrying later", logkey.Error, err)
 		return nil
 	}
 }
@@ -508,7 +509,7 @@ func (a *Agent) revoked(cause error) error {
 	now := time.Now().UTC()
 	st.RevokedAt = &now
 	if err := a.dir.Save(st); err != nil {
-		a.log.Warn("record revocation in state", "err", err)
+		a.log.Warn("record revocation in state", logkey.Error, err)
 	}
 	return fmt.Errorf("%w: %w", ErrRevoked, cause)
 }
@@ -518,7 +519,7 @@ func (a *Agent) revoked(cause error) error {
 // its result is reported again.
 func (a *Agent) apply(ctx context.Context, c sensorclient.Command) {
 	if a.known(c.CommandID) {
-		a.log.Info("command delivered again; not applied twice", "command_id", c.CommandID)
+		a.log.Info("command delivered again; not applied twice", logkey.Command, c.CommandID)
 		a.publish(ctx, c.CommandID)
 		return
 	}
@@ -564,7 +565,7 @@ func (a *Agent) remember(r sensorclient.CommandResult) {
 	kept := slices.Clone(a.results)
 	a.mu.Unlock()
 	if err := a.dir.SaveResults(kept); err != nil {
-		a.log.Warn("save command results", "err", err)
+		a.log.Warn("save command results", logkey.Error, err)
 	}
 }
 
@@ -587,7 +588,7 @@ func (a *Agent) setDesired(s sensorclient.ReportedState) {
 	a.st = st
 	a.mu.Unlock()
 	if err := a.dir.Save(st); err != nil {
-		a.log.Warn("save commanded state", "err", err)
+		a.log.Warn("save commanded state", logkey.Error, err)
 	}
 }
 
@@ -602,7 +603,7 @@ func (a *Agent) startRunner(ctx context.Context) {
 	}
 	a.mu.Unlock()
 	if err != nil {
-		a.log.Error("capture engine did not start", "err", err)
+		a.log.Error("capture engine did not start", logkey.Error, err)
 	}
 }
 
@@ -617,7 +618,7 @@ func (a *Agent) stopRunner(ctx context.Context) {
 	}
 	a.mu.Unlock()
 	if err != nil {
-		a.log.Error("capture engine did not stop", "err", err)
+		a.log.Error("capture engine did not stop", logkey.Error, err)
 	}
 }
 
@@ -671,10 +672,10 @@ func (a *Agent) report(ctx context.Context, s sensorclient.Status) {
 	pctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	if err := cmds.PublishStatus(pctx, s); err != nil {
-		a.log.Debug("status not published; reported again later", "state", string(s.State), "err", err)
+		a.log.Debug("status not published; reported again later", "state", string(s.State), logkey.Error, err)
 		return
 	}
-	a.log.Debug("status published", "state", string(s.State), "command_id", s.CommandID)
+	a.log.Debug("status published", "state", string(s.State), logkey.Command, s.CommandID)
 }
 
 // notify asks the status loop to publish at once.
@@ -707,11 +708,11 @@ func (a *Agent) check(ctx context.Context) error {
 		a.log.Info("control plane health check succeeds again")
 	case err == nil:
 	case errors.Is(err, sensorclient.ErrGRPCRefused):
-		a.log.Warn("health check refused", "err", err)
+		a.log.Warn("health check refused", logkey.Error, err)
 		return a.probe(ctx, err)
 	case ctx.Err() != nil:
 	case !wasDown:
-		a.log.Warn("health check failed", "err", err)
+		a.log.Warn("health check failed", logkey.Error, err)
 	}
 	return nil
 }
@@ -736,9 +737,9 @@ func (a *Agent) shutdown(cause error) {
 	}
 	switch {
 	case errors.Is(cause, ErrRevoked):
-		a.log.Error("sensor revoked: the control plane refuses its certificate and NATS credentials; the agent stops. Enrol it again with a new claim code.", "err", cause)
+		a.log.Error("sensor revoked: the control plane refuses its certificate and NATS credentials; the agent stops. Enrol it again with a new claim code.", logkey.Error, cause)
 	case cause != nil:
-		a.log.Error("sensor agent stopped", "err", cause)
+		a.log.Error("sensor agent stopped", logkey.Error, cause)
 	default:
 		a.log.Info("sensor agent stopped")
 	}

@@ -317,8 +317,8 @@ func TestAgentLifecycle(t *testing.T) {
 		"issuedAt": time.Now().Add(-time.Hour), "issuedBy": controlplanetest.OperatorEmail, "expiresAt": time.Now().Add(-50 * time.Minute)})
 	publishRaw(t, prov, id, expired)
 	waitUntil(t, 15*time.Second, "malformed and expired commands skipped", func() bool {
-		return a.log.has(0, "command skipped", map[string]string{"err": "malformed"}) &&
-			a.log.has(0, "command skipped", map[string]string{"err": "expired", "command_id": "expired-1"})
+		return a.log.has(0, "command skipped", map[string]string{"error": "malformed"}) &&
+			a.log.has(0, "command skipped", map[string]string{"error": "expired", "command_id": "expired-1"})
 	})
 	if v := p.sensor(id); v.State != "running" {
 		t.Fatalf("an expired stop command changed the state to %s", v.State)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/sensorclient"
 	"github.com/rxc-project/rxc/apps/internal/buildinfo"
+	"github.com/rxc-project/rxc/core/logkey"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
@@ -186,7 +187,7 @@ func run(ctx context.Context, f runFlags, log *slog.Logger) error {
 		NewRunner: func(sensorID string, events chan<- *sensorpb.SensorEvent) (Runner, error) {
 			return NewSimulated(SimulatedConfig{
 				SensorID: sensorID, EventsPerMinute: f.eventsPerMinute, Events: events, FailAfter: f.failAfter,
-				Logger: log.With("sensor_id", sensorID, "component", "runner"),
+				Logger: log.With(logkey.Sensor, sensorID, "component", "runner"),
 			})
 		},
 	}
@@ -205,7 +206,7 @@ func run(ctx context.Context, f runFlags, log *slog.Logger) error {
 	for i := 1; i <= f.count; i++ {
 		cfg := base
 		cfg.StateDir = filepath.Join(f.stateDir, fmt.Sprintf("sensor-%d", i))
-		cfg.Logger = log.With("sensor", i)
+		cfg.Logger = log.With(logkey.Sensor, i)
 		cfg.Hostname = fmt.Sprintf("%s-%d", f.hostname, i)
 		if i <= len(codes) {
 			cfg.ClaimCode = codes[i-1]
@@ -215,7 +216,7 @@ func run(ctx context.Context, f runFlags, log *slog.Logger) error {
 			defer wg.Done()
 			if err := runAgent(ctx, cfg); err != nil && ctx.Err() == nil {
 				// The other sensors go on; say now why this one stopped.
-				cfg.Logger.Error("sensor stopped", "err", err)
+				cfg.Logger.Error("sensor stopped", logkey.Error, err)
 				errs[i-1] = fmt.Errorf("sensor %d: %w", i, err)
 			}
 		}()
