@@ -32,3 +32,11 @@ go run ./bench/controlplane -fanout "$fanout"
 
 echo "== event pipeline load driver (one gRPC stream → JetStream → PostgreSQL)"
 go run ./bench/events
+
+# Fleet scale: enrolment, a command to every sensor with each command stream
+# retention, and the control plane's memory with every sensor connected, each
+# next to bare nats-server. With RXC_BENCH_SENSORS=1000 it takes a few
+# minutes; the default 10,000 about half an hour on 2 cores.
+echo "== fleet scale (${RXC_BENCH_SENSORS:-10000} sensors)"
+RXC_NATS_SERVER_BIN="${RXC_BENCH_NATS_SERVER_BIN:-${RXC_NATS_SERVER_BIN:-}}" \
+  go run ./bench/fleet -sensors "${RXC_BENCH_SENSORS:-10000}"

@@ -72,6 +72,7 @@ type options struct {
 	rss        bool
 	out        string
 	cpuProfile string
+	broadcast  bool
 }
 
 func main() {
@@ -86,6 +87,7 @@ func main() {
 	flag.BoolVar(&o.rss, "rss", true, "measure the control plane's memory with every sensor connected (after the last retention)")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the first enrolment chunk to this file")
+	flag.BoolVar(&o.broadcast, "broadcast-experiment", false, "instead of the benchmarks: bare nats-server, one stored message delivered to every consumer (each also filtering a fleet-wide subject) against one message per consumer, for each retention")
 	flag.StringVar(&child, "serve-controlplane", "", "internal: run a control plane from this JSON configuration file")
 	flag.Parse()
 	if child != "" {
@@ -94,6 +96,12 @@ func main() {
 	o.retentions = strings.Split(retentions, ",")
 	t := &benchenv.T{}
 	defer t.Close()
+	if o.broadcast {
+		if err := broadcastExperiment(t, o); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if err := run(t, o); err != nil {
 		t.Fatal(err)
 	}
@@ -714,4 +722,105 @@ func serveChild(path string) int {
 		return 1
 	}
 	return 0
+}
+
+// broadcastExperiment measures, on bare nats-server, a fleet-wide command
+// stored once and delivered to every sensor's consumer (each consumer
+// filters its own subject and the fleet's; each sensor still acks on its
+// own consumer) against one message per sensor. Work-queue streams refuse
+// overlapping consumers, so only interest and limits are tried.
+func broadcastExperiment(t *benchenv.T, o options) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| retention | %d messages, one per consumer: publish → last ack | 1 message on a fleet subject every consumer also filters: publish → last ack | stream messages after |\n|---|---|---|---|\n", o.sensors)
+	for _, r := range o.retentions {
+		if r == "workqueue" {
+			continue
+		}
+		per, one, left, err := broadcastOnce(t, r, o.sensors)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d |\n", r, per.Round(10*time.Millisecond), one.Round(10*time.Millisecond), left)
+	}
+	fmt.Print(b.String())
+	if o.out != "" {
+		return benchenv.AppendResults(o.out, "Fleet-wide command stored once (experiment)", b.String())
+	}
+	return nil
+}
+
+func broadcastOnce(parent *benchenv.T, retention string, n int) (perSensor, once time.Duration, left uint64, err error) {
+	t := &benchenv.T{}
+	defer t.Close()
+	srv := natstest.Start(t, natstest.Options{Dir: parent.TempDir(), Name: "bare"})
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	ctx := context.Background()
+	scfg := jetstream.StreamConfig{Name: "BARE", Subjects: []string{"bare.*.*.cmd"}, Retention: jetstream.InterestPolicy,
+		Storage: jetstream.FileStorage, MaxAge: time.Hour, Duplicates: 2 * time.Minute, MaxConsumers: n + 100}
+	if retention == "limits" {
+		scfg.Retention, scfg.MaxMsgsPerSubject = jetstream.LimitsPolicy, 64
+	}
+	st, err := js.CreateStream(ctx, scfg)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	const fleetSubject = "bare.fleet.all.cmd"
+	err = benchenv.Parallel(ctx, n, 16, func(i int) error {
+		_, err := js.CreateConsumer(ctx, "BARE", jetstream.ConsumerConfig{
+			Durable: bareName(i), FilterSubjects: []string{bareSubject(i), fleetSubject},
+			DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: ackWait, MaxDeliver: 10, MaxAckPending: 16,
+		})
+		return err
+	})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	s := &stack{bare: srv, bjs: js}
+	if perSensor, err = s.bareFanout(n); err != nil {
+		return 0, 0, 0, err
+	}
+	ws := make([]waiter, n)
+	defer closeAll(ws)
+	err = benchenv.Parallel(ctx, n, 32, func(i int) error {
+		c, err := nats.Connect(srv.URL())
+		if err != nil {
+			return err
+		}
+		ws[i].nc = c
+		cjs, err := jetstream.New(c)
+		if err != nil {
+			return err
+		}
+		ws[i].cons, err = lookup(cjs, "BARE", bareName(i))
+		return err
+	})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	var start atomic.Int64
+	start.Store(time.Now().UnixNano())
+	wait, err := await(ws, &start)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if _, err := js.Publish(ctx, fleetSubject, []byte(`{"action":"start"}`), jetstream.WithMsgID("fleet-1")); err != nil {
+		return 0, 0, 0, err
+	}
+	if once, err = wait(); err != nil {
+		return 0, 0, 0, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return perSensor, once, info.State.Msgs, nil
 }
