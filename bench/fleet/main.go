@@ -430,7 +430,16 @@ func await(ws []waiter, start *atomic.Int64) (func() (time.Duration, error), err
 	var wg sync.WaitGroup
 	for _, w := range ws {
 		wg.Go(func() {
-			msg, err := w.cons.Next(jetstream.FetchMaxWait(5 * time.Minute))
+			// An agent pulls again after a missed heartbeat or an empty
+			// wait (a busy server delays heartbeats), and so does this.
+			var msg jetstream.Msg
+			var err error
+			for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); {
+				msg, err = w.cons.Next(jetstream.FetchMaxWait(time.Minute))
+				if !errors.Is(err, jetstream.ErrNoHeartbeat) && !errors.Is(err, nats.ErrTimeout) {
+					break
+				}
+			}
 			if err == nil {
 				err = msg.DoubleAck(context.Background())
 			}
