@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -337,6 +338,13 @@ func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp)
 			}
 			if sub == "init-operator" {
 				problems = append(problems, checkKubeResolver(m, flag(c.Args, "--resolver-url"))...)
+				// The identity seed stays beside the Job's copy of the seed, on its own
+				// volume: only the signing key is published to the serving pods.
+				set, _ := containerEnv(m, c)
+				id, seed := flag(c.Args, "--identity-seed"), set["OPERATOR_SEED_PATH"]
+				if id == "" || id == seed || path.Dir(id) != path.Dir(seed) {
+					add("%s: init-operator --identity-seed %q must name a file beside OPERATOR_SEED_PATH %q (the Job's volume), so the identity key never reaches a serving pod", where, id, seed)
+				}
 			}
 		}
 	}
@@ -525,6 +533,11 @@ func TestKubernetesChecksFail(t *testing.T) {
 		{"required variable in no Secret", func(m *manifests) { delete(m.secrets["rxc-provisioner"], "BACKEND_SHARED_SECRET") }, "does not set the required BACKEND_SHARED_SECRET"},
 		{"one provisioner", func(m *manifests) { one := 1; m.workload("Deployment", "rxc-provisioner").Spec.Replicas = &one }, "replicas"},
 		{"wrong container port", func(m *manifests) { mainOf(m, "Deployment", "rxc-provisioner").Ports[0].ContainerPort = 8081 }, "container ports"},
+		{"identity key signs", func(m *manifests) {
+			c := &m.workload("Job", "rxc-provisioner-init").Spec.Template.Spec.InitContainers[0]
+			i := slices.Index(c.Args, "--identity-seed")
+			c.Args = slices.Delete(slices.Clone(c.Args), i, i+2)
+		}, "init-operator --identity-seed \"\" must name a file"},
 		{"no PDB", func(m *manifests) { m.pdbs = m.pdbs[:0] }, "no PodDisruptionBudget"},
 		{"control plane metrics port missing", func(m *manifests) {
 			c := mainOf(m, "Deployment", "rxc-controlplane")

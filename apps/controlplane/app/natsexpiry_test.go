@@ -72,7 +72,7 @@ func commandsOf(t *testing.T, ctx context.Context, st *sensorclient.State) (*sen
 // when it adopts a renewal) reconnects with, while one left on the old JWT
 // is refused.
 func TestSensorNATSCredentialsExpire(t *testing.T) {
-	const ttl = 10 * time.Second
+	const ttl = 20 * time.Second
 	prov := provisionertest.Start(t, provisionertest.Options{})
 	prov.StopServe()
 	prov.Config.SensorUserJWTTTL = ttl
@@ -104,8 +104,12 @@ func TestSensorNATSCredentialsExpire(t *testing.T) {
 	_, staleConnects, staleDone := commandsOf(t, ctx, st)
 	waitUntil(t, ttl/2, "both connections up", func() bool { return adoptingConnects.Load() >= 1 && staleConnects.Load() >= 1 })
 
-	// Renew once the JWT is old enough to be signed again.
-	time.Sleep(ttl / 5)
+	// The provisioner now hands out JWTs valid an hour, so the renewed one
+	// outlives the test however slow the machine.
+	prov.StopServe()
+	prov.Config.SensorUserJWTTTL = time.Hour
+	prov.StartServe()
+	prov.WaitNATSReady()
 	renewed, err := e.Renew(ctx, st)
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +120,9 @@ func TestSensorNATSCredentialsExpire(t *testing.T) {
 	}
 	if second.Expires <= first.Expires {
 		t.Fatalf("renewal's user JWT expires at %d, not after the enrolment's %d", second.Expires, first.Expires)
+	}
+	if time.Now().After(exp1) {
+		t.Fatalf("the renewal came after the enrolment's JWT expired (%v): the machine is too slow for this test's %v", exp1, ttl)
 	}
 	if err := adopting.SetCreds(renewed.Creds); err != nil {
 		t.Fatal(err)
