@@ -41,57 +41,33 @@ type caConfig struct {
 	CADir string `envconfig:"CA_DIR" default:"ca"`
 }
 
+// command is one subcommand's help: the first line of text is the usage,
+// then what it does.
+func command(text string, flags func() *flag.FlagSet, specs []any) appenv.Command {
+	return appenv.Command{Text: text, Flags: flags, Specs: specs}
+}
+
 // subcommands' help: the first line is the usage, then what it does.
-var helps = map[string]struct {
-	text  string
-	flags func() *flag.FlagSet
-	specs []any
-}{
-	"serve":   {"usage: controlplane serve\n\nRuns the HTTP API (LISTEN_ADDR) and the sensor gRPC services behind mTLS (GRPC_LISTEN_ADDR)\nuntil SIGINT or SIGTERM.", nil, []any{&ServeConfig{}}},
-	"migrate": {"usage: controlplane migrate\n\nApplies the control plane's database schema to PG_DSN and prints what it applied.", nil, []any{&appenv.MigrateConfig{}}},
-	"init-ca": {"usage: controlplane init-ca --dns NAME|--ip ADDR ... [flags]\n\nCreates the sensor CA in CA_DIR (never replacing an existing CA key) and the gRPC server\ncertificate for the given names. An existing server certificate for the same names is kept; one\nfor other names is replaced only with --replace-server-cert.",
-		func() *flag.FlagSet { fl, _ := initCAFlags(); return fl }, []any{&caConfig{}}},
-	"rotate-ca": {"usage: controlplane rotate-ca [--finish]\n\nStarts a sensor CA rotation in CA_DIR: a new CA issues sensor certificates while the previous one\nstays trusted and keeps the gRPC server certificate; sensors receive both CA certificates when they\nenrol or renew. --finish, once every sensor renewed, issues the server certificate from the new CA\nand removes the previous one. A running control plane takes each step without a restart.",
-		func() *flag.FlagSet { fl, _ := rotateCAFlags(); return fl }, []any{&caConfig{}}},
-	"create-operator": {"usage: controlplane create-operator --email ADDRESS [--role admin|operator|viewer] [--tenants ID,…] < password-file\n\nCreates an operator account (an admin unless --role says otherwise); the password is the first line of standard input, so it never\nappears in a process listing or shell history.",
-		func() *flag.FlagSet { fl, _ := createOperatorFlags(); return fl }, []any{&appenv.MigrateConfig{}}},
-	"healthcheck": {"usage: controlplane healthcheck\n\nProbes this service's /readyz on loopback at LISTEN_ADDR's port; exit status 0 when ready\n(for container runtimes).", nil, []any{&healthConfig{}}},
-	"version":     {"usage: controlplane version\n\nPrints the version.", nil, nil},
+var helps = map[string]appenv.Command{
+	"serve":   command("usage: controlplane serve\n\nRuns the HTTP API (LISTEN_ADDR) and the sensor gRPC services behind mTLS (GRPC_LISTEN_ADDR)\nuntil SIGINT or SIGTERM.", nil, []any{&ServeConfig{}}),
+	"migrate": command("usage: controlplane migrate\n\nApplies the control plane's database schema to PG_DSN and prints what it applied.", nil, []any{&appenv.MigrateConfig{}}),
+	"init-ca": command("usage: controlplane init-ca --dns NAME|--ip ADDR ... [flags]\n\nCreates the sensor CA in CA_DIR (never replacing an existing CA key) and the gRPC server\ncertificate for the given names. An existing server certificate for the same names is kept; one\nfor other names is replaced only with --replace-server-cert.",
+		func() *flag.FlagSet { fl, _ := initCAFlags(); return fl }, []any{&caConfig{}}),
+	"rotate-ca": command("usage: controlplane rotate-ca [--finish]\n\nStarts a sensor CA rotation in CA_DIR: a new CA issues sensor certificates while the previous one\nstays trusted and keeps the gRPC server certificate; sensors receive both CA certificates when they\nenrol or renew. --finish, once every sensor renewed, issues the server certificate from the new CA\nand removes the previous one. A running control plane takes each step without a restart.",
+		func() *flag.FlagSet { fl, _ := rotateCAFlags(); return fl }, []any{&caConfig{}}),
+	"create-operator": command("usage: controlplane create-operator --email ADDRESS [--role admin|operator|viewer] [--tenants ID,…] < password-file\n\nCreates an operator account (an admin unless --role says otherwise); the password is the first line of standard input, so it never\nappears in a process listing or shell history.",
+		func() *flag.FlagSet { fl, _ := createOperatorFlags(); return fl }, []any{&appenv.MigrateConfig{}}),
+	"healthcheck": command("usage: controlplane healthcheck\n\nProbes this service's /readyz on loopback at LISTEN_ADDR's port; exit status 0 when ready\n(for container runtimes).", nil, []any{&healthConfig{}}),
+	"version":     command("usage: controlplane version\n\nPrints the version.", nil, nil),
 }
 
 // Run dispatches a subcommand and returns the process exit code.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+	cmd, code, done := appenv.Dispatch("controlplane", usage, helps, args, stdout, stderr)
+	if done {
+		return code
 	}
-	switch args[0] {
-	case "help", "-h", "--help", "-help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	case "--version", "-v":
-		args[0] = "version"
-	}
-	h, ok := helps[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "controlplane: unknown command %q\n\n%s", args[0], usage)
-		return 2
-	}
-	if appenv.WantsHelp(args[1:]) {
-		var fl *flag.FlagSet
-		if h.flags != nil {
-			fl = h.flags()
-		}
-		if err := appenv.Help(stdout, h.text, fl, h.specs...); err != nil {
-			fmt.Fprintln(stderr, "controlplane:", err)
-			return 1
-		}
-		return 0
-	}
-	if h.flags == nil && len(args) > 1 {
-		fmt.Fprintf(stderr, "controlplane %s: unexpected argument %q (it takes none; -h for help)\n", args[0], args[1])
-		return 2
-	}
+	args[0] = cmd
 	var err error
 	switch args[0] {
 	case "serve":

@@ -260,3 +260,54 @@ func Migrate(ctx context.Context, stdout, stderr io.Writer, apply func(context.C
 	}
 	return nil
 }
+
+// Command is one subcommand as its -h shows it: Text's first line is the
+// usage, then what it does; Flags (nil for a command without flags) builds
+// its flag set; Specs are the configuration structs whose environment
+// variables it reads.
+type Command struct {
+	Text  string
+	Flags func() *flag.FlagSet
+	Specs []any
+}
+
+// Dispatch does what every binary's Run does before running a command:
+// usage without arguments, `help`/`-h`, the `--version` alias, unknown
+// commands, a command's -h, and stray arguments to a command without flags.
+// It returns the command to run, or done with the exit code when Run must
+// return at once.
+func Dispatch(binary, usage string, commands map[string]Command, args []string, stdout, stderr io.Writer) (cmd string, code int, done bool) {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return "", 2, true
+	}
+	cmd = args[0]
+	switch cmd {
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return "", 0, true
+	case "--version", "-v":
+		cmd = "version"
+	}
+	c, ok := commands[cmd]
+	if !ok {
+		fmt.Fprintf(stderr, "%s: unknown command %q\n\n%s", binary, cmd, usage)
+		return "", 2, true
+	}
+	if WantsHelp(args[1:]) {
+		var fl *flag.FlagSet
+		if c.Flags != nil {
+			fl = c.Flags()
+		}
+		if err := Help(stdout, c.Text, fl, c.Specs...); err != nil {
+			fmt.Fprintln(stderr, binary+":", err)
+			return "", 1, true
+		}
+		return "", 0, true
+	}
+	if c.Flags == nil && len(args) > 1 {
+		fmt.Fprintf(stderr, "%s %s: unexpected argument %q (it takes none; -h for help)\n", binary, cmd, args[1])
+		return "", 2, true
+	}
+	return cmd, 0, false
+}

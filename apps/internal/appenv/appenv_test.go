@@ -139,3 +139,42 @@ func unsetenv(t *testing.T, k string) {
 		t.Fatal(err)
 	}
 }
+
+func TestDispatch(t *testing.T) {
+	t.Parallel()
+	commands := map[string]Command{
+		"serve":   {Text: "usage: x serve"},
+		"version": {Text: "usage: x version"},
+		"init":    {Text: "usage: x init", Flags: func() *flag.FlagSet { return flag.NewFlagSet("init", flag.ContinueOnError) }},
+	}
+	tests := []struct {
+		name     string
+		args     []string
+		wantCmd  string
+		wantCode int
+		wantDone bool
+		wantOut  string
+		wantErr  string
+	}{
+		{"no arguments", nil, "", 2, true, "", "USAGE"},
+		{"help", []string{"-h"}, "", 0, true, "USAGE", ""},
+		{"version alias", []string{"--version"}, "version", 0, false, "", ""},
+		{"unknown", []string{"bogus"}, "", 2, true, "", `x: unknown command "bogus"`},
+		{"command help", []string{"serve", "-h"}, "", 0, true, "usage: x serve", ""},
+		{"stray argument", []string{"serve", "now"}, "", 2, true, "", `x serve: unexpected argument "now"`},
+		{"flags pass through", []string{"init", "--name", "a"}, "init", 0, false, "", ""},
+		{"plain command", []string{"serve"}, "serve", 0, false, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut strings.Builder
+			cmd, code, done := Dispatch("x", "USAGE", commands, tc.args, &out, &errOut)
+			if cmd != tc.wantCmd || code != tc.wantCode || done != tc.wantDone {
+				t.Errorf("Dispatch(%q) = %q, %d, %v; want %q, %d, %v", tc.args, cmd, code, done, tc.wantCmd, tc.wantCode, tc.wantDone)
+			}
+			if !strings.Contains(out.String(), tc.wantOut) || !strings.Contains(errOut.String(), tc.wantErr) {
+				t.Errorf("stdout %q, stderr %q; want them to contain %q and %q", out.String(), errOut.String(), tc.wantOut, tc.wantErr)
+			}
+		})
+	}
+}

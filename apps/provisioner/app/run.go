@@ -36,59 +36,35 @@ type healthConfig struct {
 	ListenAddr string `envconfig:"LISTEN_ADDR" default:":8080"`
 }
 
+// command is one subcommand's help: the first line of text is the usage,
+// then what it does.
+func command(text string, flags func() *flag.FlagSet, specs []any) appenv.Command {
+	return appenv.Command{Text: text, Flags: flags, Specs: specs}
+}
+
 // subcommands' help: the first line is the usage, then what it does.
-var helps = map[string]struct {
-	text  string
-	flags func() *flag.FlagSet
-	specs []any
-}{
-	"init-operator": {"usage: provisioner init-operator [flags]\n\nCreates the operator key (OPERATOR_SEED_PATH, 0600), the SYS and CONTROL accounts in the store,\nand with --nats-config the nats-server config fragment. Never replaces an existing operator.",
-		func() *flag.FlagSet { fl, _ := initOperatorFlags(); return fl }, []any{&StoreConfig{}}},
-	"serve": {"usage: provisioner serve\n\nServes the account resolver and the credential API on LISTEN_ADDR and keeps a connection to\nNATS_URL for claim pushes and stream administration, until SIGINT or SIGTERM.",
-		nil, []any{&ServeConfig{}}},
-	"migrate": {"usage: provisioner migrate\n\nApplies the provisioner's database schema to PG_DSN and prints what it applied.", nil, []any{&appenv.MigrateConfig{}}},
-	"reseal":  {"usage: provisioner reseal\n\nRe-encrypts every account and user seed from ACCOUNT_SEED_ENCRYPTION_KEY to\nNEW_ACCOUNT_SEED_ENCRYPTION_KEY in one transaction (all or nothing); records already under the new key\nare left alone, so it can run again. Stop the provisioner replicas first, then start them with the\nnew key (docs/operations.md).", nil, []any{&ResealConfig{}}},
-	"add-signing-key": {"usage: provisioner add-signing-key --identity-seed PATH --out PATH [--nats-config PATH]\n\nCreates an operator signing key, writes its seed to --out (0600) and adds it to the operator JWT\n(signed with the identity seed), rewriting the nats-server fragment with --nats-config. Restart the\nnats-servers, then the provisioner replicas with the new seed at OPERATOR_SEED_PATH: they re-sign\nevery account at start (docs/operations.md).",
-		func() *flag.FlagSet { fl, _ := signingKeyFlagSet("add-signing-key"); return fl }, []any{&SigningKeyConfig{}}},
-	"remove-signing-key": {"usage: provisioner remove-signing-key --identity-seed PATH --key O… [--nats-config PATH]\n\nRemoves a signing key from the operator JWT; refused while any account JWT is still signed by\nit. Restart the nats-servers afterwards: they then refuse accounts signed by the removed key.",
-		func() *flag.FlagSet { fl, _ := signingKeyFlagSet("remove-signing-key"); return fl }, []any{&SigningKeyConfig{}}},
-	"healthcheck": {"usage: provisioner healthcheck\n\nProbes this service's /healthz on loopback at LISTEN_ADDR's port; exit status 0 when healthy\n(for container runtimes).", nil, []any{&healthConfig{}}},
-	"version":     {"usage: provisioner version\n\nPrints the version.", nil, nil},
+var helps = map[string]appenv.Command{
+	"init-operator": command("usage: provisioner init-operator [flags]\n\nCreates the operator key (OPERATOR_SEED_PATH, 0600), the SYS and CONTROL accounts in the store,\nand with --nats-config the nats-server config fragment. Never replaces an existing operator.",
+		func() *flag.FlagSet { fl, _ := initOperatorFlags(); return fl }, []any{&StoreConfig{}}),
+	"serve": command("usage: provisioner serve\n\nServes the account resolver and the credential API on LISTEN_ADDR and keeps a connection to\nNATS_URL for claim pushes and stream administration, until SIGINT or SIGTERM.",
+		nil, []any{&ServeConfig{}}),
+	"migrate": command("usage: provisioner migrate\n\nApplies the provisioner's database schema to PG_DSN and prints what it applied.", nil, []any{&appenv.MigrateConfig{}}),
+	"reseal":  command("usage: provisioner reseal\n\nRe-encrypts every account and user seed from ACCOUNT_SEED_ENCRYPTION_KEY to\nNEW_ACCOUNT_SEED_ENCRYPTION_KEY in one transaction (all or nothing); records already under the new key\nare left alone, so it can run again. Stop the provisioner replicas first, then start them with the\nnew key (docs/operations.md).", nil, []any{&ResealConfig{}}),
+	"add-signing-key": command("usage: provisioner add-signing-key --identity-seed PATH --out PATH [--nats-config PATH]\n\nCreates an operator signing key, writes its seed to --out (0600) and adds it to the operator JWT\n(signed with the identity seed), rewriting the nats-server fragment with --nats-config. Restart the\nnats-servers, then the provisioner replicas with the new seed at OPERATOR_SEED_PATH: they re-sign\nevery account at start (docs/operations.md).",
+		func() *flag.FlagSet { fl, _ := signingKeyFlagSet("add-signing-key"); return fl }, []any{&SigningKeyConfig{}}),
+	"remove-signing-key": command("usage: provisioner remove-signing-key --identity-seed PATH --key O… [--nats-config PATH]\n\nRemoves a signing key from the operator JWT; refused while any account JWT is still signed by\nit. Restart the nats-servers afterwards: they then refuse accounts signed by the removed key.",
+		func() *flag.FlagSet { fl, _ := signingKeyFlagSet("remove-signing-key"); return fl }, []any{&SigningKeyConfig{}}),
+	"healthcheck": command("usage: provisioner healthcheck\n\nProbes this service's /healthz on loopback at LISTEN_ADDR's port; exit status 0 when healthy\n(for container runtimes).", nil, []any{&healthConfig{}}),
+	"version":     command("usage: provisioner version\n\nPrints the version.", nil, nil),
 }
 
 // Run dispatches a subcommand and returns the process exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+	cmd, code, done := appenv.Dispatch("provisioner", usage, helps, args, stdout, stderr)
+	if done {
+		return code
 	}
-	switch args[0] {
-	case "help", "-h", "--help", "-help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	case "--version", "-v":
-		args[0] = "version"
-	}
-	h, ok := helps[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "provisioner: unknown command %q\n\n%s", args[0], usage)
-		return 2
-	}
-	if appenv.WantsHelp(args[1:]) {
-		var fl *flag.FlagSet
-		if h.flags != nil {
-			fl = h.flags()
-		}
-		if err := appenv.Help(stdout, h.text, fl, h.specs...); err != nil {
-			fmt.Fprintln(stderr, "provisioner:", err)
-			return 1
-		}
-		return 0
-	}
-	if h.flags == nil && len(args) > 1 {
-		fmt.Fprintf(stderr, "provisioner %s: unexpected argument %q (it takes none; -h for help)\n", args[0], args[1])
-		return 2
-	}
+	args[0] = cmd
 	var err error
 	switch args[0] {
 	case "init-operator":
