@@ -35,9 +35,10 @@ type Authorizer interface {
 	AuthorizeSensor(ctx context.Context, tenantID, sensorID, serial string) error
 }
 
-// Heartbeats records that a sensor was heard from.
+// Heartbeats records that a sensor was heard from, and what it said about
+// itself (its address as this server sees it, its agent's version).
 type Heartbeats interface {
-	SensorSeen(ctx context.Context, tenantID, sensorID string) error
+	SensorSeen(ctx context.Context, tenantID, sensorID string, c fleet.Contact) error
 }
 
 // EventSink takes the events a sensor streams. ev.EventId is the sensor's

@@ -100,15 +100,17 @@ func (a *fakeAuthorizer) AuthorizeSensor(_ context.Context, tenantID, sensorID, 
 }
 
 type fakeHeartbeats struct {
-	mu   sync.Mutex
-	seen []string
-	err  error
+	mu       sync.Mutex
+	seen     []string
+	contacts []fleet.Contact
+	err      error
 }
 
-func (h *fakeHeartbeats) SensorSeen(_ context.Context, tenantID, sensorID string) error {
+func (h *fakeHeartbeats) SensorSeen(_ context.Context, tenantID, sensorID string, c fleet.Contact) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seen = append(h.seen, tenantID+"/"+sensorID)
+	h.contacts = append(h.contacts, c)
 	return h.err
 }
 
@@ -352,6 +354,12 @@ func TestSensorChecksAndStreams(t *testing.T) {
 	if diff := cmp.Diff([]string{"acme/s1"}, f.beats.list()); diff != "" {
 		t.Errorf("heartbeats (-want +got):\n%s", diff)
 	}
+	f.beats.mu.Lock()
+	// The address the call came from and the version the agent sent.
+	if diff := cmp.Diff([]fleet.Contact{{Address: "127.0.0.1", AgentVersion: "1.2.3"}}, f.beats.contacts); diff != "" {
+		t.Errorf("heartbeat contacts (-want +got):\n%s", diff)
+	}
+	f.beats.mu.Unlock()
 
 	accepted, err := sendEvents(ctx, conn, event("e1"), event("e2"), event("e3"))
 	if err != nil {

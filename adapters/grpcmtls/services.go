@@ -5,14 +5,17 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"time"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rxc-project/rxc/adapters/eventpb"
 	"github.com/rxc-project/rxc/core/events"
+	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/logkey"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
@@ -27,7 +30,7 @@ func (h healthService) Check(ctx context.Context, req *sensorpb.CheckRequest) (*
 	if !ok {
 		return nil, h.s.statusFor(errUnauthenticated).Err()
 	}
-	if err := h.s.beats.SensorSeen(ctx, id.TenantID, id.SensorID); err != nil {
+	if err := h.s.beats.SensorSeen(ctx, id.TenantID, id.SensorID, fleet.Contact{Address: peerHost(ctx), AgentVersion: req.GetAgentVersion()}); err != nil {
 		h.s.log.Error("recording sensor heartbeat", logkey.Tenant, id.TenantID, logkey.Sensor, id.SensorID, logkey.Error, err)
 		return nil, h.s.statusFor(err).Err()
 	}
@@ -35,6 +38,19 @@ func (h healthService) Check(ctx context.Context, req *sensorpb.CheckRequest) (*
 		Status:     sensorpb.CheckResponse_SERVING_STATUS_SERVING,
 		ServerTime: timestamppb.Now(),
 	}, nil
+}
+
+// peerHost is the address the call came from, without its port ("" when
+// unknown).
+func peerHost(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return ""
+	}
+	if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+		return host
+	}
+	return p.Addr.String()
 }
 
 type eventService struct {

@@ -42,7 +42,7 @@ func (s *sensorServer) AuthorizeSensor(_ context.Context, _, _, serial string) e
 	return nil
 }
 
-func (s *sensorServer) SensorSeen(context.Context, string, string) error {
+func (s *sensorServer) SensorSeen(context.Context, string, string, fleet.Contact) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.beats++

@@ -50,8 +50,9 @@ type CommandStore interface {
 	// FailCommand marks a pending command failed (provably not stored);
 	// a command the sensor reported on is never marked failed.
 	FailCommand(ctx context.Context, id string, at time.Time) error
-	// PendingCommands lists pending commands issued at or after since,
-	// oldest first, at most limit.
+	// PendingCommands lists pending commands first sent at or after since
+	// (never-sent batch commands are not listed), oldest first, at most
+	// limit.
 	PendingCommands(ctx context.Context, since time.Time, limit int) ([]Command, error)
 	// ExpireCommands marks pending commands whose expiresAt lies before
 	// before expired, and returns how many.
@@ -72,8 +73,8 @@ const (
 	maxIdempotencyKey = 128
 	// MaxCommandPage bounds one page of command history.
 	MaxCommandPage = 200
-	// republishWindow is how long after its issue a pending command is
-	// published again with the same message id: inside the stream's
+	// republishWindow is how long after its first publication a pending
+	// command is published again with the same message id: inside the stream's
 	// 2-minute duplicate window (a republication of a stored command is
 	// then acknowledged as a duplicate, never stored twice), with margin.
 	republishWindow = 90 * time.Second
@@ -141,15 +142,11 @@ func (s *Service) IssueCommand(ctx context.Context, sensorID string, action Acti
 // the stream answered. A refusal marks the command failed only when first
 // is set: otherwise an earlier publication may be stored.
 func (s *Service) publish(ctx context.Context, c Command, first bool) (Command, error) {
-	payload, err := json.Marshal(SensorControlCommand{
-		CommandID: c.ID, TenantID: c.TenantID, SensorID: c.SensorID, Action: c.Action,
-		IssuedAt: c.IssuedAt, IssuedBy: c.IssuedBy, ExpiresAt: c.ExpiresAt,
-	})
+	subject, msgID, payload, err := s.commandMessage(c)
 	if err != nil {
-		return c, fmt.Errorf("encode command: %w", err)
+		return c, err
 	}
-	subject := topology.Sensor{Stream: s.stream, TenantID: c.TenantID, SensorID: c.SensorID}.CommandSubject()
-	ack, err := s.publisher.PublishCommand(ctx, subject, c.ID, payload)
+	ack, err := s.publisher.PublishCommand(ctx, subject, msgID, payload)
 	wctx := context.WithoutCancel(ctx)
 	switch {
 	case err == nil:
@@ -178,7 +175,21 @@ func (s *Service) publish(ctx context.Context, c Command, first bool) (Command, 
 	}
 }
 
-// ReconcileCommands settles pending commands: those issued within the
+// commandMessage is c as published: subject, message id (the command id,
+// the stream's deduplication key) and payload.
+func (s *Service) commandMessage(c Command) (subject, msgID string, payload []byte, err error) {
+	payload, err = json.Marshal(SensorControlCommand{
+		CommandID: c.ID, TenantID: c.TenantID, SensorID: c.SensorID, Action: c.Action,
+		IssuedAt: c.IssuedAt, IssuedBy: c.IssuedBy, ExpiresAt: c.ExpiresAt,
+	})
+	if err != nil {
+		return "", "", nil, fmt.Errorf("encode command: %w", err)
+	}
+	subject = topology.Sensor{Stream: s.stream, TenantID: c.TenantID, SensorID: c.SensorID}.CommandSubject()
+	return subject, c.ID, payload, nil
+}
+
+// ReconcileCommands settles pending commands: those first sent within the
 // republish window are published again with the same message id (a stored
 // one is acknowledged as a duplicate, never stored twice); those past their
 // expiresAt plus the clock-skew allowance, which agents refuse, become
@@ -194,7 +205,7 @@ func (s *Service) ReconcileCommands(ctx context.Context) (int, error) {
 	for _, c := range pending {
 		// A young command's first publication may still be in flight: its
 		// answer, not a republication, settles it.
-		if !now.Before(c.ExpiresAt) || now.Sub(c.IssuedAt) < reconcileAfter {
+		if !now.Before(c.ExpiresAt) || now.Sub(c.FirstSentAt) < reconcileAfter {
 			continue
 		}
 		got, err := s.publish(ctx, c, false)

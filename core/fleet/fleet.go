@@ -99,6 +99,11 @@ type Sensor struct {
 	NATSUserPubKey    string
 	NATSAccountPubKey string
 	CreatedAt         time.Time
+	// AgentVersion is what the sensor's agent last reported (status or
+	// health check); Address the network address its last health check
+	// came from. "" until known.
+	AgentVersion string
+	Address      string
 }
 
 // Action is what a command asks a sensor to do.
@@ -167,6 +172,11 @@ type Command struct {
 	Outcome        Outcome
 	OutcomeReason  string
 	OutcomeDetail  string
+	// BatchID names the batch the command belongs to ("" for a command to
+	// one sensor). FirstSentAt is when its first publication was
+	// attempted: zero for a batch's command still waiting to be sent.
+	BatchID     string
+	FirstSentAt time.Time
 }
 
 // SensorFilter narrows a sensor listing; empty fields match everything.

@@ -24,6 +24,10 @@ type SensorStatus struct {
 	State        State
 	LastSeenAt   time.Time
 	LastStatusAt time.Time // "at" of the last applied report
+	// AgentVersion and Address are what the sensor last said about itself;
+	// stores keep them as given.
+	AgentVersion string
+	Address      string
 	// Results, when set on the way out, are outcomes of this sensor's
 	// commands to record at AcknowledgedAt; a command keeps the first.
 	Results        []CommandResult
@@ -153,6 +157,9 @@ func (s *Service) HandleStatusBatch(ctx context.Context, msgs []StatusMessage) [
 				errs[rp.idx] = fmt.Errorf("%w: transition %s → %s", ErrInvalidInput, next.State, rp.r.State)
 			default:
 				next.State, next.LastSeenAt, next.LastStatusAt, changed = st, now, rp.r.At, true
+				if v := cleanAgentVersion(rp.r.AgentVersion); v != "" {
+					next.AgentVersion = v
+				}
 			}
 		}
 		return next, changed
@@ -232,10 +239,34 @@ func (s *Service) AuthorizeSensor(ctx context.Context, tenantID, sensorID, seria
 	return nil
 }
 
+// Contact is what a sign of life tells about the sensor; empty fields
+// leave what is known.
+type Contact struct {
+	// Address is the network address the sensor called from.
+	Address string
+	// AgentVersion is the version its agent reported.
+	AgentVersion string
+}
+
+// Bounds of what a sensor says about itself.
+const (
+	maxAgentVersion = 64
+	maxAddress      = 64
+)
+
+// cleanAgentVersion keeps a reported version when it is short and
+// printable, else "" (not recorded).
+func cleanAgentVersion(v string) string {
+	if validateLabel("agent version", v, maxAgentVersion) != nil {
+		return ""
+	}
+	return v
+}
+
 // SensorSeen records a sign of life other than a status report (a gRPC
-// call, a health check): it refreshes lastSeenAt and wakes an offline
-// sensor to online.
-func (s *Service) SensorSeen(ctx context.Context, tenantID, sensorID string) error {
+// call, a health check): it refreshes lastSeenAt, records what c tells,
+// and wakes an offline sensor to online.
+func (s *Service) SensorSeen(ctx context.Context, tenantID, sensorID string, c Contact) error {
 	if err := validateID("tenant id", tenantID); err != nil {
 		return err
 	}
@@ -256,6 +287,12 @@ func (s *Service) SensorSeen(ctx context.Context, tenantID, sensorID string) err
 			cur.State = StateOnline
 		}
 		cur.LastSeenAt = now
+		if v := cleanAgentVersion(c.AgentVersion); v != "" {
+			cur.AgentVersion = v
+		}
+		if a := c.Address; a != "" && len(a) <= maxAddress && validateLabel("address", a, maxAddress) == nil {
+			cur.Address = a
+		}
 		return cur, true
 	})
 	if err != nil {

@@ -20,8 +20,10 @@ type Store interface {
 	RedeemStore
 	EnrollStore
 	SensorStore
+	SensorLister
 	StatusStore
 	CommandStore
+	BatchStore
 	RevokeStore
 }
 
@@ -62,6 +64,9 @@ type Config struct {
 	// MinRenewInterval is the least time between two renewals of one
 	// sensor (default DefaultMinRenewInterval).
 	MinRenewInterval time.Duration
+	// BatchConcurrency bounds a replica's batch publications in flight
+	// (default DefaultBatchConcurrency).
+	BatchConcurrency int
 	Logger           *slog.Logger
 	Clock            func() time.Time
 }
@@ -102,8 +107,11 @@ type Service struct {
 	enrollmentTTL time.Duration
 	maxSkew       time.Duration
 	minRenew      time.Duration
-	log           *slog.Logger
-	clock         func() time.Time
+	// batchConcurrency bounds PublishQueued; wake signals it.
+	batchConcurrency int
+	wake             chan struct{}
+	log              *slog.Logger
+	clock            func() time.Time
 }
 
 // New checks cfg and returns a Service.
@@ -137,6 +145,12 @@ func New(cfg Config) (*Service, error) {
 			*d.v = d.def
 		}
 	}
+	if cfg.BatchConcurrency < 0 {
+		return nil, errors.New("fleet: negative batch concurrency")
+	}
+	if cfg.BatchConcurrency == 0 {
+		cfg.BatchConcurrency = DefaultBatchConcurrency
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
@@ -148,6 +162,7 @@ func New(cfg Config) (*Service, error) {
 		ca: cfg.CA, publisher: cfg.Publisher, terminator: cfg.Terminator, locker: cfg.Locker,
 		stream: cfg.Stream, certTTL: cfg.SensorCertTTL, commandTTL: cfg.CommandTTL,
 		enrollmentTTL: cfg.EnrollmentTokenTTL, maxSkew: cfg.MaxClockSkew, minRenew: cfg.MinRenewInterval,
+		batchConcurrency: cfg.BatchConcurrency, wake: make(chan struct{}, 1),
 		log: cfg.Logger, clock: cfg.Clock,
 	}, nil
 }

@@ -152,6 +152,14 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 	case errors.Is(err, analytics.ErrEventsUnavailable):
 		p = problem.New(http.StatusServiceUnavailable, problem.CodeEventsUnavailable, "No stored events",
 			"event storage is not set up on this control plane yet")
+	case errors.Is(err, fleet.ErrInvalidCursor):
+		p = problem.New(http.StatusBadRequest, problem.CodeInvalidCursor, "Invalid cursor", detail(err))
+	case errors.Is(err, fleet.ErrInvalidLimit):
+		p = problem.New(http.StatusBadRequest, problem.CodeInvalidLimit, "Invalid limit", detail(err))
+	case errors.Is(err, fleet.ErrInvalidSort):
+		p = problem.New(http.StatusBadRequest, problem.CodeInvalidSort, "Invalid sort", detail(err))
+	case errors.Is(err, fleet.ErrBatchTooLarge):
+		p = problem.New(http.StatusBadRequest, problem.CodeBatchTooLarge, "Batch too large", detail(err))
 	case errors.Is(err, fleet.ErrInvalidInput), errors.Is(err, operators.ErrInvalidInput), errors.Is(err, analytics.ErrInvalidInput), errors.Is(err, audit.ErrInvalidInput):
 		p = problem.New(http.StatusBadRequest, problem.CodeInvalidInput, "Invalid input", detail(err))
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -128,12 +128,17 @@ type sensorJSON struct {
 	Certificate *certificateJSON `json:"certificate"`
 	LastCommand *commandJSON     `json:"lastCommand"`
 	CreatedAt   *time.Time       `json:"createdAt"`
+	// AgentVersion is what the sensor's agent last reported; Address is
+	// where its last health check came from. Null until known.
+	AgentVersion *string `json:"agentVersion"`
+	Address      *string `json:"address"`
 }
 
 func sensorOut(s fleet.Sensor) sensorJSON {
 	out := sensorJSON{
 		ID: s.ID, TenantID: s.TenantID, Name: s.Name, Hostname: optString(s.Hostname),
 		State: string(s.State), LastSeenAt: optTime(s.LastSeenAt), CreatedAt: optTime(s.CreatedAt),
+		AgentVersion: optString(s.AgentVersion), Address: optString(s.Address),
 	}
 	if s.Certificate.Serial != "" {
 		out.Certificate = &certificateJSON{Serial: s.Certificate.Serial, NotAfter: s.Certificate.NotAfter.UTC()}
@@ -294,26 +299,6 @@ func (a *API) revokeClaimCode(w http.ResponseWriter, r *http.Request, p operator
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func (a *API) listSensors(w http.ResponseWriter, r *http.Request, p operators.Principal) {
-	q := r.URL.Query()
-	f := fleet.SensorFilter{TenantID: q.Get("tenantId"), State: fleet.State(q.Get("state"))}
-	if f.TenantID != "" {
-		if err := ids.Validate(f.TenantID); err != nil {
-			a.fail(w, r, err)
-			return
-		}
-		if !a.allow(w, r, p, operators.PermView, f.TenantID, tenantNotFound(f.TenantID)) {
-			return
-		}
-	}
-	ss, err := a.fleet.Sensors(r.Context(), f)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeItems(w, visible(p, ss, func(s fleet.Sensor) string { return s.TenantID }), sensorOut)
 }
 
 func (a *API) getSensor(w http.ResponseWriter, r *http.Request, p operators.Principal) {

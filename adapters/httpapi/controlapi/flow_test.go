@@ -128,6 +128,7 @@ func TestFlow(t *testing.T) {
 	sensor := map[string]any{
 		"id": sensorID, "tenantId": "acme", "name": "edge-1", "hostname": "edge-host", "state": "pending",
 		"lastSeenAt": nil, "certificate": nil, "lastCommand": nil, "createdAt": ts(t0),
+		"agentVersion": nil, "address": nil,
 	}
 	wantObject(t, "pending sensor", e.do(request{method: "GET", path: "/api/sensors/" + sensorID, operator: true}), http.StatusOK, sensor)
 
@@ -225,7 +226,7 @@ func TestFlow(t *testing.T) {
 		{"other state", "?state=running", []any{}},
 		{"other tenant", "?tenantId=globex", []any{}},
 	} {
-		wantObject(t, "list sensors "+c.name, e.do(request{method: "GET", path: "/api/sensors" + c.query, operator: true}), http.StatusOK, map[string]any{"items": c.want})
+		wantObject(t, "list sensors "+c.name, e.do(request{method: "GET", path: "/api/sensors" + c.query, operator: true}), http.StatusOK, map[string]any{"items": c.want, "nextCursor": nil})
 	}
 
 	res = e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/revoke", operator: true})

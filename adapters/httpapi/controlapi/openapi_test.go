@@ -206,6 +206,13 @@ func TestRealTrafficMatchesOpenAPI(t *testing.T) {
 				{method: "GET", path: "/api/audit?limit=5"},
 				{method: "GET", path: "/api/analytics/chat/status"},
 				{method: "GET", path: "/api/sensors/not!valid"},
+				{method: "GET", path: "/api/sensors?tenantId=" + tn + "&limit=1&sort=-lastSeen&q=s"},
+				{method: "GET", path: "/api/sensors?limit=900"},
+				{method: "GET", path: "/api/sensors?cursor=forged"},
+				{method: "GET", path: "/api/sensors/summary?tenantId=" + tn},
+				{method: "POST", path: "/api/commands", body: `{"action":"stop","sensorIds":["` + s + `"]}`},
+				{method: "POST", path: "/api/commands", body: `{"action":"stop","filter":{"tenantId":"` + tn + `","state":"offline"}}`},
+				{method: "GET", path: "/api/commands/batches/no-such-batch"},
 			} {
 				w.as(who, rq)
 			}
@@ -222,6 +229,12 @@ func TestRealTrafficMatchesOpenAPI(t *testing.T) {
 		header: map[string]string{"Authorization": "Bearer " + tok}})
 	e.do(request{method: "POST", path: "/api/sensors/claim/redeem", body: `{"claimCode":"NOPE"}`})
 	e.do(request{method: "POST", path: "/api/sensors/" + w.sensor["acme"] + "/revoke", operator: true})
+	res := e.do(request{method: "POST", path: "/api/commands", operator: true, body: `{"action":"start","filter":{}}`})
+	var b struct{ BatchID string }
+	if err := json.Unmarshal(res.body, &b); err != nil || b.BatchID == "" {
+		t.Fatalf("batch: %d %s", res.status, res.body)
+	}
+	e.do(request{method: "GET", path: "/api/commands/batches/" + b.BatchID, operator: true})
 	if len(vt.seen) < 8 {
 		t.Fatalf("only %d method/status pairs validated: %v", len(vt.seen), vt.seen)
 	}

@@ -12,6 +12,7 @@ type Code string
 const (
 	CodeAccountNotFound        Code = "account_not_found"
 	CodeAgentUpgradeRequired   Code = "agent_upgrade_required"
+	CodeBatchTooLarge          Code = "batch_too_large"
 	CodeBodyTooLarge           Code = "body_too_large"
 	CodeChatUnavailable        Code = "chat_unavailable"
 	CodeConflict               Code = "conflict"
@@ -24,12 +25,15 @@ const (
 	CodeInvalidClaimCode       Code = "invalid_claim_code"
 	CodeInvalidCredentials     Code = "invalid_credentials"
 	CodeInvalidCSR             Code = "invalid_csr"
+	CodeInvalidCursor          Code = "invalid_cursor"
 	CodeInvalidID              Code = "invalid_id"
 	CodeInvalidInput           Code = "invalid_input"
 	CodeInvalidJSON            Code = "invalid_json"
+	CodeInvalidLimit           Code = "invalid_limit"
 	CodeInvalidName            Code = "invalid_name"
 	CodeInvalidProof           Code = "invalid_proof"
 	CodeInvalidPublicKey       Code = "invalid_public_key"
+	CodeInvalidSort            Code = "invalid_sort"
 	CodeInvalidToken           Code = "invalid_token"
 	CodeLastAdmin              Code = "last_admin"
 	CodeLoginBusy              Code = "login_busy"
@@ -72,6 +76,7 @@ type Entry struct {
 var Catalogue = []Entry{
 	{CodeAccountNotFound, http.StatusNotFound, "Account not found", "provisioner: no account with that public key"},
 	{CodeAgentUpgradeRequired, http.StatusBadRequest, "Sensor agent upgrade required", "the renewal lacks the proof of the current key that this release requires; upgrade the agent"},
+	{CodeBatchTooLarge, http.StatusBadRequest, "Batch too large", "a command batch names more than 10,000 sensor ids or its filter matches more than 50,000 sensors"},
 	{CodeBodyTooLarge, http.StatusRequestEntityTooLarge, "Request body too large", "the body exceeds the route's limit"},
 	{CodeChatUnavailable, http.StatusServiceUnavailable, "Analytics chat unavailable", "the chat is disabled, not configured or its model provider is unreachable"},
 	{CodeConflict, http.StatusConflict, "Conflict", "the request conflicts with the stored state (e.g. a duplicate e-mail, a used claim code)"},
@@ -84,12 +89,15 @@ var Catalogue = []Entry{
 	{CodeInvalidClaimCode, http.StatusBadRequest, "Invalid claim code", "unknown, malformed, expired, used and revoked codes alike"},
 	{CodeInvalidCredentials, http.StatusUnauthorized, "Invalid credentials", "wrong e-mail or password (or a disabled account)"},
 	{CodeInvalidCSR, http.StatusBadRequest, "Invalid certificate signing request", "the CSR does not parse, is not self-signed or uses a refused key"},
+	{CodeInvalidCursor, http.StatusBadRequest, "Invalid cursor", "the cursor was not issued by this API, was altered, or belongs to another sort, filter or tenant scope; start again without one"},
 	{CodeInvalidID, http.StatusBadRequest, "Invalid identifier", "ids must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"},
 	{CodeInvalidInput, http.StatusBadRequest, "Invalid input", "a field is missing or out of bounds; detail says which"},
 	{CodeInvalidJSON, http.StatusBadRequest, "Malformed JSON body", "the body is not the JSON object the route takes"},
+	{CodeInvalidLimit, http.StatusBadRequest, "Invalid limit", "a page size outside the route's bounds (GET /api/sensors: 1–500)"},
 	{CodeInvalidName, http.StatusBadRequest, "Invalid name", "provisioner: a name is too long or holds control characters"},
 	{CodeInvalidProof, http.StatusForbidden, "Invalid proof of possession", "the renewal is not signed by the key of the sensor's current certificate"},
 	{CodeInvalidPublicKey, http.StatusBadRequest, "Invalid public key", "provisioner: not an account or user public key"},
+	{CodeInvalidSort, http.StatusBadRequest, "Invalid sort", "the sort is not one the route documents"},
 	{CodeInvalidToken, http.StatusUnauthorized, "Invalid token", "sensor routes: the bearer token is unknown, used, expired or revoked"},
 	{CodeLastAdmin, http.StatusConflict, "Last admin", "the last enabled admin cannot be demoted or disabled"},
 	{CodeLoginBusy, http.StatusServiceUnavailable, "Too many logins at once", "every password-hashing slot is busy; retry after Retry-After"},

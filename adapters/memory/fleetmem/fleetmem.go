@@ -54,6 +54,7 @@ type Store struct {
 	certs    map[string]*cert
 	tokens   []*token
 	commands map[string]*fleet.Command
+	batches  map[string]*fleet.Batch
 	locks    map[string]bool
 }
 
@@ -61,7 +62,7 @@ type Store struct {
 func New(Config) (*Store, error) {
 	return &Store{
 		tenants: map[string]fleet.Tenant{}, claims: map[string]*claim{}, sensors: map[string]*sensor{},
-		certs: map[string]*cert{}, commands: map[string]*fleet.Command{}, locks: map[string]bool{},
+		certs: map[string]*cert{}, commands: map[string]*fleet.Command{}, batches: map[string]*fleet.Batch{}, locks: map[string]bool{},
 	}, nil
 }
 
@@ -432,13 +433,15 @@ func (s *Store) UpdateSensorStatuses(_ context.Context, refs []fleet.SensorRef, 
 		found := ok && sn.TenantID == ref.TenantID
 		var cur fleet.SensorStatus
 		if found {
-			cur = fleet.SensorStatus{State: sn.State, LastSeenAt: sn.LastSeenAt, LastStatusAt: sn.lastStatusAt}
+			cur = fleet.SensorStatus{State: sn.State, LastSeenAt: sn.LastSeenAt, LastStatusAt: sn.lastStatusAt,
+				AgentVersion: sn.AgentVersion, Address: sn.Address}
 		}
 		next, store := apply(ref, cur, found)
 		if !found || !store {
 			continue
 		}
 		sn.State, sn.LastSeenAt, sn.lastStatusAt = next.State, next.LastSeenAt, next.LastStatusAt
+		sn.AgentVersion, sn.Address = next.AgentVersion, next.Address
 		for _, r := range next.Results {
 			if c, ok := s.commands[r.CommandID]; ok && c.SensorID == ref.SensorID && c.AcknowledgedAt.IsZero() {
 				c.AcknowledgedAt, c.Outcome, c.OutcomeReason, c.OutcomeDetail = next.AcknowledgedAt, r.Outcome, r.Reason, r.Detail
@@ -512,7 +515,7 @@ func (s *Store) CreateCommand(_ context.Context, c fleet.Command) (fleet.Command
 			}
 		}
 	}
-	c.Status = fleet.CommandPending
+	c.Status, c.FirstSentAt = fleet.CommandPending, c.IssuedAt
 	s.commands[c.ID] = &c
 	sn.lastCommandID = c.ID
 	return c, true, nil
@@ -555,13 +558,13 @@ func (s *Store) PendingCommands(_ context.Context, since time.Time, limit int) (
 	defer s.mu.Unlock()
 	var out []fleet.Command
 	for _, c := range s.commands {
-		if c.Status == fleet.CommandPending && !c.IssuedAt.Before(since) {
+		if c.Status == fleet.CommandPending && !c.FirstSentAt.IsZero() && !c.FirstSentAt.Before(since) {
 			out = append(out, *c)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if !out[i].IssuedAt.Equal(out[j].IssuedAt) {
-			return out[i].IssuedAt.Before(out[j].IssuedAt)
+		if !out[i].FirstSentAt.Equal(out[j].FirstSentAt) {
+			return out[i].FirstSentAt.Before(out[j].FirstSentAt)
 		}
 		return out[i].ID < out[j].ID
 	})

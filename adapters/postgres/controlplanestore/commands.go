@@ -12,21 +12,24 @@ import (
 
 const commandColumns = `m.id, m.tenant_id, m.sensor_id, m.action, m.issued_at, m.issued_by, m.expires_at,
 	COALESCE(m.idempotency_key, ''), m.status, m.accepted_at, COALESCE(m.stream_seq, 0), m.failed_at,
-	m.acknowledged_at, COALESCE(m.outcome, ''), m.outcome_reason, m.outcome_detail`
+	m.acknowledged_at, COALESCE(m.outcome, ''), m.outcome_reason, m.outcome_detail, COALESCE(m.batch_id, ''), m.first_sent_at`
 
 func scanCommand(row pgx.Row) (fleet.Command, error) {
 	var (
 		c                       fleet.Command
 		accepted, failed, acked *time.Time
+		firstSent               *time.Time
 		seq                     int64
 	)
 	err := row.Scan(&c.ID, &c.TenantID, &c.SensorID, &c.Action, &c.IssuedAt, &c.IssuedBy, &c.ExpiresAt,
-		&c.IdempotencyKey, &c.Status, &accepted, &seq, &failed, &acked, &c.Outcome, &c.OutcomeReason, &c.OutcomeDetail)
+		&c.IdempotencyKey, &c.Status, &accepted, &seq, &failed, &acked, &c.Outcome, &c.OutcomeReason, &c.OutcomeDetail,
+		&c.BatchID, &firstSent)
 	if err != nil {
 		return fleet.Command{}, err
 	}
 	c.IssuedAt, c.ExpiresAt = c.IssuedAt.UTC(), c.ExpiresAt.UTC()
 	c.AcceptedAt, c.FailedAt, c.AcknowledgedAt, c.StreamSeq = utc(accepted), utc(failed), utc(acked), uint64(seq)
+	c.FirstSentAt = utc(firstSent)
 	return c, nil
 }
 
@@ -47,8 +50,8 @@ func (s *Store) CreateCommand(ctx context.Context, c fleet.Command) (fleet.Comma
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
-			INSERT INTO commands (id, tenant_id, sensor_id, action, issued_at, issued_by, expires_at, idempotency_key, status)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending')
+			INSERT INTO commands (id, tenant_id, sensor_id, action, issued_at, issued_by, expires_at, idempotency_key, status, first_sent_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $5)
 			ON CONFLICT (sensor_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
 			c.ID, c.TenantID, c.SensorID, string(c.Action), c.IssuedAt, c.IssuedBy, c.ExpiresAt, nullString(c.IdempotencyKey))
 		if err != nil {
@@ -73,7 +76,7 @@ func (s *Store) CreateCommand(ctx context.Context, c fleet.Command) (fleet.Comma
 			return fleet.ErrNotFound
 		}
 		out, created = c, true
-		out.Status = fleet.CommandPending
+		out.Status, out.FirstSentAt = fleet.CommandPending, c.IssuedAt
 		return nil
 	})
 	return out, created, err
@@ -117,7 +120,7 @@ func (s *Store) commandExists(ctx context.Context, id string) error {
 // PendingCommands implements fleet.CommandStore.
 func (s *Store) PendingCommands(ctx context.Context, since time.Time, limit int) ([]fleet.Command, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+commandColumns+` FROM commands m
-		WHERE m.status = 'pending' AND m.issued_at >= $1 ORDER BY m.issued_at, m.id LIMIT $2`, since, limit)
+		WHERE m.status = 'pending' AND m.first_sent_at >= $1 ORDER BY m.first_sent_at, m.id LIMIT $2`, since, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -13,10 +13,11 @@ import (
 
 const sensorQuery = `
 	SELECT s.id, s.tenant_id, s.name, s.hostname, s.state, s.last_seen_at,
-	       s.nats_user_pub_key, s.nats_account_pub_key, s.created_at,
+	       s.nats_user_pub_key, s.nats_account_pub_key, s.created_at, s.agent_version, s.address,
 	       c.serial, c.not_after, c.issued_at,
 	       m.id, m.action, m.issued_at, m.issued_by, m.expires_at, m.idempotency_key, m.status,
-	       m.accepted_at, m.stream_seq, m.failed_at, m.acknowledged_at, m.outcome, m.outcome_reason, m.outcome_detail
+	       m.accepted_at, m.stream_seq, m.failed_at, m.acknowledged_at, m.outcome, m.outcome_reason, m.outcome_detail,
+	       m.batch_id, m.first_sent_at
 	FROM sensors s
 	LEFT JOIN sensor_certificates c ON c.sensor_id = s.id AND c.active
 	LEFT JOIN commands m ON m.id = s.last_command_id`
@@ -28,13 +29,15 @@ func scanSensor(row pgx.Row) (fleet.Sensor, error) {
 		serial, cmdID, action, by               *string
 		key, status, outcome, reason, detail    *string
 		issued, expires, accepted, failed, ackd *time.Time
+		batch                                   *string
+		firstSent                               *time.Time
 		seq                                     *int64
 	)
 	err := row.Scan(&s.ID, &s.TenantID, &s.Name, &s.Hostname, &s.State, &lastSeen,
-		&s.NATSUserPubKey, &s.NATSAccountPubKey, &s.CreatedAt,
+		&s.NATSUserPubKey, &s.NATSAccountPubKey, &s.CreatedAt, &s.AgentVersion, &s.Address,
 		&serial, &notAfter, &certIssued,
 		&cmdID, &action, &issued, &by, &expires, &key, &status,
-		&accepted, &seq, &failed, &ackd, &outcome, &reason, &detail)
+		&accepted, &seq, &failed, &ackd, &outcome, &reason, &detail, &batch, &firstSent)
 	if err != nil {
 		return fleet.Sensor{}, err
 	}
@@ -49,6 +52,7 @@ func scanSensor(row pgx.Row) (fleet.Sensor, error) {
 			IdempotencyKey: deref(key), Status: fleet.CommandStatus(deref(status)),
 			AcceptedAt: utc(accepted), FailedAt: utc(failed), AcknowledgedAt: utc(ackd),
 			Outcome: fleet.Outcome(deref(outcome)), OutcomeReason: deref(reason), OutcomeDetail: deref(detail),
+			BatchID: deref(batch), FirstSentAt: utc(firstSent),
 		}
 		if seq != nil {
 			s.LastCommand.StreamSeq = uint64(*seq)
@@ -105,7 +109,7 @@ func (s *Store) UpdateSensorStatuses(ctx context.Context, refs []fleet.SensorRef
 		}
 		cur := make(map[string]row, len(refs))
 		rows, err := tx.Query(ctx, `
-			SELECT id, tenant_id, state, last_seen_at, last_status_at FROM sensors
+			SELECT id, tenant_id, state, last_seen_at, last_status_at, agent_version, address FROM sensors
 			WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 		if err != nil {
 			return err
@@ -116,7 +120,7 @@ func (s *Store) UpdateSensorStatuses(ctx context.Context, refs []fleet.SensorRef
 				st               fleet.SensorStatus
 				seen, lastStatus *time.Time
 			)
-			if err := rows.Scan(&id, &tenant, &st.State, &seen, &lastStatus); err != nil {
+			if err := rows.Scan(&id, &tenant, &st.State, &seen, &lastStatus, &st.AgentVersion, &st.Address); err != nil {
 				rows.Close()
 				return err
 			}
@@ -128,6 +132,7 @@ func (s *Store) UpdateSensorStatuses(ctx context.Context, refs []fleet.SensorRef
 		}
 		var (
 			upIDs, upStates    []string
+			upVersions, upAddr []string
 			upSeen, upStatus   []*time.Time
 			ackIDs, ackSensors []string
 			ackOutcomes        []string
@@ -144,6 +149,7 @@ func (s *Store) UpdateSensorStatuses(ctx context.Context, refs []fleet.SensorRef
 			}
 			upIDs, upStates = append(upIDs, ref.SensorID), append(upStates, string(next.State))
 			upSeen, upStatus = append(upSeen, nullTime(next.LastSeenAt)), append(upStatus, nullTime(next.LastStatusAt))
+			upVersions, upAddr = append(upVersions, next.AgentVersion), append(upAddr, next.Address)
 			for _, r := range next.Results {
 				ackIDs, ackSensors, ackAt = append(ackIDs, r.CommandID), append(ackSensors, ref.SensorID), append(ackAt, next.AcknowledgedAt)
 				ackOutcomes, ackReasons, ackDetails = append(ackOutcomes, string(r.Outcome)), append(ackReasons, r.Reason), append(ackDetails, r.Detail)
@@ -151,9 +157,11 @@ func (s *Store) UpdateSensorStatuses(ctx context.Context, refs []fleet.SensorRef
 		}
 		if len(upIDs) > 0 {
 			if _, err := tx.Exec(ctx, `
-				UPDATE sensors AS s SET state = u.state, last_seen_at = u.seen, last_status_at = u.at
-				FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS u(id, state, seen, at)
-				WHERE s.id = u.id`, upIDs, upStates, upSeen, upStatus); err != nil {
+				UPDATE sensors AS s SET state = u.state, last_seen_at = u.seen, last_status_at = u.at,
+					agent_version = u.version, address = u.address
+				FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::text[])
+					AS u(id, state, seen, at, version, address)
+				WHERE s.id = u.id`, upIDs, upStates, upSeen, upStatus, upVersions, upAddr); err != nil {
 				return err
 			}
 		}

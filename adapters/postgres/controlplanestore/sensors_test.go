@@ -198,7 +198,7 @@ func TestMarkSilentOfflineAndSensorSeen(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clock.Advance(90 * time.Second)
-	if err := f.svc.SensorSeen(f.ctx, "acme", chatty.SensorID); err != nil {
+	if err := f.svc.SensorSeen(f.ctx, "acme", chatty.SensorID, fleet.Contact{}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := f.svc.MarkSilentOffline(f.ctx, time.Minute)
@@ -222,14 +222,32 @@ func TestMarkSilentOfflineAndSensorSeen(t *testing.T) {
 	}
 
 	// A sign of life wakes an offline sensor; revoked ones stay revoked.
-	if err := f.svc.SensorSeen(f.ctx, "acme", quiet.SensorID); err != nil {
+	// It also records where the sensor called from and its agent version;
+	// an empty or unprintable value keeps what is known.
+	if err := f.svc.SensorSeen(f.ctx, "acme", quiet.SensorID, fleet.Contact{Address: "192.0.2.7", AgentVersion: "2.0.1"}); err != nil {
 		t.Fatal(err)
 	}
-	if s := f.sensor(t, quiet.SensorID); s.State != fleet.StateOnline || !s.LastSeenAt.Equal(f.clock.Now()) {
-		t.Errorf("after SensorSeen: %s seen %s", s.State, s.LastSeenAt)
+	if s := f.sensor(t, quiet.SensorID); s.State != fleet.StateOnline || !s.LastSeenAt.Equal(f.clock.Now()) ||
+		s.Address != "192.0.2.7" || s.AgentVersion != "2.0.1" {
+		t.Errorf("after SensorSeen: %s seen %s from %q version %q", s.State, s.LastSeenAt, s.Address, s.AgentVersion)
 	}
-	wantErr(t, f.svc.SensorSeen(f.ctx, "acme", revoked.SensorID), fleet.ErrRevoked)
-	wantErr(t, f.svc.SensorSeen(f.ctx, "other", quiet.SensorID), fleet.ErrNotFound)
+	if err := f.svc.SensorSeen(f.ctx, "acme", quiet.SensorID, fleet.Contact{AgentVersion: "bad\x01version"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.sensor(t, quiet.SensorID); s.Address != "192.0.2.7" || s.AgentVersion != "2.0.1" {
+		t.Errorf("after an empty contact: from %q version %q, want the earlier ones kept", s.Address, s.AgentVersion)
+	}
+	// A status report's agent version is recorded too.
+	f.clock.Advance(time.Second)
+	if err := f.svc.HandleStatus(f.ctx, "rxc.acme."+quiet.SensorID+".status",
+		[]byte(`{"state":"running","at":"`+f.clock.Now().Format(time.RFC3339Nano)+`","agentVersion":"2.1.0"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.sensor(t, quiet.SensorID); s.AgentVersion != "2.1.0" || s.Address != "192.0.2.7" {
+		t.Errorf("after a status report: version %q from %q, want 2.1.0 from 192.0.2.7", s.AgentVersion, s.Address)
+	}
+	wantErr(t, f.svc.SensorSeen(f.ctx, "acme", revoked.SensorID, fleet.Contact{}), fleet.ErrRevoked)
+	wantErr(t, f.svc.SensorSeen(f.ctx, "other", quiet.SensorID, fleet.Contact{}), fleet.ErrNotFound)
 
 	offline, err := f.svc.Sensors(f.ctx, fleet.SensorFilter{State: fleet.StateRevoked})
 	if err != nil || len(offline) != 1 || offline[0].ID != revoked.SensorID {

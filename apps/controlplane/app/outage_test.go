@@ -59,6 +59,10 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 		{"GET", "/api/tenants/acme/claim-codes", ""},
 		{"DELETE", "/api/claim-codes/c1", ""},
 		{"GET", "/api/sensors", ""},
+		{"GET", "/api/sensors?tenantId=acme&sort=-lastSeen&q=x", ""},
+		{"GET", "/api/sensors/summary", ""},
+		{"POST", "/api/commands", ""},
+		{"GET", "/api/commands/batches/b1", ""},
 		{"GET", "/api/sensors/" + s.enr.SensorID, ""},
 		{"POST", "/api/sensors/" + s.enr.SensorID + "/commands", ""},
 		{"POST", "/api/sensors/" + s.enr.SensorID + "/revoke", ""},
@@ -72,6 +76,7 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 		"/api/tenants/acme/claim-codes":                   map[string]any{},
 		"/api/sensors/claim/redeem":                       map[string]string{"claimCode": "7K3M-Q9ZD-7K3M-Q9ZD-7K3M-Q9ZD-7K3M"},
 		"/api/sensors/" + s.enr.SensorID + "/commands":    map[string]string{"action": "start"},
+		"/api/commands":                                   map[string]any{"action": "stop", "sensorIds": []string{s.enr.SensorID}},
 		"/api/sensors/" + s.enr.SensorID + "/agent/renew": map[string]string{"csr": newCSR(t, s.key)},
 	}
 	for _, r := range routes {

@@ -257,6 +257,8 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.messaging != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.every(ctx, commandReconcileEvery, s.reconcileCommands) }()
+		wg.Add(1)
+		go func() { defer wg.Done(); s.publishBatches(ctx) }()
 	}
 	if s.cfg.Provisioner.Enabled {
 		wg.Add(1)
@@ -344,6 +346,30 @@ func (s *Server) reconcileCommands(ctx context.Context) {
 		s.log.Warn("command reconcile", "settled", n, logkey.Error, err)
 	} else if n > 0 {
 		s.log.Info("pending commands settled", "count", n)
+	}
+}
+
+// batchPollEvery is how often a replica looks for batch commands nobody
+// has sent (another replica's batch, or one left by a replica that
+// stopped); its own batches wake it at once.
+const batchPollEvery = 2 * time.Second
+
+// publishBatches publishes queued batch commands until ctx ends.
+func (s *Server) publishBatches(ctx context.Context) {
+	t := time.NewTicker(batchPollEvery)
+	defer t.Stop()
+	for {
+		if n, err := s.fleet.PublishQueued(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("publish batch commands", "published", n, "err", err)
+		} else if n > 0 {
+			s.log.Info("batch commands published", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.fleet.PublisherWake():
+		}
 	}
 }
 

@@ -238,7 +238,7 @@ func (a *apiClient) enrolledSensors(ctx context.Context, tenant string) ([]senso
 	var list struct {
 		Items []sensorView `json:"items"`
 	}
-	_, err := a.do(ctx, http.MethodGet, "/api/sensors?tenantId="+url.QueryEscape(tenant), nil, &list, http.StatusOK)
+	_, err := a.do(ctx, http.MethodGet, "/api/sensors?limit=500&tenantId="+url.QueryEscape(tenant), nil, &list, http.StatusOK)
 	var out []sensorView
 	for _, s := range list.Items {
 		if s.State != "pending" {

@@ -47,6 +47,10 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"RevokeSensor", testRevokeSensor},
 		{"Commands", testCommands},
 		{"SensorFilter", testSensorFilter},
+		{"ListSensors", testListSensors},
+		{"CountSensors", testCountSensors},
+		{"Batches", testBatches},
+		{"BatchConcurrent", testBatchConcurrent},
 		{"Locker", testLocker},
 	}
 	for _, tt := range tests {
@@ -612,7 +616,8 @@ func testCommands(t *testing.T, s Store) {
 	c := fleet.Command{ID: "cmd-1", TenantID: "acme", SensorID: "s1", Action: fleet.ActionStop, IssuedAt: t0, IssuedBy: "ops", ExpiresAt: t0.Add(10 * time.Minute), IdempotencyKey: "key-1"}
 	got, created, err := s.CreateCommand(ctx, c)
 	want := c
-	want.Status = fleet.CommandPending
+	// A command to one sensor is sent as it is issued.
+	want.Status, want.FirstSentAt = fleet.CommandPending, c.IssuedAt
 	if err != nil || !created || !cmp.Equal(got, want) {
 		t.Fatalf("create = %+v, %v, %v; want %+v, true", got, created, err, want)
 	}
