@@ -49,9 +49,12 @@ func (s *Store) MatchSensors(ctx context.Context, m fleet.SensorMatch, limit int
 // CreateBatch implements fleet.BatchStore. The unique index on (operator,
 // idempotency key) makes concurrent identical requests leave one batch:
 // the later insert waits for the first transaction and then finds its
-// batch. The commands' sensors are locked in id order (the order status
-// updates lock them in, so the two cannot deadlock) and re-checked, so a
-// sensor revoked meanwhile gets no command.
+// batch. The commands' sensors are share-locked in id order first (the
+// order status updates lock them in: the foreign-key checks of the insert
+// would otherwise take the same locks in any order and could deadlock with
+// them) and re-checked, so a sensor revoked before gets no command. The
+// sensors' rows are not written: a sensor's last command is read as the
+// one recorded last.
 func (s *Store) CreateBatch(ctx context.Context, b fleet.Batch, cmds []fleet.Command) (fleet.Batch, bool, error) {
 	var (
 		out     fleet.Batch
@@ -86,7 +89,7 @@ func (s *Store) CreateBatch(ctx context.Context, b fleet.Batch, cmds []fleet.Com
 		for i, c := range cmds {
 			ids[i], tenants[i], sensors[i] = c.ID, c.TenantID, c.SensorID
 		}
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM sensors WHERE id = ANY($1) ORDER BY id FOR UPDATE`, sensors); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM sensors WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`, sensors); err != nil {
 			return err
 		}
 		c := cmds[0]
@@ -109,10 +112,7 @@ func (s *Store) CreateBatch(ctx context.Context, b fleet.Batch, cmds []fleet.Com
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `
-			UPDATE sensors AS s SET last_command_id = c.id
-			FROM commands c WHERE c.batch_id = $1 AND s.id = c.sensor_id`, b.ID)
-		return err
+		return nil
 	})
 	return out, created, err
 }

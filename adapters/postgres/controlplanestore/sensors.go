@@ -11,6 +11,10 @@ import (
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
+// sensorQuery reads sensors with their active certificate and their last
+// command: the one recorded last (one index probe each,
+// commands_sensor_latest_idx), so a batch of thousands of commands need not
+// write the sensors' rows.
 const sensorQuery = `
 	SELECT s.id, s.tenant_id, s.name, s.hostname, s.state, s.last_seen_at,
 	       s.nats_user_pub_key, s.nats_account_pub_key, s.created_at, s.agent_version, s.address,
@@ -20,7 +24,7 @@ const sensorQuery = `
 	       m.batch_id, m.first_sent_at
 	FROM sensors s
 	LEFT JOIN sensor_certificates c ON c.sensor_id = s.id AND c.active
-	LEFT JOIN commands m ON m.id = s.last_command_id`
+	LEFT JOIN LATERAL (SELECT * FROM commands c WHERE c.sensor_id = s.id ORDER BY c.seq DESC LIMIT 1) m ON true`
 
 func scanSensor(row pgx.Row) (fleet.Sensor, error) {
 	var (

@@ -1,0 +1,92 @@
+package controlplanestore_test
+
+import (
+	"context"
+	"io/fs"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/adapters/postgres/migrate"
+	"github.com/rxc-project/rxc/internal/pgtest"
+	"github.com/rxc-project/rxc/migrations"
+)
+
+// upTo is the control plane's schema files before version (e.g. "005").
+func upTo(t *testing.T, version string) fs.FS {
+	t.Helper()
+	out := fstest.MapFS{}
+	entries, err := fs.ReadDir(migrations.ControlPlane, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.Compare(e.Name(), version) < 0 {
+			data, err := fs.ReadFile(migrations.ControlPlane, e.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[e.Name()] = &fstest.MapFile{Data: data}
+		}
+	}
+	return out
+}
+
+// TestMigration005KeepsEachSensorsLastCommand: commands recorded before
+// 005 keep their sensor's last command (the one last_command_id named,
+// whatever the issue times say), and a command recorded after comes last.
+func TestMigration005KeepsEachSensorsLastCommand(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := migrate.Apply(ctx, pool, "controlplane", upTo(t, "005")); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO tenants (id, name, created_at) VALUES ('acme', 'Acme', now())`,
+		`INSERT INTO sensors (id, tenant_id, name, state, created_at) VALUES ('s1', 'acme', 's1', 'running', now()), ('s2', 'acme', 's2', 'running', now())`,
+		// s1's last command is c1b although c1a was issued later (clocks of
+		// two replicas); s2's is c2a.
+		`INSERT INTO commands (id, tenant_id, sensor_id, action, issued_at, issued_by, expires_at, status) VALUES
+			('c1a', 'acme', 's1', 'start', now(), 'ops', now() + interval '1 hour', 'accepted'),
+			('c1b', 'acme', 's1', 'stop', now() - interval '1 second', 'ops', now() + interval '1 hour', 'accepted'),
+			('c2a', 'acme', 's2', 'stop', now(), 'ops', now() + interval '1 hour', 'accepted'),
+			('c2b', 'acme', 's2', 'start', now() - interval '1 minute', 'ops', now() + interval '1 hour', 'accepted')`,
+		`UPDATE sensors SET last_command_id = 'c1b' WHERE id = 's1'`,
+		`UPDATE sensors SET last_command_id = 'c2a' WHERE id = 's2'`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := migrate.Apply(ctx, pool, "controlplane", migrations.ControlPlane); err != nil {
+		t.Fatal(err)
+	}
+	store, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"s1": "c1b", "s2": "c2a"} {
+		s, err := store.Sensor(ctx, id)
+		if err != nil || s.LastCommand == nil || s.LastCommand.ID != want {
+			t.Errorf("%s after the migration: last command %+v, %v; want %s", id, s.LastCommand, err, want)
+		}
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO commands (id, tenant_id, sensor_id, action, issued_at, issued_by, expires_at, status, first_sent_at)
+		VALUES ('c1c', 'acme', 's1', 'start', now() - interval '1 hour', 'ops', now() + interval '1 hour', 'pending', now())`); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := store.Sensor(ctx, "s1"); s.LastCommand == nil || s.LastCommand.ID != "c1c" {
+		t.Errorf("after a new command: last command %+v, want c1c", s.LastCommand)
+	}
+	var unsent int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM commands WHERE first_sent_at IS NULL`).Scan(&unsent); err != nil || unsent != 0 {
+		t.Errorf("%d commands from before 005 without a first send time (%v)", unsent, err)
+	}
+}
