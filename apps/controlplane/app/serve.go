@@ -360,7 +360,7 @@ func (s *Server) publishBatches(ctx context.Context) {
 	defer t.Stop()
 	for {
 		if n, err := s.fleet.PublishQueued(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("publish batch commands", "published", n, "err", err)
+			s.log.Warn("publish batch commands", "published", n, logkey.Error, err)
 		} else if n > 0 {
 			s.log.Info("batch commands published", "count", n)
 		}
