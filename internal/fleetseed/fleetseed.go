@@ -62,9 +62,11 @@ func (s *Spec) check() error {
 // 7 online, 4 error, 2 revoked, 2 pending), so every filter and sort of the
 // console has something to show. A sensor that exists already gets its
 // seeded state and times back (the control plane marks silent sensors
-// offline), unless it is revoked: revocation is for good.
+// offline), unless it is revoked: revocation is for good. Enrolled ones
+// have an agent version and a 10.x.y.z address.
 const seedSQL = `
-INSERT INTO sensors (id, tenant_id, name, hostname, state, last_seen_at, last_status_at, created_at, revoked_at, revoked_by)
+INSERT INTO sensors (id, tenant_id, name, hostname, state, last_seen_at, last_status_at, created_at, revoked_at, revoked_by,
+                     agent_version, address)
 SELECT $2 || lpad(g.i::text, 6, '0'), $1,
        (ARRAY['edge','core','dmz','lab','branch','dc'])[1 + g.i % 6] || '-' ||
        (ARRAY['fra','ams','nyc','sgp','syd','gru','jnb'])[1 + (g.i / 6) % 7] || '-' || lpad(g.i::text, 5, '0'),
@@ -76,7 +78,9 @@ SELECT $2 || lpad(g.i::text, 6, '0'), $1,
        CASE WHEN st.state IN ('pending', 'offline', 'revoked') THEN NULL ELSE now() - make_interval(secs => g.i % 30) END,
        now() - make_interval(mins => g.i),
        CASE WHEN st.state = 'revoked' THEN now() END,
-       CASE WHEN st.state = 'revoked' THEN 'seed' END
+       CASE WHEN st.state = 'revoked' THEN 'seed' END,
+       CASE WHEN st.state = 'pending' THEN '' ELSE (ARRAY['1.4.2','1.5.0','1.5.1','2.0.0-rc.1'])[1 + g.i % 4] END,
+       CASE WHEN st.state = 'pending' THEN '' ELSE '10.' || (g.i / 65536) % 256 || '.' || (g.i / 256) % 256 || '.' || g.i % 256 END
 FROM generate_series(1, $3::int) AS g(i),
      LATERAL (SELECT CASE WHEN g.i % 100 < 60 THEN 'running'
                           WHEN g.i % 100 < 75 THEN 'stopped'
@@ -85,7 +89,8 @@ FROM generate_series(1, $3::int) AS g(i),
                           WHEN g.i % 100 < 96 THEN 'error'
                           WHEN g.i % 100 < 98 THEN 'revoked'
                           ELSE 'pending' END AS state) AS st
-ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, last_seen_at = EXCLUDED.last_seen_at, last_status_at = EXCLUDED.last_status_at
+ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, last_seen_at = EXCLUDED.last_seen_at, last_status_at = EXCLUDED.last_status_at,
+    agent_version = EXCLUDED.agent_version, address = EXCLUDED.address
 WHERE sensors.tenant_id = EXCLUDED.tenant_id AND sensors.state <> 'revoked' AND EXCLUDED.state <> 'revoked'`
 
 // Seed writes spec.Count simulated sensors into spec.TenantID and returns

@@ -63,6 +63,12 @@ func TestSeedWritesTheFleetOnceAndRestoresStates(t *testing.T) {
 			t.Errorf("%s: %d sensors, want %d", state, got, want)
 		}
 	}
+	if got := count(t, pool, `state <> 'pending' AND (agent_version = '' OR address = '')`); got != 0 {
+		t.Errorf("%d enrolled sensors without agent version or address", got)
+	}
+	if got := count(t, pool, `id = 'seed-000258' AND address = '10.0.1.2' AND agent_version = '1.5.1'`); got != 1 {
+		t.Error("sensor 258 is not at 10.0.1.2 with agent 1.5.1")
+	}
 	if got := count(t, pool, `hostname = '' OR name = ''`); got != 0 {
 		t.Errorf("%d sensors without name or hostname", got)
 	}
