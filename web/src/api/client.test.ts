@@ -34,6 +34,34 @@ describe('ApiClient', () => {
     expect(f.calls[0].url.search).toBe('?tenantId=acme');
   });
 
+  it('pages, searches and sorts sensors in the query, and reads the summary and command history', async () => {
+    const { api, f } = client({
+      'GET /api/sensors': () => json(200, { items: [], nextCursor: 'c2' }),
+      'GET /api/sensors/summary': () => json(200, { total: 3, byState: { running: 3 } }),
+      'GET /api/sensors/s%201/commands': () => json(200, { items: [], nextCursor: null }),
+    });
+    const page = await api.listSensors({ tenantId: 'acme', q: 'fra & co', sort: '-lastSeenAt', limit: 100, cursor: 'c1' });
+    expect(page.nextCursor).toBe('c2');
+    expect(Object.fromEntries(f.calls[0].url.searchParams)).toEqual({ tenantId: 'acme', q: 'fra & co', sort: '-lastSeenAt', limit: '100', cursor: 'c1' });
+    await expect(api.sensorSummary(undefined)).resolves.toEqual({ total: 3, byState: { running: 3 } });
+    expect(f.calls[1].url.search).toBe('');
+    await api.sensorSummary('acme');
+    expect(f.calls[2].url.search).toBe('?tenantId=acme');
+    await api.sensorCommands('s 1', { limit: 20, cursor: 'x' });
+    expect(f.calls[3].url.pathname).toBe('/api/sensors/s%201/commands');
+    expect(f.calls[3].url.search).toBe('?limit=20&cursor=x');
+  });
+
+  it('sends a bulk command and reads its batch', async () => {
+    const { api, f } = client({
+      'POST /api/commands': () => json(202, { batchId: 'b/1', total: 2 }),
+      'GET /api/commands/batches/b%2F1': () => json(200, { total: 2, accepted: 1, acknowledged: 0, failed: 0, pending: 1 }),
+    });
+    const { batchId } = await api.sendBulkCommand({ action: 'stop', filter: { tenantId: 'acme', state: 'running' } });
+    expect(f.calls[0].body).toEqual({ action: 'stop', filter: { tenantId: 'acme', state: 'running' } });
+    await expect(api.batchProgress(batchId)).resolves.toMatchObject({ accepted: 1, pending: 1 });
+  });
+
   it('accepts 204 for login and sends the credentials body', async () => {
     const { api, f } = client({ 'POST /api/auth/login': () => new Response(null, { status: 204 }) });
     await api.login('a@b.c', 'pw');

@@ -18,9 +18,16 @@ import type {
   NewOperator,
   Operator,
   OperatorUpdate,
+  BatchProgress,
+  BulkCommand,
+  Command,
   Overview,
   OverviewQuery,
+  Page,
   Sensor,
+  SensorPage,
+  SensorQuery,
+  SensorSummary,
   Tenant,
 } from './types';
 
@@ -170,8 +177,24 @@ export class ApiClient {
   revokeClaimCode(id: string) {
     return this.noContent('DELETE', `/claim-codes/${encodeURIComponent(id)}`);
   }
-  listSensors(filter: { tenantId?: string; state?: string }, signal?: AbortSignal) {
-    return this.json<Items<Sensor>>('GET', '/sensors', { query: filter, signal });
+  /** One page of sensors; without a limit the API's default (50). */
+  listSensors(q: SensorQuery, signal?: AbortSignal) {
+    const query = { tenantId: q.tenantId, state: q.state, q: q.q, sort: q.sort, limit: q.limit === undefined ? undefined : String(q.limit), cursor: q.cursor };
+    return this.json<SensorPage>('GET', '/sensors', { query, signal });
+  }
+  sensorSummary(tenantId: string | undefined, signal?: AbortSignal) {
+    return this.json<SensorSummary>('GET', '/sensors/summary', { query: { tenantId }, signal });
+  }
+  sensorCommands(id: string, q: { limit?: number; cursor?: string }, signal?: AbortSignal) {
+    const query = { limit: q.limit === undefined ? undefined : String(q.limit), cursor: q.cursor };
+    return this.json<Page<Command>>('GET', `/sensors/${encodeURIComponent(id)}/commands`, { query, signal });
+  }
+  /** Starts or stops many sensors as one batch; the API answers 202 with the batch to follow. */
+  sendBulkCommand(req: BulkCommand) {
+    return this.json<{ batchId: string; total: number }>('POST', '/commands', { body: req });
+  }
+  batchProgress(batchId: string, signal?: AbortSignal) {
+    return this.json<BatchProgress>('GET', `/commands/batches/${encodeURIComponent(batchId)}`, { signal });
   }
   getSensor(id: string, signal?: AbortSignal) {
     return this.json<Sensor>('GET', `/sensors/${encodeURIComponent(id)}`, { signal });

@@ -40,10 +40,81 @@ export interface Sensor {
   id: string;
   tenantId: string;
   name: string;
+  /** What the sensor reported when it redeemed its claim code. */
+  hostname?: string | null;
+  /** What its agent last reported in a status message. */
+  agentVersion?: string | null;
+  /** The address its last connection came from. */
+  address?: string | null;
   state: SensorState | string;
   lastSeenAt?: string | null;
   certificate?: { serial: string; notAfter: string } | null;
   lastCommand?: LastCommand | null;
+  createdAt?: string | null;
+}
+
+/** One page of GET /api/sensors; nextCursor is empty or null on the last page. */
+export interface SensorPage {
+  items: Sensor[];
+  nextCursor?: string | null;
+}
+
+/** The sort orders GET /api/sensors accepts: a field, descending with a leading "-". */
+export const SENSOR_SORTS = ['name', '-name', 'state', '-state', 'lastSeenAt', '-lastSeenAt'] as const;
+export type SensorSort = (typeof SENSOR_SORTS)[number];
+
+/** Which sensors: the list's filter, also what a bulk command's "all matching" sends. */
+export interface SensorFilter {
+  tenantId?: string;
+  state?: string;
+  q?: string;
+}
+
+export interface SensorQuery extends SensorFilter {
+  sort?: string;
+  limit?: number;
+  cursor?: string;
+}
+
+/** GET /api/sensors/summary: how many sensors the caller sees, per state. */
+export interface SensorSummary {
+  total: number;
+  byState: Record<string, number>;
+}
+
+export type CommandAction = 'start' | 'stop';
+
+/** POST /api/commands: either the sensors named or every sensor the filter matches. */
+export interface BulkCommand {
+  action: CommandAction;
+  sensorIds?: string[];
+  filter?: SensorFilter;
+}
+
+/** GET /api/commands/batches/{id}: where the batch's per-sensor commands stand. */
+export interface BatchProgress {
+  total: number;
+  accepted: number;
+  acknowledged: number;
+  failed: number;
+  pending: number;
+}
+
+/** One entry of a sensor's command history (GET /api/sensors/{id}/commands). */
+export interface Command {
+  commandId: string;
+  action: string;
+  issuedAt: string;
+  issuedBy?: string;
+  expiresAt?: string;
+  status: string;
+  acknowledgedAt?: string | null;
+  failedAt?: string | null;
+}
+
+export interface Page<T> {
+  items: T[];
+  nextCursor?: string | null;
 }
 
 export interface ChatStatus {

@@ -10,6 +10,7 @@ import type { AddressCount, Overview } from '../api/types';
 import { snapshotOf, usePublishView } from '../analytics/snapshot';
 import { useSession } from '../auth/session';
 import { ErrorBanner, Loading } from '../components/Status';
+import { TenantSelect } from '../components/TenantSelect';
 import { Time } from '../components/Time';
 import { usePolling } from '../usePolling';
 
@@ -21,6 +22,8 @@ export const RANGES = [
   { id: '30d', label: 'Last 30 days', ms: 30 * 24 * 3600_000 },
 ] as const;
 const DEFAULT_RANGE = '24h';
+/** The sensor picker offers the first this many of the tenant's sensors; a linked one outside them stays choosable. */
+const SENSOR_CHOICES = 500;
 export const REFRESH_MS = 60_000;
 
 /** The range ending now, to the minute, so repeated loads ask for the same buckets. */
@@ -37,7 +40,7 @@ export function AnalyticsScreen() {
   const tenantId = params.get('tenantId') ?? '';
   const range = params.get('range') ?? DEFAULT_RANGE;
   const sensorId = params.get('sensorId') ?? '';
-  const sensors = usePolling((signal) => (tenantId ? api.listSensors({ tenantId }, signal) : Promise.resolve({ items: [] })), [api, tenantId], null);
+  const sensors = usePolling((signal) => (tenantId ? api.listSensors({ tenantId, limit: SENSOR_CHOICES }, signal) : Promise.resolve({ items: [] })), [api, tenantId], null);
   const overview = usePolling(
     (signal) => (tenantId ? api.analyticsOverview({ tenantId, ...rangeFor(range), sensorId: sensorId || undefined, limit: 10 }, signal) : Promise.resolve(null)),
     [api, tenantId, range, sensorId],
@@ -72,18 +75,7 @@ export function AnalyticsScreen() {
         </span>
       </div>
       <div className="filters" role="group" aria-label="Analytics filters">
-        <div className="field">
-          <label htmlFor="analytics-tenant">Tenant</label>
-          <select id="analytics-tenant" value={tenantId} onChange={(e) => setParam('tenantId', e.target.value)} disabled={!tenants.data}>
-            {tenants.data?.items.length === 0 && <option value="">No tenants</option>}
-            {tenants.data?.items.map((t) => (
-              <option key={t.id} value={t.id}>
-                {t.name} ({t.id})
-              </option>
-            ))}
-            {tenantId && tenants.data && !tenants.data.items.some((t) => t.id === tenantId) && <option value={tenantId}>{tenantId}</option>}
-          </select>
-        </div>
+        <TenantSelect id="analytics-tenant" value={tenantId} tenants={tenants.data?.items} disabled={!tenants.data} onChange={(v) => setParam('tenantId', v)} />
         <div className="field">
           <label htmlFor="analytics-range">Time range</label>
           <select id="analytics-range" value={range} onChange={(e) => setParam('range', e.target.value)}>

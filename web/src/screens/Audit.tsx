@@ -3,24 +3,19 @@
 // Admins see every record; others the records of their tenants (logins concern no tenant, so only
 // admins see them).
 
-import { useCallback, useEffect, useRef, useState } from 'react';
+import { useCallback, useEffect, useState } from 'react';
 import type { FormEvent } from 'react';
 import { useSearchParams } from 'react-router';
 import { AUDIT_ACTIONS } from '../api/types';
-import type { AuditEntry } from '../api/types';
 import { useAccess, useSession } from '../auth/session';
+import { LoadMore } from '../components/LoadMore';
 import { ErrorBanner, Loading, StateBadge } from '../components/Status';
+import { TenantSelect } from '../components/TenantSelect';
 import { Time } from '../components/Time';
+import { useCursorList } from '../useCursorList';
 import { usePolling } from '../usePolling';
 
 export const AUDIT_PAGE = 50;
-
-interface Trail {
-  items: AuditEntry[];
-  next: string;
-  loading: boolean;
-  error: unknown;
-}
 
 export function AuditScreen() {
   const { api } = useSession();
@@ -30,32 +25,12 @@ export function AuditScreen() {
   const actor = params.get('actor') ?? '';
   const action = params.get('action') ?? '';
   const tenants = usePolling((_s) => api.listTenants(), [api], null);
-  const [trail, setTrail] = useState<Trail>({ items: [], next: '', loading: true, error: null });
   const [actorDraft, setActorDraft] = useState(actor);
-  const ctrl = useRef<AbortController | null>(null);
-
   const load = useCallback(
-    async (cursor: string) => {
-      ctrl.current?.abort();
-      const c = new AbortController();
-      ctrl.current = c;
-      setTrail((t) => ({ ...(cursor ? t : { items: [], next: '' }), loading: true, error: null }));
-      try {
-        const page = await api.listAudit({ tenantId, actor, action, cursor: cursor || undefined, limit: AUDIT_PAGE }, c.signal);
-        if (c.signal.aborted) return;
-        setTrail((t) => ({ items: cursor ? [...t.items, ...page.items] : page.items, next: page.nextCursor ?? '', loading: false, error: null }));
-      } catch (err) {
-        if (c.signal.aborted) return;
-        setTrail((t) => ({ ...t, loading: false, error: err }));
-      }
-    },
+    (cursor: string, signal: AbortSignal) => api.listAudit({ tenantId, actor, action, cursor: cursor || undefined, limit: AUDIT_PAGE }, signal),
     [api, tenantId, actor, action],
   );
-
-  useEffect(() => {
-    load('');
-    return () => ctrl.current?.abort();
-  }, [load]);
+  const trail = useCursorList(load);
 
   useEffect(() => setActorDraft(actor), [actor]);
 
@@ -78,23 +53,12 @@ export function AuditScreen() {
       <div className="page-head">
         <h1>Audit trail</h1>
         <span className="spacer" />
-        <button type="button" className="btn btn-small" onClick={() => load('')} disabled={trail.loading}>
+        <button type="button" className="btn btn-small" onClick={trail.reload} disabled={trail.loading}>
           Refresh
         </button>
       </div>
       <form className="filters" role="group" aria-label="Filters" onSubmit={applyActor}>
-        <div className="field">
-          <label htmlFor="audit-tenant">Tenant</label>
-          <select id="audit-tenant" value={tenantId} onChange={(e) => setFilter('tenantId', e.target.value)}>
-            <option value="">{can('admin') ? 'All tenants' : 'All my tenants'}</option>
-            {tenants.data?.items.map((t) => (
-              <option key={t.id} value={t.id}>
-                {t.name} ({t.id})
-              </option>
-            ))}
-            {tenantId && !tenants.data?.items.some((t) => t.id === tenantId) && <option value={tenantId}>{tenantId}</option>}
-          </select>
-        </div>
+        <TenantSelect id="audit-tenant" value={tenantId} tenants={tenants.data?.items} allLabel={can('admin') ? 'All tenants' : 'All my tenants'} onChange={(v) => setFilter('tenantId', v)} />
         <div className="field">
           <label htmlFor="audit-actor">Actor (email)</label>
           <input
@@ -123,7 +87,7 @@ export function AuditScreen() {
           Apply filters
         </button>
       </form>
-      <ErrorBanner error={trail.error} onRetry={() => load(trail.items.length ? trail.next : '')} />
+      <ErrorBanner error={trail.error} onRetry={trail.retry} />
       {trail.loading && trail.items.length === 0 ? (
         <Loading label="Loading the audit trail…" />
       ) : trail.items.length === 0 && !trail.error ? (
@@ -175,17 +139,7 @@ export function AuditScreen() {
               </tbody>
             </table>
           </div>
-          <div className="load-more">
-            {trail.next ? (
-              <button type="button" className="btn" onClick={() => load(trail.next)} disabled={trail.loading}>
-                {trail.loading ? 'Loading…' : 'Load more'}
-              </button>
-            ) : (
-              <span className="muted small">
-                {trail.items.length} {trail.items.length === 1 ? 'entry' : 'entries'}; that is all.
-              </span>
-            )}
-          </div>
+          <LoadMore list={trail} noun={['entry', 'entries']} />
         </>
       ) : null}
     </section>
