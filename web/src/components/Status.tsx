@@ -70,6 +70,8 @@ const STATE_CLASS: Record<string, string> = {
   enabled: 'ok',
   denied: 'warn',
   failure: 'bad',
+  accepted: 'ok',
+  failed: 'bad',
   disabled: 'neutral',
 };
 

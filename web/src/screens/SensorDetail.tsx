@@ -1,13 +1,17 @@
-import { useState } from 'react';
+import { useCallback, useEffect, useState } from 'react';
 import { Link, useParams } from 'react-router';
 import { useAccess, useSession } from '../auth/session';
 import { ConfirmDialog } from '../components/Dialog';
+import { LoadMore } from '../components/LoadMore';
 import { ErrorBanner, Loading, Notice, StateBadge } from '../components/Status';
 import { Time } from '../components/Time';
+import { useCursorList } from '../useCursorList';
 import { usePolling } from '../usePolling';
 import { POLL_MS } from './Sensors';
 
 type Pending = 'start' | 'stop' | 'revoke' | null;
+
+export const HISTORY_PAGE = 20;
 
 const COPY = {
   start: { title: 'Start sensor?', confirm: 'Start', text: 'The sensor will be told to start capturing.' },
@@ -88,7 +92,20 @@ export function SensorDetailScreen() {
               <dd>
                 <Time value={s.lastSeenAt} />
               </dd>
+              <dt>Hostname</dt>
+              <dd className="break">{s.hostname || <span className="muted">not reported</span>}</dd>
+              <dt>Agent version</dt>
+              <dd className="mono">{s.agentVersion || <span className="muted">not reported</span>}</dd>
+              <dt>Address</dt>
+              <dd className="mono break">{s.address || <span className="muted">not known</span>}</dd>
+              <dt>Enrolled</dt>
+              <dd>
+                <Time value={s.createdAt} />
+              </dd>
             </dl>
+            <p className="card-foot">
+              <Link to={`/analytics?tenantId=${encodeURIComponent(s.tenantId)}&sensorId=${encodeURIComponent(s.id)}`}>Events of this sensor</Link>
+            </p>
           </div>
           <div className="card">
             <h2>Certificate</h2>
@@ -122,6 +139,7 @@ export function SensorDetailScreen() {
           </div>
         </div>
       ) : null}
+      {s && <CommandHistory sensorId={s.id} lastChange={`${s.lastCommand?.commandId ?? ''} ${s.lastCommand?.acknowledgedAt ?? ''}`} />}
       {pending && (
         <ConfirmDialog title={COPY[pending].title} confirmLabel={COPY[pending].confirm} danger={pending !== 'start'} onClose={() => setPending(null)} onConfirm={() => act(pending)}>
           <p>
@@ -130,5 +148,68 @@ export function SensorDetailScreen() {
         </ConfirmDialog>
       )}
     </section>
+  );
+}
+
+/** The sensor's commands, newest first, reloaded when its last command changes (sent or answered). */
+function CommandHistory({ sensorId, lastChange }: { sensorId: string; lastChange: string }) {
+  const { api } = useSession();
+  const load = useCallback((cursor: string, signal: AbortSignal) => api.sensorCommands(sensorId, { limit: HISTORY_PAGE, cursor: cursor || undefined }, signal), [api, sensorId]);
+  const history = useCursorList(load);
+  const { reload } = history;
+  const [seen, setSeen] = useState(lastChange);
+  useEffect(() => {
+    if (lastChange !== seen) {
+      setSeen(lastChange);
+      reload();
+    }
+  }, [lastChange, seen, reload]);
+
+  return (
+    <>
+      <h2 id="history-title">Command history</h2>
+      <ErrorBanner error={history.error} onRetry={history.retry} />
+      {history.loading && history.items.length === 0 ? (
+        <Loading label="Loading the command history…" />
+      ) : history.items.length === 0 && !history.error ? (
+        <p className="empty">No command sent yet.</p>
+      ) : history.items.length > 0 ? (
+        <>
+          <div className="table-wrap">
+            <table className="table" aria-labelledby="history-title">
+              <thead>
+                <tr>
+                  <th scope="col">Issued</th>
+                  <th scope="col">Action</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Answered</th>
+                  <th scope="col">By</th>
+                  <th scope="col">Command ID</th>
+                </tr>
+              </thead>
+              <tbody>
+                {history.items.map((c) => (
+                  <tr key={c.commandId}>
+                    <td>
+                      <Time value={c.issuedAt} />
+                    </td>
+                    <td>{c.action}</td>
+                    <td>
+                      <StateBadge state={c.status} />
+                    </td>
+                    <td>
+                      <Time value={c.acknowledgedAt ?? c.failedAt} />
+                    </td>
+                    <td className="break">{c.issuedBy || <span className="muted">—</span>}</td>
+                    <td className="mono break">{c.commandId}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+          <LoadMore list={history} noun={['command', 'commands']} />
+        </>
+      ) : null}
+    </>
   );
 }

@@ -1,26 +1,119 @@
-import { Link, useSearchParams } from 'react-router';
+// The fleet, one page at a time: the API filters (tenant, state, search), sorts and pages; the
+// console polls only the page shown and the per-state summary, and not at all while the tab is
+// hidden. Operators select sensors (or every sensor matching the filter) and start or stop them
+// as one batch, whose progress stays on screen.
+
+import { useState } from 'react';
+import { Link } from 'react-router';
 import { SENSOR_STATES } from '../api/types';
-import { useSession } from '../auth/session';
+import type { CommandAction, Sensor, SensorFilter } from '../api/types';
+import { useAccess, useSession } from '../auth/session';
+import { BatchProgressBar } from '../components/BatchProgress';
+import { ConfirmDialog } from '../components/Dialog';
+import { Pager, useCursorTrail } from '../components/Pager';
+import { SearchBox } from '../components/SearchBox';
+import { SortHeader } from '../components/SortHeader';
+import { StateSummary } from '../components/StateSummary';
 import { ErrorBanner, Loading, StateBadge } from '../components/Status';
+import { TenantSelect } from '../components/TenantSelect';
 import { Time } from '../components/Time';
+import { useFilters } from '../useFilters';
 import { usePolling } from '../usePolling';
 
 export const POLL_MS = 3000;
+export const PAGE_SIZES = [25, 50, 100, 200] as const;
+export const DEFAULT_PAGE_SIZE = 50;
+const DEFAULT_SORT = 'name';
+const SORTS: { value: string; label: string }[] = [
+  { value: 'name', label: 'Name, A to Z' },
+  { value: '-name', label: 'Name, Z to A' },
+  { value: 'state', label: 'State' },
+  { value: '-lastSeenAt', label: 'Last seen, newest first' },
+  { value: 'lastSeenAt', label: 'Last seen, oldest first' },
+];
+
+/** Every sensor matching the filter, or the ones picked by hand. */
+type Selection = { all: true } | { all: false; ids: Set<string> };
+const NONE: Selection = { all: false, ids: new Set() };
+
+/** The request body's filter: only the parts set. */
+export function filterOf(f: SensorFilter): SensorFilter {
+  const out: SensorFilter = {};
+  if (f.tenantId) out.tenantId = f.tenantId;
+  if (f.state) out.state = f.state;
+  if (f.q) out.q = f.q;
+  return out;
+}
 
 export function SensorsScreen() {
   const { api } = useSession();
-  const [params, setParams] = useSearchParams();
-  const tenantId = params.get('tenantId') ?? '';
-  const state = params.get('state') ?? '';
-  const tenants = usePolling((_s) => api.listTenants(), [api], null);
-  const sensors = usePolling((signal) => api.listSensors({ tenantId, state }, signal), [api, tenantId, state], POLL_MS);
+  const { me, can } = useAccess();
+  const filters = useFilters();
+  const tenantId = filters.get('tenantId');
+  const state = filters.get('state');
+  const q = filters.get('q');
+  const sort = filters.get('sort') || DEFAULT_SORT;
+  const limitParam = Number(filters.get('limit'));
+  const limit = (PAGE_SIZES as readonly number[]).includes(limitParam) ? limitParam : DEFAULT_PAGE_SIZE;
+  const filterKey = JSON.stringify([tenantId, state, q]);
+  const trail = useCursorTrail(JSON.stringify([filterKey, sort, limit]));
 
-  function setFilter(key: string, value: string) {
-    const next = new URLSearchParams(params);
-    if (value) next.set(key, value);
-    else next.delete(key);
-    setParams(next, { replace: true });
+  const tenants = usePolling((_s) => api.listTenants(), [api], null);
+  const summary = usePolling((signal) => api.sensorSummary(tenantId || undefined, signal), [api, tenantId], POLL_MS, { keepData: true });
+  const sensors = usePolling(
+    (signal) => api.listSensors({ tenantId, state, q, sort, limit, cursor: trail.cursor || undefined }, signal),
+    [api, tenantId, state, q, sort, limit, trail.cursor],
+    POLL_MS,
+    { keepData: true },
+  );
+
+  const [selection, setSelection] = useState<{ key: string; sel: Selection }>({ key: filterKey, sel: NONE });
+  const sel = selection.key === filterKey ? selection.sel : NONE;
+  const setSel = (s: Selection) => setSelection({ key: filterKey, sel: s });
+  const [confirming, setConfirming] = useState<CommandAction | null>(null);
+  const [batch, setBatch] = useState<{ batchId: string; action: CommandAction } | null>(null);
+
+  // Bulk commands need the operator role: on the tenant filtered by, else on the sensors' tenants
+  // (the list holds only tenants the principal sees, so the role decides).
+  const mayBulk = tenantId ? can('operate', tenantId) : me.role === 'admin' || me.role === 'operator';
+  const items = sensors.data?.items ?? [];
+  const selectable = items.filter((s) => can('operate', s.tenantId));
+  const nextCursor = sensors.data?.nextCursor ?? '';
+  // Without a search, the summary says how many match; a search's count is not known in advance.
+  const matching = q || !summary.data ? undefined : state ? (summary.data.byState[state] ?? 0) : summary.data.total;
+  const pageAllSelected = !sel.all && selectable.length > 0 && selectable.every((s) => sel.ids.has(s.id));
+  const selectedCount = sel.all ? matching : sel.ids.size;
+  const anySelected = sel.all || sel.ids.size > 0;
+
+  function setFilter(changes: Record<string, string>) {
+    filters.set(changes);
   }
+
+  function toggle(s: Sensor) {
+    const ids = new Set(sel.all ? [] : sel.ids);
+    if (ids.has(s.id)) ids.delete(s.id);
+    else ids.add(s.id);
+    setSel({ all: false, ids });
+  }
+
+  function togglePage() {
+    const ids = new Set(sel.all ? [] : sel.ids);
+    for (const s of selectable) {
+      if (pageAllSelected) ids.delete(s.id);
+      else ids.add(s.id);
+    }
+    setSel({ all: false, ids });
+  }
+
+  async function sendBulk(action: CommandAction) {
+    const req = sel.all ? { action, filter: filterOf({ tenantId, state, q }) } : { action, sensorIds: [...sel.ids] };
+    const res = await api.sendBulkCommand(req);
+    setBatch({ batchId: res.batchId, action });
+    setSel(NONE);
+    sensors.reload();
+  }
+
+  const what = sel.all ? (matching !== undefined ? `all ${matching.toLocaleString()} matching sensors` : 'all sensors matching this search') : `${sel.ids.size.toLocaleString()} ${sel.ids.size === 1 ? 'sensor' : 'sensors'}`;
 
   return (
     <section>
@@ -31,22 +124,13 @@ export function SensorsScreen() {
           {sensors.updatedAt ? `Live · updated ${new Date(sensors.updatedAt).toLocaleTimeString()}` : ''}
         </span>
       </div>
+      <StateSummary summary={summary.data} active={state} onPick={(s) => setFilter({ state: s })} />
       <div className="filters" role="group" aria-label="Filters">
-        <div className="field">
-          <label htmlFor="filter-tenant">Tenant</label>
-          <select id="filter-tenant" value={tenantId} onChange={(e) => setFilter('tenantId', e.target.value)}>
-            <option value="">All tenants</option>
-            {tenants.data?.items.map((t) => (
-              <option key={t.id} value={t.id}>
-                {t.name} ({t.id})
-              </option>
-            ))}
-            {tenantId && !tenants.data?.items.some((t) => t.id === tenantId) && <option value={tenantId}>{tenantId}</option>}
-          </select>
-        </div>
+        <SearchBox id="filter-q" label="Search" value={q} placeholder="name, hostname or ID" onSearch={(v) => setFilter({ q: v })} />
+        <TenantSelect id="filter-tenant" value={tenantId} tenants={tenants.data?.items} allLabel="All tenants" onChange={(v) => setFilter({ tenantId: v })} />
         <div className="field">
           <label htmlFor="filter-state">State</label>
-          <select id="filter-state" value={state} onChange={(e) => setFilter('state', e.target.value)}>
+          <select id="filter-state" value={state} onChange={(e) => setFilter({ state: e.target.value })}>
             <option value="">All states</option>
             {SENSOR_STATES.map((s) => (
               <option key={s} value={s}>
@@ -55,52 +139,163 @@ export function SensorsScreen() {
             ))}
           </select>
         </div>
-      </div>
-      <ErrorBanner error={sensors.error} onRetry={sensors.reload} />
-      {sensors.loading && !sensors.data ? (
-        <Loading label="Loading sensors…" />
-      ) : sensors.data && sensors.data.items.length === 0 ? (
-        <p className="empty">
-          No sensors{tenantId || state ? ' match these filters' : ' yet'}. Issue a claim code from a <Link to="/tenants">tenant</Link> and run the sensor agent with it.
-        </p>
-      ) : sensors.data ? (
-        <div className="table-wrap">
-          <table className="table">
-            <caption className="sr-only">Sensors</caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Tenant</th>
-                <th scope="col">State</th>
-                <th scope="col">Last seen</th>
-                <th scope="col">Certificate expires</th>
-              </tr>
-            </thead>
-            <tbody>
-              {sensors.data.items.map((s) => (
-                <tr key={s.id} data-sensor-id={s.id}>
-                  <td>
-                    <Link to={`/sensors/${encodeURIComponent(s.id)}`}>{s.name || s.id}</Link>
-                    <div className="muted small mono">{s.id}</div>
-                  </td>
-                  <td>
-                    <Link to={`/tenants/${encodeURIComponent(s.tenantId)}`}>{s.tenantId}</Link>
-                  </td>
-                  <td>
-                    <StateBadge state={s.state} />
-                  </td>
-                  <td>
-                    <Time value={s.lastSeenAt} />
-                  </td>
-                  <td>
-                    <Time value={s.certificate?.notAfter} />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+        <div className="field">
+          <label htmlFor="sort">Sort by</label>
+          <select id="sort" value={sort} onChange={(e) => setFilter({ sort: e.target.value === DEFAULT_SORT ? '' : e.target.value })}>
+            {SORTS.map((s) => (
+              <option key={s.value} value={s.value}>
+                {s.label}
+              </option>
+            ))}
+            {!SORTS.some((s) => s.value === sort) && <option value={sort}>{sort}</option>}
+          </select>
         </div>
-      ) : null}
+      </div>
+      {batch && <BatchProgressBar key={batch.batchId} batchId={batch.batchId} action={batch.action} onDismiss={() => setBatch(null)} />}
+      {mayBulk && anySelected && (
+        <div className="bulk" role="toolbar" aria-label="Bulk actions">
+          <strong data-testid="selected-count">{selectedCount === undefined ? 'All matching' : selectedCount.toLocaleString()} selected</strong>
+          <button type="button" className="btn btn-small btn-primary" onClick={() => setConfirming('start')}>
+            Start
+          </button>
+          <button type="button" className="btn btn-small" onClick={() => setConfirming('stop')}>
+            Stop
+          </button>
+          <button type="button" className="btn btn-small" onClick={() => setSel(NONE)}>
+            Clear selection
+          </button>
+        </div>
+      )}
+      {mayBulk && (pageAllSelected || sel.all) && (nextCursor || trail.page > 1 || sel.all) && (
+        <p className="select-all" role="status">
+          {sel.all ? (
+            <>
+              All {matching !== undefined ? matching.toLocaleString() : ''} sensors matching {q || tenantId || state ? 'these filters' : 'in the fleet'} are selected.{' '}
+              <button type="button" className="link" onClick={() => setSel(NONE)}>
+                Clear selection
+              </button>
+            </>
+          ) : (
+            <>
+              All {selectable.length} on this page are selected.{' '}
+              <button type="button" className="link" onClick={() => setSel({ all: true })}>
+                Select all {matching !== undefined ? `${matching.toLocaleString()} ` : ''}matching
+              </button>
+            </>
+          )}
+        </p>
+      )}
+      <ErrorBanner error={sensors.error ?? summary.error} onRetry={() => (summary.reload(), sensors.reload())} />
+      {!sensors.data ? (
+        sensors.loading ? <Loading label="Loading sensors…" /> : null
+      ) : items.length === 0 && trail.page === 1 ? (
+        <p className="empty">
+          {tenantId || state || q ? 'No sensors match these filters.' : <>No sensors yet. Issue a claim code from a <Link to="/tenants">tenant</Link> and run the sensor agent with it.</>}
+        </p>
+      ) : (
+        <>
+          <div className="table-wrap table-cards-wrap">
+            <table className="table table-cards" aria-busy={sensors.loading}>
+              <caption className="sr-only">Sensors</caption>
+              <thead>
+                <tr>
+                  {mayBulk && (
+                    <th scope="col" className="check">
+                      <input
+                        type="checkbox"
+                        aria-label="Select all on this page"
+                        checked={sel.all || pageAllSelected}
+                        ref={(el) => {
+                          if (el) el.indeterminate = !sel.all && !pageAllSelected && selectable.some((s) => sel.ids.has(s.id));
+                        }}
+                        disabled={sel.all || selectable.length === 0}
+                        onChange={togglePage}
+                      />
+                    </th>
+                  )}
+                  <SortHeader field="name" sort={sort} onSort={(s) => setFilter({ sort: s === DEFAULT_SORT ? '' : s })}>
+                    Name
+                  </SortHeader>
+                  <th scope="col">Hostname</th>
+                  <th scope="col">Tenant</th>
+                  <SortHeader field="state" sort={sort} onSort={(s) => setFilter({ sort: s })}>
+                    State
+                  </SortHeader>
+                  <th scope="col">Agent</th>
+                  <SortHeader field="lastSeenAt" sort={sort} onSort={(s) => setFilter({ sort: s })}>
+                    Last seen
+                  </SortHeader>
+                </tr>
+              </thead>
+              <tbody>
+                {items.map((s) => (
+                  <tr key={s.id} data-sensor-id={s.id}>
+                    {mayBulk && (
+                      <td className="check">
+                        {can('operate', s.tenantId) && (
+                          <input type="checkbox" aria-label={`Select ${s.name || s.id}`} checked={sel.all || sel.ids.has(s.id)} disabled={sel.all} onChange={() => toggle(s)} />
+                        )}
+                      </td>
+                    )}
+                    <td className="card-title">
+                      <Link to={`/sensors/${encodeURIComponent(s.id)}`}>{s.name || s.id}</Link>
+                      <div className="muted small mono break">{s.id}</div>
+                    </td>
+                    <td data-label="Hostname" className="break">
+                      {s.hostname || <span className="muted">—</span>}
+                    </td>
+                    <td data-label="Tenant">
+                      <Link to={`/tenants/${encodeURIComponent(s.tenantId)}`}>{s.tenantId}</Link>
+                    </td>
+                    <td data-label="State">
+                      <StateBadge state={s.state} />
+                    </td>
+                    <td data-label="Agent" className="mono">
+                      {s.agentVersion || <span className="muted">—</span>}
+                    </td>
+                    <td data-label="Last seen">
+                      <Time value={s.lastSeenAt} />
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+          <div className="pager-row">
+            <Pager trail={trail} shown={items.length} pageSize={limit} total={matching} nextCursor={nextCursor} busy={sensors.loading} />
+            <div className="field field-inline">
+              <label htmlFor="page-size">Per page</label>
+              <select id="page-size" value={limit} onChange={(e) => setFilter({ limit: Number(e.target.value) === DEFAULT_PAGE_SIZE ? '' : e.target.value })}>
+                {PAGE_SIZES.map((n) => (
+                  <option key={n} value={n}>
+                    {n}
+                  </option>
+                ))}
+              </select>
+            </div>
+          </div>
+        </>
+      )}
+      {confirming && (
+        <ConfirmDialog
+          title={`${confirming === 'start' ? 'Start' : 'Stop'} ${what}?`}
+          confirmLabel={`${confirming === 'start' ? 'Start' : 'Stop'} ${sel.all ? 'all matching' : selectedCount === 1 ? '1 sensor' : `${(selectedCount ?? 0).toLocaleString()} sensors`}`}
+          danger={confirming === 'stop'}
+          onClose={() => setConfirming(null)}
+          onConfirm={() => sendBulk(confirming)}
+        >
+          <p>
+            {confirming === 'start' ? 'Each sensor will be told to start capturing.' : 'Each sensor will stop capturing until it is started again.'} The commands go out as one batch; its
+            progress shows here as the sensors answer.
+          </p>
+          {sel.all && (
+            <p className="muted small">
+              Filter: {[tenantId && `tenant ${tenantId}`, state && `state ${state}`, q && `search "${q}"`].filter(Boolean).join(', ') || 'none (the whole fleet you can operate)'}. Sensors that match when the batch
+              is created are included.
+            </p>
+          )}
+        </ConfirmDialog>
+      )}
     </section>
   );
 }

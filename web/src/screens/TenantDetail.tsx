@@ -1,9 +1,10 @@
-import { useEffect, useRef, useState } from 'react';
+import { useState } from 'react';
 import type { FormEvent } from 'react';
 import { Link, useParams } from 'react-router';
 import type { ClaimCode, IssuedClaimCode } from '../api/types';
 import { useAccess, useSession } from '../auth/session';
 import { ConfirmDialog } from '../components/Dialog';
+import { CopyText, SecretOnce } from '../components/SecretOnce';
 import { ErrorBanner, Loading, Notice, StateBadge } from '../components/Status';
 import { Time } from '../components/Time';
 import { isPast } from '../format';
@@ -183,53 +184,24 @@ function IssueClaimCode({ tenantId, onIssued }: { tenantId: string; onIssued: (c
   );
 }
 
+/** How to run the agent with this code: the code in a variable (not visible in the process list). */
+export function agentCommand(apiBaseUrl: string, code: string): string {
+  return `RXC_CLAIM_CODE='${code}' sensor-agent run --api ${apiBaseUrl} --state-dir /var/lib/rxc-sensor`;
+}
+
 function IssuedCode({ code, onDismiss }: { code: IssuedClaimCode; onDismiss: () => void }) {
-  const [copied, setCopied] = useState<'yes' | 'failed' | null>(null);
-  const codeRef = useRef<HTMLElement>(null);
-  const headingRef = useRef<HTMLHeadingElement>(null);
-
-  useEffect(() => headingRef.current?.focus(), [code.id]);
-
-  async function copy() {
-    try {
-      await navigator.clipboard.writeText(code.code);
-      setCopied('yes');
-    } catch {
-      // Without clipboard access, select the code so Ctrl+C works.
-      const sel = window.getSelection();
-      if (sel && codeRef.current) {
-        const range = document.createRange();
-        range.selectNodeContents(codeRef.current);
-        sel.removeAllRanges();
-        sel.addRange(range);
-      }
-      setCopied('failed');
-    }
-  }
-
+  const { config } = useSession();
   return (
-    <div className="card issued" aria-labelledby="issued-title">
-      <h2 id="issued-title" ref={headingRef} tabIndex={-1}>
-        Claim code issued
-      </h2>
-      <p className="warn-text">This code is shown only once. Copy it now and hand it to the sensor's installer.</p>
-      <div className="code-row">
-        <code ref={codeRef} className="claim-code" data-testid="claim-code">
-          {code.code}
-        </code>
-        <button type="button" className="btn" onClick={copy}>
-          Copy
-        </button>
-        <span role="status" className="muted">
-          {copied === 'yes' ? 'Copied to clipboard.' : copied === 'failed' ? 'Copy failed: the code is selected, press Ctrl+C.' : ''}
-        </span>
-      </div>
+    <SecretOnce title="Claim code issued" value={code.code} testId="claim-code" warning="This code is shown only once. Copy it now and hand it to the sensor's installer." onDismiss={onDismiss}>
       <p>
-        Expires <Time value={code.expiresAt} />
+        Expires <Time value={code.expiresAt} />. It enrols one sensor.
       </p>
-      <button type="button" className="btn btn-small" onClick={onDismiss}>
-        Done
-      </button>
-    </div>
+      <h3 className="small-heading">On the sensor, run</h3>
+      <CopyText value={agentCommand(config.apiBaseUrl, code.code)} testId="agent-command" className="command" label="Copy command" copiedText="Command copied to clipboard." />
+      <p className="muted small">
+        The agent redeems the code, enrols and keeps its state in <span className="mono">--state-dir</span>; later runs need no code. Use the address under which sensors reach the control plane if it
+        differs from this console's.
+      </p>
+    </SecretOnce>
   );
 }

@@ -233,6 +233,7 @@ describe('sensors list', () => {
     const f = fakeFetch({
       ...ME,
       'GET /api/tenants': () => json(200, { items: [{ id: 'acme', name: 'Acme', natsStatus: 'provisioned' }, { id: 'beta', name: 'Beta', natsStatus: 'pending' }] }),
+      'GET /api/sensors/summary': () => json(200, { total: 1, byState: { running: 1 } }),
       'GET /api/sensors': ({ url }) =>
         json(200, {
           items: [{ id: 's-1', tenantId: url.searchParams.get('tenantId') ?? 'acme', name: 'edge-1', state: url.searchParams.get('state') || 'running', lastSeenAt: null, certificate: null }],
@@ -242,12 +243,12 @@ describe('sensors list', () => {
     expect(await screen.findByRole('link', { name: 'edge-1' })).toHaveAttribute('href', '/sensors/s-1');
     await waitFor(() => expect(screen.getByLabelText('Tenant')).toHaveValue('acme'));
     const sensorCalls = () => f.calls.filter((c) => c.url.pathname === '/api/sensors').map((c) => c.url.search);
-    expect(sensorCalls()[0]).toBe('?tenantId=acme');
+    expect(sensorCalls()[0]).toBe('?tenantId=acme&sort=name&limit=50');
     await user.selectOptions(screen.getByLabelText('State'), 'offline');
-    await waitFor(() => expect(sensorCalls()).toContain('?tenantId=acme&state=offline'));
+    await waitFor(() => expect(sensorCalls()).toContain('?tenantId=acme&state=offline&sort=name&limit=50'));
     expect(await within(screen.getByRole('table', { name: 'Sensors' })).findByText('offline')).toBeInTheDocument();
     await user.selectOptions(screen.getByLabelText('Tenant'), '');
-    await waitFor(() => expect(sensorCalls()).toContain('?state=offline'));
+    await waitFor(() => expect(sensorCalls()).toContain('?state=offline&sort=name&limit=50'));
   });
 
   it('keeps the last list and says so when a refresh fails', async () => {
@@ -255,6 +256,7 @@ describe('sensors list', () => {
     const f = fakeFetch({
       ...ME,
       'GET /api/tenants': () => json(200, { items: [] }),
+      'GET /api/sensors/summary': () => json(200, { total: 1, byState: { online: 1 } }),
       'GET /api/sensors': () => (fail ? Promise.reject(new TypeError('Failed to fetch')) : json(200, { items: [{ id: 's-1', tenantId: 'acme', name: 'edge-1', state: 'online' }] })),
     });
     renderApp('/sensors', f);

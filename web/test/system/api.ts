@@ -78,6 +78,22 @@ interface FakeSensor {
   lastSeenAt: string | null;
   certificate: { serial: string; notAfter: string } | null;
   lastCommand: { commandId: string; action: string; issuedAt: string; acknowledgedAt: string | null } | null;
+  hostname: string;
+  agentVersion: string;
+  address: string;
+  createdAt: string;
+  history: FakeCommand[];
+}
+
+interface FakeCommand {
+  commandId: string;
+  action: string;
+  issuedAt: string;
+  issuedBy: string;
+  expiresAt: string;
+  status: string;
+  acknowledgedAt: string | null;
+  failedAt: string | null;
 }
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
@@ -137,6 +153,7 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
   const tenants: { id: string; name: string; natsAccountPubKey: string; natsStatus: string }[] = [];
   const codes: { id: string; tenantId: string; code: string; expiresAt: string; sensorName?: string; usedAt?: string; revokedAt?: string }[] = [];
   const sensors: FakeSensor[] = [];
+  const batches = new Map<string, FakeCommand[]>();
   const timers = new Set<NodeJS.Timeout>();
   let chatEnabled = true;
   const later = (ms: number, fn: () => void) => {
@@ -145,6 +162,34 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
       fn();
     }, ms);
     timers.add(t);
+  };
+
+  const matching = (q: URLSearchParams) => {
+    const tenantId = q.get('tenantId');
+    const state = q.get('state');
+    const text = q.get('q')?.toLowerCase();
+    return sensors.filter((s) => (!tenantId || s.tenantId === tenantId) && (!state || s.state === state) && (!text || [s.id, s.name, s.hostname].some((v) => v.toLowerCase().includes(text))));
+  };
+  /** A command to one sensor: the stream takes it at once, the sensor acknowledges a moment later (a revoked one fails). */
+  const command = (s: FakeSensor, action: string): FakeCommand => {
+    const now = new Date().toISOString();
+    const cmd: FakeCommand = { commandId: randomUUID(), action, issuedAt: now, issuedBy: EMAIL, expiresAt: new Date(Date.now() + 300_000).toISOString(), status: 'pending', acknowledgedAt: null, failedAt: null };
+    s.history.unshift(cmd);
+    if (s.state === 'revoked') {
+      cmd.status = 'failed';
+      cmd.failedAt = now;
+      return cmd;
+    }
+    cmd.status = 'accepted';
+    s.lastCommand = cmd;
+    // The sensor agent acknowledges over NATS a moment later.
+    later(ACK_DELAY_MS, () => {
+      const at = new Date().toISOString();
+      cmd.acknowledgedAt = at;
+      s.lastSeenAt = at;
+      s.state = action === 'start' ? 'running' : 'stopped';
+    });
+    return cmd;
   };
 
   const server = http.createServer(async (req, res) => {
@@ -268,29 +313,65 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
       c.revokedAt = new Date().toISOString();
       return send(res, 204);
     }
-    if (m === 'GET' && p === '/api/sensors') {
+    if (m === 'GET' && p === '/api/sensors/summary') {
       const tenantId = url.searchParams.get('tenantId');
-      const state = url.searchParams.get('state');
-      return send(res, 200, { items: sensors.filter((s) => (!tenantId || s.tenantId === tenantId) && (!state || s.state === state)) });
+      const byState: Record<string, number> = {};
+      const rows = sensors.filter((s) => !tenantId || s.tenantId === tenantId);
+      for (const s of rows) byState[s.state] = (byState[s.state] ?? 0) + 1;
+      return send(res, 200, { total: rows.length, byState });
+    }
+    if (m === 'GET' && p === '/api/sensors') {
+      // Filters, search, sort and keyset paging as the control plane does them (the cursor here is
+      // the last sort key shown, in the clear).
+      const sort = url.searchParams.get('sort') || 'name';
+      const desc = sort.startsWith('-');
+      const field = desc ? sort.slice(1) : sort;
+      if (!['name', 'state', 'lastSeenAt'].includes(field)) throw new HttpProblem(400, 'invalid_input', 'Invalid input', `unknown sort ${sort}`);
+      const limit = Math.min(500, Number(url.searchParams.get('limit') || 50));
+      const key = (s: FakeSensor) => `${String(s[field as 'name'] ?? '')}\u0000${s.id}`;
+      const rows = matching(url.searchParams).sort((a, b) => (desc ? -1 : 1) * key(a).localeCompare(key(b)));
+      const cursor = url.searchParams.get('cursor');
+      const start = cursor ? rows.findIndex((s) => (desc ? key(s).localeCompare(cursor) < 0 : key(s).localeCompare(cursor) > 0)) : 0;
+      const items = start < 0 ? [] : rows.slice(start, start + limit);
+      const more = start >= 0 && start + limit < rows.length;
+      return send(res, 200, { items: items.map(({ history: _h, ...rest }) => rest), nextCursor: more ? key(items[items.length - 1]) : null });
+    }
+    if (m === 'POST' && p === '/api/commands') {
+      const b = await body(req);
+      if (b.action !== 'start' && b.action !== 'stop') throw new HttpProblem(400, 'invalid_action', 'Action must be start or stop');
+      const filter = (b.filter ?? {}) as Record<string, string>;
+      const targets = Array.isArray(b.sensorIds) ? sensors.filter((s) => (b.sensorIds as string[]).includes(s.id)) : matching(new URLSearchParams(filter));
+      const batchId = randomUUID();
+      const cmds = targets.map((s) => command(s, b.action as string));
+      batches.set(batchId, cmds);
+      return send(res, 202, { batchId, total: cmds.length });
+    }
+    if (m === 'GET' && (g = /^\/api\/commands\/batches\/([^/]+)$/.exec(p))) {
+      const cmds = batches.get(decodeURIComponent(g[1]));
+      if (!cmds) throw new HttpProblem(404, 'not_found', 'Not found');
+      const count = (f: (c: FakeCommand) => boolean) => cmds.filter(f).length;
+      return send(res, 200, {
+        total: cmds.length,
+        accepted: count((c) => c.status === 'accepted'),
+        acknowledged: count((c) => !!c.acknowledgedAt),
+        failed: count((c) => c.status === 'failed'),
+        pending: count((c) => c.status === 'pending'),
+      });
     }
     if ((g = /^\/api\/sensors\/([^/]+)(\/commands|\/revoke)?$/.exec(p))) {
       const s = sensors.find((x) => x.id === decodeURIComponent(g![1]));
       if (!s) throw new HttpProblem(404, 'sensor_not_found', 'Sensor not found');
-      if (m === 'GET' && !g[2]) return send(res, 200, s);
+      if (m === 'GET' && !g[2]) return send(res, 200, { ...s, history: undefined });
+      if (m === 'GET' && g[2] === '/commands') {
+        const start = Number(url.searchParams.get('cursor') || 0);
+        const limit = Number(url.searchParams.get('limit') || 50);
+        return send(res, 200, { items: s.history.slice(start, start + limit), nextCursor: start + limit < s.history.length ? String(start + limit) : null });
+      }
       if (m === 'POST' && g[2] === '/commands') {
         const b = await body(req);
         if (b.action !== 'start' && b.action !== 'stop') throw new HttpProblem(400, 'invalid_action', 'Action must be start or stop');
         if (s.state === 'revoked') throw new HttpProblem(409, 'sensor_revoked', 'Sensor is revoked');
-        const cmd = { commandId: randomUUID(), action: b.action, issuedAt: new Date().toISOString(), acknowledgedAt: null as string | null };
-        s.lastCommand = cmd;
-        // The sensor agent acknowledges over NATS a moment later.
-        later(ACK_DELAY_MS, () => {
-          const now = new Date().toISOString();
-          cmd.acknowledgedAt = now;
-          s.lastSeenAt = now;
-          s.state = b.action === 'start' ? 'running' : 'stopped';
-        });
-        return send(res, 202, { commandId: cmd.commandId });
+        return send(res, 202, { commandId: command(s, b.action as string).commandId });
       }
       if (m === 'POST' && g[2] === '/revoke') {
         s.state = 'revoked';
@@ -353,6 +434,11 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
         lastSeenAt: new Date().toISOString(),
         certificate: { serial: randomBytes(16).toString('hex'), notAfter: new Date(Date.now() + 7 * 86400_000).toISOString() },
         lastCommand: null,
+        hostname,
+        agentVersion: 'fake-1.0.0',
+        address: '127.0.0.1',
+        createdAt: new Date().toISOString(),
+        history: [],
       });
     },
     setChatEnabled: (enabled) => {

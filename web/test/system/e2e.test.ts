@@ -108,7 +108,7 @@ describe.sequential('operator console in Chromium', () => {
     const code = (await page.getByTestId('claim-code').textContent())!.trim();
     expect(code.length).toBeGreaterThan(5);
     await expect(page.getByText('This code is shown only once').isVisible()).resolves.toBe(true);
-    await page.getByRole('button', { name: 'Copy' }).click();
+    await page.getByRole('button', { name: 'Copy', exact: true }).click();
     await page.getByText('Copied to clipboard.').waitFor();
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(code);
     await page.getByRole('row').filter({ hasText: sensorName }).getByText('active').waitFor();

@@ -229,7 +229,7 @@ describe.skipIf(!isRealApi()).sequential('roles against the real control plane',
     await page.getByRole('button', { name: 'Create token' }).click();
     const token = (await page.getByTestId('api-token').textContent())!.trim();
     expect(token).toMatch(/^rxc_/);
-    await page.getByRole('button', { name: 'Copy' }).click();
+    await page.getByRole('button', { name: 'Copy', exact: true }).click();
     await page.getByText('Copied to clipboard.').waitFor();
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(token);
     await shot(page, '27-token-created');

@@ -1,0 +1,71 @@
+// A batch of commands (one start or stop sent to many sensors), polled every second until none is
+// pending: each command is pending until the command stream stores it (accepted) or it provably
+// cannot be (failed); a sensor's report on it counts it acknowledged too. The bar ends when every
+// command is accepted or failed; acknowledgements keep coming in as sensors fetch their commands.
+
+import { useEffect, useState } from 'react';
+import type { BatchProgress as Progress } from '../api/types';
+import { useSession } from '../auth/session';
+import { usePolling } from '../usePolling';
+import { ErrorBanner } from './Status';
+
+export const BATCH_POLL_MS = 1000;
+
+/** A batch is over when no command waits for the stream any more. */
+export function batchDone(p: Progress | undefined): boolean {
+  return !!p && p.pending === 0;
+}
+
+function pct(n: number, total: number): string {
+  return total > 0 ? `${((100 * n) / total).toFixed(2)}%` : '0%';
+}
+
+export function BatchProgressBar({ batchId, action, onDismiss }: { batchId: string; action: string; onDismiss: () => void }) {
+  const { api } = useSession();
+  const [over, setOver] = useState(false);
+  const progress = usePolling((signal) => api.batchProgress(batchId, signal), [api, batchId], over ? null : BATCH_POLL_MS);
+  const p = progress.data;
+  const done = batchDone(p);
+  useEffect(() => setOver(done), [done]);
+  const finished = p ? p.accepted + p.failed : 0;
+  const acked = p ? Math.min(p.acknowledged, p.accepted) : 0;
+  return (
+    <div className="card batch" aria-labelledby={`batch-${batchId}`} data-testid="batch" data-done={done ? 'true' : 'false'}>
+      <div className="batch-head">
+        <h2 id={`batch-${batchId}`}>
+          {action === 'start' ? 'Start' : action === 'stop' ? 'Stop' : action} sent to {p ? p.total.toLocaleString() : '…'} {p?.total === 1 ? 'sensor' : 'sensors'}
+        </h2>
+        <span className="spacer" />
+        <button type="button" className="btn btn-small" onClick={onDismiss}>
+          {done ? 'Done' : 'Hide'}
+        </button>
+      </div>
+      {p && (
+        <>
+          <div
+            className="progress"
+            role="progressbar"
+            aria-label="Batch progress"
+            aria-valuemin={0}
+            aria-valuemax={p.total}
+            aria-valuenow={finished}
+            aria-valuetext={`${finished.toLocaleString()} of ${p.total.toLocaleString()} sent`}
+          >
+            <span className="progress-acked" style={{ width: pct(acked, p.total) }} />
+            <span className="progress-accepted" style={{ width: pct(p.accepted - acked, p.total) }} />
+            <span className="progress-failed" style={{ width: pct(p.failed, p.total) }} />
+          </div>
+          <p className="small batch-counts" role="status">
+            <span data-count="accepted">{p.accepted.toLocaleString()} accepted</span>
+            <span data-count="acknowledged">{p.acknowledged.toLocaleString()} acknowledged by the sensor</span>
+            <span data-count="failed">{p.failed.toLocaleString()} failed</span>
+            <span data-count="pending">{p.pending.toLocaleString()} pending</span>
+            <span className="muted">batch {batchId}</span>
+            {done && <strong>{p.failed > 0 ? 'Finished with failures.' : 'Finished.'}</strong>}
+          </p>
+        </>
+      )}
+      <ErrorBanner error={progress.error} onRetry={progress.reload} />
+    </div>
+  );
+}
