@@ -59,10 +59,6 @@ export interface SensorPage {
   nextCursor?: string | null;
 }
 
-/** The sort orders GET /api/sensors accepts: a field, descending with a leading "-". */
-export const SENSOR_SORTS = ['name', '-name', 'state', '-state', 'lastSeenAt', '-lastSeenAt'] as const;
-export type SensorSort = (typeof SENSOR_SORTS)[number];
-
 /** Which sensors: the list's filter, also what a bulk command's "all matching" sends. */
 export interface SensorFilter {
   tenantId?: string;
@@ -71,6 +67,7 @@ export interface SensorFilter {
 }
 
 export interface SensorQuery extends SensorFilter {
+  /** name, state, lastSeen or createdAt; descending with a leading "-". */
   sort?: string;
   limit?: number;
   cursor?: string;
@@ -98,6 +95,8 @@ export interface BatchProgress {
   acknowledged: number;
   failed: number;
   pending: number;
+  /** Commands no sensor took before they expired, when the API counts them apart from failed. */
+  expired?: number;
 }
 
 /** One entry of a sensor's command history (GET /api/sensors/{id}/commands). */

@@ -27,8 +27,10 @@ export function BatchProgressBar({ batchId, action, onDismiss }: { batchId: stri
   const p = progress.data;
   const done = batchDone(p);
   useEffect(() => setOver(done), [done]);
-  const finished = p ? p.accepted + p.failed : 0;
+  // Pending, accepted, failed and expired add up to the total; acknowledged are among the accepted.
+  const finished = p ? Math.max(0, p.total - p.pending) : 0;
   const acked = p ? Math.min(p.acknowledged, p.accepted) : 0;
+  const lost = p ? p.failed + (p.expired ?? 0) : 0;
   return (
     <div className="card batch" aria-labelledby={`batch-${batchId}`} data-testid="batch" data-done={done ? 'true' : 'false'}>
       <div className="batch-head">
@@ -53,15 +55,16 @@ export function BatchProgressBar({ batchId, action, onDismiss }: { batchId: stri
           >
             <span className="progress-acked" style={{ width: pct(acked, p.total) }} />
             <span className="progress-accepted" style={{ width: pct(p.accepted - acked, p.total) }} />
-            <span className="progress-failed" style={{ width: pct(p.failed, p.total) }} />
+            <span className="progress-failed" style={{ width: pct(lost, p.total) }} />
           </div>
           <p className="small batch-counts" role="status">
             <span data-count="accepted">{p.accepted.toLocaleString()} accepted</span>
             <span data-count="acknowledged">{p.acknowledged.toLocaleString()} acknowledged by the sensor</span>
             <span data-count="failed">{p.failed.toLocaleString()} failed</span>
+            {p.expired ? <span data-count="expired">{p.expired.toLocaleString()} expired</span> : null}
             <span data-count="pending">{p.pending.toLocaleString()} pending</span>
             <span className="muted">batch {batchId}</span>
-            {done && <strong>{p.failed > 0 ? 'Finished with failures.' : 'Finished.'}</strong>}
+            {done && <strong>{lost > 0 ? 'Finished with failures.' : 'Finished.'}</strong>}
           </p>
         </>
       )}

@@ -28,8 +28,10 @@ const SORTS: { value: string; label: string }[] = [
   { value: 'name', label: 'Name, A to Z' },
   { value: '-name', label: 'Name, Z to A' },
   { value: 'state', label: 'State' },
-  { value: '-lastSeenAt', label: 'Last seen, newest first' },
-  { value: 'lastSeenAt', label: 'Last seen, oldest first' },
+  { value: '-lastSeen', label: 'Last seen, newest first' },
+  { value: 'lastSeen', label: 'Last seen, oldest first' },
+  { value: '-createdAt', label: 'Enrolled, newest first' },
+  { value: 'createdAt', label: 'Enrolled, oldest first' },
 ];
 
 /** Every sensor matching the filter, or the ones picked by hand. */
@@ -222,7 +224,7 @@ export function SensorsScreen() {
                     State
                   </SortHeader>
                   <th scope="col">Agent</th>
-                  <SortHeader field="lastSeenAt" sort={sort} onSort={(s) => setFilter({ sort: s })}>
+                  <SortHeader field="lastSeen" sort={sort} onSort={(s) => setFilter({ sort: s })}>
                     Last seen
                   </SortHeader>
                 </tr>

@@ -47,7 +47,7 @@ function fleetApi(me: Me, all: Sensor[]) {
     'GET /api/sensors': ({ url }) => {
       const sort = url.searchParams.get('sort') ?? 'name';
       const desc = sort.startsWith('-');
-      const field = (desc ? sort.slice(1) : sort) as 'name' | 'state' | 'lastSeenAt';
+      const field = ({ name: 'name', state: 'state', lastSeen: 'lastSeenAt' } as const)[desc ? sort.slice(1) : sort]!;
       const key = (s: Sensor) => `${s[field] ?? ''}\u0000${s.id}`;
       const rows = match(url).sort((a, b) => (desc ? -1 : 1) * key(a).localeCompare(key(b)));
       const limit = Number(url.searchParams.get('limit') ?? 50);
@@ -149,12 +149,12 @@ describe('sensors at fleet scale', () => {
     const header = within(table).getByRole('columnheader', { name: /Last seen/ });
     expect(header).toHaveAttribute('aria-sort', 'none');
     await user.click(within(header).getByRole('button'));
-    await waitFor(() => expect(api.sensorCalls().at(-1)!.get('sort')).toBe('lastSeenAt'));
+    await waitFor(() => expect(api.sensorCalls().at(-1)!.get('sort')).toBe('lastSeen'));
     expect(within(table).getByRole('columnheader', { name: /Last seen/ })).toHaveAttribute('aria-sort', 'ascending');
     await user.click(within(within(table).getByRole('columnheader', { name: /Last seen/ })).getByRole('button'));
-    await waitFor(() => expect(api.sensorCalls().at(-1)!.get('sort')).toBe('-lastSeenAt'));
+    await waitFor(() => expect(api.sensorCalls().at(-1)!.get('sort')).toBe('-lastSeen'));
     await waitFor(() => expect(within(table).getAllByRole('link', { name: /^edge-/ })[0]).toHaveTextContent('edge-acme-0005'));
-    expect(screen.getByLabelText('Sort by')).toHaveValue('-lastSeenAt');
+    expect(screen.getByLabelText('Sort by')).toHaveValue('-lastSeen');
     await user.selectOptions(screen.getByLabelText('Sort by'), '-name');
     await waitFor(() => expect(api.sensorCalls().at(-1)!.get('sort')).toBe('-name'));
   });

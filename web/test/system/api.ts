@@ -325,10 +325,10 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
       // the last sort key shown, in the clear).
       const sort = url.searchParams.get('sort') || 'name';
       const desc = sort.startsWith('-');
-      const field = desc ? sort.slice(1) : sort;
-      if (!['name', 'state', 'lastSeenAt'].includes(field)) throw new HttpProblem(400, 'invalid_input', 'Invalid input', `unknown sort ${sort}`);
+      const field = ({ name: 'name', state: 'state', lastSeen: 'lastSeenAt', createdAt: 'createdAt' } as Record<string, keyof FakeSensor>)[desc ? sort.slice(1) : sort];
+      if (!field) throw new HttpProblem(400, 'invalid_sort', 'Invalid sort', `unknown sort ${sort}`);
       const limit = Math.min(500, Number(url.searchParams.get('limit') || 50));
-      const key = (s: FakeSensor) => `${String(s[field as 'name'] ?? '')}\u0000${s.id}`;
+      const key = (s: FakeSensor) => `${String(s[field] ?? '')}\u0000${s.id}`;
       const rows = matching(url.searchParams).sort((a, b) => (desc ? -1 : 1) * key(a).localeCompare(key(b)));
       const cursor = url.searchParams.get('cursor');
       const start = cursor ? rows.findIndex((s) => (desc ? key(s).localeCompare(cursor) < 0 : key(s).localeCompare(cursor) > 0)) : 0;
