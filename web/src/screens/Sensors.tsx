@@ -203,16 +203,21 @@ export function SensorsScreen() {
                 <tr>
                   {mayBulk && (
                     <th scope="col" className="check">
-                      <input
-                        type="checkbox"
-                        aria-label="Select all on this page"
-                        checked={sel.all || pageAllSelected}
-                        ref={(el) => {
-                          if (el) el.indeterminate = !sel.all && !pageAllSelected && selectable.some((s) => sel.ids.has(s.id));
-                        }}
-                        disabled={sel.all || selectable.length === 0}
-                        onChange={togglePage}
-                      />
+                      <label className="check-all">
+                        <input
+                          type="checkbox"
+                          aria-label="Select all on this page"
+                          checked={sel.all || pageAllSelected}
+                          ref={(el) => {
+                            if (el) el.indeterminate = !sel.all && !pageAllSelected && selectable.some((s) => sel.ids.has(s.id));
+                          }}
+                          disabled={sel.all || selectable.length === 0}
+                          onChange={togglePage}
+                        />
+                        <span className="check-all-text" aria-hidden="true">
+                          Select this page
+                        </span>
+                      </label>
                     </th>
                   )}
                   <SortHeader field="name" sort={sort} onSort={(s) => setFilter({ sort: s === DEFAULT_SORT ? '' : s })}>

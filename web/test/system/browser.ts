@@ -59,3 +59,25 @@ export async function signIn(page: Page, email: string, password: string) {
   await page.getByRole('button', { name: 'Sign in' }).click();
   await page.getByRole('heading', { name: 'Sensors' }).waitFor();
 }
+
+/** How far the page sticks out sideways at its current size (0 or less: it does not scroll sideways). */
+export function horizontalOverflow(page: Page): Promise<number> {
+  return page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+}
+
+/**
+ * The page as it is at phone width (360 px): a full-page screenshot to `file`, and how far it sticks
+ * out sideways then (tables scroll inside their own box or become cards; the page itself must not).
+ * The viewport is restored afterwards.
+ */
+export async function atPhoneWidth(page: Page, file: string): Promise<number> {
+  const size = page.viewportSize()!;
+  await page.setViewportSize({ width: 360, height: 780 });
+  try {
+    await page.waitForTimeout(100); // one layout pass; the screenshot waits for fonts itself
+    await page.screenshot({ path: file, fullPage: true });
+    return await horizontalOverflow(page);
+  } finally {
+    await page.setViewportSize(size);
+  }
+}

@@ -7,7 +7,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRealApi, startApi } from './api';
 import type { E2eApi } from './api';
-import { openBrowser } from './browser';
+import { atPhoneWidth, openBrowser } from './browser';
 import { freePort, makeReadable, RESULTS, runHook, startNginx } from './tools';
 import type { Nginx } from './tools';
 
@@ -28,6 +28,11 @@ const SHOTS = isRealApi() ? path.join(RESULTS, 'real-api') : RESULTS;
 
 async function shot(name: string) {
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+/** The page at 360 px too: it must not scroll sideways. */
+async function narrow(name: string) {
+  expect(await atPhoneWidth(page, path.join(SHOTS, `${name}-360.png`)), `${name} scrolls sideways at 360 px`).toBeLessThanOrEqual(0);
 }
 
 /** Rewrites /config.js through the hook, as a container restart with other variables would. */
@@ -113,6 +118,7 @@ describe.sequential('operator console in Chromium', () => {
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(code);
     await page.getByRole('row').filter({ hasText: sensorName }).getByText('active').waitFor();
     await shot('03-claim-code');
+    await narrow('03-claim-code');
     await api.enrolSensor(code, sensorName);
   });
 
@@ -122,6 +128,15 @@ describe.sequential('operator console in Chromium', () => {
     expect(new URL(page.url()).search).toBe(`?tenantId=${tenantId}`);
     await page.getByRole('link', { name: sensorName }).waitFor({ timeout: 15_000 });
     await shot('04-sensors');
+    await narrow('04-sensors');
+    // The system's dark mode darkens the page (fleet-real.test.ts checks the text and tables too).
+    const background = () => page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor);
+    const light = await background();
+    await page.emulateMedia({ colorScheme: 'dark' });
+    expect(await background()).not.toBe(light);
+    await shot('04-sensors-dark');
+    await page.emulateMedia({ colorScheme: 'light' });
+    expect(await background()).toBe(light);
   });
 
   it('starts the sensor after confirmation and shows the acknowledgement', async () => {
@@ -139,6 +154,7 @@ describe.sequential('operator console in Chromium', () => {
     await page.locator('.page-head').getByText('running').waitFor({ timeout: 20_000 });
     await page.getByTestId('ack').locator('time').waitFor();
     await shot('05-sensor-running');
+    await narrow('05-sensor-running');
   });
 
   it('keeps the page on refresh of a deep link', async () => {

@@ -14,7 +14,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRealApi, startApi } from './api';
 import type { E2eApi } from './api';
-import { openBrowser, signIn } from './browser';
+import { atPhoneWidth, openBrowser, signIn } from './browser';
 import { RESULTS, startNginx } from './tools';
 import type { Nginx } from './tools';
 
@@ -36,15 +36,9 @@ async function shot(page: Page, name: string) {
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
 }
 
-/** The same page at phone width, then back. */
+/** The same page at phone width, then back: nothing may stick out sideways. */
 async function narrowShot(page: Page, name: string) {
-  const size = page.viewportSize()!;
-  await page.setViewportSize({ width: 360, height: 780 });
-  await page.waitForTimeout(100); // one layout pass; the screenshot waits for fonts itself
-  await shot(page, name);
-  // Nothing may stick out sideways at 360 px except inside the scrolling table wrappers.
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
-  await page.setViewportSize(size);
+  const overflow = await atPhoneWidth(page, path.join(SHOTS, `${name}.png`));
   expect(overflow, `${name}: the page scrolls sideways at 360 px`).toBeLessThanOrEqual(0);
 }
 

@@ -6,6 +6,8 @@
 // RXC_E2E_* variables api.ts reads, then stops rxc-dev within a bound and removes the folder.
 // The analytics chat is on: a fake model server and a fake MISP (chat-fakes.mjs, real wire
 // formats) start first, and rxc-dev's control plane gets the ANALYTICS_CHAT_* variables for them.
+// rxc-dev also writes RXC_E2E_SEED_SENSORS (default 10,000) fake sensors into a tenant of their own
+// (fleet-real.test.ts pages, searches and commands them); they never report.
 //
 //   node test/system/with-rxc-dev.mjs yarn --silent test:system test/system/e2e.test.ts
 //
@@ -77,11 +79,14 @@ mkdirSync(sensorsDir, { mode: 0o700 });
 const webPort = await freePort();
 const chatFakes = await startChatFakes();
 
+const seedSensors = process.env.RXC_E2E_SEED_SENSORS ?? '10000';
+if (!/^\d+$/.test(seedSensors)) die(`RXC_E2E_SEED_SENSORS must be a whole number, not ${seedSensors}`);
+
 const any = '127.0.0.1:0';
 const dev = spawn(
   rxcDev,
   ['--state', stateDir, '--provisioner-addr', any, '--nats-addr', any, '--api-addr', any, '--grpc-addr', any,
-    '--web', 'none', '--web-addr', `127.0.0.1:${webPort}`, '--tenant', '', '--sensors', '0', '--ready-file', readyFile],
+    '--web', 'none', '--web-addr', `127.0.0.1:${webPort}`, '--tenant', '', '--sensors', '0', '--seed-sensors', seedSensors, '--ready-file', readyFile],
   { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, ...chatFakes.env } },
 );
 const devExit = exited(dev);
@@ -147,6 +152,8 @@ const test = spawn(command[0], command.slice(1), {
     RXC_E2E_PASSWORD: ready.password,
     RXC_E2E_WEB_PORT: String(webPort),
     RXC_E2E_SENSOR_CMD: sensorCmd,
+    RXC_E2E_SEED_TENANT: ready.seedTenant ?? '',
+    RXC_E2E_SEEDED_SENSORS: String(ready.seededSensors ?? 0),
     // The control plane's chat answers through chat-fakes.mjs (chat-real.test.ts relies on it).
     RXC_E2E_CHAT_FAKES: '1',
   },
