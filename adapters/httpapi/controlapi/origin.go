@@ -10,7 +10,9 @@ import (
 
 const (
 	corsMethods = "GET, POST, PATCH, DELETE"
-	corsHeaders = "Content-Type, Authorization"
+	// corsHeaders: Idempotency-Key lets the console retry a command or a
+	// batch without making a second one.
+	corsHeaders = "Content-Type, Authorization, Idempotency-Key"
 	corsMaxAge  = "600"
 	// corsExpose lets the console read Retry-After (a 429 login_throttled
 	// or a 503 says how long to wait); it is not a CORS-safelisted header.

@@ -103,12 +103,12 @@ func TestCORS(t *testing.T) {
 		{
 			name: "preflight from the allowed origin",
 			req: request{method: "OPTIONS", path: "/api/tenants", header: map[string]string{
-				"Origin": allowedOrigin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type",
+				"Origin": allowedOrigin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type,idempotency-key",
 			}},
 			wantStatus: 204,
 			wantHeader: map[string]string{
 				"Access-Control-Allow-Origin": allowedOrigin, "Access-Control-Allow-Credentials": "true",
-				"Access-Control-Allow-Methods": "GET, POST, PATCH, DELETE", "Access-Control-Allow-Headers": "Content-Type, Authorization",
+				"Access-Control-Allow-Methods": "GET, POST, PATCH, DELETE", "Access-Control-Allow-Headers": "Content-Type, Authorization, Idempotency-Key",
 			},
 		},
 		{

@@ -106,8 +106,8 @@ export class ApiClient {
   }
 
   /** Sends a request and returns the raw response once its status says success. */
-  async send(method: string, path: string, opts: { body?: unknown; query?: Query; accept?: string; signal?: AbortSignal } = {}): Promise<Response> {
-    const headers: Record<string, string> = { Accept: opts.accept ?? 'application/json' };
+  async send(method: string, path: string, opts: { body?: unknown; query?: Query; accept?: string; signal?: AbortSignal; headers?: Record<string, string> } = {}): Promise<Response> {
+    const headers: Record<string, string> = { ...opts.headers, Accept: opts.accept ?? 'application/json' };
     if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
     let res: Response;
     try {
@@ -134,7 +134,7 @@ export class ApiClient {
     return err;
   }
 
-  async json<T>(method: string, path: string, opts: { body?: unknown; query?: Query; signal?: AbortSignal } = {}): Promise<T> {
+  async json<T>(method: string, path: string, opts: { body?: unknown; query?: Query; signal?: AbortSignal; headers?: Record<string, string> } = {}): Promise<T> {
     const res = await this.send(method, path, opts);
     if (res.status === 204) return undefined as T;
     const ct = res.headers.get('Content-Type');
@@ -189,9 +189,12 @@ export class ApiClient {
     const query = { limit: q.limit === undefined ? undefined : String(q.limit), cursor: q.cursor };
     return this.json<Page<Command>>('GET', `/sensors/${encodeURIComponent(id)}/commands`, { query, signal });
   }
-  /** Starts or stops many sensors as one batch; the API answers 202 with the batch to follow. */
-  sendBulkCommand(req: BulkCommand) {
-    return this.json<{ batchId: string; total: number }>('POST', '/commands', { body: req });
+  /**
+   * Starts or stops many sensors as one batch; the API answers 202 with the batch to follow. A
+   * retry with the same idempotency key returns that batch instead of making a second one.
+   */
+  sendBulkCommand(req: BulkCommand, idempotencyKey?: string) {
+    return this.json<BatchProgress & { batchId: string }>('POST', '/commands', { body: req, headers: idempotencyKey ? { 'Idempotency-Key': idempotencyKey } : undefined });
   }
   batchProgress(batchId: string, signal?: AbortSignal) {
     return this.json<BatchProgress>('GET', `/commands/batches/${encodeURIComponent(batchId)}`, { signal });

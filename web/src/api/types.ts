@@ -97,6 +97,14 @@ export interface BatchProgress {
   pending: number;
   /** Commands no sensor took before they expired, when the API counts them apart from failed. */
   expired?: number;
+  /** Sensors' reports refusing the command (among the accepted). */
+  refused?: number;
+  /** Sensors the request named or matched; the revoked and never-enrolled got no command. */
+  matched?: number;
+  skippedRevoked?: number;
+  skippedNotEnrolled?: number;
+  /** No command is pending any more. */
+  done?: boolean;
 }
 
 /** One entry of a sensor's command history (GET /api/sensors/{id}/commands). */
@@ -109,6 +117,10 @@ export interface Command {
   status: string;
   acknowledgedAt?: string | null;
   failedAt?: string | null;
+  /** What the sensor reported doing with it: applied, or refused with a reason. */
+  outcome?: string | null;
+  outcomeReason?: string | null;
+  outcomeDetail?: string | null;
 }
 
 export interface Page<T> {
@@ -282,6 +294,7 @@ export const AUDIT_ACTIONS = [
   'claim_code.issue',
   'claim_code.revoke',
   'sensor.command',
+  'command.batch',
   'sensor.revoke',
   'analytics.chat',
   'operator.create',

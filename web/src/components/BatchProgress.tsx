@@ -13,7 +13,7 @@ export const BATCH_POLL_MS = 1000;
 
 /** A batch is over when no command waits for the stream any more. */
 export function batchDone(p: Progress | undefined): boolean {
-  return !!p && p.pending === 0;
+  return !!p && (p.done ?? p.pending === 0);
 }
 
 function pct(n: number, total: number): string {
@@ -61,8 +61,14 @@ export function BatchProgressBar({ batchId, action, onDismiss }: { batchId: stri
             <span data-count="accepted">{p.accepted.toLocaleString()} accepted</span>
             <span data-count="acknowledged">{p.acknowledged.toLocaleString()} acknowledged by the sensor</span>
             <span data-count="failed">{p.failed.toLocaleString()} failed</span>
+            {p.refused ? <span data-count="refused">{p.refused.toLocaleString()} refused by the sensor</span> : null}
             {p.expired ? <span data-count="expired">{p.expired.toLocaleString()} expired</span> : null}
             <span data-count="pending">{p.pending.toLocaleString()} pending</span>
+            {p.skippedRevoked || p.skippedNotEnrolled ? (
+              <span data-count="skipped" className="muted">
+                skipped (no command): {p.skippedRevoked ?? 0} revoked, {p.skippedNotEnrolled ?? 0} never enrolled
+              </span>
+            ) : null}
             <span className="muted">batch {batchId}</span>
             {done && <strong>{lost > 0 ? 'Finished with failures.' : 'Finished.'}</strong>}
           </p>

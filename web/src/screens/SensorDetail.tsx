@@ -196,6 +196,12 @@ function CommandHistory({ sensorId, lastChange }: { sensorId: string; lastChange
                     <td>{c.action}</td>
                     <td>
                       <StateBadge state={c.status} />
+                      {c.outcome === 'refused' && (
+                        <div className="small bad-text">
+                          refused by the sensor{c.outcomeReason ? `: ${c.outcomeReason}` : ''}
+                          {c.outcomeDetail ? ` (${c.outcomeDetail})` : ''}
+                        </div>
+                      )}
                     </td>
                     <td>
                       <Time value={c.acknowledgedAt ?? c.failedAt} />

@@ -38,6 +38,12 @@ const SORTS: { value: string; label: string }[] = [
 type Selection = { all: true } | { all: false; ids: Set<string> };
 const NONE: Selection = { all: false, ids: new Set() };
 
+/** A random idempotency key (crypto.randomUUID needs a secure context; the console may be served over plain HTTP). */
+export function newIdempotencyKey(): string {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+}
+
 /** The request body's filter: only the parts set. */
 export function filterOf(f: SensorFilter): SensorFilter {
   const out: SensorFilter = {};
@@ -72,7 +78,9 @@ export function SensorsScreen() {
   const [selection, setSelection] = useState<{ key: string; sel: Selection }>({ key: filterKey, sel: NONE });
   const sel = selection.key === filterKey ? selection.sel : NONE;
   const setSel = (s: Selection) => setSelection({ key: filterKey, sel: s });
-  const [confirming, setConfirming] = useState<CommandAction | null>(null);
+  // The key makes a second Confirm after an unclear failure (the answer was lost) return the batch
+  // already made instead of making another; a new dialog is a new request.
+  const [confirming, setConfirming] = useState<{ action: CommandAction; key: string } | null>(null);
   const [batch, setBatch] = useState<{ batchId: string; action: CommandAction } | null>(null);
 
   // Bulk commands need the operator role: on the tenant filtered by, else on the sensors' tenants
@@ -107,9 +115,13 @@ export function SensorsScreen() {
     setSel({ all: false, ids });
   }
 
-  async function sendBulk(action: CommandAction) {
+  function confirm(action: CommandAction) {
+    setConfirming({ action, key: newIdempotencyKey() });
+  }
+
+  async function sendBulk(action: CommandAction, key: string) {
     const req = sel.all ? { action, filter: filterOf({ tenantId, state, q }) } : { action, sensorIds: [...sel.ids] };
-    const res = await api.sendBulkCommand(req);
+    const res = await api.sendBulkCommand(req, key);
     setBatch({ batchId: res.batchId, action });
     setSel(NONE);
     sensors.reload();
@@ -157,10 +169,10 @@ export function SensorsScreen() {
       {mayBulk && anySelected && (
         <div className="bulk" role="toolbar" aria-label="Bulk actions">
           <strong data-testid="selected-count">{selectedCount === undefined ? 'All matching' : selectedCount.toLocaleString()} selected</strong>
-          <button type="button" className="btn btn-small btn-primary" onClick={() => setConfirming('start')}>
+          <button type="button" className="btn btn-small btn-primary" onClick={() => confirm('start')}>
             Start
           </button>
-          <button type="button" className="btn btn-small" onClick={() => setConfirming('stop')}>
+          <button type="button" className="btn btn-small" onClick={() => confirm('stop')}>
             Stop
           </button>
           <button type="button" className="btn btn-small" onClick={() => setSel(NONE)}>
@@ -285,14 +297,14 @@ export function SensorsScreen() {
       )}
       {confirming && (
         <ConfirmDialog
-          title={`${confirming === 'start' ? 'Start' : 'Stop'} ${what}?`}
-          confirmLabel={`${confirming === 'start' ? 'Start' : 'Stop'} ${sel.all ? 'all matching' : selectedCount === 1 ? '1 sensor' : `${(selectedCount ?? 0).toLocaleString()} sensors`}`}
-          danger={confirming === 'stop'}
+          title={`${confirming.action === 'start' ? 'Start' : 'Stop'} ${what}?`}
+          confirmLabel={`${confirming.action === 'start' ? 'Start' : 'Stop'} ${sel.all ? 'all matching' : selectedCount === 1 ? '1 sensor' : `${(selectedCount ?? 0).toLocaleString()} sensors`}`}
+          danger={confirming.action === 'stop'}
           onClose={() => setConfirming(null)}
-          onConfirm={() => sendBulk(confirming)}
+          onConfirm={() => sendBulk(confirming.action, confirming.key)}
         >
           <p>
-            {confirming === 'start' ? 'Each sensor will be told to start capturing.' : 'Each sensor will stop capturing until it is started again.'} The commands go out as one batch; its
+            {confirming.action === 'start' ? 'Each sensor will be told to start capturing.' : 'Each sensor will stop capturing until it is started again.'} The commands go out as one batch; its
             progress shows here as the sensors answer.
           </p>
           {sel.all && (

@@ -62,8 +62,8 @@ function fleetApi(me: Me, all: Sensor[]) {
       const b = body as { sensorIds?: string[]; filter?: { tenantId?: string; state?: string; q?: string } };
       const total = b.sensorIds ? b.sensorIds.length : match(new URL(`http://x/?${new URLSearchParams(b.filter as Record<string, string>)}`)).length;
       const id = `batch-${bodies.length}`;
-      batches.set(id, { total, accepted: 0, acknowledged: 0, failed: 0, pending: total });
-      return json(202, { batchId: id, total });
+      batches.set(id, { total, accepted: 0, acknowledged: 0, failed: 0, pending: total, matched: total + 2, skippedRevoked: 2, skippedNotEnrolled: 0 });
+      return json(202, { batchId: id, ...batches.get(id) });
     },
     'GET /api/commands/batches/batch-1': () => {
       // Each poll half of what is left is accepted, one fails; the last poll takes the rest.
@@ -182,6 +182,7 @@ describe('sensors at fleet scale', () => {
     expect(bar).toHaveAttribute('aria-valuemax', '120');
     expect(screen.getByText('Finished with failures.')).toBeInTheDocument();
     expect(screen.getByText('1 failed')).toBeInTheDocument();
+    expect(screen.getByText('skipped (no command): 2 revoked, 0 never enrolled')).toBeInTheDocument();
     // Once over, the batch is no longer polled.
     const polls = api.f.calls.filter((c) => c.url.pathname.startsWith('/api/commands/batches/')).length;
     await new Promise((r) => setTimeout(r, 1500));
@@ -215,18 +216,32 @@ describe('sensors at fleet scale', () => {
   it('says why a bulk command was refused and keeps the selection', async () => {
     const user = userEvent.setup();
     const api = fleetApi(ADMIN, makeFleet(3, 'acme'));
+    const keys: string[] = [];
     renderApp('/sensors', {
       ...api.f,
-      fetch: (async (input: RequestInfo | URL, init?: RequestInit) =>
-        String(input).endsWith('/api/commands') ? problem(503, 'messaging_unavailable', 'Messaging unavailable', 'try again') : api.f.fetch(input, init)) as typeof fetch,
+      fetch: (async (input: RequestInfo | URL, init?: RequestInit) => {
+        if (!String(input).endsWith('/api/commands')) return api.f.fetch(input, init);
+        keys.push((init?.headers as Record<string, string>)['Idempotency-Key']);
+        return problem(503, 'messaging_unavailable', 'Messaging unavailable', 'try again');
+      }) as typeof fetch,
     });
     await user.click(await screen.findByRole('checkbox', { name: 'Select edge-acme-0001' }));
     await user.click(within(screen.getByRole('toolbar', { name: 'Bulk actions' })).getByRole('button', { name: 'Stop' }));
     const dialog = screen.getByRole('dialog');
     await user.click(within(dialog).getByRole('button', { name: 'Stop 1 sensor' }));
     expect(await within(dialog).findByRole('alert')).toHaveTextContent('Messaging unavailable: try again');
+    // Trying again from the same dialog is the same request: the same idempotency key.
+    await user.click(within(dialog).getByRole('button', { name: 'Stop 1 sensor' }));
+    await waitFor(() => expect(keys).toHaveLength(2));
+    expect(keys[0]).toMatch(/^[0-9a-f]{32}$/);
+    expect(keys[1]).toBe(keys[0]);
     await user.click(within(dialog).getByRole('button', { name: 'Cancel' }));
     expect(screen.getByTestId('selected-count')).toHaveTextContent('1 selected');
+    // A new dialog is a new request.
+    await user.click(within(screen.getByRole('toolbar', { name: 'Bulk actions' })).getByRole('button', { name: 'Stop' }));
+    await user.click(within(screen.getByRole('dialog')).getByRole('button', { name: 'Stop 1 sensor' }));
+    await waitFor(() => expect(keys).toHaveLength(3));
+    expect(keys[2]).not.toBe(keys[0]);
   });
 
   it('offers no selection or bulk action to a viewer', async () => {
@@ -319,6 +334,8 @@ describe('sensor detail at fleet scale', () => {
       issuedBy: 'ops@example.com',
       expiresAt: '2999-01-01T00:00:00Z',
       status: i === 3 ? 'failed' : 'accepted',
+      outcome: i === 5 ? 'refused' : null,
+      outcomeReason: i === 5 ? 'engine_unavailable' : null,
       acknowledgedAt: i === 3 ? null : new Date(Date.UTC(2026, 0, 2, 0, 0, 1 - i)).toISOString(),
       failedAt: i === 3 ? '2026-01-02T00:00:00Z' : null,
     }));
@@ -345,6 +362,7 @@ describe('sensor detail at fleet scale', () => {
     const table = await screen.findByRole('table', { name: 'Command history' });
     await waitFor(() => expect(within(table).getAllByRole('row')).toHaveLength(21));
     expect(within(table).getByText('cmd-22').closest('tr')).toHaveTextContent('failed');
+    expect(within(table).getByText('cmd-20').closest('tr')).toHaveTextContent('refused by the sensor: engine_unavailable');
     await user.click(screen.getByRole('button', { name: 'Load more' }));
     await waitFor(() => expect(within(table).getAllByRole('row')).toHaveLength(26));
     expect(screen.getByText('25 commands; that is all.')).toBeInTheDocument();
