@@ -7,13 +7,22 @@ import { AuditScreen } from './screens/Audit';
 import { LoginScreen } from './screens/Login';
 import { OperatorsScreen } from './screens/Operators';
 import { SensorDetailScreen } from './screens/SensorDetail';
-import { SensorsScreen } from './screens/Sensors';
+import { prefetchSensors, SensorsScreen } from './screens/Sensors';
+import type { ApiClient } from './api/client';
 import { TenantDetailScreen } from './screens/TenantDetail';
 import { TenantsScreen } from './screens/Tenants';
 import { TokensScreen } from './screens/Tokens';
 
 // The charting library is most of the bundle: only the Analytics screen loads it.
 const AnalyticsScreen = lazy(() => import('./screens/Analytics').then((m) => ({ default: m.AnalyticsScreen })));
+
+/**
+ * Asks for the data of the screen the console opens on while the session is checked, so that it
+ * does not wait for that round trip: the sensor list (the start page, and the fleet's largest).
+ */
+export function prefetchFor(api: ApiClient, location: { pathname: string; search: string }) {
+  if (location.pathname === '/sensors' || location.pathname === '/') prefetchSensors(api, location.pathname === '/' ? '' : location.search);
+}
 
 export function AppRoutes() {
   return (

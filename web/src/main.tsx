@@ -1,7 +1,7 @@
 import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { BrowserRouter } from 'react-router';
-import { AppRoutes } from './App';
+import { AppRoutes, prefetchFor } from './App';
 import { SessionProvider } from './auth/session';
 import { readConfig } from './config';
 import './styles.css';
@@ -22,7 +22,7 @@ if (!cfg.ok) {
   root.render(
     <StrictMode>
       <BrowserRouter>
-        <SessionProvider config={cfg.config}>
+        <SessionProvider config={cfg.config} onStart={(api) => prefetchFor(api, window.location)}>
           <AppRoutes />
         </SessionProvider>
       </BrowserRouter>

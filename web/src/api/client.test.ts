@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { BASE, fakeFetch, html, json, problem } from '../test-utils';
-import { ApiClient, ApiError, parseRetryAfter } from './client';
+import { ApiClient, ApiError, parseRetryAfter, PREFETCH_TTL_MS } from './client';
 
 function client(routes: Parameters<typeof fakeFetch>[0], onUnauthorized = vi.fn()) {
   const f = fakeFetch(routes);
@@ -50,6 +50,46 @@ describe('ApiClient', () => {
     await api.sensorCommands('s 1', { limit: 20, cursor: 'x' });
     expect(f.calls[3].url.pathname).toBe('/api/sensors/s%201/commands');
     expect(f.calls[3].url.search).toBe('?limit=20&cursor=x');
+  });
+
+  it('hands a prefetched page to the request it was made for, once, and only a success', async () => {
+    let status = 200;
+    const { api, f, onUnauthorized } = client({
+      'GET /api/sensors': () => (status === 200 ? json(200, { items: [{ id: `s${f.calls.length}` }], nextCursor: null }) : problem(status, 'unauthorized', 'Not signed in')),
+      'GET /api/sensors/summary': () => json(200, { total: 1, byState: {} }),
+    });
+    api.prefetchSensors({ tenantId: 'acme', sort: 'name', limit: 50 });
+    expect(f.calls.map((c) => c.url.pathname + c.url.search)).toEqual(['/api/sensors?tenantId=acme&sort=name&limit=50', '/api/sensors/summary?tenantId=acme']);
+    const page = await api.listSensors({ tenantId: 'acme', sort: 'name', limit: 50 });
+    await api.sensorSummary('acme');
+    expect(page.items[0].id).toBe('s1');
+    expect(f.calls).toHaveLength(2);
+    // Taken once: the next poll asks again.
+    await api.listSensors({ tenantId: 'acme', sort: 'name', limit: 50 });
+    expect(f.calls).toHaveLength(3);
+    // Another query does not take it.
+    api.prefetch('/sensors', { tenantId: 'beta' });
+    await api.listSensors({ tenantId: 'acme', sort: 'name', limit: 50 });
+    expect(f.calls).toHaveLength(5);
+    // A refused prefetch is dropped: the request itself is sent and reports the 401.
+    status = 401;
+    api.prefetch('/sensors', { tenantId: 'gamma' });
+    await failure(api.listSensors({ tenantId: 'gamma' }));
+    expect(f.calls).toHaveLength(7);
+    expect(onUnauthorized).toHaveBeenCalledTimes(1);
+  });
+
+  it('lets a prefetched answer go stale', async () => {
+    vi.useFakeTimers({ now: 0 });
+    try {
+      const { api, f } = client({ 'GET /api/sensors': () => json(200, { items: [] }) });
+      api.prefetch('/sensors');
+      vi.setSystemTime(PREFETCH_TTL_MS + 1);
+      await api.listSensors({});
+      expect(f.calls).toHaveLength(2);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('sends a bulk command and reads its batch', async () => {

@@ -85,10 +85,14 @@ function isProblem(contentType: string | null): boolean {
   return !!contentType && /^application\/problem\+json\b/i.test(contentType);
 }
 
+/** How long a prefetched answer may wait for the request it was made for. */
+export const PREFETCH_TTL_MS = 10_000;
+
 export class ApiClient {
   readonly baseUrl: string;
   private readonly fetchFn: typeof fetch;
   private readonly onUnauthorized?: (err: ApiError) => void;
+  private readonly warm = new Map<string, { at: number; res: Promise<Response | null> }>();
 
   constructor(opts: ApiClientOptions) {
     this.baseUrl = opts.baseUrl;
@@ -105,10 +109,34 @@ export class ApiClient {
     return qs ? `${u}?${qs}` : u;
   }
 
+  /**
+   * Starts a GET now whose answer the same GET takes over if it is sent within PREFETCH_TTL_MS: the
+   * first screen's data is then asked for at once, not after the session check. Only a success is
+   * taken over; anything else (401, 5xx, no answer) and the real request is sent as usual.
+   */
+  prefetch(path: string, query?: Query) {
+    const url = this.url(path, query);
+    const res = this.fetchFn(url, { method: 'GET', headers: { Accept: 'application/json' }, credentials: 'include' }).catch(() => null);
+    this.warm.set(url, { at: Date.now(), res });
+  }
+
+  private async takeWarm(url: string): Promise<Response | null> {
+    const w = this.warm.get(url);
+    if (!w) return null;
+    this.warm.delete(url);
+    if (Date.now() - w.at > PREFETCH_TTL_MS) return null;
+    const res = await w.res;
+    return res && res.ok ? res : null;
+  }
+
   /** Sends a request and returns the raw response once its status says success. */
   async send(method: string, path: string, opts: { body?: unknown; query?: Query; accept?: string; signal?: AbortSignal; headers?: Record<string, string> } = {}): Promise<Response> {
     const headers: Record<string, string> = { ...opts.headers, Accept: opts.accept ?? 'application/json' };
     if (opts.body !== undefined) headers['Content-Type'] = 'application/json';
+    if (method === 'GET' && this.warm.size > 0) {
+      const warm = await this.takeWarm(this.url(path, opts.query));
+      if (warm) return warm;
+    }
     let res: Response;
     try {
       res = await this.fetchFn(this.url(path, opts.query), {
@@ -179,8 +207,12 @@ export class ApiClient {
   }
   /** One page of sensors; without a limit the API's default (50). */
   listSensors(q: SensorQuery, signal?: AbortSignal) {
-    const query = { tenantId: q.tenantId, state: q.state, q: q.q, sort: q.sort, limit: q.limit === undefined ? undefined : String(q.limit), cursor: q.cursor };
-    return this.json<SensorPage>('GET', '/sensors', { query, signal });
+    return this.json<SensorPage>('GET', '/sensors', { query: sensorQuery(q), signal });
+  }
+  /** Asks for a page of sensors and the summary ahead of the screen that shows them. */
+  prefetchSensors(q: SensorQuery) {
+    this.prefetch('/sensors', sensorQuery(q));
+    this.prefetch('/sensors/summary', { tenantId: q.tenantId });
   }
   sensorSummary(tenantId: string | undefined, signal?: AbortSignal) {
     return this.json<SensorSummary>('GET', '/sensors/summary', { query: { tenantId }, signal });
@@ -254,6 +286,10 @@ export class ApiClient {
     if (!ct || !/^text\/event-stream\b/i.test(ct)) throw wrongBaseUrl(this.baseUrl, `answered ${ct || 'no content type'} where an event stream was expected`);
     return res;
   }
+}
+
+function sensorQuery(q: SensorQuery): Query {
+  return { tenantId: q.tenantId, state: q.state, q: q.q, sort: q.sort, limit: q.limit === undefined ? undefined : String(q.limit), cursor: q.cursor };
 }
 
 function wrongBaseUrl(baseUrl: string, what: string): ApiError {

@@ -49,7 +49,8 @@ export function reasonFor(err: unknown, wasSignedIn: boolean): SignedOutReason |
   return { kind: 'error', message: err instanceof Error ? err.message : String(err) };
 }
 
-export function SessionProvider({ config, children, fetchFn }: { config: AppConfig; children: ReactNode; fetchFn?: typeof fetch }) {
+/** onStart runs once with the client, as the session check starts (to ask early for the first screen's data). */
+export function SessionProvider({ config, children, fetchFn, onStart }: { config: AppConfig; children: ReactNode; fetchFn?: typeof fetch; onStart?: (api: ApiClient) => void }) {
   const [session, setSession] = useState<SessionState>({ status: 'checking' });
   const signedIn = useRef(false);
 
@@ -67,8 +68,10 @@ export function SessionProvider({ config, children, fetchFn }: { config: AppConf
     [config.apiBaseUrl, fetchFn],
   );
 
+  const onStartRef = useRef(onStart);
   useEffect(() => {
     let live = true;
+    onStartRef.current?.(api);
     api.me().then(
       (me) => {
         if (!live) return;

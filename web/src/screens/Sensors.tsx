@@ -5,6 +5,7 @@
 
 import { useState } from 'react';
 import { Link } from 'react-router';
+import type { ApiClient } from '../api/client';
 import { SENSOR_STATES } from '../api/types';
 import type { CommandAction, Sensor, SensorFilter } from '../api/types';
 import { useAccess, useSession } from '../auth/session';
@@ -38,6 +39,23 @@ const SORTS: { value: string; label: string }[] = [
 type Selection = { all: true } | { all: false; ids: Set<string> };
 const NONE: Selection = { all: false, ids: new Set() };
 
+/** The first page's query, from the screen's URL. */
+export function listQuery(params: URLSearchParams): { tenantId: string; state: string; q: string; sort: string; limit: number } {
+  const limit = Number(params.get('limit'));
+  return {
+    tenantId: params.get('tenantId') ?? '',
+    state: params.get('state') ?? '',
+    q: params.get('q') ?? '',
+    sort: params.get('sort') || DEFAULT_SORT,
+    limit: (PAGE_SIZES as readonly number[]).includes(limit) ? limit : DEFAULT_PAGE_SIZE,
+  };
+}
+
+/** Asks for the list's first page and the summary while the session is still being checked. */
+export function prefetchSensors(api: ApiClient, search: string) {
+  api.prefetchSensors(listQuery(new URLSearchParams(search)));
+}
+
 /** A random idempotency key (crypto.randomUUID needs a secure context; the console may be served over plain HTTP). */
 export function newIdempotencyKey(): string {
   const b = crypto.getRandomValues(new Uint8Array(16));
@@ -57,12 +75,7 @@ export function SensorsScreen() {
   const { api } = useSession();
   const { me, can } = useAccess();
   const filters = useFilters();
-  const tenantId = filters.get('tenantId');
-  const state = filters.get('state');
-  const q = filters.get('q');
-  const sort = filters.get('sort') || DEFAULT_SORT;
-  const limitParam = Number(filters.get('limit'));
-  const limit = (PAGE_SIZES as readonly number[]).includes(limitParam) ? limitParam : DEFAULT_PAGE_SIZE;
+  const { tenantId, state, q, sort, limit } = listQuery(filters.params);
   const filterKey = JSON.stringify([tenantId, state, q]);
   const trail = useCursorTrail(JSON.stringify([filterKey, sort, limit]));
 

@@ -55,13 +55,24 @@ describe.skipIf(!isRealApi()).sequential('10,000 sensors in the console, against
 
   it('shows the first page of the seeded tenant, with its summary, and measures how long that takes', async () => {
     const { page } = b;
-    // A fresh page load (the SPA and config come from nginx), until the first page's rows show.
+    // A fresh page load (the SPA and config come from nginx), until the first page's 50 rows are in
+    // the document: timed in the page from the navigation's start, by a mutation observer (a
+    // locator's wait polls too coarsely to time this).
+    await page.addInitScript(() => {
+      const w = window as unknown as { __firstPageMs?: number };
+      const seen = new MutationObserver(() => {
+        if (document.querySelectorAll('table tbody tr').length >= 50) {
+          w.__firstPageMs = performance.now();
+          seen.disconnect();
+        }
+      });
+      seen.observe(document, { childList: true, subtree: true });
+    });
     const runs: number[] = [];
-    for (let i = 0; i < 3; i++) {
-      const t0 = Date.now();
+    for (let i = 0; i < 5; i++) {
       await page.goto(`/sensors?tenantId=${tenant}`);
       await rows(page).nth(49).waitFor();
-      runs.push(Date.now() - t0);
+      runs.push(Math.round(await page.evaluate(() => (window as unknown as { __firstPageMs: number }).__firstPageMs)));
     }
     const bytes = await page.evaluate(
       async ([base, t]) => (await (await fetch(`${base}/api/sensors?tenantId=${t}&sort=name&limit=50`, { credentials: 'include' })).text()).length,
@@ -75,7 +86,8 @@ describe.skipIf(!isRealApi()).sequential('10,000 sensors in the console, against
       return `html ${Math.round(nav.responseEnd)}, script ${at(/\/assets\/.*\.js$/)}, me ${at(/\/api\/auth\/me$/)}, page ${at(/\/api\/sensors\?/)}, summary ${at(/\/api\/sensors\/summary/)} ms`;
     });
     console.log(
-      `fleet-real: first page of 50 at ${seeded.toLocaleString('en')} sensors shown in ${runs.join(', ')} ms (page load to the 50th row; goal < 1000 ms); ` +
+      `fleet-real: first page of 50 at ${seeded.toLocaleString('en')} sensors shown in ${runs.join(', ')} ms (navigation start to the 50th row in the document; ` +
+        `median ${[...runs].sort((a, c) => a - c)[2]} ms; goal < 1000 ms); ` +
         `the page is ${bytes} bytes of JSON; last load: ${steps}`,
     );
     const summary = page.getByRole('list', { name: 'Sensors by state' });
