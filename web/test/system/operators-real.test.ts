@@ -130,6 +130,9 @@ describe.skipIf(!isRealApi()).sequential('roles against the real control plane',
     await page.getByRole('link', { name: sensorName }).waitFor({ timeout: 15_000 });
     const options = await page.getByLabel('Tenant').locator('option').allTextContents();
     expect(options).toEqual(['All tenants', `RBAC A (${tenantA})`]);
+    // No selection, so no bulk Start or Stop.
+    expect(await page.getByRole('checkbox').count()).toBe(0);
+    expect(await page.getByRole('toolbar', { name: 'Bulk actions' }).count()).toBe(0);
     await shot(page, '21-viewer-sensors');
 
     // Tenants: one row, no creation form.
