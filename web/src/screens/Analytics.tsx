@@ -10,6 +10,7 @@ import type { AddressCount, Overview } from '../api/types';
 import { snapshotOf, usePublishView } from '../analytics/snapshot';
 import { useSession } from '../auth/session';
 import { ErrorBanner, Loading } from '../components/Status';
+import { SelectField } from '../components/SelectField';
 import { TenantSelect } from '../components/TenantSelect';
 import { Time } from '../components/Time';
 import { usePolling } from '../usePolling';
@@ -76,16 +77,7 @@ export function AnalyticsScreen() {
       </div>
       <div className="filters" role="group" aria-label="Analytics filters">
         <TenantSelect id="analytics-tenant" value={tenantId} tenants={tenants.data?.items} disabled={!tenants.data} onChange={(v) => setParam('tenantId', v)} />
-        <div className="field">
-          <label htmlFor="analytics-range">Time range</label>
-          <select id="analytics-range" value={range} onChange={(e) => setParam('range', e.target.value)}>
-            {RANGES.map((r) => (
-              <option key={r.id} value={r.id}>
-                {r.label}
-              </option>
-            ))}
-          </select>
-        </div>
+        <SelectField id="analytics-range" label="Time range" value={range} choices={RANGES.map((r) => ({ value: r.id, label: r.label }))} onChange={(v) => setParam('range', v)} />
         <div className="field">
           <label htmlFor="analytics-sensor">Sensor</label>
           <select id="analytics-sensor" value={sensorId} onChange={(e) => setParam('sensorId', e.target.value)} disabled={!tenantId}>

@@ -10,6 +10,7 @@ import { AUDIT_ACTIONS } from '../api/types';
 import { useAccess, useSession } from '../auth/session';
 import { LoadMore } from '../components/LoadMore';
 import { ErrorBanner, Loading, StateBadge } from '../components/Status';
+import { SelectField } from '../components/SelectField';
 import { TenantSelect } from '../components/TenantSelect';
 import { Time } from '../components/Time';
 import { useCursorList } from '../useCursorList';
@@ -71,18 +72,7 @@ export function AuditScreen() {
             autoComplete="off"
           />
         </div>
-        <div className="field">
-          <label htmlFor="audit-action">Action</label>
-          <select id="audit-action" value={action} onChange={(e) => setFilter('action', e.target.value)}>
-            <option value="">All actions</option>
-            {AUDIT_ACTIONS.map((a) => (
-              <option key={a} value={a}>
-                {a}
-              </option>
-            ))}
-            {action && !(AUDIT_ACTIONS as readonly string[]).includes(action) && <option value={action}>{action}</option>}
-          </select>
-        </div>
+        <SelectField id="audit-action" label="Action" value={action} choices={AUDIT_ACTIONS} allLabel="All actions" onChange={(v) => setFilter('action', v)} />
         <button type="submit" className="sr-only" tabIndex={-1}>
           Apply filters
         </button>

@@ -13,6 +13,7 @@ import { BatchProgressBar } from '../components/BatchProgress';
 import { ConfirmDialog } from '../components/Dialog';
 import { Pager, useCursorTrail } from '../components/Pager';
 import { SearchBox } from '../components/SearchBox';
+import { SelectField } from '../components/SelectField';
 import { SortHeader } from '../components/SortHeader';
 import { StateSummary } from '../components/StateSummary';
 import { ErrorBanner, Loading, StateBadge } from '../components/Status';
@@ -155,28 +156,8 @@ export function SensorsScreen() {
       <div className="filters" role="group" aria-label="Filters">
         <SearchBox id="filter-q" label="Search" value={q} placeholder="name, hostname or ID" onSearch={(v) => setFilter({ q: v })} />
         <TenantSelect id="filter-tenant" value={tenantId} tenants={tenants.data?.items} allLabel="All tenants" onChange={(v) => setFilter({ tenantId: v })} />
-        <div className="field">
-          <label htmlFor="filter-state">State</label>
-          <select id="filter-state" value={state} onChange={(e) => setFilter({ state: e.target.value })}>
-            <option value="">All states</option>
-            {SENSOR_STATES.map((s) => (
-              <option key={s} value={s}>
-                {s}
-              </option>
-            ))}
-          </select>
-        </div>
-        <div className="field">
-          <label htmlFor="sort">Sort by</label>
-          <select id="sort" value={sort} onChange={(e) => setFilter({ sort: e.target.value === DEFAULT_SORT ? '' : e.target.value })}>
-            {SORTS.map((s) => (
-              <option key={s.value} value={s.value}>
-                {s.label}
-              </option>
-            ))}
-            {!SORTS.some((s) => s.value === sort) && <option value={sort}>{sort}</option>}
-          </select>
-        </div>
+        <SelectField id="filter-state" label="State" value={state} choices={SENSOR_STATES} allLabel="All states" onChange={(v) => setFilter({ state: v })} />
+        <SelectField id="sort" label="Sort by" value={sort} choices={SORTS} onChange={(v) => setFilter({ sort: v === DEFAULT_SORT ? '' : v })} />
       </div>
       {batch && <BatchProgressBar key={batch.batchId} batchId={batch.batchId} action={batch.action} onDismiss={() => setBatch(null)} />}
       {mayBulk && anySelected && (
@@ -295,16 +276,7 @@ export function SensorsScreen() {
           </div>
           <div className="pager-row">
             <Pager trail={trail} shown={items.length} pageSize={limit} total={matching} nextCursor={nextCursor} busy={sensors.loading} />
-            <div className="field field-inline">
-              <label htmlFor="page-size">Per page</label>
-              <select id="page-size" value={limit} onChange={(e) => setFilter({ limit: Number(e.target.value) === DEFAULT_PAGE_SIZE ? '' : e.target.value })}>
-                {PAGE_SIZES.map((n) => (
-                  <option key={n} value={n}>
-                    {n}
-                  </option>
-                ))}
-              </select>
-            </div>
+            <SelectField id="page-size" label="Per page" inline value={limit} choices={PAGE_SIZES} onChange={(v) => setFilter({ limit: Number(v) === DEFAULT_PAGE_SIZE ? '' : v })} />
           </div>
         </>
       )}

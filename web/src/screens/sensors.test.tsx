@@ -78,6 +78,9 @@ function fleetApi(me: Me, all: Sensor[]) {
   return { f, bodies, sensorCalls: () => f.calls.filter((c) => c.url.pathname === '/api/sensors').map((c) => c.url.searchParams) };
 }
 
+// Pages of 50 rows in jsdom are slow on a loaded machine: room beyond Vitest's 5 s default.
+vi.setConfig({ testTimeout: 30_000 });
+
 afterEach(() => vi.useRealTimers());
 
 describe('sensors at fleet scale', () => {
