@@ -45,7 +45,8 @@ export function html(status: number): Response {
 
 export const BASE = 'http://api.test:5009';
 
-export function renderApp(path: string, f: FakeFetch, config: Partial<AppConfig> = {}) {
+/** The app at `path`, or at a location with history state (what Back restores). */
+export function renderApp(path: string | { pathname: string; search?: string; state?: unknown }, f: FakeFetch, config: Partial<AppConfig> = {}) {
   const cfg: AppConfig = { apiBaseUrl: BASE, analyticsAiChatEnabled: false, ...config };
   return render(
     <MemoryRouter initialEntries={[path]}>

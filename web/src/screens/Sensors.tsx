@@ -3,7 +3,7 @@
 // hidden. Operators select sensors (or every sensor matching the filter) and start or stop them
 // as one batch, whose progress stays on screen.
 
-import { useState } from 'react';
+import { useEffect, useState } from 'react';
 import { Link } from 'react-router';
 import type { ApiClient } from '../api/client';
 import { SENSOR_STATES } from '../api/types';
@@ -88,6 +88,13 @@ export function SensorsScreen() {
     POLL_MS,
     { keepData: true },
   );
+
+  // A cursor the API no longer takes (the operator's tenants changed since) starts over at page 1.
+  const cursorRefused = trail.page > 1 && (sensors.error as { code?: string } | null)?.code === 'invalid_cursor';
+  const { first } = trail;
+  useEffect(() => {
+    if (cursorRefused) first();
+  }, [cursorRefused]);
 
   const [selection, setSelection] = useState<{ key: string; sel: Selection }>({ key: filterKey, sel: NONE });
   const sel = selection.key === filterKey ? selection.sel : NONE;

@@ -52,6 +52,7 @@ function fleetApi(me: Me, all: Sensor[]) {
       const rows = match(url).sort((a, b) => (desc ? -1 : 1) * key(a).localeCompare(key(b)));
       const limit = Number(url.searchParams.get('limit') ?? 50);
       const after = url.searchParams.get('cursor');
+      if (after === 'stale') return problem(400, 'invalid_cursor', 'Invalid cursor', 'start again without one');
       const start = after ? rows.findIndex((s) => key(s) === after) + 1 : 0;
       const items = rows.slice(start, start + limit);
       const nextCursor = start + limit < rows.length ? key(items[items.length - 1]) : null;
@@ -112,6 +113,14 @@ describe('sensors at fleet scale', () => {
     // Only pages and the summary were asked for: never the whole fleet.
     expect(api.sensorCalls().every((p) => p.get('limit') === '50')).toBe(true);
   }, 20_000);
+
+  it('starts again at the first page when the API no longer takes the cursor', async () => {
+    const api = fleetApi(ADMIN, makeFleet(60, 'acme'));
+    renderApp({ pathname: '/sensors', state: { pages: { key: JSON.stringify([JSON.stringify(['', '', '']), 'name', 50]), cursors: ['stale'] } } }, api.f);
+    await waitFor(() => expect(screen.getByTestId('page-range')).toHaveTextContent('1–50 of 60 · page 1'));
+    expect(api.sensorCalls().map((p) => p.get('cursor'))).toEqual(['stale', null]);
+    expect(screen.queryByRole('alert')).toBeNull();
+  });
 
   it('filters by a state of the summary, and back to all', async () => {
     const user = userEvent.setup();
