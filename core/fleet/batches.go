@@ -157,6 +157,11 @@ func (s *Service) CreateBatch(ctx context.Context, req BatchRequest) (Batch, boo
 		switch {
 		case err == nil && !bytes.Equal(b.RequestHash, hash):
 			return Batch{}, false, fmt.Errorf("%w: the idempotency key was used for another batch request", ErrConflict)
+		case err == nil && req.Scope != nil && slices.ContainsFunc(b.TenantIDs, func(t string) bool { return !slices.Contains(req.Scope, t) }):
+			// The same operator's key, but a narrower caller now (an API
+			// token, or tenants taken away): the batch is not theirs to
+			// see, as GET /api/commands/batches/{id} says.
+			return Batch{}, false, fmt.Errorf("batch of idempotency key: %w", ErrNotFound)
 		case err == nil:
 			return b, false, nil
 		case !errors.Is(err, ErrNotFound):
