@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
@@ -187,5 +188,92 @@ func TestServerAcceptsRenderedConfig(t *testing.T) {
 	res.mu.Unlock()
 	if fetched == 0 {
 		t.Error("the server never fetched the CONTROL account from the resolver")
+	}
+}
+
+// A user JWT signed again (a renewal) on a provisioner replica whose clock
+// runs ahead of the replica revoking the key carries an issue time after
+// the revocation time. nats-server refuses a JWT only when it was issued at
+// or before the key's revocation, so without RevocationMargin such a JWT
+// would outlive the revocation until it expires. Here the revoking clock is
+// 30 s behind the signing one.
+func TestRevocationCoversJWTsSignedByAFasterClock(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	s := newSigner(t, k)
+	mint := func(name string) provisioning.MintedUser {
+		m, err := s.MintUser(provisioning.UserSpec{AccountPubKey: k.ctlPub, AccountSeed: k.ctlSeed, Name: name, Permissions: topology.BackendPermissions()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	revoked, kept := mint("revoked"), mint("kept")
+	revokedAt := time.Now().Add(-30 * time.Second).UTC().Truncate(time.Second)
+
+	// The control: nats-server's rule (issued at or before the time) would
+	// let this JWT through a revocation signed at the revoking clock's time.
+	uc, err := jwt.DecodeUserClaims(revoked.JWT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := jwt.NewAccountClaims(k.ctlPub)
+	raw.RevokeAt(revoked.PubKey, revokedAt)
+	if raw.IsClaimRevoked(uc) {
+		t.Fatal("control: a JWT issued after the revocation time counts as revoked without the margin; the test proves nothing")
+	}
+
+	res := &resolver{jwts: map[string]string{}, fetches: map[string]int{}}
+	for _, spec := range []provisioning.AccountSpec{
+		{PubKey: k.sysPub, Name: "SYS", Kind: provisioning.KindSystem},
+		{PubKey: k.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl,
+			Revocations: []provisioning.Revocation{{AccountPubKey: k.ctlPub, UserPubKey: revoked.PubKey, RevokedAt: revokedAt}}},
+	} {
+		tok, err := s.SignAccount(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.jwts[spec.PubKey] = tok
+	}
+	// What the store holds and what the JWT says stay one revocation.
+	if revs, err := s.AccountRevocations(res.jwts[k.ctlPub]); err != nil || len(revs) != 1 || !revs[0].RevokedAt.Equal(revokedAt) {
+		t.Fatalf("AccountRevocations = %v, %v; want the revocation at %s", revs, err, revokedAt)
+	}
+	hs := httptest.NewServer(res)
+	t.Cleanup(hs.Close)
+	opJWT, err := natsjwt.SignOperator(k.opSeed, "rxc-test", k.sysPub, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "operator.conf"), natsjwt.RenderServerConfig(opJWT, k.sysPub, hs.URL+"/jwt/v1/accounts/"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	confPath := filepath.Join(dir, "server.conf")
+	if err := os.WriteFile(confPath, []byte("listen: 127.0.0.1:-1\ninclude \"operator.conf\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(confPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server did not become ready")
+	}
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserJWTAndSeed(kept.JWT, string(kept.Seed)), nats.MaxReconnects(0))
+	if err != nil {
+		t.Fatalf("positive control: a user of the same account: %v", err)
+	}
+	nc.Close()
+	if nc, err := nats.Connect(srv.ClientURL(), nats.UserJWTAndSeed(revoked.JWT, string(revoked.Seed)), nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Fatal("nats-server accepted a revoked key's JWT signed 30 s after the revocation by a faster clock")
 	}
 }

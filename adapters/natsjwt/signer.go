@@ -184,8 +184,19 @@ func (s *Signer) AccountMatches(accountJWT string, spec provisioning.AccountSpec
 	return bytes.Equal(a, b), nil
 }
 
+// RevocationMargin is added to every revocation time signed into an account
+// JWT (and taken off again by AccountRevocations). nats-server refuses a
+// user JWT issued at or before its key's revocation time, counted in
+// seconds. Sensor user JWTs are signed again at every renewal, possibly by
+// another provisioner replica whose clock runs ahead of the one revoking:
+// without a margin, a JWT signed in the moment of the revocation could carry
+// a later issue time and outlive it until it expires. A revoked key is never
+// signed again (the store refuses it), so refusing its JWTs issued up to the
+// margin later costs nothing. An hour covers any clock that is kept at all.
+const RevocationMargin = time.Hour
+
 // AccountRevocations returns the revocations in accountJWT's claims, sorted
-// by user key. It reads the claims without checking the signature, which
+// by user key, at the times they were made (RevocationMargin taken off). It reads the claims without checking the signature, which
 // AccountMatches does.
 func (s *Signer) AccountRevocations(accountJWT string) ([]provisioning.Revocation, error) {
 	parts := strings.Split(accountJWT, ".")
@@ -202,7 +213,7 @@ func (s *Signer) AccountRevocations(accountJWT string) ([]provisioning.Revocatio
 	}
 	out := make([]provisioning.Revocation, 0, len(ac.Revocations))
 	for user, at := range ac.Revocations {
-		out = append(out, provisioning.Revocation{AccountPubKey: ac.Subject, UserPubKey: user, RevokedAt: time.Unix(at, 0).UTC()})
+		out = append(out, provisioning.Revocation{AccountPubKey: ac.Subject, UserPubKey: user, RevokedAt: time.Unix(at, 0).Add(-RevocationMargin).UTC()})
 	}
 	slices.SortFunc(out, func(a, b provisioning.Revocation) int { return strings.Compare(a.UserPubKey, b.UserPubKey) })
 	return out, nil
@@ -267,7 +278,7 @@ func (s *Signer) accountClaims(spec provisioning.AccountSpec) (*jwt.AccountClaim
 		if r.RevokedAt.IsZero() {
 			return nil, fmt.Errorf("natsjwt: %w: revocation of %s has no time", ErrInvalidClaims, r.UserPubKey)
 		}
-		ac.RevokeAt(r.UserPubKey, r.RevokedAt)
+		ac.RevokeAt(r.UserPubKey, r.RevokedAt.Add(RevocationMargin))
 	}
 	if err := validate(ac); err != nil {
 		return nil, fmt.Errorf("natsjwt: account %s: %w", spec.PubKey, err)

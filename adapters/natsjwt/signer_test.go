@@ -161,7 +161,7 @@ func TestSignAccount(t *testing.T) {
 				Subject: k.ctlPub, Issuer: k.opPub, Name: "CONTROL",
 				JetStream:   jwt.JetStreamLimits{DiskStorage: 1 << 30, MemoryStorage: 1 << 20, Streams: 4, Consumer: 10000},
 				Exports:     controlExports,
-				Revocations: jwt.RevocationList{u1: t1.Unix()},
+				Revocations: jwt.RevocationList{u1: t1.Add(natsjwt.RevocationMargin).Unix()},
 			},
 		},
 		{
@@ -177,7 +177,7 @@ func TestSignAccount(t *testing.T) {
 					{AccountPubKey: tenantPub, UserPubKey: u2, RevokedAt: t2},
 				}},
 			want: accountView{Subject: tenantPub, Issuer: k.opPub, Name: "acme", Imports: tenantImports,
-				Revocations: jwt.RevocationList{u1: t1.Unix(), u2: t2.Unix()}},
+				Revocations: jwt.RevocationList{u1: t1.Add(natsjwt.RevocationMargin).Unix(), u2: t2.Add(natsjwt.RevocationMargin).Unix()}},
 		},
 	}
 	for _, tc := range tests {

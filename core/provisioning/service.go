@@ -260,10 +260,10 @@ func (s *Service) sensorSpec(sensor topology.Sensor) UserSpec {
 // was signed so within the last minute (a tenth of the lifetime when that
 // is shorter): a retried request gets the same credentials. A revoked user
 // is never signed again (ReplaceUserJWT refuses it). A revocation rejects
-// the key's JWTs issued at or before its time, so a JWT signed again in the
-// same moment on a replica whose clock runs ahead of the revoking one could
-// outlive the revocation until it expires; recording each JWT's issue time
-// and revoking at no earlier than it would close that window.
+// the key's JWTs issued at or before its time; a JWT signed again in the
+// same moment on a replica whose clock runs ahead of the revoking one is
+// covered because the signer puts every revocation natsjwt.RevocationMargin
+// (an hour) later into the account JWT.
 func (s *Service) extend(ctx context.Context, u User, sensor topology.Sensor) (User, error) {
 	exp, err := s.signer.UserExpiry(u.JWT)
 	if err != nil {
