@@ -344,18 +344,9 @@ func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPE
 // checks the proof is by the key it proved). Anything else is
 // ErrInvalidToken, as before. The returned sensor is the live one.
 func (s *Service) resumable(ctx context.Context, sensorID, token string, csrPEM []byte) (Sensor, *ActiveRenewal, error) {
-	if ids.Validate(sensorID) != nil {
-		return Sensor{}, nil, ErrInvalidToken
-	}
-	sensor, err := s.store.Sensor(ctx, sensorID)
-	if errIsNotFound(err) {
-		return Sensor{}, nil, ErrInvalidToken
-	}
+	sensor, err := s.liveSensor(ctx, sensorID)
 	if err != nil {
 		return Sensor{}, nil, err
-	}
-	if sensor.State == StateRevoked {
-		return Sensor{}, nil, fmt.Errorf("sensor %s: %w", sensorID, ErrRevoked)
 	}
 	last, err := s.store.ActiveRenewal(ctx, sensorID)
 	if errIsNotFound(err) {
@@ -375,6 +366,27 @@ func (s *Service) resumable(ctx context.Context, sensorID, token string, csrPEM 
 // authenticate checks a sensor's bearer token of the given kind. Unknown
 // sensors and wrong, used or expired tokens all give ErrInvalidToken.
 func (s *Service) authenticate(ctx context.Context, sensorID, token string, kind TokenKind) (Sensor, error) {
+	sensor, err := s.liveSensor(ctx, sensorID)
+	if err != nil {
+		return Sensor{}, err
+	}
+	stored, err := s.store.LiveToken(ctx, sensorID, kind)
+	if errIsNotFound(err) {
+		return Sensor{}, ErrInvalidToken
+	}
+	if err != nil {
+		return Sensor{}, err
+	}
+	if !tokenMatches(token, stored.Hash) || !stored.ExpiresAt.IsZero() && !s.now().Before(stored.ExpiresAt) {
+		return Sensor{}, ErrInvalidToken
+	}
+	return sensor, nil
+}
+
+// liveSensor reads a sensor a credential names: malformed and unknown ids
+// are ErrInvalidToken (a caller learns nothing about which ids exist), a
+// revoked sensor ErrRevoked.
+func (s *Service) liveSensor(ctx context.Context, sensorID string) (Sensor, error) {
 	if ids.Validate(sensorID) != nil {
 		return Sensor{}, ErrInvalidToken
 	}
@@ -387,16 +399,6 @@ func (s *Service) authenticate(ctx context.Context, sensorID, token string, kind
 	}
 	if sensor.State == StateRevoked {
 		return Sensor{}, fmt.Errorf("sensor %s: %w", sensorID, ErrRevoked)
-	}
-	stored, err := s.store.LiveToken(ctx, sensorID, kind)
-	if errIsNotFound(err) {
-		return Sensor{}, ErrInvalidToken
-	}
-	if err != nil {
-		return Sensor{}, err
-	}
-	if !tokenMatches(token, stored.Hash) || !stored.ExpiresAt.IsZero() && !s.now().Before(stored.ExpiresAt) {
-		return Sensor{}, ErrInvalidToken
 	}
 	return sensor, nil
 }
