@@ -10,7 +10,7 @@ APPS := provisioner controlplane sensor-agent rxc-dev
 # supported release, in-process) and, through test-nats-compat, against the
 # oldest supported release as an external binary (internal/natstest).
 NATS_COMPAT_VERSION ?= v2.11.17
-NATS_COMPAT_PKGS := ./internal/natstest/... ./adapters/natsops/... ./apps/provisioner/app/...
+NATS_COMPAT_PKGS := ./internal/natstest/... ./adapters/nats/serveradmin/... ./apps/provisioner/app/...
 NATS_COMPAT_BIN := $(BIN)/nats-server-$(NATS_COMPAT_VERSION)/nats-server
 
 .PHONY: help build test test-go test-nats-compat test-faults test-web lint check tidy-check generate generate-check vulncheck bench demo demo-clean clean

@@ -14,7 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 )
 
 type compose struct {
@@ -333,7 +333,7 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 		add("service provisioner-init does not run init-operator")
 	}
 	resolver := flag(init.Command, "--resolver-url")
-	if err := natsjwt.ValidateResolverURL(resolver); err != nil {
+	if err := jwtauthority.ValidateResolverURL(resolver); err != nil {
 		add("provisioner-init: resolver URL %q: %v", resolver, err)
 	} else if u, _ := url.Parse(resolver); u.Host != fmt.Sprintf("provisioner:%d", pPort) || u.Path != "/jwt/v1/accounts/" {
 		add("provisioner-init: resolver URL %q, want http://provisioner:%d/jwt/v1/accounts/", resolver, pPort)

@@ -13,7 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 )
 
 const kubeDir = "kubernetes"
@@ -477,7 +477,7 @@ func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp)
 
 // checkKubeResolver: init-operator names the provisioner Service's resolver.
 func checkKubeResolver(m *manifests, resolver string) []string {
-	if err := natsjwt.ValidateResolverURL(resolver); err != nil {
+	if err := jwtauthority.ValidateResolverURL(resolver); err != nil {
 		return []string{fmt.Sprintf("init-operator --resolver-url %q: %v", resolver, err)}
 	}
 	u, _ := url.Parse(resolver)

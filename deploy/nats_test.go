@@ -13,13 +13,13 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 
-	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 )
 
 // operatorFragment is what init-operator writes for resolverURL, from fresh keys.
 func operatorFragment(t testing.TB, resolverURL string) []byte {
 	t.Helper()
-	_, opSeed, err := natsjwt.NewOperatorKey()
+	_, opSeed, err := jwtauthority.NewOperatorKey()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,11 +31,11 @@ func operatorFragment(t testing.TB, resolverURL string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opJWT, err := natsjwt.SignOperator(opSeed, "RXC", sysPub, "")
+	opJWT, err := jwtauthority.SignOperator(opSeed, "RXC", sysPub, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return natsjwt.RenderServerConfig(opJWT, sysPub, resolverURL)
+	return jwtauthority.RenderServerConfig(opJWT, sysPub, resolverURL)
 }
 
 var includeLine = regexp.MustCompile(`(?m)^\s*include\s+"([^"]+)"`)

@@ -11,23 +11,23 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/rxc-project/rxc/adapters/lastknown"
-	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/core/provisioning"
 )
 
 type operator struct {
 	pub    string
-	signer *natsjwt.Signer
+	signer *jwtauthority.Signer
 }
 
 func newOperator(t *testing.T) operator {
 	t.Helper()
-	pub, seed, err := natsjwt.NewOperatorKey()
+	pub, seed, err := jwtauthority.NewOperatorKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := natsjwt.New(natsjwt.Config{OperatorSeed: seed, Stream: "RXC_CMD",
-		ControlJetStream: natsjwt.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
+	s, err := jwtauthority.New(jwtauthority.Config{OperatorSeed: seed, Stream: "RXC_CMD",
+		ControlJetStream: jwtauthority.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,17 +178,17 @@ func TestForeignAndDamagedSnapshots(t *testing.T) {
 // listing keys; each signing key signs accounts with its own signer.
 func signingOperator(t *testing.T, keys int) (idSeed []byte, idPub string, signers []operator) {
 	t.Helper()
-	idPub, idSeed, err := natsjwt.NewOperatorKey()
+	idPub, idSeed, err := jwtauthority.NewOperatorKey()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range keys {
-		pub, seed, err := natsjwt.NewSigningKey()
+		pub, seed, err := jwtauthority.NewSigningKey()
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := natsjwt.New(natsjwt.Config{OperatorSeed: seed, Stream: "RXC_CMD",
-			ControlJetStream: natsjwt.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
+		s, err := jwtauthority.New(jwtauthority.Config{OperatorSeed: seed, Stream: "RXC_CMD",
+			ControlJetStream: jwtauthority.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +203,7 @@ func signingOperator(t *testing.T, keys int) (idSeed []byte, idPub string, signe
 
 func operatorJWT(t *testing.T, idSeed []byte, sys string, keys ...string) string {
 	t.Helper()
-	tok, err := natsjwt.SignOperatorSpec(idSeed, natsjwt.OperatorSpec{Name: "OP", SystemAccount: sys, SigningKeys: keys})
+	tok, err := jwtauthority.SignOperatorSpec(idSeed, jwtauthority.OperatorSpec{Name: "OP", SystemAccount: sys, SigningKeys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}

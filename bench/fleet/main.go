@@ -307,7 +307,7 @@ func startStack(t *benchenv.T, retention string, n int) (*stack, error) {
 	if s.bjs, err = jetstream.New(nc); err != nil {
 		return nil, err
 	}
-	// The stream natsops makes, as provisionertest configures it.
+	// The stream serveradmin makes, as provisionertest configures it.
 	scfg := jetstream.StreamConfig{
 		Name: "BARE", Subjects: []string{"bare.*.*.cmd"}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage,
 		MaxAge: time.Hour, Duplicates: 2 * time.Minute, MaxConsumers: n + 100,
@@ -401,7 +401,7 @@ func (s *stack) enrol(sensors []*sensor, conc int) error {
 func bareName(i int) string    { return fmt.Sprintf("cmd-fleet-s-%06d", i) }
 func bareSubject(i int) string { return fmt.Sprintf("bare.fleet.s-%06d.cmd", i) }
 
-// bareConsumers creates consumers lo…hi-1 with the settings natsops gives
+// bareConsumers creates consumers lo…hi-1 with the settings serveradmin gives
 // a sensor's consumer.
 func (s *stack) bareConsumers(lo, hi, conc int) error {
 	return benchenv.Parallel(context.Background(), hi-lo, conc, func(i int) error {

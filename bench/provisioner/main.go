@@ -404,7 +404,7 @@ func (c *client) provisionUsers(ctx context.Context, keys []string, n, tenants, 
 // bareConsumers measures what the provisioner's consumer creation sits on:
 // a plain nats-server (JetStream on the same disk, no operator mode, no
 // PostgreSQL, no HTTP) creating n durable pull consumers with the settings
-// natsops uses, on a work-queue stream with an explicit consumer limit.
+// serveradmin uses, on a work-queue stream with an explicit consumer limit.
 func bareConsumers(ctx context.Context, dir string, n, conc int) (userResult, error) {
 	port, _ := benchenv.FreePort()
 	ns, err := server.NewServer(&server.Options{

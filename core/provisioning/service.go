@@ -17,7 +17,7 @@ import (
 type Config struct {
 	Store  Store
 	Signer Signer
-	// Claims reads back what a stored user JWT grants (natsjwt.Signer
+	// Claims reads back what a stored user JWT grants (jwtauthority.Signer
 	// implements it too).
 	Claims    ClaimsReader
 	Pusher    Pusher
@@ -262,7 +262,7 @@ func (s *Service) sensorSpec(sensor topology.Sensor) UserSpec {
 // is never signed again (ReplaceUserJWT refuses it). A revocation rejects
 // the key's JWTs issued at or before its time; a JWT signed again in the
 // same moment on a replica whose clock runs ahead of the revoking one is
-// covered because the signer puts every revocation natsjwt.RevocationMargin
+// covered because the signer puts every revocation jwtauthority.RevocationMargin
 // (an hour) later into the account JWT.
 func (s *Service) extend(ctx context.Context, u User, sensor topology.Sensor) (User, error) {
 	exp, err := s.signer.UserExpiry(u.JWT)

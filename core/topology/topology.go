@@ -1,7 +1,7 @@
 // Package topology is the single source of truth for RXC's NATS layout: the
 // subjects, consumer names, inbox prefixes, exports, imports and per-user
 // permissions docs/architecture.md describes. It holds plain strings and structs only;
-// the natsjwt adapter turns them into signed claims, and the control plane and
+// the jwtauthority adapter turns them into signed claims, and the control plane and
 // sensor agents use the same functions to address commands and status, so the
 // permissions a user is granted and the subjects it uses cannot drift apart.
 package topology

@@ -12,7 +12,7 @@ func TestDuplicateKeys(t *testing.T) {
 		want       []string // substrings, one per reported problem
 	}{
 		{"clean", `{"time":"t","level":"INFO","msg":"m","component":"http"}` + "\n" + `{"a":{"b":1,"c":[{"d":1},{"d":2}]}}`, nil},
-		{"top level twice", `{"msg":"m","component":"nats","component":"natsmsg"}`, []string{`key "component" twice in the record`}},
+		{"top level twice", `{"msg":"m","component":"nats","component":"sensorbus"}`, []string{`key "component" twice in the record`}},
 		{"in a group", `{"msg":"m","g":{"k":1,"k":2}}`, []string{`key "k" twice in .g`}},
 		{"inside an array", `{"l":[{"x":1,"x":1}]}`, []string{`key "x" twice in .l[]`}},
 		{"not JSON", `level=INFO msg=m`, []string{"not a JSON record"}},

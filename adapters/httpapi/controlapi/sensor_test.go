@@ -125,7 +125,7 @@ func TestCommandFailures(t *testing.T) {
 		t.Errorf("a command was recorded with messaging disabled: %+v", s.LastCommand)
 	}
 
-	base.pub.setErr(fmt.Errorf("natsmsg: not connected: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrNotPublished))
+	base.pub.setErr(fmt.Errorf("sensorbus: not connected: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrNotPublished))
 	base.do(command).expect(t, "command with NATS unreachable", http.StatusServiceUnavailable, "nats_unavailable")
 	if err := json.Unmarshal(base.do(request{method: "GET", path: "/api/sensors/" + id, operator: true}).body, &s); err != nil ||
 		s.LastCommand == nil || s.LastCommand.Action != "stop" || s.LastCommand.FailedAt == nil {
@@ -254,7 +254,7 @@ func TestCommandIdempotencyAndHistory(t *testing.T) {
 	keyed("start", "op-retry-1").expect(t, "same key, other action", http.StatusConflict, "conflict")
 	keyed("start", "bad key with spaces").expect(t, "malformed key", http.StatusBadRequest, "invalid_input")
 
-	e.pub.setErr(fmt.Errorf("natsmsg: timeout: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrPublishUnknown))
+	e.pub.setErr(fmt.Errorf("sensorbus: timeout: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrPublishUnknown))
 	var pending struct{ CommandID, Status string }
 	res = keyed("start", "op-retry-2")
 	e.clock.Advance(time.Second)

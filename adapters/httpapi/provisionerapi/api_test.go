@@ -12,7 +12,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/httpapi/provisionerapi"
 	"github.com/rxc-project/rxc/adapters/memory/provisionmem"
-	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
 )
@@ -33,13 +33,13 @@ func newAPI(t testing.TB) http.Handler {
 	return api
 }
 
-func newAPIWith(t testing.TB) (http.Handler, *provisionmem.Store, *natsjwt.Signer) {
+func newAPIWith(t testing.TB) (http.Handler, *provisionmem.Store, *jwtauthority.Signer) {
 	t.Helper()
-	_, opSeed, err := natsjwt.NewOperatorKey()
+	_, opSeed, err := jwtauthority.NewOperatorKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := natsjwt.New(natsjwt.Config{OperatorSeed: opSeed, Stream: "RXC_CMD", ControlJetStream: natsjwt.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
+	signer, err := jwtauthority.New(jwtauthority.Config{OperatorSeed: opSeed, Stream: "RXC_CMD", ControlJetStream: jwtauthority.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +64,8 @@ func newAPIWith(t testing.TB) (http.Handler, *provisionmem.Store, *natsjwt.Signe
 			t.Fatal(err)
 		}
 	}
-	opPub, _ := natsjwt.PublicKeyFromSeed(opSeed)
-	opJWT, err := natsjwt.SignOperator(opSeed, "FUZZ", sys.PubKey, "")
+	opPub, _ := jwtauthority.PublicKeyFromSeed(opSeed)
+	opJWT, err := jwtauthority.SignOperator(opSeed, "FUZZ", sys.PubKey, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/rxc-project/rxc/adapters/grpcmtls"
-	"github.com/rxc-project/rxc/adapters/natsevents"
+	"github.com/rxc-project/rxc/adapters/nats/eventlog"
 	"github.com/rxc-project/rxc/adapters/postgres/eventstore"
 	"github.com/rxc-project/rxc/core/events"
 )
@@ -28,7 +28,7 @@ type EventsConfig struct {
 // JetStream through ingest; writer loads the shared writer consumer's
 // batches into PostgreSQL.
 type eventPipeline struct {
-	nats   *natsevents.Client
+	nats   *eventlog.Client
 	ingest *events.Ingest
 	writer *events.Writer
 }
@@ -43,7 +43,7 @@ func (s *Server) buildEvents(log *slog.Logger) (*eventPipeline, error) {
 	if cfg.Events.WriterBatch < 0 {
 		return nil, errors.New("configuration: EVENTS_WRITER_BATCH must not be negative")
 	}
-	client, err := natsevents.New(natsevents.Config{
+	client, err := eventlog.New(eventlog.Config{
 		URL: cfg.Messaging.URL, Creds: s.backendCreds, Stream: cfg.Events.StreamName,
 		Logger: log.With("component", "nats-events"),
 	})

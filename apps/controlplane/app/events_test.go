@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/rxc-project/rxc/adapters/natsevents"
+	"github.com/rxc-project/rxc/adapters/nats/eventlog"
 	"github.com/rxc-project/rxc/adapters/postgres/eventstore"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
@@ -194,7 +194,7 @@ func TestEventsReachPostgresOnce(t *testing.T) {
 	if err := json.Unmarshal(body, &backend); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := natsevents.New(natsevents.Config{URL: prov.NATSURL, Creds: func(context.Context) (string, error) { return backend.Creds, nil }})
+	nc, err := eventlog.New(eventlog.Config{URL: prov.NATSURL, Creds: func(context.Context) (string, error) { return backend.Creds, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/grpcmtls"
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
-	"github.com/rxc-project/rxc/adapters/natsmsg"
+	"github.com/rxc-project/rxc/adapters/nats/sensorbus"
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
 	"github.com/rxc-project/rxc/adapters/postgres/pgoutage"
 	"github.com/rxc-project/rxc/adapters/provisionerclient"
@@ -56,7 +56,7 @@ type Server struct {
 	fleet       *fleet.Service
 	operators   *operators.Service
 	provisioner *provisionerclient.Client
-	messaging   *natsmsg.Client
+	messaging   *sensorbus.Client
 	grpc        *grpcmtls.Server
 	http        *http.Server
 	httpLis     net.Listener
@@ -131,7 +131,7 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	var publisher fleet.CommandPublisher = disabledPublisher{}
 	if cfg.Messaging.Enabled {
-		s.messaging, err = natsmsg.New(natsmsg.Config{
+		s.messaging, err = sensorbus.New(sensorbus.Config{
 			URL:    cfg.Messaging.URL,
 			Creds:  s.backendCreds,
 			Stream: cfg.CommandStreamName,

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
-	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
@@ -33,7 +33,7 @@ func TestAttackAccountJWTNotSignedByTheOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	_, spec, err := natsjwt.ParseOperator(s.Operator.JWT)
+	_, spec, err := jwtauthority.ParseOperator(s.Operator.JWT)
 	if err != nil || len(spec.SigningKeys) != 1 {
 		t.Fatalf("operator signing keys %v, %v", spec.SigningKeys, err)
 	}
@@ -60,7 +60,7 @@ func TestAttackAccountJWTNotSignedByTheOperator(t *testing.T) {
 		return tok
 	}
 	unlisted, _ := nkeys.CreateOperator()
-	_, otherSeed, _ := natsjwt.NewSigningKey() // another operator's signing key
+	_, otherSeed, _ := jwtauthority.NewSigningKey() // another operator's signing key
 	otherKP, err := nkeys.FromSeed(otherSeed)
 	if err != nil {
 		t.Fatal(err)

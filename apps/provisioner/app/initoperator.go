@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/atomicfile"
-	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/core/provisioning"
@@ -79,7 +79,7 @@ func initOperatorLogged(ctx context.Context, cfg StoreConfig, opts InitOptions, 
 	if opts.ResolverURL == "" {
 		opts.ResolverURL = DefaultResolverURL
 	}
-	if err := natsjwt.ValidateResolverURL(opts.ResolverURL); err != nil {
+	if err := jwtauthority.ValidateResolverURL(opts.ResolverURL); err != nil {
 		return provisioning.Operator{}, fmt.Errorf("--resolver-url: %w", err)
 	}
 	if opts.IdentitySeedPath != "" && filepath.Clean(opts.IdentitySeedPath) == filepath.Clean(cfg.OperatorSeedPath) {
@@ -90,7 +90,7 @@ func initOperatorLogged(ctx context.Context, cfg StoreConfig, opts InitOptions, 
 		return provisioning.Operator{}, err
 	}
 	if opts.NATSConfigPath != "" {
-		frag := natsjwt.RenderServerConfig(op.JWT, op.SystemAccount, opts.ResolverURL)
+		frag := jwtauthority.RenderServerConfig(op.JWT, op.SystemAccount, opts.ResolverURL)
 		if err := atomicfile.Write(opts.NATSConfigPath, frag, 0o644); err != nil {
 			return provisioning.Operator{}, fmt.Errorf("--nats-config: %w", err)
 		}
@@ -140,7 +140,7 @@ func ensureOperator(ctx context.Context, cfg StoreConfig, opts InitOptions, stdo
 		if err != nil {
 			return provisioning.Operator{}, err
 		}
-		pub, err := natsjwt.PublicKeyFromSeed(seed)
+		pub, err := jwtauthority.PublicKeyFromSeed(seed)
 		if err != nil {
 			return provisioning.Operator{}, fmt.Errorf("operator seed file %s: %w", cfg.OperatorSeedPath, err)
 		}
@@ -167,7 +167,7 @@ func ensureOperator(ctx context.Context, cfg StoreConfig, opts InitOptions, stdo
 // committed, so a failure leaves neither a lone seed file nor a lone record
 // that a re-run would refuse.
 func create(ctx context.Context, store *provisionerstore.Store, cfg StoreConfig, opts InitOptions) (provisioning.Operator, error) {
-	opPub, opSeed, err := natsjwt.NewOperatorKey()
+	opPub, opSeed, err := jwtauthority.NewOperatorKey()
 	if err != nil {
 		return provisioning.Operator{}, err
 	}
@@ -176,13 +176,13 @@ func create(ctx context.Context, store *provisionerstore.Store, cfg StoreConfig,
 	signingSeed, identityPath := opSeed, ""
 	var signingKeys []string
 	if opts.IdentitySeedPath != "" {
-		pub, seed, err := natsjwt.NewSigningKey()
+		pub, seed, err := jwtauthority.NewSigningKey()
 		if err != nil {
 			return provisioning.Operator{}, err
 		}
 		signingSeed, identityPath, signingKeys = seed, opts.IdentitySeedPath, []string{pub}
 	}
-	signer, err := natsjwt.New(natsjwt.Config{OperatorSeed: signingSeed, Stream: cfg.CommandStreamName, ControlJetStream: cfg.controlLimits()})
+	signer, err := jwtauthority.New(jwtauthority.Config{OperatorSeed: signingSeed, Stream: cfg.CommandStreamName, ControlJetStream: cfg.controlLimits()})
 	if err != nil {
 		return provisioning.Operator{}, err
 	}
@@ -210,7 +210,7 @@ func create(ctx context.Context, store *provisionerstore.Store, cfg StoreConfig,
 			return provisioning.Operator{}, fmt.Errorf("sign %s account: %w", a.Name, err)
 		}
 	}
-	opJWT, err := natsjwt.SignOperatorSpec(opSeed, natsjwt.OperatorSpec{
+	opJWT, err := jwtauthority.SignOperatorSpec(opSeed, jwtauthority.OperatorSpec{
 		Name: opts.Name, SystemAccount: sys.PubKey, AccountServerURL: opts.ResolverURL, SigningKeys: signingKeys,
 	})
 	if err != nil {
@@ -253,7 +253,7 @@ func operatorHoldsKey(op provisioning.Operator, pub string) error {
 	if pub == op.PubKey {
 		return nil
 	}
-	idPub, spec, err := natsjwt.ParseOperator(op.JWT)
+	idPub, spec, err := jwtauthority.ParseOperator(op.JWT)
 	if err != nil {
 		return fmt.Errorf("the store's operator JWT: %w", err)
 	}
@@ -300,6 +300,6 @@ func writeSeedTemp(path string, seed []byte) (string, error) {
 	return name, f.Close()
 }
 
-func (c StoreConfig) controlLimits() natsjwt.Limits {
-	return natsjwt.Limits{DiskStorage: c.ControlJSMaxDisk, MemoryStorage: c.ControlJSMaxMemory, Streams: -1, Consumers: -1}
+func (c StoreConfig) controlLimits() jwtauthority.Limits {
+	return jwtauthority.Limits{DiskStorage: c.ControlJSMaxDisk, MemoryStorage: c.ControlJSMaxMemory, Streams: -1, Consumers: -1}
 }

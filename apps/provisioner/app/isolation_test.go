@@ -25,7 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/adapters/seal"
 	"github.com/rxc-project/rxc/core/provisioning"
@@ -179,7 +179,7 @@ func controlAdmin(t *testing.T, s *provisionertest.Stack) (string, jetstream.Jet
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, seed, err := natsjwt.ControlAdminUser(ctl.Seed)
+	tok, seed, err := jwtauthority.ControlAdminUser(ctl.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -621,7 +621,7 @@ func TestUpgradeRevokesFirstReleaseUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := topology.Sensor{Stream: stream, TenantID: "acme", SensorID: "attacker"}
-	signer, err := natsjwt.New(natsjwt.Config{OperatorSeed: mustOperatorSeed(t, s), Stream: stream, ControlJetStream: natsjwt.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
+	signer, err := jwtauthority.New(jwtauthority.Config{OperatorSeed: mustOperatorSeed(t, s), Stream: stream, ControlJetStream: jwtauthority.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/rxc-project/rxc/adapters/memory/provisionmem"
-	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
 )
@@ -22,11 +22,11 @@ func (noNATS) EnsureConsumer(context.Context, topology.Sensor) error { return ni
 // PostgreSQL's one read of all accounts is not included.
 func BenchmarkRefreshAccounts(b *testing.B) {
 	const tenants = 1000
-	_, opSeed, err := natsjwt.NewOperatorKey()
+	_, opSeed, err := jwtauthority.NewOperatorKey()
 	if err != nil {
 		b.Fatal(err)
 	}
-	bare, err := natsjwt.New(natsjwt.Config{OperatorSeed: opSeed, Stream: "RXC_CMD", ControlJetStream: natsjwt.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
+	bare, err := jwtauthority.New(jwtauthority.Config{OperatorSeed: opSeed, Stream: "RXC_CMD", ControlJetStream: jwtauthority.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -34,9 +34,9 @@ func BenchmarkRefreshAccounts(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	signer, err := natsjwt.New(natsjwt.Config{
+	signer, err := jwtauthority.New(jwtauthority.Config{
 		OperatorSeed: opSeed, Stream: "RXC_CMD", ControlAccount: ctlPub,
-		ControlJetStream: natsjwt.Limits{DiskStorage: 1 << 30, MemoryStorage: 1 << 20, Streams: 4, Consumers: -1},
+		ControlJetStream: jwtauthority.Limits{DiskStorage: 1 << 30, MemoryStorage: 1 << 20, Streams: 4, Consumers: -1},
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -19,8 +19,8 @@ import (
 	"github.com/rxc-project/rxc/adapters/httpapi/observe"
 	"github.com/rxc-project/rxc/adapters/httpapi/provisionerapi"
 	"github.com/rxc-project/rxc/adapters/lastknown"
-	"github.com/rxc-project/rxc/adapters/natsjwt"
-	"github.com/rxc-project/rxc/adapters/natsops"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
+	"github.com/rxc-project/rxc/adapters/nats/serveradmin"
 	"github.com/rxc-project/rxc/adapters/postgres/pgoutage"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
@@ -63,7 +63,7 @@ type Server struct {
 
 	// Set by build, once PostgreSQL answered.
 	store *provisionerstore.Store
-	nats  *natsops.Client
+	nats  *serveradmin.Client
 	svc   *provisioning.Service
 	api   http.Handler
 	built atomic.Bool
@@ -83,7 +83,7 @@ func (s *Server) readiness() []provisionerapi.Check {
 		}},
 		{Name: "nats", Fn: func(context.Context) error {
 			if !s.NATSReady() {
-				return natsops.ErrNotConnected
+				return serveradmin.ErrNotConnected
 			}
 			return nil
 		}},
@@ -184,7 +184,7 @@ func (s *Server) prepare() error {
 		return err
 	}
 	s.opSeed = opSeed
-	s.opPub, err = natsjwt.PublicKeyFromSeed(opSeed)
+	s.opPub, err = jwtauthority.PublicKeyFromSeed(opSeed)
 	if err != nil {
 		return fmt.Errorf("operator seed file %s: %w", cfg.OperatorSeedPath, err)
 	}
@@ -239,7 +239,7 @@ func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
 	if err := s.last.Trust(op.JWT); err != nil {
 		return err
 	}
-	signer, err := natsjwt.New(natsjwt.Config{
+	signer, err := jwtauthority.New(jwtauthority.Config{
 		OperatorSeed: opSeed, Stream: cfg.CommandStreamName, ControlAccount: op.ControlAccount, ControlJetStream: cfg.controlLimits(),
 	})
 	if err != nil {
@@ -253,7 +253,7 @@ func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
 	if err != nil {
 		return fmt.Errorf("control account: %w", err)
 	}
-	adminUser := func() (string, []byte, error) { return natsjwt.ControlAdminUser(ctlAcct.Seed) }
+	adminUser := func() (string, []byte, error) { return jwtauthority.ControlAdminUser(ctlAcct.Seed) }
 	if cfg.ControlCredsPath != "" {
 		adminUser = func() (string, []byte, error) { return readCreds(cfg.ControlCredsPath) }
 	}
@@ -265,16 +265,16 @@ func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
 		log.Warn("EVENTS_STREAM_MAX_BYTES leaves less than a tenth of CONTROL_JETSTREAM_MAX_DISK for commands: a full event stream would also stop commands",
 			"events_max_bytes", cfg.EventsStreamMaxBytes, "control_max_disk", limit)
 	}
-	s.nats, err = natsops.New(natsops.Config{
+	s.nats, err = serveradmin.New(serveradmin.Config{
 		URL:        cfg.NATSURL,
-		SystemUser: func() (string, []byte, error) { return natsjwt.SystemUser(sysAcct.Seed) },
+		SystemUser: func() (string, []byte, error) { return jwtauthority.SystemUser(sysAcct.Seed) },
 		AdminUser:  adminUser,
-		Stream: natsops.StreamConfig{
+		Stream: serveradmin.StreamConfig{
 			Name: cfg.CommandStreamName, Replicas: cfg.CommandStreamReplicas, MaxAge: cfg.CommandStreamMaxAge, Duplicates: 2 * time.Minute,
 			Retention: cfg.CommandStreamRetention, MaxMsgsPerSubject: cfg.CommandStreamMaxPerSensor,
 			MaxConsumers: cfg.CommandStreamMaxConsumers, WorkQueueWarnConsumers: cfg.CommandStreamWorkQueueWarnConsumers,
 		},
-		Events: natsops.EventStreamConfig{
+		Events: serveradmin.EventStreamConfig{
 			Name: eventStream, Replicas: cfg.EventsStreamReplicas, MaxAge: cfg.EventsStreamMaxAge, MaxBytes: cfg.EventsStreamMaxBytes,
 		},
 		ManageStream:    cfg.StartupEnsureCommandStream,

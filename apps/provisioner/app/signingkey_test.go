@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
-	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/apps/provisioner/app"
 	"github.com/rxc-project/rxc/internal/provisionertest"
 )
@@ -104,7 +104,7 @@ func fragmentSigningKeys(t *testing.T, path string) []string {
 	if m == nil {
 		t.Fatalf("fragment %s has no operator:\n%s", path, b)
 	}
-	_, spec, err := natsjwt.ParseOperator(string(m[1]))
+	_, spec, err := jwtauthority.ParseOperator(string(m[1]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestOperatorSigningKeyRotation(t *testing.T) {
 	t.Setenv("PG_DSN", s.Config.PGDSN)
 	t.Setenv("ACCOUNT_SEED_ENCRYPTION_KEY", s.Config.AccountSeedEncryptionKey)
 
-	idPub, spec, err := natsjwt.ParseOperator(s.Operator.JWT)
+	idPub, spec, err := jwtauthority.ParseOperator(s.Operator.JWT)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 
 	"github.com/rxc-project/rxc/adapters/atomicfile"
-	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/core/provisioning"
@@ -101,7 +101,7 @@ type SigningKeyOptions struct {
 type operatorSession struct {
 	store    *provisionerstore.Store
 	op       provisioning.Operator
-	spec     natsjwt.OperatorSpec
+	spec     jwtauthority.OperatorSpec
 	identity []byte
 	close    func()
 }
@@ -111,7 +111,7 @@ func openOperator(ctx context.Context, cfg SigningKeyConfig, identityPath string
 	if err != nil {
 		return nil, fmt.Errorf("--identity-seed: %w", err)
 	}
-	pub, err := natsjwt.PublicKeyFromSeed(seed)
+	pub, err := jwtauthority.PublicKeyFromSeed(seed)
 	if err != nil {
 		return nil, fmt.Errorf("--identity-seed %s: %w", identityPath, err)
 	}
@@ -138,7 +138,7 @@ func openOperator(ctx context.Context, cfg SigningKeyConfig, identityPath string
 	if pub != op.PubKey {
 		return fail(fmt.Errorf("--identity-seed %s holds %s, not the identity key of the store's operator %s (a signing key cannot change the signing keys)", identityPath, pub, op.PubKey))
 	}
-	idPub, spec, err := natsjwt.ParseOperator(op.JWT)
+	idPub, spec, err := jwtauthority.ParseOperator(op.JWT)
 	if err != nil || idPub != op.PubKey {
 		return fail(fmt.Errorf("the store's operator JWT does not verify as %s's: %v", op.PubKey, err))
 	}
@@ -150,7 +150,7 @@ func openOperator(ctx context.Context, cfg SigningKeyConfig, identityPath string
 func (o *operatorSession) replace(ctx context.Context, keys []string, opts SigningKeyOptions, before func() error) (string, error) {
 	spec := o.spec
 	spec.SigningKeys = keys
-	tok, err := natsjwt.SignOperatorSpec(o.identity, spec)
+	tok, err := jwtauthority.SignOperatorSpec(o.identity, spec)
 	if err != nil {
 		return "", err
 	}
@@ -159,7 +159,7 @@ func (o *operatorSession) replace(ctx context.Context, keys []string, opts Signi
 		resolverURL = o.spec.AccountServerURL
 	}
 	if opts.NATSConfigPath != "" {
-		if err := natsjwt.ValidateResolverURL(resolverURL); err != nil {
+		if err := jwtauthority.ValidateResolverURL(resolverURL); err != nil {
 			return "", fmt.Errorf("resolver URL %q (--resolver-url): %w", resolverURL, err)
 		}
 	}
@@ -172,7 +172,7 @@ func (o *operatorSession) replace(ctx context.Context, keys []string, opts Signi
 		return "", err
 	}
 	if opts.NATSConfigPath != "" {
-		frag := natsjwt.RenderServerConfig(tok, o.op.SystemAccount, resolverURL)
+		frag := jwtauthority.RenderServerConfig(tok, o.op.SystemAccount, resolverURL)
 		if err := atomicfile.Write(opts.NATSConfigPath, frag, 0o644); err != nil {
 			return "", fmt.Errorf("operator JWT stored, but --nats-config: %w (run init-operator --nats-config to write it)", err)
 		}
@@ -192,7 +192,7 @@ func AddSigningKey(ctx context.Context, cfg SigningKeyConfig, opts SigningKeyOpt
 		return err
 	}
 	defer o.close()
-	pub, seed, err := natsjwt.NewSigningKey()
+	pub, seed, err := jwtauthority.NewSigningKey()
 	if err != nil {
 		return err
 	}

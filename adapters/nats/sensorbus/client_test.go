@@ -1,4 +1,4 @@
-package natsmsg_test
+package sensorbus_test
 
 import (
 	"context"
@@ -16,18 +16,18 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxc-project/rxc/adapters/natsmsg"
+	"github.com/rxc-project/rxc/adapters/nats/sensorbus"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/internal/logbuf"
 )
 
-func newClient(t *testing.T, url string, creds func(context.Context) (string, error), mutate ...func(*natsmsg.Config)) *natsmsg.Client {
+func newClient(t *testing.T, url string, creds func(context.Context) (string, error), mutate ...func(*sensorbus.Config)) *sensorbus.Client {
 	t.Helper()
-	cfg := natsmsg.Config{URL: url, Creds: creds, ReconnectWait: 20 * time.Millisecond, DrainTimeout: 2 * time.Second}
+	cfg := sensorbus.Config{URL: url, Creds: creds, ReconnectWait: 20 * time.Millisecond, DrainTimeout: 2 * time.Second}
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	c, err := natsmsg.New(cfg)
+	c, err := sensorbus.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -39,7 +39,7 @@ func static(creds string) func(context.Context) (string, error) {
 	return func(context.Context) (string, error) { return creds, nil }
 }
 
-func startReady(t *testing.T, c *natsmsg.Client) {
+func startReady(t *testing.T, c *sensorbus.Client) {
 	t.Helper()
 	c.Start(t.Context())
 	waitFor(t, 10*time.Second, "client ready", c.Ready)
@@ -167,7 +167,7 @@ func TestStatusReachesHandler(t *testing.T) {
 
 			s1 := sensorT1("s1")
 			snc, _ := w.sensor(url, s1)
-			sent := []string{`{"state":"online"}`, strings.Repeat("x", natsmsg.MaxStatusBytes+1), `{"state":"running"}`}
+			sent := []string{`{"state":"online"}`, strings.Repeat("x", sensorbus.MaxStatusBytes+1), `{"state":"running"}`}
 			for _, d := range sent {
 				if err := snc.Publish(s1.StatusSubject(), []byte(d)); err != nil {
 					t.Fatal(err)
@@ -223,7 +223,7 @@ func TestQueueGroupSharesStatus(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]int{}
 	perClient := make([]atomic.Int64, 2)
-	clients := make([]*natsmsg.Client, 2)
+	clients := make([]*sensorbus.Client, 2)
 	for i := range clients {
 		c := newClient(t, url, static(w.backendCreds()))
 		c.SubscribeStatus(func(_ context.Context, _ string, data []byte) {
@@ -317,21 +317,21 @@ func TestPublishWhileDisconnectedFailsPromptly(t *testing.T) {
 	const publishTimeout = 30 * time.Second
 	tests := []struct {
 		name  string
-		setup func(t *testing.T) *natsmsg.Client
+		setup func(t *testing.T) *sensorbus.Client
 	}{
 		{
 			name: "never started",
-			setup: func(t *testing.T) *natsmsg.Client {
+			setup: func(t *testing.T) *sensorbus.Client {
 				return newClient(t, "nats://127.0.0.1:1", static("unused"))
 			},
 		},
 		{
 			name: "server went away",
-			setup: func(t *testing.T) *natsmsg.Client {
+			setup: func(t *testing.T) *sensorbus.Client {
 				w := newWorld(t)
 				url := w.start(-1)
 				w.admin(url)
-				c := newClient(t, url, static(w.backendCreds()), func(cfg *natsmsg.Config) { cfg.PublishTimeout = publishTimeout })
+				c := newClient(t, url, static(w.backendCreds()), func(cfg *sensorbus.Config) { cfg.PublishTimeout = publishTimeout })
 				startReady(t, c)
 				w.stop()
 				waitFor(t, 5*time.Second, "client notices", func() bool { return !c.Ready() })
@@ -452,7 +452,7 @@ func TestCredsNeverLogged(t *testing.T) {
 			return "garbage " + creds[len(creds)/2:], nil // a damaged file
 		}
 		return creds, nil
-	}, func(cfg *natsmsg.Config) { cfg.Logger = logger })
+	}, func(cfg *sensorbus.Config) { cfg.Logger = logger })
 	startReady(t, c)
 	c.Close()
 	logs := buf.String()
@@ -474,18 +474,18 @@ func TestNewValidatesConfig(t *testing.T) {
 	creds := static("x")
 	tests := []struct {
 		name    string
-		cfg     natsmsg.Config
+		cfg     sensorbus.Config
 		wantErr bool
 	}{
-		{name: "minimal", cfg: natsmsg.Config{URL: nats.DefaultURL, Creds: creds}},
-		{name: "no URL", cfg: natsmsg.Config{Creds: creds}, wantErr: true},
-		{name: "no creds", cfg: natsmsg.Config{URL: nats.DefaultURL}, wantErr: true},
-		{name: "bad stream", cfg: natsmsg.Config{URL: nats.DefaultURL, Creds: creds, Stream: "a.b"}, wantErr: true},
+		{name: "minimal", cfg: sensorbus.Config{URL: nats.DefaultURL, Creds: creds}},
+		{name: "no URL", cfg: sensorbus.Config{Creds: creds}, wantErr: true},
+		{name: "no creds", cfg: sensorbus.Config{URL: nats.DefaultURL}, wantErr: true},
+		{name: "bad stream", cfg: sensorbus.Config{URL: nats.DefaultURL, Creds: creds, Stream: "a.b"}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := natsmsg.New(tt.cfg)
+			_, err := sensorbus.New(tt.cfg)
 			if gotErr := err != nil; gotErr != tt.wantErr {
 				t.Errorf("err = %v, want error: %v", err, tt.wantErr)
 			}
@@ -496,4 +496,4 @@ func TestNewValidatesConfig(t *testing.T) {
 type syncBuffer = logbuf.Buffer
 
 // The client is the domain's command publisher port.
-var _ fleet.CommandPublisher = (*natsmsg.Client)(nil)
+var _ fleet.CommandPublisher = (*sensorbus.Client)(nil)

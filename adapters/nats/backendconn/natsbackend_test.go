@@ -1,4 +1,4 @@
-package natsbackend
+package backendconn
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package natsevents
+package eventlog
 
 import (
 	"context"
@@ -82,7 +82,7 @@ func (a *appender) Append(ctx context.Context, ev events.Event) error {
 	}
 	data, err := encode(ev)
 	if err != nil {
-		return fmt.Errorf("natsevents: encode: %w", err)
+		return fmt.Errorf("eventlog: encode: %w", err)
 	}
 	msg := &nats.Msg{Subject: a.subject, Data: data, Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, a.prefix+ev.ID)

@@ -1,4 +1,4 @@
-package natsevents_test
+package eventlog_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/rxc-project/rxc/adapters/natsevents"
+	"github.com/rxc-project/rxc/adapters/nats/eventlog"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/topology"
 )
@@ -108,9 +108,9 @@ func newEnv(t *testing.T, maxBytes int64) *env {
 	return &env{url: srv.ClientURL(), backend: creds(t, akp, "backend", topology.BackendPermissions()), admin: js}
 }
 
-func (e *env) client(t *testing.T) *natsevents.Client {
+func (e *env) client(t *testing.T) *eventlog.Client {
 	t.Helper()
-	c, err := natsevents.New(natsevents.Config{URL: e.url, Creds: func(context.Context) (string, error) { return e.backend, nil },
+	c, err := eventlog.New(eventlog.Config{URL: e.url, Creds: func(context.Context) (string, error) { return e.backend, nil },
 		FetchWait: 200 * time.Millisecond})
 	must(t, err)
 	c.Start(context.Background())
@@ -140,7 +140,7 @@ func sample(id string) events.Event {
 		RawJSON: []byte(`{"a":1}`)}
 }
 
-func appendAll(t *testing.T, c *natsevents.Client, tenant, sensor string, evs ...events.Event) (events.AppendResult, error) {
+func appendAll(t *testing.T, c *eventlog.Client, tenant, sensor string, evs ...events.Event) (events.AppendResult, error) {
 	t.Helper()
 	a := c.Appender(tenant, sensor)
 	for _, ev := range evs {
@@ -269,7 +269,7 @@ func TestUnreadableMessagesAreTerminated(t *testing.T) {
 
 func TestAppendWithoutConnection(t *testing.T) {
 	t.Parallel()
-	c, err := natsevents.New(natsevents.Config{URL: "nats://127.0.0.1:1", Creds: func(context.Context) (string, error) { return "", errors.New("none") }})
+	c, err := eventlog.New(eventlog.Config{URL: "nats://127.0.0.1:1", Creds: func(context.Context) (string, error) { return "", errors.New("none") }})
 	must(t, err)
 	res, err := appendAll(t, c, "acme", "s1", sample("e1"))
 	if !errors.Is(err, events.ErrUnavailable) || res.Failed != 1 {

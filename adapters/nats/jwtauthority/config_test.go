@@ -1,4 +1,4 @@
-package natsjwt_test
+package jwtauthority_test
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
 )
@@ -46,7 +46,7 @@ func TestRenderServerConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := string(natsjwt.RenderServerConfig(tc.jwt, tc.sys, tc.url))
+			got := string(jwtauthority.RenderServerConfig(tc.jwt, tc.sys, tc.url))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("fragment mismatch (-want +got):\n%s", diff)
 			}
@@ -73,12 +73,12 @@ func TestValidateResolverURL(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.url, func(t *testing.T) {
-			err := natsjwt.ValidateResolverURL(tc.url)
+			err := jwtauthority.ValidateResolverURL(tc.url)
 			if tc.ok && err != nil {
 				t.Fatalf("ValidateResolverURL: %v, want nil", err)
 			}
-			if !tc.ok && !errors.Is(err, natsjwt.ErrInvalidResolverURL) {
-				t.Fatalf("ValidateResolverURL error = %v, want %v", err, natsjwt.ErrInvalidResolverURL)
+			if !tc.ok && !errors.Is(err, jwtauthority.ErrInvalidResolverURL) {
+				t.Fatalf("ValidateResolverURL error = %v, want %v", err, jwtauthority.ErrInvalidResolverURL)
 			}
 		})
 	}
@@ -129,16 +129,16 @@ func TestServerAcceptsRenderedConfig(t *testing.T) {
 	hs := httptest.NewServer(res)
 	t.Cleanup(hs.Close)
 	resolverURL := hs.URL + "/jwt/v1/accounts/"
-	if err := natsjwt.ValidateResolverURL(resolverURL); err != nil {
+	if err := jwtauthority.ValidateResolverURL(resolverURL); err != nil {
 		t.Fatalf("ValidateResolverURL(%s): %v", resolverURL, err)
 	}
-	opJWT, err := natsjwt.SignOperator(k.opSeed, "rxc-test", k.sysPub, "")
+	opJWT, err := jwtauthority.SignOperator(k.opSeed, "rxc-test", k.sysPub, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	dir := t.TempDir()
-	frag := natsjwt.RenderServerConfig(opJWT, k.sysPub, resolverURL)
+	frag := jwtauthority.RenderServerConfig(opJWT, k.sysPub, resolverURL)
 	if err := os.WriteFile(filepath.Join(dir, "operator.conf"), frag, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -241,12 +241,12 @@ func TestRevocationCoversJWTsSignedByAFasterClock(t *testing.T) {
 	}
 	hs := httptest.NewServer(res)
 	t.Cleanup(hs.Close)
-	opJWT, err := natsjwt.SignOperator(k.opSeed, "rxc-test", k.sysPub, "")
+	opJWT, err := jwtauthority.SignOperator(k.opSeed, "rxc-test", k.sysPub, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "operator.conf"), natsjwt.RenderServerConfig(opJWT, k.sysPub, hs.URL+"/jwt/v1/accounts/"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "operator.conf"), jwtauthority.RenderServerConfig(opJWT, k.sysPub, hs.URL+"/jwt/v1/accounts/"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	confPath := filepath.Join(dir, "server.conf")

@@ -1,4 +1,4 @@
-package natsmsg_test
+package sensorbus_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package natsops_test
+package serveradmin_test
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxc-project/rxc/adapters/natsjwt"
-	"github.com/rxc-project/rxc/adapters/natsops"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
+	"github.com/rxc-project/rxc/adapters/nats/serveradmin"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
@@ -27,30 +27,30 @@ func TestNewRefuses(t *testing.T) {
 	e := newEnv(t)
 	tests := []struct {
 		name   string
-		modify func(*natsops.Config)
+		modify func(*serveradmin.Config)
 	}{
-		{"no URL", func(c *natsops.Config) { c.URL = "" }},
-		{"malformed URL", func(c *natsops.Config) { c.URL = "nats://127.0.0.1:4222, nats://[::1" }},
-		{"URL without host", func(c *natsops.Config) { c.URL = "nats://" }},
-		{"no system user", func(c *natsops.Config) { c.SystemUser = nil }},
-		{"no admin user", func(c *natsops.Config) { c.AdminUser = nil }},
-		{"stream name with a dot", func(c *natsops.Config) { c.Stream.Name = "RXC.CMD" }},
-		{"six replicas", func(c *natsops.Config) { c.Stream.Replicas = 6 }},
-		{"negative max age", func(c *natsops.Config) { c.Stream.MaxAge = -time.Second }},
-		{"duplicate window longer than max age", func(c *natsops.Config) { c.Stream.Duplicates = 2 * time.Hour }},
-		{"negative ack wait", func(c *natsops.Config) { c.ConsumerAckWait = -1 }},
-		{"negative request timeout", func(c *natsops.Config) { c.RequestTimeout = -1 }},
-		{"unknown retention", func(c *natsops.Config) { c.Stream.Retention = "fifo" }},
-		{"negative crowded-stream threshold", func(c *natsops.Config) { c.Stream.WorkQueueWarnConsumers = -1 }},
-		{"negative per-sensor cap", func(c *natsops.Config) { c.Stream.MaxMsgsPerSubject = -1 }},
-		{"unlimited consumers (2.15 reads -1 as its default of 1,000)", func(c *natsops.Config) { c.Stream.MaxConsumers = -1 }},
+		{"no URL", func(c *serveradmin.Config) { c.URL = "" }},
+		{"malformed URL", func(c *serveradmin.Config) { c.URL = "nats://127.0.0.1:4222, nats://[::1" }},
+		{"URL without host", func(c *serveradmin.Config) { c.URL = "nats://" }},
+		{"no system user", func(c *serveradmin.Config) { c.SystemUser = nil }},
+		{"no admin user", func(c *serveradmin.Config) { c.AdminUser = nil }},
+		{"stream name with a dot", func(c *serveradmin.Config) { c.Stream.Name = "RXC.CMD" }},
+		{"six replicas", func(c *serveradmin.Config) { c.Stream.Replicas = 6 }},
+		{"negative max age", func(c *serveradmin.Config) { c.Stream.MaxAge = -time.Second }},
+		{"duplicate window longer than max age", func(c *serveradmin.Config) { c.Stream.Duplicates = 2 * time.Hour }},
+		{"negative ack wait", func(c *serveradmin.Config) { c.ConsumerAckWait = -1 }},
+		{"negative request timeout", func(c *serveradmin.Config) { c.RequestTimeout = -1 }},
+		{"unknown retention", func(c *serveradmin.Config) { c.Stream.Retention = "fifo" }},
+		{"negative crowded-stream threshold", func(c *serveradmin.Config) { c.Stream.WorkQueueWarnConsumers = -1 }},
+		{"negative per-sensor cap", func(c *serveradmin.Config) { c.Stream.MaxMsgsPerSubject = -1 }},
+		{"unlimited consumers (2.15 reads -1 as its default of 1,000)", func(c *serveradmin.Config) { c.Stream.MaxConsumers = -1 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := e.config("nats://127.0.0.1:4222")
 			tc.modify(&cfg)
-			if _, err := natsops.New(cfg); !errors.Is(err, natsops.ErrInvalidConfig) {
-				t.Fatalf("New error = %v, want %v", err, natsops.ErrInvalidConfig)
+			if _, err := serveradmin.New(cfg); !errors.Is(err, serveradmin.ErrInvalidConfig) {
+				t.Fatalf("New error = %v, want %v", err, serveradmin.ErrInvalidConfig)
 			}
 		})
 	}
@@ -61,7 +61,7 @@ func TestNewAcceptsServerLists(t *testing.T) {
 	e := newEnv(t)
 	for _, u := range []string{"nats://127.0.0.1:4222", "127.0.0.1:4222", "nats://a:4222, tls://b:4222", "nats://user:pass@host:4222"} {
 		cfg := e.config(u)
-		if _, err := natsops.New(cfg); err != nil {
+		if _, err := serveradmin.New(cfg); err != nil {
 			t.Errorf("New(URL %q): %v", u, err)
 		}
 	}
@@ -73,7 +73,7 @@ func TestStartRefusesUnmintableUser(t *testing.T) {
 	cfg := e.config("nats://127.0.0.1:4222")
 	boom := errors.New("no seed")
 	cfg.AdminUser = func() (string, []byte, error) { return "", nil, boom }
-	c, err := natsops.New(cfg)
+	c, err := serveradmin.New(cfg)
 	must(t, err)
 	defer c.Close()
 	if err := c.Start(context.Background()); !errors.Is(err, boom) {
@@ -103,7 +103,7 @@ func streamOf(t *testing.T, js jetstream.JetStream) (streamView, error) {
 // admin is an independent CONTROL admin connection for inspecting state.
 func (e *env) admin(url string) jetstream.JetStream {
 	e.t.Helper()
-	tok, seed, err := natsjwt.ControlAdminUser(e.ctlSeed)
+	tok, seed, err := jwtauthority.ControlAdminUser(e.ctlSeed)
 	must(e.t, err)
 	nc, err := nats.Connect(url, nats.UserJWTAndSeed(tok, string(seed)))
 	must(e.t, err)
@@ -158,7 +158,7 @@ func TestLimitsRetention(t *testing.T) {
 	srv := e.start(0)
 	adm := e.admin(srv.URL())
 	cfg := e.config(srv.URL())
-	cfg.Stream.Retention, cfg.Stream.MaxMsgsPerSubject = natsops.RetentionLimits, 3
+	cfg.Stream.Retention, cfg.Stream.MaxMsgsPerSubject = serveradmin.RetentionLimits, 3
 	c := e.client(cfg)
 	ctx := context.Background()
 	must(t, c.EnsureStream(ctx))
@@ -306,7 +306,7 @@ func TestEnsureConsumerRecreatesMissingStream(t *testing.T) {
 func TestEnsureConsumerRefuses(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	c, err := natsops.New(e.config("nats://127.0.0.1:1"))
+	c, err := serveradmin.New(e.config("nats://127.0.0.1:1"))
 	must(t, err)
 	tests := []struct {
 		name   string
@@ -315,8 +315,8 @@ func TestEnsureConsumerRefuses(t *testing.T) {
 	}{
 		{"tenant id with a dot", topology.Sensor{Stream: stream, TenantID: "a.b", SensorID: "s"}, ids.ErrInvalidID},
 		{"sensor id with a wildcard", topology.Sensor{Stream: stream, TenantID: "a", SensorID: "*"}, ids.ErrInvalidID},
-		{"another stream", topology.Sensor{Stream: "OTHER", TenantID: "a", SensorID: "s"}, natsops.ErrStreamMismatch},
-		{"not connected", topology.Sensor{Stream: stream, TenantID: "a", SensorID: "s"}, natsops.ErrNotConnected},
+		{"another stream", topology.Sensor{Stream: "OTHER", TenantID: "a", SensorID: "s"}, serveradmin.ErrStreamMismatch},
+		{"not connected", topology.Sensor{Stream: stream, TenantID: "a", SensorID: "s"}, serveradmin.ErrNotConnected},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -435,10 +435,10 @@ func TestPushAccountReplies(t *testing.T) {
 	c := e.client(e.config(srv.URL()))
 
 	// A foreign operator's JWT for a loaded account is refused.
-	_, otherSeed, err := natsjwt.NewOperatorKey()
+	_, otherSeed, err := jwtauthority.NewOperatorKey()
 	must(t, err)
-	other, err := natsjwt.New(natsjwt.Config{OperatorSeed: otherSeed, Stream: stream,
-		ControlJetStream: natsjwt.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
+	other, err := jwtauthority.New(jwtauthority.Config{OperatorSeed: otherSeed, Stream: stream,
+		ControlJetStream: jwtauthority.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
 	must(t, err)
 	foreign, err := other.SignAccount(provisioning.AccountSpec{PubKey: e.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl})
 	must(t, err)
@@ -454,10 +454,10 @@ func TestPushAccountReplies(t *testing.T) {
 	}{
 		{"loaded account updated", e.ctlPub, ctl, nil},
 		{"account not loaded yet is skipped", unloadedPub, unloaded, nil},
-		{"JWT of a foreign operator", e.ctlPub, foreign, natsops.ErrClaimUpdate},
-		{"JWT of another account", e.ctlPub, unloaded, natsops.ErrClaimUpdate},
-		{"not a JWT", e.ctlPub, "garbage", natsops.ErrClaimUpdate},
-		{"empty JWT", e.ctlPub, "", natsops.ErrClaimUpdate},
+		{"JWT of a foreign operator", e.ctlPub, foreign, serveradmin.ErrClaimUpdate},
+		{"JWT of another account", e.ctlPub, unloaded, serveradmin.ErrClaimUpdate},
+		{"not a JWT", e.ctlPub, "garbage", serveradmin.ErrClaimUpdate},
+		{"empty JWT", e.ctlPub, "", serveradmin.ErrClaimUpdate},
 		{"user key", "U" + e.ctlPub[1:], ctl, provisioning.ErrInvalidPublicKey},
 	}
 	for _, tc := range tests {
@@ -494,7 +494,7 @@ func TestStartBeforeServerAndReconnect(t *testing.T) {
 		}
 	}
 	cfg.SystemUser, cfg.AdminUser = record(cfg.SystemUser), record(cfg.AdminUser)
-	c, err := natsops.New(cfg)
+	c, err := serveradmin.New(cfg)
 	must(t, err)
 	connects := make(chan context.Context, 10)
 	c.OnConnect(func(ctx context.Context) { connects <- ctx })
@@ -561,7 +561,7 @@ func awaitConnect(t *testing.T, connects chan context.Context) context.Context {
 
 // assertFailsFast checks that calls needing NATS return ErrNotConnected well
 // before the 5s request timeout.
-func assertFailsFast(t *testing.T, c *natsops.Client, acct string) {
+func assertFailsFast(t *testing.T, c *serveradmin.Client, acct string) {
 	t.Helper()
 	calls := map[string]func() error{
 		"PushAccount":  func() error { return c.PushAccount(context.Background(), acct, "eyJ") },
@@ -573,8 +573,8 @@ func assertFailsFast(t *testing.T, c *natsops.Client, acct string) {
 	for name, call := range calls {
 		began := time.Now()
 		err := call()
-		if !errors.Is(err, natsops.ErrNotConnected) {
-			t.Errorf("%s while disconnected: error = %v, want %v", name, err, natsops.ErrNotConnected)
+		if !errors.Is(err, serveradmin.ErrNotConnected) {
+			t.Errorf("%s while disconnected: error = %v, want %v", name, err, serveradmin.ErrNotConnected)
 		}
 		if d := time.Since(began); d > 2500*time.Millisecond {
 			t.Errorf("%s while disconnected took %s; want an immediate failure", name, d)

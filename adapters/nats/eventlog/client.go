@@ -1,4 +1,4 @@
-// Package natsevents is the control plane's side of the JetStream event
+// Package eventlog is the control plane's side of the JetStream event
 // stream (topology.DefaultEventStream, created by the provisioner). As the
 // CONTROL account's backend user it appends sensors' events with the async
 // JetStream API — a bounded window of unacknowledged publishes per sensor
@@ -11,7 +11,7 @@
 // topology.EventSubject, names tenant and sensor, its Nats-Msg-Id
 // (events.MsgID) lets the stream drop a resend within its duplicate window,
 // and its stream timestamp is the event's received_at.
-package natsevents
+package eventlog
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxc-project/rxc/adapters/natsbackend"
+	"github.com/rxc-project/rxc/adapters/nats/backendconn"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/logkey"
@@ -84,19 +84,19 @@ type Client struct {
 // New checks cfg and returns a Client that is not yet connected.
 func New(cfg Config) (*Client, error) {
 	if cfg.URL == "" {
-		return nil, errors.New("natsevents: URL is required")
+		return nil, errors.New("eventlog: URL is required")
 	}
 	if cfg.Creds == nil {
-		return nil, errors.New("natsevents: a credentials source is required")
+		return nil, errors.New("eventlog: a credentials source is required")
 	}
 	if cfg.Stream == "" {
 		cfg.Stream = topology.DefaultEventStream
 	}
 	if err := ids.Validate(cfg.Stream); err != nil {
-		return nil, fmt.Errorf("natsevents: stream name: %w", err)
+		return nil, fmt.Errorf("eventlog: stream name: %w", err)
 	}
 	if cfg.MaxPending < 0 || cfg.AckTimeout < 0 || cfg.FetchWait < 0 || cfg.ReconnectWait < 0 {
-		return nil, errors.New("natsevents: negative setting")
+		return nil, errors.New("eventlog: negative setting")
 	}
 	cfg.MaxPending = orDefault(cfg.MaxPending, DefaultMaxPending)
 	cfg.AckTimeout = orDefault(cfg.AckTimeout, DefaultAckTimeout)
@@ -177,11 +177,11 @@ func (c *Client) current() (*nats.Conn, jetstream.JetStream) {
 	return c.nc, c.js
 }
 
-// run owns the connection: natsbackend dials it with back-off and fresh
+// run owns the connection: backendconn dials it with back-off and fresh
 // credentials, session uses it until it is closed for good.
 func (c *Client) run(ctx context.Context) {
 	defer close(c.done)
-	natsbackend.Run(ctx, natsbackend.Config{
+	backendconn.Run(ctx, backendconn.Config{
 		URL: c.cfg.URL, Name: connName, Creds: c.cfg.Creds, ReconnectWait: c.cfg.ReconnectWait, Logger: c.log,
 	}, c.session)
 }

@@ -1,4 +1,4 @@
-package natsops
+package serveradmin
 
 import (
 	"context"
@@ -37,7 +37,7 @@ type claimUpdateReply struct {
 // fails at once with ErrNotConnected.
 func (c *Client) PushAccount(ctx context.Context, pubKey, accountJWT string) error {
 	if !nkeys.IsValidPublicAccountKey(pubKey) {
-		return fmt.Errorf("natsops: push %q: %w", pubKey, provisioning.ErrInvalidPublicKey)
+		return fmt.Errorf("serveradmin: push %q: %w", pubKey, provisioning.ErrInvalidPublicKey)
 	}
 	var msg *nats.Msg
 	err := c.call(ctx, sysConn, func(ctx context.Context, nc *nats.Conn) error {
@@ -46,22 +46,22 @@ func (c *Client) PushAccount(ctx context.Context, pubKey, accountJWT string) err
 		return err
 	})
 	if errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("natsops: push %s: no server answers claim updates (is this the system account?): %w", pubKey, err)
+		return fmt.Errorf("serveradmin: push %s: no server answers claim updates (is this the system account?): %w", pubKey, err)
 	}
 	if err != nil {
-		return fmt.Errorf("natsops: push %s: %w", pubKey, err)
+		return fmt.Errorf("serveradmin: push %s: %w", pubKey, err)
 	}
 	var reply claimUpdateReply
 	if err := json.Unmarshal(msg.Data, &reply); err != nil {
-		return fmt.Errorf("natsops: push %s: %w: unreadable reply: %v", pubKey, ErrClaimUpdate, err)
+		return fmt.Errorf("serveradmin: push %s: %w: unreadable reply: %v", pubKey, ErrClaimUpdate, err)
 	}
 	switch {
 	case reply.Error != nil:
-		return fmt.Errorf("natsops: push %s: %w: %s (code %d)", pubKey, ErrClaimUpdate, reply.Error.Description, reply.Error.Code)
+		return fmt.Errorf("serveradmin: push %s: %w: %s (code %d)", pubKey, ErrClaimUpdate, reply.Error.Description, reply.Error.Code)
 	case reply.Data == nil:
-		return fmt.Errorf("natsops: push %s: %w: reply has neither data nor error", pubKey, ErrClaimUpdate)
+		return fmt.Errorf("serveradmin: push %s: %w: reply has neither data nor error", pubKey, ErrClaimUpdate)
 	case reply.Data.Account != pubKey:
-		return fmt.Errorf("natsops: push %s: %w: reply is about account %q", pubKey, ErrClaimUpdate, reply.Data.Account)
+		return fmt.Errorf("serveradmin: push %s: %w: reply is about account %q", pubKey, ErrClaimUpdate, reply.Data.Account)
 	}
 	c.log.Info("pushed account JWT", "account", pubKey, "result", reply.Data.Message)
 	return nil
@@ -126,7 +126,7 @@ func (c *Client) EnsureStream(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("natsops: stream %s: %w", s.Name, err)
+		return fmt.Errorf("serveradmin: stream %s: %w", s.Name, err)
 	}
 	return nil
 }
@@ -185,7 +185,7 @@ func (c *Client) EnsureEventStream(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("natsops: event stream %s: %w", e.Name, err)
+		return fmt.Errorf("serveradmin: event stream %s: %w", e.Name, err)
 	}
 	return nil
 }
@@ -197,13 +197,13 @@ func (c *Client) EnsureEventStream(ctx context.Context) error {
 // the client manages the stream.
 func (c *Client) EnsureConsumer(ctx context.Context, s topology.Sensor) error {
 	if err := ids.Validate(s.TenantID); err != nil {
-		return fmt.Errorf("natsops: consumer: tenant id: %w", err)
+		return fmt.Errorf("serveradmin: consumer: tenant id: %w", err)
 	}
 	if err := ids.Validate(s.SensorID); err != nil {
-		return fmt.Errorf("natsops: consumer: sensor id: %w", err)
+		return fmt.Errorf("serveradmin: consumer: sensor id: %w", err)
 	}
 	if s.Stream != c.cfg.Stream.Name {
-		return fmt.Errorf("natsops: consumer %s: %w: %q, managing %q", s.Consumer(), ErrStreamMismatch, s.Stream, c.cfg.Stream.Name)
+		return fmt.Errorf("serveradmin: consumer %s: %w: %q, managing %q", s.Consumer(), ErrStreamMismatch, s.Stream, c.cfg.Stream.Name)
 	}
 	err := c.createConsumer(ctx, s)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && c.cfg.ManageStream {
@@ -240,10 +240,10 @@ func (c *Client) createConsumer(ctx context.Context, s topology.Sensor) error {
 		return err
 	})
 	if isConsumerLimit(err) {
-		return fmt.Errorf("natsops: consumer %s: %w (%w)", s.Consumer(), ErrConsumerLimit, err)
+		return fmt.Errorf("serveradmin: consumer %s: %w (%w)", s.Consumer(), ErrConsumerLimit, err)
 	}
 	if err != nil {
-		return fmt.Errorf("natsops: consumer %s: %w", s.Consumer(), err)
+		return fmt.Errorf("serveradmin: consumer %s: %w", s.Consumer(), err)
 	}
 	return nil
 }
@@ -283,7 +283,7 @@ func (c *Client) ConsumerNames(ctx context.Context) ([]string, error) {
 		return lister.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("natsops: consumers of %s: %w", c.cfg.Stream.Name, err)
+		return nil, fmt.Errorf("serveradmin: consumers of %s: %w", c.cfg.Stream.Name, err)
 	}
 	return names, nil
 }

@@ -1,4 +1,4 @@
-package natsjwt
+package jwtauthority
 
 import (
 	"errors"
@@ -46,10 +46,10 @@ type OperatorSpec struct {
 func SignOperatorSpec(seed []byte, spec OperatorSpec) (string, error) {
 	kp, pub, err := keyFromSeed(seed, nkeys.PrefixByteOperator)
 	if err != nil {
-		return "", fmt.Errorf("natsjwt: operator seed: %w", err)
+		return "", fmt.Errorf("jwtauthority: operator seed: %w", err)
 	}
 	if !IsAccountKey(spec.SystemAccount) {
-		return "", fmt.Errorf("natsjwt: system account %q: %w", spec.SystemAccount, provisioning.ErrInvalidPublicKey)
+		return "", fmt.Errorf("jwtauthority: system account %q: %w", spec.SystemAccount, provisioning.ErrInvalidPublicKey)
 	}
 	oc := jwt.NewOperatorClaims(pub)
 	oc.Name = spec.Name
@@ -57,19 +57,19 @@ func SignOperatorSpec(seed []byte, spec OperatorSpec) (string, error) {
 	oc.AccountServerURL = spec.AccountServerURL
 	for _, k := range spec.SigningKeys {
 		if !nkeys.IsValidPublicOperatorKey(k) {
-			return "", fmt.Errorf("natsjwt: signing key %q: %w", k, provisioning.ErrInvalidPublicKey)
+			return "", fmt.Errorf("jwtauthority: signing key %q: %w", k, provisioning.ErrInvalidPublicKey)
 		}
 		if k == pub {
-			return "", fmt.Errorf("natsjwt: %w: the identity key cannot be its own signing key", ErrInvalidClaims)
+			return "", fmt.Errorf("jwtauthority: %w: the identity key cannot be its own signing key", ErrInvalidClaims)
 		}
 		oc.SigningKeys.Add(k)
 	}
 	if err := validate(oc); err != nil {
-		return "", fmt.Errorf("natsjwt: operator: %w", err)
+		return "", fmt.Errorf("jwtauthority: operator: %w", err)
 	}
 	tok, err := oc.Encode(kp)
 	if err != nil {
-		return "", fmt.Errorf("natsjwt: sign operator: %w", err)
+		return "", fmt.Errorf("jwtauthority: sign operator: %w", err)
 	}
 	return tok, nil
 }
@@ -82,10 +82,10 @@ var ErrInvalidOperator = errors.New("invalid operator JWT")
 func ParseOperator(operatorJWT string) (pub string, spec OperatorSpec, err error) {
 	oc, err := jwt.DecodeOperatorClaims(operatorJWT)
 	if err != nil {
-		return "", OperatorSpec{}, fmt.Errorf("natsjwt: %w: %v", ErrInvalidOperator, err)
+		return "", OperatorSpec{}, fmt.Errorf("jwtauthority: %w: %v", ErrInvalidOperator, err)
 	}
 	if oc.Issuer != oc.Subject || !nkeys.IsValidPublicOperatorKey(oc.Subject) {
-		return "", OperatorSpec{}, fmt.Errorf("natsjwt: %w: not self-signed by an operator key", ErrInvalidOperator)
+		return "", OperatorSpec{}, fmt.Errorf("jwtauthority: %w: not self-signed by an operator key", ErrInvalidOperator)
 	}
 	spec = OperatorSpec{Name: oc.Name, SystemAccount: oc.SystemAccount, AccountServerURL: oc.AccountServerURL}
 	spec.SigningKeys = append(spec.SigningKeys, oc.SigningKeys...)
@@ -108,11 +108,11 @@ func NewSigningKey() (pub string, seed []byte, err error) {
 func PublicKeyFromSeed(seed []byte) (string, error) {
 	kp, err := nkeys.FromSeed(seed)
 	if err != nil {
-		return "", fmt.Errorf("natsjwt: %w: does not decode", ErrInvalidSeed)
+		return "", fmt.Errorf("jwtauthority: %w: does not decode", ErrInvalidSeed)
 	}
 	pub, err := kp.PublicKey()
 	if err != nil {
-		return "", fmt.Errorf("natsjwt: %w: no public key", ErrInvalidSeed)
+		return "", fmt.Errorf("jwtauthority: %w: no public key", ErrInvalidSeed)
 	}
 	return pub, nil
 }

@@ -1,4 +1,4 @@
-package natsops_test
+package serveradmin_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxc-project/rxc/adapters/natsops"
+	"github.com/rxc-project/rxc/adapters/nats/serveradmin"
 	"github.com/rxc-project/rxc/core/topology"
 )
 
@@ -21,7 +21,7 @@ func TestEnsureEventStream(t *testing.T) {
 	srv := e.start(0)
 	adm := e.admin(srv.URL())
 	cfg := e.config(srv.URL())
-	cfg.Events = natsops.EventStreamConfig{Name: topology.DefaultEventStream, MaxAge: 72 * time.Hour, MaxBytes: 4096}
+	cfg.Events = serveradmin.EventStreamConfig{Name: topology.DefaultEventStream, MaxAge: 72 * time.Hour, MaxBytes: 4096}
 	ops := e.client(cfg)
 	if err := ops.EnsureEventStream(context.Background()); err != nil {
 		t.Fatalf("EnsureEventStream: %v", err)
@@ -87,7 +87,7 @@ func TestEnsureEventStream(t *testing.T) {
 func TestNewRefusesEventStream(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	for name, ev := range map[string]natsops.EventStreamConfig{
+	for name, ev := range map[string]serveradmin.EventStreamConfig{
 		"name with a dot":        {Name: "RXC.EVENTS"},
 		"the command stream":     {Name: stream},
 		"negative max bytes":     {Name: "RXC_EVENTS", MaxBytes: -1},
@@ -96,7 +96,7 @@ func TestNewRefusesEventStream(t *testing.T) {
 	} {
 		cfg := e.config("nats://127.0.0.1:4222")
 		cfg.Events = ev
-		if _, err := natsops.New(cfg); !errors.Is(err, natsops.ErrInvalidConfig) {
+		if _, err := serveradmin.New(cfg); !errors.Is(err, serveradmin.ErrInvalidConfig) {
 			t.Errorf("%s: New error = %v, want ErrInvalidConfig", name, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package natsops_test
+package serveradmin_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 
-	"github.com/rxc-project/rxc/adapters/natsjwt"
-	"github.com/rxc-project/rxc/adapters/natsops"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
+	"github.com/rxc-project/rxc/adapters/nats/serveradmin"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/logbuf"
@@ -25,10 +25,10 @@ import (
 const stream = "RXC_CMD"
 
 // env is an operator-mode nats-server whose URL resolver is an httptest
-// server serving JWTs signed by natsjwt, as the provisioner serves them.
+// server serving JWTs signed by jwtauthority, as the provisioner serves them.
 type env struct {
 	t        *testing.T
-	signer   *natsjwt.Signer
+	signer   *jwtauthority.Signer
 	opClaims *jwt.OperatorClaims
 	opJWT    string
 	sysPub   string
@@ -45,10 +45,10 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{t: t, jwts: map[string]string{}, storeDir: t.TempDir()}
-	_, opSeed, err := natsjwt.NewOperatorKey()
+	_, opSeed, err := jwtauthority.NewOperatorKey()
 	must(t, err)
-	e.signer, err = natsjwt.New(natsjwt.Config{OperatorSeed: opSeed, Stream: stream,
-		ControlJetStream: natsjwt.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
+	e.signer, err = jwtauthority.New(jwtauthority.Config{OperatorSeed: opSeed, Stream: stream,
+		ControlJetStream: jwtauthority.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
 	must(t, err)
 	e.sysPub, e.sysSeed, err = e.signer.NewAccountKey()
 	must(t, err)
@@ -58,7 +58,7 @@ func newEnv(t *testing.T) *env {
 	must(t, err)
 	e.sign(provisioning.AccountSpec{PubKey: e.sysPub, Name: "SYS", Kind: provisioning.KindSystem})
 	e.sign(provisioning.AccountSpec{PubKey: e.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl})
-	e.opJWT, err = natsjwt.SignOperator(opSeed, "rxc-test", e.sysPub, "")
+	e.opJWT, err = jwtauthority.SignOperator(opSeed, "rxc-test", e.sysPub, "")
 	must(t, err)
 	e.opClaims, err = jwt.DecodeOperatorClaims(e.opJWT)
 	must(t, err)
@@ -115,12 +115,12 @@ func (e *env) start(port int) *natstest.Server {
 	return natstest.Start(e.t, natstest.Options{Dir: e.storeDir, Port: port, Config: e.operatorConfig()})
 }
 
-func (e *env) config(url string) natsops.Config {
-	return natsops.Config{
+func (e *env) config(url string) serveradmin.Config {
+	return serveradmin.Config{
 		URL:             url,
-		SystemUser:      func() (string, []byte, error) { return natsjwt.SystemUser(e.sysSeed) },
-		AdminUser:       func() (string, []byte, error) { return natsjwt.ControlAdminUser(e.ctlSeed) },
-		Stream:          natsops.StreamConfig{Name: stream, MaxAge: time.Hour, Duplicates: 2 * time.Minute},
+		SystemUser:      func() (string, []byte, error) { return jwtauthority.SystemUser(e.sysSeed) },
+		AdminUser:       func() (string, []byte, error) { return jwtauthority.ControlAdminUser(e.ctlSeed) },
+		Stream:          serveradmin.StreamConfig{Name: stream, MaxAge: time.Hour, Duplicates: 2 * time.Minute},
 		ManageStream:    true,
 		ConsumerAckWait: 5 * time.Second,
 		RequestTimeout:  5 * time.Second,
@@ -128,9 +128,9 @@ func (e *env) config(url string) natsops.Config {
 }
 
 // client starts a client and waits until both connections are up.
-func (e *env) client(cfg natsops.Config) *natsops.Client {
+func (e *env) client(cfg serveradmin.Config) *serveradmin.Client {
 	e.t.Helper()
-	c, err := natsops.New(cfg)
+	c, err := serveradmin.New(cfg)
 	must(e.t, err)
 	e.t.Cleanup(c.Close)
 	must(e.t, c.Start(context.Background()))

@@ -1,10 +1,10 @@
-// Package natsjwt is the provisioner's NATS credential authority: it holds the
+// Package jwtauthority is the provisioner's NATS credential authority: it holds the
 // operator key, signs account JWTs (SYS, CONTROL and one per tenant) whose
 // exports, imports and limits come from package topology, mints user JWTs
 // signed directly by their account key, and renders the nats-server
 // configuration fragment that trusts the operator. It implements the Signer
 // port of core/provisioning; every claim is validated before it is signed.
-package natsjwt
+package jwtauthority
 
 import (
 	"bytes"
@@ -80,16 +80,16 @@ var _ provisioning.Signer = (*Signer)(nil)
 func New(cfg Config) (*Signer, error) {
 	kp, pub, err := keyFromSeed(cfg.OperatorSeed, nkeys.PrefixByteOperator)
 	if err != nil {
-		return nil, fmt.Errorf("natsjwt: operator seed: %w", err)
+		return nil, fmt.Errorf("jwtauthority: operator seed: %w", err)
 	}
 	if err := ids.Validate(cfg.Stream); err != nil {
-		return nil, fmt.Errorf("natsjwt: %w: stream name: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("jwtauthority: %w: stream name: %v", ErrInvalidConfig, err)
 	}
 	if cfg.ControlAccount != "" && !IsAccountKey(cfg.ControlAccount) {
-		return nil, fmt.Errorf("natsjwt: control account: %w", provisioning.ErrInvalidPublicKey)
+		return nil, fmt.Errorf("jwtauthority: control account: %w", provisioning.ErrInvalidPublicKey)
 	}
 	if err := cfg.ControlJetStream.check(); err != nil {
-		return nil, fmt.Errorf("natsjwt: %w: control JetStream limits: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("jwtauthority: %w: control JetStream limits: %v", ErrInvalidConfig, err)
 	}
 	return &Signer{operator: kp, operatorPub: pub, stream: cfg.Stream, control: cfg.ControlAccount, limits: cfg.ControlJetStream}, nil
 }
@@ -114,7 +114,7 @@ func (l Limits) check() error {
 // CONTROL key with the same signer.
 func (s *Signer) WithControlAccount(pk string) (*Signer, error) {
 	if !IsAccountKey(pk) {
-		return nil, fmt.Errorf("natsjwt: control account: %w", provisioning.ErrInvalidPublicKey)
+		return nil, fmt.Errorf("jwtauthority: control account: %w", provisioning.ErrInvalidPublicKey)
 	}
 	c := *s
 	c.control = pk
@@ -141,7 +141,7 @@ func (s *Signer) SignAccount(spec provisioning.AccountSpec) (string, error) {
 	}
 	tok, err := ac.Encode(s.operator)
 	if err != nil {
-		return "", fmt.Errorf("natsjwt: sign account %s: %w", spec.PubKey, err)
+		return "", fmt.Errorf("jwtauthority: sign account %s: %w", spec.PubKey, err)
 	}
 	return tok, nil
 }
@@ -163,11 +163,11 @@ func (s *Signer) AccountMatches(accountJWT string, spec provisioning.AccountSpec
 	}
 	issuer, err := nkeys.FromPublicKey(s.operatorPub)
 	if err != nil {
-		return false, fmt.Errorf("natsjwt: operator key: %w", err)
+		return false, fmt.Errorf("jwtauthority: operator key: %w", err)
 	}
 	unsigned := func(string, []byte) ([]byte, error) { return nil, nil }
 	if _, err := want.EncodeWithSigner(issuer, unsigned); err != nil {
-		return false, fmt.Errorf("natsjwt: encode account %s: %w", spec.PubKey, err)
+		return false, fmt.Errorf("jwtauthority: encode account %s: %w", spec.PubKey, err)
 	}
 	have, err := jwt.DecodeAccountClaims(accountJWT)
 	if err != nil {
@@ -201,15 +201,15 @@ const RevocationMargin = time.Hour
 func (s *Signer) AccountRevocations(accountJWT string) ([]provisioning.Revocation, error) {
 	parts := strings.Split(accountJWT, ".")
 	if len(parts) != 3 {
-		return nil, fmt.Errorf("natsjwt: account JWT: %w", ErrInvalidClaims)
+		return nil, fmt.Errorf("jwtauthority: account JWT: %w", ErrInvalidClaims)
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return nil, fmt.Errorf("natsjwt: account JWT payload: %w", err)
+		return nil, fmt.Errorf("jwtauthority: account JWT payload: %w", err)
 	}
 	var ac jwt.AccountClaims
 	if err := json.Unmarshal(payload, &ac); err != nil {
-		return nil, fmt.Errorf("natsjwt: account JWT payload: %w", err)
+		return nil, fmt.Errorf("jwtauthority: account JWT payload: %w", err)
 	}
 	out := make([]provisioning.Revocation, 0, len(ac.Revocations))
 	for user, at := range ac.Revocations {
@@ -225,7 +225,7 @@ func stableClaims(ac *jwt.AccountClaims) ([]byte, error) {
 	c.IssuedAt, c.ID = 0, ""
 	out, err := json.Marshal(c)
 	if err != nil {
-		return nil, fmt.Errorf("natsjwt: encode account claims: %w", err)
+		return nil, fmt.Errorf("jwtauthority: encode account claims: %w", err)
 	}
 	return out, nil
 }
@@ -233,7 +233,7 @@ func stableClaims(ac *jwt.AccountClaims) ([]byte, error) {
 // accountClaims builds the unsigned claims SignAccount signs.
 func (s *Signer) accountClaims(spec provisioning.AccountSpec) (*jwt.AccountClaims, error) {
 	if !IsAccountKey(spec.PubKey) {
-		return nil, fmt.Errorf("natsjwt: account %q: %w", spec.PubKey, provisioning.ErrInvalidPublicKey)
+		return nil, fmt.Errorf("jwtauthority: account %q: %w", spec.PubKey, provisioning.ErrInvalidPublicKey)
 	}
 	ac := jwt.NewAccountClaims(spec.PubKey)
 	ac.Name = spec.Name
@@ -251,10 +251,10 @@ func (s *Signer) accountClaims(spec provisioning.AccountSpec) (*jwt.AccountClaim
 		}
 	case provisioning.KindTenant:
 		if s.control == "" {
-			return nil, fmt.Errorf("natsjwt: tenant account %s: %w", spec.PubKey, ErrNoControlAccount)
+			return nil, fmt.Errorf("jwtauthority: tenant account %s: %w", spec.PubKey, ErrNoControlAccount)
 		}
 		if err := ids.Validate(spec.TenantID); err != nil {
-			return nil, fmt.Errorf("natsjwt: tenant id: %w", err)
+			return nil, fmt.Errorf("jwtauthority: tenant id: %w", err)
 		}
 		for _, im := range topology.TenantImports(s.stream, spec.TenantID) {
 			ac.Imports.Add(&jwt.Import{
@@ -266,22 +266,22 @@ func (s *Signer) accountClaims(spec provisioning.AccountSpec) (*jwt.AccountClaim
 			})
 		}
 	default:
-		return nil, fmt.Errorf("natsjwt: %w: unknown account kind %q", ErrInvalidClaims, spec.Kind)
+		return nil, fmt.Errorf("jwtauthority: %w: unknown account kind %q", ErrInvalidClaims, spec.Kind)
 	}
 	for _, r := range spec.Revocations {
 		if r.AccountPubKey != spec.PubKey {
-			return nil, fmt.Errorf("natsjwt: %w: revocation for account %s signed into %s", ErrInvalidClaims, r.AccountPubKey, spec.PubKey)
+			return nil, fmt.Errorf("jwtauthority: %w: revocation for account %s signed into %s", ErrInvalidClaims, r.AccountPubKey, spec.PubKey)
 		}
 		if !IsUserKey(r.UserPubKey) {
-			return nil, fmt.Errorf("natsjwt: revoked user %q: %w", r.UserPubKey, provisioning.ErrInvalidPublicKey)
+			return nil, fmt.Errorf("jwtauthority: revoked user %q: %w", r.UserPubKey, provisioning.ErrInvalidPublicKey)
 		}
 		if r.RevokedAt.IsZero() {
-			return nil, fmt.Errorf("natsjwt: %w: revocation of %s has no time", ErrInvalidClaims, r.UserPubKey)
+			return nil, fmt.Errorf("jwtauthority: %w: revocation of %s has no time", ErrInvalidClaims, r.UserPubKey)
 		}
 		ac.RevokeAt(r.UserPubKey, r.RevokedAt.Add(RevocationMargin))
 	}
 	if err := validate(ac); err != nil {
-		return nil, fmt.Errorf("natsjwt: account %s: %w", spec.PubKey, err)
+		return nil, fmt.Errorf("jwtauthority: account %s: %w", spec.PubKey, err)
 	}
 	return ac, nil
 }
@@ -307,7 +307,7 @@ func (s *Signer) MintUser(spec provisioning.UserSpec) (provisioning.MintedUser, 
 // expiry keep their key (and consumer, and revocation entry if any).
 func (s *Signer) ResignUser(spec provisioning.UserSpec, userPubKey string) (string, error) {
 	if !IsUserKey(userPubKey) {
-		return "", fmt.Errorf("natsjwt: user %q: %w", userPubKey, provisioning.ErrInvalidPublicKey)
+		return "", fmt.Errorf("jwtauthority: user %q: %w", userPubKey, provisioning.ErrInvalidPublicKey)
 	}
 	acct, err := userAccount(spec)
 	if err != nil {
@@ -319,13 +319,13 @@ func (s *Signer) ResignUser(spec provisioning.UserSpec, userPubKey string) (stri
 func userAccount(spec provisioning.UserSpec) (nkeys.KeyPair, error) {
 	acct, pub, err := keyFromSeed(spec.AccountSeed, nkeys.PrefixByteAccount)
 	if err != nil {
-		return nil, fmt.Errorf("natsjwt: account seed: %w", err)
+		return nil, fmt.Errorf("jwtauthority: account seed: %w", err)
 	}
 	if spec.AccountPubKey != "" && spec.AccountPubKey != pub {
-		return nil, fmt.Errorf("natsjwt: %w: account seed does not belong to %s", ErrInvalidSeed, spec.AccountPubKey)
+		return nil, fmt.Errorf("jwtauthority: %w: account seed does not belong to %s", ErrInvalidSeed, spec.AccountPubKey)
 	}
 	if len(spec.Permissions.Publish) == 0 || len(spec.Permissions.Subscribe) == 0 {
-		return nil, fmt.Errorf("natsjwt: %w: user %q needs publish and subscribe allow lists", ErrInvalidClaims, spec.Name)
+		return nil, fmt.Errorf("jwtauthority: %w: user %q needs publish and subscribe allow lists", ErrInvalidClaims, spec.Name)
 	}
 	return acct, nil
 }
@@ -356,11 +356,11 @@ func signUser(acct nkeys.KeyPair, userPub string, spec provisioning.UserSpec) (s
 		uc.Expires = spec.ExpiresAt.Unix()
 	}
 	if err := validate(uc); err != nil {
-		return "", fmt.Errorf("natsjwt: user %q: %w", spec.Name, err)
+		return "", fmt.Errorf("jwtauthority: user %q: %w", spec.Name, err)
 	}
 	tok, err := uc.Encode(acct)
 	if err != nil {
-		return "", fmt.Errorf("natsjwt: sign user %q: %w", spec.Name, err)
+		return "", fmt.Errorf("jwtauthority: sign user %q: %w", spec.Name, err)
 	}
 	return tok, nil
 }
@@ -370,7 +370,7 @@ func signUser(acct nkeys.KeyPair, userPub string, spec provisioning.UserSpec) (s
 func (s *Signer) UserExpiry(userJWT string) (time.Time, error) {
 	uc, err := jwt.DecodeUserClaims(userJWT)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("natsjwt: decode user JWT: %w", err)
+		return time.Time{}, fmt.Errorf("jwtauthority: decode user JWT: %w", err)
 	}
 	if uc.Expires == 0 {
 		return time.Time{}, nil
@@ -384,16 +384,16 @@ func (s *Signer) UserExpiry(userJWT string) (time.Time, error) {
 func (s *Signer) Creds(userJWT string, userSeed []byte) ([]byte, error) {
 	uc, err := jwt.DecodeUserClaims(userJWT)
 	if err != nil {
-		return nil, fmt.Errorf("natsjwt: creds: %w", err)
+		return nil, fmt.Errorf("jwtauthority: creds: %w", err)
 	}
 	if _, pub, err := keyFromSeed(userSeed, nkeys.PrefixByteUser); err != nil || pub != uc.Subject {
-		return nil, fmt.Errorf("natsjwt: creds: %w: seed is not the key of user %s", ErrInvalidSeed, uc.Subject)
+		return nil, fmt.Errorf("jwtauthority: creds: %w: seed is not the key of user %s", ErrInvalidSeed, uc.Subject)
 	}
 	// The layout of jwt.FormatUserConfig, which would decode and verify the
 	// JWT a second time (a tenth of a millisecond per enrolment).
 	seed, err := jwt.DecorateSeed(userSeed)
 	if err != nil {
-		return nil, fmt.Errorf("natsjwt: creds: %w", err)
+		return nil, fmt.Errorf("jwtauthority: creds: %w", err)
 	}
 	b := make([]byte, 0, len(userJWT)+len(seed)+96)
 	b = append(b, "-----BEGIN NATS USER JWT-----\n"...)
@@ -436,15 +436,15 @@ func validate(c jwt.Claims) error {
 func newKey(create func() (nkeys.KeyPair, error)) (string, []byte, error) {
 	kp, err := create()
 	if err != nil {
-		return "", nil, fmt.Errorf("natsjwt: create key: %w", err)
+		return "", nil, fmt.Errorf("jwtauthority: create key: %w", err)
 	}
 	pub, err := kp.PublicKey()
 	if err != nil {
-		return "", nil, fmt.Errorf("natsjwt: public key: %w", err)
+		return "", nil, fmt.Errorf("jwtauthority: public key: %w", err)
 	}
 	seed, err := kp.Seed()
 	if err != nil {
-		return "", nil, fmt.Errorf("natsjwt: seed: %w", err)
+		return "", nil, fmt.Errorf("jwtauthority: seed: %w", err)
 	}
 	return pub, seed, nil
 }
@@ -476,7 +476,7 @@ func keyFromSeed(seed []byte, want nkeys.PrefixByte) (nkeys.KeyPair, string, err
 func (s *Signer) HasPermissions(userJWT string, p topology.Permissions) (bool, error) {
 	uc, err := jwt.DecodeUserClaims(userJWT)
 	if err != nil {
-		return false, fmt.Errorf("natsjwt: decode user JWT: %w", err)
+		return false, fmt.Errorf("jwtauthority: decode user JWT: %w", err)
 	}
 	if len(uc.Pub.Deny) > 0 || len(uc.Sub.Deny) > 0 {
 		return false, nil

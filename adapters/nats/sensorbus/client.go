@@ -1,4 +1,4 @@
-// Package natsmsg is the control plane's NATS messaging: it publishes sensor
+// Package sensorbus is the control plane's NATS messaging: it publishes sensor
 // commands into the JetStream command stream (de-duplicated by message id)
 // and receives sensor status reports through a queue subscription, as the
 // CONTROL account's backend user. It connects in the background and never
@@ -10,7 +10,7 @@
 // server delivers: a handler that falls behind makes nats.go drop messages
 // past the subscription's pending limits (logged as a slow consumer) rather
 // than grow memory without bound.
-package natsmsg
+package sensorbus
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxc-project/rxc/adapters/natsbackend"
+	"github.com/rxc-project/rxc/adapters/nats/backendconn"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/logkey"
@@ -119,16 +119,16 @@ type Client struct {
 // New checks cfg and returns a Client that is not yet connected.
 func New(cfg Config) (*Client, error) {
 	if cfg.URL == "" {
-		return nil, errors.New("natsmsg: URL is required")
+		return nil, errors.New("sensorbus: URL is required")
 	}
 	if cfg.Creds == nil {
-		return nil, errors.New("natsmsg: a credentials source is required")
+		return nil, errors.New("sensorbus: a credentials source is required")
 	}
 	if cfg.Stream == "" {
 		cfg.Stream = topology.DefaultStream
 	}
 	if err := ids.Validate(cfg.Stream); err != nil {
-		return nil, fmt.Errorf("natsmsg: stream name: %w", err)
+		return nil, fmt.Errorf("sensorbus: stream name: %w", err)
 	}
 	if cfg.QueueGroup == "" {
 		cfg.QueueGroup = DefaultQueueGroup
@@ -227,10 +227,10 @@ func (c *Client) SubscribeStatus(handle func(ctx context.Context, subject string
 func (c *Client) PublishCommand(ctx context.Context, subject, msgID string, payload []byte) (fleet.PublishAck, error) {
 	tenantID, sensorID, ok := topology.ParseCommandSubject(subject)
 	if !ok || ids.Validate(tenantID) != nil || ids.Validate(sensorID) != nil {
-		return fleet.PublishAck{}, fmt.Errorf("natsmsg: publish: %q is not a sensor's command subject: %w", subject, fleet.ErrInvalidInput)
+		return fleet.PublishAck{}, fmt.Errorf("sensorbus: publish: %q is not a sensor's command subject: %w", subject, fleet.ErrInvalidInput)
 	}
 	if msgID == "" {
-		return fleet.PublishAck{}, fmt.Errorf("natsmsg: publish %s: empty message id: %w", subject, fleet.ErrInvalidInput)
+		return fleet.PublishAck{}, fmt.Errorf("sensorbus: publish %s: empty message id: %w", subject, fleet.ErrInvalidInput)
 	}
 	c.mu.Lock()
 	nc, js := c.conn, c.js
@@ -239,14 +239,14 @@ func (c *Client) PublishCommand(ctx context.Context, subject, msgID string, payl
 	// until the timeout: the caller can report the outage now, and nothing
 	// was sent.
 	if nc == nil || !nc.IsConnected() {
-		return fleet.PublishAck{}, fmt.Errorf("natsmsg: publish %s: not connected: %w: %w", subject, fleet.ErrMessagingUnavailable, fleet.ErrNotPublished)
+		return fleet.PublishAck{}, fmt.Errorf("sensorbus: publish %s: not connected: %w: %w", subject, fleet.ErrMessagingUnavailable, fleet.ErrNotPublished)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.pubTimeout)
 	defer cancel()
 	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: payload},
 		jetstream.WithMsgID(msgID), jetstream.WithExpectStream(c.stream))
 	if err != nil {
-		return fleet.PublishAck{}, fmt.Errorf("natsmsg: publish %s: %w: %w", subject, fleet.ErrMessagingUnavailable, publishOutcome(err))
+		return fleet.PublishAck{}, fmt.Errorf("sensorbus: publish %s: %w: %w", subject, fleet.ErrMessagingUnavailable, publishOutcome(err))
 	}
 	c.published.Add(1)
 	if ack.Duplicate {
@@ -288,7 +288,7 @@ func (c *Client) Check(ctx context.Context) error {
 	return nil
 }
 
-// run owns the connection: natsbackend dials it with back-off and fresh
+// run owns the connection: backendconn dials it with back-off and fresh
 // credentials, serve uses it until it is closed for good.
 func (c *Client) run(ctx context.Context) {
 	defer close(c.done)
@@ -296,7 +296,7 @@ func (c *Client) run(ctx context.Context) {
 	// are handled with a live context; it ends when the loop returns.
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer hcancel()
-	natsbackend.Run(ctx, natsbackend.Config{
+	backendconn.Run(ctx, backendconn.Config{
 		URL: c.url, Name: connName, Creds: c.creds, ReconnectWait: c.reconnectWait, DrainTimeout: c.drainTimeout, Logger: c.log,
 	}, func(ctx context.Context, nc *nats.Conn, closed <-chan struct{}) { c.serve(ctx, hctx, nc, closed) })
 }

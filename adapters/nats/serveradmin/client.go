@@ -1,4 +1,4 @@
-// Package natsops is the provisioner's connection to the running
+// Package serveradmin is the provisioner's connection to the running
 // nats-servers. As the SYS user it pushes changed account JWTs with
 // "$SYS.REQ.ACCOUNT.<pk>.CLAIMS.UPDATE" (the URL resolver never refetches an
 // account, so a revocation only takes effect when pushed); as the CONTROL
@@ -8,7 +8,7 @@
 // keeps retrying, because nats-server will not start until the provisioner's
 // resolver answers: nothing in the provisioner may wait for NATS to start.
 // It implements the Pusher and Consumers ports of core/provisioning.
-package natsops
+package serveradmin
 
 import (
 	"context"
@@ -38,7 +38,7 @@ var (
 	// an error or with a reply that is not a success.
 	ErrClaimUpdate = errors.New("claim update rejected")
 	// ErrInvalidConfig is wrapped by New.
-	ErrInvalidConfig = errors.New("invalid natsops config")
+	ErrInvalidConfig = errors.New("invalid serveradmin config")
 	// ErrStreamMismatch is returned when a sensor names another stream than
 	// the one this client manages.
 	ErrStreamMismatch = errors.New("sensor stream differs from the managed stream")
@@ -197,13 +197,13 @@ func (r role) String() string {
 // yet; Start connects.
 func New(cfg Config) (*Client, error) {
 	if err := checkURLs(cfg.URL); err != nil {
-		return nil, fmt.Errorf("natsops: %w: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("serveradmin: %w: %v", ErrInvalidConfig, err)
 	}
 	if cfg.SystemUser == nil || cfg.AdminUser == nil {
-		return nil, fmt.Errorf("natsops: %w: SystemUser and AdminUser are required", ErrInvalidConfig)
+		return nil, fmt.Errorf("serveradmin: %w: SystemUser and AdminUser are required", ErrInvalidConfig)
 	}
 	if err := ids.Validate(cfg.Stream.Name); err != nil {
-		return nil, fmt.Errorf("natsops: %w: stream name: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("serveradmin: %w: stream name: %v", ErrInvalidConfig, err)
 	}
 	if cfg.Stream.Replicas == 0 {
 		cfg.Stream.Replicas = 1
@@ -220,26 +220,26 @@ func New(cfg Config) (*Client, error) {
 	s := cfg.Stream
 	switch {
 	case s.Retention != RetentionWorkQueue && s.Retention != RetentionInterest && s.Retention != RetentionLimits:
-		return nil, fmt.Errorf("natsops: %w: stream retention %q, want %q, %q or %q", ErrInvalidConfig, s.Retention, RetentionWorkQueue, RetentionInterest, RetentionLimits)
+		return nil, fmt.Errorf("serveradmin: %w: stream retention %q, want %q, %q or %q", ErrInvalidConfig, s.Retention, RetentionWorkQueue, RetentionInterest, RetentionLimits)
 	case s.WorkQueueWarnConsumers < 0:
-		return nil, fmt.Errorf("natsops: %w: negative consumer warning threshold", ErrInvalidConfig)
+		return nil, fmt.Errorf("serveradmin: %w: negative consumer warning threshold", ErrInvalidConfig)
 	case s.MaxMsgsPerSubject < 0:
-		return nil, fmt.Errorf("natsops: %w: negative max messages per subject", ErrInvalidConfig)
+		return nil, fmt.Errorf("serveradmin: %w: negative max messages per subject", ErrInvalidConfig)
 	case s.MaxConsumers < 0:
 		// nats-server 2.15+ treats -1 ("unlimited") as unset and applies its
 		// default of 1,000.
-		return nil, fmt.Errorf("natsops: %w: stream max consumers %d, want a positive limit", ErrInvalidConfig, s.MaxConsumers)
+		return nil, fmt.Errorf("serveradmin: %w: stream max consumers %d, want a positive limit", ErrInvalidConfig, s.MaxConsumers)
 	case s.Replicas < 1 || s.Replicas > 5:
-		return nil, fmt.Errorf("natsops: %w: stream replicas %d, want 1 to 5", ErrInvalidConfig, s.Replicas)
+		return nil, fmt.Errorf("serveradmin: %w: stream replicas %d, want 1 to 5", ErrInvalidConfig, s.Replicas)
 	case s.MaxAge < 0 || s.Duplicates < 0:
-		return nil, fmt.Errorf("natsops: %w: negative stream max age or duplicate window", ErrInvalidConfig)
+		return nil, fmt.Errorf("serveradmin: %w: negative stream max age or duplicate window", ErrInvalidConfig)
 	case s.MaxAge > 0 && s.Duplicates > s.MaxAge:
-		return nil, fmt.Errorf("natsops: %w: duplicate window %s exceeds max age %s", ErrInvalidConfig, s.Duplicates, s.MaxAge)
+		return nil, fmt.Errorf("serveradmin: %w: duplicate window %s exceeds max age %s", ErrInvalidConfig, s.Duplicates, s.MaxAge)
 	case cfg.ConsumerAckWait < 0 || cfg.ConsumerMaxDeliver < 0 || cfg.ConsumerMaxAckPending < 0 || cfg.RequestTimeout < 0 || cfg.MaxReconnectWait < 0:
-		return nil, fmt.Errorf("natsops: %w: negative consumer or timeout setting", ErrInvalidConfig)
+		return nil, fmt.Errorf("serveradmin: %w: negative consumer or timeout setting", ErrInvalidConfig)
 	}
 	if err := checkEvents(&cfg.Events, cfg.Stream.Name); err != nil {
-		return nil, fmt.Errorf("natsops: %w: event stream: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("serveradmin: %w: event stream: %v", ErrInvalidConfig, err)
 	}
 	cfg.ConsumerAckWait = orDefault(cfg.ConsumerAckWait, 30*time.Second)
 	cfg.ConsumerMaxDeliver = orDefault(cfg.ConsumerMaxDeliver, 10)
@@ -336,14 +336,14 @@ func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.started || c.closed {
-		return errors.New("natsops: Start called twice or after Close")
+		return errors.New("serveradmin: Start called twice or after Close")
 	}
 	creds := [2]func() (string, []byte, error){sysConn: c.cfg.SystemUser, adminConn: c.cfg.AdminUser}
 	var opts [2]nats.Option
 	for r, mint := range creds {
 		o, err := userAuth(mint)
 		if err != nil {
-			return fmt.Errorf("natsops: %s user: %w", role(r), err)
+			return fmt.Errorf("serveradmin: %s user: %w", role(r), err)
 		}
 		opts[r] = o
 	}
@@ -483,7 +483,7 @@ func (c *Client) session(r role) (link, error) {
 	l := c.links[r]
 	c.mu.Unlock()
 	if l.nc == nil || l.down == nil || !l.nc.IsConnected() {
-		return link{}, fmt.Errorf("natsops: %s connection: %w", r, ErrNotConnected)
+		return link{}, fmt.Errorf("serveradmin: %s connection: %w", r, ErrNotConnected)
 	}
 	return l, nil
 }
@@ -509,7 +509,7 @@ func (c *Client) call(ctx context.Context, r role, fn func(ctx context.Context, 
 	}()
 	err = fn(ctx, l.nc)
 	if err != nil && (errors.Is(context.Cause(ctx), ErrNotConnected) || outage(err) || !l.nc.IsConnected()) {
-		return fmt.Errorf("natsops: %s connection dropped during the call: %w (%w)", r, ErrNotConnected, err)
+		return fmt.Errorf("serveradmin: %s connection dropped during the call: %w (%w)", r, ErrNotConnected, err)
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package natsevents
+package eventlog
 
 import (
 	"fmt"

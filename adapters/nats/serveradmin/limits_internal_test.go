@@ -1,4 +1,4 @@
-package natsops
+package serveradmin
 
 import "testing"
 

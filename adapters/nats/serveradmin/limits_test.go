@@ -1,4 +1,4 @@
-package natsops_test
+package serveradmin_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxc-project/rxc/adapters/natsops"
+	"github.com/rxc-project/rxc/adapters/nats/serveradmin"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
 )
@@ -51,10 +51,10 @@ func TestConsumerLimitRefusalIsDistinct(t *testing.T) {
 		must(t, c.EnsureConsumer(ctx, topology.Sensor{Stream: stream, TenantID: "acme", SensorID: fmt.Sprintf("s-%d", i)}))
 	}
 	err := c.EnsureConsumer(ctx, topology.Sensor{Stream: stream, TenantID: "acme", SensorID: "s-3"})
-	if !errors.Is(err, natsops.ErrConsumerLimit) || !errors.Is(err, provisioning.ErrConsumerLimit) {
+	if !errors.Is(err, serveradmin.ErrConsumerLimit) || !errors.Is(err, provisioning.ErrConsumerLimit) {
 		t.Fatalf("fourth consumer: error %v, want ErrConsumerLimit", err)
 	}
-	if errors.Is(err, natsops.ErrNotConnected) || errors.Is(err, provisioning.ErrNATSUnavailable) {
+	if errors.Is(err, serveradmin.ErrNotConnected) || errors.Is(err, provisioning.ErrNATSUnavailable) {
 		t.Fatalf("fourth consumer: %v reads as an outage", err)
 	}
 	// A sensor that has its consumer still gets it when the stream is full.
@@ -105,12 +105,12 @@ func TestDefaultConsumerLimitLiftsServerCap(t *testing.T) {
 	if f := failed.Load(); f > 0 {
 		t.Fatalf("%d of %d consumers failed", f, n)
 	}
-	if got := streamMaxConsumers(t, adm); got != natsops.DefaultMaxConsumers {
-		t.Fatalf("stream max_consumers %d, want %d", got, natsops.DefaultMaxConsumers)
+	if got := streamMaxConsumers(t, adm); got != serveradmin.DefaultMaxConsumers {
+		t.Fatalf("stream max_consumers %d, want %d", got, serveradmin.DefaultMaxConsumers)
 	}
 	l, err := c.CheckConsumerLimit(ctx)
 	must(t, err)
-	if l.Consumers != n || l.Effective != natsops.DefaultMaxConsumers || l.Caps() {
+	if l.Consumers != n || l.Effective != serveradmin.DefaultMaxConsumers || l.Caps() {
 		t.Fatalf("CheckConsumerLimit = %+v", l)
 	}
 }
@@ -200,12 +200,12 @@ func TestCrowdedStreamWarningAtConnect(t *testing.T) {
 		consumers int
 		want      bool
 	}{
-		{"workqueue above", natsops.RetentionWorkQueue, 3, 4, true},
-		{"workqueue at", natsops.RetentionWorkQueue, 3, 3, false},
-		{"workqueue below", natsops.RetentionWorkQueue, 5, 2, false},
-		{"interest above", natsops.RetentionInterest, 3, 4, true},
-		{"limits above", natsops.RetentionLimits, 3, 4, false},
-		{"off", natsops.RetentionWorkQueue, 0, 4, false},
+		{"workqueue above", serveradmin.RetentionWorkQueue, 3, 4, true},
+		{"workqueue at", serveradmin.RetentionWorkQueue, 3, 3, false},
+		{"workqueue below", serveradmin.RetentionWorkQueue, 5, 2, false},
+		{"interest above", serveradmin.RetentionInterest, 3, 4, true},
+		{"limits above", serveradmin.RetentionLimits, 3, 4, false},
+		{"off", serveradmin.RetentionWorkQueue, 0, 4, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package natsevents
+package eventlog
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func (c *Client) Fetch(ctx context.Context, max int) (events.Batch, error) {
 	// until the ack wait; it ends within FetchWait anyway.
 	fb, err := cons.Fetch(max, jetstream.FetchMaxWait(c.cfg.FetchWait))
 	if err != nil {
-		return nil, fmt.Errorf("natsevents: fetch: %w: %w", events.ErrUnavailable, err)
+		return nil, fmt.Errorf("eventlog: fetch: %w: %w", events.ErrUnavailable, err)
 	}
 	b := &batch{c: c}
 	for m := range fb.Messages() {
@@ -41,7 +41,7 @@ func (c *Client) Fetch(ctx context.Context, max int) (events.Batch, error) {
 	}
 	if err := fb.Error(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		if len(b.msgs) == 0 {
-			return nil, fmt.Errorf("natsevents: fetch: %w: %w", events.ErrUnavailable, err)
+			return nil, fmt.Errorf("eventlog: fetch: %w: %w", events.ErrUnavailable, err)
 		}
 		c.log.Debug("fetch ended early", "error", err, "messages", len(b.msgs))
 	}
@@ -78,7 +78,7 @@ func (c *Client) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	js, cons := c.js, c.cons
 	c.mu.Unlock()
 	if js == nil {
-		return nil, fmt.Errorf("natsevents: %w: not connected", events.ErrUnavailable)
+		return nil, fmt.Errorf("eventlog: %w: not connected", events.ErrUnavailable)
 	}
 	if cons != nil {
 		return cons, nil
@@ -87,7 +87,7 @@ func (c *Client) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	defer cancel()
 	cons, err := js.Consumer(ctx, c.cfg.Stream, topology.EventWriter)
 	if err != nil {
-		return nil, fmt.Errorf("natsevents: consumer %s on %s: %w: %w", topology.EventWriter, c.cfg.Stream, events.ErrUnavailable, err)
+		return nil, fmt.Errorf("eventlog: consumer %s on %s: %w: %w", topology.EventWriter, c.cfg.Stream, events.ErrUnavailable, err)
 	}
 	c.mu.Lock()
 	if c.js == js {
@@ -128,14 +128,14 @@ func (b *batch) each(ctx context.Context, fn func(jetstream.Msg) error) error {
 		}
 	}
 	if first != nil {
-		return fmt.Errorf("natsevents: %w: %w", events.ErrUnavailable, first)
+		return fmt.Errorf("eventlog: %w: %w", events.ErrUnavailable, first)
 	}
 	nc, _ := b.c.current()
 	if nc == nil {
-		return fmt.Errorf("natsevents: %w: not connected", events.ErrUnavailable)
+		return fmt.Errorf("eventlog: %w: not connected", events.ErrUnavailable)
 	}
 	if err := nc.FlushWithContext(ctx); err != nil {
-		return fmt.Errorf("natsevents: flush: %w: %w", events.ErrUnavailable, err)
+		return fmt.Errorf("eventlog: flush: %w: %w", events.ErrUnavailable, err)
 	}
 	return nil
 }

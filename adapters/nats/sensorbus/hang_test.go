@@ -1,4 +1,4 @@
-package natsmsg_test
+package sensorbus_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/natsmsg"
+	"github.com/rxc-project/rxc/adapters/nats/sensorbus"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -106,7 +106,7 @@ func TestHungServer(t *testing.T) {
 	s1 := sensorT1("s1")
 	admin := w.admin(url, s1)
 	fr := newFreezer(t, strings.TrimPrefix(url, "nats://"))
-	c := newClient(t, fr.url(), static(w.backendCreds()), func(cfg *natsmsg.Config) { cfg.PublishTimeout = time.Second })
+	c := newClient(t, fr.url(), static(w.backendCreds()), func(cfg *sensorbus.Config) { cfg.PublishTimeout = time.Second })
 	startReady(t, c)
 	if err := c.Check(t.Context()); err != nil {
 		t.Fatalf("Check before the hang: %v", err)

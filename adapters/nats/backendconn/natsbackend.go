@@ -1,12 +1,12 @@
-// Package natsbackend keeps one of the control plane's connections to NATS
+// Package backendconn keeps one of the control plane's connections to NATS
 // as a CONTROL-account backend user. Credentials are fetched afresh for
 // every connection (a re-minted backend user replaces a revoked one instead
 // of being retried forever) and checked without ever being echoed; nats.go
 // reconnects on its own, and once it gives a connection up the loop dials a
-// new one with jittered backoff. natsmsg (commands, status) and natsevents
+// new one with jittered backoff. sensorbus (commands, status) and eventlog
 // (the event stream) each run their own connection through it, so the event
 // load never shares a socket with command delivery.
-package natsbackend
+package backendconn
 
 import (
 	"context"

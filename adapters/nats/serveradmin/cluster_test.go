@@ -1,4 +1,4 @@
-package natsops_test
+package serveradmin_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxc-project/rxc/adapters/natsmsg"
+	"github.com/rxc-project/rxc/adapters/nats/sensorbus"
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/natstest"
 )
@@ -143,14 +143,14 @@ func TestClusterCommandsSurviveANodeOutage(t *testing.T) {
 	backend := e.user(e.ctlPub, e.ctlSeed, "backend", topology.BackendPermissions())
 	creds, err := e.signer.Creds(backend.JWT, backend.Seed)
 	must(t, err)
-	msg, err := natsmsg.New(natsmsg.Config{
+	msg, err := sensorbus.New(sensorbus.Config{
 		URL: urls, Creds: func(context.Context) (string, error) { return string(creds), nil },
 		ReconnectWait: 50 * time.Millisecond, PublishTimeout: 2 * time.Second, DrainTimeout: 2 * time.Second,
 	})
 	must(t, err)
 	t.Cleanup(msg.Close)
 	msg.Start(ctx)
-	eventually(t, 10*time.Second, "natsmsg ready", msg.Ready)
+	eventually(t, 10*time.Second, "sensorbus ready", msg.Ready)
 
 	// publish retries one command until the stream acknowledges it, as a
 	// caller must while its connection moves to another node; the message

@@ -1,4 +1,4 @@
-package natsops
+package serveradmin
 
 import (
 	"context"
@@ -150,7 +150,7 @@ func (c *Client) CheckConsumerLimit(ctx context.Context) (ConsumerLimit, error) 
 		return nil
 	})
 	if err != nil {
-		return ConsumerLimit{}, fmt.Errorf("natsops: consumer limit of stream %s: %w", c.cfg.Stream.Name, err)
+		return ConsumerLimit{}, fmt.Errorf("serveradmin: consumer limit of stream %s: %w", c.cfg.Stream.Name, err)
 	}
 	l.Effective, l.Source = effectiveLimit(l.Stream, l.Account, l.ServerVersion)
 	c.mu.Lock()

@@ -1,4 +1,4 @@
-package natsjwt_test
+package jwtauthority_test
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
-	"github.com/rxc-project/rxc/adapters/natsjwt"
+	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
@@ -32,7 +32,7 @@ func newKeys(t *testing.T) keys {
 	t.Helper()
 	var k keys
 	var err error
-	if k.opPub, k.opSeed, err = natsjwt.NewOperatorKey(); err != nil {
+	if k.opPub, k.opSeed, err = jwtauthority.NewOperatorKey(); err != nil {
 		t.Fatal(err)
 	}
 	if k.sysPub, k.sysSeed, err = accountKey(); err != nil {
@@ -64,13 +64,13 @@ func userKey(t *testing.T) string {
 	return pub
 }
 
-var unlimited = natsjwt.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}
+var unlimited = jwtauthority.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}
 
-func newSigner(t *testing.T, k keys) *natsjwt.Signer {
+func newSigner(t *testing.T, k keys) *jwtauthority.Signer {
 	t.Helper()
-	s, err := natsjwt.New(natsjwt.Config{
+	s, err := jwtauthority.New(jwtauthority.Config{
 		OperatorSeed: k.opSeed, Stream: "RXC_CMD", ControlAccount: k.ctlPub,
-		ControlJetStream: natsjwt.Limits{DiskStorage: 1 << 30, MemoryStorage: 1 << 20, Streams: 4, Consumers: 10000},
+		ControlJetStream: jwtauthority.Limits{DiskStorage: 1 << 30, MemoryStorage: 1 << 20, Streams: 4, Consumers: 10000},
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -161,7 +161,7 @@ func TestSignAccount(t *testing.T) {
 				Subject: k.ctlPub, Issuer: k.opPub, Name: "CONTROL",
 				JetStream:   jwt.JetStreamLimits{DiskStorage: 1 << 30, MemoryStorage: 1 << 20, Streams: 4, Consumer: 10000},
 				Exports:     controlExports,
-				Revocations: jwt.RevocationList{u1: t1.Add(natsjwt.RevocationMargin).Unix()},
+				Revocations: jwt.RevocationList{u1: t1.Add(jwtauthority.RevocationMargin).Unix()},
 			},
 		},
 		{
@@ -177,7 +177,7 @@ func TestSignAccount(t *testing.T) {
 					{AccountPubKey: tenantPub, UserPubKey: u2, RevokedAt: t2},
 				}},
 			want: accountView{Subject: tenantPub, Issuer: k.opPub, Name: "acme", Imports: tenantImports,
-				Revocations: jwt.RevocationList{u1: t1.Add(natsjwt.RevocationMargin).Unix(), u2: t2.Add(natsjwt.RevocationMargin).Unix()}},
+				Revocations: jwt.RevocationList{u1: t1.Add(jwtauthority.RevocationMargin).Unix(), u2: t2.Add(jwtauthority.RevocationMargin).Unix()}},
 		},
 	}
 	for _, tc := range tests {
@@ -220,7 +220,7 @@ func TestSignAccountRefuses(t *testing.T) {
 	t.Parallel()
 	k := newKeys(t)
 	s := newSigner(t, k)
-	noControl, err := natsjwt.New(natsjwt.Config{OperatorSeed: k.opSeed, Stream: "RXC_CMD", ControlJetStream: unlimited})
+	noControl, err := jwtauthority.New(jwtauthority.Config{OperatorSeed: k.opSeed, Stream: "RXC_CMD", ControlJetStream: unlimited})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,22 +230,22 @@ func TestSignAccountRefuses(t *testing.T) {
 	now := time.Now()
 	tests := []struct {
 		name   string
-		signer *natsjwt.Signer
+		signer *jwtauthority.Signer
 		spec   provisioning.AccountSpec
 		want   error
 	}{
 		{"user key as account", s, provisioning.AccountSpec{PubKey: u, Kind: provisioning.KindSystem}, provisioning.ErrInvalidPublicKey},
 		{"garbage account key", s, provisioning.AccountSpec{PubKey: "Anope", Kind: provisioning.KindSystem}, provisioning.ErrInvalidPublicKey},
-		{"unknown kind", s, provisioning.AccountSpec{PubKey: tenantPub, Kind: "other"}, natsjwt.ErrInvalidClaims},
-		{"tenant without control account", noControl, provisioning.AccountSpec{PubKey: tenantPub, Kind: provisioning.KindTenant, TenantID: "acme"}, natsjwt.ErrNoControlAccount},
+		{"unknown kind", s, provisioning.AccountSpec{PubKey: tenantPub, Kind: "other"}, jwtauthority.ErrInvalidClaims},
+		{"tenant without control account", noControl, provisioning.AccountSpec{PubKey: tenantPub, Kind: provisioning.KindTenant, TenantID: "acme"}, jwtauthority.ErrNoControlAccount},
 		{"tenant id not subject safe", s, provisioning.AccountSpec{PubKey: tenantPub, Kind: provisioning.KindTenant, TenantID: "a.b"}, ids.ErrInvalidID},
 		{"empty tenant id", s, provisioning.AccountSpec{PubKey: tenantPub, Kind: provisioning.KindTenant}, ids.ErrInvalidID},
 		{"revocation of another account", s, provisioning.AccountSpec{PubKey: tenantPub, Kind: provisioning.KindTenant, TenantID: "acme",
-			Revocations: []provisioning.Revocation{{AccountPubKey: otherPub, UserPubKey: u, RevokedAt: now}}}, natsjwt.ErrInvalidClaims},
+			Revocations: []provisioning.Revocation{{AccountPubKey: otherPub, UserPubKey: u, RevokedAt: now}}}, jwtauthority.ErrInvalidClaims},
 		{"revoked key is not a user", s, provisioning.AccountSpec{PubKey: tenantPub, Kind: provisioning.KindTenant, TenantID: "acme",
 			Revocations: []provisioning.Revocation{{AccountPubKey: tenantPub, UserPubKey: otherPub, RevokedAt: now}}}, provisioning.ErrInvalidPublicKey},
 		{"revocation without time", s, provisioning.AccountSpec{PubKey: tenantPub, Kind: provisioning.KindTenant, TenantID: "acme",
-			Revocations: []provisioning.Revocation{{AccountPubKey: tenantPub, UserPubKey: u}}}, natsjwt.ErrInvalidClaims},
+			Revocations: []provisioning.Revocation{{AccountPubKey: tenantPub, UserPubKey: u}}}, jwtauthority.ErrInvalidClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,7 +263,7 @@ func TestSignAccountRefuses(t *testing.T) {
 func TestWithControlAccount(t *testing.T) {
 	t.Parallel()
 	k := newKeys(t)
-	base, err := natsjwt.New(natsjwt.Config{OperatorSeed: k.opSeed, Stream: "RXC_CMD", ControlJetStream: unlimited})
+	base, err := jwtauthority.New(jwtauthority.Config{OperatorSeed: k.opSeed, Stream: "RXC_CMD", ControlJetStream: unlimited})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,8 +282,8 @@ func TestWithControlAccount(t *testing.T) {
 			t.Errorf("import %q from %s, want %s", im.Name, im.Account, k.ctlPub)
 		}
 	}
-	if _, err := base.SignAccount(spec); !errors.Is(err, natsjwt.ErrNoControlAccount) {
-		t.Errorf("original signer changed: SignAccount error = %v, want %v", err, natsjwt.ErrNoControlAccount)
+	if _, err := base.SignAccount(spec); !errors.Is(err, jwtauthority.ErrNoControlAccount) {
+		t.Errorf("original signer changed: SignAccount error = %v, want %v", err, jwtauthority.ErrNoControlAccount)
 	}
 	if _, err := base.WithControlAccount(userKey(t)); !errors.Is(err, provisioning.ErrInvalidPublicKey) {
 		t.Errorf("WithControlAccount(user key) error = %v, want %v", err, provisioning.ErrInvalidPublicKey)
@@ -293,31 +293,31 @@ func TestWithControlAccount(t *testing.T) {
 func TestNewRefuses(t *testing.T) {
 	t.Parallel()
 	k := newKeys(t)
-	good := natsjwt.Config{OperatorSeed: k.opSeed, Stream: "RXC_CMD", ControlAccount: k.ctlPub, ControlJetStream: unlimited}
+	good := jwtauthority.Config{OperatorSeed: k.opSeed, Stream: "RXC_CMD", ControlAccount: k.ctlPub, ControlJetStream: unlimited}
 	tests := []struct {
 		name   string
-		modify func(*natsjwt.Config)
+		modify func(*jwtauthority.Config)
 		want   error
 	}{
-		{"account seed as operator", func(c *natsjwt.Config) { c.OperatorSeed = k.ctlSeed }, natsjwt.ErrInvalidSeed},
-		{"garbage seed", func(c *natsjwt.Config) { c.OperatorSeed = []byte("SOnotaseed") }, natsjwt.ErrInvalidSeed},
-		{"no seed", func(c *natsjwt.Config) { c.OperatorSeed = nil }, natsjwt.ErrInvalidSeed},
-		{"stream with a dot", func(c *natsjwt.Config) { c.Stream = "RXC.CMD" }, natsjwt.ErrInvalidConfig},
-		{"control is an operator key", func(c *natsjwt.Config) { c.ControlAccount = k.opPub }, provisioning.ErrInvalidPublicKey},
-		{"JetStream disabled", func(c *natsjwt.Config) { c.ControlJetStream = natsjwt.Limits{} }, natsjwt.ErrInvalidConfig},
-		{"limit below -1", func(c *natsjwt.Config) { c.ControlJetStream.Streams = -2 }, natsjwt.ErrInvalidConfig},
-		{"no consumers", func(c *natsjwt.Config) { c.ControlJetStream.Consumers = 0 }, natsjwt.ErrInvalidConfig},
+		{"account seed as operator", func(c *jwtauthority.Config) { c.OperatorSeed = k.ctlSeed }, jwtauthority.ErrInvalidSeed},
+		{"garbage seed", func(c *jwtauthority.Config) { c.OperatorSeed = []byte("SOnotaseed") }, jwtauthority.ErrInvalidSeed},
+		{"no seed", func(c *jwtauthority.Config) { c.OperatorSeed = nil }, jwtauthority.ErrInvalidSeed},
+		{"stream with a dot", func(c *jwtauthority.Config) { c.Stream = "RXC.CMD" }, jwtauthority.ErrInvalidConfig},
+		{"control is an operator key", func(c *jwtauthority.Config) { c.ControlAccount = k.opPub }, provisioning.ErrInvalidPublicKey},
+		{"JetStream disabled", func(c *jwtauthority.Config) { c.ControlJetStream = jwtauthority.Limits{} }, jwtauthority.ErrInvalidConfig},
+		{"limit below -1", func(c *jwtauthority.Config) { c.ControlJetStream.Streams = -2 }, jwtauthority.ErrInvalidConfig},
+		{"no consumers", func(c *jwtauthority.Config) { c.ControlJetStream.Consumers = 0 }, jwtauthority.ErrInvalidConfig},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := good
 			tc.modify(&cfg)
-			if _, err := natsjwt.New(cfg); !errors.Is(err, tc.want) {
+			if _, err := jwtauthority.New(cfg); !errors.Is(err, tc.want) {
 				t.Fatalf("New error = %v, want %v", err, tc.want)
 			}
 		})
 	}
-	s, err := natsjwt.New(good)
+	s, err := jwtauthority.New(good)
 	if err != nil {
 		t.Fatalf("New(good config): %v", err)
 	}
@@ -400,8 +400,8 @@ func TestMintUser(t *testing.T) {
 			if uc.Subject != m.PubKey {
 				t.Errorf("JWT subject %s, returned key %s", uc.Subject, m.PubKey)
 			}
-			seedPub, err := natsjwt.PublicKeyFromSeed(m.Seed)
-			if err != nil || seedPub != m.PubKey || !natsjwt.IsUserKey(seedPub) {
+			seedPub, err := jwtauthority.PublicKeyFromSeed(m.Seed)
+			if err != nil || seedPub != m.PubKey || !jwtauthority.IsUserKey(seedPub) {
 				t.Errorf("seed belongs to %q (err %v), want user key %s", seedPub, err, m.PubKey)
 			}
 			creds, err := s.Creds(m.JWT, m.Seed)
@@ -436,15 +436,15 @@ func TestMintUserRefuses(t *testing.T) {
 		spec provisioning.UserSpec
 		want error
 	}{
-		{"operator seed as account", provisioning.UserSpec{AccountSeed: k.opSeed, Name: "x", Permissions: perms}, natsjwt.ErrInvalidSeed},
-		{"seed of another account", provisioning.UserSpec{AccountPubKey: k.sysPub, AccountSeed: k.ctlSeed, Name: "x", Permissions: perms}, natsjwt.ErrInvalidSeed},
-		{"no seed", provisioning.UserSpec{AccountPubKey: k.ctlPub, Name: "x", Permissions: perms}, natsjwt.ErrInvalidSeed},
+		{"operator seed as account", provisioning.UserSpec{AccountSeed: k.opSeed, Name: "x", Permissions: perms}, jwtauthority.ErrInvalidSeed},
+		{"seed of another account", provisioning.UserSpec{AccountPubKey: k.sysPub, AccountSeed: k.ctlSeed, Name: "x", Permissions: perms}, jwtauthority.ErrInvalidSeed},
+		{"no seed", provisioning.UserSpec{AccountPubKey: k.ctlPub, Name: "x", Permissions: perms}, jwtauthority.ErrInvalidSeed},
 		{"no publish list allows everything", provisioning.UserSpec{AccountSeed: k.ctlSeed, Name: "x",
-			Permissions: topology.Permissions{Subscribe: []string{"_INBOX.>"}}}, natsjwt.ErrInvalidClaims},
+			Permissions: topology.Permissions{Subscribe: []string{"_INBOX.>"}}}, jwtauthority.ErrInvalidClaims},
 		{"no subscribe list allows everything", provisioning.UserSpec{AccountSeed: k.ctlSeed, Name: "x",
-			Permissions: topology.Permissions{Publish: []string{"a"}}}, natsjwt.ErrInvalidClaims},
+			Permissions: topology.Permissions{Publish: []string{"a"}}}, jwtauthority.ErrInvalidClaims},
 		{"invalid subject", provisioning.UserSpec{AccountSeed: k.ctlSeed, Name: "x",
-			Permissions: topology.Permissions{Publish: []string{"a b"}, Subscribe: []string{"_INBOX.>"}}}, natsjwt.ErrInvalidClaims},
+			Permissions: topology.Permissions{Publish: []string{"a b"}, Subscribe: []string{"_INBOX.>"}}}, jwtauthority.ErrInvalidClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -500,10 +500,10 @@ func TestEphemeralUsers(t *testing.T) {
 		seed []byte
 		want userView
 	}{
-		{"system user", natsjwt.SystemUser, k.sysSeed, userView{Issuer: k.sysPub, Name: "rxc-provisioner-sys",
+		{"system user", jwtauthority.SystemUser, k.sysSeed, userView{Issuer: k.sysPub, Name: "rxc-provisioner-sys",
 			Pub: jwt.Permission{Allow: jwt.StringList{"$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE"}},
 			Sub: jwt.Permission{Allow: jwt.StringList{"_INBOX.>"}}}},
-		{"control admin", natsjwt.ControlAdminUser, k.ctlSeed, userView{Issuer: k.ctlPub, Name: "rxc-control-admin",
+		{"control admin", jwtauthority.ControlAdminUser, k.ctlSeed, userView{Issuer: k.ctlPub, Name: "rxc-control-admin",
 			Pub: jwt.Permission{Allow: jwt.StringList{"$JS.API.>"}},
 			Sub: jwt.Permission{Allow: jwt.StringList{"_INBOX.>"}}}},
 	}
@@ -517,11 +517,11 @@ func TestEphemeralUsers(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("user JWT mismatch (-want +got):\n%s", diff)
 			}
-			if pub, err := natsjwt.PublicKeyFromSeed(seed); err != nil || pub != uc.Subject {
+			if pub, err := jwtauthority.PublicKeyFromSeed(seed); err != nil || pub != uc.Subject {
 				t.Errorf("seed belongs to %q (err %v), want %s", pub, err, uc.Subject)
 			}
-			if _, _, err := tc.mint(k.opSeed); !errors.Is(err, natsjwt.ErrInvalidSeed) {
-				t.Errorf("mint with operator seed: error = %v, want %v", err, natsjwt.ErrInvalidSeed)
+			if _, _, err := tc.mint(k.opSeed); !errors.Is(err, jwtauthority.ErrInvalidSeed) {
+				t.Errorf("mint with operator seed: error = %v, want %v", err, jwtauthority.ErrInvalidSeed)
 			}
 		})
 	}
@@ -530,7 +530,7 @@ func TestEphemeralUsers(t *testing.T) {
 func TestSignOperator(t *testing.T) {
 	t.Parallel()
 	k := newKeys(t)
-	tok, err := natsjwt.SignOperator(k.opSeed, "rxc", k.sysPub, "http://127.0.0.1:8080/jwt/v1")
+	tok, err := jwtauthority.SignOperator(k.opSeed, "rxc", k.sysPub, "http://127.0.0.1:8080/jwt/v1")
 	if err != nil {
 		t.Fatalf("SignOperator: %v", err)
 	}
@@ -551,13 +551,13 @@ func TestSignOperator(t *testing.T) {
 		sys, aurl string
 		want      error
 	}{
-		{"account seed", k.sysSeed, k.sysPub, "", natsjwt.ErrInvalidSeed},
+		{"account seed", k.sysSeed, k.sysPub, "", jwtauthority.ErrInvalidSeed},
 		{"system account is a user", k.opSeed, userKey(t), "", provisioning.ErrInvalidPublicKey},
-		{"account server url without scheme", k.opSeed, k.sysPub, "127.0.0.1:8080", natsjwt.ErrInvalidClaims},
+		{"account server url without scheme", k.opSeed, k.sysPub, "127.0.0.1:8080", jwtauthority.ErrInvalidClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := natsjwt.SignOperator(tc.seed, "rxc", tc.sys, tc.aurl); !errors.Is(err, tc.want) {
+			if _, err := jwtauthority.SignOperator(tc.seed, "rxc", tc.sys, tc.aurl); !errors.Is(err, tc.want) {
 				t.Fatalf("SignOperator error = %v, want %v", err, tc.want)
 			}
 		})
@@ -588,18 +588,18 @@ func TestKeyKinds(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := natsjwt.IsAccountKey(tc.key); got != tc.isAccount {
+			if got := jwtauthority.IsAccountKey(tc.key); got != tc.isAccount {
 				t.Errorf("IsAccountKey = %v, want %v", got, tc.isAccount)
 			}
-			if got := natsjwt.IsUserKey(tc.key); got != tc.isUser {
+			if got := jwtauthority.IsUserKey(tc.key); got != tc.isUser {
 				t.Errorf("IsUserKey = %v, want %v", got, tc.isUser)
 			}
 		})
 	}
-	if _, err := natsjwt.PublicKeyFromSeed([]byte("not a seed")); !errors.Is(err, natsjwt.ErrInvalidSeed) {
-		t.Errorf("PublicKeyFromSeed(garbage) error = %v, want %v", err, natsjwt.ErrInvalidSeed)
+	if _, err := jwtauthority.PublicKeyFromSeed([]byte("not a seed")); !errors.Is(err, jwtauthority.ErrInvalidSeed) {
+		t.Errorf("PublicKeyFromSeed(garbage) error = %v, want %v", err, jwtauthority.ErrInvalidSeed)
 	}
-	if got, err := natsjwt.PublicKeyFromSeed(k.opSeed); err != nil || got != k.opPub {
+	if got, err := jwtauthority.PublicKeyFromSeed(k.opSeed); err != nil || got != k.opPub {
 		t.Errorf("PublicKeyFromSeed(operator) = %q, %v; want %s", got, err, k.opPub)
 	}
 }
@@ -607,7 +607,7 @@ func TestKeyKinds(t *testing.T) {
 func TestErrorsNeverCarrySeeds(t *testing.T) {
 	t.Parallel()
 	k := newKeys(t)
-	_, err := natsjwt.New(natsjwt.Config{OperatorSeed: k.ctlSeed, Stream: "RXC_CMD", ControlJetStream: unlimited})
+	_, err := jwtauthority.New(jwtauthority.Config{OperatorSeed: k.ctlSeed, Stream: "RXC_CMD", ControlJetStream: unlimited})
 	if err == nil || strings.Contains(err.Error(), string(k.ctlSeed)) {
 		t.Fatalf("New with account seed: error %v must exist and not contain the seed", err)
 	}
@@ -667,7 +667,7 @@ func TestAccountMatches(t *testing.T) {
 	revoked := provisioning.Revocation{AccountPubKey: k.ctlPub, UserPubKey: userKey(t), RevokedAt: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
 	control := provisioning.AccountSpec{PubKey: k.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl, Revocations: []provisioning.Revocation{revoked}}
 	tenant := provisioning.AccountSpec{PubKey: tenantPub, Name: "acme", Kind: provisioning.KindTenant, TenantID: "acme"}
-	sign := func(s *natsjwt.Signer, spec provisioning.AccountSpec) string {
+	sign := func(s *jwtauthority.Signer, spec provisioning.AccountSpec) string {
 		t.Helper()
 		tok, err := s.SignAccount(spec)
 		if err != nil {
@@ -675,14 +675,14 @@ func TestAccountMatches(t *testing.T) {
 		}
 		return tok
 	}
-	other := func(mut func(*natsjwt.Config)) *natsjwt.Signer {
+	other := func(mut func(*jwtauthority.Config)) *jwtauthority.Signer {
 		t.Helper()
-		cfg := natsjwt.Config{
+		cfg := jwtauthority.Config{
 			OperatorSeed: k.opSeed, Stream: "RXC_CMD", ControlAccount: k.ctlPub,
-			ControlJetStream: natsjwt.Limits{DiskStorage: 1 << 30, MemoryStorage: 1 << 20, Streams: 4, Consumers: 10000},
+			ControlJetStream: jwtauthority.Limits{DiskStorage: 1 << 30, MemoryStorage: 1 << 20, Streams: 4, Consumers: 10000},
 		}
 		mut(&cfg)
-		o, err := natsjwt.New(cfg)
+		o, err := jwtauthority.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -705,13 +705,13 @@ func TestAccountMatches(t *testing.T) {
 	}{
 		{"control, signed now", sign(s, control), control, true},
 		{"tenant, signed now", sign(s, tenant), tenant, true},
-		{"control limits changed since", sign(other(func(c *natsjwt.Config) { c.ControlJetStream.DiskStorage = 1 << 31 }), control), control, false},
-		{"command stream renamed since (exports)", sign(other(func(c *natsjwt.Config) { c.Stream = "OLD_CMD" }), control), control, false},
-		{"command stream renamed since (imports)", sign(other(func(c *natsjwt.Config) { c.Stream = "OLD_CMD" }), tenant), tenant, false},
+		{"control limits changed since", sign(other(func(c *jwtauthority.Config) { c.ControlJetStream.DiskStorage = 1 << 31 }), control), control, false},
+		{"command stream renamed since (exports)", sign(other(func(c *jwtauthority.Config) { c.Stream = "OLD_CMD" }), control), control, false},
+		{"command stream renamed since (imports)", sign(other(func(c *jwtauthority.Config) { c.Stream = "OLD_CMD" }), tenant), tenant, false},
 		{"a revocation missing", sign(s, noRevocation), control, false},
 		{"a revocation at another time", sign(s, laterRevocation), control, false},
 		{"another tenant's claims", sign(s, renamed), tenant, false},
-		{"signed by another operator", sign(other(func(c *natsjwt.Config) { c.OperatorSeed = otherOp.opSeed }), control), control, false},
+		{"signed by another operator", sign(other(func(c *jwtauthority.Config) { c.OperatorSeed = otherOp.opSeed }), control), control, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -762,20 +762,20 @@ func TestAccountMatches(t *testing.T) {
 // verified; the identity key as its own signing key, a non-operator key, and
 // a JWT not self-signed are refused.
 func TestOperatorSigningKeys(t *testing.T) {
-	idPub, idSeed, err := natsjwt.NewOperatorKey()
+	idPub, idSeed, err := jwtauthority.NewOperatorKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk, _, err := natsjwt.NewSigningKey()
+	sk, _, err := jwtauthority.NewSigningKey()
 	if err != nil {
 		t.Fatal(err)
 	}
 	sysPub, _, _ := accountKey()
-	tok, err := natsjwt.SignOperatorSpec(idSeed, natsjwt.OperatorSpec{Name: "OP", SystemAccount: sysPub, AccountServerURL: "http://p:8080/jwt/v1/accounts/", SigningKeys: []string{sk}})
+	tok, err := jwtauthority.SignOperatorSpec(idSeed, jwtauthority.OperatorSpec{Name: "OP", SystemAccount: sysPub, AccountServerURL: "http://p:8080/jwt/v1/accounts/", SigningKeys: []string{sk}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, spec, err := natsjwt.ParseOperator(tok)
+	pub, spec, err := jwtauthority.ParseOperator(tok)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -786,22 +786,22 @@ func TestOperatorSigningKeys(t *testing.T) {
 		t.Fatal("Trusts does not name exactly the identity and signing keys")
 	}
 	for name, keys := range map[string][]string{"identity as signing key": {idPub}, "account key": {sysPub}, "garbage": {"Oxyz"}} {
-		if _, err := natsjwt.SignOperatorSpec(idSeed, natsjwt.OperatorSpec{Name: "OP", SystemAccount: sysPub, SigningKeys: keys}); err == nil {
+		if _, err := jwtauthority.SignOperatorSpec(idSeed, jwtauthority.OperatorSpec{Name: "OP", SystemAccount: sysPub, SigningKeys: keys}); err == nil {
 			t.Errorf("%s: signed", name)
 		}
 	}
 	// A JWT signed by a signing key for the identity is not self-signed.
-	_, skSeed, _ := natsjwt.NewSigningKey()
+	_, skSeed, _ := jwtauthority.NewSigningKey()
 	kp, _ := nkeys.FromSeed(skSeed)
 	oc := jwt.NewOperatorClaims(idPub)
 	forged, err := oc.Encode(kp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := natsjwt.ParseOperator(forged); !errors.Is(err, natsjwt.ErrInvalidOperator) {
+	if _, _, err := jwtauthority.ParseOperator(forged); !errors.Is(err, jwtauthority.ErrInvalidOperator) {
 		t.Fatalf("operator JWT signed by another key: %v", err)
 	}
-	if _, _, err := natsjwt.ParseOperator(tok[:len(tok)-3] + "abc"); !errors.Is(err, natsjwt.ErrInvalidOperator) {
+	if _, _, err := jwtauthority.ParseOperator(tok[:len(tok)-3] + "abc"); !errors.Is(err, jwtauthority.ErrInvalidOperator) {
 		t.Fatalf("tampered operator JWT: %v", err)
 	}
 }
