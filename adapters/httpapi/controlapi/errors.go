@@ -99,7 +99,7 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 		p = problem.New(http.StatusConflict, problem.CodeSensorNotEnrolled, "Sensor not enrolled", "the sensor redeemed a claim code but has not enrolled yet")
 	case errors.Is(err, fleet.ErrTenantNotProvisioned):
 		w.Header().Set("Retry-After", retryProvisioned)
-		p = problem.New(http.StatusServiceUnavailable, problem.CodeProvisionerUnavailable, "Tenant not provisioned yet",
+		p = problem.New(http.StatusServiceUnavailable, problem.CodeTenantNotProvisioned, "Tenant not provisioned yet",
 			"the tenant's NATS account does not exist yet; the control plane creates it in the background, retry later")
 	case errors.Is(err, fleet.ErrProvisionerDisabled):
 		p = problem.New(http.StatusServiceUnavailable, problem.CodeProvisioningDisabled, "NATS provisioning disabled",

@@ -148,7 +148,7 @@ func TestEnrollProvisioner(t *testing.T) {
 			header: map[string]string{"Authorization": "Bearer " + token}})
 	}
 	res := enrol()
-	res.expect(t, "tenant without account", http.StatusServiceUnavailable, "provisioner_unavailable")
+	res.expect(t, "tenant without account", http.StatusServiceUnavailable, "tenant_not_provisioned")
 	if res.header.Get("Retry-After") == "" {
 		t.Error("no Retry-After")
 	}
@@ -158,19 +158,20 @@ func TestEnrollProvisioner(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		err       error
+		wantCode  string
 		wantRetry string
 	}{
-		{"provisioner down", fmt.Errorf("provisioner: %w", fleet.ErrProvisionerUnavailable), "5"},
+		{"provisioner down", fmt.Errorf("provisioner: %w", fleet.ErrProvisionerUnavailable), "provisioner_unavailable", "5"},
 		// Another refusal wraps ErrNotFound: it must not read as an unknown
 		// sensor.
-		{"provisioner refuses", fmt.Errorf("provisioner: account_not_found: %w", fleet.ErrNotFound), "5"},
+		{"provisioner refuses", fmt.Errorf("provisioner: account_not_found: %w", fleet.ErrNotFound), "provisioner_unavailable", "5"},
 		// The provisioner's tenant_has_no_account keeps its meaning across
 		// the hop (provisionerclient types it): the tenant is not ready yet.
-		{"provisioner lacks the tenant's account", fmt.Errorf("provisioner: tenant_has_no_account: %w", fleet.ErrTenantNotProvisioned), "30"},
+		{"provisioner lacks the tenant's account", fmt.Errorf("provisioner: tenant_has_no_account: %w", fleet.ErrTenantNotProvisioned), "tenant_not_provisioned", "30"},
 	} {
 		e.prov.set(c.err, nil)
 		res := enrol()
-		res.expect(t, c.name, http.StatusServiceUnavailable, "provisioner_unavailable")
+		res.expect(t, c.name, http.StatusServiceUnavailable, c.wantCode)
 		if got := res.header.Get("Retry-After"); got != c.wantRetry {
 			t.Errorf("%s: Retry-After %q, want %q", c.name, got, c.wantRetry)
 		}

@@ -55,6 +55,7 @@ const (
 	CodeSensorRevoked          Code = "sensor_revoked"
 	CodeSnapshotTooLarge       Code = "snapshot_too_large"
 	CodeTenantHasNoAccount     Code = "tenant_has_no_account"
+	CodeTenantNotProvisioned   Code = "tenant_not_provisioned"
 	CodeTimeout                Code = "timeout"
 	CodeUnauthenticated        Code = "unauthenticated"
 	CodeUnauthorized           Code = "unauthorized"
@@ -111,7 +112,7 @@ var Catalogue = []Entry{
 	{CodeNotFound, http.StatusNotFound, "Not found", "no such object — or one of a tenant the caller is not granted"},
 	{CodeNotReady, http.StatusServiceUnavailable, "Not ready", "a readiness check failed; detail names which"},
 	{CodeOriginNotAllowed, http.StatusForbidden, "Origin not allowed", "a state-changing cookie request from an origin not in CORS_ALLOWED_ORIGINS"},
-	{CodeProvisionerUnavailable, http.StatusServiceUnavailable, "NATS provisioner unavailable", "the provisioner did not complete the request, or the tenant's account is not made yet"},
+	{CodeProvisionerUnavailable, http.StatusServiceUnavailable, "NATS provisioner unavailable", "the provisioner did not complete the request; retry after Retry-After (5 s)"},
 	{CodeProvisioningDisabled, http.StatusServiceUnavailable, "NATS provisioning disabled", "this control plane does not call the provisioner"},
 	{CodeRateLimited, http.StatusTooManyRequests, "Too many requests", "a per-address or per-operator rate limit; retry after Retry-After"},
 	{CodeRouteNotFound, http.StatusNotFound, "Not found", "no such route"},
@@ -119,6 +120,7 @@ var Catalogue = []Entry{
 	{CodeSensorRevoked, http.StatusConflict, "Sensor revoked", "revoked for good (403 on the sensor's own routes); enrol again with a new claim code"},
 	{CodeSnapshotTooLarge, http.StatusRequestEntityTooLarge, "Snapshot too large", "the chat's snapshot exceeds 16 KiB"},
 	{CodeTenantHasNoAccount, http.StatusNotFound, "Tenant has no account", "provisioner: create the tenant's account first"},
+	{CodeTenantNotProvisioned, http.StatusServiceUnavailable, "Tenant not provisioned yet", "the tenant's NATS account is still being made in the background; retry after Retry-After (30 s)"},
 	{CodeTimeout, http.StatusServiceUnavailable, "Timed out", "the request did not complete in time; retry"},
 	{CodeUnauthenticated, http.StatusUnauthorized, "Not logged in", "no valid session cookie or API token"},
 	{CodeUnauthorized, http.StatusUnauthorized, "Unauthorized", "provisioner: missing or wrong shared secret"},
