@@ -73,18 +73,45 @@ type options struct {
 	out        string
 	cpuProfile string
 	broadcast  bool
+	phases     phases
+	phaseFlag  string
+	single     bool
+}
+
+// phases says which measurements a run makes. Sensors are enrolled in
+// every run (the other phases need them); without the enrol phase they are
+// enrolled as fast as possible, with no bare comparison and no figure.
+type phases struct{ enrol, fanout, rss bool }
+
+func parsePhases(s string) (phases, error) {
+	var p phases
+	for _, name := range strings.Split(s, ",") {
+		switch strings.TrimSpace(name) {
+		case "enrol":
+			p.enrol = true
+		case "fanout":
+			p.fanout = true
+		case "rss":
+			p.rss = true
+		default:
+			return p, fmt.Errorf("-phases: unknown phase %q (want enrol, fanout, rss)", name)
+		}
+	}
+	return p, nil
 }
 
 func main() {
 	var o options
-	var retentions, child string
+	var retentions, child, ph string
 	flag.IntVar(&o.sensors, "sensors", 10000, "sensors per retention (each enrolled, commanded and, for the memory figure, connected)")
 	flag.IntVar(&o.chunks, "chunks", 4, "enrolment alternates with bare consumer creation in this many chunks")
 	flag.IntVar(&o.enrolConc, "enrol-concurrency", 64, "enrolments in flight at once")
 	flag.IntVar(&o.bareConc, "bare-concurrency", 16, "bare consumer creations in flight at once")
 	flag.IntVar(&o.fanoutConc, "command-concurrency", 64, "start commands in flight at once through the API")
 	flag.StringVar(&retentions, "retentions", "workqueue,interest,limits", "command stream retentions to measure, in order")
-	flag.BoolVar(&o.rss, "rss", true, "measure the control plane's memory with every sensor connected (after the last retention)")
+	flag.BoolVar(&o.rss, "rss", true, "measure the control plane's memory with every sensor connected (after the last retention); same as leaving rss out of -phases when false")
+	flag.StringVar(&ph, "phases", "enrol,fanout,rss", "measurements to make, comma-separated: enrol (against bare consumer creation), fanout (one batch command to every sensor against bare publishing), rss (control-plane memory, after the last retention)")
+	flag.BoolVar(&o.single, "single-commands", false, "fan out with one POST /api/sensors/{id}/commands per sensor instead of one POST /api/commands for the tenant")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the first enrolment chunk to this file")
 	flag.BoolVar(&o.broadcast, "broadcast-experiment", false, "instead of the benchmarks: bare nats-server, one stored message delivered to every consumer (each also filtering a fleet-wide subject) against one message per consumer, for each retention")
@@ -94,6 +121,13 @@ func main() {
 		os.Exit(serveChild(child))
 	}
 	o.retentions = strings.Split(retentions, ",")
+	var err error
+	o.phaseFlag = ph
+	if o.phases, err = parsePhases(ph); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	o.phases.rss = o.phases.rss && o.rss
 	t := &benchenv.T{}
 	defer t.Close()
 	if o.broadcast {
@@ -139,7 +173,7 @@ func run(t *benchenv.T, o options) error {
 	var results []result
 	for i, r := range o.retentions {
 		fmt.Printf("== retention %s, %d sensors\n", r, o.sensors)
-		res, err := measure(o, r, roots, o.rss && i == len(o.retentions)-1)
+		res, err := measure(o, r, roots, o.phases.rss && i == len(o.retentions)-1)
 		if err != nil {
 			return fmt.Errorf("retention %s: %w", r, err)
 		}
@@ -174,16 +208,13 @@ func checkDescriptors(n int) error {
 
 func report(o options, rs []result, natsKind string, took time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "`go run ./bench/fleet -sensors %d` (%s in all). One tenant of %d sensors per retention; PostgreSQL 15 throwaway cluster (fsync off), provisioner and control plane in the driver process, nats-server %s; the bare nats-server is the same kind, same disk, no operator mode and no PostgreSQL, with the provisioner's stream and consumer settings. Enrolment alternates with bare consumer creation in %d chunks; CPU is what every process of the run (driver, nats-servers, PostgreSQL) used in that phase, so it does not depend on what else ran on the machine.\n\n",
-		o.sensors, took.Round(time.Second), o.sensors, natsKind, o.chunks)
-	fmt.Fprintf(&b, "| retention | enrolment (%d at once) | bare consumer creation (%d at once) | enrolment / bare | CPU per enrolment (PostgreSQL's share) / per bare consumer | start command to every sensor, first API call → last ack | bare: publish → last ack | product / bare | redeem (not in enrolment) |\n|---|---|---|---|---|---|---|---|---|\n", o.enrolConc, o.bareConc)
-	for _, r := range rs {
-		n := float64(o.sensors)
-		fmt.Fprintf(&b, "| %s | %.0f/s | %.0f/s | **%.2f** | %.2f ms (%.2f ms) / %.2f ms | %s (API accepted all in %s) | %s | **%.2f×** | %.0f/s |\n",
-			r.retention, n/r.enrol.Seconds(), n/r.bare.Seconds(), r.bare.Seconds()/r.enrol.Seconds(),
-			ms(r.enrolCPU)/n, ms(r.enrolPGCPU)/n, ms(r.bareCPU)/n,
-			r.fanout.Round(10*time.Millisecond), r.fanoutAPI.Round(10*time.Millisecond), r.bareFanout.Round(10*time.Millisecond),
-			r.fanout.Seconds()/r.bareFanout.Seconds(), n/r.redeem.Seconds())
+	fmt.Fprintf(&b, "`go run ./bench/fleet -sensors %d -phases %s` (%s in all). One tenant of %d sensors per retention; PostgreSQL 15 throwaway cluster (fsync off), provisioner and control plane in the driver process, nats-server %s; the bare nats-server is the same kind, same disk, no operator mode and no PostgreSQL, with the provisioner's stream and consumer settings. Enrolment alternates with bare consumer creation in %d chunks; CPU is what every process of the run (driver, nats-servers, PostgreSQL) used in that phase, so it does not depend on what else ran on the machine.\n\n",
+		o.sensors, o.phaseFlag, took.Round(time.Second), o.sensors, natsKind, o.chunks)
+	if o.phases.enrol {
+		enrolTable(&b, o, rs)
+	}
+	if o.phases.fanout {
+		fanoutTable(&b, o, rs)
 	}
 	for _, r := range rs {
 		if r.rssFleet == 0 {
@@ -196,6 +227,32 @@ func report(o options, rs []result, natsKind string, took time.Duration) string 
 		fmt.Fprintf(&b, "| peak RSS (VmHWM) | %.0f MiB | |\n", mib(r.rssMax))
 	}
 	return b.String()
+}
+
+func enrolTable(b *strings.Builder, o options, rs []result) {
+	fmt.Fprintf(b, "| retention | enrolment (%d at once) | bare consumer creation (%d at once) | enrolment / bare | CPU per enrolment (PostgreSQL's share) / per bare consumer | redeem (not in enrolment) |\n|---|---|---|---|---|---|\n", o.enrolConc, o.bareConc)
+	n := float64(o.sensors)
+	for _, r := range rs {
+		fmt.Fprintf(b, "| %s | %.0f/s | %.0f/s | **%.2f** | %.2f ms (%.2f ms) / %.2f ms | %.0f/s |\n",
+			r.retention, n/r.enrol.Seconds(), n/r.bare.Seconds(), r.bare.Seconds()/r.enrol.Seconds(),
+			ms(r.enrolCPU)/n, ms(r.enrolPGCPU)/n, ms(r.bareCPU)/n, n/r.redeem.Seconds())
+	}
+	b.WriteString("\n")
+}
+
+func fanoutTable(b *strings.Builder, o options, rs []result) {
+	how, api := "one `POST /api/commands` for the tenant", "API answered 202"
+	if o.single {
+		how, api = fmt.Sprintf("one `POST /api/sensors/{id}/commands` per sensor, %d at once", o.fanoutConc), "API accepted all"
+	}
+	fmt.Fprintf(b, "Start command to every sensor (%s), first API call → last sensor ack, next to bare nats-server publishing one message per consumer (async, 256 in flight) to as many consumers on as many connections:\n\n", how)
+	fmt.Fprintf(b, "| retention | product: first API call → last ack | %s | bare: publish → last ack | product / bare |\n|---|---|---|---|---|\n", api)
+	for _, r := range rs {
+		fmt.Fprintf(b, "| %s | %s | %s | %s | **%.2f×** |\n", r.retention,
+			r.fanout.Round(10*time.Millisecond), r.fanoutAPI.Round(10*time.Millisecond), r.bareFanout.Round(10*time.Millisecond),
+			r.fanout.Seconds()/r.bareFanout.Seconds())
+	}
+	b.WriteString("\n")
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -228,13 +285,40 @@ func measure(o options, retention string, roots []int, rss bool) (result, error)
 	if err != nil {
 		return res, err
 	}
+	if o.phases.enrol {
+		if err := s.measureEnrol(o, sensors, roots, &res); err != nil {
+			return res, err
+		}
+	} else {
+		fmt.Printf("enrolling %d sensors (not measured)…\n", o.sensors)
+		if err := s.enrol(sensors, o.enrolConc); err != nil {
+			return res, err
+		}
+	}
+	if o.phases.fanout {
+		if err := s.measureFanout(o, sensors, &res); err != nil {
+			return res, err
+		}
+	}
+	if rss {
+		fmt.Printf("control plane memory with %d sensors connected…\n", o.sensors)
+		if err := s.memory(sensors, &res); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// measureEnrol enrols the sensors alternating in chunks with bare
+// nats-server creating as many consumers.
+func (s *stack) measureEnrol(o options, sensors []*sensor, roots []int, res *result) error {
 	per := (o.sensors + o.chunks - 1) / o.chunks
 	for c := 0; c*per < o.sensors; c++ {
 		lo, hi := c*per, min((c+1)*per, o.sensors)
 		fmt.Printf("chunk %d: bare consumers %d–%d, then enrolments %d–%d…\n", c+1, lo, hi-1, lo, hi-1)
 		cpu0, t0 := benchenv.TreeCPU(roots...), time.Now()
 		if err := s.bareConsumers(lo, hi, o.bareConc); err != nil {
-			return res, err
+			return err
 		}
 		res.bare += time.Since(t0)
 		res.bareCPU += benchenv.TreeCPU(roots...) - cpu0
@@ -247,27 +331,35 @@ func measure(o options, retention string, roots []int, rss bool) (result, error)
 		stop()
 		res.enrolPGCPU += benchenv.TreeCPU(roots[1]) - pg0
 		if err != nil {
-			return res, err
+			return err
 		}
 		res.enrol += time.Since(t0)
 		res.enrolCPU += benchenv.TreeCPU(roots...) - cpu0
 	}
+	fmt.Printf("  enrolment %s (bare %s)\n", res.enrol.Round(time.Millisecond), res.bare.Round(time.Millisecond))
+	return nil
+}
+
+// measureFanout sends one start command to every sensor through the API
+// and, on the bare nats-server, one message to every consumer.
+func (s *stack) measureFanout(o options, sensors []*sensor, res *result) error {
+	if !o.phases.enrol {
+		fmt.Printf("bare: %d consumers (not measured)…\n", o.sensors)
+		if err := s.bareConsumers(0, o.sensors, o.bareConc); err != nil {
+			return err
+		}
+	}
+	var err error
 	fmt.Printf("start command to %d sensors…\n", o.sensors)
-	if res.fanout, res.fanoutAPI, err = s.fanout(sensors, o.fanoutConc); err != nil {
-		return res, err
+	if res.fanout, res.fanoutAPI, err = s.fanout(sensors, o.fanoutConc, o.single); err != nil {
+		return err
 	}
 	fmt.Printf("bare: one message to each of %d consumers…\n", o.sensors)
 	if res.bareFanout, err = s.bareFanout(o.sensors); err != nil {
-		return res, err
+		return err
 	}
-	fmt.Printf("  enrolment %s (bare %s), fan-out %s (bare %s)\n", res.enrol.Round(time.Millisecond), res.bare.Round(time.Millisecond), res.fanout.Round(time.Millisecond), res.bareFanout.Round(time.Millisecond))
-	if rss {
-		fmt.Printf("control plane memory with %d sensors connected…\n", o.sensors)
-		if err := s.memory(sensors, &res); err != nil {
-			return res, err
-		}
-	}
-	return res, nil
+	fmt.Printf("  fan-out %s (bare %s)\n", res.fanout.Round(time.Millisecond), res.bareFanout.Round(time.Millisecond))
+	return nil
 }
 
 func startStack(t *benchenv.T, retention string, n int) (*stack, error) {
@@ -474,10 +566,13 @@ func closeAll(ws []waiter) {
 	}
 }
 
-func (s *stack) fanout(sensors []*sensor, conc int) (time.Duration, time.Duration, error) {
+// fanout sends one start command to every sensor, first API call to last
+// ack: one batch for the tenant (POST /api/commands), or with single one
+// request per sensor; accepted is when the API answered the last request.
+func (s *stack) fanout(sensors []*sensor, conc int, single bool) (all, accepted time.Duration, err error) {
 	ws := make([]waiter, len(sensors))
 	defer closeAll(ws)
-	err := benchenv.Parallel(context.Background(), len(sensors), 32, func(i int) error {
+	err = benchenv.Parallel(context.Background(), len(sensors), 32, func(i int) error {
 		sn := sensors[i]
 		tok, err := jwt.ParseDecoratedJWT([]byte(sn.creds))
 		if err != nil {
@@ -509,14 +604,22 @@ func (s *stack) fanout(sensors []*sensor, conc int) (time.Duration, time.Duratio
 	if err != nil {
 		return 0, 0, err
 	}
-	err = benchenv.Parallel(context.Background(), len(sensors), conc, func(i int) error {
-		return s.api.Call("POST", "/api/sensors/"+sensors[i].id+"/commands", map[string]string{"action": "start"}, "", 202, nil)
-	})
-	accepted := time.Since(time.Unix(0, start.Load()))
+	if single {
+		err = benchenv.Parallel(context.Background(), len(sensors), conc, func(i int) error {
+			return s.api.Call("POST", "/api/sensors/"+sensors[i].id+"/commands", map[string]string{"action": "start"}, "", 202, nil)
+		})
+	} else {
+		var b struct{ Total int }
+		err = s.api.Call("POST", "/api/commands", map[string]any{"action": "start", "filter": map[string]string{"tenantId": "fleet"}}, "", 202, &b)
+		if err == nil && b.Total != len(sensors) {
+			err = fmt.Errorf("the batch has %d commands for %d sensors", b.Total, len(sensors))
+		}
+	}
+	accepted = time.Since(time.Unix(0, start.Load()))
 	if err != nil {
 		return 0, 0, err
 	}
-	all, err := wait()
+	all, err = wait()
 	return all, accepted, err
 }
 
