@@ -351,6 +351,20 @@ func (s *Store) CertificateCount(_ context.Context, sensorID string) int {
 	return n
 }
 
+// ActiveCertificateCount returns how many of the sensor's certificates
+// are active; the fleet's rules keep it at most one.
+func (s *Store) ActiveCertificateCount(sensorID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.certs {
+		if c.sensorID == sensorID && c.active {
+			n++
+		}
+	}
+	return n
+}
+
 func (s *Store) rotateToken(sensorID string, hash []byte, expires time.Time) {
 	for _, old := range s.tokens {
 		if old.SensorID == sensorID && old.Kind == fleet.TokenSensor {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/passwords"
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/core/fleet/fleettest"
 	"github.com/rxc-project/rxc/core/operators"
 )
 
@@ -35,7 +36,7 @@ func TestOperators(t *testing.T) {
 		t.Fatal(err)
 	}
 	hasher := &countingHasher{Hasher: ph}
-	clk := &clock{t: time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)}
+	clk := fleettest.NewClock(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))
 	svc, err := operators.New(operators.Config{Store: store, Hasher: hasher, Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,10 @@
 // Package fleettest is the contract suite for the fleet store ports and the
-// Locker. Every implementation (PostgreSQL, in-memory) runs the same Run, so
-// they stay interchangeable: create-or-return under concurrency, single-use
-// claim codes and enrolment tokens, one active certificate per sensor,
-// atomic status updates, revocation, commands and mutual exclusion.
+// Locker, and the fakes of the fleet's other ports. Every store
+// implementation (PostgreSQL, in-memory) runs the same Run, so they stay
+// interchangeable: create-or-return under concurrency, single-use claim
+// codes and enrolment tokens, one active certificate per sensor, atomic
+// status updates, revocation, commands and mutual exclusion. The use-case
+// tests of core/fleet run on the in-memory store and on these fakes.
 package fleettest
 
 import (
@@ -41,6 +43,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"RedeemUsableCodeOnly", testRedeem},
 		{"RedeemConcurrent", testRedeemConcurrent},
 		{"Enrollment", testEnrollment},
+		{"EnrollmentConcurrent", testEnrollmentConcurrent},
 		{"ReplaceCertificate", testReplaceCertificate},
 		{"UpdateSensorStatus", testUpdateSensorStatus},
 		{"MarkSilent", testMarkSilent},
@@ -375,6 +378,54 @@ func testEnrollment(t *testing.T, s Store) {
 	unknown := rec
 	unknown.SensorID = "ghost"
 	is(t, "unknown sensor", s.CompleteEnrollment(ctx, unknown), fleet.ErrNotFound)
+}
+
+// testEnrollmentConcurrent: one enrolment token used by many requests at
+// once stores exactly one enrolment (one certificate, one sensor token);
+// the use case relies on it to consume the token only when it stores.
+func testEnrollmentConcurrent(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	pending(t, s, "acme", "s1")
+	const n = 20
+	var wg sync.WaitGroup
+	results := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results <- s.CompleteEnrollment(ctx, fleet.EnrollmentRecord{
+				SensorID: "s1", EnrollmentTokenHash: hash("enrol s1"), Certificate: certificate(fmt.Sprintf("cc%02d", i)),
+				SensorTokenHash: hash(fmt.Sprintf("sensor s1 %02d", i)), NATSUserPubKey: "U1", NATSAccountPubKey: "A1",
+				State: fleet.StateOffline, At: t0.Add(time.Minute),
+			})
+		}()
+	}
+	wg.Wait()
+	close(results)
+	wins := 0
+	for err := range results {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, fleet.ErrInvalidToken):
+			t.Errorf("CompleteEnrollment: %v", err)
+		}
+	}
+	if wins != 1 {
+		t.Errorf("%d enrolments stored, want 1", wins)
+	}
+	if got := s.CertificateCount(ctx, "s1"); got != 1 {
+		t.Errorf("%d certificates, want 1", got)
+	}
+	got, err := s.Sensor(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := s.LiveToken(ctx, "s1", fleet.TokenSensor)
+	if err != nil || len(got.Certificate.Serial) != 4 || string(tok.Hash) != string(hash("sensor s1 "+got.Certificate.Serial[2:])) {
+		t.Errorf("live sensor token %x (%v) is not the one stored with the active certificate %s", tok.Hash, err, got.Certificate.Serial)
+	}
 }
 
 func testReplaceCertificate(t *testing.T, s Store) {

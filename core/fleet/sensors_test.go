@@ -1,4 +1,4 @@
-package controlplanestore_test
+package fleet_test
 
 import (
 	"encoding/json"
@@ -21,10 +21,10 @@ func TestIssueCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.pub.msgs) != 1 {
-		t.Fatalf("%d messages published, want 1", len(f.pub.msgs))
+	if len(f.pub.Messages()) != 1 {
+		t.Fatalf("%d messages published, want 1", len(f.pub.Messages()))
 	}
-	msg := f.pub.msgs[0]
+	msg := f.pub.Messages()[0]
 	if msg.Subject != "rxc.acme."+r.SensorID+".cmd" || msg.MsgID != c.ID {
 		t.Errorf("published to %q with id %q; want rxc.acme.%s.cmd, %s", msg.Subject, msg.MsgID, r.SensorID, c.ID)
 	}
@@ -50,8 +50,8 @@ func TestIssueCommand(t *testing.T) {
 	}
 
 	t.Run("a command provably not stored is failed", func(t *testing.T) {
-		f.pub.err = fmt.Errorf("nats: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrNotPublished)
-		defer func() { f.pub.err = nil }()
+		f.pub.Fail(fmt.Errorf("nats: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrNotPublished))
+		defer func() { f.pub.Fail(nil) }()
 		c, err := issue(f, r.SensorID, fleet.ActionStop, "ops")
 		wantErr(t, err, fleet.ErrMessagingUnavailable)
 		last := f.sensor(t, r.SensorID).LastCommand
@@ -60,8 +60,8 @@ func TestIssueCommand(t *testing.T) {
 		}
 	})
 	t.Run("an unconfirmed publication is pending, never failed", func(t *testing.T) {
-		f.pub.err = fmt.Errorf("nats: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrPublishUnknown)
-		defer func() { f.pub.err = nil }()
+		f.pub.Fail(fmt.Errorf("nats: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrPublishUnknown))
+		defer func() { f.pub.Fail(nil) }()
 		c, err := issue(f, r.SensorID, fleet.ActionStop, "ops")
 		if err != nil {
 			t.Fatalf("unconfirmed publication: %v, want no error (the status says it)", err)
@@ -94,8 +94,8 @@ func TestIssueCommand(t *testing.T) {
 	}
 	_, err = issue(f, r.SensorID, fleet.ActionStart, "ops")
 	wantErr(t, err, fleet.ErrRevoked)
-	if len(f.pub.msgs) != 1 {
-		t.Errorf("%d messages published, want still 1", len(f.pub.msgs))
+	if len(f.pub.Messages()) != 1 {
+		t.Errorf("%d messages published, want still 1", len(f.pub.Messages()))
 	}
 }
 
@@ -262,7 +262,7 @@ func TestRevokeSensor(t *testing.T) {
 	f := newFixture(t)
 	f.provisionedTenant(t, "acme")
 	r, e := f.enrolled(t, "acme")
-	f.prov.revokeErr = fmt.Errorf("provisioner: %w", fleet.ErrProvisionerUnavailable)
+	f.prov.RevokeErr = fmt.Errorf("provisioner: %w", fleet.ErrProvisionerUnavailable)
 
 	err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops@example.com")
 	wantErr(t, err, fleet.ErrProvisionerUnavailable)
@@ -271,22 +271,22 @@ func TestRevokeSensor(t *testing.T) {
 		t.Errorf("after revoke with provisioner down: %+v; want revoked without active certificate", s)
 	}
 	wantErr(t, f.svc.AuthorizeSensor(f.ctx, "acme", r.SensorID, e.Certificate.Serial), fleet.ErrRevoked)
-	if n := f.count(t, `SELECT count(*) FROM sensor_certificates WHERE sensor_id = $1 AND active`, r.SensorID); n != 0 {
+	if n := f.store.ActiveCertificateCount(r.SensorID); n != 0 {
 		t.Errorf("%d active certificates after revoke", n)
 	}
-	if n := f.count(t, `SELECT count(*) FROM sensor_tokens WHERE sensor_id = $1 AND used_at IS NULL AND revoked_at IS NULL`, r.SensorID); n != 0 {
+	if n := len(f.liveTokenHash(t, r.SensorID, fleet.TokenSensor)) + len(f.liveTokenHash(t, r.SensorID, fleet.TokenEnrollment)); n != 0 {
 		t.Errorf("%d live tokens after revoke", n)
 	}
 
 	// The repeat retries the NATS part.
-	f.prov.revokeErr = nil
+	f.prov.RevokeErr = nil
 	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops@example.com"); err != nil {
 		t.Fatalf("repeat RevokeSensor: %v", err)
 	}
-	if diff := cmp.Diff([][2]string{{"A-acme", "U-" + r.SensorID}}, f.prov.revocations); diff != "" {
+	if diff := cmp.Diff([][2]string{{"A-acme", "U-" + r.SensorID}}, f.prov.Revocations()); diff != "" {
 		t.Errorf("NATS revocations (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"acme/" + r.SensorID, "acme/" + r.SensorID}, f.term.calls); diff != "" {
+	if diff := cmp.Diff([]string{"acme/" + r.SensorID, "acme/" + r.SensorID}, f.term.Calls()); diff != "" {
 		t.Errorf("terminated sessions (-want +got):\n%s", diff)
 	}
 	wantErr(t, f.svc.RevokeSensor(f.ctx, "s-0000000000000000", "ops"), fleet.ErrNotFound)

@@ -1,4 +1,4 @@
-package controlplanestore_test
+package fleet_test
 
 import (
 	"errors"
@@ -97,8 +97,8 @@ func TestCreateTenantConcurrentLeavesOneRecord(t *testing.T) {
 	if len(errs) > 0 || created != 1 {
 		t.Fatalf("created %d times with errors %v; want exactly once, no errors", created, errs)
 	}
-	if got := f.count(t, `SELECT count(*) FROM tenants WHERE id = 'race'`); got != 1 {
-		t.Errorf("%d rows, want 1", got)
+	if list, err := f.svc.ListTenants(f.ctx); err != nil || len(list) != 1 {
+		t.Errorf("tenants %v, %v; want the one", list, err)
 	}
 }
 
@@ -139,8 +139,8 @@ func TestReconcileDisabledMakesNoCalls(t *testing.T) {
 	if !errors.Is(err, fleet.ErrProvisionerDisabled) || n != 0 {
 		t.Fatalf("ReconcileTenants = %d, %v; want 0, ErrProvisionerDisabled", n, err)
 	}
-	if calls := f.prov.Calls(); len(calls) != 0 || f.locker.n != 0 {
-		t.Errorf("provisioner calls %v, lock attempts %d; want none", calls, f.locker.n)
+	if calls := f.prov.Calls(); len(calls) != 0 || f.locker.Attempts() != 0 {
+		t.Errorf("provisioner calls %v, lock attempts %d; want none", calls, f.locker.Attempts())
 	}
 	tn, _ := f.svc.Tenant(f.ctx, "t1")
 	if tn.NATSStatus != fleet.NATSPending {
@@ -171,7 +171,7 @@ func TestReconcileSkipsWhileAnotherReplicaHoldsTheLock(t *testing.T) {
 func TestReconcileStopsAtProvisionerError(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.prov.accountErr = errors.Join(fleet.ErrProvisionerUnavailable, errors.New("circuit open"))
+	f.prov.AccountErr = errors.Join(fleet.ErrProvisionerUnavailable, errors.New("circuit open"))
 	for _, id := range []string{"t1", "t2"} {
 		if _, _, err := f.svc.CreateTenant(f.ctx, id, id); err != nil {
 			t.Fatal(err)
@@ -185,32 +185,8 @@ func TestReconcileStopsAtProvisionerError(t *testing.T) {
 		t.Errorf("provisioner calls %v; want the cycle to stop after the first", calls)
 	}
 	// The lock was released: the next cycle runs and succeeds.
-	f.prov.accountErr = nil
+	f.prov.AccountErr = nil
 	if n, err := f.svc.ReconcileTenants(f.ctx); err != nil || n != 2 {
 		t.Fatalf("retry = %d, %v; want 2", n, err)
 	}
-}
-
-func TestLocker(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	unlock, ok, err := f.store.TryLock(f.ctx, "job")
-	if err != nil || !ok {
-		t.Fatalf("first TryLock = %v, %v", ok, err)
-	}
-	if _, ok, err := f.store.TryLock(f.ctx, "job"); err != nil || ok {
-		t.Fatalf("second TryLock = %v, %v; want not acquired", ok, err)
-	}
-	other, ok, err := f.store.TryLock(f.ctx, "other-job")
-	if err != nil || !ok {
-		t.Fatalf("TryLock(other-job) = %v, %v; want acquired", ok, err)
-	}
-	other()
-	unlock()
-	unlock() // idempotent
-	again, ok, err := f.store.TryLock(f.ctx, "job")
-	if err != nil || !ok {
-		t.Fatalf("TryLock after unlock = %v, %v", ok, err)
-	}
-	again()
 }

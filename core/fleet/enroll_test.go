@@ -1,6 +1,7 @@
-package controlplanestore_test
+package fleet_test
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"sync"
@@ -30,7 +31,7 @@ func TestEnroll(t *testing.T) {
 	if e.NATS == nil || e.NATS.UserPubKey != "U-"+r.SensorID {
 		t.Errorf("NATS credentials %+v", e.NATS)
 	}
-	if diff := cmp.Diff([]fleet.CertRequest{{CSRPEM: []byte("csr"), TenantID: "acme", SensorID: r.SensorID, TTL: 168 * time.Hour}}, f.ca.requests); diff != "" {
+	if diff := cmp.Diff([]fleet.CertRequest{{CSRPEM: []byte("csr"), TenantID: "acme", SensorID: r.SensorID, TTL: 168 * time.Hour}}, f.ca.Requests()); diff != "" {
 		t.Errorf("CA requests (-want +got):\n%s", diff)
 	}
 	got := f.sensor(t, r.SensorID)
@@ -42,8 +43,11 @@ func TestEnroll(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("sensor after enrolment (-want +got):\n%s", diff)
 	}
-	if n := f.count(t, `SELECT count(*) FROM sensor_tokens WHERE token_hash = $1 AND kind = 'sensor'`, sha(e.SensorToken)); n != 1 {
-		t.Errorf("sensor token hash stored %d times", n)
+	if got := f.liveTokenHash(t, r.SensorID, fleet.TokenSensor); !bytes.Equal(got, sha(e.SensorToken)) {
+		t.Errorf("live sensor token hash %x, want the SHA-256 of the token handed out", got)
+	}
+	if got := f.liveTokenHash(t, r.SensorID, fleet.TokenEnrollment); got != nil {
+		t.Errorf("enrolment token still live after enrolment")
 	}
 
 	// The enrolment token is single use.
@@ -102,7 +106,11 @@ func TestEnrollRefusals(t *testing.T) {
 			wantErr(t, err, tt.wantErr)
 		})
 	}
-	if n := f.count(t, `SELECT count(*) FROM sensor_certificates`); n != 1 {
+	n := 0
+	for _, id := range []string{ok.SensorID, expiring.SensorID, otherSensor.SensorID, late.SensorID} {
+		n += f.store.CertificateCount(f.ctx, id)
+	}
+	if n != 1 {
 		t.Errorf("%d certificates stored, want only the successful one", n)
 	}
 }
@@ -138,7 +146,7 @@ func TestEnrollConcurrentlyWithOneTokenStoresOnce(t *testing.T) {
 	if wins != 1 || len(bad) != 0 {
 		t.Fatalf("%d enrolments succeeded, unexpected errors %v; want exactly one", wins, bad)
 	}
-	if got := f.count(t, `SELECT count(*) FROM sensor_certificates WHERE active`); got != 1 {
+	if got := f.store.ActiveCertificateCount(r.SensorID); got != 1 {
 		t.Errorf("%d active certificates, want 1", got)
 	}
 }
@@ -183,7 +191,7 @@ func TestRenewReplacesSerial(t *testing.T) {
 	if err := f.svc.AuthorizeSensor(f.ctx, "acme", r.SensorID, cert.Serial); err != nil {
 		t.Errorf("AuthorizeSensor(new serial): %v", err)
 	}
-	if n := f.count(t, `SELECT count(*) FROM sensor_certificates WHERE sensor_id = $1 AND active`, r.SensorID); n != 1 {
+	if n := f.store.ActiveCertificateCount(r.SensorID); n != 1 {
 		t.Errorf("%d active certificates, want 1", n)
 	}
 	if rn.SensorToken == "" || rn.SensorToken == e.SensorToken {
@@ -288,14 +296,14 @@ func TestEnrollRacingRevocationRevokesTheNewNATSUser(t *testing.T) {
 	f := newFixture(t)
 	f.provisionedTenant(t, "acme")
 	r := f.redeemed(t, "acme")
-	f.ca.onSign = func(req fleet.CertRequest) {
+	f.ca.OnSign = func(req fleet.CertRequest) {
 		if _, err := f.store.RevokeSensor(f.ctx, req.SensorID, "ops", f.clock.Now()); err != nil {
 			t.Error(err)
 		}
 	}
 	_, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("csr"))
 	wantErr(t, err, fleet.ErrRevoked)
-	if diff := cmp.Diff([][2]string{{"A-acme", "U-" + r.SensorID}}, f.prov.revocations); diff != "" {
+	if diff := cmp.Diff([][2]string{{"A-acme", "U-" + r.SensorID}}, f.prov.Revocations()); diff != "" {
 		t.Errorf("NATS revocations (-want +got):\n%s", diff)
 	}
 	if s := f.sensor(t, r.SensorID); s.State != fleet.StateRevoked || s.Certificate.Serial != "" {
@@ -311,9 +319,7 @@ func TestRenewRecordsNewNATSUser(t *testing.T) {
 	f := newFixture(t)
 	f.provisionedTenant(t, "acme")
 	r, e := f.enrolled(t, "acme")
-	f.prov.mu.Lock()
-	f.prov.userGen = "-v2"
-	f.prov.mu.Unlock()
+	f.prov.UserGen = "-v2"
 	f.clock.Advance(2 * fleet.DefaultMinRenewInterval)
 	rn, err := f.svc.Renew(f.ctx, r.SensorID, e.SensorToken, []byte("csr"), f.proof(e.Certificate.CertificatePEM, r.SensorID, []byte("csr")))
 	if err != nil {
@@ -328,10 +334,8 @@ func TestRenewRecordsNewNATSUser(t *testing.T) {
 	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
 		t.Fatal(err)
 	}
-	f.prov.mu.Lock()
-	defer f.prov.mu.Unlock()
-	if n := len(f.prov.revocations); n != 1 || f.prov.revocations[0][1] != e.NATS.UserPubKey+"-v2" {
-		t.Fatalf("revocations %v, want the new user revoked", f.prov.revocations)
+	if revs := f.prov.Revocations(); len(revs) != 1 || revs[0][1] != e.NATS.UserPubKey+"-v2" {
+		t.Fatalf("revocations %v, want the new user revoked", revs)
 	}
 }
 
@@ -422,7 +426,7 @@ func TestRenewalWhoseAnswerWasLostIsAnsweredAgain(t *testing.T) {
 	if got := f.sensor(t, r.SensorID).Certificate.Serial; got != moved.Certificate.Serial {
 		t.Errorf("active certificate %s, want %s", got, moved.Certificate.Serial)
 	}
-	if n := f.count(t, `SELECT count(*) FROM sensor_certificates WHERE sensor_id = $1 AND active`, r.SensorID); n != 1 {
+	if n := f.store.ActiveCertificateCount(r.SensorID); n != 1 {
 		t.Errorf("%d active certificates, want 1", n)
 	}
 	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {

@@ -1,0 +1,275 @@
+package fleettest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+// The fakes below stand in for the fleet ports that are not stores: the
+// provisioner client, the certificate authority, the NATS command publisher
+// and the gRPC session registry. They record their calls so tests can
+// assert what a use case asked of them, and can be told to fail. The
+// stores' stand-in is the in-memory adapter (adapters/memory/fleetmem),
+// which passes the same contract suite as the PostgreSQL store.
+
+// Clock is a controllable time source.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a Clock standing at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now is the clock's time; pass it as fleet.Config.Clock.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock by d (backwards for a negative d).
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// Provisioner is a fleet.Provisioner that mints predictable keys: tenant t
+// gets account "A-t", sensor s user "U-s" (plus UserGen).
+type Provisioner struct {
+	mu          sync.Mutex
+	calls       []string
+	revocations [][2]string
+	// AccountErr, UserErr and RevokeErr, when set, fail the calls.
+	AccountErr, UserErr, RevokeErr error
+	// UserGen is appended to minted user keys: change it to make the next
+	// EnsureSensorUser hand out a new user (as after an upgrade revoked the
+	// old one).
+	UserGen string
+}
+
+func (p *Provisioner) record(call string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls = append(p.calls, call)
+}
+
+// Calls lists the calls made, in order ("EnsureAccount t",
+// "EnsureSensorUser t s", "RevokeUser A U").
+func (p *Provisioner) Calls() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.calls...)
+}
+
+// Revocations lists the (account, user) pairs revoked successfully.
+func (p *Provisioner) Revocations() [][2]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([][2]string(nil), p.revocations...)
+}
+
+// Fail sets the errors of the three calls at once (nil clears them).
+func (p *Provisioner) Fail(account, user, revoke error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.AccountErr, p.UserErr, p.RevokeErr = account, user, revoke
+}
+
+// EnsureAccount implements fleet.Provisioner.
+func (p *Provisioner) EnsureAccount(_ context.Context, tenantID, _ string) (string, error) {
+	p.record("EnsureAccount " + tenantID)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.AccountErr != nil {
+		return "", p.AccountErr
+	}
+	return "A-" + tenantID, nil
+}
+
+// EnsureSensorUser implements fleet.Provisioner.
+func (p *Provisioner) EnsureSensorUser(_ context.Context, tenantID, sensorID string) (fleet.NATSCredentials, error) {
+	p.record("EnsureSensorUser " + tenantID + " " + sensorID)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.UserErr != nil {
+		return fleet.NATSCredentials{}, p.UserErr
+	}
+	return fleet.NATSCredentials{
+		AccountPubKey: "A-" + tenantID, UserPubKey: "U-" + sensorID + p.UserGen, Creds: "creds" + p.UserGen,
+		Consumer: "cmd-" + tenantID + "-" + sensorID,
+	}, nil
+}
+
+// RevokeUser implements fleet.Provisioner.
+func (p *Provisioner) RevokeUser(_ context.Context, accountPubKey, userPubKey string) error {
+	p.record("RevokeUser " + accountPubKey + " " + userPubKey)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.RevokeErr != nil {
+		return p.RevokeErr
+	}
+	p.revocations = append(p.revocations, [2]string{accountPubKey, userPubKey})
+	return nil
+}
+
+// CA is a fleet.CertificateAuthority whose "certificates" are the text
+// "<tenant> <sensor> <serial>" and whose serials count up. The CSR "bad
+// csr" is refused as ErrInvalidCSR.
+type CA struct {
+	mu       sync.Mutex
+	clock    func() time.Time
+	serial   int
+	requests []fleet.CertRequest
+	// OnSign, when set, runs inside SignCSR: a hook to interleave events.
+	OnSign func(fleet.CertRequest)
+}
+
+// NewCA returns a CA that dates certificates by clock.
+func NewCA(clock func() time.Time) *CA { return &CA{clock: clock} }
+
+// SignCSR implements fleet.CertificateAuthority.
+func (c *CA) SignCSR(req fleet.CertRequest) (fleet.IssuedCertificate, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if string(req.CSRPEM) == "bad csr" {
+		return fleet.IssuedCertificate{}, fmt.Errorf("parse: %w", fleet.ErrInvalidCSR)
+	}
+	if c.OnSign != nil {
+		c.OnSign(req)
+	}
+	c.requests = append(c.requests, req)
+	c.serial++
+	now := c.clock()
+	return fleet.IssuedCertificate{
+		CertificatePEM: []byte(req.TenantID + " " + req.SensorID + " " + strings.ToLower(fmt.Sprintf("%032X", c.serial))),
+		Serial:         fmt.Sprintf("%032X", c.serial),
+		NotBefore:      now.Add(-time.Minute), NotAfter: now.Add(req.TTL),
+	}, nil
+}
+
+// Requests lists the requests signed, in order.
+func (c *CA) Requests() []fleet.CertRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]fleet.CertRequest(nil), c.requests...)
+}
+
+// CACertificatePEM implements fleet.CertificateAuthority.
+func (c *CA) CACertificatePEM() []byte { return []byte("ca pem") }
+
+// VerifyPossession implements fleet.CertificateAuthority: it accepts a
+// certificate this CA issued and the signature Sign makes with its serial.
+func (c *CA) VerifyPossession(certPEM, message, signature []byte, _ time.Time) (fleet.CertIdentity, error) {
+	parts := strings.Fields(string(certPEM))
+	if len(parts) != 3 {
+		return fleet.CertIdentity{}, errors.New("not a certificate of this CA")
+	}
+	if string(signature) != Sign(parts[2], message) {
+		return fleet.CertIdentity{}, errors.New("bad signature")
+	}
+	return fleet.CertIdentity{TenantID: parts[0], SensorID: parts[1], Serial: parts[2]}, nil
+}
+
+// Sign is the fake CA's "signature" of message by the key of serial.
+func Sign(serial string, message []byte) string {
+	h := sha256.Sum256(append([]byte(serial+"|"), message...))
+	return hex.EncodeToString(h[:])
+}
+
+// Proof is a proof of possession of certPEM's key (a certificate of CA)
+// for sensorID's renewal with csr, signed at at.
+func Proof(certPEM []byte, sensorID string, csr []byte, at time.Time) *fleet.PossessionProof {
+	serial := strings.Fields(string(certPEM))[2]
+	return &fleet.PossessionProof{CertificatePEM: certPEM, SignedAt: at, Signature: []byte(Sign(serial, fleet.RenewalMessage(sensorID, csr, at)))}
+}
+
+// Published is one message the Publisher accepted.
+type Published struct {
+	Subject, MsgID string
+	Payload        []byte
+}
+
+// Publisher is a fleet.CommandPublisher that keeps what it is given; its
+// sequence numbers count the messages accepted.
+type Publisher struct {
+	mu   sync.Mutex
+	err  error
+	msgs []Published
+}
+
+// Fail makes every later publication fail with err (nil: succeed again).
+func (p *Publisher) Fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.err = err
+}
+
+// Messages lists the messages accepted, in order.
+func (p *Publisher) Messages() []Published {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Published(nil), p.msgs...)
+}
+
+// PublishCommand implements fleet.CommandPublisher.
+func (p *Publisher) PublishCommand(_ context.Context, subject, msgID string, payload []byte) (fleet.PublishAck, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return fleet.PublishAck{}, p.err
+	}
+	p.msgs = append(p.msgs, Published{subject, msgID, payload})
+	return fleet.PublishAck{Sequence: uint64(len(p.msgs))}, nil
+}
+
+// Terminator is a fleet.SessionTerminator that records "tenant/sensor".
+type Terminator struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+// Terminate implements fleet.SessionTerminator.
+func (f *Terminator) Terminate(tenantID, sensorID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, tenantID+"/"+sensorID)
+}
+
+// Calls lists the sessions ended, as "tenant/sensor".
+func (f *Terminator) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+// CountingLocker wraps a Locker and counts TryLock calls.
+type CountingLocker struct {
+	fleet.Locker
+	mu sync.Mutex
+	n  int
+}
+
+// TryLock implements fleet.Locker.
+func (l *CountingLocker) TryLock(ctx context.Context, name string) (func(), bool, error) {
+	l.mu.Lock()
+	l.n++
+	l.mu.Unlock()
+	return l.Locker.TryLock(ctx, name)
+}
+
+// Attempts is how many TryLock calls were made.
+func (l *CountingLocker) Attempts() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
