@@ -7,7 +7,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rxc-project/rxc/adapters/passwords"
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/operators"
 )
 
 // What PostgreSQL holds of the claim codes and tokens the fleet use cases
@@ -71,6 +73,65 @@ func TestEnrolmentAndSensorTokensAreStoredOnlyAsHashes(t *testing.T) {
 		}
 		if n := f.count(t, `SELECT count(*) FROM sensor_tokens t WHERE position($1 IN t::text) > 0`, token); n != 0 {
 			t.Errorf("clear %s token stored", name)
+		}
+	}
+}
+
+// argon2id is the real password hasher with cheap parameters.
+func argon2id(t *testing.T) *passwords.Hasher {
+	t.Helper()
+	h, err := passwords.New(passwords.Config{MemoryKiB: 64, Time: 1, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestOperatorSecretsAreStoredOnlyAsHashes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	svc, err := operators.New(operators.Config{Store: f.store, Hasher: argon2id(t), Clock: f.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const password = "correct horse battery"
+	op, err := svc.CreateOperator(f.ctx, operators.NewOperator{Email: "alice@example.com", Password: password, Role: operators.RoleAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored string
+	if err := f.pool.QueryRow(f.ctx, `SELECT password_hash FROM operators WHERE id = $1`, op.ID).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(stored, "$argon2id$v=19$") || strings.Contains(stored, password) {
+		t.Errorf("stored password hash %q", stored)
+	}
+	_, session, _, err := svc.Login(f.ctx, "alice@example.com", password, "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := svc.Authenticate(f.ctx, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, apiToken, err := svc.CreateAPIToken(f.ctx, p, operators.NewAPIToken{Name: "ci", Role: operators.RoleViewer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, q := range map[string]string{
+		"session":   `SELECT count(*) FROM operator_sessions s WHERE position($1 IN s::text) > 0 OR position(convert_to($1, 'UTF8') IN token_hash) > 0`,
+		"API token": `SELECT count(*) FROM api_tokens k WHERE position($1 IN k::text) > 0 OR position(convert_to($1, 'UTF8') IN token_hash) > 0`,
+	} {
+		for _, token := range []string{session, apiToken} {
+			if n := f.count(t, q, token); n != 0 {
+				t.Errorf("%s table holds a clear token", what)
+			}
+		}
+	}
+	for what, token := range map[string]string{"session": session, "API token": apiToken} {
+		sum := sha256.Sum256([]byte(token))
+		if n := f.count(t, `SELECT (SELECT count(*) FROM operator_sessions WHERE token_hash = $1) + (SELECT count(*) FROM api_tokens WHERE token_hash = $1)`, sum[:]); n != 1 {
+			t.Errorf("%s: %d rows under its SHA-256, want 1", what, n)
 		}
 	}
 }

@@ -1,48 +1,18 @@
-package controlplanestore_test
+package operators_test
 
 import (
 	"errors"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/passwords"
-	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
-	"github.com/rxc-project/rxc/core/fleet/fleettest"
 	"github.com/rxc-project/rxc/core/operators"
 )
 
-// countingHasher counts Verify calls around the real argon2id hasher.
-type countingHasher struct {
-	*passwords.Hasher
-	verifies atomic.Int64
-}
-
-func (h *countingHasher) Verify(hash, password string) (bool, error) {
-	h.verifies.Add(1)
-	return h.Hasher.Verify(hash, password)
-}
-
-func TestOperators(t *testing.T) {
+func TestLoginSessions(t *testing.T) {
 	t.Parallel()
-	pool := newPool(t)
-	store, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ph, err := passwords.New(passwords.Config{MemoryKiB: 64, Time: 1, Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hasher := &countingHasher{Hasher: ph}
-	clk := fleettest.NewClock(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))
-	svc, err := operators.New(operators.Config{Store: store, Hasher: hasher, Clock: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newFixture(t)
+	svc, hasher, clk := f.svc, f.hasher, f.clock
 	ctx := t.Context()
-	const password = "correct horse battery"
 
 	op, err := svc.CreateOperator(ctx, operators.NewOperator{Email: "  Alice@Example.COM ", Password: password, Role: operators.RoleAdmin})
 	if err != nil {
@@ -51,12 +21,8 @@ func TestOperators(t *testing.T) {
 	if op.Email != "alice@example.com" {
 		t.Errorf("email stored as %q, want normalised", op.Email)
 	}
-	var stored string
-	if err := pool.QueryRow(ctx, `SELECT password_hash FROM operators WHERE id = $1`, op.ID).Scan(&stored); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(stored, "$argon2id$v=19$") || strings.Contains(stored, password) {
-		t.Errorf("stored password hash %q", stored)
+	if _, stored, err := f.store.OperatorByEmail(ctx, "alice@example.com"); err != nil || stored != f.hashOf(password) {
+		t.Errorf("stored password hash %q, %v; want the hasher's hash", stored, err)
 	}
 
 	t.Run("create refusals", func(t *testing.T) {
@@ -83,12 +49,12 @@ func TestOperators(t *testing.T) {
 			"malformed email": {"mallory", password},
 			"empty password":  {"alice@example.com", ""},
 		} {
-			before := hasher.verifies.Load()
+			before := hasher.Verifies()
 			_, token, _, err := svc.Login(ctx, tc.email, tc.password, "192.0.2.1")
 			if err != operators.ErrInvalidCredentials || token != "" {
 				t.Errorf("%s: Login = %q, %v; want exactly ErrInvalidCredentials", name, token, err)
 			}
-			if n := hasher.verifies.Load() - before; n != 1 {
+			if n := hasher.Verifies() - before; n != 1 {
 				t.Errorf("%s: %d password verifications, want 1 (same work for every failure)", name, n)
 			}
 		}
@@ -101,9 +67,11 @@ func TestOperators(t *testing.T) {
 	if got.ID != op.ID || !expires.Equal(clk.Now().Add(12*time.Hour)) || len(token) < 43 {
 		t.Errorf("Login = %+v, %q, %s", got, token, expires)
 	}
-	var clear int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM operator_sessions WHERE position(convert_to($1, 'UTF8') IN token_hash) > 0`, token).Scan(&clear); err != nil || clear != 0 {
-		t.Errorf("session token stored in clear (%d, %v)", clear, err)
+	if _, err := f.store.SessionOperator(ctx, hashOf(token), clk.Now()); err != nil {
+		t.Errorf("no session stored under the SHA-256 of the token: %v", err)
+	}
+	if _, err := f.store.SessionOperator(ctx, []byte(token), clk.Now()); err == nil {
+		t.Errorf("session stored under the clear token")
 	}
 	if who, err := svc.Authenticate(ctx, token); err != nil || who.Operator.ID != op.ID {
 		t.Errorf("Authenticate = %+v, %v", who, err)

@@ -1,0 +1,108 @@
+package operators_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rxc-project/rxc/adapters/memory/operatormem"
+	"github.com/rxc-project/rxc/core/operators"
+	"github.com/rxc-project/rxc/core/operators/operatorstest"
+)
+
+// The use-case tests of this package run the Service on the in-memory
+// store (adapters/memory/operatormem), which passes the same contract suite
+// (operatorstest.Run) as the PostgreSQL store, and on operatorstest's fast
+// fake password hasher.
+
+// clock is a controllable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type fixture struct {
+	ctx    context.Context
+	store  *operatormem.Store
+	svc    *operators.Service
+	hasher *operatorstest.Hasher
+	clock  *clock
+}
+
+const password = "correct horse battery"
+
+func newFixture(t testing.TB, configure ...func(*operators.Config)) *fixture {
+	t.Helper()
+	store, err := operatormem.New(operatormem.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{ctx: context.Background(), store: store, hasher: &operatorstest.Hasher{}, clock: &clock{t: time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)}}
+	cfg := operators.Config{Store: store, Hasher: f.hasher, Clock: f.clock.Now}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	f.svc, err = operators.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// hashOf is the hasher's hash of pw.
+func (f *fixture) hashOf(pw string) string {
+	h, _ := f.hasher.Hash(pw)
+	return h
+}
+
+// operator creates an operator with the shared password.
+func (f *fixture) operator(t testing.TB, email string, role operators.Role, tenants ...string) operators.Operator {
+	t.Helper()
+	o, err := f.svc.CreateOperator(f.ctx, operators.NewOperator{Email: email, Password: password, Role: role, Tenants: tenants})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// login signs email in with the shared password and returns the session's principal and token.
+func (f *fixture) login(t testing.TB, email string) (operators.Principal, string) {
+	t.Helper()
+	_, token, _, err := f.svc.Login(f.ctx, email, password, "192.0.2.1")
+	if err != nil {
+		t.Fatalf("Login(%s): %v", email, err)
+	}
+	p, err := f.svc.Authenticate(f.ctx, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, token
+}
+
+// hashOf is the stored form of a session or API token.
+func hashOf(token string) []byte {
+	sum := sha256.Sum256([]byte(token))
+	return sum[:]
+}
+
+func wantErr(t testing.TB, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: error = %v, want %v", what, err, want)
+	}
+}

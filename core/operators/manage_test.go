@@ -1,0 +1,328 @@
+package operators_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rxc-project/rxc/core/operators"
+)
+
+// Scopes: what a principal of one tenant may do on another. An object of
+// a tenant the principal does not see is answered as if it did not exist.
+func TestScopesAcrossTenants(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.operator(t, "admin@example.com", operators.RoleAdmin)
+	f.operator(t, "op@example.com", operators.RoleOperator, "acme")
+	f.operator(t, "viewer@example.com", operators.RoleViewer, "acme", "beta")
+	admin, _ := f.login(t, "admin@example.com")
+	op, _ := f.login(t, "op@example.com")
+	viewer, _ := f.login(t, "viewer@example.com")
+
+	tests := []struct {
+		name   string
+		p      operators.Principal
+		perm   operators.Permission
+		tenant string
+		want   bool
+	}{
+		{"operator views own tenant", op, operators.PermView, "acme", true},
+		{"operator operates own tenant", op, operators.PermOperate, "acme", true},
+		{"operator views another tenant", op, operators.PermView, "beta", false},
+		{"operator operates another tenant", op, operators.PermOperate, "beta", false},
+		{"operator administers", op, operators.PermAdmin, "", false},
+		{"operator, empty tenant", op, operators.PermView, "", false},
+		{"viewer views both tenants", viewer, operators.PermView, "beta", true},
+		{"viewer operates", viewer, operators.PermOperate, "acme", false},
+		{"viewer, a tenant not granted", viewer, operators.PermView, "gamma", false},
+		{"admin views any tenant", admin, operators.PermView, "gamma", true},
+		{"admin operates any tenant", admin, operators.PermOperate, "gamma", true},
+		{"admin administers", admin, operators.PermAdmin, "", true},
+	}
+	for _, tt := range tests {
+		if got := tt.p.Can(tt.perm, tt.tenant); got != tt.want {
+			t.Errorf("%s: Can = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	// A tenant id is matched exactly, never as a prefix or pattern.
+	for _, id := range []string{"acm", "acme-eu", "ACME", "acme ", "*", ""} {
+		if op.Sees(id) {
+			t.Errorf("operator of acme sees %q", id)
+		}
+	}
+}
+
+func TestManagingOperatorsNeedsAdmin(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.operator(t, "admin@example.com", operators.RoleAdmin)
+	bob := f.operator(t, "bob@example.com", operators.RoleOperator, "acme")
+	carol := f.operator(t, "carol@example.com", operators.RoleViewer, "acme")
+	admin, _ := f.login(t, "admin@example.com")
+	bobP, _ := f.login(t, "bob@example.com")
+	_, carolSession := f.login(t, "carol@example.com")
+
+	// Refused for a non-admin, each next to the admin doing the same.
+	_, err := f.svc.ListOperators(f.ctx, bobP)
+	wantErr(t, "operator lists operators", err, operators.ErrForbidden)
+	if list, err := f.svc.ListOperators(f.ctx, admin); err != nil || len(list) != 3 {
+		t.Errorf("admin lists %d operators, %v; want 3", len(list), err)
+	}
+	_, err = f.svc.Operator(f.ctx, bobP, carol.ID)
+	wantErr(t, "operator reads another operator", err, operators.ErrNotFound)
+	if o, err := f.svc.Operator(f.ctx, bobP, bob.ID); err != nil || o.ID != bob.ID {
+		t.Errorf("operator reads self = %+v, %v", o, err)
+	}
+	_, err = f.svc.AddOperator(f.ctx, bobP, operators.NewOperator{Email: "eve@example.com", Password: password, Role: operators.RoleAdmin})
+	wantErr(t, "operator adds an admin", err, operators.ErrForbidden)
+	if _, _, err := f.store.OperatorByEmail(f.ctx, "eve@example.com"); !errors.Is(err, operators.ErrNotFound) {
+		t.Errorf("a refused AddOperator stored eve: %v", err)
+	}
+	adminRole, beta := operators.RoleAdmin, []string{"acme", "beta"}
+	_, err = f.svc.UpdateOperator(f.ctx, bobP, bob.ID, operators.Update{Role: &adminRole})
+	wantErr(t, "operator promotes self", err, operators.ErrForbidden)
+	_, err = f.svc.UpdateOperator(f.ctx, bobP, bob.ID, operators.Update{Tenants: &beta})
+	wantErr(t, "operator widens own tenants", err, operators.ErrForbidden)
+	if o, _ := f.store.OperatorByID(f.ctx, bob.ID); o.Role != operators.RoleOperator || len(o.Tenants) != 1 {
+		t.Errorf("refused updates changed bob: %+v", o)
+	}
+	_, err = f.svc.SignOutEverywhere(f.ctx, bobP, carol.ID)
+	wantErr(t, "operator signs another out", err, operators.ErrNotFound)
+	if _, err := f.svc.Authenticate(f.ctx, carolSession); err != nil {
+		t.Errorf("carol's session after a refused sign-out: %v", err)
+	}
+	if n, err := f.svc.SignOutEverywhere(f.ctx, admin, carol.ID); err != nil || n != 1 {
+		t.Errorf("admin signs carol out = %d, %v; want 1", n, err)
+	}
+	_, err = f.svc.Authenticate(f.ctx, carolSession)
+	wantErr(t, "session after sign-out", err, operators.ErrUnauthenticated)
+
+	// Disabling ends the sessions at once and refuses the next login.
+	_, bobSession := f.login(t, "bob@example.com")
+	disabled := true
+	if _, err := f.svc.UpdateOperator(f.ctx, admin, bob.ID, operators.Update{Disabled: &disabled}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.svc.Authenticate(f.ctx, bobSession)
+	wantErr(t, "session of a disabled operator", err, operators.ErrUnauthenticated)
+	_, _, _, err = f.svc.Login(f.ctx, "bob@example.com", password, "192.0.2.1")
+	wantErr(t, "login of a disabled operator", err, operators.ErrInvalidCredentials)
+
+	// A demoted admin starts with no tenants.
+	other := f.operator(t, "other-admin@example.com", operators.RoleAdmin)
+	viewerRole := operators.RoleViewer
+	if o, err := f.svc.UpdateOperator(f.ctx, admin, other.ID, operators.Update{Role: &viewerRole}); err != nil || o.Role != operators.RoleViewer || len(o.Tenants) != 0 {
+		t.Errorf("demoted admin = %+v, %v; want a viewer with no tenants", o, err)
+	}
+	// The last enabled admin stays.
+	_, err = f.svc.UpdateOperator(f.ctx, admin, admin.Operator.ID, operators.Update{Role: &viewerRole})
+	wantErr(t, "demote the last admin", err, operators.ErrLastAdmin)
+	_, err = f.svc.UpdateOperator(f.ctx, admin, admin.Operator.ID, operators.Update{Disabled: &disabled})
+	wantErr(t, "disable the last admin", err, operators.ErrLastAdmin)
+	if _, err := f.svc.ListOperators(f.ctx, admin); err != nil {
+		t.Errorf("the admin after refused self-demotion: %v", err)
+	}
+}
+
+func TestPasswordChange(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.operator(t, "admin@example.com", operators.RoleAdmin)
+	bob := f.operator(t, "bob@example.com", operators.RoleOperator, "acme")
+	carol := f.operator(t, "carol@example.com", operators.RoleOperator, "acme")
+	admin, _ := f.login(t, "admin@example.com")
+	bobP, bobSession := f.login(t, "bob@example.com")
+	_, carolSession := f.login(t, "carol@example.com")
+	const next = "a much better passphrase"
+
+	// One's own password needs the current one.
+	for name, tc := range map[string]struct {
+		current, next string
+		want          error
+	}{
+		"no current password":     {"", next, operators.ErrWrongPassword},
+		"wrong current password":  {password + "!", next, operators.ErrWrongPassword},
+		"new password too short":  {password, "short", operators.ErrInvalidInput},
+		"new password over-long":  {password, string(make([]byte, operators.MaxPasswordBytes+1)), operators.ErrInvalidInput},
+		"another operator's (op)": {password, next, operators.ErrNotFound},
+	} {
+		id := bob.ID
+		if name == "another operator's (op)" {
+			id = carol.ID
+		}
+		wantErr(t, name, f.svc.ResetPassword(f.ctx, bobP, id, tc.current, tc.next), tc.want)
+	}
+	if _, err := f.svc.Authenticate(f.ctx, carolSession); err != nil {
+		t.Errorf("carol's session after bob's refused attempt on her password: %v", err)
+	}
+	if _, _, _, err := f.svc.Login(f.ctx, "carol@example.com", password, "192.0.2.9"); err != nil {
+		t.Errorf("carol's password after bob's refused attempt: %v", err)
+	}
+
+	// Control: with the current password it changes, every session ends,
+	// the old password stops working and the new one works.
+	if err := f.svc.ResetPassword(f.ctx, bobP, bob.ID, password, next); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.svc.Authenticate(f.ctx, bobSession)
+	wantErr(t, "session after password change", err, operators.ErrUnauthenticated)
+	_, _, _, err = f.svc.Login(f.ctx, "bob@example.com", password, "192.0.2.1")
+	wantErr(t, "old password", err, operators.ErrInvalidCredentials)
+	if _, _, _, err := f.svc.Login(f.ctx, "bob@example.com", next, "192.0.2.1"); err != nil {
+		t.Errorf("new password: %v", err)
+	}
+
+	// An admin sets another's password without knowing it.
+	if err := f.svc.ResetPassword(f.ctx, admin, carol.ID, "", next); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.svc.Authenticate(f.ctx, carolSession)
+	wantErr(t, "carol's session after the admin's reset", err, operators.ErrUnauthenticated)
+	wantErr(t, "reset an unknown operator", f.svc.ResetPassword(f.ctx, admin, "op-unknown", "", next), operators.ErrNotFound)
+}
+
+// Wrong current passwords count as failed logins of the account: a stolen
+// session cannot guess its way to the password.
+func TestPasswordChangeGuessesAreThrottled(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.operator(t, "admin@example.com", operators.RoleAdmin)
+	bob := f.operator(t, "bob@example.com", operators.RoleOperator, "acme")
+	bobP, _ := f.login(t, "bob@example.com")
+	for i := range operators.DefaultThrottle.AccountFailures {
+		wantErr(t, "guess", f.svc.ResetPassword(f.ctx, bobP, bob.ID, "guess "+string(rune('a'+i))+" wrong", "a much better passphrase"), operators.ErrWrongPassword)
+	}
+	before := f.hasher.Verifies()
+	err := f.svc.ResetPassword(f.ctx, bobP, bob.ID, password, "a much better passphrase")
+	var throttled *operators.ThrottledError
+	if !errors.As(err, &throttled) || throttled.RetryAfter <= 0 {
+		t.Fatalf("change after %d wrong guesses: %v; want held back", operators.DefaultThrottle.AccountFailures, err)
+	}
+	if n := f.hasher.Verifies() - before; n != 0 {
+		t.Errorf("%d password verifications while held back, want none", n)
+	}
+	// The same hold covers the login form.
+	_, _, _, err = f.svc.Login(f.ctx, "bob@example.com", password, "198.51.100.1")
+	if !errors.As(err, &throttled) {
+		t.Errorf("login while the account is held back: %v", err)
+	}
+	f.clock.Advance(throttled.RetryAfter)
+	if err := f.svc.ResetPassword(f.ctx, bobP, bob.ID, password, "a much better passphrase"); err != nil {
+		t.Errorf("change once the hold ended: %v", err)
+	}
+}
+
+func TestLoginThrottle(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *operators.Config) {
+		c.Throttle = operators.ThrottlePolicy{AccountFailures: 3, AddressFailures: 5, BaseDelay: time.Second, MaxDelay: 8 * time.Second, Window: time.Hour}
+	})
+	f.operator(t, "alice@example.com", operators.RoleAdmin)
+	f.operator(t, "bob@example.com", operators.RoleViewer, "acme")
+	login := func(email, pw, addr string) error {
+		_, _, _, err := f.svc.Login(f.ctx, email, pw, addr)
+		return err
+	}
+	var throttled *operators.ThrottledError
+
+	// Account: the third failure starts a 1 s hold; the right password is
+	// held back too, without hashing.
+	for range 3 {
+		wantErr(t, "wrong password", login("alice@example.com", "wrong password!", "192.0.2.1"), operators.ErrInvalidCredentials)
+	}
+	before := f.hasher.Verifies()
+	if err := login("alice@example.com", password, "192.0.2.2"); !errors.As(err, &throttled) || throttled.RetryAfter != time.Second {
+		t.Fatalf("login during the hold: %v; want held back 1s", err)
+	}
+	if n := f.hasher.Verifies() - before; n != 0 {
+		t.Errorf("%d verifications during the hold, want none", n)
+	}
+	// Another account from the same address is not held (positive control).
+	if err := login("bob@example.com", password, "192.0.2.1"); err != nil {
+		t.Errorf("another account during alice's hold: %v", err)
+	}
+	// Each further failure doubles the hold, up to the maximum.
+	for want := 2 * time.Second; want <= 16*time.Second; want *= 2 {
+		f.clock.Advance(throttled.RetryAfter)
+		wantErr(t, "wrong password after the hold", login("alice@example.com", "wrong password!", "192.0.2.3"), operators.ErrInvalidCredentials)
+		if err := login("alice@example.com", password, "192.0.2.3"); !errors.As(err, &throttled) || throttled.RetryAfter != min(want, 8*time.Second) {
+			t.Fatalf("hold = %v, want %v", err, min(want, 8*time.Second))
+		}
+	}
+	// A success once the hold ended resets the account's count.
+	f.clock.Advance(throttled.RetryAfter)
+	if err := login("alice@example.com", password, "192.0.2.4"); err != nil {
+		t.Fatalf("login after the hold: %v", err)
+	}
+	wantErr(t, "first failure after a success", login("alice@example.com", "wrong password!", "192.0.2.4"), operators.ErrInvalidCredentials)
+	if err := login("alice@example.com", password, "192.0.2.4"); err != nil {
+		t.Errorf("one failure after a reset holds back: %v", err)
+	}
+
+	// Address: failures spread over accounts, known or not, hold the address.
+	for i := range 5 {
+		wantErr(t, "spray", login("user"+string(rune('a'+i))+"@example.com", "wrong password!", "203.0.113.7"), operators.ErrInvalidCredentials)
+	}
+	if err := login("bob@example.com", password, "203.0.113.7"); !errors.As(err, &throttled) {
+		t.Errorf("login from a spraying address: %v; want held back", err)
+	}
+	if err := login("bob@example.com", password, "203.0.113.8"); err != nil {
+		t.Errorf("the same account from another address: %v", err)
+	}
+
+	// Housekeeping forgets stale counts once their hold is over.
+	f.clock.Advance(2 * time.Hour)
+	if n, err := f.svc.PurgeLoginFailures(f.ctx); err != nil || n == 0 {
+		t.Errorf("PurgeLoginFailures = %d, %v; want the stale counts gone", n, err)
+	}
+}
+
+// Too many password hashes at once answer ErrBusy instead of queueing
+// without bound.
+func TestLoginsBeyondTheHashingBoundAreBusy(t *testing.T) {
+	t.Parallel()
+	gate := &gatedHasher{entered: make(chan struct{}), release: make(chan struct{})}
+	f := newFixture(t, func(c *operators.Config) { c.MaxConcurrentHashes = 1 })
+	f.operator(t, "alice@example.com", operators.RoleAdmin)
+	// Swap in the gated hasher after the operator exists.
+	f2, err := operators.New(operators.Config{Store: f.store, Hasher: gate.wrap(f.hasher), Clock: f.clock.Now, MaxConcurrentHashes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, _, err := f2.Login(f.ctx, "alice@example.com", password, "192.0.2.1")
+		done <- err
+	}()
+	<-gate.entered // the first login holds the only slot
+	_, _, _, err = f2.Login(f.ctx, "alice@example.com", password, "192.0.2.2")
+	wantErr(t, "second login while the slot is taken", err, operators.ErrBusy)
+	close(gate.release)
+	if err := <-done; err != nil {
+		t.Errorf("the first login: %v", err)
+	}
+	if _, _, _, err := f2.Login(f.ctx, "alice@example.com", password, "192.0.2.2"); err != nil {
+		t.Errorf("login once the slot is free: %v", err)
+	}
+}
+
+// gatedHasher blocks the first Verify until release is closed.
+type gatedHasher struct {
+	entered, release chan struct{}
+	first            bool
+	inner            operators.PasswordHasher
+}
+
+func (g *gatedHasher) wrap(h operators.PasswordHasher) *gatedHasher { g.inner = h; return g }
+
+func (g *gatedHasher) Hash(pw string) (string, error) { return g.inner.Hash(pw) }
+
+func (g *gatedHasher) Verify(hash, pw string) (bool, error) {
+	if !g.first {
+		g.first = true
+		close(g.entered)
+		<-g.release
+	}
+	return g.inner.Verify(hash, pw)
+}
