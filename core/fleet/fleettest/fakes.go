@@ -202,9 +202,18 @@ type Published struct {
 // Publisher is a fleet.CommandPublisher that keeps what it is given; its
 // sequence numbers count the messages accepted.
 type Publisher struct {
-	mu   sync.Mutex
-	err  error
-	msgs []Published
+	mu     sync.Mutex
+	err    error
+	failIf func(msgID string) error
+	msgs   []Published
+}
+
+// FailIf makes a publication fail with what fail returns for its message
+// id (the command id); nil from it, or a nil fail, lets it through.
+func (p *Publisher) FailIf(fail func(msgID string) error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failIf = fail
 }
 
 // Fail makes every later publication fail with err (nil: succeed again).
@@ -227,6 +236,11 @@ func (p *Publisher) PublishCommand(_ context.Context, subject, msgID string, pay
 	defer p.mu.Unlock()
 	if p.err != nil {
 		return fleet.PublishAck{}, p.err
+	}
+	if p.failIf != nil {
+		if err := p.failIf(msgID); err != nil {
+			return fleet.PublishAck{}, err
+		}
 	}
 	p.msgs = append(p.msgs, Published{subject, msgID, payload})
 	return fleet.PublishAck{Sequence: uint64(len(p.msgs))}, nil
