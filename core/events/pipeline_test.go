@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rxc-project/rxc/adapters/memory/eventmem"
 	"github.com/rxc-project/rxc/core/events"
 )
 
@@ -119,28 +120,31 @@ func (s *memSource) Fetch(context.Context, int) (events.Batch, error) {
 
 type memSource struct{ batches []*memBatch }
 
-// memStore keys rows like the PostgreSQL store; failAfterCommit makes the
-// next Write store its rows and still report an error, as a crash between
-// commit and ack would.
-type memStore struct {
-	rows            map[[4]string]events.Event
-	failAfterCommit bool
+// newStore is the in-memory event store (adapters/memory/eventmem), which
+// passes the same contract suite (eventstest.Run) as the PostgreSQL store.
+func newStore(t *testing.T, cfg eventmem.Config) *eventmem.Store {
+	t.Helper()
+	s, err := eventmem.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
-func (m *memStore) Write(_ context.Context, evs []events.Event) (events.WriteResult, error) {
-	n := 0
-	for _, ev := range evs {
-		k := [4]string{ev.TenantID, ev.SensorID, ev.ID, ev.Time.String()}
-		if _, ok := m.rows[k]; !ok {
-			m.rows[k] = ev
-			n++
-		}
-	}
-	if m.failAfterCommit {
-		m.failAfterCommit = false
+// failAfterCommit makes the next Write store its rows and still report an
+// error, as a crash between commit and ack would.
+type failAfterCommit struct {
+	*eventmem.Store
+	fail bool
+}
+
+func (m *failAfterCommit) Write(ctx context.Context, evs []events.Event) (events.WriteResult, error) {
+	res, err := m.Store.Write(ctx, evs)
+	if err == nil && m.fail {
+		m.fail = false
 		return events.WriteResult{}, errors.New("connection lost after commit")
 	}
-	return events.WriteResult{Inserted: n}, nil
+	return res, err
 }
 
 func TestWriterRedeliveryIsStoredOnce(t *testing.T) {
@@ -149,7 +153,7 @@ func TestWriterRedeliveryIsStoredOnce(t *testing.T) {
 	ev.TenantID, ev.SensorID = "acme", "s1"
 	first := &memBatch{evs: []events.Event{ev}}
 	again := &memBatch{evs: []events.Event{ev}}
-	store := &memStore{rows: map[[4]string]events.Event{}, failAfterCommit: true}
+	store := &failAfterCommit{Store: newStore(t, eventmem.Config{}), fail: true}
 	w, err := events.NewWriter(events.WriterConfig{Source: &memSource{batches: []*memBatch{first, again}}, Store: store})
 	if err != nil {
 		t.Fatal(err)
@@ -163,10 +167,10 @@ func TestWriterRedeliveryIsStoredOnce(t *testing.T) {
 	if _, err := w.Step(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if again.acked != 1 || len(store.rows) != 1 {
-		t.Fatalf("redelivered batch acked %d, rows %d; want 1, 1", again.acked, len(store.rows))
+	if again.acked != 1 || len(store.Events()) != 1 {
+		t.Fatalf("redelivered batch acked %d, rows %d; want 1, 1", again.acked, len(store.Events()))
 	}
-	for _, row := range store.rows {
+	for _, row := range store.Events() {
 		if diff := cmp.Diff([]string{"CVE-2021-44228"}, row.CVEs); diff != "" {
 			t.Errorf("CVEs (-want +got):\n%s", diff)
 		}
@@ -177,7 +181,7 @@ func TestWriterRedeliveryIsStoredOnce(t *testing.T) {
 }
 
 // pickyStore refuses, as a whole, any batch holding the event "bad".
-type pickyStore struct{ memStore }
+type pickyStore struct{ *eventmem.Store }
 
 func (p *pickyStore) Write(ctx context.Context, evs []events.Event) (events.WriteResult, error) {
 	for _, ev := range evs {
@@ -185,7 +189,7 @@ func (p *pickyStore) Write(ctx context.Context, evs []events.Event) (events.Writ
 			return events.WriteResult{}, fmt.Errorf("store: %w", events.ErrInvalidEvent)
 		}
 	}
-	return p.memStore.Write(ctx, evs)
+	return p.Store.Write(ctx, evs)
 }
 
 func TestWriterSkipsAnEventTheStoreRefuses(t *testing.T) {
@@ -197,13 +201,13 @@ func TestWriterSkipsAnEventTheStoreRefuses(t *testing.T) {
 		evs = append(evs, ev)
 	}
 	b := &memBatch{evs: evs}
-	store := &pickyStore{memStore{rows: map[[4]string]events.Event{}}}
+	store := &pickyStore{newStore(t, eventmem.Config{})}
 	w, _ := events.NewWriter(events.WriterConfig{Source: &memSource{batches: []*memBatch{b}}, Store: store})
 	if _, err := w.Step(context.Background()); err != nil {
 		t.Fatalf("Step: %v", err)
 	}
-	if b.acked != 1 || len(store.rows) != 2 {
-		t.Fatalf("batch acked %d, rows %d; want 1, 2", b.acked, len(store.rows))
+	if b.acked != 1 || len(store.Events()) != 2 {
+		t.Fatalf("batch acked %d, rows %d; want 1, 2", b.acked, len(store.Events()))
 	}
 	if diff := cmp.Diff(events.WriterStats{Written: 2, Batches: 1, Rejected: 1}, w.Stats()); diff != "" {
 		t.Errorf("stats (-want +got):\n%s", diff)
@@ -224,12 +228,12 @@ func (c chanSource) Fetch(ctx context.Context, _ int) (events.Batch, error) {
 
 // signalStore reports each write on done.
 type signalStore struct {
-	memStore
+	*eventmem.Store
 	done chan int
 }
 
 func (s *signalStore) Write(ctx context.Context, evs []events.Event) (events.WriteResult, error) {
-	n, err := s.memStore.Write(ctx, evs)
+	n, err := s.Store.Write(ctx, evs)
 	s.done <- len(evs)
 	return n, err
 }
@@ -237,7 +241,7 @@ func (s *signalStore) Write(ctx context.Context, evs []events.Event) (events.Wri
 func TestWriterRunWritesEveryBatchOnce(t *testing.T) {
 	t.Parallel()
 	src := make(chanSource)
-	store := &signalStore{memStore{rows: map[[4]string]events.Event{}}, make(chan int, 10)}
+	store := &signalStore{newStore(t, eventmem.Config{}), make(chan int, 10)}
 	w, _ := events.NewWriter(events.WriterConfig{Source: src, Store: store})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
@@ -274,7 +278,7 @@ func TestWriterRunWritesEveryBatchOnce(t *testing.T) {
 func TestWriterIdleIsNoFailure(t *testing.T) {
 	t.Parallel()
 	src := make(chanSource)
-	store := &signalStore{memStore{rows: map[[4]string]events.Event{}}, make(chan int, 10)}
+	store := &signalStore{newStore(t, eventmem.Config{}), make(chan int, 10)}
 	w, _ := events.NewWriter(events.WriterConfig{Source: src, Store: store, RetryDelay: time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
@@ -306,13 +310,6 @@ func TestWriterIdleIsNoFailure(t *testing.T) {
 	}
 }
 
-// revokingStore skips every event as received after its sensor's revocation.
-type revokingStore struct{}
-
-func (revokingStore) Write(_ context.Context, evs []events.Event) (events.WriteResult, error) {
-	return events.WriteResult{Revoked: len(evs)}, nil
-}
-
 // TestWriterCountsRevokedApart: events skipped because their sensor was
 // revoked are not counted as duplicates.
 func TestWriterCountsRevokedApart(t *testing.T) {
@@ -320,7 +317,11 @@ func TestWriterCountsRevokedApart(t *testing.T) {
 	ev := valid()
 	ev.TenantID, ev.SensorID = "acme", "s1"
 	b := &memBatch{evs: []events.Event{ev, ev}}
-	w, _ := events.NewWriter(events.WriterConfig{Source: &memSource{batches: []*memBatch{b}}, Store: revokingStore{}})
+	// s1 was revoked before the events were received.
+	revoked := newStore(t, eventmem.Config{RevokedAt: func(tenant, sensor string) (time.Time, bool) {
+		return ev.ReceivedAt.Add(-time.Second), tenant == "acme" && sensor == "s1"
+	}})
+	w, _ := events.NewWriter(events.WriterConfig{Source: &memSource{batches: []*memBatch{b}}, Store: revoked})
 	if _, err := w.Step(context.Background()); err != nil {
 		t.Fatal(err)
 	}

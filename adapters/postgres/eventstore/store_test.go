@@ -136,18 +136,6 @@ func TestWriteStoresColumnsOnce(t *testing.T) {
 	}
 }
 
-func TestSameIDOtherTenantOrTimeIsAnotherRow(t *testing.T) {
-	t.Parallel()
-	s, pool := newStore(t)
-	res, err := s.Write(testCtx(t), []events.Event{alert("acme", "e", day), alert("globex", "e", day), alert("acme", "e", day.Add(time.Millisecond))})
-	if err != nil || res.Inserted != 3 {
-		t.Fatalf("Write = %+v, %v; want 3, nil", res, err)
-	}
-	if got := len(rowsOf(t, pool, "globex")); got != 1 {
-		t.Errorf("globex has %d rows, want 1", got)
-	}
-}
-
 // Writers of several replicas race to create the same day's partition.
 func TestConcurrentWritersShareNewPartitions(t *testing.T) {
 	t.Parallel()
@@ -202,29 +190,6 @@ func BenchmarkWrite(b *testing.B) {
 	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "events/s")
 }
 
-func TestWriteRefusesWhatPostgreSQLCannotHold(t *testing.T) {
-	t.Parallel()
-	s, pool := newStore(t)
-	tests := []struct {
-		name   string
-		change func(*events.Event)
-	}{
-		{"NUL byte in text", func(e *events.Event) { e.Kind = "al\x00ert" }},
-		{"raw not JSON", func(e *events.Event) { e.RawJSON = []byte("{") }},
-		{"raw with an escaped NUL", func(e *events.Event) { e.RawJSON = []byte(`{"a":"\u0000"}`) }},
-	}
-	for _, tt := range tests {
-		bad := alert("acme", "bad", day)
-		tt.change(&bad)
-		if _, err := s.Write(testCtx(t), []events.Event{alert("acme", "ok", day), bad}); !errors.Is(err, events.ErrInvalidEvent) {
-			t.Errorf("%s: Write = %v, want ErrInvalidEvent", tt.name, err)
-		}
-	}
-	if n := len(rowsOf(t, pool, "acme")); n != 0 {
-		t.Errorf("%d rows kept from refused batches", n)
-	}
-}
-
 // Expiring a day drops its partition; a later event of that day recreates it.
 func TestDroppedPartitionIsRecreated(t *testing.T) {
 	t.Parallel()
@@ -240,45 +205,5 @@ func TestDroppedPartitionIsRecreated(t *testing.T) {
 	}
 	if res, err := s.Write(testCtx(t), []events.Event{alert("acme", "b", day)}); err != nil || res.Inserted != 1 {
 		t.Fatalf("retried Write = %+v, %v; want 1, nil", res, err)
-	}
-}
-
-// TestEventsAfterRevocationAreNotStored: an event the stream received at or
-// after its sensor's revocation is never stored, whatever replica's stream
-// took it; earlier events of that sensor and other sensors' events are.
-func TestEventsAfterRevocationAreNotStored(t *testing.T) {
-	t.Parallel()
-	s, pool := newStore(t)
-	ctx := testCtx(t)
-	revokedAt := day.Add(time.Minute)
-	for _, q := range []string{
-		`INSERT INTO tenants (id, name, created_at) VALUES ('acme', 'Acme', now())`,
-		`INSERT INTO sensors (id, tenant_id, name, state, created_at, revoked_at, revoked_by) VALUES ('s1', 'acme', 's1', 'revoked', now(), '` + revokedAt.Format(time.RFC3339Nano) + `', 'ops')`,
-		`INSERT INTO sensors (id, tenant_id, name, state, created_at) VALUES ('s2', 'acme', 's2', 'running', now())`,
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	at := func(sensor, id string, received time.Time) events.Event {
-		ev := alert("acme", id, day)
-		ev.SensorID, ev.ReceivedAt = sensor, received
-		return ev
-	}
-	res, err := s.Write(ctx, []events.Event{
-		at("s1", "before", revokedAt.Add(-time.Microsecond)),
-		at("s1", "at", revokedAt),
-		at("s1", "after", revokedAt.Add(time.Second)),
-		at("s2", "other-sensor", revokedAt.Add(time.Second)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, r := range rowsOf(t, pool, "acme") {
-		got = append(got, r.Sensor+"/"+r.ID)
-	}
-	if want := []string{"s1/before", "s2/other-sensor"}; res != (events.WriteResult{Inserted: 2, Revoked: 2}) || !cmp.Equal(got, want) {
-		t.Errorf("stored %+v: %v, want 2 inserted, 2 skipped as revoked: %v", res, got, want)
 	}
 }
