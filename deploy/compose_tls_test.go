@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/rxc-project/rxc/adapters/nats/embedded"
 	"github.com/rxc-project/rxc/adapters/postgres/pgserver"
 	"github.com/rxc-project/rxc/internal/loopback"
 )
@@ -136,20 +137,11 @@ func TestComposeNATSClusterRunsWithTLS(t *testing.T) {
 		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		o, err := server.ProcessConfigFile(path)
+		s, err := embedded.Start(path, embedded.Options{})
 		if err != nil {
-			t.Fatalf("%s: %v", n, err)
+			t.Fatalf("%s did not start: %v", n, err)
 		}
-		o.NoSigs, o.NoLog = true, true
-		s, err := server.NewServer(o)
-		if err != nil {
-			t.Fatalf("%s: %v", n, err)
-		}
-		go s.Start()
 		t.Cleanup(s.Shutdown)
-		if !s.ReadyForConnections(30 * time.Second) {
-			t.Fatalf("%s did not start", n)
-		}
 		servers[n] = s
 	}
 	deadline := time.Now().Add(60 * time.Second)

@@ -12,11 +12,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +30,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxc-project/rxc/bench/benchenv"
+	"github.com/rxc-project/rxc/internal/natstest"
 	"github.com/rxc-project/rxc/internal/pgtest"
 )
 
@@ -126,7 +125,7 @@ func run(o options) error {
 	if err := waitHTTP(ctx, base+"/healthz", 204); err != nil {
 		return err
 	}
-	natsVersion, stopNATS, err := startNATS(ctx, dir, natsPort, o.natsBin)
+	natsVersion, stopNATS, err := startNATS(dir, natsPort, o.natsBin)
 	if err != nil {
 		return err
 	}
@@ -271,51 +270,22 @@ func waitHTTP(ctx context.Context, url string, want int) error {
 
 // startNATS runs the provisioner's nats-server: in-process, or the binary
 // bin as a process. It returns the server's version and how to stop it.
-func startNATS(ctx context.Context, dir string, port int, bin string) (string, func(), error) {
-	conf := filepath.Join(dir, "nats.conf")
-	body := fmt.Sprintf("listen: 127.0.0.1:%d\njetstream { store_dir: %q }\ninclude \"operator.conf\"\n", port, filepath.Join(dir, "js"))
-	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+func startNATS(dir string, port int, bin string) (string, func(), error) {
+	t := &benchenv.T{}
+	s := natstest.New(t, natstest.Options{Dir: dir, Name: "provisioner", Port: port, Config: "include \"operator.conf\"\n", Bin: bin, InProcess: bin == ""})
+	if err := s.TryStart(); err != nil {
+		t.Close()
 		return "", nil, err
 	}
-	if bin != "" {
-		out, err := exec.Command(bin, "--version").CombinedOutput()
-		if err != nil {
-			return "", nil, fmt.Errorf("%s --version: %v", bin, err)
-		}
-		cmd := exec.Command(bin, "-c", conf)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			return "", nil, err
-		}
-		stop := func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }
-		for deadline := time.Now().Add(30 * time.Second); ; {
-			if nc, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
-				nc.Close()
-				break
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				stop()
-				return "", nil, errors.New("nats-server not ready")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		v := strings.TrimPrefix(strings.TrimSpace(string(out)), "nats-server: ")
-		return strings.TrimPrefix(v, "v") + " (external binary)", stop, nil
-	}
-	opts, err := server.ProcessConfigFile(conf)
+	v, err := s.Version()
 	if err != nil {
+		t.Close()
 		return "", nil, err
 	}
-	opts.NoLog, opts.NoSigs = true, true
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		return "", nil, err
+	if s.External() {
+		return v + " (external binary)", t.Close, nil
 	}
-	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		return "", nil, errors.New("nats-server not ready")
-	}
-	return server.VERSION + " (in-process)", ns.Shutdown, nil
+	return v + " (in-process)", t.Close, nil
 }
 
 type client struct {
@@ -406,20 +376,13 @@ func (c *client) provisionUsers(ctx context.Context, keys []string, n, tenants, 
 // PostgreSQL, no HTTP) creating n durable pull consumers with the settings
 // serveradmin uses, on a work-queue stream with an explicit consumer limit.
 func bareConsumers(ctx context.Context, dir string, n, conc int) (userResult, error) {
-	port, _ := benchenv.FreePort()
-	ns, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: filepath.Join(dir, "bare-js"),
-	})
-	if err != nil {
-		return userResult{}, err
+	t := &benchenv.T{}
+	defer t.Close()
+	ns := natstest.New(t, natstest.Options{Dir: dir, Name: "bare", InProcess: true})
+	if err := ns.TryStart(); err != nil {
+		return userResult{}, fmt.Errorf("bare nats-server: %w", err)
 	}
-	go ns.Start()
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		return userResult{}, errors.New("bare nats-server not ready")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
+	nc, err := nats.Connect(ns.URL())
 	if err != nil {
 		return userResult{}, err
 	}

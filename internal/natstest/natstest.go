@@ -1,11 +1,18 @@
 // Package natstest runs a nats-server for integration tests from a
 // configuration file, the way it runs in production: in-process
-// (github.com/nats-io/nats-server/v2, the version go.mod pins) or, when the
-// environment variable RXC_NATS_SERVER_BIN names a nats-server binary, as
-// that external process. The second lets `make test-nats-compat` run the
-// NATS-facing tests against the oldest supported release. Either way the
-// server keeps its port and JetStream store across Stop and Start, and
-// exposes its monitoring endpoint for inspection.
+// (github.com/nats-io/nats-server/v2, the version go.mod pins, through
+// adapters/nats/embedded) or, when the environment variable
+// RXC_NATS_SERVER_BIN names a nats-server binary, as that external process.
+// The second lets `make test-nats-compat` run the NATS-facing tests against
+// the oldest supported release. Either way the server keeps its port and
+// JetStream store across Stop and Start, and exposes its monitoring
+// endpoint for inspection.
+//
+// It is the one place tests (and the benchmarks) get a nats-server, in the
+// spirit of nats-server's own test/test.go: Options for the port, name and
+// extra configuration, Operator for operator mode (a URL resolver or a
+// preloaded memory resolver), a JetStream store under Dir, and Stop, Start
+// and Kill for restarts.
 package natstest
 
 import (
@@ -20,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +35,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/rxc-project/rxc/adapters/nats/embedded"
 	"github.com/rxc-project/rxc/internal/loopback"
 )
 
@@ -50,12 +59,59 @@ type Options struct {
 	Name string
 	// Port is the client port; 0 picks a free one.
 	Port int
+	// Operator, when set, runs the server in operator mode.
+	Operator *Operator
 	// Config is appended to the generated configuration (listen, monitoring
-	// port, server_name, jetstream store): the operator, resolver, cluster
-	// blocks and so on. It may include files from Dir by relative name.
+	// port, server_name, jetstream store, operator): an include of a
+	// provisioner's operator fragment, cluster blocks, feature flags and so
+	// on. It may include files from Dir by relative name.
 	Config string
+	// Bin is the external nats-server binary to run; empty:
+	// $RXC_NATS_SERVER_BIN, and in-process when that is empty too.
+	Bin string
+	// InProcess runs the server in this process even when
+	// RXC_NATS_SERVER_BIN is set (a measurement or check that is about the
+	// pinned version).
+	InProcess bool
 	// ReadyTimeout bounds Start; defaults to 30s.
 	ReadyTimeout time.Duration
+}
+
+// Operator is the trust configuration of a server in operator mode: users
+// authenticate with JWTs of accounts signed by the operator.
+type Operator struct {
+	// JWT is the operator's JWT.
+	JWT string
+	// SystemAccount is the system account's public key.
+	SystemAccount string
+	// ResolverURL is the base URL the server fetches account JWTs from
+	// (resolver: URL(...)), as in production. Empty: a memory resolver
+	// holding Preload.
+	ResolverURL string
+	// Preload maps account public keys to account JWTs for the memory
+	// resolver.
+	Preload map[string]string
+}
+
+// config renders the operator block.
+func (o *Operator) config() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "operator: %q\nsystem_account: %q\n", o.JWT, o.SystemAccount)
+	if o.ResolverURL != "" {
+		fmt.Fprintf(&b, "resolver: URL(%q)\n", o.ResolverURL)
+		return b.String()
+	}
+	b.WriteString("resolver: MEMORY\nresolver_preload: {\n")
+	keys := make([]string, 0, len(o.Preload))
+	for k := range o.Preload {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %s: %q\n", k, o.Preload[k])
+	}
+	b.WriteString("}\n")
+	return b.String()
 }
 
 // Server is one nats-server, stopped or running.
@@ -71,7 +127,7 @@ type Server struct {
 	exit chan error     // external: the process's exit
 }
 
-// External reports whether servers run as an external binary.
+// External reports whether servers run as an external binary by default.
 func External() bool { return os.Getenv(BinEnv) != "" }
 
 // New prepares a server without starting it.
@@ -89,7 +145,14 @@ func New(t TB, opts Options) *Server {
 	if opts.Port == 0 {
 		opts.Port = freePort(t)
 	}
-	s := &Server{t: t, opts: opts, monitorPort: freePort(t), bin: os.Getenv(BinEnv)}
+	bin := opts.Bin
+	if bin == "" {
+		bin = os.Getenv(BinEnv)
+	}
+	if opts.InProcess {
+		bin = ""
+	}
+	s := &Server{t: t, opts: opts, monitorPort: freePort(t), bin: bin}
 	t.Cleanup(s.Stop)
 	return s
 }
@@ -126,9 +189,16 @@ func (s *Server) ConfigPath() string { return filepath.Join(s.opts.Dir, s.opts.N
 // StoreDir is the JetStream store.
 func (s *Server) StoreDir() string { return filepath.Join(s.opts.Dir, "jetstream-"+s.opts.Name) }
 
+// External reports whether this server runs as an external process.
+func (s *Server) External() bool { return s.bin != "" }
+
 func (s *Server) writeConfig() error {
-	body := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\nserver_name: %q\njetstream {\n  store_dir: %q\n}\n%s\n",
-		s.opts.Port, s.monitorPort, s.opts.Name, s.StoreDir(), s.opts.Config)
+	body := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\nserver_name: %q\njetstream {\n  store_dir: %q\n}\n",
+		s.opts.Port, s.monitorPort, s.opts.Name, s.StoreDir())
+	if s.opts.Operator != nil {
+		body += s.opts.Operator.config()
+	}
+	body += s.opts.Config + "\n"
 	return os.WriteFile(s.ConfigPath(), []byte(body), 0o600)
 }
 
@@ -160,19 +230,9 @@ func (s *Server) TryStart() error {
 }
 
 func (s *Server) startInProcess() error {
-	opts, err := server.ProcessConfigFile(s.ConfigPath())
+	ns, err := embedded.Start(s.ConfigPath(), embedded.Options{ReadyTimeout: s.opts.ReadyTimeout})
 	if err != nil {
-		return fmt.Errorf("nats-server config: %w", err)
-	}
-	opts.NoLog, opts.NoSigs = true, true
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		return fmt.Errorf("nats-server: %w", err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(s.opts.ReadyTimeout) {
-		ns.Shutdown()
-		return fmt.Errorf("nats-server not ready within %s", s.opts.ReadyTimeout)
+		return err
 	}
 	s.mu.Lock()
 	s.ns = ns

@@ -2,14 +2,18 @@ package natstest_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/rxc-project/rxc/internal/natstest"
 )
@@ -87,5 +91,82 @@ func TestTryStartReportsABadConfiguration(t *testing.T) {
 	}
 	if s.Running() {
 		t.Fatal("Running after a failed start")
+	}
+}
+
+// In operator mode the server trusts the operator's accounts and nothing
+// else: a user of a preloaded account connects, a user of an account the
+// resolver does not know and a client without credentials are refused. The
+// same holds with the accounts behind a URL resolver.
+func TestOperatorMode(t *testing.T) {
+	okp, _ := nkeys.CreateOperator()
+	opub, _ := okp.PublicKey()
+	sys, _ := nkeys.CreateAccount()
+	spub, _ := sys.PublicKey()
+	oc := jwt.NewOperatorClaims(opub)
+	oc.SystemAccount = spub
+	otok, err := oc.Encode(okp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	account := func(kp nkeys.KeyPair, name string) string {
+		pub, _ := kp.PublicKey()
+		ac := jwt.NewAccountClaims(pub)
+		ac.Name = name
+		tok, err := ac.Encode(okp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	user := func(acct nkeys.KeyPair) nats.Option {
+		ukp, _ := nkeys.CreateUser()
+		upub, _ := ukp.PublicKey()
+		tok, err := jwt.NewUserClaims(upub).Encode(acct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed, _ := ukp.Seed()
+		return nats.UserJWTAndSeed(tok, string(seed))
+	}
+	known, _ := nkeys.CreateAccount()
+	kpub, _ := known.PublicKey()
+	unknown, _ := nkeys.CreateAccount()
+	jwts := map[string]string{spub: account(sys, "SYS"), kpub: account(known, "KNOWN")}
+
+	rs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := jwts[strings.TrimPrefix(r.URL.Path, "/jwt/v1/accounts/")]
+		if !ok {
+			if r.URL.Path == "/jwt/v1/accounts/" {
+				return // the server checks the base URL at start
+			}
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(tok))
+	}))
+	t.Cleanup(rs.Close)
+
+	for name, op := range map[string]*natstest.Operator{
+		"memory resolver": {JWT: otok, SystemAccount: spub, Preload: jwts},
+		"URL resolver":    {JWT: otok, SystemAccount: spub, ResolverURL: rs.URL + "/jwt/v1/accounts/"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := natstest.Start(t, natstest.Options{Dir: t.TempDir(), Operator: op})
+			nc, err := nats.Connect(s.URL(), user(known), nats.MaxReconnects(0))
+			if err != nil {
+				t.Fatalf("positive control: a user of a trusted account: %v", err)
+			}
+			nc.Close()
+			for what, opts := range map[string][]nats.Option{
+				"a user of an unknown account": {user(unknown)},
+				"a client without credentials": nil,
+			} {
+				if nc, err := nats.Connect(s.URL(), append(opts, nats.MaxReconnects(0))...); err == nil {
+					nc.Close()
+					t.Errorf("%s connected", what)
+				}
+			}
+		})
 	}
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -19,6 +18,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/nats/eventlog"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/topology"
+	"github.com/rxc-project/rxc/internal/natstest"
 )
 
 // env is an operator-mode nats-server with one JetStream account holding
@@ -64,8 +64,6 @@ func newEnv(t *testing.T, maxBytes int64) *env {
 	oc.SystemAccount = spub
 	otok, err := oc.Encode(okp)
 	must(t, err)
-	op, err := jwt.DecodeOperatorClaims(otok)
-	must(t, err)
 	akp, _ := nkeys.CreateAccount()
 	apub, _ := akp.PublicKey()
 	ac := jwt.NewAccountClaims(apub)
@@ -77,20 +75,10 @@ func newEnv(t *testing.T, maxBytes int64) *env {
 	sc.Name = "SYS"
 	stok, err := sc.Encode(okp)
 	must(t, err)
-	res := &server.MemAccResolver{}
-	must(t, res.Store(apub, atok))
-	must(t, res.Store(spub, stok))
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, JetStream: true, StoreDir: t.TempDir(),
-		TrustedOperators: []*jwt.OperatorClaims{op}, AccountResolver: res, SystemAccount: spub,
-	})
-	must(t, err)
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect(srv.ClientURL(), nats.UserCredentialBytes([]byte(creds(t, akp, "admin", topology.ControlAdminPermissions()))))
+	srv := natstest.Start(t, natstest.Options{Dir: t.TempDir(), Operator: &natstest.Operator{
+		JWT: otok, SystemAccount: spub, Preload: map[string]string{apub: atok, spub: stok},
+	}})
+	nc, err := nats.Connect(srv.URL(), nats.UserCredentialBytes([]byte(creds(t, akp, "admin", topology.ControlAdminPermissions()))))
 	must(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
@@ -105,7 +93,7 @@ func newEnv(t *testing.T, maxBytes int64) *env {
 	_, err = js.CreateOrUpdateConsumer(ctx, topology.DefaultEventStream, jetstream.ConsumerConfig{Durable: topology.EventWriter,
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxAckPending: 20000})
 	must(t, err)
-	return &env{url: srv.ClientURL(), backend: creds(t, akp, "backend", topology.BackendPermissions()), admin: js}
+	return &env{url: srv.URL(), backend: creds(t, akp, "backend", topology.BackendPermissions()), admin: js}
 }
 
 func (e *env) client(t *testing.T) *eventlog.Client {

@@ -20,6 +20,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
+	"github.com/rxc-project/rxc/internal/natstest"
 )
 
 func TestRenderServerConfig(t *testing.T) {
@@ -142,12 +143,11 @@ func TestServerAcceptsRenderedConfig(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "operator.conf"), frag, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	main := fmt.Sprintf("listen: 127.0.0.1:-1\njetstream {store_dir: %q}\ninclude \"operator.conf\"\n", filepath.Join(dir, "js"))
-	confPath := filepath.Join(dir, "server.conf")
-	if err := os.WriteFile(confPath, []byte(main), 0o600); err != nil {
-		t.Fatal(err)
+	srv := natstest.New(t, natstest.Options{Dir: dir, Config: "include \"operator.conf\"\n", ReadyTimeout: 10 * time.Second})
+	if err := srv.TryStart(); err != nil {
+		t.Fatalf("nats-server rejected the fragment: %v\n%s", err, frag)
 	}
-	opts, err := server.ProcessConfigFile(confPath)
+	opts, err := server.ProcessConfigFile(srv.ConfigPath())
 	if err != nil {
 		t.Fatalf("ProcessConfigFile rejected the fragment: %v\n%s", err, frag)
 	}
@@ -160,22 +160,12 @@ func TestServerAcceptsRenderedConfig(t *testing.T) {
 	if _, ok := opts.AccountResolver.(*server.URLAccResolver); !ok {
 		t.Fatalf("resolver is %T, want *server.URLAccResolver", opts.AccountResolver)
 	}
-	opts.NoLog, opts.NoSigs = true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("NewServer: %v", err)
-	}
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server did not become ready")
-	}
 
 	m, err := s.MintUser(provisioning.UserSpec{AccountPubKey: k.ctlPub, AccountSeed: k.ctlSeed, Name: "backend", Permissions: topology.BackendPermissions()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(srv.ClientURL(), nats.UserJWTAndSeed(m.JWT, string(m.Seed)), nats.MaxReconnects(0))
+	nc, err := nats.Connect(srv.URL(), nats.UserJWTAndSeed(m.JWT, string(m.Seed)), nats.MaxReconnects(0))
 	if err != nil {
 		t.Fatalf("connect as a CONTROL user: %v", err)
 	}
@@ -249,30 +239,13 @@ func TestRevocationCoversJWTsSignedByAFasterClock(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "operator.conf"), jwtauthority.RenderServerConfig(opJWT, k.sysPub, hs.URL+"/jwt/v1/accounts/"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	confPath := filepath.Join(dir, "server.conf")
-	if err := os.WriteFile(confPath, []byte("listen: 127.0.0.1:-1\ninclude \"operator.conf\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(confPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.NoLog, opts.NoSigs = true, true
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server did not become ready")
-	}
-	nc, err := nats.Connect(srv.ClientURL(), nats.UserJWTAndSeed(kept.JWT, string(kept.Seed)), nats.MaxReconnects(0))
+	srv := natstest.Start(t, natstest.Options{Dir: dir, Config: "include \"operator.conf\"\n"})
+	nc, err := nats.Connect(srv.URL(), nats.UserJWTAndSeed(kept.JWT, string(kept.Seed)), nats.MaxReconnects(0))
 	if err != nil {
 		t.Fatalf("positive control: a user of the same account: %v", err)
 	}
 	nc.Close()
-	if nc, err := nats.Connect(srv.ClientURL(), nats.UserJWTAndSeed(revoked.JWT, string(revoked.Seed)), nats.MaxReconnects(0)); err == nil {
+	if nc, err := nats.Connect(srv.URL(), nats.UserJWTAndSeed(revoked.JWT, string(revoked.Seed)), nats.MaxReconnects(0)); err == nil {
 		nc.Close()
 		t.Fatal("nats-server accepted a revoked key's JWT signed 30 s after the revocation by a faster clock")
 	}

@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/loopback"
+	"github.com/rxc-project/rxc/internal/natstest"
 )
 
 const stream = topology.DefaultStream
@@ -29,17 +29,17 @@ const stream = topology.DefaultStream
 type world struct {
 	t         *testing.T
 	okp       nkeys.KeyPair
-	operator  *jwt.OperatorClaims
+	operator  string // JWT
 	ctlClaims *jwt.AccountClaims
 	sys       nkeys.KeyPair
 	control   nkeys.KeyPair
 	tenant    nkeys.KeyPair
 	resolver  string
-	storeDir  string
+	dir       string
 
 	mu   sync.Mutex
 	jwts map[string]string
-	srv  *server.Server
+	srv  *natstest.Server
 }
 
 func pubKey(t *testing.T, kp nkeys.KeyPair) string {
@@ -53,7 +53,7 @@ func pubKey(t *testing.T, kp nkeys.KeyPair) string {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{t: t, jwts: map[string]string{}, storeDir: t.TempDir()}
+	w := &world{t: t, jwts: map[string]string{}, dir: t.TempDir()}
 	okp := mustKey(t, nkeys.CreateOperator)
 	w.okp = okp
 	w.sys = mustKey(t, nkeys.CreateAccount)
@@ -63,11 +63,8 @@ func newWorld(t *testing.T) *world {
 	oc := jwt.NewOperatorClaims(pubKey(t, okp))
 	oc.Name = "test-operator"
 	oc.SystemAccount = pubKey(t, w.sys)
-	tok, err := oc.Encode(okp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w.operator, err = jwt.DecodeOperatorClaims(tok); err != nil {
+	var err error
+	if w.operator, err = oc.Encode(okp); err != nil {
 		t.Fatal(err)
 	}
 
@@ -144,40 +141,32 @@ func (w *world) sign(okp nkeys.KeyPair, ac *jwt.AccountClaims) {
 }
 
 // start runs nats-server on port (-1: any free port) and returns its URL.
+// A restart keeps the first start's port and JetStream store.
 func (w *world) start(port int) string {
 	w.t.Helper()
-	res, err := server.NewURLAccResolver(w.resolver)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true,
-		TrustedOperators: []*jwt.OperatorClaims{w.operator},
-		SystemAccount:    pubKey(w.t, w.sys),
-		AccountResolver:  res,
-		JetStream:        true,
-		StoreDir:         w.storeDir,
-	})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		w.t.Fatal("nats-server not ready")
-	}
-	w.t.Cleanup(s.Shutdown)
 	w.mu.Lock()
-	w.srv = s
+	srv := w.srv
 	w.mu.Unlock()
-	return s.ClientURL()
+	if srv == nil {
+		if port < 0 {
+			port = 0
+		}
+		srv = natstest.New(w.t, natstest.Options{Dir: w.dir, Port: port, Operator: &natstest.Operator{
+			JWT: w.operator, SystemAccount: pubKey(w.t, w.sys), ResolverURL: w.resolver,
+		}})
+		w.mu.Lock()
+		w.srv = srv
+		w.mu.Unlock()
+	}
+	srv.Start()
+	return srv.URL()
 }
 
 func (w *world) stop() {
 	w.mu.Lock()
 	s := w.srv
 	w.mu.Unlock()
-	s.Shutdown()
-	s.WaitForShutdown()
+	s.Stop()
 }
 
 // creds mints a user of account acc with the given permissions and returns

@@ -3,17 +3,14 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxc-project/rxc/core/topology"
+	"github.com/rxc-project/rxc/internal/natstest"
 	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
@@ -25,7 +22,7 @@ import (
 // sensor's own reply subject — is refused and leaves the victim untouched.
 // It needs the in-process server (the newest supported version).
 func TestAckV2Shape(t *testing.T) {
-	if os.Getenv("RXC_NATS_SERVER_BIN") != "" {
+	if natstest.External() {
 		t.Skip("v2 ack subjects need nats-server 2.15+ with js_ack_fc_v2; checked with the in-process server")
 	}
 	s := provisionertest.Start(t, provisionertest.Options{NoNATS: true})
@@ -100,35 +97,15 @@ func TestAckV2Shape(t *testing.T) {
 }
 
 // startNATSWithFlags starts an in-process nats-server for the stack on its
-// port and JetStream folder, from the fragment init-operator wrote, with
-// the given feature flags on.
+// port, from the fragment init-operator wrote, with its own JetStream store
+// and the given feature flags on.
 func startNATSWithFlags(t *testing.T, s *provisionertest.Stack, flags ...string) {
 	t.Helper()
-	u, err := url.Parse(s.NATSURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := filepath.Join(s.Dir, "nats-flags.conf")
-	body := fmt.Sprintf("listen: %s\nserver_name: rxc-flags\njetstream {\n  store_dir: %q\n}\ninclude \"nats-operator.conf\"\n", u.Host, filepath.Join(s.Dir, "jetstream-flags"))
-	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.NoLog, opts.NoSigs = true, true
-	opts.FeatureFlags = map[string]bool{}
+	var conf strings.Builder
+	conf.WriteString("include \"nats-operator.conf\"\nfeature_flags {\n")
 	for _, f := range flags {
-		opts.FeatureFlags[f] = true
+		fmt.Fprintf(&conf, "  %s: true\n", f)
 	}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(15 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(ns.Shutdown)
+	conf.WriteString("}\n")
+	natstest.Start(t, natstest.Options{Dir: s.Dir, Name: "rxc-flags", Port: s.NATS.Port(), Config: conf.String(), InProcess: true})
 }

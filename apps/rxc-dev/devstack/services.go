@@ -11,9 +11,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/rxc-project/rxc/adapters/atomicfile"
+	"github.com/rxc-project/rxc/adapters/nats/embedded"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	provapp "github.com/rxc-project/rxc/apps/provisioner/app"
@@ -144,19 +143,10 @@ func (s *Stack) startNATS(ctx context.Context, st *state, p ports, logs *logs) e
 	if err := atomicfile.Write(conf, []byte(body), 0o600); err != nil {
 		return err
 	}
-	opts, err := server.ProcessConfigFile(conf)
+	ns, err := embedded.Start(conf, embedded.Options{LogFile: logs.path("nats")})
 	if err != nil {
-		return fmt.Errorf("nats-server config: %w", err)
+		return fmt.Errorf("%w (see %s)", err, logs.path("nats"))
 	}
-	opts.NoSigs = true
-	opts.LogFile = logs.path("nats")
-	opts.Logtime = true
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		return fmt.Errorf("nats-server: %w", err)
-	}
-	ns.ConfigureLogger()
-	go ns.Start()
 	s.onStop("nats-server", func(ctx context.Context) error {
 		ns.Shutdown()
 		done := make(chan struct{})
@@ -168,9 +158,6 @@ func (s *Stack) startNATS(ctx context.Context, st *state, p ports, logs *logs) e
 			return fmt.Errorf("still running when the shutdown time ran out: %w", ctx.Err())
 		}
 	})
-	if !ns.ReadyForConnections(30 * time.Second) {
-		return fmt.Errorf("nats-server not ready within 30s (see %s)", logs.path("nats"))
-	}
 	if err := waitFor(ctx, 30*time.Second, "the provisioner to connect to NATS", s.provisionerReady); err != nil {
 		return fmt.Errorf("%w (see %s)", err, logs.path("provisioner"))
 	}
