@@ -91,29 +91,8 @@ func renderChart(t testing.TB, extra ...string) (*manifests, map[string][]*yaml.
 	m := &manifests{secrets: map[string]map[string]string{}, configs: map[string]map[string]string{}}
 	byKind := map[string][]*yaml.Node{}
 	for _, d := range docs {
-		var o object
-		decode(t, d, &o)
-		if o.Kind == "" {
-			continue
-		}
-		byKind[o.Kind] = append(byKind[o.Kind], d)
-		switch o.Kind {
-		case "Deployment", "StatefulSet", "Job":
-			var w workload
-			decode(t, d, &w)
-			m.workloads = append(m.workloads, &w)
-		case "Service":
-			var s kubeService
-			decode(t, d, &s)
-			m.services = append(m.services, &s)
-		case "PodDisruptionBudget":
-			var p pdb
-			decode(t, d, &p)
-			m.pdbs = append(m.pdbs, &p)
-		case "Secret":
-			m.secrets[o.Metadata.Name] = o.StringData
-		case "ConfigMap":
-			m.configs[o.Metadata.Name] = o.Data
+		if kind := m.add(t, d); kind != "" {
+			byKind[kind] = append(byKind[kind], d)
 		}
 	}
 	return m, byKind, nil

@@ -158,29 +158,37 @@ func loadManifests(t testing.TB) *manifests {
 			t.Fatalf("%s: %v", f, err)
 		}
 		for _, d := range docs {
-			var o object
-			decode(t, d, &o)
-			switch o.Kind {
-			case "Deployment", "StatefulSet", "Job":
-				var w workload
-				decode(t, d, &w)
-				m.workloads = append(m.workloads, &w)
-			case "Service":
-				var s kubeService
-				decode(t, d, &s)
-				m.services = append(m.services, &s)
-			case "PodDisruptionBudget":
-				var p pdb
-				decode(t, d, &p)
-				m.pdbs = append(m.pdbs, &p)
-			case "Secret":
-				m.secrets[o.Metadata.Name] = o.StringData
-			case "ConfigMap":
-				m.configs[o.Metadata.Name] = o.Data
-			}
+			m.add(t, d)
 		}
 	}
 	return m
+}
+
+// add files one decoded document under its kind and returns the kind
+// ("" for an empty document).
+func (m *manifests) add(t testing.TB, d *yaml.Node) string {
+	t.Helper()
+	var o object
+	decode(t, d, &o)
+	switch o.Kind {
+	case "Deployment", "StatefulSet", "Job":
+		var w workload
+		decode(t, d, &w)
+		m.workloads = append(m.workloads, &w)
+	case "Service":
+		var s kubeService
+		decode(t, d, &s)
+		m.services = append(m.services, &s)
+	case "PodDisruptionBudget":
+		var p pdb
+		decode(t, d, &p)
+		m.pdbs = append(m.pdbs, &p)
+	case "Secret":
+		m.secrets[o.Metadata.Name] = o.StringData
+	case "ConfigMap":
+		m.configs[o.Metadata.Name] = o.Data
+	}
+	return o.Kind
 }
 
 func decode(t testing.TB, n *yaml.Node, v any) {
