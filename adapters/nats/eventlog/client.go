@@ -70,15 +70,12 @@ type Config struct {
 type Client struct {
 	cfg Config
 	log *slog.Logger
+	bg  backendconn.Background
 
-	mu      sync.Mutex
-	started bool
-	closed  bool
-	cancel  context.CancelFunc
-	done    chan struct{}
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	cons    jetstream.Consumer
+	mu   sync.Mutex
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	cons jetstream.Consumer
 }
 
 // New checks cfg and returns a Client that is not yet connected.
@@ -118,33 +115,10 @@ func orDefault[T comparable](v, def T) T {
 
 // Start connects in the background and returns at once; it keeps
 // (re)connecting until ctx ends or Close.
-func (c *Client) Start(ctx context.Context) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.started || c.closed {
-		return
-	}
-	c.started = true
-	ctx, c.cancel = context.WithCancel(ctx)
-	c.done = make(chan struct{})
-	go c.run(ctx)
-}
+func (c *Client) Start(ctx context.Context) { c.bg.Start(ctx, c.run) }
 
 // Close stops the client: pending acknowledgements are given up.
-func (c *Client) Close() {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	c.closed = true
-	cancel, done := c.cancel, c.done
-	c.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
+func (c *Client) Close() { c.bg.Close() }
 
 // Ready reports whether the connection is up.
 func (c *Client) Ready() bool {
@@ -157,18 +131,7 @@ func (c *Client) Ready() bool {
 // AckTimeout): a socket open to a hung server fails it.
 func (c *Client) Check(ctx context.Context) error {
 	nc, _ := c.current()
-	if nc == nil || !nc.IsConnected() {
-		return errors.New("not connected")
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.cfg.AckTimeout)
-		defer cancel()
-	}
-	if err := nc.FlushWithContext(ctx); err != nil {
-		return fmt.Errorf("nats round trip: %w", err)
-	}
-	return nil
+	return backendconn.Check(ctx, nc, c.cfg.AckTimeout)
 }
 
 func (c *Client) current() (*nats.Conn, jetstream.JetStream) {
@@ -180,7 +143,6 @@ func (c *Client) current() (*nats.Conn, jetstream.JetStream) {
 // run owns the connection: backendconn dials it with back-off and fresh
 // credentials, session uses it until it is closed for good.
 func (c *Client) run(ctx context.Context) {
-	defer close(c.done)
 	backendconn.Run(ctx, backendconn.Config{
 		URL: c.cfg.URL, Name: connName, Creds: c.cfg.Creds, ReconnectWait: c.cfg.ReconnectWait, Logger: c.log,
 	}, c.session)

@@ -99,15 +99,12 @@ type Client struct {
 	reconnectWait time.Duration
 	drainTimeout  time.Duration
 	log           *slog.Logger
+	bg            backendconn.Background
 
 	// wake tells the connection loop that a handler was registered.
 	wake chan struct{}
 
 	mu       sync.Mutex
-	started  bool
-	closed   bool
-	cancel   context.CancelFunc
-	done     chan struct{}
 	conn     *nats.Conn
 	js       jetstream.JetStream
 	subsUp   bool // the current connection's subscriptions are registered
@@ -155,36 +152,12 @@ func New(cfg Config) (*Client, error) {
 
 // Start connects in the background and returns at once. The client keeps
 // (re)connecting until ctx ends or Close is called. Later calls do nothing.
-func (c *Client) Start(ctx context.Context) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.started || c.closed {
-		return
-	}
-	c.started = true
-	runCtx, cancel := context.WithCancel(ctx)
-	c.cancel = cancel
-	c.done = make(chan struct{})
-	go c.run(runCtx)
-}
+func (c *Client) Start(ctx context.Context) { c.bg.Start(ctx, c.run) }
 
 // Close stops reconnecting and drains the connection: status messages
 // already received are handled, then the connection closes. It waits at
 // most about DrainTimeout.
-func (c *Client) Close() {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	c.closed = true
-	cancel, done := c.cancel, c.done
-	c.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
+func (c *Client) Close() { c.bg.Close() }
 
 // Ready reports whether the client is connected and its status
 // subscriptions are registered with the server.
@@ -274,24 +247,15 @@ func (c *Client) Check(ctx context.Context) error {
 	c.mu.Lock()
 	nc, up := c.conn, c.subsUp
 	c.mu.Unlock()
-	if nc == nil || !up || !nc.IsConnected() {
+	if !up {
 		return errors.New("not connected")
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.pubTimeout)
-		defer cancel()
-	}
-	if err := nc.FlushWithContext(ctx); err != nil {
-		return fmt.Errorf("nats round trip: %w", err)
-	}
-	return nil
+	return backendconn.Check(ctx, nc, c.pubTimeout)
 }
 
 // run owns the connection: backendconn dials it with back-off and fresh
 // credentials, serve uses it until it is closed for good.
 func (c *Client) run(ctx context.Context) {
-	defer close(c.done)
 	// Handlers outlive ctx by the drain, so messages received before Close
 	// are handled with a live context; it ends when the loop returns.
 	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
