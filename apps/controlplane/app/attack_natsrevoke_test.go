@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/internal/provisionertest"
 )
@@ -21,24 +20,13 @@ import (
 func TestAttackRevokedSensorKeepsNoNATSJWT(t *testing.T) {
 	const ttl = time.Minute
 	prov := provisionertest.Start(t, provisionertest.Options{})
-	prov.StopServe()
-	prov.Config.SensorUserJWTTTL = ttl
-	prov.StartServe()
-	prov.WaitNATSReady()
+	setSensorJWTTTL(prov, ttl)
 	p := startPlane(t, prov, func(c *app.ServeConfig) { c.RenewMinInterval = time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
-	p.must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme"}, "", 201, nil)
-	waitUntil(t, 30*time.Second, "tenant provisioned", func() bool {
-		var tenant struct{ NatsStatus string }
-		p.must("GET", "/api/tenants/acme", nil, "", 200, &tenant)
-		return tenant.NatsStatus == "provisioned"
-	})
-	e, err := sensorclient.NewEnroller(sensorclient.EnrollerConfig{BaseURL: p.base})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p.login()
+	p.provisionedTenant("acme", "Acme")
+	e := p.enroller()
 	st := p.enrolClient(ctx, e, "acme")
 	first := userClaims(t, st.Creds)
 	// A renewal signs the same key again once the JWT is a tenth of its

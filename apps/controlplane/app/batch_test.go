@@ -55,13 +55,8 @@ type batchView struct {
 func TestCommandBatchSurvivesAReplicaStop(t *testing.T) {
 	prov := provisionertest.Start(t, provisionertest.Options{})
 	p := startPlane(t, prov)
-	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
-	p.must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme"}, "", 201, nil)
-	waitUntil(t, 30*time.Second, "tenant provisioned", func() bool {
-		var v struct{ NatsStatus string }
-		p.must("GET", "/api/tenants/acme", nil, "", 200, &v)
-		return v.NatsStatus == "provisioned"
-	})
+	p.login()
+	p.provisionedTenant("acme", "Acme")
 	real := p.enrol("acme")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

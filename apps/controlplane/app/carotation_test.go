@@ -74,17 +74,9 @@ func TestSensorCARotation(t *testing.T) {
 	p := startPlane(t, prov, func(c *app.ServeConfig) { c.RenewMinInterval = time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
-	p.must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme"}, "", 201, nil)
-	waitUntil(t, 30*time.Second, "tenant provisioned", func() bool {
-		var tenant struct{ NatsStatus string }
-		p.must("GET", "/api/tenants/acme", nil, "", 200, &tenant)
-		return tenant.NatsStatus == "provisioned"
-	})
-	e, err := sensorclient.NewEnroller(sensorclient.EnrollerConfig{BaseURL: p.base})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p.login()
+	p.provisionedTenant("acme", "Acme")
+	e := p.enroller()
 	renewing := p.enrolClient(ctx, e, "acme")
 	stale := p.enrolClient(ctx, e, "acme")
 	oldCA := caCerts(t, renewing.CAPEM)

@@ -138,14 +138,9 @@ func TestEventsReachPostgresOnce(t *testing.T) {
 	}
 	defer db.Close()
 
-	a.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
+	a.login()
 	for _, id := range []string{"acme", "globex"} {
-		a.must("POST", "/api/tenants", map[string]string{"id": id, "name": id}, "", 201, nil)
-		waitUntil(t, 30*time.Second, "tenant "+id+" provisioned", func() bool {
-			var v struct{ NatsStatus string }
-			a.must("GET", "/api/tenants/"+id, nil, "", 200, &v)
-			return v.NatsStatus == "provisioned"
-		})
+		a.provisionedTenant(id, id)
 	}
 	acme, globex := a.enrol("acme"), a.enrol("globex")
 	acmeConn, globexConn := a.grpcConn(acme), a.grpcConn(globex)

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/rxc-project/rxc/adapters/sensorclient"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/internal/controlplanetest"
 	"github.com/rxc-project/rxc/internal/pgtest"
@@ -77,6 +78,43 @@ func (p *plane) must(method, path string, body any, bearer string, want int, int
 	if err := p.client.Call(method, path, body, bearer, want, into); err != nil {
 		p.t.Fatal(err)
 	}
+}
+
+// login signs the seeded operator in.
+func (p *plane) login() {
+	p.t.Helper()
+	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
+}
+
+// provisionedTenant creates tenant id and waits until the provisioner has
+// made its NATS account.
+func (p *plane) provisionedTenant(id, name string) {
+	p.t.Helper()
+	p.must("POST", "/api/tenants", map[string]string{"id": id, "name": name}, "", 201, nil)
+	waitUntil(p.t, 30*time.Second, "tenant "+id+" provisioned", func() bool {
+		var v struct{ NatsStatus string }
+		p.must("GET", "/api/tenants/"+id, nil, "", 200, &v)
+		return v.NatsStatus == "provisioned"
+	})
+}
+
+// enroller is the reference sensor client's enroller, aimed at this plane.
+func (p *plane) enroller() *sensorclient.Enroller {
+	p.t.Helper()
+	e, err := sensorclient.NewEnroller(sensorclient.EnrollerConfig{BaseURL: p.base})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return e
+}
+
+// setSensorJWTTTL restarts the provisioner's service so that the sensor
+// user JWTs it signs from now on expire after ttl.
+func setSensorJWTTTL(prov *provisionertest.Stack, ttl time.Duration) {
+	prov.StopServe()
+	prov.Config.SensorUserJWTTTL = ttl
+	prov.StartServe()
+	prov.WaitNATSReady()
 }
 
 func waitUntil(t *testing.T, limit time.Duration, what string, ok func() bool) {

@@ -74,24 +74,13 @@ func commandsOf(t *testing.T, ctx context.Context, st *sensorclient.State) (*sen
 func TestSensorNATSCredentialsExpire(t *testing.T) {
 	const ttl = 20 * time.Second
 	prov := provisionertest.Start(t, provisionertest.Options{})
-	prov.StopServe()
-	prov.Config.SensorUserJWTTTL = ttl
-	prov.StartServe()
-	prov.WaitNATSReady()
+	setSensorJWTTTL(prov, ttl)
 	p := startPlane(t, prov, func(c *app.ServeConfig) { c.RenewMinInterval = time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
-	p.must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme"}, "", 201, nil)
-	waitUntil(t, 30*time.Second, "tenant provisioned", func() bool {
-		var tenant struct{ NatsStatus string }
-		p.must("GET", "/api/tenants/acme", nil, "", 200, &tenant)
-		return tenant.NatsStatus == "provisioned"
-	})
-	e, err := sensorclient.NewEnroller(sensorclient.EnrollerConfig{BaseURL: p.base})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p.login()
+	p.provisionedTenant("acme", "Acme")
+	e := p.enroller()
 	issued := time.Now()
 	st := p.enrolClient(ctx, e, "acme")
 	first := userClaims(t, st.Creds)
@@ -106,10 +95,7 @@ func TestSensorNATSCredentialsExpire(t *testing.T) {
 
 	// The provisioner now hands out JWTs valid an hour, so the renewed one
 	// outlives the test however slow the machine.
-	prov.StopServe()
-	prov.Config.SensorUserJWTTTL = time.Hour
-	prov.StartServe()
-	prov.WaitNATSReady()
+	setSensorJWTTTL(prov, time.Hour)
 	renewed, err := e.Renew(ctx, st)
 	if err != nil {
 		t.Fatal(err)

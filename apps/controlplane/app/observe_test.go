@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -32,13 +31,8 @@ func TestLogsAccessLogAndMetrics(t *testing.T) {
 	prov := provisionertest.Start(t, provisionertest.Options{})
 	p := startPlane(t, prov, func(c *app.ServeConfig) { c.LogLevel = "debug" })
 
-	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
-	var tenant struct{ NatsStatus string }
-	p.must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme"}, "", 201, nil)
-	waitUntil(t, 30*time.Second, "tenant provisioned", func() bool {
-		p.must("GET", "/api/tenants/acme", nil, "", 200, &tenant)
-		return tenant.NatsStatus == "provisioned"
-	})
+	p.login()
+	p.provisionedTenant("acme", "Acme")
 	s := p.enrol("acme")
 	p.must("POST", "/api/sensors/"+s.enr.SensorID+"/commands", map[string]string{"action": "start"}, "", 202, nil)
 	if status, _ := p.do("GET", "/api/nope?token=query-secret", nil, "bearer-secret"); status != 404 {

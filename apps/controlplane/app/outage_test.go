@@ -30,13 +30,8 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 	t.Cleanup(func() { _ = cluster.Stop() })
 	prov := provisionertest.Start(t, provisionertest.Options{})
 	p := startPlane(t, prov, func(c *app.ServeConfig) { c.PGDSN = cluster.DSN("postgres") })
-	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
-	p.must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme"}, "", 201, nil)
-	waitUntil(t, 30*time.Second, "tenant provisioned", func() bool {
-		var tn struct{ NatsStatus string }
-		p.must("GET", "/api/tenants/acme", nil, "", 200, &tn)
-		return tn.NatsStatus == "provisioned"
-	})
+	p.login()
+	p.provisionedTenant("acme", "Acme")
 	s := p.enrol("acme")
 	cc := p.grpcConn(s)
 	health := sensorpb.NewSensorHealthcheckServiceClient(cc)

@@ -42,8 +42,8 @@ func replicas(t *testing.T, prov *provisionertest.Stack) (a, b *plane) {
 	cfg.PublicGRPCAddr = cfg.GRPCListenAddr
 	cp := controlplanetest.Start(t, cfg)
 	b = &plane{Plane: cp, t: t, prov: prov, client: cp.NewClient(), base: cp.Base, grpc: cp.GRPCAddr, caPEM: cp.CAPEM}
-	a.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
-	b.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
+	a.login()
+	b.login()
 	return a, b
 }
 
@@ -101,12 +101,7 @@ func TestRevocationAndRenewalReachEveryReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	a.must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme"}, "", 201, nil)
-	waitUntil(t, 30*time.Second, "tenant provisioned", func() bool {
-		var v struct{ NatsStatus string }
-		a.must("GET", "/api/tenants/acme", nil, "", 200, &v)
-		return v.NatsStatus == "provisioned"
-	})
+	a.provisionedTenant("acme", "Acme")
 
 	// Revocation.
 	victim := a.enrol("acme")

@@ -41,7 +41,7 @@ func TestBreakerOpensWhileProvisionerIsDownAndClosesAfter(t *testing.T) {
 	if got := p.metric(breaker); got != "0" {
 		t.Fatalf("breaker at start: %s, want 0 (closed)", got)
 	}
-	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
+	p.login()
 
 	prov.StopServe()
 	p.must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme"}, "", 201, nil)
@@ -72,7 +72,7 @@ func TestDisabledProvisioningMakesNoCalls(t *testing.T) {
 		c.Provisioner.IntervalSeconds = 5
 		c.Messaging.Enabled = false
 	})
-	p.must("POST", "/api/auth/login", map[string]string{"email": opEmail, "password": opPassword}, "", 204, nil)
+	p.login()
 	var tenant struct{ NatsStatus string }
 	p.must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme"}, "", 201, &tenant)
 	if tenant.NatsStatus != "pending" {
