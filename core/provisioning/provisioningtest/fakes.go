@@ -171,7 +171,9 @@ func (s *Signer) AccountMatches(accountJWT string, spec provisioning.AccountSpec
 	if err != nil {
 		return false, nil // a JWT that does not decode matches nothing
 	}
-	key := func(r provisioning.Revocation) string { return r.AccountPubKey + "/" + r.UserPubKey + "@" + r.RevokedAt.UTC().String() }
+	key := func(r provisioning.Revocation) string {
+		return r.AccountPubKey + "/" + r.UserPubKey + "@" + r.RevokedAt.UTC().String()
+	}
 	var a, b []string
 	for _, r := range got.Revocations {
 		a = append(a, key(r))
