@@ -78,18 +78,63 @@ func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (*Server,
 	return s, nil
 }
 
+// build wires the control plane in dependency order: the sensor CA, the
+// database and the services on it, the provisioner client, NATS, the fleet
+// service, the event pipeline, the gRPC edge and the HTTP edges.
 func (s *Server) build(ctx context.Context) error {
 	cfg, log := s.cfg, s.log
+	if err := s.checkConfig(); err != nil {
+		return err
+	}
+	ca, err := x509ca.Load(x509ca.Config{Dir: cfg.CADir, Logger: log.With("component", "ca")})
+	if err != nil {
+		return fmt.Errorf("sensor CA (CA_DIR=%s; create it with controlplane init-ca): %w", cfg.CADir, err)
+	}
+	if err := s.buildStore(ctx); err != nil {
+		return err
+	}
+	if err := s.buildProvisioner(); err != nil {
+		return err
+	}
+	publisher, err := s.buildMessaging()
+	if err != nil {
+		return err
+	}
+	terminator := &lateTerminator{}
+	if err := s.buildFleet(ca, publisher, terminator); err != nil {
+		return err
+	}
+	if s.events, err = s.buildEvents(log); err != nil {
+		return err
+	}
+	if err := s.buildGRPC(ca, terminator); err != nil {
+		return err
+	}
+	s.status = newStatusBatcher(s.fleet.HandleStatusBatch, log.With("component", "status"))
+	api, err := s.buildAPI(ca)
+	if err != nil {
+		return err
+	}
+	return s.buildHTTP(api)
+}
+
+// checkConfig refuses combinations of settings that cannot work.
+func (s *Server) checkConfig() error {
+	cfg := s.cfg
 	if cfg.Provisioner.Enabled && len(cfg.Provisioner.SharedSecret) < 16 {
 		return errors.New("configuration: NATS_PROVISIONER_SHARED_SECRET must be set (16 characters or more) when NATS_PROVISIONER_ENABLED=true")
 	}
 	if cfg.Messaging.Enabled && cfg.Messaging.CredsPath == "" && !cfg.Provisioner.Enabled {
 		return errors.New("configuration: NATS_MESSAGING_ENABLED=true needs NATS_MESSAGING_CREDS_PATH or an enabled provisioner to fetch backend credentials from")
 	}
-	ca, err := x509ca.Load(x509ca.Config{Dir: cfg.CADir, Logger: log.With("component", "ca")})
-	if err != nil {
-		return fmt.Errorf("sensor CA (CA_DIR=%s; create it with controlplane init-ca): %w", cfg.CADir, err)
-	}
+	return nil
+}
+
+// buildStore connects to PostgreSQL, applies the migrations when asked to,
+// and builds the store and the operators service on it, creating the
+// bootstrap operator when one is configured.
+func (s *Server) buildStore(ctx context.Context) error {
+	cfg, log := s.cfg, s.log
 	pool, err := appenv.Connect(ctx, cfg.PGDSN, 60*time.Second, log)
 	if err != nil {
 		return err
@@ -111,9 +156,14 @@ func (s *Server) build(ctx context.Context) error {
 	if s.operators, err = newOperators(s.store, cfg.SessionTTL, log.With("component", "operators")); err != nil {
 		return err
 	}
-	if err := s.bootstrapOperator(ctx); err != nil {
-		return err
-	}
+	return s.bootstrapOperator(ctx)
+}
+
+// buildProvisioner builds the provisioner's client (disabled unless
+// NATS_PROVISIONER_ENABLED).
+func (s *Server) buildProvisioner() error {
+	cfg := s.cfg
+	var err error
 	s.provisioner, err = provisionerclient.New(provisionerclient.Config{
 		Enabled:      cfg.Provisioner.Enabled,
 		BaseURL:      cfg.Provisioner.BaseURL,
@@ -124,56 +174,74 @@ func (s *Server) build(ctx context.Context) error {
 			ConsecutiveFailures: cfg.Provisioner.BreakerFailures,
 			OpenTimeout:         time.Duration(max(cfg.Provisioner.BreakerOpenSeconds, 1)) * time.Second,
 		},
-		Logger: log.With("component", "provisioner-client"),
+		Logger: s.log.With("component", "provisioner-client"),
+	})
+	return err
+}
+
+// buildMessaging builds the NATS messaging client when messaging is
+// enabled and returns what publishes commands: that client, or one that
+// answers every command with ErrMessagingDisabled.
+func (s *Server) buildMessaging() (fleet.CommandPublisher, error) {
+	cfg := s.cfg
+	if !cfg.Messaging.Enabled {
+		return disabledPublisher{}, nil
+	}
+	var err error
+	s.messaging, err = sensorbus.New(sensorbus.Config{
+		URL:    cfg.Messaging.URL,
+		Creds:  s.backendCreds,
+		Stream: cfg.CommandStreamName,
+		Logger: s.log.With("component", "nats"),
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var publisher fleet.CommandPublisher = disabledPublisher{}
-	if cfg.Messaging.Enabled {
-		s.messaging, err = sensorbus.New(sensorbus.Config{
-			URL:    cfg.Messaging.URL,
-			Creds:  s.backendCreds,
-			Stream: cfg.CommandStreamName,
-			Logger: log.With("component", "nats"),
-		})
-		if err != nil {
-			return err
-		}
-		s.close = append(s.close, s.messaging.Close)
-		publisher = s.messaging
-	}
-	terminator := &lateTerminator{}
+	s.close = append(s.close, s.messaging.Close)
+	return s.messaging, nil
+}
+
+// buildFleet builds the fleet service on the store, the provisioner, the
+// sensor CA and the publisher.
+func (s *Server) buildFleet(ca *x509ca.CA, publisher fleet.CommandPublisher, terminator fleet.SessionTerminator) error {
+	cfg := s.cfg
+	var err error
 	s.fleet, err = fleet.New(fleet.Config{
 		Store: s.store, Provisioner: s.provisioner, ProvisioningEnabled: cfg.Provisioner.Enabled,
 		CA: ca, Publisher: publisher, Terminator: terminator, Locker: s.store,
 		Stream: cfg.CommandStreamName, SensorCertTTL: cfg.SensorCertTTL, CommandTTL: cfg.CommandTTL, MinRenewInterval: cfg.RenewMinInterval,
-		Logger: log.With("component", "fleet"),
+		Logger: s.log.With("component", "fleet"),
 	})
-	if err != nil {
-		return err
-	}
-	if s.events, err = s.buildEvents(log); err != nil {
-		return err
-	}
+	return err
+}
+
+// buildGRPC builds the sensors' gRPC edge and hands it to terminator, which
+// the fleet service ends streams through.
+func (s *Server) buildGRPC(ca *x509ca.CA, terminator *lateTerminator) error {
+	var err error
 	s.grpc, err = grpcmtls.New(grpcmtls.Config{
-		TLS: ca.ServerTLSConfig(), Authorizer: s.fleet, Heartbeats: s.fleet, Ingest: s.events.grpcIngest(), Logger: log.With("component", "grpc"),
-		DatabaseUnavailable: pgoutage.Is, RecheckInterval: cfg.StreamRecheckInterval,
+		TLS: ca.ServerTLSConfig(), Authorizer: s.fleet, Heartbeats: s.fleet, Ingest: s.events.grpcIngest(), Logger: s.log.With("component", "grpc"),
+		DatabaseUnavailable: pgoutage.Is, RecheckInterval: s.cfg.StreamRecheckInterval,
 	})
 	if err != nil {
 		return err
 	}
 	terminator.set(s.grpc)
-	s.status = newStatusBatcher(s.fleet.HandleStatusBatch, log.With("component", "status"))
-	chat, err := newAnalytics(cfg.Chat, pool, s.events != nil, log.With("component", "analytics"))
+	return nil
+}
+
+// buildAPI builds the HTTP API with the analytics chat and the audit trail.
+func (s *Server) buildAPI(ca *x509ca.CA) (*controlapi.API, error) {
+	cfg, log := s.cfg, s.log
+	chat, err := newAnalytics(cfg.Chat, s.pool, s.events != nil, log.With("component", "analytics"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	trail, err := audit.New(s.store, log.With("component", "audit"), nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	api, err := controlapi.New(controlapi.Config{
+	return controlapi.New(controlapi.Config{
 		Fleet: s.fleet, Operators: s.operators, Audit: trail, CACertificatePEM: ca.CACertificatePEM,
 		PublicNATSURL: cfg.PublicNATSURL, PublicGRPCAddr: cfg.PublicGRPCAddr,
 		AllowedOrigins: cfg.CORSAllowedOrigins, LocalMode: cfg.LocalMode, TrustProxy: cfg.TrustProxy,
@@ -186,9 +254,13 @@ func (s *Server) build(ctx context.Context) error {
 		DatabaseUnavailable: pgoutage.Is,
 		Logger:              log.With("component", "http"),
 	})
-	if err != nil {
-		return err
-	}
+}
+
+// buildHTTP binds the HTTP, gRPC and metrics listeners and builds the API's
+// and the metrics' HTTP servers.
+func (s *Server) buildHTTP(api *controlapi.API) error {
+	cfg, log := s.cfg, s.log
+	var err error
 	if s.httpLis, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
 	}
@@ -235,39 +307,7 @@ func (s *Server) Run(ctx context.Context) error {
 		"provisioning", s.cfg.Provisioner.Enabled, "messaging", s.cfg.Messaging.Enabled)
 
 	var wg sync.WaitGroup
-	if s.messaging != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.status.run(ctx) }()
-		s.messaging.SubscribeStatus(s.status.handle)
-		s.messaging.Start(ctx)
-	}
-	if s.events != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.events.start(ctx) }()
-	}
-	// Revocations and renewals committed by any replica end the streams
-	// this one holds on a certificate no longer active.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.store.ListenCredentialChanges(ctx, s.log.With("component", "credentials"),
-			func(tenantID, sensorID string) { s.grpc.Recheck(ctx, tenantID, sensorID) },
-			func() { s.grpc.RecheckAll(ctx) })
-	}()
-	if s.messaging != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.every(ctx, commandReconcileEvery, s.reconcileCommands) }()
-		wg.Add(1)
-		go func() { defer wg.Done(); s.publishBatches(ctx) }()
-	}
-	if s.cfg.Provisioner.Enabled {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.every(ctx, s.cfg.Provisioner.Interval(), s.reconcile) }()
-	}
-	wg.Add(2)
-	go func() { defer wg.Done(); s.every(ctx, min(s.cfg.SensorOfflineAfter/3, 15*time.Second), s.markOffline) }()
-	go func() { defer wg.Done(); s.every(ctx, time.Hour, s.purgeSessions) }()
-
+	s.startBackground(ctx, &wg)
 	var err error
 	select {
 	case err = <-errc:
@@ -275,6 +315,13 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	cancel()
 	wg.Wait()
+	s.drain()
+	return err
+}
+
+// drain shuts the HTTP, metrics and gRPC servers down within
+// SHUTDOWN_TIMEOUT.
+func (s *Server) drain() {
 	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout.String())
 	sctx, scancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer scancel()
@@ -285,7 +332,6 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Warn("metrics http shutdown", logkey.Error, herr)
 	}
 	s.grpc.Shutdown(sctx)
-	return err
 }
 
 // HTTPAddr is the bound HTTP address.
@@ -307,87 +353,6 @@ func (s *Server) shutdown() {
 		s.close[i]()
 	}
 	s.close = nil
-}
-
-// every runs fn at once and then every d until ctx ends.
-func (s *Server) every(ctx context.Context, d time.Duration, fn func(context.Context)) {
-	if d <= 0 {
-		d = time.Second
-	}
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		fn(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func (s *Server) reconcile(ctx context.Context) {
-	n, err := s.fleet.ReconcileTenants(ctx)
-	switch {
-	case err != nil && ctx.Err() == nil:
-		s.log.Warn("tenant reconcile", "provisioned", n, logkey.Error, err, "breaker", s.provisioner.BreakerState())
-	case n > 0:
-		s.log.Info("tenants provisioned", "count", n)
-	}
-}
-
-// commandReconcileEvery is how often pending commands are settled: a
-// command whose publication timed out is published again (same message id)
-// within the stream's duplicate window, so the period must stay well inside it.
-const commandReconcileEvery = 5 * time.Second
-
-func (s *Server) reconcileCommands(ctx context.Context) {
-	if n, err := s.fleet.ReconcileCommands(ctx); err != nil && ctx.Err() == nil {
-		s.log.Warn("command reconcile", "settled", n, logkey.Error, err)
-	} else if n > 0 {
-		s.log.Info("pending commands settled", "count", n)
-	}
-}
-
-// batchPollEvery is how often a replica looks for batch commands nobody
-// has sent (another replica's batch, or one left by a replica that
-// stopped); its own batches wake it at once.
-const batchPollEvery = 2 * time.Second
-
-// publishBatches publishes queued batch commands until ctx ends.
-func (s *Server) publishBatches(ctx context.Context) {
-	t := time.NewTicker(batchPollEvery)
-	defer t.Stop()
-	for {
-		if n, err := s.fleet.PublishQueued(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("publish batch commands", "published", n, logkey.Error, err)
-		} else if n > 0 {
-			s.log.Info("batch commands published", "count", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-s.fleet.PublisherWake():
-		}
-	}
-}
-
-func (s *Server) markOffline(ctx context.Context) {
-	if n, err := s.fleet.MarkSilentOffline(ctx, s.cfg.SensorOfflineAfter); err != nil && ctx.Err() == nil {
-		s.log.Warn("mark silent sensors offline", logkey.Error, err)
-	} else if n > 0 {
-		s.log.Info("sensors marked offline", "count", n, "silence", s.cfg.SensorOfflineAfter.String())
-	}
-}
-
-func (s *Server) purgeSessions(ctx context.Context) {
-	if _, err := s.operators.PurgeExpiredSessions(ctx); err != nil && ctx.Err() == nil {
-		s.log.Warn("purge expired sessions", logkey.Error, err)
-	}
-	if _, err := s.operators.PurgeLoginFailures(ctx); err != nil && ctx.Err() == nil {
-		s.log.Warn("purge login failures", logkey.Error, err)
-	}
 }
 
 // backendCreds reads the messaging creds file, or asks the provisioner for

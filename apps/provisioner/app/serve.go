@@ -193,58 +193,110 @@ func (s *Server) prepare() error {
 }
 
 // build connects to PostgreSQL (waiting up to wait) and wires everything
-// that needs it. On failure it closes what it opened and may run again.
+// that needs it: the store, the operator's authority, the NATS admin
+// client, the provisioning service (bringing accounts and users up to the
+// current configuration) and the API. On failure it closes what it opened
+// and may run again.
 func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
-	cfg, log := s.cfg, s.log
+	cfg := s.cfg
 	defer func() {
 		if err != nil {
 			s.shutdown()
 		}
 	}()
-	sealer, err := cfg.sealer()
+	store, err := s.openStore(ctx, wait)
 	if err != nil {
 		return err
 	}
-	opSeed, opPub := s.opSeed, s.opPub
-	pool, err := appenv.Connect(ctx, cfg.PGDSN, wait, log)
+	op, err := s.operator(ctx, store)
 	if err != nil {
 		return err
+	}
+	signer, err := jwtauthority.New(jwtauthority.Config{
+		OperatorSeed: s.opSeed, Stream: cfg.CommandStreamName, ControlAccount: op.ControlAccount, ControlJetStream: cfg.controlLimits(),
+	})
+	if err != nil {
+		return err
+	}
+	eventStream := cfg.EventsStreamName
+	if eventStream == "" {
+		eventStream = topology.DefaultEventStream
+	}
+	if err := s.buildNATS(ctx, store, op, eventStream); err != nil {
+		return err
+	}
+	s.svc, err = provisioning.New(provisioning.Config{
+		Store: store, Signer: signer, Claims: signer, Pusher: s.nats, Consumers: s.nats,
+		Stream: cfg.CommandStreamName, EventStream: eventStream, ResolverCacheTTL: cfg.ResolverCacheTTL,
+		LastKnown: s.last, SensorUserTTL: cfg.SensorUserJWTTTL,
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.catchUp(ctx); err != nil {
+		return err
+	}
+	s.api, err = provisionerapi.New(provisionerapi.Config{
+		Service: s.svc, Health: store, SharedSecret: cfg.SharedSecret, Logger: s.log, DatabaseUnavailable: pgoutage.Is,
+		Readiness: s.readiness(), Metrics: s.metrics.handler(),
+	})
+	if err != nil {
+		return err
+	}
+	s.store = store
+	s.built.Store(true)
+	return nil
+}
+
+// openStore connects to PostgreSQL (waiting up to wait), applies the
+// migrations when asked to and opens the store, sealing seeds with the
+// configured key.
+func (s *Server) openStore(ctx context.Context, wait time.Duration) (*provisionerstore.Store, error) {
+	cfg, log := s.cfg, s.log
+	sealer, err := cfg.sealer()
+	if err != nil {
+		return nil, err
+	}
+	pool, err := appenv.Connect(ctx, cfg.PGDSN, wait, log)
+	if err != nil {
+		return nil, err
 	}
 	s.close = append(s.close, pool.Close)
 	if cfg.MigrateOnStart {
 		applied, err := applyMigrations(ctx, pool)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, v := range applied {
 			log.Info("migration applied", "version", v)
 		}
 	}
-	store, err := provisionerstore.New(provisionerstore.Config{Pool: pool, Sealer: sealer})
-	if err != nil {
-		return err
-	}
+	return provisionerstore.New(provisionerstore.Config{Pool: pool, Sealer: sealer})
+}
+
+// operator reads the operator init-operator stored, checks that the seed
+// file holds one of its keys, and restricts the resolver's copy to accounts
+// it signs.
+func (s *Server) operator(ctx context.Context, store *provisionerstore.Store) (provisioning.Operator, error) {
 	op, err := store.Operator(ctx)
 	if errors.Is(err, provisioning.ErrNoOperator) || errors.Is(err, provisioning.ErrNotFound) {
-		return errors.New("the store has no operator: run provisioner init-operator first")
+		return op, errors.New("the store has no operator: run provisioner init-operator first")
 	}
 	if err != nil {
-		return fmt.Errorf("read operator: %w", err)
+		return op, fmt.Errorf("read operator: %w", err)
 	}
-	if err := operatorHoldsKey(op, opPub); err != nil {
-		return fmt.Errorf("operator seed file %s: %w", cfg.OperatorSeedPath, err)
+	if err := operatorHoldsKey(op, s.opPub); err != nil {
+		return op, fmt.Errorf("operator seed file %s: %w", s.cfg.OperatorSeedPath, err)
 	}
 	// The resolver's copy keeps only accounts signed by a key the operator
 	// JWT lists now: one signed by a removed signing key is not served.
-	if err := s.last.Trust(op.JWT); err != nil {
-		return err
-	}
-	signer, err := jwtauthority.New(jwtauthority.Config{
-		OperatorSeed: opSeed, Stream: cfg.CommandStreamName, ControlAccount: op.ControlAccount, ControlJetStream: cfg.controlLimits(),
-	})
-	if err != nil {
-		return err
-	}
+	return op, s.last.Trust(op.JWT)
+}
+
+// buildNATS builds the client that pushes claims to nats-server (as the SYS
+// user) and manages the streams and consumers (as the control admin).
+func (s *Server) buildNATS(ctx context.Context, store *provisionerstore.Store, op provisioning.Operator, eventStream string) error {
+	cfg, log := s.cfg, s.log
 	sysAcct, err := store.Account(ctx, op.SystemAccount)
 	if err != nil {
 		return fmt.Errorf("system account: %w", err)
@@ -256,10 +308,6 @@ func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
 	adminUser := func() (string, []byte, error) { return jwtauthority.ControlAdminUser(ctlAcct.Seed) }
 	if cfg.ControlCredsPath != "" {
 		adminUser = func() (string, []byte, error) { return readCreds(cfg.ControlCredsPath) }
-	}
-	eventStream := cfg.EventsStreamName
-	if eventStream == "" {
-		eventStream = topology.DefaultEventStream
 	}
 	if limit := cfg.ControlJSMaxDisk; limit > 0 && cfg.EventsStreamMaxBytes > limit-limit/10 {
 		log.Warn("EVENTS_STREAM_MAX_BYTES leaves less than a tenth of CONTROL_JETSTREAM_MAX_DISK for commands: a full event stream would also stop commands",
@@ -286,14 +334,14 @@ func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
 		return err
 	}
 	s.close = append(s.close, s.nats.Close)
-	s.svc, err = provisioning.New(provisioning.Config{
-		Store: store, Signer: signer, Claims: signer, Pusher: s.nats, Consumers: s.nats,
-		Stream: cfg.CommandStreamName, EventStream: eventStream, ResolverCacheTTL: cfg.ResolverCacheTTL,
-		LastKnown: s.last, SensorUserTTL: cfg.SensorUserJWTTTL,
-	})
-	if err != nil {
-		return err
-	}
+	return nil
+}
+
+// catchUp brings what earlier configurations and releases left up to the
+// current ones: account JWTs are signed again, users minted under an
+// earlier topology revoked.
+func (s *Server) catchUp(ctx context.Context) error {
+	log := s.log
 	// An account JWT signed under an earlier configuration or release (other
 	// CONTROL limits, a renamed command stream, changed exports) is re-signed
 	// now; PushPending delivers it once NATS is reached.
@@ -317,15 +365,6 @@ func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
 	if n := len(revoked); n > 0 {
 		log.Warn("revoked users whose permissions the current topology no longer grants; their sensors get new credentials with their next certificate renewal", "count", n)
 	}
-	s.api, err = provisionerapi.New(provisionerapi.Config{
-		Service: s.svc, Health: store, SharedSecret: cfg.SharedSecret, Logger: log, DatabaseUnavailable: pgoutage.Is,
-		Readiness: s.readiness(), Metrics: s.metrics.handler(),
-	})
-	if err != nil {
-		return err
-	}
-	s.store = store
-	s.built.Store(true)
 	return nil
 }
 
@@ -350,24 +389,7 @@ func (s *Server) Run(ctx context.Context) error {
 		bg.Add(1)
 		go func() {
 			defer bg.Done()
-			for bgCtx.Err() == nil {
-				err := s.build(bgCtx, 2*time.Second)
-				if err == nil {
-					s.log.Info("PostgreSQL answers: the provisioner finished starting")
-					if err := s.activate(bgCtx, &bg); err != nil {
-						errc <- err
-					}
-					return
-				}
-				if !pgoutage.Is(err) && bgCtx.Err() == nil {
-					errc <- err
-					return
-				}
-				select {
-				case <-bgCtx.Done():
-				case <-time.After(3 * time.Second):
-				}
-			}
+			s.finishStarting(bgCtx, &bg, errc)
 		}()
 	}
 
@@ -384,6 +406,29 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Warn("http shutdown", logkey.Error, err)
 	}
 	return nil
+}
+
+// finishStarting builds what needs PostgreSQL once it answers, then
+// activates the server; an error other than an outage goes to errc.
+func (s *Server) finishStarting(ctx context.Context, bg *sync.WaitGroup, errc chan<- error) {
+	for ctx.Err() == nil {
+		err := s.build(ctx, 2*time.Second)
+		if err == nil {
+			s.log.Info("PostgreSQL answers: the provisioner finished starting")
+			if err := s.activate(ctx, bg); err != nil {
+				errc <- err
+			}
+			return
+		}
+		if !pgoutage.Is(err) && ctx.Err() == nil {
+			errc <- err
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(3 * time.Second):
+		}
+	}
 }
 
 // activate switches HTTP to the full API, connects to NATS and keeps the
@@ -407,76 +452,6 @@ func (s *Server) activate(ctx context.Context, bg *sync.WaitGroup) error {
 		s.keepSnapshot(ctx)
 	}()
 	return nil
-}
-
-// repairConsumers gives every active sensor user whose consumer is missing
-// (created while NATS was unreachable, or lost with the stream) its
-// consumer, once the JetStream connection is up too.
-func (s *Server) repairConsumers(ctx context.Context) {
-	for deadline := time.Now().Add(30 * time.Second); !s.nats.Ready(); {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	r, err := s.svc.RepairConsumers(ctx, 4)
-	s.consumersMissing.Store(int64(r.Missing - r.Repaired))
-	switch {
-	case err != nil:
-		s.log.Warn("repair missing consumers", logkey.Error, err)
-	case r.Err != nil:
-		s.log.Warn("repair missing consumers", "missing", r.Missing, "repaired", r.Repaired, logkey.Error, r.Err)
-	case r.Missing > 0:
-		s.log.Info("repaired missing consumers", "count", r.Repaired)
-	}
-}
-
-// keepSnapshot reads every account from PostgreSQL into the last known
-// copy and writes the snapshot file when it changed, at start and then
-// every RESOLVER_SNAPSHOT_INTERVAL. The resolver's own reads and the
-// service's writes update the copy in between.
-func (s *Server) keepSnapshot(ctx context.Context) {
-	for {
-		if accts, err := s.store.ListAccounts(ctx); err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("refresh the resolver snapshot", logkey.Error, err)
-			}
-		} else {
-			for _, a := range accts {
-				s.last.Observe(a)
-			}
-			s.metrics.accounts.Set(float64(len(accts)))
-		}
-		if users, err := s.store.ActiveUsers(ctx); err == nil {
-			kinds := map[provisioning.UserKind]int{provisioning.UserSensor: 0, provisioning.UserBackend: 0}
-			for _, u := range users {
-				kinds[u.Kind]++
-			}
-			for k, n := range kinds {
-				s.metrics.users.WithLabelValues(string(k)).Set(float64(n))
-			}
-		}
-		if unpushed, err := s.store.UnpushedAccounts(ctx); err == nil {
-			s.metrics.unpushed.Set(float64(len(unpushed)))
-		}
-		if s.nats.Ready() {
-			// Keeps the consumer-limit metrics current; the check after
-			// each connect logs what it finds.
-			_, _ = s.nats.CheckConsumerLimit(ctx)
-		}
-		if err := s.last.Save(time.Now()); err != nil {
-			s.log.Error("write the resolver snapshot", "path", s.cfg.ResolverSnapshotPath, logkey.Error, err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(s.cfg.ResolverSnapshotInterval):
-		}
-	}
 }
 
 func (s *Server) shutdown() {

@@ -1,0 +1,79 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/core/provisioning"
+)
+
+// repairConsumers gives every active sensor user whose consumer is missing
+// (created while NATS was unreachable, or lost with the stream) its
+// consumer, once the JetStream connection is up too.
+func (s *Server) repairConsumers(ctx context.Context) {
+	for deadline := time.Now().Add(30 * time.Second); !s.nats.Ready(); {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	r, err := s.svc.RepairConsumers(ctx, 4)
+	s.consumersMissing.Store(int64(r.Missing - r.Repaired))
+	switch {
+	case err != nil:
+		s.log.Warn("repair missing consumers", logkey.Error, err)
+	case r.Err != nil:
+		s.log.Warn("repair missing consumers", "missing", r.Missing, "repaired", r.Repaired, logkey.Error, r.Err)
+	case r.Missing > 0:
+		s.log.Info("repaired missing consumers", "count", r.Repaired)
+	}
+}
+
+// keepSnapshot reads every account from PostgreSQL into the last known
+// copy and writes the snapshot file when it changed, at start and then
+// every RESOLVER_SNAPSHOT_INTERVAL. The resolver's own reads and the
+// service's writes update the copy in between.
+func (s *Server) keepSnapshot(ctx context.Context) {
+	for {
+		if accts, err := s.store.ListAccounts(ctx); err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("refresh the resolver snapshot", logkey.Error, err)
+			}
+		} else {
+			for _, a := range accts {
+				s.last.Observe(a)
+			}
+			s.metrics.accounts.Set(float64(len(accts)))
+		}
+		if users, err := s.store.ActiveUsers(ctx); err == nil {
+			kinds := map[provisioning.UserKind]int{provisioning.UserSensor: 0, provisioning.UserBackend: 0}
+			for _, u := range users {
+				kinds[u.Kind]++
+			}
+			for k, n := range kinds {
+				s.metrics.users.WithLabelValues(string(k)).Set(float64(n))
+			}
+		}
+		if unpushed, err := s.store.UnpushedAccounts(ctx); err == nil {
+			s.metrics.unpushed.Set(float64(len(unpushed)))
+		}
+		if s.nats.Ready() {
+			// Keeps the consumer-limit metrics current; the check after
+			// each connect logs what it finds.
+			_, _ = s.nats.CheckConsumerLimit(ctx)
+		}
+		if err := s.last.Save(time.Now()); err != nil {
+			s.log.Error("write the resolver snapshot", "path", s.cfg.ResolverSnapshotPath, logkey.Error, err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.cfg.ResolverSnapshotInterval):
+		}
+	}
+}
