@@ -69,6 +69,9 @@ func TestManagingOperatorsNeedsAdmin(t *testing.T) {
 	if list, err := f.svc.ListOperators(f.ctx, admin); err != nil || len(list) != 3 {
 		t.Errorf("admin lists %d operators, %v; want 3", len(list), err)
 	}
+	if o, err := f.svc.Operator(f.ctx, admin, carol.ID); err != nil || o.ID != carol.ID {
+		t.Errorf("admin reads carol = %+v, %v", o, err)
+	}
 	_, err = f.svc.Operator(f.ctx, bobP, carol.ID)
 	wantErr(t, "operator reads another operator", err, operators.ErrNotFound)
 	if o, err := f.svc.Operator(f.ctx, bobP, bob.ID); err != nil || o.ID != bob.ID {
@@ -78,6 +81,9 @@ func TestManagingOperatorsNeedsAdmin(t *testing.T) {
 	wantErr(t, "operator adds an admin", err, operators.ErrForbidden)
 	if _, _, err := f.store.OperatorByEmail(f.ctx, "eve@example.com"); !errors.Is(err, operators.ErrNotFound) {
 		t.Errorf("a refused AddOperator stored eve: %v", err)
+	}
+	if eve, err := f.svc.AddOperator(f.ctx, admin, operators.NewOperator{Email: "eve@example.com", Password: password, Role: operators.RoleViewer, Tenants: []string{"acme"}}); err != nil || eve.Role != operators.RoleViewer {
+		t.Errorf("admin adds a viewer = %+v, %v", eve, err)
 	}
 	adminRole, beta := operators.RoleAdmin, []string{"acme", "beta"}
 	_, err = f.svc.UpdateOperator(f.ctx, bobP, bob.ID, operators.Update{Role: &adminRole})
