@@ -48,13 +48,8 @@ func initCAFlags() (*flag.FlagSet, *initCAOptions) {
 // kept for the same names and replaced only when asked.
 func initCA(args []string, stdout, stderr io.Writer) error {
 	fl, o := initCAFlags()
-	fl.SetOutput(stderr)
-	if err := fl.Parse(args); err != nil {
-		return errUsage
-	}
-	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "controlplane init-ca: unexpected argument %q\n", fl.Arg(0))
-		return errUsage
+	if err := appenv.ParseFlags(fl, "controlplane", args, stderr); err != nil {
+		return err
 	}
 	dns, ips, org := o.dns, o.ips, &o.org
 	var cfg caConfig
@@ -97,13 +92,8 @@ func rotateCAFlags() (*flag.FlagSet, *bool) {
 // control plane takes each step without a restart.
 func rotateCA(args []string, stdout, stderr io.Writer) error {
 	fl, finish := rotateCAFlags()
-	fl.SetOutput(stderr)
-	if err := fl.Parse(args); err != nil {
-		return errUsage
-	}
-	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "controlplane rotate-ca: unexpected argument %q\n", fl.Arg(0))
-		return errUsage
+	if err := appenv.ParseFlags(fl, "controlplane", args, stderr); err != nil {
+		return err
 	}
 	var cfg caConfig
 	if err := appenv.Load(&cfg); err != nil {
@@ -149,14 +139,9 @@ func createOperatorFlags() (*flag.FlagSet, operatorFlags) {
 // so that it never appears in a process listing or shell history.
 func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fl, f := createOperatorFlags()
-	fl.SetOutput(stderr)
 	email := f.email
-	if err := fl.Parse(args); err != nil {
-		return errUsage
-	}
-	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "controlplane create-operator: unexpected argument %q\n", fl.Arg(0))
-		return errUsage
+	if err := appenv.ParseFlags(fl, "controlplane", args, stderr); err != nil {
+		return err
 	}
 	if *email == "" {
 		return errors.New("create-operator: --email is required")

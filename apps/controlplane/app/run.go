@@ -7,7 +7,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -89,15 +88,5 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stdout, "controlplane", buildinfo.Version)
 		return 0
 	}
-	if errors.Is(err, errUsage) {
-		return 2
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "controlplane:", err)
-		return 1
-	}
-	return 0
+	return appenv.Exit("controlplane", err, stderr)
 }
-
-// errUsage is a command line already explained on standard error.
-var errUsage = errors.New("usage")

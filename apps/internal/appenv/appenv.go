@@ -261,6 +261,40 @@ func Migrate(ctx context.Context, stdout, stderr io.Writer, apply func(context.C
 	return nil
 }
 
+// ErrUsage is a command line already explained on standard error; Exit
+// answers it with exit status 2.
+var ErrUsage = errors.New("usage")
+
+// ParseFlags parses a subcommand's flags for binary; the subcommand takes no
+// positional arguments. Mistakes are explained on stderr and returned as
+// ErrUsage.
+func ParseFlags(fl *flag.FlagSet, binary string, args []string, stderr io.Writer) error {
+	fl.SetOutput(stderr)
+	if err := fl.Parse(args); err != nil {
+		return ErrUsage
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s %s: unexpected argument %q\n", binary, fl.Name(), fl.Arg(0))
+		return ErrUsage
+	}
+	return nil
+}
+
+// Exit is the exit status for a command's outcome: 0 on success, 2 for
+// ErrUsage (already explained), else 1 after printing "binary: err" on
+// stderr.
+func Exit(binary string, err error, stderr io.Writer) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrUsage):
+		return 2
+	default:
+		fmt.Fprintln(stderr, binary+":", err)
+		return 1
+	}
+}
+
 // Command is one subcommand as its -h shows it: Text's first line is the
 // usage, then what it does; Flags (nil for a command without flags) builds
 // its flag set; Specs are the configuration structs whose environment

@@ -178,3 +178,59 @@ func TestDispatch(t *testing.T) {
 		})
 	}
 }
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr error
+		stderr  string // contained in what stderr shows
+		out     string
+	}{
+		{name: "flags only", args: []string{"--out", "x"}, out: "x"},
+		{name: "no arguments", args: nil},
+		{name: "unknown flag", args: []string{"--nope"}, wantErr: ErrUsage, stderr: "flag provided but not defined: -nope"},
+		{name: "stray argument", args: []string{"--out", "x", "extra"}, wantErr: ErrUsage, stderr: `bin init: unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fl := flag.NewFlagSet("init", flag.ContinueOnError)
+			out := fl.String("out", "", "where")
+			var stderr bytes.Buffer
+			err := ParseFlags(fl, "bin", tt.args, &stderr)
+			if !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if !strings.Contains(stderr.String(), tt.stderr) || (tt.stderr == "" && stderr.Len() > 0) {
+				t.Errorf("stderr = %q, want it to contain %q", stderr.String(), tt.stderr)
+			}
+			if err == nil && *out != tt.out {
+				t.Errorf("--out = %q, want %q", *out, tt.out)
+			}
+		})
+	}
+}
+
+func TestExit(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		code   int
+		stderr string
+	}{
+		{name: "success", err: nil, code: 0},
+		{name: "usage, already explained", err: fmt.Errorf("init: %w", ErrUsage), code: 2},
+		{name: "failure", err: errors.New("disk full"), code: 1, stderr: "bin: disk full\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := Exit("bin", tt.err, &stderr); code != tt.code {
+				t.Errorf("code = %d, want %d", code, tt.code)
+			}
+			if stderr.String() != tt.stderr {
+				t.Errorf("stderr = %q, want %q", stderr.String(), tt.stderr)
+			}
+		})
+	}
+}

@@ -36,13 +36,8 @@ func initOperatorFlags() (*flag.FlagSet, *InitOptions) {
 // initOperator parses init-operator's flags and environment.
 func initOperator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fl, opts := initOperatorFlags()
-	fl.SetOutput(stderr)
-	if err := fl.Parse(args); err != nil {
-		return errUsage
-	}
-	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "provisioner init-operator: unexpected argument %q\n", fl.Arg(0))
-		return errUsage
+	if err := appenv.ParseFlags(fl, "provisioner", args, stderr); err != nil {
+		return err
 	}
 	var cfg StoreConfig
 	if err := appenv.Load(&cfg); err != nil {

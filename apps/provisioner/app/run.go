@@ -6,7 +6,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -69,14 +68,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "init-operator":
 		err = initOperator(ctx, args[1:], stdout, stderr)
-		if errors.Is(err, errUsage) {
-			return 2
-		}
 	case "add-signing-key", "remove-signing-key":
 		err = signingKeyCommand(ctx, args[0], args[1:], stdout, stderr)
-		if errors.Is(err, errUsage) {
-			return 2
-		}
 	case "serve":
 		err = serve(ctx, stderr)
 	case "migrate":
@@ -92,12 +85,5 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "provisioner", buildinfo.Version)
 		return 0
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "provisioner:", err)
-		return 1
-	}
-	return 0
+	return appenv.Exit("provisioner", err, stderr)
 }
-
-// errUsage is a command line the flag package already explained.
-var errUsage = errors.New("usage")

@@ -55,13 +55,8 @@ func signingKeyFlagSet(name string) (*flag.FlagSet, *signingKeyFlags) {
 // signingKeyCommand runs add-signing-key or remove-signing-key.
 func signingKeyCommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
 	fl, f := signingKeyFlagSet(name)
-	fl.SetOutput(stderr)
-	if err := fl.Parse(args); err != nil {
-		return errUsage
-	}
-	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "provisioner %s: unexpected argument %q\n", name, fl.Arg(0))
-		return errUsage
+	if err := appenv.ParseFlags(fl, "provisioner", args, stderr); err != nil {
+		return err
 	}
 	missing := []string{}
 	if f.identitySeed == "" {
@@ -75,7 +70,7 @@ func signingKeyCommand(ctx context.Context, name string, args []string, stdout, 
 	}
 	if len(missing) > 0 {
 		fmt.Fprintf(stderr, "provisioner %s: %s required (-h for help)\n", name, strings.Join(missing, " and "))
-		return errUsage
+		return appenv.ErrUsage
 	}
 	var cfg SigningKeyConfig
 	if err := appenv.Load(&cfg); err != nil {
