@@ -175,3 +175,65 @@ func TestChatHistoryIsTheTenantsOwn(t *testing.T) {
 		t.Errorf("the model was told another tenant's history for nobody:\n%s", last)
 	}
 }
+
+// failingProvider answers Ping with ping and every Stream with stream.
+type failingProvider struct{ ping, stream error }
+
+func (p failingProvider) Ping(context.Context) error { return p.ping }
+func (p failingProvider) Stream(context.Context, string, []analytics.Message, func(string) error) error {
+	return p.stream
+}
+
+func TestChatRefusals(t *testing.T) {
+	t.Parallel()
+	store := seeded(t)
+	ctx := context.Background()
+	ok := analytics.ChatRequest{TenantID: "acme", Question: "What happened?"}
+
+	// Switched off, or a provider that does not answer: disabled.
+	for name, cfg := range map[string]analytics.Config{
+		"switched off":     {Events: store, Model: "m", Provider: &provider{}},
+		"no model":         {Events: store, ChatEnabled: true, Provider: &provider{}},
+		"no provider":      {Events: store, ChatEnabled: true, Model: "m"},
+		"provider is down": {Events: store, ChatEnabled: true, Model: "m", Provider: failingProvider{ping: errors.New("connection refused")}},
+	} {
+		svc, err := analytics.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Chat(ctx, ok, &sink{}); !errors.Is(err, analytics.ErrChatDisabled) {
+			t.Errorf("%s: Chat = %v, want ErrChatDisabled", name, err)
+		}
+	}
+
+	p := &provider{}
+	svc, err := analytics.New(analytics.Config{Events: store, ChatEnabled: true, Model: "m", Provider: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, req := range map[string]analytics.ChatRequest{
+		"no tenant":             {Question: "q"},
+		"tenant pattern":        {TenantID: "ac%", Question: "q"},
+		"empty question":        {TenantID: "acme", Question: "  \n"},
+		"question too long":     {TenantID: "acme", Question: strings.Repeat("x", analytics.MaxQuestionChars+1)},
+		"invalid UTF-8":         {TenantID: "acme", Question: "\xff\xfe"},
+		"snapshot of a pattern": {TenantID: "acme", Question: "q", Snapshot: analytics.Snapshot{SensorID: "s1 OR 1=1"}},
+	} {
+		if _, err := svc.Chat(ctx, req, &sink{}); !errors.Is(err, analytics.ErrInvalidInput) {
+			t.Errorf("%s: Chat = %v, want ErrInvalidInput", name, err)
+		}
+	}
+	if len(p.msgs) != 0 {
+		t.Errorf("refused questions reached the model %d times", len(p.msgs))
+	}
+	// Control: the same service answers a good question.
+	if _, err := svc.Chat(ctx, ok, &sink{}); err != nil {
+		t.Errorf("good question: %v", err)
+	}
+
+	// A model that fails is ErrModelUnavailable, not a generic error.
+	down, _ := analytics.New(analytics.Config{Events: store, ChatEnabled: true, Model: "m", Provider: failingProvider{stream: errors.New("502 bad gateway")}})
+	if _, err := down.Chat(ctx, ok, &sink{}); !errors.Is(err, analytics.ErrModelUnavailable) {
+		t.Errorf("failing model: %v, want ErrModelUnavailable", err)
+	}
+}

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -214,4 +215,34 @@ func TestRedeemConcurrentlyExactlyOnce(t *testing.T) {
 	if got := f.sensorCount(t); got != 1 {
 		t.Errorf("%d sensors, want 1", got)
 	}
+}
+
+// ClaimCode returns the record the API resolves a code's tenant from
+// before anyone acts on it; never the code.
+func TestClaimCodeRecord(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	issued, code, err := f.svc.IssueClaimCode(f.ctx, "acme", 0, "edge-1", "ops@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.svc.ClaimCode(f.ctx, issued.ID)
+	if err != nil || got.TenantID != "acme" || got.ID != issued.ID {
+		t.Fatalf("ClaimCode = %+v, %v", got, err)
+	}
+	if diff := cmp.Diff(issued, got); diff != "" {
+		t.Errorf("record (-issued +read):\n%s", diff)
+	}
+	normal, _ := fleet.NormalizeClaimCode(code)
+	if strings.Contains(fmt.Sprintf("%+v", got), normal) {
+		t.Errorf("the record carries the code: %+v", got)
+	}
+	_, err = f.svc.ClaimCode(f.ctx, "cc-unknown")
+	wantErr(t, err, fleet.ErrNotFound)
+	_, err = f.svc.ClaimCode(f.ctx, "../acme")
+	wantErr(t, err, fleet.ErrInvalidInput)
+	wantErr(t, f.svc.RevokeClaimCode(f.ctx, "cc-unknown"), fleet.ErrNotFound)
+	_, err = f.svc.ListClaimCodes(f.ctx, "nobody")
+	wantErr(t, err, fleet.ErrNotFound)
 }

@@ -1,6 +1,7 @@
 package provisioning_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -349,5 +350,87 @@ func TestBackendUser(t *testing.T) {
 	}
 	if _, _, err := f.svc.EnsureBackendUser(f.ctx, "a.b"); !errors.Is(err, provisioning.ErrInvalidName) {
 		t.Errorf("invalid name: %v", err)
+	}
+}
+
+// downStore fails every account read while down is set, as PostgreSQL
+// does in an outage.
+type downStore struct {
+	provisioning.Store
+	mu   sync.Mutex
+	down bool
+}
+
+func (d *downStore) set(down bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.down = down
+}
+
+func (d *downStore) failing() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.down {
+		return errors.New("connection refused")
+	}
+	return nil
+}
+
+func (d *downStore) Account(ctx context.Context, pubKey string) (provisioning.Account, error) {
+	if err := d.failing(); err != nil {
+		return provisioning.Account{}, err
+	}
+	return d.Store.Account(ctx, pubKey)
+}
+
+func (d *downStore) Operator(ctx context.Context) (provisioning.Operator, error) {
+	if err := d.failing(); err != nil {
+		return provisioning.Operator{}, err
+	}
+	return d.Store.Operator(ctx)
+}
+
+// The resolver answers from the last known JWTs while the store is down,
+// never for an account that does not exist, and never without a copy.
+func TestResolverThroughAStoreOutage(t *testing.T) {
+	t.Parallel()
+	last := &provisioningtest.LastKnown{}
+	var store *downStore
+	f := newFixture(t, func(c *provisioning.Config) {
+		store = &downStore{Store: c.Store}
+		c.Store, c.LastKnown = store, last
+	})
+	sys, err := f.svc.SystemAccountJWT(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec, _ := provisioningtest.AccountClaims(sys); spec.Kind != provisioning.KindSystem {
+		t.Fatalf("system account JWT %+v", spec)
+	}
+	acme := f.tenant(t, "acme")
+	beta := f.tenant(t, "beta")
+	if _, err := f.svc.AccountJWT(f.ctx, beta.PubKey); err != nil {
+		t.Fatal(err)
+	}
+	su := f.sensorUser(t, "acme", "s1")
+	_, revoked, err := f.svc.Revoke(f.ctx, acme.PubKey, su.User.PubKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	store.set(true)
+	if got, err := f.svc.SystemAccountJWT(f.ctx); err != nil || got != sys {
+		t.Errorf("system account during the outage = %v; want the last known JWT", err)
+	}
+	// The newest JWT of acme is the one with the revocation.
+	if got, err := f.svc.AccountJWT(f.ctx, acme.PubKey); err != nil || got != revoked.JWT {
+		t.Errorf("acme during the outage: %v; want the revoking JWT", err)
+	}
+	if _, err := f.svc.AccountJWT(f.ctx, "A-never-seen"); err == nil {
+		t.Error("an account never seen was answered during the outage")
+	}
+	store.set(false)
+	if _, err := f.svc.AccountJWT(f.ctx, "A-never-seen"); !errors.Is(err, provisioning.ErrNotFound) {
+		t.Errorf("unknown account after the outage: %v", err)
 	}
 }

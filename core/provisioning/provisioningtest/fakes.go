@@ -280,3 +280,45 @@ func (c *Consumers) ConsumerNames(context.Context) ([]string, error) {
 	slices.Sort(out)
 	return out, nil
 }
+
+// LastKnown is a provisioning.LastKnown in a map: the newest JWT (by
+// UpdatedAt) of every account it observed.
+type LastKnown struct {
+	mu     sync.Mutex
+	accts  map[string]provisioning.Account
+	system string
+}
+
+var _ provisioning.LastKnown = (*LastKnown)(nil)
+
+// Observe implements provisioning.LastKnown; an older JWT never replaces a newer one.
+func (l *LastKnown) Observe(a provisioning.Account) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.accts == nil {
+		l.accts = map[string]provisioning.Account{}
+	}
+	if old, ok := l.accts[a.PubKey]; ok && old.UpdatedAt.After(a.UpdatedAt) {
+		return
+	}
+	l.accts[a.PubKey] = a
+	if a.Kind == provisioning.KindSystem {
+		l.system = a.PubKey
+	}
+}
+
+// Get implements provisioning.LastKnown.
+func (l *LastKnown) Get(pubKey string) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a, ok := l.accts[pubKey]
+	return a.JWT, ok
+}
+
+// System implements provisioning.LastKnown.
+func (l *LastKnown) System() (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a, ok := l.accts[l.system]
+	return a.JWT, ok && l.system != ""
+}
