@@ -15,11 +15,13 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/stats"
 
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
@@ -60,8 +62,25 @@ const (
 	// certificate on its own, bounding how long a missed revocation or
 	// renewal broadcast keeps it open.
 	DefaultRecheckInterval = 30 * time.Second
-	maxConcurrentStreams   = 32
 	handshakeTimeout       = 10 * time.Second
+)
+
+// What the server holds per connection (docs/benchmarks.md, "Control-plane
+// memory per sensor connection"). A sensor makes at most a health check and
+// one event stream at a time.
+const (
+	// maxConcurrentStreams bounds the calls one connection runs at once.
+	maxConcurrentStreams = 8
+	// readBufferSize 0: the HTTP/2 framer reads straight from the TLS
+	// connection, which already buffers a whole record; grpc-go's default
+	// would pin another 32 KiB a connection, idle or not.
+	readBufferSize = 0
+	// windowSize fixes the flow-control windows of a stream and of a
+	// connection at HTTP/2's 64 KiB instead of letting the BDP estimator
+	// grow them to megabytes: what one sensor can make the server buffer
+	// stays bounded. Events are small; 64 KiB a round trip is thousands of
+	// them a second.
+	windowSize = 64 << 10
 )
 
 // Config for New. TLS, Authorizer and Heartbeats are required.
@@ -103,6 +122,9 @@ type Server struct {
 
 	mu      sync.Mutex
 	streams map[sensorKey]map[*liveStream]struct{}
+	nstream int
+
+	conns atomic.Int64
 }
 
 type sensorKey struct{ tenantID, sensorID string }
@@ -166,6 +188,10 @@ func New(cfg Config) (*Server, error) {
 		grpc.StreamInterceptor(s.streamInterceptor),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		grpc.ReadBufferSize(readBufferSize),
+		grpc.InitialWindowSize(windowSize),
+		grpc.InitialConnWindowSize(windowSize),
+		grpc.StatsHandler(connCounter{&s.conns}),
 		grpc.ConnectionTimeout(handshakeTimeout),
 		// Sensors sit behind NATs that drop idle flows: let them ping every
 		// 30 s even without a call in flight, but no more often.
@@ -215,6 +241,7 @@ func (s *Server) Terminate(tenantID, sensorID string) {
 	s.mu.Lock()
 	live := s.streams[sensorKey{tenantID, sensorID}]
 	delete(s.streams, sensorKey{tenantID, sensorID})
+	s.nstream -= len(live)
 	s.mu.Unlock()
 	for l := range live {
 		l.cancel(errTerminated)
@@ -284,28 +311,76 @@ func (s *Server) register(ctx context.Context, id Identity) (context.Context, fu
 		s.streams[k] = map[*liveStream]struct{}{}
 	}
 	s.streams[k][l] = struct{}{}
+	s.nstream++
 	s.mu.Unlock()
 	// The periodic re-check bounds how long a stream outlives a revocation
-	// or renewal whose broadcast this replica missed.
-	go func() {
-		t := time.NewTicker(s.recheckEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				s.recheckStream(context.WithoutCancel(ctx), l)
-			}
+	// or renewal whose broadcast this replica missed. A timer, not a
+	// goroutine, waits for it: an idle stream costs no stack.
+	var (
+		timerMu sync.Mutex
+		timer   *time.Timer
+	)
+	var recheck func()
+	recheck = func() {
+		if ctx.Err() != nil {
+			return
 		}
-	}()
+		s.recheckStream(context.WithoutCancel(ctx), l)
+		timerMu.Lock()
+		defer timerMu.Unlock()
+		if ctx.Err() == nil {
+			timer = time.AfterFunc(s.recheckEvery, recheck)
+		}
+	}
+	timerMu.Lock()
+	timer = time.AfterFunc(s.recheckEvery, recheck)
+	timerMu.Unlock()
 	return ctx, func() {
 		s.mu.Lock()
+		if _, ok := s.streams[k][l]; ok {
+			s.nstream--
+		}
 		delete(s.streams[k], l)
 		if len(s.streams[k]) == 0 {
 			delete(s.streams, k)
 		}
 		s.mu.Unlock()
 		cancel(context.Canceled)
+		timerMu.Lock()
+		timer.Stop()
+		timerMu.Unlock()
+	}
+}
+
+// Stats counts what the server holds open.
+type Stats struct {
+	// Connections are the open gRPC connections (counted from the end of
+	// their TLS handshake).
+	Connections int
+	// EventStreams are the open event streams.
+	EventStreams int
+}
+
+// Stats returns the open connections and event streams.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{Connections: int(s.conns.Load()), EventStreams: s.nstream}
+}
+
+// connCounter counts open connections.
+type connCounter struct{ n *atomic.Int64 }
+
+func (c connCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (c connCounter) HandleRPC(context.Context, stats.RPCStats)                       {}
+func (c connCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (c connCounter) HandleConn(_ context.Context, st stats.ConnStats) {
+	switch st.(type) {
+	case *stats.ConnBegin:
+		c.n.Add(1)
+	case *stats.ConnEnd:
+		c.n.Add(-1)
 	}
 }

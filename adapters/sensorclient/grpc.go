@@ -28,6 +28,10 @@ const (
 	DefaultBatchSize     = 500
 	DefaultBatchInterval = 30 * time.Second
 	DefaultMaxPending    = 10000
+	// DefaultIdleTimeout closes the connection this long after its last
+	// call: a quiet sensor holds no connection on the control plane
+	// between health checks (every 15 s by default).
+	DefaultIdleTimeout = 2 * time.Second
 )
 
 // ErrGRPCRefused: the control plane refused the client certificate
@@ -59,7 +63,11 @@ type GRPCConfig struct {
 	// MaxPending bounds the unconfirmed events kept for resending after a
 	// broken stream; the oldest are dropped beyond it (default 10000).
 	MaxPending int
-	Logger     *slog.Logger
+	// IdleTimeout closes the connection after that long without a call
+	// (health check or event stream); the next call opens a new one
+	// (default DefaultIdleTimeout; negative: never).
+	IdleTimeout time.Duration
+	Logger      *slog.Logger
 }
 
 // EventStats are cumulative event counters.
@@ -113,6 +121,12 @@ func NewGRPC(cfg GRPCConfig) (*GRPC, error) {
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = DefaultMaxPending
 	}
+	switch {
+	case cfg.IdleTimeout == 0:
+		cfg.IdleTimeout = DefaultIdleTimeout
+	case cfg.IdleTimeout < 0:
+		cfg.IdleTimeout = 0 // grpc-go: no idleness
+	}
 	cfg.Backoff = cfg.Backoff.WithDefaults()
 	log := cfg.Logger
 	if log == nil {
@@ -133,6 +147,11 @@ func (g *GRPC) dial(cert tls.Certificate) (*grpc.ClientConn, error) {
 		RootCAs:      g.pool,
 		Certificates: []tls.Certificate{cert},
 		ServerName:   g.cfg.ServerName,
+		// The connection closes when idle: resuming the TLS session
+		// makes the next handshake cheap. The cache belongs to this
+		// certificate's connection (SetCertificate dials afresh), and the
+		// server authorises the certificate on every call anyway.
+		ClientSessionCache: tls.NewLRUClientSessionCache(1),
 	}
 	conn, err := grpc.NewClient(g.cfg.Address,
 		grpc.WithTransportCredentials(credentials.NewTLS(tc)),
@@ -142,6 +161,7 @@ func (g *GRPC) dial(cert tls.Certificate) (*grpc.ClientConn, error) {
 		}),
 		// The server lets clients ping every 30 s at most.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: time.Minute, Timeout: 20 * time.Second, PermitWithoutStream: true}),
+		grpc.WithIdleTimeout(g.cfg.IdleTimeout),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("sensorclient: gRPC client: %w", err)
@@ -205,10 +225,23 @@ func (g *GRPC) Stats() EventStats {
 // ctx ends or events is closed (nil), or the server refuses the certificate
 // (an error wrapping ErrGRPCRefused; unconfirmed events are kept for the
 // next call). Each stream carries one batch; events of a broken batch are
-// resent on the next stream (their ids make the resend idempotent).
+// resent on the next stream (their ids make the resend idempotent). A
+// stream is opened only when there is an event to send, so an idle sensor
+// holds no stream (and, after IdleTimeout, no connection) on the server.
 func (g *GRPC) StreamEvents(ctx context.Context, events <-chan *sensorpb.SensorEvent) error {
 	failures := 0
 	for ctx.Err() == nil {
+		if g.pendingLen() == 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case ev, ok := <-events:
+				if !ok {
+					return nil
+				}
+				g.addPending(ev) // sent by batch with what is unconfirmed
+			}
+		}
 		conn, gen := g.current()
 		more, err := g.batch(ctx, conn, events)
 		if !more {
@@ -242,9 +275,10 @@ func (g *GRPC) StreamEvents(ctx context.Context, events <-chan *sensorpb.SensorE
 	return nil
 }
 
-// batch runs one stream: resend what is unconfirmed, add new events until
-// the batch is full, old or ctx ends, then close it and count what the
-// server accepted. more is false when events was closed or ctx ended.
+// batch runs one stream: send what is unconfirmed (at least one event),
+// add new events until the batch is full, old or ctx ends, then close it
+// and count what the server accepted. more is false when events was closed
+// or ctx ended.
 func (g *GRPC) batch(ctx context.Context, conn *grpc.ClientConn, events <-chan *sensorpb.SensorEvent) (more bool, err error) {
 	// The stream outlives ctx by up to Timeout so a final batch can be
 	// confirmed during shutdown.
@@ -288,10 +322,7 @@ func (g *GRPC) batch(ctx context.Context, conn *grpc.ClientConn, events <-chan *
 			answer <- a
 			return more, finish()
 		case <-timer.C:
-			if g.pendingLen() > 0 {
-				return more, finish()
-			}
-			timer.Reset(g.cfg.BatchInterval)
+			return more, finish()
 		case ev, ok := <-events:
 			if !ok {
 				return false, finish()

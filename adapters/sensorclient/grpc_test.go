@@ -24,6 +24,7 @@ import (
 type sensorServer struct {
 	ca   *x509ca.CA
 	addr string
+	srv  *grpcmtls.Server
 
 	mu     sync.Mutex
 	active map[string]bool
@@ -95,7 +96,7 @@ func startSensorServer(t *testing.T) *sensorServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.addr = lis.Addr().String()
+	s.addr, s.srv = lis.Addr().String(), srv
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -227,5 +228,106 @@ func TestGRPCSwitchesToARenewedCertificate(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("StreamEvents kept going after the certificate was refused")
+	}
+}
+
+// An idle sensor holds neither an event stream nor, after IdleTimeout, a
+// connection on the server; an event opens both again and is confirmed;
+// a renewed certificate and a revocation are noticed across idle periods.
+func TestGRPCIdleSensorHoldsNothingOnTheServer(t *testing.T) {
+	t.Parallel()
+	s := startSensorServer(t)
+	st, serial := s.issue(t)
+	s.allowOnly(serial)
+	cert, err := st.TLSCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGRPC(GRPCConfig{Address: st.GRPCAddress, CAPEM: st.CAPEM, Certificate: cert, Timeout: 5 * time.Second,
+		BatchSize: 4, BatchInterval: 50 * time.Millisecond, IdleTimeout: 100 * time.Millisecond,
+		Backoff: Backoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	open := func() grpcmtls.Stats { return s.srv.Stats() }
+	idle := func(what string) {
+		t.Helper()
+		eventually(t, what, func() bool { st := open(); return st.Connections == 0 && st.EventStreams == 0 })
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := make(chan *sensorpb.SensorEvent)
+	done := make(chan error, 1)
+	go func() { done <- g.StreamEvents(ctx, events) }()
+	if _, err := g.Check(ctx, sensorpb.SensorState_SENSOR_STATE_RUNNING, "test"); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if c := open().Connections; c != 1 {
+		t.Fatalf("connections on the server right after a health check: %d, want 1", c)
+	}
+	// StreamEvents is waiting for an event: no stream keeps the connection.
+	idle("the idle connection closed")
+
+	// An event opens a connection and a stream, is confirmed, and both
+	// close again.
+	events <- &sensorpb.SensorEvent{EventId: "after-idle", Time: timestamppb.Now(), Kind: "alert"}
+	eventually(t, "the event after idle confirmed", func() bool { return g.Stats().Accepted == 1 })
+	idle("idle again after the batch")
+
+	// A stream stays open while its batch is (here a second client whose
+	// batch waits an hour or 4 events): the server counts it.
+	long, err := NewGRPC(GRPCConfig{Address: st.GRPCAddress, CAPEM: st.CAPEM, Certificate: cert, Timeout: 5 * time.Second,
+		BatchSize: 4, BatchInterval: time.Hour, IdleTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Close()
+	longEvents := make(chan *sensorpb.SensorEvent)
+	go func() { _ = long.StreamEvents(ctx, longEvents) }()
+	longEvents <- &sensorpb.SensorEvent{EventId: "long-batch-1", Time: timestamppb.Now(), Kind: "alert"}
+	eventually(t, "the open batch's stream counted", func() bool { st := open(); return st.EventStreams == 1 && st.Connections == 1 })
+	for i := 2; i <= 4; i++ {
+		longEvents <- &sensorpb.SensorEvent{EventId: fmt.Sprintf("long-batch-%d", i), Time: timestamppb.Now(), Kind: "alert"}
+	}
+	eventually(t, "the full batch confirmed", func() bool { return long.Stats().Accepted == 4 })
+	idle("idle after the full batch")
+
+	// Renewal while idle: the next event goes out on the new certificate,
+	// the only one the server still accepts.
+	next, nextSerial := s.issue(t)
+	s.allowOnly(nextSerial)
+	nextCert, _ := next.TLSCertificate()
+	if err := g.SetCertificate(nextCert); err != nil {
+		t.Fatal(err)
+	}
+	events <- &sensorpb.SensorEvent{EventId: "after-renewal", Time: timestamppb.Now(), Kind: "alert"}
+	eventually(t, "the event after renewal confirmed", func() bool { return g.Stats().Accepted == 2 })
+	idle("idle after renewal")
+
+	// Revocation while idle: the health check on a new connection is
+	// refused, and so is the next event, which stays unconfirmed.
+	s.allowOnly("")
+	if _, err := g.Check(ctx, sensorpb.SensorState_SENSOR_STATE_RUNNING, "test"); !errors.Is(err, ErrGRPCRefused) {
+		t.Fatalf("Check after revocation: %v, want ErrGRPCRefused", err)
+	}
+	events <- &sensorpb.SensorEvent{EventId: "refused", Time: timestamppb.Now(), Kind: "alert"}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrGRPCRefused) {
+			t.Fatalf("StreamEvents after revocation: %v, want ErrGRPCRefused", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("StreamEvents kept going after the certificate was refused")
+	}
+	if st := g.Stats(); st.Accepted != 2 || g.pendingLen() != 1 {
+		t.Fatalf("after the refusal: %+v, %d pending; want 2 accepted and the refused event kept", st, g.pendingLen())
+	}
+	got := s.received()
+	for _, id := range []string{"after-idle", "long-batch-1", "long-batch-4", "after-renewal"} {
+		if got[id] != 1 {
+			t.Errorf("event %s stored %d times, want 1", id, got[id])
+		}
 	}
 }

@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rxc-project/rxc/adapters/grpcmtls"
 	"github.com/rxc-project/rxc/adapters/httpapi/observe"
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
 	"github.com/rxc-project/rxc/apps/internal/buildinfo"
@@ -18,8 +21,14 @@ import (
 // (latency by route, Go and process metrics, build info, sensors by state,
 // commands by outcome) together with the families legacy (the API's
 // metrics handler) still writes as text.
-func observed(api, legacy http.Handler, store *controlplanestore.Store, log *slog.Logger) (apiHandler, metricsHandler http.Handler) {
+func observed(api, legacy http.Handler, store *controlplanestore.Store, sensors *grpcmtls.Server, log *slog.Logger) (apiHandler, metricsHandler http.Handler) {
 	m := observe.New("controlplane", buildinfo.Version)
+	m.Registry().MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rxc_grpc_connections", Help: "Sensors' gRPC connections open on this replica."},
+			func() float64 { return float64(sensors.Stats().Connections) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rxc_grpc_event_streams", Help: "Sensors' event streams open on this replica."},
+			func() float64 { return float64(sensors.Stats().EventStreams) }),
+	)
 	m.Text(func(w io.Writer) { textMetrics(legacy, w) })
 	m.GaugeFunc("rxc_sensors", "Sensors by lifecycle state, as PostgreSQL holds them.", []string{"state"}, 10*time.Second,
 		func(ctx context.Context) (map[string]float64, error) {

@@ -273,7 +273,7 @@ func (s *Server) buildHTTP(api *controlapi.API) error {
 		return fmt.Errorf("listen %s (METRICS_LISTEN_ADDR): %w", cfg.MetricsListenAddr, err)
 	}
 	s.close = append(s.close, func() { s.metricsLis.Close() })
-	apiHandler, metricsHandler := observed(api, api.MetricsHandler(), s.store, log.With("component", "access"))
+	apiHandler, metricsHandler := observed(api, api.MetricsHandler(), s.store, s.grpc, log.With("component", "access"))
 	s.metricsHTTP = &http.Server{
 		Handler:           metricsHandler,
 		ReadHeaderTimeout: 5 * time.Second,
