@@ -9,11 +9,12 @@
 //     against a bare nats-server publishing one message per sensor to the
 //     same number of consumers on as many connections, for each command
 //     stream retention (workqueue, interest, limits);
-//   - the control plane's resident memory with every sensor connected the
-//     way the agent connects to it: a mutual-TLS gRPC connection with a
-//     health check and an open event stream (the sensors' NATS connections
-//     end at nats-server, not at the control plane), the control plane
-//     running as a process of its own.
+//   - the control plane's resident memory, the control plane running as a
+//     process of its own: (a) with every sensor behaving as the agent does
+//     (NATS connected, a status report and a health check every heartbeat,
+//     no event to send: its event stream and, once idle, its gRPC
+//     connection closed) and (b) with every sensor holding an open event
+//     stream at once (the worst case).
 //
 // Every part but that control plane runs in this process (the nats-servers
 // as external processes when RXC_NATS_SERVER_BIN names a binary), all on
@@ -21,12 +22,10 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -37,9 +36,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -52,6 +49,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/agentwire"
 	"github.com/rxc-project/rxc/adapters/sensorclient"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/bench/benchenv"
@@ -59,7 +57,6 @@ import (
 	"github.com/rxc-project/rxc/internal/natstest"
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/internal/provisionertest"
-	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
 type options struct {
@@ -76,6 +73,7 @@ type options struct {
 	phases     phases
 	phaseFlag  string
 	single     bool
+	heartbeat  time.Duration
 }
 
 // phases says which measurements a run makes. Sensors are enrolled in
@@ -109,6 +107,7 @@ func main() {
 	flag.IntVar(&o.bareConc, "bare-concurrency", 16, "bare consumer creations in flight at once")
 	flag.IntVar(&o.fanoutConc, "command-concurrency", 64, "start commands in flight at once through the API")
 	flag.StringVar(&retentions, "retentions", "workqueue,interest,limits", "command stream retentions to measure, in order")
+	flag.DurationVar(&o.heartbeat, "heartbeat", 15*time.Second, "rss phase: how often each sensor reports its status and calls the health check (the agent's --heartbeat default)")
 	flag.BoolVar(&o.rss, "rss", true, "measure the control plane's memory with every sensor connected (after the last retention); same as leaving rss out of -phases when false")
 	flag.StringVar(&ph, "phases", "enrol,fanout,rss", "measurements to make, comma-separated: enrol (against bare consumer creation), fanout (one batch command to every sensor against bare publishing), rss (control-plane memory, after the last retention)")
 	flag.BoolVar(&o.single, "single-commands", false, "fan out with one POST /api/sensors/{id}/commands per sensor instead of one POST /api/commands for the tenant")
@@ -143,15 +142,14 @@ func main() {
 
 // result is one retention's figures.
 type result struct {
-	retention                 string
-	redeem                    time.Duration
-	enrol, bare               time.Duration
-	enrolCPU, bareCPU         time.Duration
-	enrolPGCPU                time.Duration
-	fanout, fanoutAPI         time.Duration
-	bareFanout                time.Duration
-	rssBase, rssFleet, rssMax int64
-	connect                   time.Duration
+	retention         string
+	redeem            time.Duration
+	enrol, bare       time.Duration
+	enrolCPU, bareCPU time.Duration
+	enrolPGCPU        time.Duration
+	fanout, fanoutAPI time.Duration
+	bareFanout        time.Duration
+	mem               *memResult
 }
 
 func run(t *benchenv.T, o options) error {
@@ -217,14 +215,9 @@ func report(o options, rs []result, natsKind string, took time.Duration) string 
 		fanoutTable(&b, o, rs)
 	}
 	for _, r := range rs {
-		if r.rssFleet == 0 {
-			continue
+		if r.mem != nil {
+			reportMemory(&b, o, r.retention, r.mem)
 		}
-		fmt.Fprintf(&b, "\nControl plane memory (a second replica as its own process, %s retention): %d sensors each with a mutual-TLS gRPC connection, a health check and an open event stream, connected in %s.\n\n", r.retention, o.sensors, r.connect.Round(time.Millisecond))
-		fmt.Fprintf(&b, "| measurement | result | goal |\n|---|---|---|\n")
-		fmt.Fprintf(&b, "| RSS before sensors connect | %.0f MiB | |\n", mib(r.rssBase))
-		fmt.Fprintf(&b, "| RSS with %d sensors connected | **%.0f MiB** (%.1f KiB a sensor) | < 200 MB |\n", o.sensors, mib(r.rssFleet), float64(r.rssFleet-r.rssBase)/1024/float64(o.sensors))
-		fmt.Fprintf(&b, "| peak RSS (VmHWM) | %.0f MiB | |\n", mib(r.rssMax))
 	}
 	return b.String()
 }
@@ -302,7 +295,7 @@ func measure(o options, retention string, roots []int, rss bool) (result, error)
 	}
 	if rss {
 		fmt.Printf("control plane memory with %d sensors connected…\n", o.sensors)
-		if err := s.memory(sensors, &res); err != nil {
+		if err := s.memory(o, sensors, &res); err != nil {
 			return res, err
 		}
 	}
@@ -423,6 +416,7 @@ type sensor struct {
 	certDER                  []byte
 	creds, inbox, statusSubj string
 	stream, consumer         string
+	nats                     sensorclient.NATSInfo
 }
 
 func (s *stack) redeemAll(n int, res *result) ([]*sensor, error) {
@@ -474,7 +468,7 @@ func (s *stack) enrol(sensors []*sensor, conc int) error {
 		sn := sensors[i]
 		var enr struct {
 			Certificate string
-			NATS        struct{ Creds, InboxPrefix, Stream, Consumer, StatusSubject string }
+			NATS        agentwire.NATS
 		}
 		if err := s.api.Call("POST", "/api/sensors/"+sn.id+"/agent/enroll", map[string]string{"csr": sn.csr}, sn.token, 201, &enr); err != nil {
 			return err
@@ -486,6 +480,7 @@ func (s *stack) enrol(sensors []*sensor, conc int) error {
 		sn.certDER = block.Bytes
 		sn.creds, sn.inbox, sn.statusSubj = enr.NATS.Creds, enr.NATS.InboxPrefix, enr.NATS.StatusSubject
 		sn.stream, sn.consumer = enr.NATS.Stream, enr.NATS.Consumer
+		sn.nats = enr.NATS.NATSAddress
 		return nil
 	})
 }
@@ -684,102 +679,6 @@ func (s *stack) bareFanout(n int) (time.Duration, error) {
 	return wait()
 }
 
-// memory starts a second control plane replica as a process of its own,
-// connects every sensor to it as the agent does (mutual-TLS gRPC, a health
-// check, an open event stream) and reads its resident memory.
-func (s *stack) memory(sensors []*sensor, res *result) error {
-	cfg := s.plane.Config
-	ports := make([]int, 3)
-	for i := range ports {
-		p, err := benchenv.FreePort()
-		if err != nil {
-			return err
-		}
-		ports[i] = p
-	}
-	cfg.ListenAddr = fmt.Sprintf("127.0.0.1:%d", ports[0])
-	cfg.GRPCListenAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])
-	cfg.PublicGRPCAddr = cfg.GRPCListenAddr
-	cfg.MetricsListenAddr = fmt.Sprintf("127.0.0.1:%d", ports[2])
-	cfg.LogLevel = cmp.Or(os.Getenv("RXC_BENCH_CHILD_LOG_LEVEL"), "warn")
-	data, err := json.Marshal(cfg)
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(s.t.TempDir(), "controlplane.json")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		return err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(self, "-serve-controlplane", path)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-		}
-	}()
-	base := "http://" + cfg.ListenAddr
-	if err := waitStatus(base+"/readyz", 204, 60*time.Second); err != nil {
-		return err
-	}
-	time.Sleep(2 * time.Second)
-	res.rssBase, _ = benchenv.RSS(cmd.Process.Pid)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	clients := make([]*sensorclient.GRPC, len(sensors))
-	var streams sync.WaitGroup
-	defer func() {
-		cancel()
-		streams.Wait()
-		for _, g := range clients {
-			if g != nil {
-				g.Close()
-			}
-		}
-	}()
-	quiet := slog.New(slog.DiscardHandler)
-	t0 := time.Now()
-	err = benchenv.Parallel(ctx, len(sensors), 64, func(i int) error {
-		sn := sensors[i]
-		g, err := sensorclient.NewGRPC(sensorclient.GRPCConfig{
-			Address: cfg.GRPCListenAddr, CAPEM: s.plane.CAPEM,
-			Certificate: tls.Certificate{Certificate: [][]byte{sn.certDER}, PrivateKey: sn.key},
-			Logger:      quiet,
-		})
-		if err != nil {
-			return err
-		}
-		clients[i] = g
-		cctx, ccancel := context.WithTimeout(ctx, time.Minute)
-		defer ccancel()
-		if _, err := g.Check(cctx, sensorpb.SensorState_SENSOR_STATE_RUNNING, "fleet-bench"); err != nil {
-			return fmt.Errorf("sensor %s health check: %w", sn.id, err)
-		}
-		streams.Go(func() { _ = g.StreamEvents(ctx, make(chan *sensorpb.SensorEvent)) })
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	res.connect = time.Since(t0)
-	// Let the streams open and the control plane settle.
-	time.Sleep(5 * time.Second)
-	res.rssFleet, res.rssMax = benchenv.RSS(cmd.Process.Pid)
-	return nil
-}
-
 func profile(path string) func() {
 	f, err := os.Create(path)
 	if err != nil {
@@ -821,6 +720,7 @@ func serveChild(path string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	servePprof()
 	lvl := slog.LevelWarn
 	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
