@@ -535,8 +535,14 @@ func TestTerminateEndsLiveStreams(t *testing.T) {
 	}
 	victim := open(victimCert, "v1")
 	bystander := open(bystanderCert, "b1")
+	if st := f.srv.Stats(); st.EventStreams != 2 || st.Connections != 2 {
+		t.Fatalf("stats with two open streams: %+v, want 2 streams on 2 connections", st)
+	}
 
 	f.srv.Terminate("acme", "s1")
+	if st := f.srv.Stats(); st.EventStreams != 1 {
+		t.Errorf("stats after Terminate: %+v, want 1 stream", st)
+	}
 
 	// The victim has not closed its side: only Terminate can end the call
 	// before ctx's deadline.
@@ -555,6 +561,14 @@ func TestTerminateEndsLiveStreams(t *testing.T) {
 	}
 	if resp.GetAccepted() != 2 {
 		t.Errorf("bystander accepted = %d, want 2", resp.GetAccepted())
+	}
+	// The streams' ends are counted (the victim's once only).
+	deadline := time.Now().Add(10 * time.Second)
+	for f.srv.Stats().EventStreams != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats after both streams ended: %+v, want 0 streams", f.srv.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -784,6 +798,34 @@ func TestStreamsRecheckOnTheirOwn(t *testing.T) {
 	stream := openStream(t, f, sink, cert, "e1")
 	f.auth.revoke(id.Serial)
 	// The test context (a minute) bounds the wait; the interval is 200 ms.
+	if st := ended(t, stream); st.Code() != codes.PermissionDenied {
+		t.Errorf("stream of a revoked sensor ended with %v, want PermissionDenied", st)
+	}
+}
+
+// A stream re-checks again and again (a timer re-armed after each check),
+// not just once: a revocation after several passed checks still ends it.
+func TestStreamsRecheckRepeatedly(t *testing.T) {
+	t.Parallel()
+	sink := make(chanSink, 16)
+	f := start(t, withSink(sink), func(c *grpcmtls.Config) { c.RecheckInterval = 50 * time.Millisecond })
+	cert, id := f.enrol(t, "acme", "s1", true)
+	stream := openStream(t, f, sink, cert, "e1")
+	f.auth.mu.Lock()
+	base := f.auth.calls
+	f.auth.mu.Unlock()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		f.auth.mu.Lock()
+		n := f.auth.calls - base
+		f.auth.mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d re-checks of the open stream in 30 s at a 50 ms interval", n)
+		}
+	}
+	f.auth.revoke(id.Serial)
 	if st := ended(t, stream); st.Code() != codes.PermissionDenied {
 		t.Errorf("stream of a revoked sensor ended with %v, want PermissionDenied", st)
 	}

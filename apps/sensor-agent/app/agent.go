@@ -44,7 +44,10 @@ type AgentConfig struct {
 	Heartbeat time.Duration
 	// EventBatchInterval bounds how long events wait for confirmation.
 	EventBatchInterval time.Duration
-	Backoff            sensorclient.Backoff
+	// GRPCIdleTimeout closes the gRPC connection after that long without a
+	// call (0: sensorclient.DefaultIdleTimeout; negative: never).
+	GRPCIdleTimeout time.Duration
+	Backoff         sensorclient.Backoff
 	// NewRunner builds the capture engine; events is where it sends what
 	// it detects. Nil uses the simulated engine.
 	NewRunner func(sensorID string, events chan<- *sensorpb.SensorEvent) (Runner, error)

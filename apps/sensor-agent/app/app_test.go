@@ -39,10 +39,12 @@ func TestParseRunFlags(t *testing.T) {
 			want: func(f *runFlags) { f.count, f.claimCodesFile = 3, "codes.txt" }},
 		{name: "one sensor from a codes file", args: []string{"--count", "1", "--claim-codes-file", "codes.txt"},
 			want: func(f *runFlags) { f.claimCodesFile = "codes.txt" }},
-		{name: "tuning", args: []string{"--heartbeat", "5s", "--events-per-minute", "120", "--simulate-failure-after", "1m", "--event-batch-interval", "2s"},
+		{name: "tuning", args: []string{"--heartbeat", "5s", "--events-per-minute", "120", "--simulate-failure-after", "1m", "--event-batch-interval", "2s", "--grpc-idle-timeout", "500ms"},
 			want: func(f *runFlags) {
-				f.heartbeat, f.eventsPerMinute, f.failAfter, f.batchInterval = 5*time.Second, 120, time.Minute, 2*time.Second
+				f.heartbeat, f.eventsPerMinute, f.failAfter, f.batchInterval, f.grpcIdle = 5*time.Second, 120, time.Minute, 2*time.Second, 500*time.Millisecond
 			}},
+		{name: "connection kept open", args: []string{"--grpc-idle-timeout", "0"}, want: func(f *runFlags) { f.grpcIdle = 0 }},
+		{name: "negative idle timeout", args: []string{"--grpc-idle-timeout", "-1s"}, wantErr: "--grpc-idle-timeout"},
 		{name: "zero sensors", args: []string{"--count", "0"}, wantErr: "--count"},
 		{name: "many sensors with one code", args: []string{"--count", "2", "--claim-code", "X"}, wantErr: "--claim-codes-file"},
 		{name: "code and codes file", args: []string{"--claim-code", "X", "--claim-codes-file", "f"}, wantErr: "either"},
@@ -67,7 +69,7 @@ func TestParseRunFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := runFlags{api: "http://localhost:5009", stateDir: "rxc-sensor", hostname: host, heartbeat: 15 * time.Second,
-				count: 1, eventsPerMinute: 30, batchInterval: sensorclient.DefaultBatchInterval, logLevel: "info"}
+				count: 1, eventsPerMinute: 30, batchInterval: sensorclient.DefaultBatchInterval, grpcIdle: sensorclient.DefaultIdleTimeout, logLevel: "info"}
 			tc.want(&want)
 			if diff := cmp.Diff(want, got, cmp.AllowUnexported(runFlags{})); diff != "" {
 				t.Errorf("flags (-want +got):\n%s", diff)
@@ -346,7 +348,7 @@ func TestRunHelp(t *testing.T) {
 		if code := Run(context.Background(), args, &out, &errb); code != 0 || errb.Len() != 0 {
 			t.Fatalf("%v: exit %d, stderr %q", args, code, errb.String())
 		}
-		for _, want := range []string{"usage: sensor-agent run", "-api", "RXC_API_BASE_URL", "RXC_STATE_DIR", "RXC_CLAIM_CODE", "RXC_LOG_LEVEL"} {
+		for _, want := range []string{"usage: sensor-agent run", "-api", "RXC_API_BASE_URL", "RXC_STATE_DIR", "RXC_CLAIM_CODE", "RXC_LOG_LEVEL", "-grpc-idle-timeout"} {
 			if !strings.Contains(out.String(), want) {
 				t.Fatalf("%v: help lacks %q:\n%s", args, want, out.String())
 			}

@@ -16,7 +16,7 @@ func (a *Agent) connect() error {
 	}
 	a.grpc, err = sensorclient.NewGRPC(sensorclient.GRPCConfig{
 		Address: a.st.GRPCAddress, CAPEM: a.st.CAPEM, Certificate: cert, Backoff: a.cfg.Backoff,
-		BatchInterval: a.cfg.EventBatchInterval, Logger: a.log.With("component", "grpc"),
+		BatchInterval: a.cfg.EventBatchInterval, IdleTimeout: a.cfg.GRPCIdleTimeout, Logger: a.log.With("component", "grpc"),
 	})
 	if err != nil {
 		return err

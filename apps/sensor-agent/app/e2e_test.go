@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -688,4 +690,77 @@ func TestCommandResultsAreDurableAndExact(t *testing.T) {
 		t.Errorf("command applied during the outage: %+v, want accepted and applied", c)
 	}
 	waitUntil(t, 20*time.Second, "sensor running", func() bool { return p.sensor(id).State == "running" })
+}
+
+// grpcGauges reads the control plane's open sensor connections and event
+// streams from its metrics.
+func (p *plane) grpcGauges() (conns, streams int) {
+	p.t.Helper()
+	resp, err := http.Get(p.Metrics + "/metrics")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	conns, streams = -1, -1
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "rxc_grpc_connections "); ok {
+			conns, _ = strconv.Atoi(v)
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "rxc_grpc_event_streams "); ok {
+			streams, _ = strconv.Atoi(v)
+		}
+	}
+	return conns, streams
+}
+
+// TestIdleAgentHoldsNoConnection: an agent with no event to send holds no
+// event stream, and between health checks no gRPC connection, on the
+// control plane; its health checks go on over new connections; once
+// running, its events are delivered and confirmed, and after it stops the
+// connection closes again. Revocation still stops it.
+func TestIdleAgentHoldsNoConnection(t *testing.T) {
+	prov := provisionertest.Start(t, provisionertest.Options{})
+	p := newPlane(t, prov, 168*time.Hour)
+	p.setUpTenant()
+	stateDir := filepath.Join(t.TempDir(), "sensor")
+	t.Setenv("RXC_CLAIM_CODE", p.claimCode("edge-1"))
+	a := startAgent(t, agentArgs(p, stateDir, "--heartbeat", "2s", "--grpc-idle-timeout", "300ms")...)
+	var id string
+	waitUntil(t, 20*time.Second, "the sensor enrolled and online", func() bool {
+		list := p.sensors()
+		if len(list) == 1 && list[0].State == "online" {
+			id = list[0].ID
+		}
+		return id != ""
+	})
+	t.Setenv("RXC_CLAIM_CODE", "")
+
+	idle := func(what string) {
+		t.Helper()
+		waitUntil(t, 20*time.Second, what, func() bool { c, s := p.grpcGauges(); return c == 0 && s == 0 })
+	}
+	idle("no connection or stream of the idle agent")
+	// The next health check opens a connection again (it stays open for
+	// the 300 ms idle timeout at least) and it closes after it.
+	waitUntil(t, 20*time.Second, "a health check's connection", func() bool { c, _ := p.grpcGauges(); return c == 1 })
+	idle("the health check's connection closed")
+	if a.log.has(0, "health check failed", nil) || a.log.has(0, "health check refused", nil) {
+		t.Fatalf("health checks failed over the closing connections:\n%s", a.log.String())
+	}
+
+	// Running: events flow and are confirmed.
+	p.command(id, "start", "running")
+	from := a.log.len()
+	waitUntil(t, 20*time.Second, "events from the running sensor", func() bool { return a.eventsSince(id, from) })
+	p.command(id, "stop", "stopped")
+	idle("no connection or stream once the sensor stopped")
+
+	p.must("POST", "/api/sensors/"+id+"/revoke", nil, 200, nil)
+	if code := a.exit(t, 20*time.Second); code != 1 {
+		t.Fatalf("agent exit code %d after revocation, want 1", code)
+	}
 }

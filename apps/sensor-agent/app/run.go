@@ -8,6 +8,7 @@ package app
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -70,6 +71,7 @@ type runFlags struct {
 	eventsPerMinute int
 	failAfter       time.Duration
 	batchInterval   time.Duration
+	grpcIdle        time.Duration
 	logLevel        string
 }
 
@@ -89,6 +91,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.IntVar(&f.eventsPerMinute, "events-per-minute", 30, "simulated alerts per minute while running")
 	fs.DurationVar(&f.failAfter, "simulate-failure-after", 0, "make the simulated capture engine fail this long after each start (0: never)")
 	fs.DurationVar(&f.batchInterval, "event-batch-interval", sensorclient.DefaultBatchInterval, "longest time events wait on a stream before the server confirms them")
+	fs.DurationVar(&f.grpcIdle, "grpc-idle-timeout", sensorclient.DefaultIdleTimeout, "close the gRPC connection to the control plane after this long without a call (health check or event stream); 0: keep it open")
 	fs.StringVar(&f.logLevel, "log-level", envOr("RXC_LOG_LEVEL", "info"), "debug, info, warn or error (env RXC_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -111,6 +114,8 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 		return f, errors.New("--heartbeat must be at least 1s")
 	case f.batchInterval <= 0:
 		return f, errors.New("--event-batch-interval must be positive")
+	case f.grpcIdle < 0:
+		return f, errors.New("--grpc-idle-timeout must not be negative")
 	}
 	return f, nil
 }
@@ -183,7 +188,7 @@ func run(ctx context.Context, f runFlags, log *slog.Logger) error {
 	}
 	base := AgentConfig{
 		API: f.api, APIRootCAs: roots, Hostname: f.hostname, Heartbeat: f.heartbeat,
-		EventBatchInterval: f.batchInterval, Version: buildinfo.Version,
+		EventBatchInterval: f.batchInterval, GRPCIdleTimeout: cmp.Or(f.grpcIdle, -1), Version: buildinfo.Version,
 		NewRunner: func(sensorID string, events chan<- *sensorpb.SensorEvent) (Runner, error) {
 			return NewSimulated(SimulatedConfig{
 				SensorID: sensorID, EventsPerMinute: f.eventsPerMinute, Events: events, FailAfter: f.failAfter,
