@@ -267,38 +267,77 @@ func cleanAgentVersion(v string) string {
 // call, a health check): it refreshes lastSeenAt, records what c tells,
 // and wakes an offline sensor to online.
 func (s *Service) SensorSeen(ctx context.Context, tenantID, sensorID string, c Contact) error {
-	if err := validateID("tenant id", tenantID); err != nil {
-		return err
+	return s.SensorsSeen(ctx, []Seen{{Ref: SensorRef{TenantID: tenantID, SensorID: sensorID}, Contact: c}})[0]
+}
+
+// Seen is one sign of life for SensorsSeen.
+type Seen struct {
+	Ref     SensorRef
+	Contact Contact
+}
+
+// SensorsSeen is SensorSeen for many signs of life in one store
+// transaction (a replica batches its sensors' health checks); the error of
+// seen[i] is errs[i]. Several of one sensor are applied in order.
+func (s *Service) SensorsSeen(ctx context.Context, seen []Seen) (errs []error) {
+	errs = make([]error, len(seen))
+	bySensor := map[SensorRef][]int{}
+	var refs []SensorRef
+	for i, x := range seen {
+		if err := validateID("tenant id", x.Ref.TenantID); err != nil {
+			errs[i] = err
+			continue
+		}
+		if err := validateID("sensor id", x.Ref.SensorID); err != nil {
+			errs[i] = err
+			continue
+		}
+		if _, ok := bySensor[x.Ref]; !ok {
+			refs = append(refs, x.Ref)
+		}
+		bySensor[x.Ref] = append(bySensor[x.Ref], i)
 	}
-	if err := validateID("sensor id", sensorID); err != nil {
-		return err
+	if len(refs) == 0 {
+		return errs
 	}
 	now := s.now()
-	var result error
-	err := s.store.UpdateSensorStatuses(ctx, []SensorRef{{TenantID: tenantID, SensorID: sensorID}}, func(_ SensorRef, cur SensorStatus, found bool) (SensorStatus, bool) {
+	err := s.store.UpdateSensorStatuses(ctx, refs, func(ref SensorRef, cur SensorStatus, found bool) (SensorStatus, bool) {
+		idx := bySensor[ref]
+		var refused error
 		switch {
 		case !found:
-			result = ErrNotFound
-			return cur, false
+			refused = ErrNotFound
 		case cur.State == StateRevoked:
-			result = ErrRevoked
-			return cur, false
+			refused = ErrRevoked
 		case cur.State == StateOffline:
 			cur.State = StateOnline
 		}
-		cur.LastSeenAt = now
-		if v := cleanAgentVersion(c.AgentVersion); v != "" {
-			cur.AgentVersion = v
+		if refused != nil {
+			for _, i := range idx {
+				errs[i] = refused
+			}
+			return cur, false
 		}
-		if a := c.Address; a != "" && len(a) <= maxAddress && validateLabel("address", a, maxAddress) == nil {
-			cur.Address = a
+		cur.LastSeenAt = now
+		for _, i := range idx {
+			c := seen[i].Contact
+			if v := cleanAgentVersion(c.AgentVersion); v != "" {
+				cur.AgentVersion = v
+			}
+			if a := c.Address; a != "" && len(a) <= maxAddress && validateLabel("address", a, maxAddress) == nil {
+				cur.Address = a
+			}
 		}
 		return cur, true
 	})
 	if err != nil {
-		return err
+		for _, idx := range bySensor {
+			for _, i := range idx {
+				errs[i] = err
+			}
+		}
 	}
-	return result
+	return errs
 }
 
 // RevokeSensor revokes a sensor for good: state revoked, certificates

@@ -361,3 +361,50 @@ func TestHandleStatusBatch(t *testing.T) {
 	// A report older than what the batch applied is stale afterwards.
 	wantErr(t, f.svc.HandleStatus(f.ctx, subj(a.SensorID), status(fleet.StateRunning, t0.Add(time.Second), "")), fleet.ErrStale)
 }
+
+// SensorsSeen applies many signs of life at once: each gets its own
+// answer, several of one sensor apply in order, refusals touch nothing.
+func TestSensorsSeenBatch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	a, _ := f.enrolled(t, "acme")
+	b, _ := f.enrolled(t, "acme")
+	revoked, _ := f.enrolled(t, "acme")
+	for _, id := range []string{a.SensorID, b.SensorID} {
+		if err := f.svc.HandleStatus(f.ctx, "rxc.acme."+id+".status", status(fleet.StateRunning, f.clock.Now(), "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.svc.RevokeSensor(f.ctx, revoked.SensorID, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(90 * time.Second)
+	if n, err := f.svc.MarkSilentOffline(f.ctx, time.Minute); err != nil || n != 2 {
+		t.Fatalf("MarkSilentOffline = %d, %v; want 2", n, err)
+	}
+	f.clock.Advance(time.Second)
+	ref := func(tenant, id string) fleet.SensorRef { return fleet.SensorRef{TenantID: tenant, SensorID: id} }
+	errs := f.svc.SensorsSeen(f.ctx, []fleet.Seen{
+		{Ref: ref("acme", a.SensorID), Contact: fleet.Contact{Address: "192.0.2.1", AgentVersion: "1.0.0"}},
+		{Ref: ref("acme", revoked.SensorID), Contact: fleet.Contact{Address: "192.0.2.9"}},
+		{Ref: ref("other", b.SensorID)},
+		{Ref: ref("acme", "bad id*")},
+		{Ref: ref("acme", a.SensorID), Contact: fleet.Contact{Address: "192.0.2.2"}},
+	})
+	want := []error{nil, fleet.ErrRevoked, fleet.ErrNotFound, fleet.ErrInvalidInput, nil}
+	for i, err := range errs {
+		if !errors.Is(err, want[i]) || (want[i] == nil) != (err == nil) {
+			t.Errorf("seen[%d]: %v, want %v", i, err, want[i])
+		}
+	}
+	if s := f.sensor(t, a.SensorID); s.State != fleet.StateOnline || !s.LastSeenAt.Equal(f.clock.Now()) || s.Address != "192.0.2.2" || s.AgentVersion != "1.0.0" {
+		t.Errorf("sensor a: %s seen %s from %q version %q; want online, now, the later address, the version kept", s.State, s.LastSeenAt, s.Address, s.AgentVersion)
+	}
+	if s := f.sensor(t, b.SensorID); s.State != fleet.StateOffline {
+		t.Errorf("sensor b, seen under another tenant only: %s, want offline", s.State)
+	}
+	if s := f.sensor(t, revoked.SensorID); s.State != fleet.StateRevoked || s.Address == "192.0.2.9" {
+		t.Errorf("revoked sensor: %s from %q, want revoked and nothing recorded", s.State, s.Address)
+	}
+}
