@@ -325,7 +325,7 @@ func TestRenewRecordsNewNATSUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rn.NATS == nil || rn.NATS.UserPubKey != e.NATS.UserPubKey+"-v2" || rn.NATS.Creds != "creds-v2" {
+	if rn.NATS == nil || rn.NATS.UserPubKey != e.NATS.UserPubKey+"-v2" || rn.NATS.Creds != "creds of "+r.SensorID+"-v2" {
 		t.Fatalf("renewal NATS = %+v, want the new user", rn.NATS)
 	}
 	if got := f.sensor(t, r.SensorID).NATSUserPubKey; got != e.NATS.UserPubKey+"-v2" {

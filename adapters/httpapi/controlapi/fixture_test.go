@@ -34,8 +34,8 @@ import (
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/fleet/fleettest"
 	"github.com/rxc-project/rxc/core/operators"
-	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/migrations"
 )
@@ -68,88 +68,6 @@ func (c *clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// fakeProvisioner stands in for the provisioner process and records calls.
-type fakeProvisioner struct {
-	mu        sync.Mutex
-	userErr   error
-	revokeErr error
-	revoked   [][2]string
-}
-
-func (p *fakeProvisioner) EnsureAccount(_ context.Context, tenantID, _ string) (string, error) {
-	return "A-" + tenantID, nil
-}
-
-func (p *fakeProvisioner) EnsureSensorUser(_ context.Context, tenantID, sensorID string) (fleet.NATSCredentials, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.userErr != nil {
-		return fleet.NATSCredentials{}, p.userErr
-	}
-	s := topology.Sensor{Stream: topology.DefaultStream, TenantID: tenantID, SensorID: sensorID}
-	return fleet.NATSCredentials{
-		AccountPubKey: "A-" + tenantID, UserPubKey: "U-" + sensorID, Creds: "creds of " + sensorID,
-		Stream: s.Stream, Consumer: s.Consumer(), JSAPIPrefix: topology.APIPrefix, InboxPrefix: s.InboxPrefix(),
-		CommandSubject: s.CommandSubject(), StatusSubject: s.StatusSubject(),
-	}, nil
-}
-
-func (p *fakeProvisioner) RevokeUser(_ context.Context, accountPubKey, userPubKey string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.revokeErr != nil {
-		return p.revokeErr
-	}
-	p.revoked = append(p.revoked, [2]string{accountPubKey, userPubKey})
-	return nil
-}
-
-func (p *fakeProvisioner) set(userErr, revokeErr error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.userErr, p.revokeErr = userErr, revokeErr
-}
-
-func (p *fakeProvisioner) revocations() [][2]string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([][2]string(nil), p.revoked...)
-}
-
-type published struct {
-	Subject, MsgID string
-	Payload        []byte
-}
-
-// fakePublisher stands in for NATS and records what was published.
-type fakePublisher struct {
-	mu   sync.Mutex
-	err  error
-	msgs []published
-}
-
-func (p *fakePublisher) PublishCommand(_ context.Context, subject, msgID string, payload []byte) (fleet.PublishAck, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err != nil {
-		return fleet.PublishAck{}, p.err
-	}
-	p.msgs = append(p.msgs, published{subject, msgID, payload})
-	return fleet.PublishAck{Sequence: uint64(len(p.msgs))}, nil
-}
-
-func (p *fakePublisher) setErr(err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.err = err
-}
-
-func (p *fakePublisher) published() []published {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]published(nil), p.msgs...)
-}
-
 // lateTerminator lets the fleet service and the gRPC server, which need
 // each other, be built one after the other.
 type lateTerminator struct{ srv *grpcmtls.Server }
@@ -170,8 +88,8 @@ type env struct {
 	ops   *operators.Service
 	ca    *x509ca.CA
 	clock *clock
-	prov  *fakeProvisioner
-	pub   *fakePublisher
+	prov  *fleettest.Provisioner
+	pub   *fleettest.Publisher
 	// cfg is the API's configuration, for variants.
 	cfg controlapi.Config
 	// session is the logged-in operator's cookie value.
@@ -223,7 +141,8 @@ func newEnv(t testing.TB, opt options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prov, pub, term := &fakeProvisioner{}, &fakePublisher{}, &lateTerminator{}
+	// The provisioner and NATS are the fleet's shared fakes (core/fleet/fleettest).
+	prov, pub, term := &fleettest.Provisioner{}, &fleettest.Publisher{}, &lateTerminator{}
 	svc, err := fleet.New(fleet.Config{
 		Store: store, Provisioner: prov, ProvisioningEnabled: opt.provisioning, CA: ca,
 		Publisher: pub, Terminator: term, Locker: store, Clock: clk.Now,

@@ -408,7 +408,7 @@ func TestCommandBatches(t *testing.T) {
 		return string(b)
 	}
 	batches := func() int { return w.count(t, `SELECT count(*) FROM command_batches`) }
-	published := len(w.e.pub.published())
+	published := len(w.e.pub.Messages())
 
 	// Refusals record nothing, and never say which sensor was the problem.
 	for _, tc := range []struct {
@@ -458,7 +458,7 @@ func TestCommandBatches(t *testing.T) {
 		t.Errorf("Location %q", loc)
 	}
 	// Answered before anything is published.
-	if got := len(w.e.pub.published()); got != published {
+	if got := len(w.e.pub.Messages()); got != published {
 		t.Errorf("%d commands published while answering", got-published)
 	}
 	st, res := w.batchStatus(t, "viewer", b.BatchID)
@@ -470,7 +470,7 @@ func TestCommandBatches(t *testing.T) {
 	if err != nil || n != 4 {
 		t.Fatalf("published %d, %v; want 4", n, err)
 	}
-	msgs := w.e.pub.published()[published:]
+	msgs := w.e.pub.Messages()[published:]
 	var msgIDs []string
 	for _, m := range msgs {
 		var c struct{ CommandID, SensorID, Action string }

@@ -198,7 +198,7 @@ func TestFlow(t *testing.T) {
 		"reportedAt": nil, "acknowledgedAt": nil, "outcome": nil, "outcomeReason": nil, "outcomeDetail": nil,
 	}
 	wantObject(t, "command", res, http.StatusAccepted, command)
-	msgs := e.pub.published()
+	msgs := e.pub.Messages()
 	if len(msgs) != 1 || msgs[0].Subject != "rxc.acme."+sensorID+".cmd" || msgs[0].MsgID != commandID {
 		t.Fatalf("published %+v, want one message on rxc.acme.%s.cmd with id %s", msgs, sensorID, commandID)
 	}
@@ -232,7 +232,7 @@ func TestFlow(t *testing.T) {
 	res = e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/revoke", operator: true})
 	sensor["state"], sensor["certificate"] = "revoked", nil
 	wantObject(t, "revoke", res, http.StatusOK, sensor)
-	if diff := cmp.Diff([][2]string{{"A-acme", "U-" + sensorID}}, e.prov.revocations()); diff != "" {
+	if diff := cmp.Diff([][2]string{{"A-acme", "U-" + sensorID}}, e.prov.Revocations()); diff != "" {
 		t.Errorf("provisioner revocations (-want +got):\n%s", diff)
 	}
 	wantObject(t, "revoke again", e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/revoke", operator: true}), http.StatusOK, sensor)

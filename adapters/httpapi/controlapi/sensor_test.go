@@ -125,13 +125,13 @@ func TestCommandFailures(t *testing.T) {
 		t.Errorf("a command was recorded with messaging disabled: %+v", s.LastCommand)
 	}
 
-	base.pub.setErr(fmt.Errorf("sensorbus: not connected: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrNotPublished))
+	base.pub.Fail(fmt.Errorf("sensorbus: not connected: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrNotPublished))
 	base.do(command).expect(t, "command with NATS unreachable", http.StatusServiceUnavailable, "nats_unavailable")
 	if err := json.Unmarshal(base.do(request{method: "GET", path: "/api/sensors/" + id, operator: true}).body, &s); err != nil ||
 		s.LastCommand == nil || s.LastCommand.Action != "stop" || s.LastCommand.FailedAt == nil {
 		t.Errorf("sensor after a failed command: %+v; want lastCommand stop with failedAt", s.LastCommand)
 	}
-	if n := len(base.pub.published()); n != 0 {
+	if n := len(base.pub.Messages()); n != 0 {
 		t.Errorf("%d messages published, want none", n)
 	}
 }
@@ -169,14 +169,14 @@ func TestEnrollProvisioner(t *testing.T) {
 		// the hop (provisionerclient types it): the tenant is not ready yet.
 		{"provisioner lacks the tenant's account", fmt.Errorf("provisioner: tenant_has_no_account: %w", fleet.ErrTenantNotProvisioned), "tenant_not_provisioned", "30"},
 	} {
-		e.prov.set(c.err, nil)
+		e.prov.Fail(nil, c.err, nil)
 		res := enrol()
 		res.expect(t, c.name, http.StatusServiceUnavailable, c.wantCode)
 		if got := res.header.Get("Retry-After"); got != c.wantRetry {
 			t.Errorf("%s: Retry-After %q, want %q", c.name, got, c.wantRetry)
 		}
 	}
-	e.prov.set(nil, nil)
+	e.prov.Fail(nil, nil, nil)
 	enrol().expect(t, "provisioner back", http.StatusCreated, "")
 }
 
@@ -204,7 +204,7 @@ func TestRevokePending(t *testing.T) {
 	e := newEnv(t, options{provisioning: true})
 	e.createTenant("acme")
 	id, _ := e.enroll("acme")
-	e.prov.set(nil, errors.Join(fleet.ErrProvisionerUnavailable, errors.New("circuit open")))
+	e.prov.Fail(nil, nil, errors.Join(fleet.ErrProvisionerUnavailable, errors.New("circuit open")))
 	res := e.do(request{method: "POST", path: "/api/sensors/" + id + "/revoke", operator: true})
 	res.expect(t, "revoke", http.StatusServiceUnavailable, "nats_revoke_pending")
 	if !strings.Contains(string(res.body), "revoked here") || !strings.Contains(string(res.body), "repeat") {
@@ -214,12 +214,12 @@ func TestRevokePending(t *testing.T) {
 	if err := json.Unmarshal(e.do(request{method: "GET", path: "/api/sensors/" + id, operator: true}).body, &s); err != nil || s.State != "revoked" {
 		t.Errorf("state after a pending revocation: %q, want revoked", s.State)
 	}
-	if n := len(e.prov.revocations()); n != 0 {
+	if n := len(e.prov.Revocations()); n != 0 {
 		t.Fatalf("%d NATS revocations recorded, want none yet", n)
 	}
-	e.prov.set(nil, nil)
+	e.prov.Fail(nil, nil, nil)
 	e.do(request{method: "POST", path: "/api/sensors/" + id + "/revoke", operator: true}).expect(t, "repeat", http.StatusOK, "")
-	if diff := cmp.Diff([][2]string{{"A-acme", "U-" + id}}, e.prov.revocations()); diff != "" {
+	if diff := cmp.Diff([][2]string{{"A-acme", "U-" + id}}, e.prov.Revocations()); diff != "" {
 		t.Errorf("NATS revocations (-want +got):\n%s", diff)
 	}
 }
@@ -249,20 +249,20 @@ func TestCommandIdempotencyAndHistory(t *testing.T) {
 			t.Fatalf("repeat with the same key: %d %s; want 200 with command %s", res.status, res.body, first.CommandID)
 		}
 	}
-	if n := len(e.pub.published()); n != 1 {
+	if n := len(e.pub.Messages()); n != 1 {
 		t.Errorf("%d messages published for one key, want 1", n)
 	}
 	keyed("start", "op-retry-1").expect(t, "same key, other action", http.StatusConflict, "conflict")
 	keyed("start", "bad key with spaces").expect(t, "malformed key", http.StatusBadRequest, "invalid_input")
 
-	e.pub.setErr(fmt.Errorf("sensorbus: timeout: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrPublishUnknown))
+	e.pub.Fail(fmt.Errorf("sensorbus: timeout: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrPublishUnknown))
 	var pending struct{ CommandID, Status string }
 	res = keyed("start", "op-retry-2")
 	e.clock.Advance(time.Second)
 	if res.status != http.StatusAccepted || json.Unmarshal(res.body, &pending) != nil || pending.Status != "pending" {
 		t.Fatalf("command with an unconfirmed publication: %d %s; want 202 pending", res.status, res.body)
 	}
-	e.pub.setErr(nil)
+	e.pub.Fail(nil)
 
 	for i := range 3 {
 		e.do(request{method: "POST", path: path, body: `{"action":"start"}`, operator: true}).expectStatus(t, fmt.Sprintf("command %d", i), http.StatusAccepted)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/topology"
 )
 
 // The fakes below stand in for the fleet ports that are not stores: the
@@ -44,7 +45,8 @@ func (c *Clock) Advance(d time.Duration) {
 }
 
 // Provisioner is a fleet.Provisioner that mints predictable keys: tenant t
-// gets account "A-t", sensor s user "U-s" (plus UserGen).
+// gets account "A-t", sensor s user "U-s" and creds "creds of s" (plus
+// UserGen), with the topology's stream, consumer and subjects.
 type Provisioner struct {
 	mu          sync.Mutex
 	calls       []string
@@ -104,9 +106,11 @@ func (p *Provisioner) EnsureSensorUser(_ context.Context, tenantID, sensorID str
 	if p.UserErr != nil {
 		return fleet.NATSCredentials{}, p.UserErr
 	}
+	s := topology.Sensor{Stream: topology.DefaultStream, TenantID: tenantID, SensorID: sensorID}
 	return fleet.NATSCredentials{
-		AccountPubKey: "A-" + tenantID, UserPubKey: "U-" + sensorID + p.UserGen, Creds: "creds" + p.UserGen,
-		Consumer: "cmd-" + tenantID + "-" + sensorID,
+		AccountPubKey: "A-" + tenantID, UserPubKey: "U-" + sensorID + p.UserGen, Creds: "creds of " + sensorID + p.UserGen,
+		Stream: s.Stream, Consumer: s.Consumer(), JSAPIPrefix: topology.APIPrefix, InboxPrefix: s.InboxPrefix(),
+		CommandSubject: s.CommandSubject(), StatusSubject: s.StatusSubject(),
 	}, nil
 }
 
