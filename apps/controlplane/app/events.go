@@ -66,7 +66,7 @@ func (s *Server) buildEvents(log *slog.Logger) (*eventPipeline, error) {
 	}
 	// Closed with the other resources, after gRPC has drained: streams
 	// still running at shutdown need the connection for their acks.
-	s.close = append(s.close, client.Close)
+	s.close.Add(client.Close)
 	return &eventPipeline{nats: client, ingest: ingest, writer: writer}, nil
 }
 

@@ -25,7 +25,6 @@ import (
 	"github.com/rxc-project/rxc/apps/internal/buildinfo"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
-	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/operators"
 )
 
@@ -34,22 +33,14 @@ func serve(ctx context.Context, stderr io.Writer) error {
 	if err := appenv.Load(&cfg); err != nil {
 		return err
 	}
-	log, err := appenv.Logger(cfg.LogLevel, stderr)
-	if err != nil {
-		return err
-	}
-	srv, err := NewServer(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	return srv.Run(ctx)
+	return appenv.Serve(ctx, cfg, cfg.LogLevel, stderr, NewServer)
 }
 
 // Server is a wired control plane.
 type Server struct {
 	cfg   ServeConfig
 	log   *slog.Logger
-	close []func()
+	close appenv.Closers
 
 	pool        *pgxpool.Pool
 	store       *controlplanestore.Store
@@ -72,7 +63,7 @@ type Server struct {
 func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log}
 	if err := s.build(ctx); err != nil {
-		s.shutdown()
+		s.close.Close()
 		return nil, err
 	}
 	return s, nil
@@ -140,7 +131,7 @@ func (s *Server) buildStore(ctx context.Context) error {
 		return err
 	}
 	s.pool = pool
-	s.close = append(s.close, pool.Close)
+	s.close.Add(pool.Close)
 	if cfg.MigrateOnStart {
 		applied, err := applyMigrations(ctx, pool)
 		if err != nil {
@@ -197,7 +188,7 @@ func (s *Server) buildMessaging() (fleet.CommandPublisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.close = append(s.close, s.messaging.Close)
+	s.close.Add(s.messaging.Close)
 	return s.messaging, nil
 }
 
@@ -264,15 +255,15 @@ func (s *Server) buildHTTP(api *controlapi.API) error {
 	if s.httpLis, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
 	}
-	s.close = append(s.close, func() { s.httpLis.Close() })
+	s.close.Add(func() { s.httpLis.Close() })
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCListenAddr); err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.GRPCListenAddr, err)
 	}
-	s.close = append(s.close, func() { s.grpcLis.Close() })
+	s.close.Add(func() { s.grpcLis.Close() })
 	if s.metricsLis, err = net.Listen("tcp", cfg.MetricsListenAddr); err != nil {
 		return fmt.Errorf("listen %s (METRICS_LISTEN_ADDR): %w", cfg.MetricsListenAddr, err)
 	}
-	s.close = append(s.close, func() { s.metricsLis.Close() })
+	s.close.Add(func() { s.metricsLis.Close() })
 	apiHandler, metricsHandler := observed(api, api.MetricsHandler(), s.store, s.grpc, log.With("component", "access"))
 	s.metricsHTTP = &http.Server{
 		Handler:           metricsHandler,
@@ -296,7 +287,7 @@ func (s *Server) buildHTTP(api *controlapi.API) error {
 // periodic workers until ctx ends, then drains everything within
 // SHUTDOWN_TIMEOUT.
 func (s *Server) Run(ctx context.Context) error {
-	defer s.shutdown()
+	defer s.close.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 3)
@@ -322,16 +313,10 @@ func (s *Server) Run(ctx context.Context) error {
 // drain shuts the HTTP, metrics and gRPC servers down within
 // SHUTDOWN_TIMEOUT.
 func (s *Server) drain() {
-	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout.String())
-	sctx, scancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer scancel()
-	if herr := s.http.Shutdown(sctx); herr != nil {
-		s.log.Warn("http shutdown", logkey.Error, herr)
-	}
-	if herr := s.metricsHTTP.Shutdown(sctx); herr != nil {
-		s.log.Warn("metrics http shutdown", logkey.Error, herr)
-	}
-	s.grpc.Shutdown(sctx)
+	appenv.Drain(s.log, s.cfg.ShutdownTimeout,
+		appenv.Drainer{Name: "http", Shutdown: s.http.Shutdown},
+		appenv.Drainer{Name: "metrics http", Shutdown: s.metricsHTTP.Shutdown},
+		appenv.Drainer{Name: "grpc", Shutdown: func(ctx context.Context) error { s.grpc.Shutdown(ctx); return nil }})
 }
 
 // HTTPAddr is the bound HTTP address.
@@ -346,13 +331,6 @@ func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
 // Ready reports whether every enabled dependency is connected.
 func (s *Server) Ready() bool {
 	return (s.messaging == nil || s.messaging.Ready()) && s.events.ready()
-}
-
-func (s *Server) shutdown() {
-	for i := len(s.close) - 1; i >= 0; i-- {
-		s.close[i]()
-	}
-	s.close = nil
 }
 
 // backendCreds reads the messaging creds file, or asks the provisioner for

@@ -36,22 +36,14 @@ func serve(ctx context.Context, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log, err := appenv.Logger(cfg.LogLevel, stderr)
-	if err != nil {
-		return err
-	}
-	srv, err := NewServer(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	return srv.Run(ctx)
+	return appenv.Serve(ctx, cfg, cfg.LogLevel, stderr, NewServer)
 }
 
 // Server is a wired provisioner.
 type Server struct {
 	cfg     ServeConfig
 	log     *slog.Logger
-	close   []func()
+	close   appenv.Closers
 	http    *http.Server
 	lis     net.Listener
 	handler atomic.Pointer[http.Handler]
@@ -111,12 +103,12 @@ func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (*Server,
 	}
 	err := s.build(ctx, wait)
 	if err != nil && !(s.last.Len() > 0 && pgoutage.Is(err)) {
-		s.shutdown()
+		s.close.Close()
 		return nil, err
 	}
 	s.lis, err = net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
-		s.shutdown()
+		s.close.Close()
 		return nil, fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
 	}
 	s.http = &http.Server{
@@ -139,7 +131,7 @@ func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (*Server,
 		Readiness: s.readiness(), Metrics: s.metrics.handler(),
 	})
 	if err != nil {
-		s.shutdown()
+		s.close.Close()
 		return nil, err
 	}
 	var h http.Handler = starting
@@ -201,7 +193,7 @@ func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
 	cfg := s.cfg
 	defer func() {
 		if err != nil {
-			s.shutdown()
+			s.close.Close()
 		}
 	}()
 	store, err := s.openStore(ctx, wait)
@@ -261,7 +253,7 @@ func (s *Server) openStore(ctx context.Context, wait time.Duration) (*provisione
 	if err != nil {
 		return nil, err
 	}
-	s.close = append(s.close, pool.Close)
+	s.close.Add(pool.Close)
 	if cfg.MigrateOnStart {
 		applied, err := applyMigrations(ctx, pool)
 		if err != nil {
@@ -333,7 +325,7 @@ func (s *Server) buildNATS(ctx context.Context, store *provisionerstore.Store, o
 	if err != nil {
 		return err
 	}
-	s.close = append(s.close, s.nats.Close)
+	s.close.Add(s.nats.Close)
 	return nil
 }
 
@@ -372,7 +364,7 @@ func (s *Server) catchUp(ctx context.Context) error {
 // answers), then connects to NATS in the background. A server that started
 // without PostgreSQL finishes starting once PostgreSQL answers.
 func (s *Server) Run(ctx context.Context) error {
-	defer s.shutdown()
+	defer s.close.Close()
 	errc := make(chan error, 2)
 	go func() { errc <- s.http.Serve(s.lis) }()
 	s.log.Info("provisioner serving", "addr", s.lis.Addr().String(), "version", buildinfo.Version, "nats", s.cfg.NATSURL)
@@ -399,12 +391,7 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	stopBG()
-	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	if err := s.http.Shutdown(sctx); err != nil {
-		s.log.Warn("http shutdown", logkey.Error, err)
-	}
+	appenv.Drain(s.log, s.cfg.ShutdownTimeout, appenv.Drainer{Name: "http", Shutdown: s.http.Shutdown})
 	return nil
 }
 
@@ -452,13 +439,6 @@ func (s *Server) activate(ctx context.Context, bg *sync.WaitGroup) error {
 		s.keepSnapshot(ctx)
 	}()
 	return nil
-}
-
-func (s *Server) shutdown() {
-	for i := len(s.close) - 1; i >= 0; i-- {
-		s.close[i]()
-	}
-	s.close = nil
 }
 
 // readCreds reads a .creds file for the control admin.

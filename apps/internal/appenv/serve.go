@@ -1,0 +1,67 @@
+package appenv
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/rxc-project/rxc/core/logkey"
+)
+
+// Server is a wired service that serves until ctx ends.
+type Server interface {
+	Run(ctx context.Context) error
+}
+
+// Serve is a service's serve command once its configuration is loaded: the
+// JSON logger at level on stderr, the server wired by build, run until ctx
+// ends.
+func Serve[C any, S Server](ctx context.Context, cfg C, level string, stderr io.Writer, build func(context.Context, C, *slog.Logger) (S, error)) error {
+	log, err := Logger(level, stderr)
+	if err != nil {
+		return err
+	}
+	srv, err := build(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx)
+}
+
+// Closers release what a server holds (pools, connections, listeners), in
+// the reverse order they were added. The zero value is ready.
+type Closers []func()
+
+// Add registers fn to run at Close.
+func (c *Closers) Add(fn func()) { *c = append(*c, fn) }
+
+// Close runs every registered function, newest first, and forgets them, so
+// a second Close does nothing.
+func (c *Closers) Close() {
+	fns := *c
+	*c = nil
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i]()
+	}
+}
+
+// Drainer is a server that finishes what it serves when shut down.
+type Drainer struct {
+	// Name labels the warning when it does not finish in time.
+	Name     string
+	Shutdown func(ctx context.Context) error
+}
+
+// Drain shuts the servers down one after the other, all within timeout
+// (SHUTDOWN_TIMEOUT), logging each that does not finish in time.
+func Drain(log *slog.Logger, timeout time.Duration, servers ...Drainer) {
+	log.Info("shutting down", "timeout", timeout.String())
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for _, s := range servers {
+		if err := s.Shutdown(ctx); err != nil {
+			log.Warn(s.Name+" shutdown", logkey.Error, err)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package appenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestClosersRunNewestFirstOnce(t *testing.T) {
+	var c Closers
+	var got []string
+	for _, name := range []string{"pool", "connection", "listener"} {
+		c.Add(func() { got = append(got, name) })
+	}
+	c.Close()
+	c.Close()
+	if want := "listener connection pool"; strings.Join(got, " ") != want {
+		t.Fatalf("closed %v, want %s, each once", got, want)
+	}
+}
+
+// Every server gets its turn within the one timeout; one that does not
+// finish is named in a warning and the next still shuts down.
+func TestDrain(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	var order []string
+	stuck := func(ctx context.Context) error { order = append(order, "http"); <-ctx.Done(); return ctx.Err() }
+	quick := func(context.Context) error { order = append(order, "grpc"); return nil }
+	var deadline time.Time
+	last := func(ctx context.Context) error {
+		order = append(order, "metrics")
+		deadline, _ = ctx.Deadline()
+		return nil
+	}
+	start := time.Now()
+	Drain(log, 50*time.Millisecond, Drainer{"http", stuck}, Drainer{"grpc", quick}, Drainer{"metrics http", last})
+	if want := "http grpc metrics"; strings.Join(order, " ") != want {
+		t.Fatalf("shut down %v, want %s", order, want)
+	}
+	if deadline.IsZero() || deadline.After(start.Add(time.Second)) {
+		t.Errorf("the last server's deadline is %v, want the shared one about 50ms after %v", deadline, start)
+	}
+	out := logs.String()
+	if !strings.Contains(out, `"msg":"http shutdown"`) || !strings.Contains(out, "deadline exceeded") {
+		t.Errorf("no warning naming the stuck server:\n%s", out)
+	}
+	if strings.Contains(out, "grpc shutdown") {
+		t.Errorf("a warning for a server that finished:\n%s", out)
+	}
+}
+
+type fakeServer struct{ ran bool }
+
+func (f *fakeServer) Run(context.Context) error { f.ran = true; return nil }
+
+func TestServe(t *testing.T) {
+	ctx := context.Background()
+	srv := &fakeServer{}
+	build := func(_ context.Context, cfg string, log *slog.Logger) (*fakeServer, error) {
+		if cfg != "cfg" || log == nil {
+			t.Errorf("build got %q, %v", cfg, log)
+		}
+		return srv, nil
+	}
+	if err := Serve(ctx, "cfg", "info", io.Discard, build); err != nil || !srv.ran {
+		t.Fatalf("Serve = %v, ran %v; want the built server run", err, srv.ran)
+	}
+	if err := Serve(ctx, "cfg", "loud", io.Discard, build); err == nil {
+		t.Error("an unknown log level was accepted")
+	}
+	failed := errors.New("no database")
+	err := Serve(ctx, "cfg", "info", io.Discard, func(context.Context, string, *slog.Logger) (*fakeServer, error) { return nil, failed })
+	if !errors.Is(err, failed) {
+		t.Errorf("Serve = %v, want the build error", err)
+	}
+}
