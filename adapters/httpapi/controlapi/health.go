@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/adapters/promtext"
 )
 
 // healthz is liveness: the process answers. It checks no dependency, so a
@@ -50,31 +51,22 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 // metrics writes Prometheus text: request counts, the feature switches, and
 // whatever the application appends.
 func (a *API) metrics(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Header().Set("Content-Type", promtext.ContentType)
 	bw := bufio.NewWriter(w)
-	a.requestMetrics.write(bw)
-	fmt.Fprintf(bw, "# HELP rxc_controlplane_feature_enabled Whether an optional integration is switched on (1) or off (0).\n")
-	fmt.Fprintf(bw, "# TYPE rxc_controlplane_feature_enabled gauge\n")
+	p := promtext.NewWriter(bw)
+	a.requestMetrics.write(p)
+	p.Family("rxc_controlplane_feature_enabled", promtext.Gauge, "Whether an optional integration is switched on (1) or off (0).")
 	for _, f := range []struct {
 		name string
 		on   bool
 	}{{"chat", a.analytics != nil && a.analytics.ChatConfigured()}, {"messaging", a.messaging}, {"provisioning", a.provisioning}} {
-		fmt.Fprintf(bw, "rxc_controlplane_feature_enabled{feature=%q} %d\n", f.name, b2i(f.on))
+		p.Sample("rxc_controlplane_feature_enabled", promtext.Bool(f.on), "feature", f.name)
 	}
-	fmt.Fprintf(bw, "# HELP rxc_login_failures_total Failed or held-back operator logins.\n")
-	fmt.Fprintf(bw, "# TYPE rxc_login_failures_total counter\n")
-	fmt.Fprintf(bw, "rxc_login_failures_total %d\n", a.loginFailures.Load())
+	p.Single("rxc_login_failures_total", promtext.Counter, "Failed or held-back operator logins.", a.loginFailures.Load())
 	if a.extraMetrics != nil {
 		a.extraMetrics(bw)
 	}
 	_ = bw.Flush()
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // requestMetrics counts requests by route pattern and status class. Both
@@ -99,7 +91,7 @@ func (m *requestMetrics) add(route string, status int) {
 	m.counts[requestKey{route, fmt.Sprintf("%dxx", status/100)}]++
 }
 
-func (m *requestMetrics) write(w *bufio.Writer) {
+func (m *requestMetrics) write(p *promtext.Writer) {
 	m.mu.Lock()
 	keys := make([]requestKey, 0, len(m.counts))
 	for k := range m.counts {
@@ -116,14 +108,8 @@ func (m *requestMetrics) write(w *bufio.Writer) {
 		}
 		return keys[i].class < keys[j].class
 	})
-	fmt.Fprintf(w, "# HELP rxc_http_requests_total HTTP requests by route pattern and status class.\n")
-	fmt.Fprintf(w, "# TYPE rxc_http_requests_total counter\n")
+	p.Family("rxc_http_requests_total", promtext.Counter, "HTTP requests by route pattern and status class.")
 	for _, k := range keys {
-		fmt.Fprintf(w, "rxc_http_requests_total{route=\"%s\",status=\"%s\"} %d\n", labelValue(k.route), k.class, counts[k])
+		p.Sample("rxc_http_requests_total", int64(counts[k]), "route", k.route, "status", k.class)
 	}
-}
-
-// labelValue escapes a Prometheus label value.
-func labelValue(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 
 	"github.com/rxc-project/rxc/adapters/grpcmtls"
 	"github.com/rxc-project/rxc/adapters/nats/eventlog"
 	"github.com/rxc-project/rxc/adapters/postgres/eventstore"
+	"github.com/rxc-project/rxc/adapters/promtext"
 	"github.com/rxc-project/rxc/core/events"
 )
 
@@ -96,18 +96,22 @@ func (p *eventPipeline) check(ctx context.Context) error {
 	return p.nats.Check(ctx)
 }
 
-// metrics writes the pipeline's counters in Prometheus text.
-func (p *eventPipeline) metrics(w io.Writer) {
+// metrics writes the pipeline's counters.
+func (p *eventPipeline) metrics(w *promtext.Writer) {
 	if p == nil {
 		return
 	}
 	in, wr := p.ingest.Stats(), p.writer.Stats()
-	fmt.Fprintf(w, "# HELP rxc_events_received_total Sensor events by outcome at ingest: accepted (stored in the event stream, resends included), duplicate (a resend the stream already held), refused (the stream was full or did not acknowledge; the sensor resends), invalid.\n# TYPE rxc_events_received_total counter\n")
-	fmt.Fprintf(w, "rxc_events_received_total{outcome=\"accepted\"} %d\nrxc_events_received_total{outcome=\"duplicate\"} %d\n", in.Accepted, in.Duplicates)
-	fmt.Fprintf(w, "rxc_events_received_total{outcome=\"refused\"} %d\nrxc_events_received_total{outcome=\"invalid\"} %d\n", in.Refused, in.Invalid)
-	fmt.Fprintf(w, "# HELP rxc_events_written_total Events inserted into PostgreSQL.\n# TYPE rxc_events_written_total counter\nrxc_events_written_total %d\n", wr.Written)
-	fmt.Fprintf(w, "# HELP rxc_events_duplicates_skipped_total Redelivered events PostgreSQL already held.\n# TYPE rxc_events_duplicates_skipped_total counter\nrxc_events_duplicates_skipped_total %d\n", wr.Duplicates)
-	fmt.Fprintf(w, "# HELP rxc_events_revoked_skipped_total Events received at or after their sensor's revocation, never stored.\n# TYPE rxc_events_revoked_skipped_total counter\nrxc_events_revoked_skipped_total %d\n", wr.Revoked)
-	fmt.Fprintf(w, "# HELP rxc_events_rejected_total Events PostgreSQL refused (skipped, logged by id).\n# TYPE rxc_events_rejected_total counter\nrxc_events_rejected_total %d\n", wr.Rejected)
-	fmt.Fprintf(w, "# HELP rxc_event_batches_failed_total Writer batches handed back for redelivery.\n# TYPE rxc_event_batches_failed_total counter\nrxc_event_batches_failed_total %d\n", wr.Failures)
+	w.Family("rxc_events_received_total", promtext.Counter, "Sensor events by outcome at ingest: accepted (stored in the event stream, resends included), duplicate (a resend the stream already held), refused (the stream was full or did not acknowledge; the sensor resends), invalid.")
+	for _, o := range []struct {
+		outcome string
+		n       uint64
+	}{{"accepted", in.Accepted}, {"duplicate", in.Duplicates}, {"refused", in.Refused}, {"invalid", in.Invalid}} {
+		w.Sample("rxc_events_received_total", int64(o.n), "outcome", o.outcome)
+	}
+	w.Single("rxc_events_written_total", promtext.Counter, "Events inserted into PostgreSQL.", int64(wr.Written))
+	w.Single("rxc_events_duplicates_skipped_total", promtext.Counter, "Redelivered events PostgreSQL already held.", int64(wr.Duplicates))
+	w.Single("rxc_events_revoked_skipped_total", promtext.Counter, "Events received at or after their sensor's revocation, never stored.", int64(wr.Revoked))
+	w.Single("rxc_events_rejected_total", promtext.Counter, "Events PostgreSQL refused (skipped, logged by id).", int64(wr.Rejected))
+	w.Single("rxc_event_batches_failed_total", promtext.Counter, "Writer batches handed back for redelivery.", int64(wr.Failures))
 }

@@ -16,8 +16,8 @@ import (
 func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 	if s.messaging != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); s.status.run(ctx) }()
-		s.messaging.SubscribeStatus(s.status.handle)
+		go func() { defer wg.Done(); s.status.Run(ctx) }()
+		s.messaging.SubscribeStatus(s.status.Handle)
 		s.messaging.Start(ctx)
 	}
 	if s.events != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/nats/sensorbus"
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
 	"github.com/rxc-project/rxc/adapters/postgres/pgoutage"
+	"github.com/rxc-project/rxc/adapters/promtext"
 	"github.com/rxc-project/rxc/adapters/provisionerclient"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
@@ -54,7 +55,7 @@ type Server struct {
 	metricsLis  net.Listener
 	metricsHTTP *http.Server
 	grpcLis     net.Listener
-	status      *statusBatcher
+	status      *fleet.StatusBatcher
 	events      *eventPipeline
 }
 
@@ -101,7 +102,10 @@ func (s *Server) build(ctx context.Context) error {
 	if err := s.buildGRPC(ca, terminator); err != nil {
 		return err
 	}
-	s.status = newStatusBatcher(s.fleet.HandleStatusBatch, log.With("component", "status"))
+	s.status, err = fleet.NewStatusBatcher(fleet.StatusBatcherConfig{Apply: s.fleet.HandleStatusBatch, Logger: log.With("component", "status")})
+	if err != nil {
+		return err
+	}
 	api, err := s.buildAPI(ca)
 	if err != nil {
 		return err
@@ -380,18 +384,24 @@ func (s *Server) readiness() []controlapi.Check {
 
 // metrics appends the app's own gauges and counters to /metrics.
 func (s *Server) metrics(w io.Writer) {
-	state := map[string]int{"closed": 0, "half-open": 1, "open": 2}[s.provisioner.BreakerState()]
-	fmt.Fprintf(w, "# HELP rxc_provisioner_breaker_state Circuit breaker nats-provisioner: 0 closed, 1 half-open, 2 open.\n# TYPE rxc_provisioner_breaker_state gauge\nrxc_provisioner_breaker_state{name=\"nats-provisioner\"} %d\n", state)
-	st := s.status
-	fmt.Fprintf(w, "# HELP rxc_status_messages_total Sensor status messages by outcome.\n# TYPE rxc_status_messages_total counter\n")
-	fmt.Fprintf(w, "rxc_status_messages_total{outcome=\"applied\"} %d\nrxc_status_messages_total{outcome=\"stale\"} %d\n", st.applied.Load(), st.stale.Load())
-	fmt.Fprintf(w, "rxc_status_messages_total{outcome=\"rejected\"} %d\nrxc_status_messages_total{outcome=\"dropped\"} %d\n", st.rejected.Load(), st.dropped.Load())
+	p := promtext.NewWriter(w)
+	state := map[string]int64{"closed": 0, "half-open": 1, "open": 2}[s.provisioner.BreakerState()]
+	p.Family("rxc_provisioner_breaker_state", promtext.Gauge, "Circuit breaker nats-provisioner: 0 closed, 1 half-open, 2 open.")
+	p.Sample("rxc_provisioner_breaker_state", state, "name", "nats-provisioner")
+	st := s.status.Stats()
+	p.Family("rxc_status_messages_total", promtext.Counter, "Sensor status messages by outcome.")
+	for _, o := range []struct {
+		outcome string
+		n       uint64
+	}{{"applied", st.Applied}, {"stale", st.Stale}, {"rejected", st.Rejected}, {"dropped", st.Dropped}} {
+		p.Sample("rxc_status_messages_total", int64(o.n), "outcome", o.outcome)
+	}
 	if s.messaging != nil {
 		st := s.messaging.Stats()
-		fmt.Fprintf(w, "# HELP rxc_commands_published_total Commands acknowledged by the stream.\n# TYPE rxc_commands_published_total counter\nrxc_commands_published_total %d\n", st.Published)
-		fmt.Fprintf(w, "# HELP rxc_status_dropped_total Oversized status messages dropped.\n# TYPE rxc_status_dropped_total counter\nrxc_status_dropped_total %d\n", st.StatusDropped)
+		p.Single("rxc_commands_published_total", promtext.Counter, "Commands acknowledged by the stream.", int64(st.Published))
+		p.Single("rxc_status_dropped_total", promtext.Counter, "Oversized status messages dropped.", int64(st.StatusDropped))
 	}
-	s.events.metrics(w)
+	s.events.metrics(p)
 }
 
 // disabledPublisher answers every command with ErrMessagingDisabled.

@@ -1,0 +1,176 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+// recordingApply answers each message by its payload ("ok", "stale",
+// anything else is invalid) and records the batches it was given.
+type recordingApply struct {
+	mu      sync.Mutex
+	batches [][]string
+	called  chan struct{}
+}
+
+func newRecordingApply() *recordingApply {
+	return &recordingApply{called: make(chan struct{}, 100)}
+}
+
+func (r *recordingApply) apply(_ context.Context, msgs []fleet.StatusMessage) []error {
+	errs := make([]error, len(msgs))
+	var batch []string
+	for i, m := range msgs {
+		batch = append(batch, string(m.Payload))
+		switch string(m.Payload) {
+		case "ok":
+		case "stale":
+			errs[i] = fmt.Errorf("report of %s: %w", m.Subject, fleet.ErrStale)
+		default:
+			errs[i] = fmt.Errorf("%w: bad report", fleet.ErrInvalidInput)
+		}
+	}
+	r.mu.Lock()
+	r.batches = append(r.batches, batch)
+	r.mu.Unlock()
+	r.called <- struct{}{}
+	return errs
+}
+
+func (r *recordingApply) got() [][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.batches
+}
+
+func newBatcher(t *testing.T, cfg fleet.StatusBatcherConfig) *fleet.StatusBatcher {
+	t.Helper()
+	b, err := fleet.NewStatusBatcher(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func runUntil(t *testing.T, b *fleet.StatusBatcher) (cancel func()) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Run(ctx) }()
+	return func() {
+		stop()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("Run did not return after its context ended")
+		}
+	}
+}
+
+func wait(t *testing.T, c <-chan struct{}, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-c:
+		case <-time.After(30 * time.Second):
+			t.Fatal("apply was not called")
+		}
+	}
+}
+
+// Messages queued together are applied in batches of at most MaxBatch, in
+// order, and every outcome is counted.
+func TestStatusBatcherAppliesInBatches(t *testing.T) {
+	rec := newRecordingApply()
+	b := newBatcher(t, fleet.StatusBatcherConfig{Apply: rec.apply, MaxBatch: 2, MaxWait: time.Hour})
+	for _, p := range []string{"ok", "stale", "bad", "ok", "ok"} {
+		b.Handle(context.Background(), "rxc.t1.s1.status", []byte(p))
+	}
+	stop := runUntil(t, b)
+	wait(t, rec.called, 2)
+	// The fifth message waits for a batch to fill; the end of Run applies it.
+	stop()
+	if diff := cmp.Diff([][]string{{"ok", "stale"}, {"bad", "ok"}, {"ok"}}, rec.got()); diff != "" {
+		t.Errorf("batches (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(fleet.StatusStats{Applied: 3, Stale: 1, Rejected: 1}, b.Stats()); diff != "" {
+		t.Errorf("stats (-want +got):\n%s", diff)
+	}
+}
+
+// A batch that does not fill is applied after MaxWait.
+func TestStatusBatcherAppliesAfterMaxWait(t *testing.T) {
+	rec := newRecordingApply()
+	b := newBatcher(t, fleet.StatusBatcherConfig{Apply: rec.apply, MaxBatch: 100, MaxWait: 10 * time.Millisecond})
+	stop := runUntil(t, b)
+	defer stop()
+	b.Handle(context.Background(), "rxc.t1.s1.status", []byte("ok"))
+	wait(t, rec.called, 1)
+	if diff := cmp.Diff([][]string{{"ok"}}, rec.got()); diff != "" {
+		t.Errorf("batches (-want +got):\n%s", diff)
+	}
+}
+
+// Handle never blocks: with the queue full, messages are dropped and
+// counted, and what was queued is still applied when Run ends.
+func TestStatusBatcherDropsWhenFull(t *testing.T) {
+	rec := newRecordingApply()
+	b := newBatcher(t, fleet.StatusBatcherConfig{Apply: rec.apply, Queue: 2})
+	handled := make(chan struct{})
+	go func() {
+		defer close(handled)
+		for range 5 {
+			b.Handle(context.Background(), "rxc.t1.s1.status", []byte("ok"))
+		}
+	}()
+	select {
+	case <-handled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Handle blocked on a full queue")
+	}
+	if got := b.Stats().Dropped; got != 3 {
+		t.Errorf("dropped = %d, want 3", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b.Run(ctx)
+	var applied []string
+	for _, batch := range rec.got() {
+		applied = append(applied, batch...)
+	}
+	if diff := cmp.Diff([]string{"ok", "ok"}, applied); diff != "" {
+		t.Errorf("messages applied at the end (-want +got):\n%s", diff)
+	}
+	if got := b.Stats().Applied; got != 2 {
+		t.Errorf("applied = %d, want 2", got)
+	}
+}
+
+// Handle copies the payload: a subscription that reuses its buffer does
+// not change a queued message.
+func TestStatusBatcherCopiesPayload(t *testing.T) {
+	rec := newRecordingApply()
+	b := newBatcher(t, fleet.StatusBatcherConfig{Apply: rec.apply})
+	buf := []byte("ok")
+	b.Handle(context.Background(), "rxc.t1.s1.status", buf)
+	copy(buf, "xx")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b.Run(ctx)
+	if diff := cmp.Diff([][]string{{"ok"}}, rec.got()); diff != "" {
+		t.Errorf("batches (-want +got):\n%s", diff)
+	}
+}
+
+func TestStatusBatcherNeedsApply(t *testing.T) {
+	if _, err := fleet.NewStatusBatcher(fleet.StatusBatcherConfig{}); err == nil {
+		t.Error("NewStatusBatcher without Apply: no error")
+	}
+}
