@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -132,26 +130,4 @@ func applyMigrations(ctx context.Context, pool *pgxpool.Pool) ([]string, error) 
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	return applied, nil
-}
-
-// readSeed reads the operator seed file, refusing one that others can read.
-func readSeed(path string) ([]byte, error) {
-	st, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("operator seed file %s does not exist: run provisioner init-operator first", path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("operator seed file: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("operator seed file %s is not a regular file", path)
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("operator seed file %s has mode %04o: it must not be accessible to group or others (chmod 600)", path, perm)
-	}
-	seed, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("operator seed file: %w", err)
-	}
-	return []byte(strings.TrimSpace(string(seed))), nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/nats/serveradmin"
 	"github.com/rxc-project/rxc/adapters/postgres/pgoutage"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
+	"github.com/rxc-project/rxc/adapters/seedfile"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/apps/internal/buildinfo"
 	"github.com/rxc-project/rxc/core/logkey"
@@ -171,7 +172,7 @@ func (s *Server) prepare() error {
 	if cfg.ResolverSnapshotInterval <= 0 {
 		cfg.ResolverSnapshotInterval = 30 * time.Second
 	}
-	opSeed, err := readSeed(cfg.OperatorSeedPath)
+	opSeed, err := seedfile.Read(cfg.OperatorSeedPath)
 	if err != nil {
 		return err
 	}
@@ -277,7 +278,7 @@ func (s *Server) operator(ctx context.Context, store *provisionerstore.Store) (p
 	if err != nil {
 		return op, fmt.Errorf("read operator: %w", err)
 	}
-	if err := operatorHoldsKey(op, s.opPub); err != nil {
+	if err := jwtauthority.HoldsKey(op, s.opPub); err != nil {
 		return op, fmt.Errorf("operator seed file %s: %w", s.cfg.OperatorSeedPath, err)
 	}
 	// The resolver's copy keeps only accounts signed by a key the operator

@@ -16,6 +16,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/atomicfile"
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
+	"github.com/rxc-project/rxc/adapters/seedfile"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/core/provisioning"
 )
@@ -102,7 +103,7 @@ type operatorSession struct {
 }
 
 func openOperator(ctx context.Context, cfg SigningKeyConfig, identityPath string, stderr io.Writer) (*operatorSession, error) {
-	seed, err := readSeed(identityPath)
+	seed, err := seedfile.Read(identityPath)
 	if err != nil {
 		return nil, fmt.Errorf("--identity-seed: %w", err)
 	}
@@ -191,7 +192,7 @@ func AddSigningKey(ctx context.Context, cfg SigningKeyConfig, opts SigningKeyOpt
 	if err != nil {
 		return err
 	}
-	tmp, err := writeSeedTemp(opts.OutPath, seed)
+	tmp, err := seedfile.Stage(opts.OutPath, seed)
 	if err != nil {
 		return err
 	}
