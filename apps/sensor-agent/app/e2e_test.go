@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxc-project/rxc/adapters/sensorclient"
+	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/apps/sensor-agent/app"
 	"github.com/rxc-project/rxc/internal/controlplanetest"
 	"github.com/rxc-project/rxc/internal/logbuf"
@@ -97,14 +98,60 @@ type plane struct {
 
 func newPlane(t *testing.T, prov *provisionertest.Stack, certTTL time.Duration) *plane {
 	t.Helper()
-	cfg := controlplanetest.Config(t, prov)
-	cfg.ListenAddr = fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
+	cfg := agentPlaneConfig(t, prov)
 	cfg.SensorCertTTL = certTTL
 	cfg.RenewMinInterval = time.Second
+	return startPlane(t, cfg)
+}
+
+// agentPlaneConfig is the control plane the agent tests run: an API port
+// of its own (an agent keeps the URL across a restart of the plane), a
+// short shutdown and info logs.
+func agentPlaneConfig(t *testing.T, prov *provisionertest.Stack) cpapp.ServeConfig {
+	t.Helper()
+	cfg := controlplanetest.Config(t, prov)
+	cfg.ListenAddr = fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
 	cfg.ShutdownTimeout = 3 * time.Second
 	cfg.LogLevel = "info"
+	return cfg
+}
+
+func startPlane(t *testing.T, cfg cpapp.ServeConfig) *plane {
+	t.Helper()
 	cp := controlplanetest.Start(t, cfg)
 	return &plane{Plane: cp, t: t, client: cp.NewClient()}
+}
+
+// ownPostgres starts a PostgreSQL cluster for this test alone, which it
+// may halt and resume; cfg's database moves there.
+func ownPostgres(t *testing.T, cfg *cpapp.ServeConfig) *pgtest.Cluster {
+	t.Helper()
+	cluster, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	cfg.PGDSN = cluster.DSN("postgres")
+	return cluster
+}
+
+// enrolAgent starts an agent on stateDir with a claim code from the
+// environment, as in production, and waits until its sensor is online; it
+// returns the agent and the sensor's id. Later runs on stateDir resume
+// without a code.
+func (p *plane) enrolAgent(stateDir string, extra ...string) (*agent, string) {
+	p.t.Helper()
+	p.t.Setenv("RXC_CLAIM_CODE", p.claimCode("edge-1"))
+	a := startAgent(p.t, agentArgs(p, stateDir, extra...)...)
+	var id string
+	waitUntil(p.t, 30*time.Second, "the sensor enrolled and online", func() bool {
+		if list := p.sensors(); len(list) == 1 && list[0].State == "online" {
+			id = list[0].ID
+		}
+		return id != ""
+	})
+	p.t.Setenv("RXC_CLAIM_CODE", "")
+	return a, id
 }
 
 func (p *plane) must(method, path string, body any, want int, into any) {
@@ -286,17 +333,7 @@ func TestAgentLifecycle(t *testing.T) {
 	stateDir := filepath.Join(t.TempDir(), "sensor")
 
 	// First run: the claim code comes from the environment, as in production.
-	t.Setenv("RXC_CLAIM_CODE", p.claimCode("edge-1"))
-	a := startAgent(t, agentArgs(p, stateDir)...)
-	var id string
-	waitUntil(t, 20*time.Second, "the sensor enrolled and online", func() bool {
-		list := p.sensors()
-		if len(list) == 1 && list[0].State == "online" {
-			id = list[0].ID
-		}
-		return id != ""
-	})
-	t.Setenv("RXC_CLAIM_CODE", "")
+	a, id := p.enrolAgent(stateDir)
 	for name, want := range map[string]os.FileMode{"": 0o700, "key.pem": 0o600, "nats.creds": 0o600, "sensor.json": 0o600} {
 		fi, err := os.Stat(filepath.Join(stateDir, name))
 		if err != nil || fi.Mode().Perm() != want {
@@ -518,16 +555,7 @@ func TestAgentTakesNewNATSCredentialsAfterAnUpgradeRevokedItsUser(t *testing.T) 
 	p := newPlane(t, prov, 168*time.Hour)
 	p.setUpTenant()
 	stateDir := filepath.Join(t.TempDir(), "sensor")
-	t.Setenv("RXC_CLAIM_CODE", p.claimCode("edge-1"))
-	a := startAgent(t, agentArgs(p, stateDir)...)
-	var id string
-	waitUntil(t, 20*time.Second, "the sensor enrolled and online", func() bool {
-		if list := p.sensors(); len(list) == 1 && list[0].State == "online" {
-			id = list[0].ID
-		}
-		return id != ""
-	})
-	t.Setenv("RXC_CLAIM_CODE", "")
+	a, id := p.enrolAgent(stateDir)
 	user := func() *jwt.UserClaims {
 		creds, err := os.ReadFile(filepath.Join(stateDir, "nats.creds"))
 		if err != nil {
@@ -596,32 +624,14 @@ func (p *plane) commandOf(sensorID, commandID string) commandView {
 // PostgreSQL is down is shown applied once it is back, because the agent
 // repeats its results in every report, even after a restart in between.
 func TestCommandResultsAreDurableAndExact(t *testing.T) {
-	cluster, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Stop() })
 	prov := provisionertest.Start(t, provisionertest.Options{})
-	cfg := controlplanetest.Config(t, prov)
-	cfg.PGDSN = cluster.DSN("postgres")
-	cfg.ListenAddr = fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
-	cfg.ShutdownTimeout = 3 * time.Second
-	cfg.LogLevel = "info"
+	cfg := agentPlaneConfig(t, prov)
+	cluster := ownPostgres(t, &cfg)
 	cfg.CommandTTL = 3 * time.Second
-	cp := controlplanetest.Start(t, cfg)
-	p := &plane{Plane: cp, t: t, client: cp.NewClient()}
+	p := startPlane(t, cfg)
 	p.setUpTenant()
 	stateDir := filepath.Join(t.TempDir(), "sensor")
-	t.Setenv("RXC_CLAIM_CODE", p.claimCode("edge-1"))
-	a := startAgent(t, agentArgs(p, stateDir)...)
-	var id string
-	waitUntil(t, 20*time.Second, "the sensor enrolled and online", func() bool {
-		if list := p.sensors(); len(list) == 1 && list[0].State == "online" {
-			id = list[0].ID
-		}
-		return id != ""
-	})
-	t.Setenv("RXC_CLAIM_CODE", "")
+	a, id := p.enrolAgent(stateDir)
 	if code := a.stop(t); code != 0 {
 		t.Fatalf("agent exit %d", code)
 	}

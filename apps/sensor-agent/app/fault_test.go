@@ -11,7 +11,6 @@ import (
 
 	"github.com/rxc-project/rxc/internal/controlplanetest"
 	"github.com/rxc-project/rxc/internal/natstest"
-	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
@@ -78,39 +77,21 @@ func issue(t *testing.T, c *controlplanetest.Client, sensorID, action, key strin
 // (RXC_NATS_SERVER_BIN; make test runs this package with one); with the
 // in-process server that step is skipped.
 func TestFaults(t *testing.T) {
-	cluster, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Stop() })
 	prov := provisionertest.Start(t, provisionertest.Options{})
-	cfg := controlplanetest.Config(t, prov)
-	cfg.PGDSN = cluster.DSN("postgres")
-	cfg.ListenAddr = fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
-	cfg.ShutdownTimeout = 3 * time.Second
-	cfg.LogLevel = "info"
-	a := &plane{Plane: controlplanetest.Start(t, cfg), t: t}
-	a.client = a.NewClient()
+	cfg := agentPlaneConfig(t, prov)
+	cluster := ownPostgres(t, &cfg)
+	a := startPlane(t, cfg)
 	cfgB := cfg
 	cfgB.ListenAddr = fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
 	cfgB.GRPCListenAddr = fmt.Sprintf("127.0.0.1:%d", provisionertest.FreePort(t))
 	cfgB.PublicGRPCAddr = cfgB.GRPCListenAddr
-	b := &plane{Plane: controlplanetest.Start(t, cfgB), t: t}
-	b.client = b.NewClient()
+	b := startPlane(t, cfgB)
 	a.setUpTenant()
 	b.login()
 
 	stateDir := filepath.Join(t.TempDir(), "sensor")
-	t.Setenv("RXC_CLAIM_CODE", a.claimCode("edge-1"))
-	runs := []*agent{startAgent(t, agentArgs(a, stateDir)...)}
-	var id string
-	waitUntil(t, 30*time.Second, "the sensor enrolled and online", func() bool {
-		if list := a.sensors(); len(list) == 1 && list[0].State == "online" {
-			id = list[0].ID
-		}
-		return id != ""
-	})
-	t.Setenv("RXC_CLAIM_CODE", "")
+	run1, id := a.enrolAgent(stateDir)
+	runs := []*agent{run1}
 	settled := func(what, cmdID, outcome string) commandView {
 		t.Helper()
 		var c commandView
