@@ -367,27 +367,41 @@ func (s *Service) PublishQueued(ctx context.Context) (int, error) {
 }
 
 func (s *Service) publishClaimed(ctx context.Context, cmds []Command) error {
-	type result struct {
-		ack PublishAck
-		err error
-	}
-	results := make([]result, len(cmds))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, s.batchConcurrency)
+	results := make([]PublishResult, len(cmds))
+	msgs := make([]CommandMessage, 0, len(cmds))
+	index := make([]int, 0, len(cmds)) // msgs[k] is cmds[index[k]]
 	for i, c := range cmds {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			subject, msgID, payload, err := s.commandMessage(c)
-			if err != nil {
-				results[i].err = err
-				return
-			}
-			results[i].ack, results[i].err = s.publisher.PublishCommand(ctx, subject, msgID, payload)
-		}()
+		subject, msgID, payload, err := s.commandMessage(c)
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		msgs = append(msgs, CommandMessage{Subject: subject, MsgID: msgID, Payload: payload})
+		index = append(index, i)
 	}
-	wg.Wait()
+	if bp, ok := s.publisher.(CommandBatchPublisher); ok {
+		got := bp.PublishCommands(ctx, msgs, s.batchConcurrency)
+		for k := range msgs {
+			if len(got) != len(msgs) {
+				// Not an answer per command: none is known stored.
+				results[index[k]].Err = fmt.Errorf("%w: %d outcomes for %d commands", ErrPublishUnknown, len(got), len(msgs))
+				continue
+			}
+			results[index[k]] = got[k]
+		}
+	} else {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, s.batchConcurrency)
+		for k, m := range msgs {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				r := &results[index[k]]
+				r.Ack, r.Err = s.publisher.PublishCommand(ctx, m.Subject, m.MsgID, m.Payload)
+			})
+		}
+		wg.Wait()
+	}
 	at := s.now()
 	var (
 		acks   []CommandAck
@@ -396,9 +410,9 @@ func (s *Service) publishClaimed(ctx context.Context, cmds []Command) error {
 	)
 	for i, r := range results {
 		switch {
-		case r.err == nil:
-			acks = append(acks, CommandAck{ID: cmds[i].ID, Seq: r.ack.Sequence, At: at})
-		case errors.Is(r.err, ErrNotPublished):
+		case r.Err == nil:
+			acks = append(acks, CommandAck{ID: cmds[i].ID, Seq: r.Ack.Sequence, At: at})
+		case errors.Is(r.Err, ErrNotPublished):
 			failed = append(failed, cmds[i].ID)
 		default:
 			unsure++

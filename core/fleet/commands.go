@@ -38,6 +38,30 @@ type CommandPublisher interface {
 	PublishCommand(ctx context.Context, subject, msgID string, payload []byte) (PublishAck, error)
 }
 
+// CommandMessage is one command as published.
+type CommandMessage struct {
+	Subject, MsgID string
+	Payload        []byte
+}
+
+// PublishResult is one command's outcome: Ack when Err is nil, else Err as
+// PublishCommand would return it.
+type PublishResult struct {
+	Ack PublishAck
+	Err error
+}
+
+// CommandBatchPublisher is a CommandPublisher that also publishes many
+// commands pipelined: at most window unacknowledged at once, without
+// waiting for each acknowledgement before sending the next. Batches use it
+// when the publisher has it.
+type CommandBatchPublisher interface {
+	CommandPublisher
+	// PublishCommands publishes msgs and returns each one's outcome, in
+	// order, with the guarantees and errors of PublishCommand.
+	PublishCommands(ctx context.Context, msgs []CommandMessage, window int) []PublishResult
+}
+
 // CommandStore persists commands.
 type CommandStore interface {
 	// CreateCommand records c (status pending) and makes it the sensor's

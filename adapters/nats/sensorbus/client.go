@@ -107,6 +107,7 @@ type Client struct {
 	mu       sync.Mutex
 	conn     *nats.Conn
 	js       jetstream.JetStream
+	ajs      jetstream.JetStream // asynchronous publications (PublishCommands)
 	subsUp   bool // the current connection's subscriptions are registered
 	handlers []statusHandler
 
@@ -228,6 +229,100 @@ func (c *Client) PublishCommand(ctx context.Context, subject, msgID string, payl
 	return fleet.PublishAck{Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
 }
 
+// asyncMaxPending bounds a connection's unacknowledged asynchronous
+// publications over all PublishCommands calls; each call's window is
+// smaller. Past it a publication waits up to the publish timeout for room,
+// then fails unsent.
+const asyncMaxPending = 4096
+
+// PublishCommands publishes msgs as PublishCommand does, each with its
+// message id and the stream expected, but pipelined: up to window (at
+// least 1) are sent before their acknowledgements come back, and each one's
+// acknowledgement is awaited for at most the publish timeout from its
+// sending. It returns each message's outcome in order, with
+// PublishCommand's errors: fleet.ErrNotPublished when the message provably
+// is not stored (not connected, so nothing was sent; no stream answered;
+// the stream refused it; no room to send it), fleet.ErrPublishUnknown when
+// it was sent and no acknowledgement came (a timeout, a reconnect while it
+// was in flight, ctx ending).
+func (c *Client) PublishCommands(ctx context.Context, msgs []fleet.CommandMessage, window int) []fleet.PublishResult {
+	res := make([]fleet.PublishResult, len(msgs))
+	c.mu.Lock()
+	nc, ajs := c.conn, c.ajs
+	c.mu.Unlock()
+	connected := nc != nil && ajs != nil && nc.IsConnected()
+	window = max(window, 1)
+	type inflight struct {
+		i int
+		f jetstream.PubAckFuture
+	}
+	room := make(chan struct{}, window) // a token per publication in flight
+	sent := make(chan inflight, len(msgs))
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		for x := range sent {
+			res[x.i] = c.settleAsync(ctx, msgs[x.i], x.f)
+			<-room
+		}
+	}()
+	for i, m := range msgs {
+		tenantID, sensorID, ok := topology.ParseCommandSubject(m.Subject)
+		switch {
+		case !ok || ids.Validate(tenantID) != nil || ids.Validate(sensorID) != nil:
+			res[i].Err = fmt.Errorf("sensorbus: publish: %q is not a sensor's command subject: %w", m.Subject, fleet.ErrInvalidInput)
+			continue
+		case m.MsgID == "":
+			res[i].Err = fmt.Errorf("sensorbus: publish %s: empty message id: %w", m.Subject, fleet.ErrInvalidInput)
+			continue
+		case !connected:
+			res[i].Err = fmt.Errorf("sensorbus: publish %s: not connected: %w: %w", m.Subject, fleet.ErrMessagingUnavailable, fleet.ErrNotPublished)
+			continue
+		}
+		// A full window waits for the oldest publication in flight to
+		// be settled.
+		room <- struct{}{}
+		f, err := ajs.PublishMsgAsync(&nats.Msg{Subject: m.Subject, Data: m.Payload},
+			jetstream.WithMsgID(m.MsgID), jetstream.WithExpectStream(c.stream), jetstream.WithStallWait(c.pubTimeout))
+		if err != nil {
+			<-room
+			res[i].Err = fmt.Errorf("sensorbus: publish %s: %w: %w", m.Subject, fleet.ErrMessagingUnavailable, asyncSendOutcome(err))
+			continue
+		}
+		sent <- inflight{i, f}
+	}
+	close(sent)
+	<-collected
+	return res
+}
+
+// settleAsync waits for one asynchronous publication's answer.
+func (c *Client) settleAsync(ctx context.Context, m fleet.CommandMessage, f jetstream.PubAckFuture) fleet.PublishResult {
+	var err error
+	select {
+	case ack := <-f.Ok():
+		c.published.Add(1)
+		if ack.Duplicate {
+			c.log.Debug("command already in the stream", "subject", m.Subject, "msgId", m.MsgID, "seq", ack.Sequence)
+		}
+		return fleet.PublishResult{Ack: fleet.PublishAck{Sequence: ack.Sequence, Duplicate: ack.Duplicate}}
+	case err = <-f.Err():
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	return fleet.PublishResult{Err: fmt.Errorf("sensorbus: publish %s: %w: %w", m.Subject, fleet.ErrMessagingUnavailable, publishOutcome(err))}
+}
+
+// asyncSendOutcome classifies an error of sending an asynchronous
+// publication: only a full window provably sent nothing; any other error
+// is treated as unknown, as PublishCommand treats its own.
+func asyncSendOutcome(err error) error {
+	if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+		return fmt.Errorf("%w: %w", fleet.ErrNotPublished, err)
+	}
+	return publishOutcome(err)
+}
+
 // publishOutcome tells a publication that provably stored nothing (the
 // server answered that no stream took it) from one whose fate is unknown.
 func publishOutcome(err error) error {
@@ -267,6 +362,15 @@ func (c *Client) run(ctx context.Context) {
 
 func (c *Client) serve(ctx, hctx context.Context, nc *nats.Conn, closed <-chan struct{}) {
 	js, err := jetstream.New(nc)
+	if err == nil {
+		// Its own context: the acknowledgement timeout applies to
+		// asynchronous publications only through the context's options.
+		var ajs jetstream.JetStream
+		ajs, err = jetstream.New(nc, jetstream.WithPublishAsyncTimeout(c.pubTimeout), jetstream.WithPublishAsyncMaxPending(asyncMaxPending))
+		c.mu.Lock()
+		c.ajs = ajs
+		c.mu.Unlock()
+	}
 	if err != nil {
 		c.log.Error("jetstream context", logkey.Error, err)
 		nc.Close()
@@ -277,7 +381,7 @@ func (c *Client) serve(ctx, hctx context.Context, nc *nats.Conn, closed <-chan s
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		c.conn, c.js, c.subsUp = nil, nil, false
+		c.conn, c.js, c.ajs, c.subsUp = nil, nil, nil, false
 		c.mu.Unlock()
 	}()
 
