@@ -108,7 +108,7 @@ type Client struct {
 	conn     *nats.Conn
 	js       jetstream.JetStream
 	ajs      jetstream.JetStream // asynchronous publications (PublishCommands)
-	subsUp   bool // the current connection's subscriptions are registered
+	subsUp   bool                // the current connection's subscriptions are registered
 	handlers []statusHandler
 
 	published, received, dropped atomic.Uint64
