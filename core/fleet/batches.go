@@ -23,8 +23,9 @@ const (
 	MaxBatchSensorIDs = 10_000
 	// MaxBatchMatch bounds the sensors a batch's filter may match.
 	MaxBatchMatch = 50_000
-	// DefaultBatchConcurrency bounds a replica's publications in flight.
-	DefaultBatchConcurrency = 32
+	// DefaultBatchConcurrency bounds a replica's publications in flight
+	// (the window of a pipelining publisher).
+	DefaultBatchConcurrency = 256
 	// batchClaim is how many queued commands a replica takes at a time.
 	batchClaim = 512
 )
@@ -348,6 +349,10 @@ func (s *Service) PublisherWake() <-chan struct{} { return s.wake }
 // takes them over. It returns how many it published.
 func (s *Service) PublishQueued(ctx context.Context) (int, error) {
 	sent := 0
+	// The stream's answers of one claim are recorded while the next claim
+	// is taken and published; at most one recording runs at a time.
+	var recording sync.WaitGroup
+	defer recording.Wait()
 	for ctx.Err() == nil {
 		cmds, err := s.store.ClaimUnsentCommands(ctx, s.now(), batchClaim)
 		if err != nil {
@@ -356,17 +361,20 @@ func (s *Service) PublishQueued(ctx context.Context) (int, error) {
 		if len(cmds) == 0 {
 			return sent, nil
 		}
-		// A claimed command is sent even when ctx ends meanwhile: its
-		// first publication is on record.
-		if err := s.publishClaimed(context.WithoutCancel(ctx), cmds); err != nil {
-			return sent, err
-		}
+		// A claimed command is sent, and its outcome recorded, even when
+		// ctx ends meanwhile: its first publication is on record.
+		wctx := context.WithoutCancel(ctx)
+		results := s.publishClaimed(wctx, cmds)
+		recording.Wait()
+		recording.Go(func() { s.recordPublished(wctx, cmds, results) })
 		sent += len(cmds)
 	}
 	return sent, nil
 }
 
-func (s *Service) publishClaimed(ctx context.Context, cmds []Command) error {
+// publishClaimed publishes claimed commands, pipelined when the publisher
+// can, and returns each one's outcome.
+func (s *Service) publishClaimed(ctx context.Context, cmds []Command) []PublishResult {
 	results := make([]PublishResult, len(cmds))
 	msgs := make([]CommandMessage, 0, len(cmds))
 	index := make([]int, 0, len(cmds)) // msgs[k] is cmds[index[k]]
@@ -402,6 +410,13 @@ func (s *Service) publishClaimed(ctx context.Context, cmds []Command) error {
 		}
 		wg.Wait()
 	}
+	return results
+}
+
+// recordPublished records what the stream answered for claimed commands:
+// stored ones accepted, provably unsent ones failed, the rest left pending
+// for the reconciliation.
+func (s *Service) recordPublished(ctx context.Context, cmds []Command, results []PublishResult) {
 	at := s.now()
 	var (
 		acks   []CommandAck
@@ -433,5 +448,4 @@ func (s *Service) publishClaimed(ctx context.Context, cmds []Command) error {
 	if len(failed) > 0 || unsure > 0 {
 		s.log.WarnContext(ctx, "batch commands not all stored", "accepted", len(acks), "failed", len(failed), "unconfirmed", unsure)
 	}
-	return nil
 }

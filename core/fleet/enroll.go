@@ -47,6 +47,11 @@ type EnrollStore interface {
 	// LiveToken returns the sensor's unused, unrevoked token of that kind,
 	// or ErrNotFound.
 	LiveToken(ctx context.Context, sensorID string, kind TokenKind) (Token, error)
+	// SensorCredential reads at once what checking a sensor's bearer token
+	// needs: the sensor, its live token of that kind (as LiveToken; a nil
+	// Hash when it has none) and its tenant's NATS status. ErrNotFound
+	// for an unknown sensor.
+	SensorCredential(ctx context.Context, sensorID string, kind TokenKind) (SensorCredential, error)
 	// CompleteEnrollment, in one transaction, consumes the enrolment token
 	// (ErrInvalidToken when it was used, revoked or expired meanwhile),
 	// refuses revoked sensors (ErrRevoked), makes the certificate the
@@ -104,6 +109,15 @@ type RenewalRecord struct {
 	At                   time.Time
 }
 
+// SensorCredential is a sensor with its live token of one kind and its
+// tenant's NATS status (EnrollStore.SensorCredential).
+type SensorCredential struct {
+	Sensor Sensor
+	// Token is the live token; its Hash is nil when there is none.
+	Token            Token
+	TenantNATSStatus NATSStatus
+}
+
 // EnrollmentRecord is what a completed enrolment writes.
 type EnrollmentRecord struct {
 	SensorID            string
@@ -138,18 +152,13 @@ type Enrollment struct {
 // calls only one stores anything. The sensor is "offline" afterwards and
 // turns "online" with its first status report or health check.
 func (s *Service) Enroll(ctx context.Context, sensorID, enrollmentToken string, csrPEM []byte) (Enrollment, error) {
-	sensor, err := s.authenticate(ctx, sensorID, enrollmentToken, TokenEnrollment)
+	cred, err := s.authenticate(ctx, sensorID, enrollmentToken, TokenEnrollment)
 	if err != nil {
 		return Enrollment{}, err
 	}
-	if s.provisioning {
-		t, err := s.store.Tenant(ctx, sensor.TenantID)
-		if err != nil {
-			return Enrollment{}, fmt.Errorf("enrol: %w", err)
-		}
-		if t.NATSStatus != NATSProvisioned {
-			return Enrollment{}, fmt.Errorf("enrol sensor %s: %w", sensorID, ErrTenantNotProvisioned)
-		}
+	sensor := cred.Sensor
+	if s.provisioning && cred.TenantNATSStatus != NATSProvisioned {
+		return Enrollment{}, fmt.Errorf("enrol sensor %s: %w", sensorID, ErrTenantNotProvisioned)
 	}
 	cert, err := s.sign(sensor, csrPEM)
 	if err != nil {
@@ -257,7 +266,8 @@ func RenewalMessage(sensorID string, csrPEM []byte, signedAt time.Time) []byte {
 // received (see resumable), exempt from the rate limit, so a lost answer
 // never strands a sensor.
 func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPEM []byte, proof *PossessionProof) (Renewal, error) {
-	sensor, err := s.authenticate(ctx, sensorID, sensorToken, TokenSensor)
+	cred, err := s.authenticate(ctx, sensorID, sensorToken, TokenSensor)
+	sensor := cred.Sensor
 	var lost *ActiveRenewal
 	if errors.Is(err, ErrInvalidToken) {
 		sensor, lost, err = s.resumable(ctx, sensorID, sensorToken, csrPEM)
@@ -363,24 +373,29 @@ func (s *Service) resumable(ctx context.Context, sensorID, token string, csrPEM 
 	return sensor, &last, nil
 }
 
-// authenticate checks a sensor's bearer token of the given kind. Unknown
-// sensors and wrong, used or expired tokens all give ErrInvalidToken.
-func (s *Service) authenticate(ctx context.Context, sensorID, token string, kind TokenKind) (Sensor, error) {
-	sensor, err := s.liveSensor(ctx, sensorID)
-	if err != nil {
-		return Sensor{}, err
+// authenticate checks a sensor's bearer token of the given kind, reading
+// the sensor, its token and its tenant's NATS status at once. Malformed and
+// unknown sensor ids and wrong, used or expired tokens all give
+// ErrInvalidToken; a revoked sensor gives ErrRevoked, whatever the token.
+func (s *Service) authenticate(ctx context.Context, sensorID, token string, kind TokenKind) (SensorCredential, error) {
+	if ids.Validate(sensorID) != nil {
+		return SensorCredential{}, ErrInvalidToken
 	}
-	stored, err := s.store.LiveToken(ctx, sensorID, kind)
+	cred, err := s.store.SensorCredential(ctx, sensorID, kind)
 	if errIsNotFound(err) {
-		return Sensor{}, ErrInvalidToken
+		return SensorCredential{}, ErrInvalidToken
 	}
 	if err != nil {
-		return Sensor{}, err
+		return SensorCredential{}, err
 	}
-	if !tokenMatches(token, stored.Hash) || !stored.ExpiresAt.IsZero() && !s.now().Before(stored.ExpiresAt) {
-		return Sensor{}, ErrInvalidToken
+	if cred.Sensor.State == StateRevoked {
+		return SensorCredential{}, fmt.Errorf("sensor %s: %w", sensorID, ErrRevoked)
 	}
-	return sensor, nil
+	stored := cred.Token
+	if stored.Hash == nil || !tokenMatches(token, stored.Hash) || !stored.ExpiresAt.IsZero() && !s.now().Before(stored.ExpiresAt) {
+		return SensorCredential{}, ErrInvalidToken
+	}
+	return cred, nil
 }
 
 // liveSensor reads a sensor a credential names: malformed and unknown ids

@@ -252,6 +252,26 @@ func (s *Store) LiveToken(_ context.Context, sensorID string, kind fleet.TokenKi
 	return fleet.Token{}, fleet.ErrNotFound
 }
 
+// SensorCredential implements fleet.EnrollStore.
+func (s *Store) SensorCredential(_ context.Context, sensorID string, kind fleet.TokenKind) (fleet.SensorCredential, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.sensors[sensorID]
+	if !ok {
+		return fleet.SensorCredential{}, fleet.ErrNotFound
+	}
+	c := fleet.SensorCredential{Sensor: s.view(sn), Token: fleet.Token{SensorID: sensorID, Kind: kind}}
+	for _, t := range s.tokens {
+		if t.SensorID == sensorID && t.Kind == kind && !t.used && !t.revoked {
+			c.Token = t.Token
+			c.Token.Hash = bytes.Clone(t.Hash)
+			break
+		}
+	}
+	c.TenantNATSStatus = s.tenants[sn.TenantID].NATSStatus
+	return c, nil
+}
+
 // CompleteEnrollment implements fleet.EnrollStore.
 func (s *Store) CompleteEnrollment(_ context.Context, e fleet.EnrollmentRecord) error {
 	s.mu.Lock()

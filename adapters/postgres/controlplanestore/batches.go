@@ -160,13 +160,16 @@ func (s *Store) Batch(ctx context.Context, id string) (fleet.Batch, error) {
 
 // ClaimUnsentCommands implements fleet.BatchStore. SKIP LOCKED lets every
 // replica claim at once without waiting for or doubling another's claim.
+// The claimed ids are updated by primary key (= ANY of the array), so the
+// claim reads only the rows it takes however many commands the table
+// holds (a join with the subquery made PostgreSQL scan the whole table).
 func (s *Store) ClaimUnsentCommands(ctx context.Context, at time.Time, limit int) ([]fleet.Command, error) {
 	rows, err := s.pool.Query(ctx, `
 		UPDATE commands AS m SET first_sent_at = $1
-		FROM (SELECT id FROM commands
+		WHERE m.id = ANY(ARRAY(
+		      SELECT id FROM commands
 		      WHERE first_sent_at IS NULL AND status = 'pending' AND expires_at > $1
-		      ORDER BY issued_at, id LIMIT $2 FOR UPDATE SKIP LOCKED) AS q
-		WHERE m.id = q.id
+		      ORDER BY issued_at, id LIMIT $2 FOR UPDATE SKIP LOCKED))
 		RETURNING `+commandColumns, at, limit)
 	if err != nil {
 		return nil, err

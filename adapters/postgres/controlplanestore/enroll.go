@@ -26,6 +26,26 @@ func (s *Store) LiveToken(ctx context.Context, sensorID string, kind fleet.Token
 	return t, nil
 }
 
+// SensorCredential implements fleet.EnrollStore: one statement, the sensor
+// as Sensor reads it with its live token and its tenant's NATS status.
+func (s *Store) SensorCredential(ctx context.Context, sensorID string, kind fleet.TokenKind) (fleet.SensorCredential, error) {
+	c := fleet.SensorCredential{Token: fleet.Token{SensorID: sensorID, Kind: kind}}
+	var expires *time.Time
+	sensor, err := scanSensor(s.pool.QueryRow(ctx, `SELECT`+sensorColumns+`, tok.token_hash, tok.expires_at, tn.nats_status`+sensorFrom+`
+		JOIN tenants tn ON tn.id = s.tenant_id
+		LEFT JOIN LATERAL (
+			SELECT token_hash, expires_at FROM sensor_tokens
+			WHERE sensor_id = s.id AND kind = $2 AND used_at IS NULL AND revoked_at IS NULL
+			LIMIT 1) tok ON true
+		WHERE s.id = $1`, sensorID, string(kind)),
+		&c.Token.Hash, &expires, &c.TenantNATSStatus)
+	if err != nil {
+		return fleet.SensorCredential{}, classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+	}
+	c.Sensor, c.Token.ExpiresAt = sensor, utc(expires)
+	return c, nil
+}
+
 // CompleteEnrollment implements fleet.EnrollStore. Its statements go to
 // PostgreSQL as one pipeline inside the transaction (three round trips with
 // BEGIN and COMMIT instead of ten); a refusal read from an early result

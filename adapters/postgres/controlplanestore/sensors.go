@@ -15,18 +15,24 @@ import (
 // command: the one recorded last (one index probe each,
 // commands_sensor_latest_idx), so a batch of thousands of commands need not
 // write the sensors' rows.
-const sensorQuery = `
-	SELECT s.id, s.tenant_id, s.name, s.hostname, s.state, s.last_seen_at,
+const (
+	sensorColumns = `
+	       s.id, s.tenant_id, s.name, s.hostname, s.state, s.last_seen_at,
 	       s.nats_user_pub_key, s.nats_account_pub_key, s.created_at, s.agent_version, s.address,
 	       c.serial, c.not_after, c.issued_at,
 	       m.id, m.action, m.issued_at, m.issued_by, m.expires_at, m.idempotency_key, m.status,
 	       m.accepted_at, m.stream_seq, m.failed_at, m.acknowledged_at, m.outcome, m.outcome_reason, m.outcome_detail,
-	       m.batch_id, m.first_sent_at
+	       m.batch_id, m.first_sent_at`
+	sensorFrom = `
 	FROM sensors s
 	LEFT JOIN sensor_certificates c ON c.sensor_id = s.id AND c.active
 	LEFT JOIN LATERAL (SELECT * FROM commands c WHERE c.sensor_id = s.id ORDER BY c.seq DESC LIMIT 1) m ON true`
+	sensorQuery = `SELECT` + sensorColumns + sensorFrom
+)
 
-func scanSensor(row pgx.Row) (fleet.Sensor, error) {
+// scanSensor reads a sensorQuery row; extra receives columns selected
+// after sensorQuery's.
+func scanSensor(row pgx.Row, extra ...any) (fleet.Sensor, error) {
 	var (
 		s                                       fleet.Sensor
 		lastSeen, notAfter, certIssued          *time.Time
@@ -37,11 +43,12 @@ func scanSensor(row pgx.Row) (fleet.Sensor, error) {
 		firstSent                               *time.Time
 		seq                                     *int64
 	)
-	err := row.Scan(&s.ID, &s.TenantID, &s.Name, &s.Hostname, &s.State, &lastSeen,
+	dest := append([]any{&s.ID, &s.TenantID, &s.Name, &s.Hostname, &s.State, &lastSeen,
 		&s.NATSUserPubKey, &s.NATSAccountPubKey, &s.CreatedAt, &s.AgentVersion, &s.Address,
 		&serial, &notAfter, &certIssued,
 		&cmdID, &action, &issued, &by, &expires, &key, &status,
-		&accepted, &seq, &failed, &ackd, &outcome, &reason, &detail, &batch, &firstSent)
+		&accepted, &seq, &failed, &ackd, &outcome, &reason, &detail, &batch, &firstSent}, extra...)
+	err := row.Scan(dest...)
 	if err != nil {
 		return fleet.Sensor{}, err
 	}

@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"RedeemConcurrent", testRedeemConcurrent},
 		{"Enrollment", testEnrollment},
 		{"EnrollmentConcurrent", testEnrollmentConcurrent},
+		{"SensorCredential", testSensorCredential},
 		{"ReplaceCertificate", testReplaceCertificate},
 		{"UpdateSensorStatus", testUpdateSensorStatus},
 		{"MarkSilent", testMarkSilent},
@@ -425,6 +426,60 @@ func testEnrollmentConcurrent(t *testing.T, s Store) {
 	tok, err := s.LiveToken(ctx, "s1", fleet.TokenSensor)
 	if err != nil || len(got.Certificate.Serial) != 4 || string(tok.Hash) != string(hash("sensor s1 "+got.Certificate.Serial[2:])) {
 		t.Errorf("live sensor token %x (%v) is not the one stored with the active certificate %s", tok.Hash, err, got.Certificate.Serial)
+	}
+}
+
+// testSensorCredential: the one read behind token checks gives the sensor
+// as Sensor does, only its live token of the kind asked for (none once
+// used or replaced, none of another sensor), and its own tenant's NATS
+// status.
+func testSensorCredential(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	tenant(t, s, "globex")
+	if err := s.SetTenantAccount(ctx, "globex", "AGLOBEX"); err != nil {
+		t.Fatal(err)
+	}
+	pending(t, s, "acme", "s1")
+	pending(t, s, "globex", "g1")
+
+	c, err := s.SensorCredential(ctx, "s1", fleet.TokenEnrollment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := s.Sensor(ctx, "s1")
+	if diff := cmp.Diff(want, c.Sensor); diff != "" {
+		t.Errorf("sensor (-Sensor +SensorCredential):\n%s", diff)
+	}
+	if string(c.Token.Hash) != string(hash("enrol s1")) || c.Token.SensorID != "s1" || c.Token.Kind != fleet.TokenEnrollment ||
+		!c.Token.ExpiresAt.Equal(t0.Add(15*time.Minute)) || c.TenantNATSStatus != fleet.NATSPending {
+		t.Errorf("credential of pending s1: %+v", c)
+	}
+	if c, err := s.SensorCredential(ctx, "s1", fleet.TokenSensor); err != nil || c.Token.Hash != nil || c.Sensor.ID != "s1" {
+		t.Errorf("sensor token of a sensor that has none: %+v, %v", c.Token, err)
+	}
+	if c, err := s.SensorCredential(ctx, "g1", fleet.TokenEnrollment); err != nil || string(c.Token.Hash) != string(hash("enrol g1")) ||
+		c.TenantNATSStatus != fleet.NATSProvisioned || c.Sensor.TenantID != "globex" {
+		t.Errorf("credential of g1 (provisioned tenant): %+v, %v", c, err)
+	}
+	_, err = s.SensorCredential(ctx, "ghost", fleet.TokenEnrollment)
+	is(t, "unknown sensor", err, fleet.ErrNotFound)
+
+	enrolled(t, s, "acme", "s2", "cc01")
+	c, err = s.SensorCredential(ctx, "s2", fleet.TokenEnrollment)
+	if err != nil || c.Token.Hash != nil {
+		t.Errorf("used enrolment token still live: %+v, %v", c.Token, err)
+	}
+	c, err = s.SensorCredential(ctx, "s2", fleet.TokenSensor)
+	if err != nil || string(c.Token.Hash) != string(hash("sensor s2")) || c.Sensor.Certificate.Serial != "cc01" || c.Sensor.State != fleet.StateOffline {
+		t.Errorf("enrolled s2: %+v, %v", c, err)
+	}
+	if _, err := s.RevokeSensor(ctx, "s2", "ops", t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	c, err = s.SensorCredential(ctx, "s2", fleet.TokenSensor)
+	if err != nil || c.Sensor.State != fleet.StateRevoked || c.Token.Hash != nil {
+		t.Errorf("revoked s2: state %s, token %x, %v; want revoked and no live token", c.Sensor.State, c.Token.Hash, err)
 	}
 }
 
