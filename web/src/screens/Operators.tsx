@@ -4,12 +4,12 @@
 // admin (409 last_admin); the console says so in words.
 
 import { useState } from 'react';
-import type { FormEvent } from 'react';
 import { ROLES } from '../api/types';
 import type { Operator, Role, Tenant } from '../api/types';
 import { Link } from 'react-router';
 import { useAccess, useSession } from '../auth/session';
 import { ConfirmDialog } from '../components/Dialog';
+import { CreateForm, useCreate } from '../components/CreateForm';
 import { ErrorBanner, Loading, Notice, StateBadge } from '../components/Status';
 import { TenantChecks, TenantList } from '../components/TenantChecks';
 import { Time } from '../components/Time';
@@ -239,35 +239,22 @@ function CreateOperator({ tenants, onCreated }: { tenants: Tenant[] | undefined;
   const [password, setPassword] = useState('');
   const [role, setRole] = useState<Role>('viewer');
   const [grant, setGrant] = useState<string[]>([]);
-  const [touched, setTouched] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
   const emailError = EMAIL.test(email.trim()) ? null : 'An email address is required.';
   const pwError = passwordError(password);
-
-  async function submit(e: FormEvent) {
-    e.preventDefault();
-    setTouched(true);
-    if (emailError || pwError) return;
-    setBusy(true);
-    setError(null);
-    try {
-      const o = await api.createOperator({ email: email.trim(), password, role, tenants: role === 'admin' ? [] : grant });
+  const form = useCreate(
+    !emailError && !pwError,
+    () => api.createOperator({ email: email.trim(), password, role, tenants: role === 'admin' ? [] : grant }),
+    (o) => {
       setEmail('');
       setPassword('');
       setGrant([]);
-      setTouched(false);
       onCreated(o);
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  }
+    },
+  );
+  const { touched } = form;
 
   return (
-    <form className="card form-inline" onSubmit={submit} noValidate aria-labelledby="create-operator-title">
-      <h2 id="create-operator-title">New operator</h2>
+    <CreateForm titleId="create-operator-title" title="New operator" submitLabel="Create operator" state={form}>
       <div className="field">
         <label htmlFor="operator-email">Email</label>
         <input id="operator-email" type="email" autoComplete="off" value={email} onChange={(e) => setEmail(e.target.value)} aria-invalid={touched && !!emailError} />
@@ -290,11 +277,7 @@ function CreateOperator({ tenants, onCreated }: { tenants: Tenant[] | undefined;
       </div>
       <RoleSelect id="operator-role" value={role} onChange={setRole} />
       {role !== 'admin' && <TenantChecks legend="Tenants" idPrefix="operator-tenant" tenants={tenants} value={grant} onChange={setGrant} />}
-      <button type="submit" className="btn btn-primary" disabled={busy}>
-        {busy ? 'Creating…' : 'Create operator'}
-      </button>
-      <ErrorBanner error={error} />
-    </form>
+    </CreateForm>
   );
 }
 

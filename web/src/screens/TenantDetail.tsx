@@ -1,10 +1,10 @@
 import { useState } from 'react';
-import type { FormEvent } from 'react';
 import { Link, useParams } from 'react-router';
 import type { ClaimCode, IssuedClaimCode } from '../api/types';
 import { useAccess, useSession } from '../auth/session';
 import { ConfirmDialog } from '../components/Dialog';
 import { CopyText, SecretOnce } from '../components/SecretOnce';
+import { CreateForm, useCreate } from '../components/CreateForm';
 import { ErrorBanner, Loading, Notice, StateBadge } from '../components/Status';
 import { Time } from '../components/Time';
 import { isPast } from '../format';
@@ -140,28 +140,21 @@ function IssueClaimCode({ tenantId, onIssued }: { tenantId: string; onIssued: (c
   const { api } = useSession();
   const [sensorName, setSensorName] = useState('');
   const [ttl, setTtl] = useState(String(TTL_CHOICES[1].seconds));
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-
-  async function submit(e: FormEvent) {
-    e.preventDefault();
-    setBusy(true);
-    setError(null);
-    try {
+  const form = useCreate(
+    true,
+    () => {
       const req: { ttlSeconds: number; sensorName?: string } = { ttlSeconds: Number(ttl) };
       if (sensorName.trim()) req.sensorName = sensorName.trim();
-      onIssued(await api.issueClaimCode(tenantId, req));
+      return api.issueClaimCode(tenantId, req);
+    },
+    (c) => {
+      onIssued(c);
       setSensorName('');
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  }
+    },
+  );
 
   return (
-    <form className="card form-inline" onSubmit={submit} aria-labelledby="issue-title">
-      <h2 id="issue-title">Issue a claim code</h2>
+    <CreateForm titleId="issue-title" title="Issue a claim code" submitLabel="Issue claim code" busyLabel="Issuing…" state={form}>
       <div className="field">
         <label htmlFor="claim-sensor-name">Sensor name (optional)</label>
         <input id="claim-sensor-name" value={sensorName} onChange={(e) => setSensorName(e.target.value)} autoComplete="off" />
@@ -176,11 +169,7 @@ function IssueClaimCode({ tenantId, onIssued }: { tenantId: string; onIssued: (c
           ))}
         </select>
       </div>
-      <button type="submit" className="btn btn-primary" disabled={busy}>
-        {busy ? 'Issuing…' : 'Issue claim code'}
-      </button>
-      <ErrorBanner error={error} />
-    </form>
+    </CreateForm>
   );
 }
 

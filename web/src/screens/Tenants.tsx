@@ -1,9 +1,9 @@
 import { useState } from 'react';
-import type { FormEvent } from 'react';
 import { Link } from 'react-router';
 import { ID_PATTERN } from '../api/types';
 import type { Tenant } from '../api/types';
 import { useAccess, useSession } from '../auth/session';
+import { CreateForm, useCreate } from '../components/CreateForm';
 import { ErrorBanner, Loading, Notice, StateBadge } from '../components/Status';
 import { usePolling } from '../usePolling';
 
@@ -83,33 +83,20 @@ function CreateTenant({ onCreated }: { onCreated: (t: Tenant) => void }) {
   const { api } = useSession();
   const [id, setId] = useState('');
   const [name, setName] = useState('');
-  const [touched, setTouched] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
   const idError = tenantIdError(id);
-
-  async function submit(e: FormEvent) {
-    e.preventDefault();
-    setTouched(true);
-    if (idError || name.trim() === '') return;
-    setBusy(true);
-    setError(null);
-    try {
-      const t = await api.createTenant(id, name.trim());
+  const form = useCreate(
+    !idError && name.trim() !== '',
+    () => api.createTenant(id, name.trim()),
+    (t) => {
       setId('');
       setName('');
-      setTouched(false);
       onCreated(t);
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  }
+    },
+  );
+  const { touched, setTouched } = form;
 
   return (
-    <form className="card form-inline" onSubmit={submit} noValidate aria-labelledby="create-tenant-title">
-      <h2 id="create-tenant-title">New tenant</h2>
+    <CreateForm titleId="create-tenant-title" title="New tenant" submitLabel="Create tenant" state={form}>
       <div className="field">
         <label htmlFor="tenant-id">ID</label>
         <input
@@ -131,10 +118,6 @@ function CreateTenant({ onCreated }: { onCreated: (t: Tenant) => void }) {
         <input id="tenant-name" value={name} onChange={(e) => setName(e.target.value)} aria-invalid={touched && name.trim() === ''} />
         {touched && name.trim() === '' && <span className="form-error">A name is required.</span>}
       </div>
-      <button type="submit" className="btn btn-primary" disabled={busy}>
-        {busy ? 'Creating…' : 'Create tenant'}
-      </button>
-      <ErrorBanner error={error} />
-    </form>
+    </CreateForm>
   );
 }

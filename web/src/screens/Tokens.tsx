@@ -4,7 +4,6 @@
 // record (name, role, tenants, expiry) remains, and it can be revoked.
 
 import { useState } from 'react';
-import type { FormEvent } from 'react';
 import { useSearchParams } from 'react-router';
 import { ROLES } from '../api/types';
 import type { ApiToken, CreatedApiToken, Me, Operator, Role, Tenant } from '../api/types';
@@ -12,6 +11,7 @@ import { grantableRoles } from '../auth/access';
 import { useAccess, useSession } from '../auth/session';
 import { ConfirmDialog } from '../components/Dialog';
 import { SecretOnce } from '../components/SecretOnce';
+import { CreateForm, useCreate } from '../components/CreateForm';
 import { ErrorBanner, Loading, Notice, StateBadge } from '../components/Status';
 import { TenantChecks, TenantList } from '../components/TenantChecks';
 import { Time } from '../components/Time';
@@ -217,42 +217,31 @@ function CreateToken({ me, owner, forOther, tenants, onCreated }: { me: Me; owne
   const [role, setRole] = useState<Role>(roles.includes('viewer') ? 'viewer' : roles[0]);
   const [grant, setGrant] = useState<string[]>([]);
   const [ttl, setTtl] = useState(String(DEFAULT_LIFETIME));
-  const [touched, setTouched] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
   const nameError = name.trim() === '' ? 'A name is required.' : [...name.trim()].length > 100 ? 'At most 100 characters.' : null;
   const effectiveRole = roles.includes(role) ? role : roles[roles.length - 1];
   // The tenants the owner holds (an admin holds all the caller sees).
   const offered = owner.role === 'admin' ? tenants : tenants?.filter((t) => owner.tenants.includes(t.id));
 
-  async function submit(e: FormEvent) {
-    e.preventDefault();
-    setTouched(true);
-    if (nameError) return;
-    setBusy(true);
-    setError(null);
-    try {
-      const t = await api.createToken({
+  const form = useCreate(
+    !nameError,
+    () =>
+      api.createToken({
         name: name.trim(),
         role: effectiveRole,
         tenants: effectiveRole === 'admin' ? [] : grant,
         ttlSeconds: Number(ttl),
         ...(forOther ? { operatorId: owner.id } : {}),
-      });
+      }),
+    (t) => {
       setName('');
       setGrant([]);
-      setTouched(false);
       onCreated(t);
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-    }
-  }
+    },
+  );
+  const { touched } = form;
 
   return (
-    <form className="card form-inline" onSubmit={submit} noValidate aria-labelledby="create-token-title">
-      <h2 id="create-token-title">{forOther ? `New token for ${owner.email}` : 'New token'}</h2>
+    <CreateForm titleId="create-token-title" title={forOther ? `New token for ${owner.email}` : 'New token'} submitLabel="Create token" state={form}>
       <div className="field">
         <label htmlFor="token-name">Name</label>
         <input id="token-name" value={name} onChange={(e) => setName(e.target.value)} autoComplete="off" aria-invalid={touched && !!nameError} placeholder="e.g. nightly export" />
@@ -282,10 +271,6 @@ function CreateToken({ me, owner, forOther, tenants, onCreated }: { me: Me; owne
         </select>
       </div>
       {effectiveRole !== 'admin' && <TenantChecks legend="Tenants" idPrefix="token-tenant" tenants={offered} value={grant} onChange={setGrant} />}
-      <button type="submit" className="btn btn-primary" disabled={busy}>
-        {busy ? 'Creating…' : 'Create token'}
-      </button>
-      <ErrorBanner error={error} />
-    </form>
+    </CreateForm>
   );
 }
