@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/rxc-project/rxc/adapters/memory/fleetmem"
 	"github.com/rxc-project/rxc/core/fleet"
@@ -18,6 +17,7 @@ import (
 // fleettest for the other ports.
 
 type fixture struct {
+	fleet  *fleettest.Fleet
 	ctx    context.Context
 	store  *fleetmem.Store
 	svc    *fleet.Service
@@ -35,75 +35,30 @@ func newFixture(t testing.TB, configure ...func(*fleet.Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := fleettest.NewClock(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))
-	f := &fixture{
-		ctx: context.Background(), store: store, clock: clk,
-		prov: &fleettest.Provisioner{}, ca: fleettest.NewCA(clk.Now), pub: &fleettest.Publisher{}, term: &fleettest.Terminator{},
-		locker: &fleettest.CountingLocker{Locker: store},
+	locker := &fleettest.CountingLocker{Locker: store}
+	fl := fleettest.NewFleet(t, store, locker, configure...)
+	return &fixture{
+		fleet: fl, ctx: fl.Ctx, store: store, svc: fl.Svc, clock: fl.Clock,
+		prov: fl.Prov, ca: fl.CA, pub: fl.Pub, term: fl.Term, locker: locker,
 	}
-	cfg := fleet.Config{
-		Store: store, Provisioner: f.prov, ProvisioningEnabled: true, CA: f.ca, Publisher: f.pub,
-		Terminator: f.term, Locker: f.locker, Clock: clk.Now,
-	}
-	for _, c := range configure {
-		c(&cfg)
-	}
-	f.svc, err = fleet.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 // provisionedTenant creates tenant id and gives it its NATS account.
 func (f *fixture) provisionedTenant(t testing.TB, id string) fleet.Tenant {
-	t.Helper()
-	if _, _, err := f.svc.CreateTenant(f.ctx, id, "Tenant "+id); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.svc.ReconcileTenants(f.ctx); err != nil {
-		t.Fatal(err)
-	}
-	tenant, err := f.svc.Tenant(f.ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tenant
+	return f.fleet.ProvisionedTenant(t, id)
 }
 
 // redeemed issues a claim code in tenantID and redeems it.
 func (f *fixture) redeemed(t testing.TB, tenantID string) fleet.Redemption {
-	t.Helper()
-	_, code, err := f.svc.IssueClaimCode(f.ctx, tenantID, 0, "", "ops@example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := f.svc.RedeemClaimCode(f.ctx, code, "sensor-host")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return f.fleet.Redeemed(t, tenantID)
 }
 
 // enrolled returns a freshly enrolled sensor of tenantID.
 func (f *fixture) enrolled(t testing.TB, tenantID string) (fleet.Redemption, fleet.Enrollment) {
-	t.Helper()
-	r := f.redeemed(t, tenantID)
-	e, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("csr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r, e
+	return f.fleet.Enrolled(t, tenantID)
 }
 
-func (f *fixture) sensor(t testing.TB, id string) fleet.Sensor {
-	t.Helper()
-	s, err := f.svc.Sensor(f.ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func (f *fixture) sensor(t testing.TB, id string) fleet.Sensor { return f.fleet.Sensor(t, id) }
 
 // proof is a proof of possession of certPEM's key for renewing csr, signed now.
 func (f *fixture) proof(certPEM []byte, sensorID string, csr []byte) *fleet.PossessionProof {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -26,6 +25,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // are the same ones (core/fleet/fleettest).
 
 type fixture struct {
+	fleet *fleettest.Fleet
 	ctx   context.Context
 	pool  *pgxpool.Pool
 	store *controlplanestore.Store
@@ -63,63 +63,24 @@ func newFixture(t testing.TB, configure ...func(*fleet.Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := fleettest.NewClock(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))
-	f := &fixture{
-		ctx: context.Background(), pool: pool, store: store, clock: clk,
-		prov: &fleettest.Provisioner{}, pub: &fleettest.Publisher{}, term: &fleettest.Terminator{},
+	fl := fleettest.NewFleet(t, store, store, configure...)
+	return &fixture{
+		fleet: fl, ctx: fl.Ctx, pool: pool, store: store, svc: fl.Svc, clock: fl.Clock,
+		prov: fl.Prov, pub: fl.Pub, term: fl.Term,
 	}
-	cfg := fleet.Config{
-		Store: store, Provisioner: f.prov, ProvisioningEnabled: true, CA: fleettest.NewCA(clk.Now), Publisher: f.pub,
-		Terminator: f.term, Locker: store, Clock: clk.Now,
-	}
-	for _, c := range configure {
-		c(&cfg)
-	}
-	f.svc, err = fleet.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 // provisionedTenant creates tenant id and gives it its NATS account.
 func (f *fixture) provisionedTenant(t testing.TB, id string) fleet.Tenant {
-	t.Helper()
-	if _, _, err := f.svc.CreateTenant(f.ctx, id, "Tenant "+id); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.svc.ReconcileTenants(f.ctx); err != nil {
-		t.Fatal(err)
-	}
-	tenant, err := f.svc.Tenant(f.ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tenant
+	return f.fleet.ProvisionedTenant(t, id)
 }
 
 // redeemed issues a claim code in tenantID and redeems it.
 func (f *fixture) redeemed(t testing.TB, tenantID string) fleet.Redemption {
-	t.Helper()
-	_, code, err := f.svc.IssueClaimCode(f.ctx, tenantID, 0, "", "ops@example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := f.svc.RedeemClaimCode(f.ctx, code, "sensor-host")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return f.fleet.Redeemed(t, tenantID)
 }
 
-func (f *fixture) sensor(t testing.TB, id string) fleet.Sensor {
-	t.Helper()
-	s, err := f.svc.Sensor(f.ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func (f *fixture) sensor(t testing.TB, id string) fleet.Sensor { return f.fleet.Sensor(t, id) }
 
 func (f *fixture) count(t testing.TB, query string, args ...any) int {
 	t.Helper()
