@@ -207,7 +207,7 @@ func TestRenewReplacesSerial(t *testing.T) {
 		want       error
 	}{
 		"old token after rotation":            {token: e.SensorToken, csr: "csr", proof: f.proof(current, r.SensorID, []byte("csr")), want: fleet.ErrInvalidToken},
-		"wrong token":                         {token: "x" + rn.SensorToken[1:], csr: "csr", proof: f.proof(current, r.SensorID, []byte("csr")), want: fleet.ErrInvalidToken},
+		"wrong token":                         {token: wrongToken(rn.SensorToken), csr: "csr", proof: f.proof(current, r.SensorID, []byte("csr")), want: fleet.ErrInvalidToken},
 		"enrolment token is no good":          {token: r.EnrollmentToken, csr: "csr", proof: f.proof(current, r.SensorID, []byte("csr")), want: fleet.ErrInvalidToken},
 		"no proof: an old agent":              {token: rn.SensorToken, csr: "csr", want: fleet.ErrAgentUpgradeRequired},
 		"proof by the superseded certificate": {token: rn.SensorToken, csr: "csr", proof: f.proof(e.Certificate.CertificatePEM, r.SensorID, []byte("csr")), want: fleet.ErrInvalidProof},
@@ -434,4 +434,13 @@ func TestRenewalWhoseAnswerWasLostIsAnsweredAgain(t *testing.T) {
 	}
 	_, err = f.svc.Renew(f.ctx, r.SensorID, again.SensorToken, next, f.proof(again.Certificate.CertificatePEM, r.SensorID, next))
 	wantErr(t, err, fleet.ErrRevoked)
+}
+
+// wrongToken is tok with its first character changed (to another one: a
+// token may start with "x").
+func wrongToken(tok string) string {
+	if tok[0] == 'x' {
+		return "y" + tok[1:]
+	}
+	return "x" + tok[1:]
 }
