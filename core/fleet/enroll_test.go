@@ -400,7 +400,7 @@ func TestRenewalWhoseAnswerWasLostIsAnsweredAgain(t *testing.T) {
 		"the enrolment token":             {r.EnrollmentToken, csr, f.proof(cert0, r.SensorID, csr), fleet.ErrInvalidToken},
 		"no proof":                        {token0, csr, nil, fleet.ErrAgentUpgradeRequired},
 		"proof for another CSR":           {token0, csr, f.proof(cert0, r.SensorID, otherCSR), fleet.ErrInvalidProof},
-		"a token from before the renewal": {"x" + token0[1:], csr, f.proof(cert0, r.SensorID, csr), fleet.ErrInvalidToken},
+		"a token from before the renewal": {wrongToken(token0), csr, f.proof(cert0, r.SensorID, csr), fleet.ErrInvalidToken},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := f.svc.Renew(f.ctx, r.SensorID, tc.token, tc.csr, tc.proof)

@@ -76,7 +76,7 @@ func TestLoginSessions(t *testing.T) {
 	if who, err := svc.Authenticate(ctx, token); err != nil || who.Operator.ID != op.ID {
 		t.Errorf("Authenticate = %+v, %v", who, err)
 	}
-	if _, err := svc.Authenticate(ctx, token[:len(token)-1]+"x"); !errors.Is(err, operators.ErrUnauthenticated) {
+	if _, err := svc.Authenticate(ctx, flipLast(token)); !errors.Is(err, operators.ErrUnauthenticated) {
 		t.Errorf("Authenticate(wrong token) error = %v", err)
 	}
 
