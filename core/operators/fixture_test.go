@@ -4,11 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/memory/operatormem"
+	"github.com/rxc-project/rxc/core/clocktest"
 	"github.com/rxc-project/rxc/core/operators"
 	"github.com/rxc-project/rxc/core/operators/operatorstest"
 )
@@ -18,30 +18,12 @@ import (
 // (operatorstest.Run) as the PostgreSQL store, and on operatorstest's fast
 // fake password hasher.
 
-// clock is a controllable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type fixture struct {
 	ctx    context.Context
 	store  *operatormem.Store
 	svc    *operators.Service
 	hasher *operatorstest.Hasher
-	clock  *clock
+	clock  *clocktest.Clock
 }
 
 const password = "correct horse battery"
@@ -52,7 +34,7 @@ func newFixture(t testing.TB, configure ...func(*operators.Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{ctx: context.Background(), store: store, hasher: &operatorstest.Hasher{}, clock: &clock{t: time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)}}
+	f := &fixture{ctx: context.Background(), store: store, hasher: &operatorstest.Hasher{}, clock: clocktest.New(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))}
 	cfg := operators.Config{Store: store, Hasher: f.hasher, Clock: f.clock.Now}
 	for _, c := range configure {
 		c(&cfg)

@@ -20,7 +20,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +32,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/core/audit"
+	"github.com/rxc-project/rxc/core/clocktest"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/fleet/fleettest"
 	"github.com/rxc-project/rxc/core/operators"
@@ -49,24 +49,6 @@ const (
 	publicNATS       = "nats://nats.example:4222"
 	publicGRPC       = "cp.example:5010"
 )
-
-// clock is the controllable time of the services and the API.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // lateTerminator lets the fleet service and the gRPC server, which need
 // each other, be built one after the other.
@@ -87,7 +69,7 @@ type env struct {
 	fleet *fleet.Service
 	ops   *operators.Service
 	ca    *x509ca.CA
-	clock *clock
+	clock *clocktest.Clock
 	prov  *fleettest.Provisioner
 	pub   *fleettest.Publisher
 	// cfg is the API's configuration, for variants.
@@ -132,7 +114,7 @@ func newEnv(t testing.TB, opt options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
+	clk := clocktest.New(time.Now().UTC().Truncate(time.Second))
 	dir := t.TempDir() + "/ca"
 	if _, err := x509ca.Init(dir, x509ca.InitOptions{DNSNames: []string{"cp.example"}}); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rxc-project/rxc/core/clocktest"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/topology"
 )
@@ -21,28 +22,11 @@ import (
 // stores' stand-in is the in-memory adapter (adapters/memory/fleetmem),
 // which passes the same contract suite as the PostgreSQL store.
 
-// Clock is a controllable time source.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// Clock is a controllable time source; pass its Now as fleet.Config.Clock.
+type Clock = clocktest.Clock
 
 // NewClock returns a Clock standing at t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-// Now is the clock's time; pass it as fleet.Config.Clock.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock by d (backwards for a negative d).
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func NewClock(t time.Time) *Clock { return clocktest.New(t) }
 
 // Provisioner is a fleet.Provisioner that mints predictable keys: tenant t
 // gets account "A-t", sensor s user "U-s" and creds "creds of s" (plus
