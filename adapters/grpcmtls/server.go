@@ -83,6 +83,10 @@ const (
 	windowSize = 64 << 10
 )
 
+// transportTuned applies the settings above; a benchmark turns it off to
+// compare with grpc-go's defaults.
+var transportTuned = true
+
 // Config for New. TLS, Authorizer and Heartbeats are required.
 type Config struct {
 	// TLS must require and verify client certificates and allow TLS 1.3
@@ -182,15 +186,11 @@ func New(cfg Config) (*Server, error) {
 		recheckEvery: cfg.RecheckInterval,
 		streams:      map[sensorKey]map[*liveStream]struct{}{},
 	}
-	s.grpc = grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.Creds(credentials.NewTLS(cfg.TLS.Clone())),
 		grpc.UnaryInterceptor(s.unaryInterceptor),
 		grpc.StreamInterceptor(s.streamInterceptor),
 		grpc.MaxRecvMsgSize(cfg.MaxRecvMsgSize),
-		grpc.MaxConcurrentStreams(maxConcurrentStreams),
-		grpc.ReadBufferSize(readBufferSize),
-		grpc.InitialWindowSize(windowSize),
-		grpc.InitialConnWindowSize(windowSize),
 		grpc.StatsHandler(connCounter{&s.conns}),
 		grpc.ConnectionTimeout(handshakeTimeout),
 		// Sensors sit behind NATs that drop idle flows: let them ping every
@@ -204,7 +204,17 @@ func New(cfg Config) (*Server, error) {
 			Time:              2 * time.Minute,
 			Timeout:           20 * time.Second,
 		}),
-	)
+	}
+	if transportTuned {
+		opts = append(opts,
+			grpc.MaxConcurrentStreams(maxConcurrentStreams),
+			grpc.ReadBufferSize(readBufferSize),
+			grpc.InitialWindowSize(windowSize),
+			grpc.InitialConnWindowSize(windowSize))
+	} else {
+		opts = append(opts, grpc.MaxConcurrentStreams(32)) // as before
+	}
+	s.grpc = grpc.NewServer(opts...)
 	sensorpb.RegisterSensorHealthcheckServiceServer(s.grpc, healthService{s: s})
 	sensorpb.RegisterSensorEventStreamServiceServer(s.grpc, eventService{s: s})
 	return s, nil

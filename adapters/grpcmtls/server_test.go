@@ -150,7 +150,7 @@ type option func(*grpcmtls.Config)
 
 func withSink(s grpcmtls.EventSink) option { return func(c *grpcmtls.Config) { c.Events = s } }
 
-func start(t *testing.T, opts ...option) *fixture {
+func start(t testing.TB, opts ...option) *fixture {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ca")
 	if _, err := x509ca.Init(dir, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
@@ -199,7 +199,7 @@ func start(t *testing.T, opts ...option) *fixture {
 
 // enrol issues a certificate the way the control plane does and, when
 // active, tells the authorizer its serial.
-func (f *fixture) enrol(t *testing.T, tenantID, sensorID string, active bool) (tls.Certificate, grpcmtls.Identity) {
+func (f *fixture) enrol(t testing.TB, tenantID, sensorID string, active bool) (tls.Certificate, grpcmtls.Identity) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -268,7 +268,7 @@ func (f *fixture) forge(t *testing.T, tmpl *x509.Certificate) tls.Certificate {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
 }
 
-func mustPKCS8(t *testing.T, key crypto.Signer) []byte {
+func mustPKCS8(t testing.TB, key crypto.Signer) []byte {
 	t.Helper()
 	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
@@ -277,7 +277,7 @@ func mustPKCS8(t *testing.T, key crypto.Signer) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 }
 
-func (f *fixture) dial(t *testing.T, cfg *tls.Config) *grpc.ClientConn {
+func (f *fixture) dial(t testing.TB, cfg *tls.Config) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {
@@ -287,7 +287,7 @@ func (f *fixture) dial(t *testing.T, cfg *tls.Config) *grpc.ClientConn {
 	return conn
 }
 
-func (f *fixture) sensor(t *testing.T, cert tls.Certificate) *grpc.ClientConn {
+func (f *fixture) sensor(t testing.TB, cert tls.Certificate) *grpc.ClientConn {
 	return f.dial(t, f.ca.ClientTLSConfig(cert, "localhost"))
 }
 

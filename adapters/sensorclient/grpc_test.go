@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rxc-project/rxc/adapters/grpcmtls"
@@ -269,6 +272,16 @@ func TestGRPCIdleSensorHoldsNothingOnTheServer(t *testing.T) {
 	}
 	// StreamEvents is waiting for an event: no stream keeps the connection.
 	idle("the idle connection closed")
+	// The next call connects again, resuming the TLS session.
+	conn, _ := g.current()
+	var p peer.Peer
+	if _, err := sensorpb.NewSensorHealthcheckServiceClient(conn).Check(ctx, &sensorpb.CheckRequest{}, grpc.Peer(&p)); err != nil {
+		t.Fatalf("Check after idle: %v", err)
+	}
+	if info, ok := p.AuthInfo.(credentials.TLSInfo); !ok || !info.State.DidResume {
+		t.Errorf("the connection after idle did not resume the TLS session (%T)", p.AuthInfo)
+	}
+	idle("the idle connection closed again")
 
 	// An event opens a connection and a stream, is confirmed, and both
 	// close again.
