@@ -75,6 +75,8 @@ type options struct {
 	phaseFlag  string
 	single     bool
 	heartbeat  time.Duration
+	grpcIdle   time.Duration
+	rssFleets  string
 }
 
 // phases says which measurements a run makes. Sensors are enrolled in
@@ -109,6 +111,8 @@ func main() {
 	flag.IntVar(&o.fanoutConc, "command-concurrency", 64, "start commands in flight at once through the API")
 	flag.StringVar(&retentions, "retentions", "workqueue,interest,limits", "command stream retentions to measure, in order")
 	flag.DurationVar(&o.heartbeat, "heartbeat", 15*time.Second, "rss phase: how often each sensor reports its status and calls the health check (the agent's --heartbeat default)")
+	flag.DurationVar(&o.grpcIdle, "grpc-idle-timeout", sensorclient.DefaultIdleTimeout, "rss phase (a): the sensors' gRPC idle timeout (the agent's --grpc-idle-timeout; negative keeps the connection open, as agents before it did)")
+	flag.StringVar(&o.rssFleets, "rss-fleets", "a,b", "rss phase: which fleets to measure: a (as the agent behaves), b (every sensor holding an event stream)")
 	flag.BoolVar(&o.rss, "rss", true, "measure the control plane's memory with every sensor connected (after the last retention); same as leaving rss out of -phases when false")
 	flag.StringVar(&ph, "phases", "enrol,fanout,rss", "measurements to make, comma-separated: enrol (against bare consumer creation), fanout (one batch command to every sensor against bare publishing), rss (control-plane memory, after the last retention)")
 	flag.BoolVar(&o.single, "single-commands", false, "fan out with one POST /api/sensors/{id}/commands per sensor instead of one POST /api/commands for the tenant")

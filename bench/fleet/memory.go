@@ -40,6 +40,8 @@ type memResult struct {
 	checks, checksWanted int
 	checkErrors          int64
 	window               time.Duration
+	// cpu is what the replica used in the window.
+	cpu time.Duration
 	// streams: every sensor holding an open event stream at once.
 	streams     memSample
 	streamsOpen time.Duration
@@ -59,12 +61,24 @@ func reportMemory(b *strings.Builder, o options, retention string, m *memResult)
 	fmt.Fprintf(b, "\nControl plane memory (`-heartbeat %s`): a second replica as its own process (%s retention), %d sensors connecting to it through `sensorclient` as the agent does.\n\n", o.heartbeat, retention, o.sensors)
 	fmt.Fprintf(b, "| fleet | RSS (max over the window) | mean | a sensor above the base | gRPC connections open (max / mean) | event streams open | goal |\n|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(b, "| none (base) | %.0f MiB | | | | | |\n", mib(m.base))
-	fmt.Fprintf(b, "| (a) as the agent behaves: NATS connected, status report and health check every %s, no events (all on NATS after %s; %d of %d health checks in the %s window, %d failed in all) | **%.0f MiB** | %.0f MiB | %s | %.0f / %.0f | %.0f | < 200 MB |\n",
-		o.heartbeat, m.natsConnect.Round(time.Second), m.checks, m.checksWanted, m.window.Round(time.Second), m.checkErrors,
-		mib(m.agents.rssMax), mib(m.agents.rssMean), per(m.agents.rssMax), m.agents.connsMax, m.agents.connsMean, m.agents.streamsMax)
-	fmt.Fprintf(b, "| (b) worst case: every sensor holding an open event stream (all open after %s) | **%.0f MiB** | %.0f MiB | %s | %.0f / %.0f | %.0f | |\n",
-		m.streamsOpen.Round(time.Second), mib(m.streams.rssMax), mib(m.streams.rssMean), per(m.streams.rssMax), m.streams.connsMax, m.streams.connsMean, m.streams.streamsMax)
+	if m.checksWanted > 0 {
+		reportAgents(b, o, m, per)
+	}
+	if m.streams.streamsMax > 0 {
+		fmt.Fprintf(b, "| (b) worst case: every sensor holding an open event stream (all open after %s) | **%.0f MiB** | %.0f MiB | %s | %.0f / %.0f | %.0f | |\n",
+			m.streamsOpen.Round(time.Second), mib(m.streams.rssMax), mib(m.streams.rssMean), per(m.streams.rssMax), m.streams.connsMax, m.streams.connsMean, m.streams.streamsMax)
+	}
 	fmt.Fprintf(b, "| peak RSS of the run (VmHWM) | %.0f MiB | | | | | |\n", mib(m.peak))
+}
+
+func reportAgents(b *strings.Builder, o options, m *memResult, per func(int64) string) {
+	idle := "gRPC connection closed after " + o.grpcIdle.String() + " idle"
+	if o.grpcIdle < 0 {
+		idle = "gRPC connection kept open"
+	}
+	fmt.Fprintf(b, "| (a) as the agent behaves: NATS connected, status report and health check every %s, no events, %s (all on NATS after %s; %d of %d health checks in the %s window, %d failed in all; replica CPU %.1f ms a health check) | **%.0f MiB** | %.0f MiB | %s | %.0f / %.0f | %.0f | < 200 MB |\n",
+		o.heartbeat, idle, m.natsConnect.Round(time.Second), m.checks, m.checksWanted, m.window.Round(time.Second), m.checkErrors, ms(m.cpu)/float64(max(m.checks, 1)),
+		mib(m.agents.rssMax), mib(m.agents.rssMean), per(m.agents.rssMax), m.agents.connsMax, m.agents.connsMean, m.agents.streamsMax)
 }
 
 // replica is a control plane replica running as a process of its own.
@@ -185,13 +199,17 @@ func (s *stack) memory(o options, sensors []*sensor, res *result) error {
 	m := &memResult{}
 	res.mem = m
 	m.base, _ = benchenv.RSS(r.cmd.Process.Pid)
-	fmt.Printf("(a) %d sensors as the agent behaves, heartbeat %s…\n", len(sensors), o.heartbeat)
-	if err := s.memoryAgents(o, r, sensors, m); err != nil {
-		return err
+	if strings.Contains(o.rssFleets, "a") {
+		fmt.Printf("(a) %d sensors as the agent behaves, heartbeat %s…\n", len(sensors), o.heartbeat)
+		if err := s.memoryAgents(o, r, sensors, m); err != nil {
+			return err
+		}
 	}
-	fmt.Printf("(b) %d sensors each holding an open event stream…\n", len(sensors))
-	if err := s.memoryStreams(r, sensors, m); err != nil {
-		return err
+	if strings.Contains(o.rssFleets, "b") {
+		fmt.Printf("(b) %d sensors each holding an open event stream…\n", len(sensors))
+		if err := s.memoryStreams(r, sensors, m); err != nil {
+			return err
+		}
 	}
 	_, m.peak = benchenv.RSS(r.cmd.Process.Pid)
 	return nil
@@ -253,7 +271,7 @@ func (s *stack) memoryAgents(o options, r *replica, sensors []*sensor, m *memRes
 		g, err := sensorclient.NewGRPC(sensorclient.GRPCConfig{
 			Address: r.grpcAddr, CAPEM: s.plane.CAPEM,
 			Certificate: tls.Certificate{Certificate: [][]byte{sn.certDER}, PrivateKey: sn.key},
-			Logger:      quiet,
+			IdleTimeout: o.grpcIdle, Logger: quiet,
 		})
 		if err != nil {
 			return err
@@ -289,8 +307,9 @@ func (s *stack) memoryAgents(o options, r *replica, sensors []*sensor, m *memRes
 	// replica settle, then the window covers two heartbeats.
 	sleepCtx(ctx, 2*o.heartbeat)
 	m.window = 2 * o.heartbeat
-	before := checks.Load()
+	before, cpu0 := checks.Load(), benchenv.TreeCPU(r.cmd.Process.Pid)
 	m.agents = r.sample(m.window)
+	m.cpu = benchenv.TreeCPU(r.cmd.Process.Pid) - cpu0
 	m.checks, m.checksWanted = int(checks.Load()-before), int(float64(len(sensors))*m.window.Seconds()/o.heartbeat.Seconds())
 	m.checkErrors = checkErrs.Load()
 	fmt.Printf("  RSS %.0f MiB (max), connections %.0f max, %d of %d checks\n", mib(m.agents.rssMax), m.agents.connsMax, m.checks, m.checksWanted)
