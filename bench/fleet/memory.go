@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rxc-project/rxc/adapters/sensorclient"
@@ -42,6 +43,8 @@ type memResult struct {
 	window               time.Duration
 	// cpu is what the replica used in the window.
 	cpu time.Duration
+	// why counts failed health checks by gRPC code.
+	why map[string]int
 	// streams: every sensor holding an open event stream at once.
 	streams     memSample
 	streamsOpen time.Duration
@@ -267,6 +270,8 @@ func (s *stack) memoryAgents(o options, r *replica, sensors []*sensor, m *memRes
 	}
 	m.natsConnect = time.Since(t0)
 	var checks, checkErrs atomic.Int64
+	var whyMu sync.Mutex
+	m.why = map[string]int{}
 	for i, sn := range sensors {
 		g, err := sensorclient.NewGRPC(sensorclient.GRPCConfig{
 			Address: r.grpcAddr, CAPEM: s.plane.CAPEM,
@@ -292,6 +297,9 @@ func (s *stack) memoryAgents(o options, r *replica, sensors []*sensor, m *memRes
 						return
 					}
 					checkErrs.Add(1)
+					whyMu.Lock()
+					m.why[status.Code(err).String()]++
+					whyMu.Unlock()
 				} else {
 					checks.Add(1)
 				}
@@ -312,6 +320,9 @@ func (s *stack) memoryAgents(o options, r *replica, sensors []*sensor, m *memRes
 	m.cpu = benchenv.TreeCPU(r.cmd.Process.Pid) - cpu0
 	m.checks, m.checksWanted = int(checks.Load()-before), int(float64(len(sensors))*m.window.Seconds()/o.heartbeat.Seconds())
 	m.checkErrors = checkErrs.Load()
+	whyMu.Lock()
+	fmt.Printf("  failed health checks by code: %v\n", m.why)
+	whyMu.Unlock()
 	fmt.Printf("  RSS %.0f MiB (max), connections %.0f max, %d of %d checks\n", mib(m.agents.rssMax), m.agents.connsMax, m.checks, m.checksWanted)
 	hold(ctx)
 	return nil
