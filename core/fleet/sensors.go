@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/core/ids"
-	"github.com/rxc-project/rxc/core/topology"
 )
 
 // SensorStore reads sensors.
@@ -87,20 +86,21 @@ func (s *Service) Sensors(ctx context.Context, f SensorFilter) ([]Sensor, error)
 	return s.store.Sensors(ctx, f)
 }
 
-// StatusMessage is one message received on a status subject.
+// StatusMessage is one status report as received: the sensor it came from,
+// as the channel it arrived on names it (never the payload), and its body.
 type StatusMessage struct {
-	Subject string
-	Payload []byte
+	TenantID, SensorID string
+	Payload            []byte
 }
 
-// HandleStatus applies one status message; see HandleStatusBatch.
-func (s *Service) HandleStatus(ctx context.Context, subject string, payload []byte) error {
-	return s.HandleStatusBatch(ctx, []StatusMessage{{Subject: subject, Payload: payload}})[0]
+// HandleStatus applies one status report; see HandleStatusBatch.
+func (s *Service) HandleStatus(ctx context.Context, tenantID, sensorID string, payload []byte) error {
+	return s.HandleStatusBatch(ctx, []StatusMessage{{TenantID: tenantID, SensorID: sensorID, Payload: payload}})[0]
 }
 
 // HandleStatusBatch applies status messages and returns one error per
 // message (nil when applied). A sensor's identity comes only from the
-// subject. Reports older than the last applied one give ErrStale, unknown
+// message's ids, which the transport takes from where the message arrived. Reports older than the last applied one give ErrStale, unknown
 // sensors ErrNotFound, revoked sensors ErrRevoked, malformed ones
 // ErrInvalidInput; none of them changes anything. A report naming a command
 // of its sensor marks that command acknowledged. Reports of one sensor are
@@ -174,12 +174,9 @@ func (s *Service) HandleStatusBatch(ctx context.Context, msgs []StatusMessage) [
 	return errs
 }
 
-// parseStatus validates a status message: subject, ids, payload and clock.
+// parseStatus validates a status message: ids, payload and clock.
 func (s *Service) parseStatus(m StatusMessage, now time.Time) (SensorRef, StatusReport, error) {
-	tenantID, sensorID, ok := topology.ParseStatusSubject(m.Subject)
-	if !ok {
-		return SensorRef{}, StatusReport{}, fmt.Errorf("%w: not a status subject", ErrInvalidInput)
-	}
+	tenantID, sensorID := m.TenantID, m.SensorID
 	if err := validateID("tenant id", tenantID); err != nil {
 		return SensorRef{}, StatusReport{}, err
 	}

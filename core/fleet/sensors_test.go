@@ -114,31 +114,30 @@ func TestHandleStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject := "rxc.acme." + r.SensorID + ".status"
 	t0 := f.clock.Now()
 
 	steps := []struct {
-		name      string
-		subject   string
-		payload   []byte
-		wantErr   error
-		wantState fleet.State
-		wantSeen  time.Time
+		name           string
+		tenant, sensor string
+		payload        []byte
+		wantErr        error
+		wantState      fleet.State
+		wantSeen       time.Time
 	}{
-		{name: "running acknowledges the command", subject: subject, payload: status(fleet.StateRunning, t0, cmd.ID), wantState: fleet.StateRunning, wantSeen: t0},
-		{name: "older report is stale", subject: subject, payload: status(fleet.StateStopped, t0.Add(-time.Second), ""), wantErr: fleet.ErrStale, wantState: fleet.StateRunning, wantSeen: t0},
-		{name: "same time is applied", subject: subject, payload: status(fleet.StateError, t0, ""), wantState: fleet.StateError, wantSeen: t0},
-		{name: "newer report", subject: subject, payload: status(fleet.StateStopped, t0.Add(time.Second), ""), wantState: fleet.StateStopped, wantSeen: t0},
-		{name: "report from the future", subject: subject, payload: status(fleet.StateRunning, t0.Add(time.Hour), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
-		{name: "unreportable state", subject: subject, payload: status(fleet.StateRevoked, t0.Add(2*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
-		{name: "other tenant's subject", subject: "rxc.other." + r.SensorID + ".status", payload: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrNotFound, wantState: fleet.StateStopped, wantSeen: t0},
-		{name: "command subject", subject: "rxc.acme." + r.SensorID + ".cmd", payload: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
-		{name: "wildcard in subject", subject: "rxc.acme.*.status", payload: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
-		{name: "payload names another sensor", subject: subject, payload: []byte(`{"state":"running","at":"2026-05-04T10:00:05Z","sensorId":"x"}`), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "running acknowledges the command", tenant: "acme", sensor: r.SensorID, payload: status(fleet.StateRunning, t0, cmd.ID), wantState: fleet.StateRunning, wantSeen: t0},
+		{name: "older report is stale", tenant: "acme", sensor: r.SensorID, payload: status(fleet.StateStopped, t0.Add(-time.Second), ""), wantErr: fleet.ErrStale, wantState: fleet.StateRunning, wantSeen: t0},
+		{name: "same time is applied", tenant: "acme", sensor: r.SensorID, payload: status(fleet.StateError, t0, ""), wantState: fleet.StateError, wantSeen: t0},
+		{name: "newer report", tenant: "acme", sensor: r.SensorID, payload: status(fleet.StateStopped, t0.Add(time.Second), ""), wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "report from the future", tenant: "acme", sensor: r.SensorID, payload: status(fleet.StateRunning, t0.Add(time.Hour), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "unreportable state", tenant: "acme", sensor: r.SensorID, payload: status(fleet.StateRevoked, t0.Add(2*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "other tenant's name", tenant: "other", sensor: r.SensorID, payload: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrNotFound, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "wildcard as sensor id", tenant: "acme", sensor: "*", payload: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "empty tenant id", tenant: "", sensor: r.SensorID, payload: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "payload names another sensor", tenant: "acme", sensor: r.SensorID, payload: []byte(`{"state":"running","at":"2026-05-04T10:00:05Z","sensorId":"x"}`), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			err := f.svc.HandleStatus(f.ctx, st.subject, st.payload)
+			err := f.svc.HandleStatus(f.ctx, st.tenant, st.sensor, st.payload)
 			if st.wantErr == nil && err != nil || st.wantErr != nil && !errors.Is(err, st.wantErr) {
 				t.Fatalf("HandleStatus error = %v, want %v", err, st.wantErr)
 			}
@@ -152,12 +151,12 @@ func TestHandleStatus(t *testing.T) {
 	if last == nil || !last.AcknowledgedAt.Equal(t0) {
 		t.Errorf("last command %+v, want acknowledged at %s", last, t0)
 	}
-	wantErr(t, f.svc.HandleStatus(f.ctx, "rxc.acme.s-0000000000000000.status", status(fleet.StateRunning, t0, "")), fleet.ErrNotFound)
+	wantErr(t, f.svc.HandleStatus(f.ctx, "acme", "s-0000000000000000", status(fleet.StateRunning, t0, "")), fleet.ErrNotFound)
 
 	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, f.svc.HandleStatus(f.ctx, subject, status(fleet.StateRunning, t0.Add(time.Minute), "")), fleet.ErrRevoked)
+	wantErr(t, f.svc.HandleStatus(f.ctx, "acme", r.SensorID, status(fleet.StateRunning, t0.Add(time.Minute), "")), fleet.ErrRevoked)
 	if s := f.sensor(t, r.SensorID); s.State != fleet.StateRevoked {
 		t.Errorf("revoked sensor moved to %s", s.State)
 	}
@@ -173,7 +172,7 @@ func TestStatusDoesNotAcknowledgeAnotherSensorsCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.HandleStatus(f.ctx, "rxc.acme."+b.SensorID+".status", status(fleet.StateStopped, f.clock.Now(), cmd.ID)); err != nil {
+	if err := f.svc.HandleStatus(f.ctx, "acme", b.SensorID, status(fleet.StateStopped, f.clock.Now(), cmd.ID)); err != nil {
 		t.Fatal(err)
 	}
 	if last := f.sensor(t, a.SensorID).LastCommand; !last.AcknowledgedAt.IsZero() {
@@ -190,7 +189,7 @@ func TestMarkSilentOfflineAndSensorSeen(t *testing.T) {
 	revoked, _ := f.enrolled(t, "acme")
 	pending := f.redeemed(t, "acme")
 	for _, id := range []string{quiet.SensorID, chatty.SensorID, revoked.SensorID} {
-		if err := f.svc.HandleStatus(f.ctx, "rxc.acme."+id+".status", status(fleet.StateRunning, f.clock.Now(), "")); err != nil {
+		if err := f.svc.HandleStatus(f.ctx, "acme", id, status(fleet.StateRunning, f.clock.Now(), "")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -239,8 +238,7 @@ func TestMarkSilentOfflineAndSensorSeen(t *testing.T) {
 	}
 	// A status report's agent version is recorded too.
 	f.clock.Advance(time.Second)
-	if err := f.svc.HandleStatus(f.ctx, "rxc.acme."+quiet.SensorID+".status",
-		[]byte(`{"state":"running","at":"`+f.clock.Now().Format(time.RFC3339Nano)+`","agentVersion":"2.1.0"}`)); err != nil {
+	if err := f.svc.HandleStatus(f.ctx, "acme", quiet.SensorID, []byte(`{"state":"running","at":"`+f.clock.Now().Format(time.RFC3339Nano)+`","agentVersion":"2.1.0"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.sensor(t, quiet.SensorID); s.AgentVersion != "2.1.0" || s.Address != "192.0.2.7" {
@@ -296,14 +294,13 @@ func FuzzHandleStatus(f *testing.F) {
 	fx := newFixture(f)
 	fx.provisionedTenant(f, "acme")
 	r, _ := fx.enrolled(f, "acme")
-	subject := "rxc.acme." + r.SensorID + ".status"
-	f.Add(subject, []byte(`{"state":"running","at":"2026-05-04T10:00:00Z"}`))
-	f.Add(subject, []byte(`{"state":"stopped","at":"2026-05-04T09:00:00Z","commandId":"x","detail":"d","agentVersion":"1"}`))
-	f.Add(subject, []byte(`{"state":"revoked","at":"2026-05-04T10:00:00Z"}`))
-	f.Add("rxc.acme.s-0000000000000000.status", []byte(`{"state":"online","at":"2026-05-04T10:00:00Z"}`))
-	f.Add("rxc..x.status", []byte(`{}`))
-	f.Fuzz(func(t *testing.T, subject string, payload []byte) {
-		err := fx.svc.HandleStatus(fx.ctx, subject, payload)
+	f.Add("acme", r.SensorID, []byte(`{"state":"running","at":"2026-05-04T10:00:00Z"}`))
+	f.Add("acme", r.SensorID, []byte(`{"state":"stopped","at":"2026-05-04T09:00:00Z","commandId":"x","detail":"d","agentVersion":"1"}`))
+	f.Add("acme", r.SensorID, []byte(`{"state":"revoked","at":"2026-05-04T10:00:00Z"}`))
+	f.Add("acme", "s-0000000000000000", []byte(`{"state":"online","at":"2026-05-04T10:00:00Z"}`))
+	f.Add("", "x.y", []byte(`{}`))
+	f.Fuzz(func(t *testing.T, tenantID, sensorID string, payload []byte) {
+		err := fx.svc.HandleStatus(fx.ctx, tenantID, sensorID, payload)
 		known := []error{fleet.ErrInvalidInput, fleet.ErrStale, fleet.ErrNotFound, fleet.ErrRevoked}
 		if err != nil {
 			for _, k := range known {
@@ -311,7 +308,7 @@ func FuzzHandleStatus(f *testing.F) {
 					return
 				}
 			}
-			t.Fatalf("HandleStatus(%q, %q): unexpected error %v", subject, payload, err)
+			t.Fatalf("HandleStatus(%q, %q, %q): unexpected error %v", tenantID, sensorID, payload, err)
 		}
 		if s := fx.sensor(t, r.SensorID); !fleet.Reportable(s.State) {
 			t.Fatalf("accepted report left the sensor in state %s", s.State)
@@ -334,15 +331,17 @@ func TestHandleStatusBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := f.clock.Now()
-	subj := func(id string) string { return "rxc.acme." + id + ".status" }
+	msg := func(id string, payload []byte) fleet.StatusMessage {
+		return fleet.StatusMessage{TenantID: "acme", SensorID: id, Payload: payload}
+	}
 	msgs := []fleet.StatusMessage{
 		// a's reports arrive out of order: they are applied by "at".
-		{Subject: subj(a.SensorID), Payload: status(fleet.StateStopped, t0.Add(2*time.Second), "")},
-		{Subject: subj(a.SensorID), Payload: status(fleet.StateRunning, t0, cmdA.ID)},
-		{Subject: subj(b.SensorID), Payload: status(fleet.StateStopped, t0, cmdB.ID)},
-		{Subject: subj("s-0000000000000000"), Payload: status(fleet.StateRunning, t0, "")},
-		{Subject: subj(b.SensorID), Payload: []byte(`{"state":`)},
-		{Subject: "rxc.acme.x.y.status", Payload: status(fleet.StateRunning, t0, "")},
+		msg(a.SensorID, status(fleet.StateStopped, t0.Add(2*time.Second), "")),
+		msg(a.SensorID, status(fleet.StateRunning, t0, cmdA.ID)),
+		msg(b.SensorID, status(fleet.StateStopped, t0, cmdB.ID)),
+		msg("s-0000000000000000", status(fleet.StateRunning, t0, "")),
+		msg(b.SensorID, []byte(`{"state":`)),
+		msg("x.y", status(fleet.StateRunning, t0, "")),
 	}
 	errs := f.svc.HandleStatusBatch(f.ctx, msgs)
 	want := []error{nil, nil, nil, fleet.ErrNotFound, fleet.ErrInvalidInput, fleet.ErrInvalidInput}
@@ -359,7 +358,7 @@ func TestHandleStatusBatch(t *testing.T) {
 		t.Errorf("commands not acknowledged by the batch: a=%+v b=%+v", sa.LastCommand, sb.LastCommand)
 	}
 	// A report older than what the batch applied is stale afterwards.
-	wantErr(t, f.svc.HandleStatus(f.ctx, subj(a.SensorID), status(fleet.StateRunning, t0.Add(time.Second), "")), fleet.ErrStale)
+	wantErr(t, f.svc.HandleStatus(f.ctx, "acme", a.SensorID, status(fleet.StateRunning, t0.Add(time.Second), "")), fleet.ErrStale)
 }
 
 // SensorsSeen applies many signs of life at once: each gets its own
@@ -372,7 +371,7 @@ func TestSensorsSeenBatch(t *testing.T) {
 	b, _ := f.enrolled(t, "acme")
 	revoked, _ := f.enrolled(t, "acme")
 	for _, id := range []string{a.SensorID, b.SensorID} {
-		if err := f.svc.HandleStatus(f.ctx, "rxc.acme."+id+".status", status(fleet.StateRunning, f.clock.Now(), "")); err != nil {
+		if err := f.svc.HandleStatus(f.ctx, "acme", id, status(fleet.StateRunning, f.clock.Now(), "")); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -87,8 +87,8 @@ func NewStatusBatcher(cfg StatusBatcherConfig) (*StatusBatcher, error) {
 
 // Handle queues one status message; it never blocks. The payload is
 // copied, so the caller may reuse it.
-func (b *StatusBatcher) Handle(_ context.Context, subject string, data []byte) {
-	msg := StatusMessage{Subject: subject, Payload: append([]byte(nil), data...)}
+func (b *StatusBatcher) Handle(_ context.Context, m StatusMessage) {
+	msg := StatusMessage{TenantID: m.TenantID, SensorID: m.SensorID, Payload: append([]byte(nil), m.Payload...)}
 	select {
 	case b.in <- msg:
 	default:
@@ -160,8 +160,8 @@ func (b *StatusBatcher) applyBatch(ctx context.Context, batch []StatusMessage) {
 			b.stale.Add(1)
 		default:
 			b.rejected.Add(1)
-			// The payload is sensor-controlled text: only the subject is logged.
-			b.log.Debug("status ignored", "subject", batch[i].Subject, logkey.Error, err)
+			// The payload is sensor-controlled text: only the ids are logged.
+			b.log.Debug("status ignored", logkey.Tenant, batch[i].TenantID, logkey.Sensor, batch[i].SensorID, logkey.Error, err)
 		}
 	}
 }

@@ -32,7 +32,7 @@ func (r *recordingApply) apply(_ context.Context, msgs []fleet.StatusMessage) []
 		switch string(m.Payload) {
 		case "ok":
 		case "stale":
-			errs[i] = fmt.Errorf("report of %s: %w", m.Subject, fleet.ErrStale)
+			errs[i] = fmt.Errorf("report of %s: %w", m.SensorID, fleet.ErrStale)
 		default:
 			errs[i] = fmt.Errorf("%w: bad report", fleet.ErrInvalidInput)
 		}
@@ -48,6 +48,10 @@ func (r *recordingApply) got() [][]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.batches
+}
+
+func statusOf(payload string) fleet.StatusMessage {
+	return fleet.StatusMessage{TenantID: "t1", SensorID: "s1", Payload: []byte(payload)}
 }
 
 func newBatcher(t *testing.T, cfg fleet.StatusBatcherConfig) *fleet.StatusBatcher {
@@ -91,7 +95,7 @@ func TestStatusBatcherAppliesInBatches(t *testing.T) {
 	rec := newRecordingApply()
 	b := newBatcher(t, fleet.StatusBatcherConfig{Apply: rec.apply, MaxBatch: 2, MaxWait: time.Hour})
 	for _, p := range []string{"ok", "stale", "bad", "ok", "ok"} {
-		b.Handle(context.Background(), "rxc.t1.s1.status", []byte(p))
+		b.Handle(context.Background(), statusOf(p))
 	}
 	stop := runUntil(t, b)
 	wait(t, rec.called, 2)
@@ -111,7 +115,7 @@ func TestStatusBatcherAppliesAfterMaxWait(t *testing.T) {
 	b := newBatcher(t, fleet.StatusBatcherConfig{Apply: rec.apply, MaxBatch: 100, MaxWait: 10 * time.Millisecond})
 	stop := runUntil(t, b)
 	defer stop()
-	b.Handle(context.Background(), "rxc.t1.s1.status", []byte("ok"))
+	b.Handle(context.Background(), statusOf("ok"))
 	wait(t, rec.called, 1)
 	if diff := cmp.Diff([][]string{{"ok"}}, rec.got()); diff != "" {
 		t.Errorf("batches (-want +got):\n%s", diff)
@@ -127,7 +131,7 @@ func TestStatusBatcherDropsWhenFull(t *testing.T) {
 	go func() {
 		defer close(handled)
 		for range 5 {
-			b.Handle(context.Background(), "rxc.t1.s1.status", []byte("ok"))
+			b.Handle(context.Background(), statusOf("ok"))
 		}
 	}()
 	select {
@@ -159,7 +163,7 @@ func TestStatusBatcherCopiesPayload(t *testing.T) {
 	rec := newRecordingApply()
 	b := newBatcher(t, fleet.StatusBatcherConfig{Apply: rec.apply})
 	buf := []byte("ok")
-	b.Handle(context.Background(), "rxc.t1.s1.status", buf)
+	b.Handle(context.Background(), fleet.StatusMessage{TenantID: "t1", SensorID: "s1", Payload: buf})
 	copy(buf, "xx")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

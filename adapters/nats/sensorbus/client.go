@@ -76,7 +76,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-type statusHandler = func(ctx context.Context, subject string, data []byte)
+type statusHandler = func(ctx context.Context, m fleet.StatusMessage)
 
 // Stats are cumulative counters since New.
 type Stats struct {
@@ -85,7 +85,8 @@ type Stats struct {
 	// StatusReceived counts status messages that arrived, dropped ones included.
 	StatusReceived uint64
 	// StatusDropped counts status messages not handed to a handler because
-	// they were larger than MaxStatusBytes.
+	// they were larger than MaxStatusBytes (or named no sensor, which the
+	// status wildcard never delivers).
 	StatusDropped uint64
 }
 
@@ -175,10 +176,11 @@ func (c *Client) Stats() Stats {
 
 // SubscribeStatus has handle called for every sensor status message, in a
 // queue subscription on topology.StatusWildcard shared with the other
-// clients of the same queue group. subject is "rxc.<tenantId>.<sensorId>.status";
-// data is at most MaxStatusBytes. Registered before the connection exists,
-// it is subscribed once connected; nats.go restores it after reconnects.
-func (c *Client) SubscribeStatus(handle func(ctx context.Context, subject string, data []byte)) {
+// clients of the same queue group. The message names the sensor its
+// subject ("rxc.<tenantId>.<sensorId>.status") names; its payload is at
+// most MaxStatusBytes. Registered before the connection exists, it is
+// subscribed once connected; nats.go restores it after reconnects.
+func (c *Client) SubscribeStatus(handle func(ctx context.Context, m fleet.StatusMessage)) {
 	c.mu.Lock()
 	c.handlers = append(c.handlers, handle)
 	c.mu.Unlock()
@@ -446,11 +448,19 @@ func (c *Client) deliver(ctx context.Context, h statusHandler) nats.MsgHandler {
 			c.log.Debug("status message too large; dropped", "subject", m.Subject, "bytes", len(m.Data))
 			return
 		}
+		tenantID, sensorID, ok := topology.ParseStatusSubject(m.Subject)
+		if !ok {
+			// The status wildcard delivers nothing else; counted with the
+			// dropped ones should a server ever do so.
+			c.dropped.Add(1)
+			c.log.Debug("status message on a subject naming no sensor; dropped", "subject", m.Subject)
+			return
+		}
 		defer func() {
 			if r := recover(); r != nil {
 				c.log.Error("status handler panicked", "subject", m.Subject, "panic", fmt.Sprint(r))
 			}
 		}()
-		h(ctx, m.Subject, m.Data)
+		h(ctx, fleet.StatusMessage{TenantID: tenantID, SensorID: sensorID, Payload: m.Data})
 	}
 }

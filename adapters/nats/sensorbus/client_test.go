@@ -18,6 +18,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/nats/sensorbus"
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/logbuf"
 )
 
@@ -56,10 +57,13 @@ type recorder struct {
 	got []status
 }
 
-func (r *recorder) handle(_ context.Context, subject string, data []byte) {
+// handle records the message under the status subject of the sensor it
+// names, so a test compares it with the subject the sensor published on.
+func (r *recorder) handle(_ context.Context, m fleet.StatusMessage) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.got = append(r.got, status{subject, string(data)})
+	subject := topology.Sensor{TenantID: m.TenantID, SensorID: m.SensorID}.StatusSubject()
+	r.got = append(r.got, status{subject, string(m.Payload)})
 }
 
 func (r *recorder) all() []status {
@@ -226,10 +230,10 @@ func TestQueueGroupSharesStatus(t *testing.T) {
 	clients := make([]*sensorbus.Client, 2)
 	for i := range clients {
 		c := newClient(t, url, static(w.backendCreds()))
-		c.SubscribeStatus(func(_ context.Context, _ string, data []byte) {
+		c.SubscribeStatus(func(_ context.Context, m fleet.StatusMessage) {
 			perClient[i].Add(1)
 			mu.Lock()
-			seen[string(data)]++
+			seen[string(m.Payload)]++
 			mu.Unlock()
 		})
 		startReady(t, c)
