@@ -379,12 +379,12 @@ func (s *Service) publishClaimed(ctx context.Context, cmds []Command) []PublishR
 	msgs := make([]CommandMessage, 0, len(cmds))
 	index := make([]int, 0, len(cmds)) // msgs[k] is cmds[index[k]]
 	for i, c := range cmds {
-		subject, msgID, payload, err := s.commandMessage(c)
+		m, err := s.commandMessage(c)
 		if err != nil {
 			results[i].Err = err
 			continue
 		}
-		msgs = append(msgs, CommandMessage{Subject: subject, MsgID: msgID, Payload: payload})
+		msgs = append(msgs, m)
 		index = append(index, i)
 	}
 	if bp, ok := s.publisher.(CommandBatchPublisher); ok {
@@ -405,7 +405,7 @@ func (s *Service) publishClaimed(ctx context.Context, cmds []Command) []PublishR
 			wg.Go(func() {
 				defer func() { <-sem }()
 				r := &results[index[k]]
-				r.Ack, r.Err = s.publisher.PublishCommand(ctx, m.Subject, m.MsgID, m.Payload)
+				r.Ack, r.Err = s.publisher.PublishCommand(ctx, m)
 			})
 		}
 		wg.Wait()

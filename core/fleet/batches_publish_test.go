@@ -56,7 +56,7 @@ type batchPublisher struct {
 	short   bool
 }
 
-func (p *batchPublisher) PublishCommand(context.Context, string, string, []byte) (PublishAck, error) {
+func (p *batchPublisher) PublishCommand(context.Context, CommandMessage) (PublishAck, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.single++
@@ -70,9 +70,9 @@ func (p *batchPublisher) PublishCommands(_ context.Context, msgs []CommandMessag
 	out := make([]PublishResult, len(msgs))
 	for i, m := range msgs {
 		switch {
-		case len(m.MsgID) > 5 && m.MsgID[:5] == "fail-":
+		case len(m.CommandID) > 5 && m.CommandID[:5] == "fail-":
 			out[i].Err = fmt.Errorf("refused: %w: %w", ErrMessagingUnavailable, ErrNotPublished)
-		case len(m.MsgID) > 5 && m.MsgID[:5] == "lost-":
+		case len(m.CommandID) > 5 && m.CommandID[:5] == "lost-":
 			out[i].Err = fmt.Errorf("no answer: %w: %w", ErrMessagingUnavailable, ErrPublishUnknown)
 		default:
 			out[i].Ack = PublishAck{Sequence: uint64(1000 + i)}

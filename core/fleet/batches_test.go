@@ -48,8 +48,8 @@ func (f *fixture) publishedTo(t *testing.T) []string {
 		if err := json.Unmarshal(m.Payload, &c); err != nil {
 			t.Fatal(err)
 		}
-		if m.MsgID != c.CommandID {
-			t.Errorf("message id %q, want the command id %q", m.MsgID, c.CommandID)
+		if m.CommandID != c.CommandID {
+			t.Errorf("message id %q, want the command id %q", m.CommandID, c.CommandID)
 		}
 		out = append(out, c.TenantID+"/"+c.SensorID)
 	}
@@ -290,11 +290,11 @@ func TestBatchPublicationOutcomes(t *testing.T) {
 		t.Fatalf("ReconcileCommands = %d, %v; want 1", n, err)
 	}
 	msgs := f.pub.Messages()
-	if last := msgs[len(msgs)-1]; last.MsgID != unsure {
-		t.Errorf("republished %q, want the unconfirmed command %q", last.MsgID, unsure)
+	if last := msgs[len(msgs)-1]; last.CommandID != unsure {
+		t.Errorf("republished %q, want the unconfirmed command %q", last.CommandID, unsure)
 	}
 	for _, m := range msgs {
-		if m.MsgID == lost {
+		if m.CommandID == lost {
 			t.Errorf("the failed command was published")
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/rxc-project/rxc/core/topology"
 )
 
 // Errors of command publication. A publisher wraps exactly one of them
@@ -31,17 +29,20 @@ type PublishAck struct {
 	Duplicate bool
 }
 
-// CommandPublisher delivers a command to the sensor's command subject with
-// msgID as the deduplication id. Errors wrap ErrMessagingUnavailable or
-// ErrMessagingDisabled, and ErrNotPublished or ErrPublishUnknown.
+// CommandPublisher delivers a command to its sensor, with the command id as
+// the deduplication id: the same command published again is stored once.
+// Errors wrap ErrMessagingUnavailable or ErrMessagingDisabled, and
+// ErrNotPublished or ErrPublishUnknown.
 type CommandPublisher interface {
-	PublishCommand(ctx context.Context, subject, msgID string, payload []byte) (PublishAck, error)
+	PublishCommand(ctx context.Context, m CommandMessage) (PublishAck, error)
 }
 
-// CommandMessage is one command as published.
+// CommandMessage is one command as published: the sensor it is for, its
+// id and its encoded body (SensorControlCommand in JSON). Where it goes on
+// the wire is the publisher's business.
 type CommandMessage struct {
-	Subject, MsgID string
-	Payload        []byte
+	TenantID, SensorID, CommandID string
+	Payload                       []byte
 }
 
 // PublishResult is one command's outcome: Ack when Err is nil, else Err as
@@ -166,11 +167,11 @@ func (s *Service) IssueCommand(ctx context.Context, sensorID string, action Acti
 // the stream answered. A refusal marks the command failed only when first
 // is set: otherwise an earlier publication may be stored.
 func (s *Service) publish(ctx context.Context, c Command, first bool) (Command, error) {
-	subject, msgID, payload, err := s.commandMessage(c)
+	m, err := s.commandMessage(c)
 	if err != nil {
 		return c, err
 	}
-	ack, err := s.publisher.PublishCommand(ctx, subject, msgID, payload)
+	ack, err := s.publisher.PublishCommand(ctx, m)
 	wctx := context.WithoutCancel(ctx)
 	switch {
 	case err == nil:
@@ -199,18 +200,17 @@ func (s *Service) publish(ctx context.Context, c Command, first bool) (Command, 
 	}
 }
 
-// commandMessage is c as published: subject, message id (the command id,
-// the stream's deduplication key) and payload.
-func (s *Service) commandMessage(c Command) (subject, msgID string, payload []byte, err error) {
-	payload, err = json.Marshal(SensorControlCommand{
+// commandMessage is c as published: its sensor, its id (the message's
+// deduplication id) and the encoded command.
+func (s *Service) commandMessage(c Command) (CommandMessage, error) {
+	payload, err := json.Marshal(SensorControlCommand{
 		CommandID: c.ID, TenantID: c.TenantID, SensorID: c.SensorID, Action: c.Action,
 		IssuedAt: c.IssuedAt, IssuedBy: c.IssuedBy, ExpiresAt: c.ExpiresAt,
 	})
 	if err != nil {
-		return "", "", nil, fmt.Errorf("encode command: %w", err)
+		return CommandMessage{}, fmt.Errorf("encode command: %w", err)
 	}
-	subject = topology.Sensor{Stream: s.stream, TenantID: c.TenantID, SensorID: c.SensorID}.CommandSubject()
-	return subject, c.ID, payload, nil
+	return CommandMessage{TenantID: c.TenantID, SensorID: c.SensorID, CommandID: c.ID, Payload: payload}, nil
 }
 
 // ReconcileCommands settles pending commands: those first sent within the

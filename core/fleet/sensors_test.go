@@ -25,8 +25,8 @@ func TestIssueCommand(t *testing.T) {
 		t.Fatalf("%d messages published, want 1", len(f.pub.Messages()))
 	}
 	msg := f.pub.Messages()[0]
-	if msg.Subject != "rxc.acme."+r.SensorID+".cmd" || msg.MsgID != c.ID {
-		t.Errorf("published to %q with id %q; want rxc.acme.%s.cmd, %s", msg.Subject, msg.MsgID, r.SensorID, c.ID)
+	if msg.TenantID != "acme" || msg.SensorID != r.SensorID || msg.CommandID != c.ID {
+		t.Errorf("published to %s/%s with id %q; want acme/%s, %s", msg.TenantID, msg.SensorID, msg.CommandID, r.SensorID, c.ID)
 	}
 	var wire map[string]any
 	if err := json.Unmarshal(msg.Payload, &wire); err != nil {

@@ -477,7 +477,7 @@ func TestCommandBatches(t *testing.T) {
 		if err := json.Unmarshal(m.Payload, &c); err != nil {
 			t.Fatal(err)
 		}
-		if m.MsgID != c.CommandID || c.Action != "stop" || !slices.Contains(acme, c.SensorID) || m.Subject != "rxc.acme."+c.SensorID+".cmd" {
+		if m.CommandID != c.CommandID || c.Action != "stop" || !slices.Contains(acme, c.SensorID) || m.TenantID != "acme" || m.SensorID != c.SensorID {
 			t.Errorf("published %+v", m)
 		}
 		msgIDs = append(msgIDs, c.SensorID)

@@ -199,7 +199,7 @@ func TestFlow(t *testing.T) {
 	}
 	wantObject(t, "command", res, http.StatusAccepted, command)
 	msgs := e.pub.Messages()
-	if len(msgs) != 1 || msgs[0].Subject != "rxc.acme."+sensorID+".cmd" || msgs[0].MsgID != commandID {
+	if len(msgs) != 1 || msgs[0].TenantID != "acme" || msgs[0].SensorID != sensorID || msgs[0].CommandID != commandID {
 		t.Fatalf("published %+v, want one message on rxc.acme.%s.cmd with id %s", msgs, sensorID, commandID)
 	}
 	var sent fleet.SensorControlCommand

@@ -17,7 +17,7 @@ func commandsFor(n int, prefix string) []fleet.CommandMessage {
 	msgs := make([]fleet.CommandMessage, n)
 	for i := range msgs {
 		s := sensorT1(fmt.Sprintf("s%d", i%7))
-		msgs[i] = fleet.CommandMessage{Subject: s.CommandSubject(), MsgID: fmt.Sprintf("%s-%d", prefix, i), Payload: []byte(`{"action":"start"}`)}
+		msgs[i] = command(s, fmt.Sprintf("%s-%d", prefix, i), `{"action":"start"}`)
 	}
 	return msgs
 }
@@ -36,12 +36,12 @@ func TestPublishCommandsPipelined(t *testing.T) {
 	startReady(t, c)
 	ctx := t.Context()
 
-	first, err := c.PublishCommand(ctx, sensorT1("s0").CommandSubject(), "cmd-0", []byte(`{"action":"start"}`))
+	first, err := c.PublishCommand(ctx, command(sensorT1("s0"), "cmd-0", `{"action":"start"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	msgs := commandsFor(300, "cmd") // cmd-0 again, then 299 new ones
-	msgs = append(msgs, fleet.CommandMessage{Subject: "rxc.t1.s1.status", MsgID: "cmd-bad", Payload: []byte("{}")})
+	msgs = append(msgs, fleet.CommandMessage{TenantID: "t1", SensorID: "s1.status", CommandID: "cmd-bad", Payload: []byte("{}")})
 	got := c.PublishCommands(ctx, msgs, 16)
 	if len(got) != len(msgs) {
 		t.Fatalf("%d outcomes for %d commands", len(got), len(msgs))

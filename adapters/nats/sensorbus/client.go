@@ -190,24 +190,23 @@ func (c *Client) SubscribeStatus(handle func(ctx context.Context, m fleet.Status
 	}
 }
 
-// PublishCommand publishes payload on a command subject
-// ("rxc.<tenantId>.<sensorId>.cmd") with Nats-Msg-Id msgID and waits for the
-// stream's acknowledgement. Publishing the same msgID again within the
-// stream's duplicate window is acknowledged without storing a second copy.
+// PublishCommand publishes m's payload on its sensor's command subject
+// ("rxc.<tenantId>.<sensorId>.cmd", from core/topology) with its command id
+// as Nats-Msg-Id and waits for the stream's acknowledgement. Publishing the
+// same command again within the stream's duplicate window is acknowledged
+// without storing a second copy.
 //
 // Errors wrap fleet.ErrMessagingUnavailable and say whether the command may
 // be stored: fleet.ErrNotPublished when it provably is not (not connected,
 // so nothing was sent; no stream listens on the subject; the stream
 // refused it), fleet.ErrPublishUnknown when it was sent and no answer came
 // (a hung or partitioned server may still store it).
-func (c *Client) PublishCommand(ctx context.Context, subject, msgID string, payload []byte) (fleet.PublishAck, error) {
-	tenantID, sensorID, ok := topology.ParseCommandSubject(subject)
-	if !ok || ids.Validate(tenantID) != nil || ids.Validate(sensorID) != nil {
-		return fleet.PublishAck{}, fmt.Errorf("sensorbus: publish: %q is not a sensor's command subject: %w", subject, fleet.ErrInvalidInput)
+func (c *Client) PublishCommand(ctx context.Context, m fleet.CommandMessage) (fleet.PublishAck, error) {
+	subject, err := commandSubject(m)
+	if err != nil {
+		return fleet.PublishAck{}, err
 	}
-	if msgID == "" {
-		return fleet.PublishAck{}, fmt.Errorf("sensorbus: publish %s: empty message id: %w", subject, fleet.ErrInvalidInput)
-	}
+	msgID, payload := m.CommandID, m.Payload
 	c.mu.Lock()
 	nc, js := c.conn, c.js
 	c.mu.Unlock()
@@ -269,26 +268,23 @@ func (c *Client) PublishCommands(ctx context.Context, msgs []fleet.CommandMessag
 		}
 	}()
 	for i, m := range msgs {
-		tenantID, sensorID, ok := topology.ParseCommandSubject(m.Subject)
+		subject, err := commandSubject(m)
 		switch {
-		case !ok || ids.Validate(tenantID) != nil || ids.Validate(sensorID) != nil:
-			res[i].Err = fmt.Errorf("sensorbus: publish: %q is not a sensor's command subject: %w", m.Subject, fleet.ErrInvalidInput)
-			continue
-		case m.MsgID == "":
-			res[i].Err = fmt.Errorf("sensorbus: publish %s: empty message id: %w", m.Subject, fleet.ErrInvalidInput)
+		case err != nil:
+			res[i].Err = err
 			continue
 		case !connected:
-			res[i].Err = fmt.Errorf("sensorbus: publish %s: not connected: %w: %w", m.Subject, fleet.ErrMessagingUnavailable, fleet.ErrNotPublished)
+			res[i].Err = fmt.Errorf("sensorbus: publish %s: not connected: %w: %w", subject, fleet.ErrMessagingUnavailable, fleet.ErrNotPublished)
 			continue
 		}
 		// A full window waits for the oldest publication in flight to
 		// be settled.
 		room <- struct{}{}
-		f, err := ajs.PublishMsgAsync(&nats.Msg{Subject: m.Subject, Data: m.Payload},
-			jetstream.WithMsgID(m.MsgID), jetstream.WithExpectStream(c.stream), jetstream.WithStallWait(c.pubTimeout))
+		f, err := ajs.PublishMsgAsync(&nats.Msg{Subject: subject, Data: m.Payload},
+			jetstream.WithMsgID(m.CommandID), jetstream.WithExpectStream(c.stream), jetstream.WithStallWait(c.pubTimeout))
 		if err != nil {
 			<-room
-			res[i].Err = fmt.Errorf("sensorbus: publish %s: %w: %w", m.Subject, fleet.ErrMessagingUnavailable, asyncSendOutcome(err))
+			res[i].Err = fmt.Errorf("sensorbus: publish %s: %w: %w", subject, fleet.ErrMessagingUnavailable, asyncSendOutcome(err))
 			continue
 		}
 		sent <- inflight{i, f}
@@ -300,19 +296,34 @@ func (c *Client) PublishCommands(ctx context.Context, msgs []fleet.CommandMessag
 
 // settleAsync waits for one asynchronous publication's answer.
 func (c *Client) settleAsync(ctx context.Context, m fleet.CommandMessage, f jetstream.PubAckFuture) fleet.PublishResult {
+	subject := topology.Sensor{TenantID: m.TenantID, SensorID: m.SensorID}.CommandSubject()
 	var err error
 	select {
 	case ack := <-f.Ok():
 		c.published.Add(1)
 		if ack.Duplicate {
-			c.log.Debug("command already in the stream", "subject", m.Subject, "msgId", m.MsgID, "seq", ack.Sequence)
+			c.log.Debug("command already in the stream", "subject", subject, "msgId", m.CommandID, "seq", ack.Sequence)
 		}
 		return fleet.PublishResult{Ack: fleet.PublishAck{Sequence: ack.Sequence, Duplicate: ack.Duplicate}}
 	case err = <-f.Err():
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	return fleet.PublishResult{Err: fmt.Errorf("sensorbus: publish %s: %w: %w", m.Subject, fleet.ErrMessagingUnavailable, publishOutcome(err))}
+	return fleet.PublishResult{Err: fmt.Errorf("sensorbus: publish %s: %w: %w", subject, fleet.ErrMessagingUnavailable, publishOutcome(err))}
+}
+
+// commandSubject is the subject m goes on, from core/topology; ids that
+// are not valid (a wildcard, a dot, nothing) and an empty command id are
+// bad input.
+func commandSubject(m fleet.CommandMessage) (string, error) {
+	if ids.Validate(m.TenantID) != nil || ids.Validate(m.SensorID) != nil {
+		return "", fmt.Errorf("sensorbus: publish: tenant %q, sensor %q: not a sensor: %w", m.TenantID, m.SensorID, fleet.ErrInvalidInput)
+	}
+	subject := topology.Sensor{TenantID: m.TenantID, SensorID: m.SensorID}.CommandSubject()
+	if m.CommandID == "" {
+		return "", fmt.Errorf("sensorbus: publish %s: empty message id: %w", subject, fleet.ErrInvalidInput)
+	}
+	return subject, nil
 }
 
 // asyncSendOutcome classifies an error of sending an asynchronous

@@ -51,6 +51,11 @@ type status struct {
 	Data    string
 }
 
+// command is the message of command id for sensor s.
+func command[P string | []byte](s topology.Sensor, id string, payload P) fleet.CommandMessage {
+	return fleet.CommandMessage{TenantID: s.TenantID, SensorID: s.SensorID, CommandID: id, Payload: []byte(payload)}
+}
+
 // recorder is a status handler that remembers what it was given.
 type recorder struct {
 	mu  sync.Mutex
@@ -91,7 +96,7 @@ func TestCommandLandsInStreamOnceAndReachesTheSensor(t *testing.T) {
 	}
 	var acks []fleet.PublishAck
 	for _, p := range publishes {
-		ack, err := c.PublishCommand(ctx, s1.CommandSubject(), p.id, []byte(p.payload))
+		ack, err := c.PublishCommand(ctx, command(s1, p.id, []byte(p.payload)))
 		if err != nil {
 			t.Fatalf("PublishCommand(%s): %v", p.id, err)
 		}
@@ -303,7 +308,7 @@ func TestStartBeforeServerConnectsLater(t *testing.T) {
 	w.admin(url, s1)
 	waitFor(t, 10*time.Second, "client ready after the server started", c.Ready)
 
-	if _, err := c.PublishCommand(t.Context(), s1.CommandSubject(), "cmd-1", []byte("{}")); err != nil {
+	if _, err := c.PublishCommand(t.Context(), command(s1, "cmd-1", []byte("{}"))); err != nil {
 		t.Errorf("PublishCommand: %v", err)
 	}
 	snc, _ := w.sensor(url, s1)
@@ -349,7 +354,7 @@ func TestPublishWhileDisconnectedFailsPromptly(t *testing.T) {
 			c := tt.setup(t)
 			done := make(chan error, 1)
 			go func() {
-				_, err := c.PublishCommand(context.Background(), "rxc.t1.s1.cmd", "cmd-1", []byte("{}"))
+				_, err := c.PublishCommand(context.Background(), fleet.CommandMessage{TenantID: "t1", SensorID: "s1", CommandID: "cmd-1", Payload: []byte("{}")})
 				done <- err
 			}()
 			select {
@@ -388,7 +393,7 @@ func TestReconnectRestoresStatusSubscription(t *testing.T) {
 		_ = snc.Flush()
 		return rec.len() > 0
 	})
-	if _, err := c.PublishCommand(t.Context(), s1.CommandSubject(), "cmd-after", []byte("{}")); err != nil {
+	if _, err := c.PublishCommand(t.Context(), command(s1, "cmd-after", []byte("{}"))); err != nil {
 		t.Errorf("PublishCommand after reconnect: %v", err)
 	}
 }
@@ -419,7 +424,7 @@ func TestRevokedCredentialsAreReplaced(t *testing.T) {
 	}
 	w.revokeControlUser(url, uc.Subject)
 	waitFor(t, 10*time.Second, "reconnected with fresh credentials", func() bool { return calls.Load() >= 2 && c.Ready() })
-	if _, err := c.PublishCommand(t.Context(), s1.CommandSubject(), "cmd-1", []byte("{}")); err != nil {
+	if _, err := c.PublishCommand(t.Context(), command(s1, "cmd-1", []byte("{}"))); err != nil {
 		t.Errorf("PublishCommand with the new user: %v", err)
 	}
 }
@@ -427,13 +432,16 @@ func TestRevokedCredentialsAreReplaced(t *testing.T) {
 func TestPublishRejectsBadInput(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, "nats://127.0.0.1:1", static("unused"))
-	tests := []struct{ name, subject, id string }{
-		{"status subject", "rxc.t1.s1.status", "c1"},
-		{"wildcard", "rxc.*.*.cmd", "c1"},
-		{"no msg id", "rxc.t1.s1.cmd", ""},
+	tests := []struct{ name, tenant, sensor, id string }{
+		{"status subject's tokens", "t1", "s1.status", "c1"},
+		{"wildcard", "*", "*", "c1"},
+		{"full wildcard", "t1", ">", "c1"},
+		{"no tenant", "", "s1", "c1"},
+		{"no msg id", "t1", "s1", ""},
 	}
 	for _, tt := range tests {
-		if _, err := c.PublishCommand(t.Context(), tt.subject, tt.id, nil); !errors.Is(err, fleet.ErrInvalidInput) {
+		m := fleet.CommandMessage{TenantID: tt.tenant, SensorID: tt.sensor, CommandID: tt.id}
+		if _, err := c.PublishCommand(t.Context(), m); !errors.Is(err, fleet.ErrInvalidInput) {
 			t.Errorf("%s: err = %v, want ErrInvalidInput", tt.name, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxc-project/rxc/adapters/nats/sensorbus"
+	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/natstest"
 )
@@ -159,7 +160,7 @@ func TestClusterCommandsSurviveANodeOutage(t *testing.T) {
 		t.Helper()
 		var err error
 		eventually(t, 10*time.Second, "command "+id+" acknowledged", func() bool {
-			_, err = msg.PublishCommand(ctx, s.CommandSubject(), id, []byte(`{"commandId":"`+id+`","action":"start"}`))
+			_, err = msg.PublishCommand(ctx, fleet.CommandMessage{TenantID: s.TenantID, SensorID: s.SensorID, CommandID: id, Payload: []byte(`{"commandId":"` + id + `","action":"start"}`)})
 			return err == nil
 		})
 	}

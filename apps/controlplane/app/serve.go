@@ -407,7 +407,7 @@ func (s *Server) metrics(w io.Writer) {
 // disabledPublisher answers every command with ErrMessagingDisabled.
 type disabledPublisher struct{}
 
-func (disabledPublisher) PublishCommand(context.Context, string, string, []byte) (fleet.PublishAck, error) {
+func (disabledPublisher) PublishCommand(context.Context, fleet.CommandMessage) (fleet.PublishAck, error) {
 	return fleet.PublishAck{}, fmt.Errorf("%w: %w: set NATS_MESSAGING_ENABLED=true", fleet.ErrMessagingDisabled, fleet.ErrNotPublished)
 }
 

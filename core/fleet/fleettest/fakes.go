@@ -182,10 +182,7 @@ func Proof(certPEM []byte, sensorID string, csr []byte, at time.Time) *fleet.Pos
 }
 
 // Published is one message the Publisher accepted.
-type Published struct {
-	Subject, MsgID string
-	Payload        []byte
-}
+type Published = fleet.CommandMessage
 
 // Publisher is a fleet.CommandPublisher that keeps what it is given; its
 // sequence numbers count the messages accepted.
@@ -219,18 +216,18 @@ func (p *Publisher) Messages() []Published {
 }
 
 // PublishCommand implements fleet.CommandPublisher.
-func (p *Publisher) PublishCommand(_ context.Context, subject, msgID string, payload []byte) (fleet.PublishAck, error) {
+func (p *Publisher) PublishCommand(_ context.Context, m fleet.CommandMessage) (fleet.PublishAck, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
 		return fleet.PublishAck{}, p.err
 	}
 	if p.failIf != nil {
-		if err := p.failIf(msgID); err != nil {
+		if err := p.failIf(m.CommandID); err != nil {
 			return fleet.PublishAck{}, err
 		}
 	}
-	p.msgs = append(p.msgs, Published{subject, msgID, payload})
+	p.msgs = append(p.msgs, m)
 	return fleet.PublishAck{Sequence: uint64(len(p.msgs))}, nil
 }
 
