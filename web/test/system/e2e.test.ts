@@ -36,6 +36,20 @@ async function narrow(name: string) {
 }
 
 /** Rewrites /config.js through the hook, as a container restart with other variables would. */
+/**
+ * Opens /config.js until its Content-Security-Policy names origin: after nginx reloads, a worker of
+ * the old configuration still answers once on a connection Chromium kept open (a console page
+ * loaded that way would break the new CSP).
+ */
+async function awaitFreshCSP(origin: string) {
+  for (let i = 0; ; i++) {
+    const res = await page.goto('/config.js');
+    if (res?.headers()['content-security-policy']?.includes(origin)) return;
+    if (i >= 20) throw new Error(`the CSP does not name ${origin} after nginx reloaded`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 function configure(chat: boolean, apiBaseUrl = `${api.baseUrl}/api`) {
   const r = runHook('busybox', {
     VITE_API_BASE_URL: apiBaseUrl,
@@ -232,12 +246,14 @@ describe.sequential('operator console in Chromium', () => {
     const closed = `http://127.0.0.1:${await freePort()}`;
     configure(false, closed);
     await nginx.reload(); // the CSP's connect-src follows the new origin
+    await awaitFreshCSP(closed);
     await page.goto('/sensors');
     await page.getByText(/control plane cannot be reached/).waitFor();
     expect(await page.getByText(closed).count()).toBeGreaterThan(0);
 
     configure(false);
     await nginx.reload();
+    await awaitFreshCSP(new URL(api.baseUrl).origin);
   });
 
   it('ran without page errors or CSP violations', () => {

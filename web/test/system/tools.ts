@@ -178,10 +178,26 @@ export async function startNginx(opts: { apiBaseUrl: string; chat: boolean; port
       proc.kill('SIGQUIT');
       setTimeout(() => proc.kill('SIGKILL'), 5000).unref();
     });
+  // The master's worker processes (its children), as the kernel lists them.
+  const workers = (): string[] => {
+    try {
+      return readFileSync(`/proc/${proc.pid}/task/${proc.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+    } catch {
+      return [];
+    }
+  };
   const reload = async () => {
+    const old = new Set(workers());
     proc.kill('SIGHUP');
-    // Old workers finish and new ones start; give them a moment, then make sure nginx is still up.
-    await new Promise((r) => setTimeout(r, 300));
+    // The master has read the new configuration once a worker it started after the signal runs.
+    // Old workers may still answer a connection a client kept open: see awaitFreshCSP's callers.
+    const until = Date.now() + 15_000;
+    for (;;) {
+      if (proc.exitCode !== null) throw new Error(`nginx exited on reload with ${proc.exitCode}:\n${errorLog()}`);
+      if (old.size === 0 || workers().some((w) => !old.has(w))) break;
+      if (Date.now() > until) throw new Error(`nginx started no worker with the new configuration:\n${errorLog()}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
     if ((await request(`${origin}/healthz`)).status !== 200) throw new Error(`nginx did not come back after reload:\n${errorLog()}`);
   };
   return { origin, port, root, configDir, stop, reload, errorLog };
