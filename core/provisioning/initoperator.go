@@ -182,13 +182,23 @@ func (in *Initializer) ensure(ctx context.Context, req InitRequest) (InitResult,
 // create makes the operator and its two accounts. The seed files are
 // staged first and placed only after the store committed, so a failure
 // leaves neither a lone seed file nor a lone record that a re-run would
-// refuse.
+// refuse. Once the store committed, a staged seed that could not be placed
+// is kept where it was staged (the error says where): it is the only copy
+// of a key the stored operator needs.
 func (in *Initializer) create(ctx context.Context, req InitRequest) (Operator, error) {
 	op, sys, ctl, seeds, err := in.mint(req)
 	if err != nil {
 		return Operator{}, err
 	}
 	staged := make([]string, len(seeds))
+	keep := make([]bool, len(seeds))
+	defer func() {
+		for i, tmp := range staged {
+			if tmp != "" && !keep[i] {
+				in.files.Discard(tmp)
+			}
+		}
+	}()
 	for i, s := range seeds {
 		if exists, _ := in.files.Exists(s.path); exists {
 			return Operator{}, fmt.Errorf("%s exists: refusing to replace a seed file", s.path)
@@ -197,16 +207,20 @@ func (in *Initializer) create(ctx context.Context, req InitRequest) (Operator, e
 		if err != nil {
 			return Operator{}, err
 		}
-		defer in.files.Discard(tmp)
 		staged[i] = tmp
 	}
 	if err := in.store.InitOperator(ctx, op, sys, ctl); err != nil {
 		return Operator{}, fmt.Errorf("store operator: %w", err)
 	}
+	var failed []error
 	for i, s := range seeds {
 		if err := in.files.PlaceSeed(staged[i], s.path); err != nil {
-			return Operator{}, fmt.Errorf("operator stored but a seed file could not be placed at %s (it is at %s; move it there with mode 0600): %w", s.path, staged[i], err)
+			keep[i] = true
+			failed = append(failed, fmt.Errorf("%s (it is at %s; move it there with mode 0600): %w", s.path, staged[i], err))
 		}
+	}
+	if len(failed) > 0 {
+		return Operator{}, fmt.Errorf("operator stored but a seed file could not be placed at %w", errors.Join(failed...))
 	}
 	return op, nil
 }

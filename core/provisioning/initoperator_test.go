@@ -271,6 +271,16 @@ func TestInitOperatorPlaceFails(t *testing.T) {
 	if _, err := f.store.Operator(context.Background()); err != nil {
 		t.Errorf("operator not stored: %v", err)
 	}
+	// The stored operator's key exists only in the staged file: it stays
+	// where the error says it is.
+	for _, name := range []string{"/keys/operator.nk.staged-1"} {
+		if !strings.Contains(err.Error(), "it is at "+name) {
+			t.Errorf("error %q does not name %s", err, name)
+		}
+		if seed, ok := f.files.Get(name); !ok || len(seed) == 0 {
+			t.Errorf("staged seed %s removed although its key is stored", name)
+		}
+	}
 }
 
 // When only the fragment fails, the result names the operator, which
