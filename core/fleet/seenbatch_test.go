@@ -1,4 +1,4 @@
-package app
+package fleet_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ func TestSeenBatcherBatchesAndAnswersEachCaller(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var sizes []int
-	b := newSeenBatcher(func(_ context.Context, seen []fleet.Seen) []error {
+	b := fleet.NewSeenBatcher(fleet.SeenBatcherConfig{MaxBatch: 10, MaxWait: time.Hour /* only a full batch is written */, Apply: func(_ context.Context, seen []fleet.Seen) []error {
 		mu.Lock()
 		sizes = append(sizes, len(seen))
 		mu.Unlock()
@@ -28,8 +28,7 @@ func TestSeenBatcherBatchesAndAnswersEachCaller(t *testing.T) {
 			}
 		}
 		return errs
-	})
-	b.maxBatch, b.maxWait = 10, time.Hour // only a full batch is written
+	}})
 	const n = 50
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -64,7 +63,7 @@ func TestSeenBatcherFlushesAfterMaxWait(t *testing.T) {
 	var fail bool
 	var mu sync.Mutex
 	release := make(chan struct{})
-	b := newSeenBatcher(func(_ context.Context, seen []fleet.Seen) []error {
+	b := fleet.NewSeenBatcher(fleet.SeenBatcherConfig{MaxWait: 20 * time.Millisecond, Apply: func(_ context.Context, seen []fleet.Seen) []error {
 		mu.Lock()
 		f := fail
 		mu.Unlock()
@@ -78,8 +77,7 @@ func TestSeenBatcherFlushesAfterMaxWait(t *testing.T) {
 			}
 		}
 		return errs
-	})
-	b.maxWait = 20 * time.Millisecond
+	}})
 	if err := b.SensorSeen(t.Context(), "acme", "s-1", fleet.Contact{}); err != nil {
 		t.Fatalf("lone health check: %v", err)
 	}
