@@ -18,6 +18,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // Identity is the sensor a call comes from, read from its verified client
@@ -96,7 +97,14 @@ func isStatus(err error) bool {
 
 func (s *Server) refuse(method string, err error) error {
 	st := s.statusFor(err)
-	s.log.Warn("sensor call refused", "method", method, "code", st.Code().String(), "err", err)
+	if c := st.Code(); c == codes.Canceled || c == codes.DeadlineExceeded {
+		// The caller gave up (its deadline, its shutdown): nothing was
+		// refused, and a fleet of sensors timing out under load must not
+		// flood the log with warnings.
+		s.log.Debug("sensor call ended by the caller", "method", method, "code", c.String(), logkey.Error, err)
+		return st.Err()
+	}
+	s.log.Warn("sensor call refused", "method", method, "code", st.Code().String(), logkey.Error, err)
 	return st.Err()
 }
 

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // Limits of a chat request.
@@ -183,7 +184,7 @@ func (s *Service) threatIntel(ctx context.Context, ind Indicators) enrichment {
 			defer func() { <-sem }()
 			h, err := s.cfg.Intel.Lookup(ctx, v)
 			if err != nil {
-				s.log.Info("threat intelligence lookup failed; no chip", "error", err)
+				s.log.Info("threat intelligence lookup failed; no chip", logkey.Error, err)
 				return
 			}
 			hits[i] = h
@@ -219,7 +220,7 @@ func (s *Service) threatIntel(ctx context.Context, ind Indicators) enrichment {
 func (s *Service) history(ctx context.Context, tenantID string, ind Indicators) enrichment {
 	seen, err := s.cfg.Events.History(ctx, tenantID, ind.Addrs, ind.CVEs)
 	if err != nil {
-		s.log.Info("historical lookup failed; no chip", "error", err)
+		s.log.Info("historical lookup failed; no chip", logkey.Error, err)
 		return enrichment{}
 	}
 	order := ind.Strings()
@@ -239,7 +240,7 @@ func (s *Service) history(ctx context.Context, tenantID string, ind Indicators) 
 func (s *Service) playbooks(ctx context.Context, terms []string) enrichment {
 	books, err := s.cfg.Playbooks.Match(ctx, terms)
 	if err != nil {
-		s.log.Info("playbook lookup failed; no chip", "error", err)
+		s.log.Info("playbook lookup failed; no chip", logkey.Error, err)
 		return enrichment{}
 	}
 	var out enrichment

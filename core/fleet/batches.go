@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // ErrBatchTooLarge refuses a batch naming or matching more sensors than
@@ -437,12 +439,12 @@ func (s *Service) recordPublished(ctx context.Context, cmds []Command, results [
 		if err := s.store.AcceptCommands(ctx, acks); err != nil {
 			// Stored in the stream: the reconciliation or the sensors'
 			// reports catch the records up.
-			s.log.ErrorContext(ctx, "record accepted batch commands", "count", len(acks), "error", err)
+			s.log.ErrorContext(ctx, "record accepted batch commands", "count", len(acks), logkey.Error, err)
 		}
 	}
 	if len(failed) > 0 {
 		if err := s.store.FailCommands(ctx, failed, at); err != nil {
-			s.log.ErrorContext(ctx, "mark batch commands failed", "count", len(failed), "error", err)
+			s.log.ErrorContext(ctx, "mark batch commands failed", "count", len(failed), logkey.Error, err)
 		}
 	}
 	if len(failed) > 0 || unsure > 0 {

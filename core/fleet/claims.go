@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // ClaimStore persists claim codes (as hashes).
@@ -91,7 +93,7 @@ func (s *Service) IssueClaimCode(ctx context.Context, tenantID string, ttl time.
 	if err := s.store.CreateClaimCode(ctx, c, hash); err != nil {
 		return ClaimCode{}, "", fmt.Errorf("issue claim code: %w", err)
 	}
-	s.log.InfoContext(ctx, "claim code issued", "tenant_id", tenantID, "claim_code_id", id, "expires_at", c.ExpiresAt)
+	s.log.InfoContext(ctx, "claim code issued", logkey.Tenant, tenantID, "claim_code_id", id, "expires_at", c.ExpiresAt)
 	return c, code, nil
 }
 
@@ -160,6 +162,6 @@ func (s *Service) RedeemClaimCode(ctx context.Context, code, hostname string) (R
 	if err != nil {
 		return Redemption{}, fmt.Errorf("redeem claim code: %w", err)
 	}
-	s.log.InfoContext(ctx, "claim code redeemed", "tenant_id", sensor.TenantID, "sensor_id", sensor.ID)
+	s.log.InfoContext(ctx, "claim code redeemed", logkey.Tenant, sensor.TenantID, logkey.Sensor, sensor.ID)
 	return Redemption{SensorID: sensor.ID, TenantID: sensor.TenantID, EnrollmentToken: token, ExpiresAt: expires}, nil
 }

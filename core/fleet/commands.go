@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // Errors of command publication. A publisher wraps exactly one of them
@@ -158,7 +160,7 @@ func (s *Service) IssueCommand(ctx context.Context, sensorID string, action Acti
 	// later one failing says nothing about an earlier one.
 	c, err = s.publish(ctx, c, created)
 	if err == nil {
-		s.log.InfoContext(ctx, "command issued", "tenant_id", c.TenantID, "sensor_id", c.SensorID, "command_id", c.ID, "action", string(c.Action), "status", string(c.Status))
+		s.log.InfoContext(ctx, "command issued", logkey.Tenant, c.TenantID, logkey.Sensor, c.SensorID, logkey.Command, c.ID, "action", string(c.Action), "status", string(c.Status))
 	}
 	return c, created, err
 }
@@ -179,7 +181,7 @@ func (s *Service) publish(ctx context.Context, c Command, first bool) (Command, 
 		if serr := s.store.AcceptCommand(wctx, c.ID, ack.Sequence, at); serr != nil {
 			// Stored in the stream: the record catches up with the
 			// reconciliation or the sensor's report.
-			s.log.ErrorContext(ctx, "record accepted command", "command_id", c.ID, "error", serr)
+			s.log.ErrorContext(ctx, "record accepted command", logkey.Command, c.ID, logkey.Error, serr)
 			return c, nil
 		}
 		c.Status, c.AcceptedAt, c.StreamSeq = CommandAccepted, at, ack.Sequence
@@ -187,7 +189,7 @@ func (s *Service) publish(ctx context.Context, c Command, first bool) (Command, 
 	case errors.Is(err, ErrNotPublished) && first:
 		at := s.now()
 		if ferr := s.store.FailCommand(wctx, c.ID, at); ferr != nil {
-			s.log.ErrorContext(ctx, "mark command failed", "command_id", c.ID, "error", ferr)
+			s.log.ErrorContext(ctx, "mark command failed", logkey.Command, c.ID, logkey.Error, ferr)
 		} else {
 			c.Status, c.FailedAt = CommandFailed, at
 		}
@@ -195,7 +197,7 @@ func (s *Service) publish(ctx context.Context, c Command, first bool) (Command, 
 	default:
 		// Sent and maybe stored, or a repeat that failed: pending until
 		// reconciled. Not an error for the caller, who is told the status.
-		s.log.WarnContext(ctx, "command publication unconfirmed; reconciling", "command_id", c.ID, "error", err)
+		s.log.WarnContext(ctx, "command publication unconfirmed; reconciling", logkey.Command, c.ID, logkey.Error, err)
 		return c, nil
 	}
 }

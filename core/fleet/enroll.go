@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // CertificateAuthority signs sensor client certificates. Errors caused by
@@ -188,12 +189,12 @@ func (s *Service) Enroll(ctx context.Context, sensorID, enrollmentToken string, 
 			// Revoked while enrolling: the revocation saw no NATS user yet,
 			// so the one just created must not outlive this call.
 			if rerr := s.provisioner.RevokeUser(ctx, creds.AccountPubKey, creds.UserPubKey); rerr != nil {
-				s.log.ErrorContext(ctx, "revoke nats user of a sensor revoked during enrolment", "sensor_id", sensorID, "user", creds.UserPubKey, "error", rerr)
+				s.log.ErrorContext(ctx, "revoke nats user of a sensor revoked during enrolment", logkey.Sensor, sensorID, "user", creds.UserPubKey, logkey.Error, rerr)
 			}
 		}
 		return Enrollment{}, fmt.Errorf("enrol sensor %s: %w", sensorID, err)
 	}
-	s.log.InfoContext(ctx, "sensor enrolled", "tenant_id", sensor.TenantID, "sensor_id", sensor.ID, "serial", cert.Serial)
+	s.log.InfoContext(ctx, "sensor enrolled", logkey.Tenant, sensor.TenantID, logkey.Sensor, sensor.ID, "serial", cert.Serial)
 	return Enrollment{
 		SensorID: sensor.ID, TenantID: sensor.TenantID, Certificate: cert,
 		CACertificatePEM: s.ca.CACertificatePEM(), SensorToken: token, NATS: creds,
@@ -339,12 +340,12 @@ func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPE
 			// Revoked while renewing: the revocation revoked the old user,
 			// so the one just minted must not outlive this call.
 			if rerr := s.provisioner.RevokeUser(ctx, user.AccountPubKey, user.UserPubKey); rerr != nil {
-				s.log.ErrorContext(ctx, "revoke nats user of a sensor revoked during renewal", "sensor_id", sensorID, "user", user.UserPubKey, "error", rerr)
+				s.log.ErrorContext(ctx, "revoke nats user of a sensor revoked during renewal", logkey.Sensor, sensorID, "user", user.UserPubKey, logkey.Error, rerr)
 			}
 		}
 		return Renewal{}, fmt.Errorf("renew sensor %s: %w", sensorID, err)
 	}
-	s.log.InfoContext(ctx, "sensor certificate renewed", "tenant_id", sensor.TenantID, "sensor_id", sensor.ID, "serial", cert.Serial, "new_nats_user", user.UserPubKey != "", "lost_answer_resent", lost != nil)
+	s.log.InfoContext(ctx, "sensor certificate renewed", logkey.Tenant, sensor.TenantID, logkey.Sensor, sensor.ID, "serial", cert.Serial, "new_nats_user", user.UserPubKey != "", "lost_answer_resent", lost != nil)
 	return Renewal{Certificate: cert, SensorToken: token, NATS: creds}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // SensorStore reads sensors.
@@ -353,7 +354,7 @@ func (s *Service) RevokeSensor(ctx context.Context, sensorID, by string) error {
 		return fmt.Errorf("revoke sensor %s: %w", sensorID, err)
 	}
 	s.terminator.Terminate(sensor.TenantID, sensor.ID)
-	s.log.InfoContext(ctx, "sensor revoked", "tenant_id", sensor.TenantID, "sensor_id", sensor.ID, "by", by)
+	s.log.InfoContext(ctx, "sensor revoked", logkey.Tenant, sensor.TenantID, logkey.Sensor, sensor.ID, "by", by)
 	if sensor.NATSUserPubKey == "" {
 		return nil
 	}
@@ -361,7 +362,7 @@ func (s *Service) RevokeSensor(ctx context.Context, sensorID, by string) error {
 		return fmt.Errorf("sensor %s revoked; its NATS user must be revoked once provisioning is enabled: %w: %w", sensorID, ErrNATSRevokePending, ErrProvisionerDisabled)
 	}
 	if err := s.provisioner.RevokeUser(ctx, sensor.NATSAccountPubKey, sensor.NATSUserPubKey); err != nil {
-		s.log.WarnContext(ctx, "nats user revocation failed; retry the revocation", "sensor_id", sensor.ID, "error", err)
+		s.log.WarnContext(ctx, "nats user revocation failed; retry the revocation", logkey.Sensor, sensor.ID, logkey.Error, err)
 		return fmt.Errorf("sensor %s revoked; revoking its NATS user failed and must be retried: %w: %w", sensorID, ErrNATSRevokePending, err)
 	}
 	return nil

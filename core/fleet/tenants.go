@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // TenantStore persists tenants.
@@ -61,7 +63,7 @@ func (s *Service) CreateTenant(ctx context.Context, id, name string) (Tenant, bo
 		return Tenant{}, false, fmt.Errorf("%w: tenant %s exists with another name", ErrConflict, id)
 	}
 	if created {
-		s.log.InfoContext(ctx, "tenant created", "tenant_id", id)
+		s.log.InfoContext(ctx, "tenant created", logkey.Tenant, id)
 	}
 	return t, created, nil
 }
@@ -113,7 +115,7 @@ func (s *Service) ReconcileTenants(ctx context.Context) (int, error) {
 			return done, fmt.Errorf("reconcile tenant %s: %w", t.ID, err)
 		}
 		done++
-		s.log.InfoContext(ctx, "tenant provisioned", "tenant_id", t.ID, "account", pub)
+		s.log.InfoContext(ctx, "tenant provisioned", logkey.Tenant, t.ID, "account", pub)
 	}
 	return done, nil
 }

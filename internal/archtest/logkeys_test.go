@@ -47,9 +47,6 @@ func literalLogKeys(fset *token.FileSet, f *ast.File) []string {
 			}
 		}
 	}
-	if slogName == "" {
-		return nil
-	}
 	var bad []string
 	check := func(e ast.Expr) {
 		lit, ok := e.(*ast.BasicLit)
@@ -70,12 +67,18 @@ func literalLogKeys(fset *token.FileSet, f *ast.File) []string {
 		if !ok {
 			return true
 		}
-		if x, ok := sel.X.(*ast.Ident); ok && x.Name == slogName && attrFuncs[sel.Sel.Name] && len(call.Args) > 0 {
+		if x, ok := sel.X.(*ast.Ident); ok && slogName != "" && x.Name == slogName && attrFuncs[sel.Sel.Name] && len(call.Args) > 0 {
 			check(call.Args[0])
 			return true
 		}
 		first, ok := logMethods[sel.Sel.Name]
 		if !ok || (sel.Sel.Name == "Error" && len(call.Args) == 0) {
+			return true
+		}
+		// A file that does not import log/slog still logs through a
+		// logger it was handed (s.log.Warn): such calls are checked when
+		// the receiver is named like one.
+		if slogName == "" && !loggerLike(sel.X) {
 			return true
 		}
 		for i := first; i < len(call.Args); i += 2 {
@@ -84,6 +87,26 @@ func literalLogKeys(fset *token.FileSet, f *ast.File) []string {
 		return true
 	})
 	return bad
+}
+
+// loggerLike reports whether e names a logger: log, logger, s.log, a.cfg.Logger.
+func loggerLike(e ast.Expr) bool {
+	var name string
+	switch x := e.(type) {
+	case *ast.Ident:
+		name = x.Name
+	case *ast.SelectorExpr:
+		name = x.Sel.Name
+	case *ast.CallExpr: // s.log.With(...).Warn
+		if sel, ok := x.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "With" {
+			return loggerLike(sel.X)
+		}
+		return false
+	default:
+		return false
+	}
+	n := strings.ToLower(name)
+	return n == "log" || n == "logger" || strings.HasSuffix(n, "log") || strings.HasSuffix(n, "logger")
 }
 
 // TestLogKeysAreShared holds every slog call in the servers' code to the
@@ -135,5 +158,23 @@ func f(log *slog.Logger, err error) {
 	}
 	if got := literalLogKeys(fset, f); len(got) != 4 {
 		t.Errorf("found %d literal keys, want 4: %q", len(got), got)
+	}
+
+	// A file that only holds a logger it was given (no log/slog import)
+	// is checked through the receiver's name; other methods called Warn or
+	// Error are not loggers.
+	src = `package p
+func (s *server) g(err error) {
+	s.log.Warn("a", "err", err)
+	s.cfg.Logger.With("tenant_id", "t").Info("b")
+	s.alarm.Warn("c", "error", err)
+}
+`
+	f, err = parser.ParseFile(fset, "q.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := literalLogKeys(fset, f); len(got) != 2 {
+		t.Errorf("without the slog import: found %d literal keys, want 2: %q", len(got), got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/core/audit"
+	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/operators"
 )
 
@@ -168,7 +169,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if errors.Is(err, operators.ErrInvalidCredentials) || errors.As(err, new(*operators.ThrottledError)) {
 			a.loginFailures.Add(1)
-			a.log.Warn("login failed", "email", auditEmail(req.Email), "source", clientKey(r, a.trustProxy), "error", err.Error())
+			a.log.Warn("login failed", "email", auditEmail(req.Email), "source", clientKey(r, a.trustProxy), logkey.Error, err.Error())
 		}
 		a.fail(w, r, err)
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/operators"
 )
 
@@ -55,12 +56,12 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 	switch {
 	case errors.As(err, &p):
 	case a.dbDown(err):
-		a.log.Warn("database unavailable", "path", r.URL.Path, "error", err)
+		a.log.Warn("database unavailable", "path", r.URL.Path, logkey.Error, err)
 		w.Header().Set("Retry-After", retryDependency)
 		p = problem.New(http.StatusServiceUnavailable, problem.CodeDatabaseUnavailable, "Database unavailable",
 			"the control plane's database did not answer; nothing was changed unless the answer to a retry says so, retry later")
 	case errors.Is(err, fleet.ErrNATSRevokePending):
-		a.log.Warn("sensor revoked locally; nats revocation pending", "path", r.URL.Path, "error", err)
+		a.log.Warn("sensor revoked locally; nats revocation pending", "path", r.URL.Path, logkey.Error, err)
 		w.Header().Set("Retry-After", retryDependency)
 		msg := "the sensor is revoked here (certificate deactivated, tokens revoked, live streams closed), but revoking its NATS user failed; repeat this call to retry the NATS part"
 		if errors.Is(err, fleet.ErrProvisionerDisabled) {
@@ -105,7 +106,7 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 		p = problem.New(http.StatusServiceUnavailable, problem.CodeProvisioningDisabled, "NATS provisioning disabled",
 			"NATS provisioning is disabled on this control plane")
 	case errors.Is(err, fleet.ErrProvisionerUnavailable):
-		a.log.Warn("provisioner unavailable", "path", r.URL.Path, "error", err)
+		a.log.Warn("provisioner unavailable", "path", r.URL.Path, logkey.Error, err)
 		w.Header().Set("Retry-After", retryDependency)
 		p = problem.New(http.StatusServiceUnavailable, problem.CodeProvisionerUnavailable, "NATS provisioner unavailable",
 			"the NATS provisioner did not complete the request; nothing was consumed, retry later")
@@ -113,7 +114,7 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 		p = problem.New(http.StatusServiceUnavailable, problem.CodeMessagingDisabled, "NATS messaging disabled",
 			"NATS messaging is disabled on this control plane, so commands cannot be delivered")
 	case errors.Is(err, fleet.ErrMessagingUnavailable):
-		a.log.Warn("messaging unavailable", "path", r.URL.Path, "error", err)
+		a.log.Warn("messaging unavailable", "path", r.URL.Path, logkey.Error, err)
 		w.Header().Set("Retry-After", retryDependency)
 		p = problem.New(http.StatusServiceUnavailable, problem.CodeNATSUnavailable, "NATS unavailable",
 			"NATS is not reachable: the command was recorded as failed and not delivered; retry later")
@@ -146,7 +147,7 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 		p = problem.New(http.StatusServiceUnavailable, problem.CodeChatUnavailable, "Analytics chat unavailable",
 			"the analytics chat is disabled, not configured, or its model provider is unreachable")
 	case errors.Is(err, analytics.ErrModelUnavailable):
-		a.log.Warn("model provider failed", "path", r.URL.Path, "error", err)
+		a.log.Warn("model provider failed", "path", r.URL.Path, logkey.Error, err)
 		p = problem.New(http.StatusBadGateway, problem.CodeModelUnavailable, "Model provider unavailable",
 			"the model provider did not answer in time or refused the request; retry later")
 	case errors.Is(err, analytics.ErrEventsUnavailable):
@@ -163,10 +164,10 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 	case errors.Is(err, fleet.ErrInvalidInput), errors.Is(err, operators.ErrInvalidInput), errors.Is(err, analytics.ErrInvalidInput), errors.Is(err, audit.ErrInvalidInput):
 		p = problem.New(http.StatusBadRequest, problem.CodeInvalidInput, "Invalid input", detail(err))
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		a.log.Warn("request cancelled or timed out", "path", r.URL.Path, "error", err)
+		a.log.Warn("request cancelled or timed out", "path", r.URL.Path, logkey.Error, err)
 		p = problem.New(http.StatusServiceUnavailable, problem.CodeTimeout, "Timed out", "the request did not complete in time; retry")
 	default:
-		a.log.Error("request failed", "path", r.URL.Path, "error", err)
+		a.log.Error("request failed", "path", r.URL.Path, logkey.Error, err)
 		p = internalProblem()
 	}
 	return p

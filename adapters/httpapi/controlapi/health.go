@@ -11,6 +11,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/adapters/promtext"
+	"github.com/rxc-project/rxc/core/logkey"
 )
 
 // healthz is liveness: the process answers. It checks no dependency, so a
@@ -28,7 +29,7 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 			ctx, cancel := context.WithTimeout(r.Context(), a.readyTimeout)
 			defer cancel()
 			if err := c.Fn(ctx); err != nil {
-				a.log.Warn("readiness check failed", "check", c.Name, "error", err)
+				a.log.Warn("readiness check failed", "check", c.Name, logkey.Error, err)
 				failed[i] = true
 			}
 		})

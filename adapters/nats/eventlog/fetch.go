@@ -10,6 +10,7 @@ import (
 
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/topology"
 )
 
@@ -32,7 +33,7 @@ func (c *Client) Fetch(ctx context.Context, max int) (events.Batch, error) {
 		ev, err := c.read(m)
 		if err != nil {
 			// Never log the payload: only where it came from.
-			c.log.Warn("unreadable event message terminated", "subject", m.Subject(), "error", err)
+			c.log.Warn("unreadable event message terminated", "subject", m.Subject(), logkey.Error, err)
 			_ = m.TermWithReason("unreadable event")
 			continue
 		}
@@ -43,7 +44,7 @@ func (c *Client) Fetch(ctx context.Context, max int) (events.Batch, error) {
 		if len(b.msgs) == 0 {
 			return nil, fmt.Errorf("eventlog: fetch: %w: %w", events.ErrUnavailable, err)
 		}
-		c.log.Debug("fetch ended early", "error", err, "messages", len(b.msgs))
+		c.log.Debug("fetch ended early", logkey.Error, err, "messages", len(b.msgs))
 	}
 	return b, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/provisioning"
 )
 
@@ -188,7 +189,7 @@ func (c *Client) checkConsumerLimit(ctx context.Context) {
 	c.mu.Unlock()
 	l, err := c.CheckConsumerLimit(ctx)
 	if err != nil {
-		c.log.Warn("cannot check the command stream's consumer limit", "stream", c.cfg.Stream.Name, "error", err)
+		c.log.Warn("cannot check the command stream's consumer limit", "stream", c.cfg.Stream.Name, logkey.Error, err)
 		return
 	}
 	attrs := []any{"stream", c.cfg.Stream.Name, "configured", l.Configured, "stream_limit", l.Stream,
