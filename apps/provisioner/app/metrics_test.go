@@ -36,6 +36,15 @@ func metricValue(text, series string) string {
 
 func TestMetrics(t *testing.T) {
 	s := provisionertest.Start(t, provisionertest.Options{})
+	// Every (re)connection to NATS pushes the accounts not pushed yet: wait
+	// for the first one before making acme, or acme may be pushed by it
+	// (a late connection on a loaded machine) and not count as unpushed.
+	for deadline := time.Now().Add(20 * time.Second); metricValue(scrape(t, s), "rxc_provisioner_nats_connected") != "1"; {
+		if time.Now().After(deadline) {
+			t.Fatal("provisioner not connected to NATS within 20s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	account(t, s, "acme")
 	u := sensorUser(t, s, "acme", "s1")
 	getJWT(t, s.URL, u.AccountID)
