@@ -301,32 +301,11 @@ func testRedeem(t *testing.T, s Store) {
 func testRedeemConcurrent(t *testing.T, s Store) {
 	tenant(t, s, "acme")
 	code(t, s, "acme", "c", "")
-	const n = 50
-	var wg sync.WaitGroup
-	results := make(chan error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			id := fmt.Sprintf("s%d", i)
-			_, err := s.Redeem(context.Background(), fleet.RedeemRecord{CodeHash: hash("code c"), SensorID: id, TokenHash: hash(id), TokenExpiresAt: t0.Add(time.Hour), At: t0})
-			results <- err
-		}()
-	}
-	wg.Wait()
-	close(results)
-	wins := 0
-	for err := range results {
-		switch {
-		case err == nil:
-			wins++
-		case !errors.Is(err, fleet.ErrInvalidClaimCode):
-			t.Errorf("Redeem: %v", err)
-		}
-	}
-	if wins != 1 {
-		t.Errorf("%d redemptions succeeded, want 1", wins)
-	}
+	oneWins(t, "Redeem", 50, fleet.ErrInvalidClaimCode, func(i int) error {
+		id := fmt.Sprintf("s%d", i)
+		_, err := s.Redeem(context.Background(), fleet.RedeemRecord{CodeHash: hash("code c"), SensorID: id, TokenHash: hash(id), TokenExpiresAt: t0.Add(time.Hour), At: t0})
+		return err
+	})
 	if all, _ := s.Sensors(context.Background(), fleet.SensorFilter{}); len(all) != 1 {
 		t.Errorf("%d sensors, want 1", len(all))
 	}
@@ -384,23 +363,15 @@ func testEnrollment(t *testing.T, s Store) {
 // testEnrollmentConcurrent: one enrolment token used by many requests at
 // once stores exactly one enrolment (one certificate, one sensor token);
 // the use case relies on it to consume the token only when it stores.
-func testEnrollmentConcurrent(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
-	pending(t, s, "acme", "s1")
-	const n = 20
+// oneWins runs call n times at once and requires exactly one to succeed and
+// every other to fail with loser: a store's answer to a race for one
+// record.
+func oneWins(t *testing.T, what string, n int, loser error, call func(i int) error) {
+	t.Helper()
 	var wg sync.WaitGroup
 	results := make(chan error, n)
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results <- s.CompleteEnrollment(ctx, fleet.EnrollmentRecord{
-				SensorID: "s1", EnrollmentTokenHash: hash("enrol s1"), Certificate: certificate(fmt.Sprintf("cc%02d", i)),
-				SensorTokenHash: hash(fmt.Sprintf("sensor s1 %02d", i)), NATSUserPubKey: "U1", NATSAccountPubKey: "A1",
-				State: fleet.StateOffline, At: t0.Add(time.Minute),
-			})
-		}()
+		wg.Go(func() { results <- call(i) })
 	}
 	wg.Wait()
 	close(results)
@@ -409,13 +380,26 @@ func testEnrollmentConcurrent(t *testing.T, s Store) {
 		switch {
 		case err == nil:
 			wins++
-		case !errors.Is(err, fleet.ErrInvalidToken):
-			t.Errorf("CompleteEnrollment: %v", err)
+		case !errors.Is(err, loser):
+			t.Errorf("%s: %v, want success or %v", what, err, loser)
 		}
 	}
 	if wins != 1 {
-		t.Errorf("%d enrolments stored, want 1", wins)
+		t.Errorf("%s succeeded %d times at once, want 1", what, wins)
 	}
+}
+
+func testEnrollmentConcurrent(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	pending(t, s, "acme", "s1")
+	oneWins(t, "CompleteEnrollment", 20, fleet.ErrInvalidToken, func(i int) error {
+		return s.CompleteEnrollment(ctx, fleet.EnrollmentRecord{
+			SensorID: "s1", EnrollmentTokenHash: hash("enrol s1"), Certificate: certificate(fmt.Sprintf("cc%02d", i)),
+			SensorTokenHash: hash(fmt.Sprintf("sensor s1 %02d", i)), NATSUserPubKey: "U1", NATSAccountPubKey: "A1",
+			State: fleet.StateOffline, At: t0.Add(time.Minute),
+		})
+	})
 	if got := s.CertificateCount(ctx, "s1"); got != 1 {
 		t.Errorf("%d certificates, want 1", got)
 	}
