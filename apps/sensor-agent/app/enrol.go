@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/sensorclient"
+	"github.com/rxc-project/rxc/core/backoff"
 	"github.com/rxc-project/rxc/core/logkey"
 )
 
@@ -95,20 +96,8 @@ func retry[T any](ctx context.Context, a *Agent, what string, until time.Time, f
 			a.log.Warn(what+" failed; retrying", logkey.Error, err, "attempt", attempt+1)
 		}
 		pause := max(a.cfg.Backoff.Delay(attempt), sensorclient.RetryAfter(err))
-		if !sleep(ctx, pause) {
+		if !backoff.Sleep(ctx, pause) {
 			return v, ctx.Err()
 		}
-	}
-}
-
-// sleep pauses for d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
