@@ -19,6 +19,7 @@ import (
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/logkey"
+	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
 // Identity is the sensor a call comes from, read from its verified client
@@ -47,31 +48,53 @@ var (
 // authenticate is the one check every call passes, unary or streaming: the
 // handshake verified the chain, so only identity and revocation remain.
 func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return nil, fmt.Errorf("%w: no peer", errUnauthenticated)
-	}
-	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok {
-		return nil, fmt.Errorf("%w: not a TLS connection", errUnauthenticated)
-	}
-	chains := info.State.VerifiedChains
-	if len(chains) == 0 || len(chains[0]) == 0 {
-		return nil, fmt.Errorf("%w: no verified client certificate", errUnauthenticated)
-	}
-	leaf := chains[0][0]
-	tenantID, sensorID, err := x509ca.SensorIdentity(leaf)
+	id, err := s.identify(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errUnauthenticated, err)
+		return nil, err
 	}
-	id := Identity{TenantID: tenantID, SensorID: sensorID, Serial: x509ca.SerialHex(leaf.SerialNumber)}
-	if err := s.auth.AuthorizeSensor(ctx, tenantID, sensorID, id.Serial); err != nil {
-		return nil, fmt.Errorf("authorize sensor %s/%s serial %s: %w", tenantID, sensorID, id.Serial, err)
+	if err := s.auth.AuthorizeSensor(ctx, id.TenantID, id.SensorID, id.Serial); err != nil {
+		return nil, fmt.Errorf("authorize sensor %s/%s serial %s: %w", id.TenantID, id.SensorID, id.Serial, err)
 	}
 	return context.WithValue(ctx, identityKey{}, id), nil
 }
 
+// identify reads the caller's identity from the certificate the handshake
+// verified (or the resumed session carried), without authorising it.
+func (s *Server) identify(ctx context.Context) (Identity, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return Identity{}, fmt.Errorf("%w: no peer", errUnauthenticated)
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return Identity{}, fmt.Errorf("%w: not a TLS connection", errUnauthenticated)
+	}
+	chains := info.State.VerifiedChains
+	if len(chains) == 0 || len(chains[0]) == 0 {
+		return Identity{}, fmt.Errorf("%w: no verified client certificate", errUnauthenticated)
+	}
+	leaf := chains[0][0]
+	tenantID, sensorID, err := x509ca.SensorIdentity(leaf)
+	if err != nil {
+		return Identity{}, fmt.Errorf("%w: %w", errUnauthenticated, err)
+	}
+	return Identity{TenantID: tenantID, SensorID: sensorID, Serial: x509ca.SerialHex(leaf.SerialNumber)}, nil
+}
+
+// checkInKey holds the health check's identity, not yet authorised: only
+// the health check's handler reads it, and it authorises it in the same
+// step that records the check (Heartbeats.CheckIn). IdentityFrom never
+// returns it.
+type checkInKey struct{}
+
 func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if info.FullMethod == sensorpb.SensorHealthcheckService_Check_FullMethodName {
+		id, err := s.identify(ctx)
+		if err != nil {
+			return nil, s.refuse(info.FullMethod, err)
+		}
+		return handler(context.WithValue(ctx, checkInKey{}, id), req)
+	}
 	ctx, err := s.authenticate(ctx)
 	if err != nil {
 		return nil, s.refuse(info.FullMethod, err)

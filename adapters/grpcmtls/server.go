@@ -37,10 +37,14 @@ type Authorizer interface {
 	AuthorizeSensor(ctx context.Context, tenantID, sensorID, serial string) error
 }
 
-// Heartbeats records that a sensor was heard from, and what it said about
-// itself (its address as this server sees it, its agent's version).
+// Heartbeats takes the health checks: CheckIn authorises the certificate
+// serial as Authorizer does (same refusals) and, when it is good, records
+// that the sensor was heard from and what it said about itself (its
+// address as this server sees it, its agent's version), both in one step
+// against the database. The health check is the one call not authorised
+// by Authorizer first.
 type Heartbeats interface {
-	SensorSeen(ctx context.Context, tenantID, sensorID string, c fleet.Contact) error
+	CheckIn(ctx context.Context, tenantID, sensorID, serial string, c fleet.Contact) error
 }
 
 // EventSink takes the events a sensor streams. ev.EventId is the sensor's

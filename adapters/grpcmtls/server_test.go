@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +30,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -99,19 +101,28 @@ func (a *fakeAuthorizer) AuthorizeSensor(_ context.Context, tenantID, sensorID, 
 	return nil
 }
 
+// fakeHeartbeats authorises each check-in against the fake authorizer, as
+// the control plane's one statement does, and records the good ones.
 type fakeHeartbeats struct {
+	auth     *fakeAuthorizer
 	mu       sync.Mutex
 	seen     []string
 	contacts []fleet.Contact
 	err      error
 }
 
-func (h *fakeHeartbeats) SensorSeen(_ context.Context, tenantID, sensorID string, c fleet.Contact) error {
+func (h *fakeHeartbeats) CheckIn(ctx context.Context, tenantID, sensorID, serial string, c fleet.Contact) error {
+	if err := h.auth.AuthorizeSensor(ctx, tenantID, sensorID, serial); err != nil {
+		return err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.err != nil {
+		return h.err
+	}
 	h.seen = append(h.seen, tenantID+"/"+sensorID)
 	h.contacts = append(h.contacts, c)
-	return h.err
+	return nil
 }
 
 func (h *fakeHeartbeats) list() []string {
@@ -162,10 +173,10 @@ func start(t testing.TB, opts ...option) *fixture {
 	}
 	f := &fixture{
 		ca: ca, caDir: dir,
-		auth:  &fakeAuthorizer{active: map[string]grpcmtls.Identity{}, revoked: map[string]bool{}},
-		beats: &fakeHeartbeats{},
-		logs:  &lockedBuffer{},
+		auth: &fakeAuthorizer{active: map[string]grpcmtls.Identity{}, revoked: map[string]bool{}},
+		logs: &lockedBuffer{},
 	}
+	f.beats = &fakeHeartbeats{auth: f.auth}
 	cfg := grpcmtls.Config{
 		TLS:        ca.ServerTLSConfig(),
 		Authorizer: f.auth,
@@ -507,6 +518,68 @@ func TestCallRefusals(t *testing.T) {
 			t.Errorf("heartbeats recorded for refused sensors: %v", seen)
 		}
 	})
+}
+
+// The health check is authorised by its check-in alone, once a call, on a
+// resumed TLS session as on a full handshake: a sensor revoked between two
+// checks (through any replica: only the store is asked) is refused on the
+// next one even though its session resumes, and nothing is recorded;
+// another sensor resuming beside it stays in.
+func TestResumedSessionAfterRevocationIsRefused(t *testing.T) {
+	t.Parallel()
+	f := start(t)
+	victimCert, victim := f.enrol(t, "acme", "s1", true)
+	bystanderCert, _ := f.enrol(t, "acme", "s2", true)
+	caches := map[string]tls.ClientSessionCache{"s1": tls.NewLRUClientSessionCache(1), "s2": tls.NewLRUClientSessionCache(1)}
+	// One new connection a check, as an agent whose connection went idle.
+	checkOnce := func(name string, cert tls.Certificate) (resumed bool, err error) {
+		cfg := f.ca.ClientTLSConfig(cert, "localhost")
+		cfg.ClientSessionCache = caches[name]
+		conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var p peer.Peer
+		_, err = sensorpb.NewSensorHealthcheckServiceClient(conn).Check(testCtx(t), &sensorpb.CheckRequest{AgentVersion: "1.2.3"}, grpc.Peer(&p))
+		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			resumed = info.State.DidResume
+		}
+		return resumed, err
+	}
+	for _, name := range []string{"s1", "s2"} {
+		cert := map[string]tls.Certificate{"s1": victimCert, "s2": bystanderCert}[name]
+		if _, err := checkOnce(name, cert); err != nil {
+			t.Fatalf("%s first check: %v", name, err)
+		}
+		// The session ticket arrives after the handshake: the second check
+		// resumes.
+		if resumed, err := checkOnce(name, cert); err != nil || !resumed {
+			t.Fatalf("%s second check: resumed %v, %v; want a resumed session", name, resumed, err)
+		}
+	}
+	calls := f.auth.callCount()
+	if calls != 4 {
+		t.Errorf("authorizer called %d times for 4 checks, want 4: each check authorised once, by its check-in", calls)
+	}
+	f.auth.revoke(victim.Serial)
+	before := len(f.beats.list())
+	resumed, err := checkOnce("s1", victimCert)
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("check after the revocation: %v, want PermissionDenied", err)
+	}
+	if !resumed {
+		t.Errorf("the check after the revocation did not resume its session: the test must show a resumed session refused")
+	}
+	if resumed, err := checkOnce("s2", bystanderCert); err != nil || !resumed {
+		t.Errorf("control: the bystander's resumed check: resumed %v, %v", resumed, err)
+	}
+	if got := f.beats.list()[before:]; !slices.Equal(got, []string{"acme/s2"}) {
+		t.Errorf("checks recorded after the revocation %v, want only acme/s2", got)
+	}
+	if logs := f.logs.String(); !strings.Contains(logs, `"msg":"sensor call refused"`) || !strings.Contains(logs, victim.Serial) {
+		t.Errorf("the refusal is not logged as a refused call with the serial:\n%s", logs)
+	}
 }
 
 func TestTerminateEndsLiveStreams(t *testing.T) {

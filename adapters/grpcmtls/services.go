@@ -3,6 +3,7 @@ package grpcmtls
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -25,13 +26,23 @@ type healthService struct {
 	s *Server
 }
 
+// Check authorises the caller's certificate and records the check in one
+// step (Heartbeats.CheckIn); a refusal is answered and logged as the
+// interceptor answers any other call's.
 func (h healthService) Check(ctx context.Context, req *sensorpb.CheckRequest) (*sensorpb.CheckResponse, error) {
-	id, ok := IdentityFrom(ctx)
+	id, ok := ctx.Value(checkInKey{}).(Identity)
 	if !ok {
 		return nil, h.s.statusFor(errUnauthenticated).Err()
 	}
-	if err := h.s.beats.SensorSeen(ctx, id.TenantID, id.SensorID, fleet.Contact{Address: peerHost(ctx), AgentVersion: req.GetAgentVersion()}); err != nil {
-		h.s.log.Error("recording sensor heartbeat", logkey.Tenant, id.TenantID, logkey.Sensor, id.SensorID, logkey.Error, err)
+	err := h.s.beats.CheckIn(ctx, id.TenantID, id.SensorID, id.Serial, fleet.Contact{Address: peerHost(ctx), AgentVersion: req.GetAgentVersion()})
+	switch {
+	case err == nil:
+	case errors.Is(err, fleet.ErrRevoked), errors.Is(err, fleet.ErrNotFound), errors.Is(err, fleet.ErrInvalidToken),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return nil, h.s.refuse(sensorpb.SensorHealthcheckService_Check_FullMethodName,
+			fmt.Errorf("authorize sensor %s/%s serial %s: %w", id.TenantID, id.SensorID, id.Serial, err))
+	default:
+		h.s.log.Error("recording sensor health check", logkey.Tenant, id.TenantID, logkey.Sensor, id.SensorID, logkey.Error, err)
 		return nil, h.s.statusFor(err).Err()
 	}
 	return &sensorpb.CheckResponse{

@@ -70,6 +70,7 @@ type options struct {
 	out        string
 	cpuProfile string
 	fanoutProf string
+	rssProf    string
 	broadcast  bool
 	phases     phases
 	phaseFlag  string
@@ -119,6 +120,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the first enrolment chunk to this file")
 	flag.StringVar(&o.fanoutProf, "fanout-cpuprofile", "", "write a CPU profile of the product fan-out to this file (the last retention's)")
+	flag.StringVar(&o.rssProf, "rss-cpuprofile", "", "write a CPU profile of the driver (the sensors' side) over the rss phase (a)'s sampling window to this file")
 	flag.BoolVar(&o.broadcast, "broadcast-experiment", false, "instead of the benchmarks: bare nats-server, one stored message delivered to every consumer (each also filtering a fleet-wide subject) against one message per consumer, for each retention")
 	flag.StringVar(&child, "serve-controlplane", "", "internal: run a control plane from this JSON configuration file")
 	flag.Parse()
@@ -272,6 +274,8 @@ type stack struct {
 	api   *controlplanetest.Client
 	bare  *natstest.Server
 	bjs   jetstream.JetStream
+	// pgPID is PostgreSQL's postmaster (its CPU is its process tree's).
+	pgPID int
 }
 
 const ackWait = 30 * time.Second // CONSUMER_ACK_WAIT's default
@@ -284,6 +288,7 @@ func measure(o options, retention string, roots []int, rss bool) (result, error)
 	if err != nil {
 		return res, err
 	}
+	s.pgPID = roots[1]
 	fmt.Printf("claim codes and redemptions for %d sensors…\n", o.sensors)
 	sensors, err := s.redeemAll(o.sensors, &res)
 	if err != nil {

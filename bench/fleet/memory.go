@@ -41,8 +41,12 @@ type memResult struct {
 	checks, checksWanted int
 	checkErrors          int64
 	window               time.Duration
-	// cpu is what the replica used in the window.
-	cpu time.Duration
+	// cpu is what the replica used in the window; driverCPU what the
+	// driver process itself used (the sensors' side, the primary control
+	// plane and the provisioner, or only the primary and the provisioner
+	// when the agents play in processes of their own, agentsCPU), pgCPU
+	// PostgreSQL's.
+	cpu, driverCPU, agentsCPU, pgCPU time.Duration
 	// why counts failed health checks by gRPC code.
 	why map[string]int
 	// streams: every sensor holding an open event stream at once.
@@ -315,15 +319,22 @@ func (s *stack) memoryAgents(o options, r *replica, sensors []*sensor, m *memRes
 	// replica settle, then the window covers two heartbeats.
 	sleepCtx(ctx, 2*o.heartbeat)
 	m.window = 2 * o.heartbeat
-	before, cpu0 := checks.Load(), benchenv.TreeCPU(r.cmd.Process.Pid)
+	before, cpu0, self0, pg0 := checks.Load(), benchenv.TreeCPU(r.cmd.Process.Pid), selfCPU(), benchenv.TreeCPU(s.pgPID)
+	stop := func() {}
+	if o.rssProf != "" {
+		stop = profile(o.rssProf)
+	}
 	m.agents = r.sample(m.window)
-	m.cpu = benchenv.TreeCPU(r.cmd.Process.Pid) - cpu0
+	stop()
+	m.cpu, m.driverCPU, m.pgCPU = benchenv.TreeCPU(r.cmd.Process.Pid)-cpu0, selfCPU()-self0, benchenv.TreeCPU(s.pgPID)-pg0
 	m.checks, m.checksWanted = int(checks.Load()-before), int(float64(len(sensors))*m.window.Seconds()/o.heartbeat.Seconds())
 	m.checkErrors = checkErrs.Load()
 	whyMu.Lock()
 	fmt.Printf("  failed health checks by code: %v\n", m.why)
 	whyMu.Unlock()
 	fmt.Printf("  RSS %.0f MiB (max), connections %.0f max, %d of %d checks\n", mib(m.agents.rssMax), m.agents.connsMax, m.checks, m.checksWanted)
+	per := func(d time.Duration) float64 { return ms(d) / float64(max(m.checks, 1)) }
+	fmt.Printf("  CPU a completed check: replica %.2f ms, driver %.2f ms, PostgreSQL %.2f ms (window %s)\n", per(m.cpu), per(m.driverCPU), per(m.pgCPU), m.window)
 	hold(ctx)
 	return nil
 }
@@ -380,6 +391,15 @@ func (s *stack) memoryStreams(r *replica, sensors []*sensor, m *memResult) error
 	fmt.Printf("  RSS %.0f MiB (max), streams %.0f\n", mib(m.streams.rssMax), m.streams.streamsMax)
 	hold(ctx)
 	return nil
+}
+
+// selfCPU is the CPU time this process used so far (not its children).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

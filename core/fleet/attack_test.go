@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,25 +77,32 @@ func TestAttackRenewWithAnotherTenantsMaterial(t *testing.T) {
 	}
 }
 
-// A sign of life names its tenant and sensor (from the client certificate
-// at the gRPC edge); another tenant's name for the sensor is nobody.
-func TestAttackSignOfLifeForAnotherTenantsSensor(t *testing.T) {
+// A health check names its tenant, sensor and serial (from the client
+// certificate at the gRPC edge); another tenant's name for the sensor is
+// nobody, another sensor's certificate is no good, and none of them
+// records anything.
+func TestAttackCheckInForAnotherTenantsSensor(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.provisionedTenant(t, "acme")
 	f.provisionedTenant(t, "beta")
-	victim, _ := f.enrolled(t, "acme")
-	wantErr(t, f.svc.SensorSeen(f.ctx, "beta", victim.SensorID, fleet.Contact{AgentVersion: "evil"}), fleet.ErrNotFound)
-	wantErr(t, f.svc.SensorSeen(f.ctx, "acme.*", victim.SensorID, fleet.Contact{}), fleet.ErrInvalidInput)
+	victim, ve := f.enrolled(t, "acme")
+	_, me := f.enrolled(t, "acme")
+	serial := ve.Certificate.Serial
+	wantErr(t, f.svc.CheckInSensor(f.ctx, "beta", victim.SensorID, serial, fleet.Contact{AgentVersion: "evil"}), fleet.ErrNotFound)
+	wantErr(t, f.svc.CheckInSensor(f.ctx, "acme.*", victim.SensorID, serial, fleet.Contact{}), fleet.ErrNotFound)
+	wantErr(t, f.svc.CheckInSensor(f.ctx, "acme", victim.SensorID, me.Certificate.Serial, fleet.Contact{AgentVersion: "evil"}), fleet.ErrInvalidToken)
+	wantErr(t, f.svc.CheckInSensor(f.ctx, "acme", victim.SensorID, "", fleet.Contact{AgentVersion: "evil"}), fleet.ErrInvalidToken)
 	if s := f.sensor(t, victim.SensorID); s.State != fleet.StateOffline || !s.LastSeenAt.IsZero() || s.AgentVersion != "" {
-		t.Errorf("victim after foreign signs of life: %+v", s)
+		t.Errorf("victim after foreign health checks: %+v", s)
 	}
 	f.clock.Advance(time.Second)
-	if err := f.svc.SensorSeen(f.ctx, "acme", victim.SensorID, fleet.Contact{AgentVersion: "1.2.3"}); err != nil {
+	// Control: its own certificate, the serial in any case.
+	if err := f.svc.CheckInSensor(f.ctx, "acme", victim.SensorID, strings.ToUpper(serial), fleet.Contact{AgentVersion: "1.2.3"}); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.sensor(t, victim.SensorID); s.State != fleet.StateOnline || s.AgentVersion != "1.2.3" {
-		t.Errorf("own sign of life: %+v; want online, version recorded", s)
+		t.Errorf("own health check: %+v; want online, version recorded", s)
 	}
 }
 

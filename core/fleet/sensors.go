@@ -51,6 +51,18 @@ type StatusStore interface {
 	// MarkSilent moves sensors in one of the states from, last seen before
 	// seenBefore, to state to, and returns how many moved.
 	MarkSilent(ctx context.Context, seenBefore time.Time, from []State, to State) (int, error)
+	// CheckIn authorises and records health checks in one step. A
+	// check-in is authorised when its sensor exists in its tenant, is not
+	// revoked, and has an active certificate with that serial expiring
+	// after now; recorded[i] says whether in[i] was, and one that was not
+	// changes nothing. An authorised check-in sets lastSeenAt to now (never
+	// back), the agent version and address that are not empty, and an
+	// offline sensor online; it is not written at all when the sensor was
+	// seen at or after fresh and nothing else would change (a status report
+	// just refreshed it). Sensors written are locked in id order, as
+	// UpdateSensorStatuses locks them. At most one check-in a sensor and
+	// serial.
+	CheckIn(ctx context.Context, in []SensorCheckIn, now, fresh time.Time) (recorded []bool, err error)
 }
 
 // RevokeStore performs a revocation atomically.
@@ -261,78 +273,109 @@ func cleanAgentVersion(v string) string {
 	return v
 }
 
-// SensorSeen records a sign of life other than a status report (a gRPC
-// call, a health check): it refreshes lastSeenAt, records what c tells,
-// and wakes an offline sensor to online.
-func (s *Service) SensorSeen(ctx context.Context, tenantID, sensorID string, c Contact) error {
-	return s.SensorsSeen(ctx, []Seen{{Ref: SensorRef{TenantID: tenantID, SensorID: sensorID}, Contact: c}})[0]
-}
-
-// Seen is one sign of life for SensorsSeen.
-type Seen struct {
+// CheckIn is one health check for CheckIns: the sensor its verified
+// certificate names, that certificate's serial, and what the call tells.
+type CheckIn struct {
 	Ref     SensorRef
+	Serial  string
 	Contact Contact
 }
 
-// SensorsSeen is SensorSeen for many signs of life in one store
-// transaction (a replica batches its sensors' health checks); the error of
-// seen[i] is errs[i]. Several of one sensor are applied in order.
-func (s *Service) SensorsSeen(ctx context.Context, seen []Seen) (errs []error) {
-	errs = make([]error, len(seen))
-	bySensor := map[SensorRef][]int{}
-	var refs []SensorRef
-	for i, x := range seen {
-		if err := validateID("tenant id", x.Ref.TenantID); err != nil {
-			errs[i] = err
-			continue
-		}
-		if err := validateID("sensor id", x.Ref.SensorID); err != nil {
-			errs[i] = err
-			continue
-		}
-		if _, ok := bySensor[x.Ref]; !ok {
-			refs = append(refs, x.Ref)
-		}
-		bySensor[x.Ref] = append(bySensor[x.Ref], i)
+// SensorCheckIn is one check-in for StatusStore.CheckIn: Serial in lower
+// case, AgentVersion and Address already cleaned ("" keeps the stored
+// value).
+type SensorCheckIn struct {
+	Ref                   SensorRef
+	Serial                string
+	AgentVersion, Address string
+}
+
+// CheckInRefresh: a health check within this long of the sensor's last
+// recorded sign of life (its status report, sent with the check, usually
+// is) that changes nothing else is authorised but not written again, so
+// lastSeenAt is exact to this much. It is far below SENSOR_OFFLINE_AFTER.
+const CheckInRefresh = 5 * time.Second
+
+// CheckInSensor is CheckIns for one health check.
+func (s *Service) CheckInSensor(ctx context.Context, tenantID, sensorID, serial string, c Contact) error {
+	return s.CheckIns(ctx, []CheckIn{{Ref: SensorRef{TenantID: tenantID, SensorID: sensorID}, Serial: serial, Contact: c}})[0]
+}
+
+// CheckIns authorises and records many health checks at once (a replica
+// batches its sensors' checks); the error of in[i] is errs[i]. A check-in
+// succeeds only where AuthorizeSensor would let its certificate in (the
+// sensor exists in that tenant, is not revoked, and Serial is its active,
+// unexpired certificate's serial), and its sign of life (lastSeenAt, what
+// the contact tells; an offline sensor wakes to online) is recorded by the
+// same store statement that checked it: the authorisation
+// is read from the database on every call, never from a cache, so a
+// revocation or renewal committed through any replica refuses the next
+// check on every replica. A refused check-in records nothing and gets
+// AuthorizeSensor's error. Several check-ins of one certificate are
+// recorded once, their contacts applied in order.
+func (s *Service) CheckIns(ctx context.Context, in []CheckIn) (errs []error) {
+	errs = make([]error, len(in))
+	type key struct {
+		ref    SensorRef
+		serial string
 	}
-	if len(refs) == 0 {
+	slot := map[key]int{}
+	var (
+		batch []SensorCheckIn
+		users [][]int
+	)
+	for i, c := range in {
+		if ids.Validate(c.Ref.TenantID) != nil || ids.Validate(c.Ref.SensorID) != nil {
+			errs[i] = fmt.Errorf("sensor %q in tenant %q: %w", c.Ref.SensorID, c.Ref.TenantID, ErrNotFound)
+			continue
+		}
+		if c.Serial == "" {
+			errs[i] = fmt.Errorf("sensor %s: no certificate serial: %w", c.Ref.SensorID, ErrInvalidToken)
+			continue
+		}
+		k := key{c.Ref, strings.ToLower(c.Serial)}
+		j, ok := slot[k]
+		if !ok {
+			j = len(batch)
+			slot[k] = j
+			batch = append(batch, SensorCheckIn{Ref: k.ref, Serial: k.serial})
+			users = append(users, nil)
+		}
+		users[j] = append(users[j], i)
+		if v := cleanAgentVersion(c.Contact.AgentVersion); v != "" {
+			batch[j].AgentVersion = v
+		}
+		if a := c.Contact.Address; a != "" && validateLabel("address", a, maxAddress) == nil {
+			batch[j].Address = a
+		}
+	}
+	if len(batch) == 0 {
 		return errs
 	}
 	now := s.now()
-	err := s.store.UpdateSensorStatuses(ctx, refs, func(ref SensorRef, cur SensorStatus, found bool) (SensorStatus, bool) {
-		idx := bySensor[ref]
-		var refused error
+	recorded, err := s.store.CheckIn(ctx, batch, now, now.Add(-CheckInRefresh))
+	if err == nil && len(recorded) != len(batch) {
+		err = fmt.Errorf("check in: the store answered %d of %d check-ins", len(recorded), len(batch))
+	}
+	for j, c := range batch {
+		var why error
 		switch {
-		case !found:
-			refused = ErrNotFound
-		case cur.State == StateRevoked:
-			refused = ErrRevoked
-		case cur.State == StateOffline:
-			cur.State = StateOnline
-		}
-		if refused != nil {
-			for _, i := range idx {
-				errs[i] = refused
-			}
-			return cur, false
-		}
-		cur.LastSeenAt = now
-		for _, i := range idx {
-			c := seen[i].Contact
-			if v := cleanAgentVersion(c.AgentVersion); v != "" {
-				cur.AgentVersion = v
-			}
-			if a := c.Address; a != "" && len(a) <= maxAddress && validateLabel("address", a, maxAddress) == nil {
-				cur.Address = a
+		case err != nil:
+			why = err
+		case recorded[j]:
+			continue
+		default:
+			// Refused: say why, as the authorisation of any other call
+			// would. Only refusals pay this read.
+			why = s.AuthorizeSensor(ctx, c.Ref.TenantID, c.Ref.SensorID, c.Serial)
+			if why == nil {
+				// Changed between the two statements (an enrolment
+				// completed): the check itself was refused.
+				why = fmt.Errorf("sensor %s: certificate not active when checked: %w", c.Ref.SensorID, ErrInvalidToken)
 			}
 		}
-		return cur, true
-	})
-	if err != nil {
-		for _, idx := range bySensor {
-			for _, i := range idx {
-				errs[i] = err
-			}
+		for _, i := range users[j] {
+			errs[i] = why
 		}
 	}
 	return errs

@@ -180,13 +180,13 @@ func TestStatusDoesNotAcknowledgeAnotherSensorsCommand(t *testing.T) {
 	}
 }
 
-func TestMarkSilentOfflineAndSensorSeen(t *testing.T) {
+func TestMarkSilentOfflineAndCheckIn(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.provisionedTenant(t, "acme")
-	quiet, _ := f.enrolled(t, "acme")
-	chatty, _ := f.enrolled(t, "acme")
-	revoked, _ := f.enrolled(t, "acme")
+	quiet, qe := f.enrolled(t, "acme")
+	chatty, ce := f.enrolled(t, "acme")
+	revoked, re := f.enrolled(t, "acme")
 	pending := f.redeemed(t, "acme")
 	for _, id := range []string{quiet.SensorID, chatty.SensorID, revoked.SensorID} {
 		if err := f.svc.HandleStatus(f.ctx, "acme", id, status(fleet.StateRunning, f.clock.Now(), "")); err != nil {
@@ -197,7 +197,7 @@ func TestMarkSilentOfflineAndSensorSeen(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clock.Advance(90 * time.Second)
-	if err := f.svc.SensorSeen(f.ctx, "acme", chatty.SensorID, fleet.Contact{}); err != nil {
+	if err := f.svc.CheckInSensor(f.ctx, "acme", chatty.SensorID, ce.Certificate.Serial, fleet.Contact{}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := f.svc.MarkSilentOffline(f.ctx, time.Minute)
@@ -223,14 +223,14 @@ func TestMarkSilentOfflineAndSensorSeen(t *testing.T) {
 	// A sign of life wakes an offline sensor; revoked ones stay revoked.
 	// It also records where the sensor called from and its agent version;
 	// an empty or unprintable value keeps what is known.
-	if err := f.svc.SensorSeen(f.ctx, "acme", quiet.SensorID, fleet.Contact{Address: "192.0.2.7", AgentVersion: "2.0.1"}); err != nil {
+	if err := f.svc.CheckInSensor(f.ctx, "acme", quiet.SensorID, qe.Certificate.Serial, fleet.Contact{Address: "192.0.2.7", AgentVersion: "2.0.1"}); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.sensor(t, quiet.SensorID); s.State != fleet.StateOnline || !s.LastSeenAt.Equal(f.clock.Now()) ||
 		s.Address != "192.0.2.7" || s.AgentVersion != "2.0.1" {
-		t.Errorf("after SensorSeen: %s seen %s from %q version %q", s.State, s.LastSeenAt, s.Address, s.AgentVersion)
+		t.Errorf("after a health check: %s seen %s from %q version %q", s.State, s.LastSeenAt, s.Address, s.AgentVersion)
 	}
-	if err := f.svc.SensorSeen(f.ctx, "acme", quiet.SensorID, fleet.Contact{AgentVersion: "bad\x01version"}); err != nil {
+	if err := f.svc.CheckInSensor(f.ctx, "acme", quiet.SensorID, qe.Certificate.Serial, fleet.Contact{AgentVersion: "bad\x01version"}); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.sensor(t, quiet.SensorID); s.Address != "192.0.2.7" || s.AgentVersion != "2.0.1" {
@@ -244,8 +244,8 @@ func TestMarkSilentOfflineAndSensorSeen(t *testing.T) {
 	if s := f.sensor(t, quiet.SensorID); s.AgentVersion != "2.1.0" || s.Address != "192.0.2.7" {
 		t.Errorf("after a status report: version %q from %q, want 2.1.0 from 192.0.2.7", s.AgentVersion, s.Address)
 	}
-	wantErr(t, f.svc.SensorSeen(f.ctx, "acme", revoked.SensorID, fleet.Contact{}), fleet.ErrRevoked)
-	wantErr(t, f.svc.SensorSeen(f.ctx, "other", quiet.SensorID, fleet.Contact{}), fleet.ErrNotFound)
+	wantErr(t, f.svc.CheckInSensor(f.ctx, "acme", revoked.SensorID, re.Certificate.Serial, fleet.Contact{}), fleet.ErrRevoked)
+	wantErr(t, f.svc.CheckInSensor(f.ctx, "other", quiet.SensorID, qe.Certificate.Serial, fleet.Contact{}), fleet.ErrNotFound)
 
 	offline, err := f.svc.Sensors(f.ctx, fleet.SensorFilter{State: fleet.StateRevoked})
 	if err != nil || len(offline) != 1 || offline[0].ID != revoked.SensorID {
@@ -361,16 +361,20 @@ func TestHandleStatusBatch(t *testing.T) {
 	wantErr(t, f.svc.HandleStatus(f.ctx, "acme", a.SensorID, status(fleet.StateRunning, t0.Add(time.Second), "")), fleet.ErrStale)
 }
 
-// SensorsSeen applies many signs of life at once: each gets its own
-// answer, several of one sensor apply in order, refusals touch nothing.
-func TestSensorsSeenBatch(t *testing.T) {
+// CheckIns authorises and records many health checks at once: each gets
+// its own answer (AuthorizeSensor's refusals), several of one certificate
+// apply in order, refusals touch nothing.
+func TestCheckInsBatch(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.provisionedTenant(t, "acme")
-	a, _ := f.enrolled(t, "acme")
-	b, _ := f.enrolled(t, "acme")
-	revoked, _ := f.enrolled(t, "acme")
-	for _, id := range []string{a.SensorID, b.SensorID} {
+	f.provisionedTenant(t, "other")
+	a, ae := f.enrolled(t, "acme")
+	b, be := f.enrolled(t, "acme")
+	revoked, re := f.enrolled(t, "acme")
+	renewed, rne := f.enrolled(t, "acme")
+	f.clock.Advance(fleet.DefaultMinRenewInterval + time.Second)
+	for _, id := range []string{a.SensorID, b.SensorID, renewed.SensorID} {
 		if err := f.svc.HandleStatus(f.ctx, "acme", id, status(fleet.StateRunning, f.clock.Now(), "")); err != nil {
 			t.Fatal(err)
 		}
@@ -378,32 +382,100 @@ func TestSensorsSeenBatch(t *testing.T) {
 	if err := f.svc.RevokeSensor(f.ctx, revoked.SensorID, "ops"); err != nil {
 		t.Fatal(err)
 	}
+	csr := []byte("csr")
+	rn, err := f.svc.Renew(f.ctx, renewed.SensorID, rne.SensorToken, csr, f.proof(rne.Certificate.CertificatePEM, renewed.SensorID, csr))
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.clock.Advance(90 * time.Second)
-	if n, err := f.svc.MarkSilentOffline(f.ctx, time.Minute); err != nil || n != 2 {
-		t.Fatalf("MarkSilentOffline = %d, %v; want 2", n, err)
+	if n, err := f.svc.MarkSilentOffline(f.ctx, time.Minute); err != nil || n != 3 {
+		t.Fatalf("MarkSilentOffline = %d, %v; want 3", n, err)
 	}
 	f.clock.Advance(time.Second)
 	ref := func(tenant, id string) fleet.SensorRef { return fleet.SensorRef{TenantID: tenant, SensorID: id} }
-	errs := f.svc.SensorsSeen(f.ctx, []fleet.Seen{
-		{Ref: ref("acme", a.SensorID), Contact: fleet.Contact{Address: "192.0.2.1", AgentVersion: "1.0.0"}},
-		{Ref: ref("acme", revoked.SensorID), Contact: fleet.Contact{Address: "192.0.2.9"}},
-		{Ref: ref("other", b.SensorID)},
-		{Ref: ref("acme", "bad id*")},
-		{Ref: ref("acme", a.SensorID), Contact: fleet.Contact{Address: "192.0.2.2"}},
+	errs := f.svc.CheckIns(f.ctx, []fleet.CheckIn{
+		{Ref: ref("acme", a.SensorID), Serial: ae.Certificate.Serial, Contact: fleet.Contact{Address: "192.0.2.1", AgentVersion: "1.0.0"}},
+		{Ref: ref("acme", revoked.SensorID), Serial: re.Certificate.Serial, Contact: fleet.Contact{Address: "192.0.2.9"}},
+		{Ref: ref("other", b.SensorID), Serial: be.Certificate.Serial, Contact: fleet.Contact{Address: "192.0.2.9"}},
+		{Ref: ref("acme", "bad id*"), Serial: ae.Certificate.Serial},
+		{Ref: ref("acme", a.SensorID), Serial: ae.Certificate.Serial, Contact: fleet.Contact{Address: "192.0.2.2"}},
+		// b presenting a's certificate: the URI SAN and the serial disagree.
+		{Ref: ref("acme", b.SensorID), Serial: ae.Certificate.Serial, Contact: fleet.Contact{Address: "192.0.2.9"}},
+		// The renewed sensor's old certificate is refused, its new one
+		// in the same batch recorded.
+		{Ref: ref("acme", renewed.SensorID), Serial: rne.Certificate.Serial, Contact: fleet.Contact{Address: "192.0.2.9"}},
+		{Ref: ref("acme", renewed.SensorID), Serial: rn.Certificate.Serial, Contact: fleet.Contact{Address: "192.0.2.3"}},
 	})
-	want := []error{nil, fleet.ErrRevoked, fleet.ErrNotFound, fleet.ErrInvalidInput, nil}
+	want := []error{nil, fleet.ErrRevoked, fleet.ErrNotFound, fleet.ErrNotFound, nil, fleet.ErrInvalidToken, fleet.ErrInvalidToken, nil}
 	for i, err := range errs {
 		if !errors.Is(err, want[i]) || (want[i] == nil) != (err == nil) {
-			t.Errorf("seen[%d]: %v, want %v", i, err, want[i])
+			t.Errorf("check-in %d: %v, want %v", i, err, want[i])
 		}
 	}
 	if s := f.sensor(t, a.SensorID); s.State != fleet.StateOnline || !s.LastSeenAt.Equal(f.clock.Now()) || s.Address != "192.0.2.2" || s.AgentVersion != "1.0.0" {
 		t.Errorf("sensor a: %s seen %s from %q version %q; want online, now, the later address, the version kept", s.State, s.LastSeenAt, s.Address, s.AgentVersion)
 	}
-	if s := f.sensor(t, b.SensorID); s.State != fleet.StateOffline {
-		t.Errorf("sensor b, seen under another tenant only: %s, want offline", s.State)
+	if s := f.sensor(t, b.SensorID); s.State != fleet.StateOffline || s.Address == "192.0.2.9" {
+		t.Errorf("sensor b, checked in under another tenant or certificate only: %s from %q, want offline, nothing recorded", s.State, s.Address)
 	}
 	if s := f.sensor(t, revoked.SensorID); s.State != fleet.StateRevoked || s.Address == "192.0.2.9" {
 		t.Errorf("revoked sensor: %s from %q, want revoked and nothing recorded", s.State, s.Address)
 	}
+	if s := f.sensor(t, renewed.SensorID); s.State != fleet.StateOnline || s.Address != "192.0.2.3" {
+		t.Errorf("renewed sensor: %s from %q, want online from its new certificate's address", s.State, s.Address)
+	}
+
+	// Revoked between two checks (through any replica: the store is the
+	// one place asked): the next check is refused.
+	f.clock.Advance(time.Second)
+	if err := f.svc.CheckInSensor(f.ctx, "acme", a.SensorID, ae.Certificate.Serial, fleet.Contact{}); err != nil {
+		t.Fatalf("control: a's next check: %v", err)
+	}
+	if err := f.svc.RevokeSensor(f.ctx, a.SensorID, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, f.svc.CheckInSensor(f.ctx, "acme", a.SensorID, ae.Certificate.Serial, fleet.Contact{}), fleet.ErrRevoked)
+	// Expired certificate: refused even though active.
+	f.clock.Advance(fleet.DefaultSensorCertTTL)
+	wantErr(t, f.svc.CheckInSensor(f.ctx, "acme", renewed.SensorID, rn.Certificate.Serial, fleet.Contact{}), fleet.ErrInvalidToken)
+}
+
+// A health check right after the sensor's status report (within
+// CheckInRefresh) that changes nothing is authorised without a write; one
+// that changes the address, or comes later, is written.
+func TestCheckInSkipsARedundantWrite(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	a, ae := f.enrolled(t, "acme")
+	serial := ae.Certificate.Serial
+	if err := f.svc.CheckInSensor(f.ctx, "acme", a.SensorID, serial, fleet.Contact{Address: "192.0.2.1", AgentVersion: "1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	first := f.sensor(t, a.SensorID).LastSeenAt
+	f.clock.Advance(fleet.CheckInRefresh - time.Second)
+	if err := f.svc.CheckInSensor(f.ctx, "acme", a.SensorID, serial, fleet.Contact{Address: "192.0.2.1", AgentVersion: "1.0.0"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.sensor(t, a.SensorID); !s.LastSeenAt.Equal(first) {
+		t.Errorf("a check %s after the last changing nothing moved lastSeenAt %s → %s", fleet.CheckInRefresh-time.Second, first, s.LastSeenAt)
+	}
+	if err := f.svc.CheckInSensor(f.ctx, "acme", a.SensorID, serial, fleet.Contact{Address: "192.0.2.2"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.sensor(t, a.SensorID); s.Address != "192.0.2.2" || !s.LastSeenAt.Equal(f.clock.Now()) {
+		t.Errorf("a check from a new address: from %q seen %s, want 192.0.2.2 now", s.Address, s.LastSeenAt)
+	}
+	f.clock.Advance(fleet.CheckInRefresh + time.Second)
+	if err := f.svc.CheckInSensor(f.ctx, "acme", a.SensorID, serial, fleet.Contact{}); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.sensor(t, a.SensorID); !s.LastSeenAt.Equal(f.clock.Now()) {
+		t.Errorf("a check %s after the last: seen %s, want now", fleet.CheckInRefresh+time.Second, s.LastSeenAt)
+	}
+	// Still authorised every time: a revocation refuses the very next.
+	if err := f.svc.RevokeSensor(f.ctx, a.SensorID, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, f.svc.CheckInSensor(f.ctx, "acme", a.SensorID, serial, fleet.Contact{}), fleet.ErrRevoked)
 }

@@ -75,7 +75,7 @@ type Config struct {
 //
 // Decisions the code makes (see also docs/architecture.md):
 //   - An enrolled sensor is "offline" until its first status report or
-//     health check (SensorSeen) shows it alive; "online" is never assumed.
+//     health check (CheckIns) shows it alive; "online" is never assumed.
 //   - The enrolment token is verified before the CA and the provisioner are
 //     called but consumed only in the transaction that stores the result, so
 //     a bad CSR or an unreachable provisioner leaves it usable for a retry.

@@ -489,6 +489,41 @@ func (s *Store) UpdateSensorStatuses(_ context.Context, refs []fleet.SensorRef, 
 	return nil
 }
 
+// CheckIn implements fleet.StatusStore.
+func (s *Store) CheckIn(_ context.Context, in []fleet.SensorCheckIn, now, fresh time.Time) ([]bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	recorded := make([]bool, len(in))
+	for i, c := range in {
+		sn, ok := s.sensors[c.Ref.SensorID]
+		if !ok || sn.TenantID != c.Ref.TenantID || sn.State == fleet.StateRevoked {
+			continue
+		}
+		cert, ok := s.certs[c.Serial]
+		if !ok || cert.sensorID != sn.ID || !cert.active || !now.Before(cert.notAfter) {
+			continue
+		}
+		recorded[i] = true
+		if sn.State != fleet.StateOffline && !sn.LastSeenAt.Before(fresh) &&
+			(c.AgentVersion == "" || c.AgentVersion == sn.AgentVersion) && (c.Address == "" || c.Address == sn.Address) {
+			continue
+		}
+		if sn.State == fleet.StateOffline {
+			sn.State = fleet.StateOnline
+		}
+		if now.After(sn.LastSeenAt) {
+			sn.LastSeenAt = now
+		}
+		if c.AgentVersion != "" {
+			sn.AgentVersion = c.AgentVersion
+		}
+		if c.Address != "" {
+			sn.Address = c.Address
+		}
+	}
+	return recorded, nil
+}
+
 // MarkSilent implements fleet.StatusStore.
 func (s *Store) MarkSilent(_ context.Context, seenBefore time.Time, from []fleet.State, to fleet.State) (int, error) {
 	s.mu.Lock()

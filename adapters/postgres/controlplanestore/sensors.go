@@ -194,6 +194,68 @@ func (s *Store) UpdateSensorStatuses(ctx context.Context, refs []fleet.SensorRef
 	})
 }
 
+// checkInQuery authorises a batch of health checks and records them in one
+// statement: ok is every check-in whose sensor is in its tenant, not
+// revoked, with that serial as its active unexpired certificate (read like
+// any call's authorisation, from the statement's snapshot); those that
+// would change the row are locked in id order (lk, which sees a revocation
+// committed since and drops the check-in) and written (up); the others
+// are authorised without a write.
+const checkInQuery = `
+	WITH u AS (
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+			WITH ORDINALITY AS u(id, tenant, serial, version, address, n)
+	), ok AS MATERIALIZED (
+		SELECT u.n, u.id, u.version, u.address,
+			(s.state = 'offline' OR s.last_seen_at IS NULL OR s.last_seen_at < $7
+			 OR (u.version <> '' AND u.version <> s.agent_version)
+			 OR (u.address <> '' AND u.address <> s.address)) AS stale
+		FROM u
+		JOIN sensors s ON s.id = u.id AND s.tenant_id = u.tenant AND s.state <> 'revoked'
+		JOIN sensor_certificates c ON c.serial = u.serial AND c.sensor_id = u.id AND c.active AND c.not_after > $6
+	), lk AS MATERIALIZED (
+		SELECT s.id FROM sensors s
+		WHERE s.id IN (SELECT id FROM ok WHERE stale) AND s.state <> 'revoked'
+		ORDER BY s.id FOR UPDATE
+	), up AS (
+		UPDATE sensors AS s SET
+			last_seen_at = GREATEST(s.last_seen_at, $6),
+			state = CASE WHEN s.state = 'offline' THEN 'online' ELSE s.state END,
+			agent_version = CASE WHEN ok.version <> '' THEN ok.version ELSE s.agent_version END,
+			address = CASE WHEN ok.address <> '' THEN ok.address ELSE s.address END
+		FROM lk JOIN ok ON ok.id = lk.id AND ok.stale
+		WHERE s.id = lk.id
+		RETURNING ok.n
+	)
+	SELECT n FROM ok WHERE NOT stale
+	UNION ALL
+	SELECT n FROM up`
+
+// CheckIn implements fleet.StatusStore.
+func (s *Store) CheckIn(ctx context.Context, in []fleet.SensorCheckIn, now, fresh time.Time) ([]bool, error) {
+	n := len(in)
+	sensorIDs, tenants, serials, versions, addrs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, c := range in {
+		sensorIDs[i], tenants[i], serials[i], versions[i], addrs[i] = c.Ref.SensorID, c.Ref.TenantID, c.Serial, c.AgentVersion, c.Address
+	}
+	rows, err := s.pool.Query(ctx, checkInQuery, sensorIDs, tenants, serials, versions, addrs, now, fresh)
+	if err != nil {
+		return nil, err
+	}
+	recorded := make([]bool, n)
+	var i int64
+	_, err = pgx.ForEachRow(rows, []any{&i}, func() error {
+		if i >= 1 && i <= int64(n) {
+			recorded[i-1] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return recorded, nil
+}
+
 // MarkSilent implements fleet.StatusStore.
 func (s *Store) MarkSilent(ctx context.Context, seenBefore time.Time, from []fleet.State, to fleet.State) (int, error) {
 	states := make([]string, len(from))

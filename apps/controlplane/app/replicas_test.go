@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -160,4 +161,90 @@ func renewal(t *testing.T, s *testSensor, csr string) map[string]any {
 	}
 	return map[string]any{"csr": csr, "proof": map[string]any{
 		"certificate": s.enr.Certificate, "signedAt": at, "signature": base64.StdEncoding.EncodeToString(sig)}}
+}
+
+// A health check is authorised by the statement that records it, on every
+// replica alike: a sensor revoked through A is refused on B at its very
+// next check, though its TLS session with B resumes; a certificate
+// replaced by a renewal through A is refused on B, the new one let in;
+// another tenant's bystander is untouched.
+func TestHealthChecksFollowRevocationAndRenewalOnEveryReplica(t *testing.T) {
+	prov := provisionertest.Start(t, provisionertest.Options{})
+	a, b := replicas(t, prov)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	a.provisionedTenant("acme", "Acme")
+	a.provisionedTenant("beta", "Beta")
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(b.caPEM)
+	// check makes one health check on a new connection to B, resuming the
+	// TLS session cached for that certificate, as an agent whose idle
+	// connection closed; it reports whether the session resumed.
+	caches := map[*tls.Certificate]tls.ClientSessionCache{}
+	check := func(cert *tls.Certificate) (bool, error) {
+		if caches[cert] == nil {
+			caches[cert] = tls.NewLRUClientSessionCache(1)
+		}
+		creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*cert}, RootCAs: pool, ServerName: "127.0.0.1",
+			MinVersion: tls.VersionTLS13, ClientSessionCache: caches[cert]})
+		cc, err := grpc.NewClient(b.grpc, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		var p peer.Peer
+		_, err = sensorpb.NewSensorHealthcheckServiceClient(cc).Check(ctx, &sensorpb.CheckRequest{AgentVersion: "9.9.9"}, grpc.Peer(&p))
+		info, _ := p.AuthInfo.(credentials.TLSInfo)
+		return info.State.DidResume, err
+	}
+	twice := func(name string, cert *tls.Certificate) {
+		t.Helper()
+		if _, err := check(cert); err != nil {
+			t.Fatalf("%s: first check on B: %v", name, err)
+		}
+		if resumed, err := check(cert); err != nil || !resumed {
+			t.Fatalf("%s: second check on B: resumed %v, %v; want a resumed session", name, resumed, err)
+		}
+	}
+	victim, bystander, renewed := a.enrol("acme"), a.enrol("beta"), a.enrol("acme")
+	twice("victim", &victim.cert)
+	twice("bystander", &bystander.cert)
+	twice("renewed", &renewed.cert)
+	var seen struct {
+		State, Address, AgentVersion string
+		LastSeenAt                   *time.Time
+	}
+	a.must("GET", "/api/sensors/"+victim.enr.SensorID, nil, "", 200, &seen)
+	if seen.State != "online" || seen.Address != "127.0.0.1" || seen.AgentVersion != "9.9.9" || seen.LastSeenAt == nil {
+		t.Errorf("victim after its checks on B, read through A: %+v; want online, from 127.0.0.1, 9.9.9, seen", seen)
+	}
+
+	if code, body := a.do("POST", "/api/sensors/"+victim.enr.SensorID+"/revoke", nil, ""); code != 200 && code != 204 {
+		t.Fatalf("revoke through A: %d %s", code, body)
+	}
+	resumed, err := check(&victim.cert)
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("B's next check of the sensor revoked through A: %v, want PermissionDenied", err)
+	}
+	if !resumed {
+		t.Error("the refused check did not resume its TLS session: the test must show a resumed session refused")
+	}
+	if resumed, err := check(&bystander.cert); err != nil || !resumed {
+		t.Errorf("control: the other tenant's sensor on B: resumed %v, %v", resumed, err)
+	}
+
+	key := mustKey(t)
+	var cert struct{ Certificate string }
+	a.must("POST", "/api/sensors/"+renewed.enr.SensorID+"/agent/renew", renewal(t, renewed, newCSR(t, key)), renewed.enr.SensorToken, 200, &cert)
+	if _, err := check(&renewed.cert); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("B's check on the certificate replaced through A: %v, want PermissionDenied", err)
+	}
+	block, _ := pem.Decode([]byte(cert.Certificate))
+	if block == nil {
+		t.Fatal("renewal returned no certificate")
+	}
+	fresh := tls.Certificate{Certificate: [][]byte{block.Bytes}, PrivateKey: key}
+	if _, err := check(&fresh); err != nil {
+		t.Errorf("B's check on the renewed certificate: %v", err)
+	}
 }

@@ -215,7 +215,7 @@ func (s *Server) buildFleet(ca *x509ca.CA, publisher fleet.CommandPublisher, ter
 func (s *Server) buildGRPC(ca *x509ca.CA, terminator *lateTerminator) error {
 	var err error
 	s.grpc, err = grpcmtls.New(grpcmtls.Config{
-		TLS: ca.ServerTLSConfig(), Authorizer: s.fleet, Heartbeats: fleet.NewSeenBatcher(fleet.SeenBatcherConfig{Apply: s.fleet.SensorsSeen}), Ingest: s.events.grpcIngest(), Logger: s.log.With("component", "grpc"),
+		TLS: ca.ServerTLSConfig(), Authorizer: s.fleet, Heartbeats: fleet.NewCheckInBatcher(fleet.CheckInBatcherConfig{Apply: s.fleet.CheckIns}), Ingest: s.events.grpcIngest(), Logger: s.log.With("component", "grpc"),
 		DatabaseUnavailable: pgoutage.Is, RecheckInterval: s.cfg.StreamRecheckInterval,
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"SensorCredential", testSensorCredential},
 		{"ReplaceCertificate", testReplaceCertificate},
 		{"UpdateSensorStatus", testUpdateSensorStatus},
+		{"CheckIn", testCheckIn},
+		{"CheckInConcurrent", testCheckInConcurrent},
 		{"MarkSilent", testMarkSilent},
 		{"RevokeSensor", testRevokeSensor},
 		{"Commands", testCommands},
@@ -641,6 +644,186 @@ func testUpdateSensorStatus(t *testing.T, s Store) {
 	for _, id := range []string{"s2", "s3"} {
 		if got, _ := s.Sensor(ctx, id); got.State != fleet.StateStopped {
 			t.Errorf("%s state %s after the batch, want stopped", id, got.State)
+		}
+	}
+}
+
+// checkIn is one check-in of CheckIn.
+func checkIn(tenantID, sensorID, serial, version, addr string) fleet.SensorCheckIn {
+	return fleet.SensorCheckIn{Ref: fleet.SensorRef{TenantID: tenantID, SensorID: sensorID}, Serial: serial, AgentVersion: version, Address: addr}
+}
+
+func testCheckIn(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	tenant(t, s, "other")
+	enrolled(t, s, "acme", "s1", "aa01")
+	enrolled(t, s, "acme", "s2", "bb01")
+	enrolled(t, s, "acme", "gone", "cc01")
+	enrolled(t, s, "acme", "renewed", "dd01")
+	enrolled(t, s, "other", "theirs", "ee01")
+	pending(t, s, "acme", "pend")
+	if _, err := s.RevokeSensor(ctx, "gone", "ops", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	renewal := fleet.RenewalRecord{SensorID: "renewed", ReplacesSerial: "dd01", Certificate: certificate("dd02"), SensorTokenHash: hash("renewed 2"), At: t0.Add(time.Minute)}
+	if err := s.RenewCertificate(ctx, renewal); err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(time.Hour)
+	in := []fleet.SensorCheckIn{
+		checkIn("acme", "s1", "aa01", "1.0.0", "192.0.2.1"),     // good
+		checkIn("acme", "gone", "cc01", "evil", "192.0.2.9"),    // revoked
+		checkIn("other", "s2", "bb01", "evil", "192.0.2.9"),     // another tenant's name
+		checkIn("acme", "s2", "aa01", "evil", "192.0.2.9"),      // another sensor's serial
+		checkIn("acme", "renewed", "dd01", "evil", "192.0.2.9"), // superseded
+		checkIn("acme", "renewed", "dd02", "", "192.0.2.4"),     // its new certificate
+		checkIn("acme", "ghost", "aa01", "evil", ""),            // unknown
+		checkIn("acme", "pend", "ff01", "evil", ""),             // never enrolled
+		checkIn("acme", "theirs", "ee01", "evil", ""),           // the tenant of the certificate is other
+	}
+	got, err := s.CheckIn(ctx, in, now, now.Add(-5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]bool{true, false, false, false, false, true, false, false, false}, got); diff != "" {
+		t.Errorf("recorded (-want +got):\n%s", diff)
+	}
+	want := map[string]fleet.SensorStatus{
+		"s1":      {State: fleet.StateOnline, LastSeenAt: now, AgentVersion: "1.0.0", Address: "192.0.2.1"},
+		"s2":      {State: fleet.StateOffline},
+		"gone":    {State: fleet.StateRevoked},
+		"renewed": {State: fleet.StateOnline, LastSeenAt: now, Address: "192.0.2.4"},
+		"pend":    {State: fleet.StatePending},
+		"theirs":  {State: fleet.StateOffline},
+	}
+	for id, w := range want {
+		sn, err := s.Sensor(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := fleet.SensorStatus{State: sn.State, LastSeenAt: sn.LastSeenAt, AgentVersion: sn.AgentVersion, Address: sn.Address}
+		if diff := cmp.Diff(w, g); diff != "" {
+			t.Errorf("%s after the check-ins (-want +got):\n%s", id, diff)
+		}
+	}
+
+	// The superseded certificate alone (not beside the new one).
+	if got, err := s.CheckIn(ctx, []fleet.SensorCheckIn{checkIn("acme", "renewed", "dd01", "evil", "")}, now.Add(time.Minute), now); err != nil || got[0] {
+		t.Errorf("check-in on a superseded certificate: recorded %v, %v; want refused", got, err)
+	}
+	if sn, _ := s.Sensor(ctx, "renewed"); sn.AgentVersion == "evil" || !sn.LastSeenAt.Equal(now) {
+		t.Errorf("a superseded certificate's check-in was written: %+v", sn)
+	}
+	// Expired: refused though active.
+	late := certificate("aa01").NotAfter
+	if got, err := s.CheckIn(ctx, []fleet.SensorCheckIn{checkIn("acme", "s1", "aa01", "", "")}, late, late.Add(-5*time.Second)); err != nil || got[0] {
+		t.Errorf("check-in at the certificate's expiry: recorded %v, %v; want refused", got, err)
+	}
+
+	// Seen at or after fresh and nothing to change: authorised, not
+	// written; a new address is written; lastSeenAt never goes back.
+	soon := now.Add(3 * time.Second)
+	if got, err := s.CheckIn(ctx, []fleet.SensorCheckIn{checkIn("acme", "s1", "aa01", "1.0.0", "192.0.2.1")}, soon, soon.Add(-5*time.Second)); err != nil || !got[0] {
+		t.Fatalf("fresh check-in: recorded %v, %v; want authorised", got, err)
+	}
+	if sn, _ := s.Sensor(ctx, "s1"); !sn.LastSeenAt.Equal(now) {
+		t.Errorf("a fresh check-in changing nothing was written: seen %s, want %s", sn.LastSeenAt, now)
+	}
+	if got, err := s.CheckIn(ctx, []fleet.SensorCheckIn{checkIn("acme", "s1", "aa01", "", "192.0.2.2")}, soon, soon.Add(-5*time.Second)); err != nil || !got[0] {
+		t.Fatalf("fresh check-in from a new address: recorded %v, %v", got, err)
+	}
+	if sn, _ := s.Sensor(ctx, "s1"); !sn.LastSeenAt.Equal(soon) || sn.Address != "192.0.2.2" || sn.AgentVersion != "1.0.0" {
+		t.Errorf("check-in from a new address: seen %s from %q version %q; want %s, 192.0.2.2, 1.0.0", sn.LastSeenAt, sn.Address, sn.AgentVersion, soon)
+	}
+	if got, err := s.CheckIn(ctx, []fleet.SensorCheckIn{checkIn("acme", "s1", "aa01", "1.1.0", "")}, now, now.Add(-5*time.Second)); err != nil || !got[0] {
+		t.Fatalf("check-in stamped earlier: recorded %v, %v", got, err)
+	}
+	if sn, _ := s.Sensor(ctx, "s1"); !sn.LastSeenAt.Equal(soon) || sn.AgentVersion != "1.1.0" {
+		t.Errorf("check-in stamped earlier: seen %s version %q; want %s kept, 1.1.0", sn.LastSeenAt, sn.AgentVersion, soon)
+	}
+	// A status report leaves it as it found it; an offline sensor is
+	// written even when fresh.
+	if _, err := update(s, "acme", "s1", func(cur fleet.SensorStatus) (fleet.SensorStatus, bool) {
+		cur.State = fleet.StateOffline
+		return cur, true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.CheckIn(ctx, []fleet.SensorCheckIn{checkIn("acme", "s1", "aa01", "", "")}, soon, soon.Add(-5*time.Second)); err != nil || !got[0] {
+		t.Fatalf("offline check-in: recorded %v, %v", got, err)
+	}
+	if sn, _ := s.Sensor(ctx, "s1"); sn.State != fleet.StateOnline {
+		t.Errorf("a fresh check-in of an offline sensor: %s, want online", sn.State)
+	}
+	// Revoked after a check-in: the next is refused.
+	if _, err := s.RevokeSensor(ctx, "s1", "ops", soon); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.CheckIn(ctx, []fleet.SensorCheckIn{checkIn("acme", "s1", "aa01", "", "")}, soon, soon.Add(-5*time.Second)); err != nil || got[0] {
+		t.Errorf("check-in after the revocation: recorded %v, %v; want refused", got, err)
+	}
+}
+
+// Check-ins, status batches and a revocation on the same sensors at once
+// (several replicas): no deadlock, no error, and after the revocation
+// committed no check-in of the sensor is authorised.
+func testCheckInConcurrent(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	const n = 20
+	var ins []fleet.SensorCheckIn
+	var refs []fleet.SensorRef
+	for i := range n {
+		id, serial := fmt.Sprintf("s%02d", i), fmt.Sprintf("%04x", i+1)
+		enrolled(t, s, "acme", id, serial)
+		ins = append(ins, checkIn("acme", id, serial, "", ""))
+		refs = append(refs, fleet.SensorRef{TenantID: "acme", SensorID: id})
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, 64)
+	for w := range 6 {
+		wg.Go(func() {
+			for r := range 10 {
+				at := t0.Add(time.Duration(r*6+w) * time.Minute)
+				// Each worker in its own order, checks and reports mixed.
+				batch := append([]fleet.SensorCheckIn(nil), ins...)
+				if w%2 == 1 {
+					slices.Reverse(batch)
+				}
+				if _, err := s.CheckIn(ctx, batch, at, at.Add(-time.Second)); err != nil {
+					errc <- err
+					return
+				}
+				rs := append([]fleet.SensorRef(nil), refs...)
+				if w%3 == 0 {
+					slices.Reverse(rs)
+				}
+				if err := s.UpdateSensorStatuses(ctx, rs, func(_ fleet.SensorRef, cur fleet.SensorStatus, _ bool) (fleet.SensorStatus, bool) {
+					cur.LastSeenAt = at
+					return cur, true
+				}); err != nil {
+					errc <- err
+					return
+				}
+			}
+		})
+	}
+	if _, err := s.RevokeSensor(ctx, "s07", "ops", t0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.CheckIn(ctx, ins, t0.Add(time.Hour), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Errorf("concurrent check-ins and status batches: %v", err)
+	}
+	for i, ok := range got {
+		if ok != (i != 7) {
+			t.Errorf("check-in of s%02d after s07's revocation: recorded %v", i, ok)
 		}
 	}
 }

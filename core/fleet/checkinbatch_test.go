@@ -13,17 +13,18 @@ import (
 
 // Health checks arriving together are recorded in batches, each caller
 // getting the answer for its own sensor.
-func TestSeenBatcherBatchesAndAnswersEachCaller(t *testing.T) {
+func TestCheckInBatcherBatchesAndAnswersEachCaller(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var sizes []int
-	b := fleet.NewSeenBatcher(fleet.SeenBatcherConfig{MaxBatch: 10, MaxWait: time.Hour /* only a full batch is written */, Apply: func(_ context.Context, seen []fleet.Seen) []error {
+	b := fleet.NewCheckInBatcher(fleet.CheckInBatcherConfig{MaxBatch: 10, MaxWait: time.Hour /* only a full batch is written */, Apply: func(_ context.Context, in []fleet.CheckIn) []error {
 		mu.Lock()
-		sizes = append(sizes, len(seen))
+		sizes = append(sizes, len(in))
 		mu.Unlock()
-		errs := make([]error, len(seen))
-		for i, s := range seen {
-			if s.Ref.SensorID == "s-7" || s.Ref.SensorID == "s-23" {
+		errs := make([]error, len(in))
+		for i, s := range in {
+			// The answer follows each caller's own certificate serial.
+			if s.Serial == "dead" {
 				errs[i] = fleet.ErrRevoked
 			}
 		}
@@ -34,7 +35,11 @@ func TestSeenBatcherBatchesAndAnswersEachCaller(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			errs[i] = b.SensorSeen(t.Context(), "acme", fmt.Sprintf("s-%d", i), fleet.Contact{Address: "192.0.2.1"})
+			serial := "aa01"
+			if i == 7 || i == 23 {
+				serial = "dead"
+			}
+			errs[i] = b.CheckIn(t.Context(), "acme", fmt.Sprintf("s-%d", i), serial, fleet.Contact{Address: "192.0.2.1"})
 		})
 	}
 	wg.Wait()
@@ -57,18 +62,18 @@ func TestSeenBatcherBatchesAndAnswersEachCaller(t *testing.T) {
 
 // A lone health check is written after maxWait; a caller whose context
 // ends stops waiting; a failed write is every caller's error.
-func TestSeenBatcherFlushesAfterMaxWait(t *testing.T) {
+func TestCheckInBatcherFlushesAfterMaxWait(t *testing.T) {
 	t.Parallel()
 	down := errors.New("database down")
 	var fail bool
 	var mu sync.Mutex
 	release := make(chan struct{})
-	b := fleet.NewSeenBatcher(fleet.SeenBatcherConfig{MaxWait: 20 * time.Millisecond, Apply: func(_ context.Context, seen []fleet.Seen) []error {
+	b := fleet.NewCheckInBatcher(fleet.CheckInBatcherConfig{MaxWait: 20 * time.Millisecond, Apply: func(_ context.Context, in []fleet.CheckIn) []error {
 		mu.Lock()
 		f := fail
 		mu.Unlock()
-		errs := make([]error, len(seen))
-		if seen[0].Ref.SensorID == "slow" {
+		errs := make([]error, len(in))
+		if in[0].Ref.SensorID == "slow" {
 			<-release
 		}
 		if f {
@@ -78,18 +83,18 @@ func TestSeenBatcherFlushesAfterMaxWait(t *testing.T) {
 		}
 		return errs
 	}})
-	if err := b.SensorSeen(t.Context(), "acme", "s-1", fleet.Contact{}); err != nil {
+	if err := b.CheckIn(t.Context(), "acme", "s-1", "aa01", fleet.Contact{}); err != nil {
 		t.Fatalf("lone health check: %v", err)
 	}
 	mu.Lock()
 	fail = true
 	mu.Unlock()
-	if err := b.SensorSeen(t.Context(), "acme", "s-1", fleet.Contact{}); !errors.Is(err, down) {
+	if err := b.CheckIn(t.Context(), "acme", "s-1", "aa01", fleet.Contact{}); !errors.Is(err, down) {
 		t.Fatalf("health check while the database is down: %v, want its error", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	if err := b.SensorSeen(ctx, "acme", "slow", fleet.Contact{}); !errors.Is(err, context.DeadlineExceeded) {
+	if err := b.CheckIn(ctx, "acme", "slow", "aa01", fleet.Contact{}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("health check whose caller gave up: %v, want its context's error", err)
 	}
 	close(release)
