@@ -46,7 +46,12 @@ func (s *sensorServer) AuthorizeSensor(_ context.Context, _, _, serial string) e
 	return nil
 }
 
-func (s *sensorServer) SensorSeen(context.Context, string, string, fleet.Contact) error {
+// CheckIn authorises the serial as the control plane's check-in does, then
+// counts the check.
+func (s *sensorServer) CheckIn(ctx context.Context, tenantID, sensorID, serial string, _ fleet.Contact) error {
+	if err := s.AuthorizeSensor(ctx, tenantID, sensorID, serial); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.beats++

@@ -71,6 +71,7 @@ type options struct {
 	cpuProfile string
 	fanoutProf string
 	rssProf    string
+	agentProcs int
 	broadcast  bool
 	phases     phases
 	phaseFlag  string
@@ -120,12 +121,18 @@ func main() {
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the first enrolment chunk to this file")
 	flag.StringVar(&o.fanoutProf, "fanout-cpuprofile", "", "write a CPU profile of the product fan-out to this file (the last retention's)")
+	flag.IntVar(&o.agentProcs, "agent-procs", 0, "rss phase (a): play the agents in this many processes of their own (0: in the driver process, which also runs the primary control plane and the provisioner)")
 	flag.StringVar(&o.rssProf, "rss-cpuprofile", "", "write a CPU profile of the driver (the sensors' side) over the rss phase (a)'s sampling window to this file")
 	flag.BoolVar(&o.broadcast, "broadcast-experiment", false, "instead of the benchmarks: bare nats-server, one stored message delivered to every consumer (each also filtering a fleet-wide subject) against one message per consumer, for each retention")
 	flag.StringVar(&child, "serve-controlplane", "", "internal: run a control plane from this JSON configuration file")
+	var agentsPath string
+	flag.StringVar(&agentsPath, "serve-agents", "", "internal: play the agents of this JSON file (removed once read), reporting on stdout")
 	flag.Parse()
 	if child != "" {
 		os.Exit(serveChild(child))
+	}
+	if agentsPath != "" {
+		os.Exit(serveAgents(agentsPath))
 	}
 	o.retentions = strings.Split(retentions, ",")
 	var err error

@@ -16,11 +16,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rxc-project/rxc/adapters/sensorclient"
@@ -83,8 +81,14 @@ func reportAgents(b *strings.Builder, o options, m *memResult, per func(int64) s
 	if o.grpcIdle < 0 {
 		idle = "gRPC connection kept open"
 	}
-	fmt.Fprintf(b, "| (a) as the agent behaves: NATS connected, status report and health check every %s, no events, %s (all on NATS after %s; %d of %d health checks in the %s window, %d failed in all; replica CPU %.1f ms a health check) | **%.0f MiB** | %.0f MiB | %s | %.0f / %.0f | %.0f | < 200 MB |\n",
-		o.heartbeat, idle, m.natsConnect.Round(time.Second), m.checks, m.checksWanted, m.window.Round(time.Second), m.checkErrors, ms(m.cpu)/float64(max(m.checks, 1)),
+	perCheck := func(d time.Duration) float64 { return ms(d) / float64(max(m.checks, 1)) }
+	agents := ""
+	if o.agentProcs > 0 {
+		agents = fmt.Sprintf(", agent processes %.2f", perCheck(m.agentsCPU))
+	}
+	fmt.Fprintf(b, "| (a) as the agent behaves, %s: NATS connected, status report and health check every %s, no events, %s (all on NATS after %s; %d of %d health checks in the %s window, %d failed in all; CPU a completed check, in ms: replica %.2f, driver %.2f%s, PostgreSQL %.2f) | **%.0f MiB** | %.0f MiB | %s | %.0f / %.0f | %.0f | < 200 MB |\n",
+		agentsWhere(o), o.heartbeat, idle, m.natsConnect.Round(time.Second), m.checks, m.checksWanted, m.window.Round(time.Second), m.checkErrors,
+		perCheck(m.cpu), perCheck(m.driverCPU), agents, perCheck(m.pgCPU),
 		mib(m.agents.rssMax), mib(m.agents.rssMean), per(m.agents.rssMax), m.agents.connsMax, m.agents.connsMean, m.agents.streamsMax)
 }
 
@@ -222,104 +226,45 @@ func (s *stack) memory(o options, sensors []*sensor, res *result) error {
 	return nil
 }
 
-// memoryAgents runs every sensor the way the agent's loops do when it has
-// no event to send: its NATS side connected (commands pulled), a status
-// report on NATS and a health check over gRPC every heartbeat, the event
-// stream waiting for an event. The sensors start spread over one
-// heartbeat, as a fleet's agents start at different times.
+// memoryAgents plays every sensor as the agent behaves when it has no
+// event to send (playAgents), in this process or, with -agent-procs, in
+// processes of their own, and samples the replica over two heartbeats.
+// The sensors start spread over one heartbeat, as a fleet's agents start
+// at different times.
 func (s *stack) memoryAgents(o options, r *replica, sensors []*sensor, m *memResult) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	var loops sync.WaitGroup
-	grpcs := make([]*sensorclient.GRPC, len(sensors))
-	cmds := make([]*sensorclient.Commands, len(sensors))
-	defer func() {
-		cancel()
-		loops.Wait()
-		for i := range sensors {
-			if grpcs[i] != nil {
-				grpcs[i].Close()
-			}
-			if cmds[i] != nil {
-				cmds[i].Close()
-			}
-		}
-	}()
-	quiet := slog.New(slog.DiscardHandler)
-	fmt.Printf("  connecting %d sensors to NATS…\n", len(sensors))
+	var (
+		counts func() (checks, errs int64, why map[string]int)
+		pids   []int
+	)
+	fmt.Printf("  connecting %d sensors to NATS (%s)…\n", len(sensors), agentsWhere(o))
 	t0 := time.Now()
-	err := benchenv.Parallel(ctx, len(sensors), 32, func(i int) error {
-		sn := sensors[i]
-		connected := make(chan struct{})
-		var once sync.Once
-		c, err := sensorclient.NewCommands(sensorclient.CommandsConfig{
-			TenantID: "fleet", SensorID: sn.id, NATS: sn.nats, Creds: []byte(sn.creds), Name: "rxc-sensor-" + sn.id,
-			Handle:    func(context.Context, sensorclient.Command) {},
-			Connected: func() { once.Do(func() { close(connected) }) },
-			Logger:    quiet,
-		})
+	if o.agentProcs > 0 {
+		procs, err := s.spawnAgents(o, r, sensors, o.agentProcs)
 		if err != nil {
 			return err
 		}
-		cmds[i] = c
-		loops.Go(func() { _ = c.Run(ctx) })
-		select {
-		case <-connected:
-			return nil
-		case <-time.After(2 * time.Minute):
-			return fmt.Errorf("sensor %s: NATS not connected within 2 minutes", sn.id)
+		defer procs.stop()
+		counts, pids = procs.counts, procs.pids()
+	} else {
+		plan := agentsPlan{GRPCAddr: r.grpcAddr, CAPEM: s.plane.CAPEM, Heartbeat: o.heartbeat, GRPCIdle: o.grpcIdle, Total: len(sensors)}
+		for i, sn := range sensors {
+			plan.Agents = append(plan.Agents, agentSpec{ID: sn.id, key: sn.key, Cert: sn.certDER, Creds: sn.creds, NATS: sn.nats, Index: i})
 		}
-	})
-	if err != nil {
-		return err
+		c := &agentCounts{why: map[string]int{}}
+		stop, err := playAgents(context.Background(), plan, c)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		counts = func() (int64, int64, map[string]int) { return c.checks.Load(), c.errs.Load(), c.whyCopy() }
 	}
 	m.natsConnect = time.Since(t0)
-	var checks, checkErrs atomic.Int64
-	var whyMu sync.Mutex
-	m.why = map[string]int{}
-	for i, sn := range sensors {
-		g, err := sensorclient.NewGRPC(sensorclient.GRPCConfig{
-			Address: r.grpcAddr, CAPEM: s.plane.CAPEM,
-			Certificate: tls.Certificate{Certificate: [][]byte{sn.certDER}, PrivateKey: sn.key},
-			IdleTimeout: o.grpcIdle, Logger: quiet,
-		})
-		if err != nil {
-			return err
-		}
-		grpcs[i] = g
-		offset := time.Duration(int64(o.heartbeat) * int64(i) / int64(len(sensors)))
-		loops.Go(func() { _ = g.StreamEvents(ctx, nil) })
-		loops.Go(func() {
-			if !sleepCtx(ctx, offset) {
-				return
-			}
-			beat := time.NewTicker(o.heartbeat)
-			defer beat.Stop()
-			for {
-				_ = cmds[i].PublishStatus(ctx, sensorclient.Status{State: sensorclient.StateRunning, At: time.Now(), AgentVersion: "fleet-bench"})
-				if _, err := g.Check(ctx, sensorpb.SensorState_SENSOR_STATE_RUNNING, "fleet-bench"); err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					checkErrs.Add(1)
-					whyMu.Lock()
-					m.why[status.Code(err).String()]++
-					whyMu.Unlock()
-				} else {
-					checks.Add(1)
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-beat.C:
-				}
-			}
-		})
-	}
 	// Every sensor has started after one heartbeat; one more lets the
 	// replica settle, then the window covers two heartbeats.
-	sleepCtx(ctx, 2*o.heartbeat)
+	time.Sleep(2 * o.heartbeat)
 	m.window = 2 * o.heartbeat
-	before, cpu0, self0, pg0 := checks.Load(), benchenv.TreeCPU(r.cmd.Process.Pid), selfCPU(), benchenv.TreeCPU(s.pgPID)
+	before, _, _ := counts()
+	cpu0, self0, pg0, agents0 := benchenv.TreeCPU(r.cmd.Process.Pid), selfCPU(), benchenv.TreeCPU(s.pgPID), benchenv.TreeCPU(pids...)
 	stop := func() {}
 	if o.rssProf != "" {
 		stop = profile(o.rssProf)
@@ -327,16 +272,26 @@ func (s *stack) memoryAgents(o options, r *replica, sensors []*sensor, m *memRes
 	m.agents = r.sample(m.window)
 	stop()
 	m.cpu, m.driverCPU, m.pgCPU = benchenv.TreeCPU(r.cmd.Process.Pid)-cpu0, selfCPU()-self0, benchenv.TreeCPU(s.pgPID)-pg0
-	m.checks, m.checksWanted = int(checks.Load()-before), int(float64(len(sensors))*m.window.Seconds()/o.heartbeat.Seconds())
-	m.checkErrors = checkErrs.Load()
-	whyMu.Lock()
+	if len(pids) > 0 {
+		m.agentsCPU = benchenv.TreeCPU(pids...) - agents0
+	}
+	after, errs, why := counts()
+	m.checks, m.checksWanted = int(after-before), int(float64(len(sensors))*m.window.Seconds()/o.heartbeat.Seconds())
+	m.checkErrors, m.why = errs, why
 	fmt.Printf("  failed health checks by code: %v\n", m.why)
-	whyMu.Unlock()
 	fmt.Printf("  RSS %.0f MiB (max), connections %.0f max, %d of %d checks\n", mib(m.agents.rssMax), m.agents.connsMax, m.checks, m.checksWanted)
 	per := func(d time.Duration) float64 { return ms(d) / float64(max(m.checks, 1)) }
-	fmt.Printf("  CPU a completed check: replica %.2f ms, driver %.2f ms, PostgreSQL %.2f ms (window %s)\n", per(m.cpu), per(m.driverCPU), per(m.pgCPU), m.window)
-	hold(ctx)
+	fmt.Printf("  CPU a completed check: replica %.2f ms, driver %.2f ms, agent processes %.2f ms, PostgreSQL %.2f ms (window %s)\n", per(m.cpu), per(m.driverCPU), per(m.agentsCPU), per(m.pgCPU), m.window)
+	hold(context.Background())
 	return nil
+}
+
+// agentsWhere says how the rss phase plays the agents.
+func agentsWhere(o options) string {
+	if o.agentProcs > 0 {
+		return fmt.Sprintf("the agents played by %d processes of their own", o.agentProcs)
+	}
+	return "the agents played in the driver process"
 }
 
 // memoryStreams has every sensor send one event on a stream it keeps open

@@ -89,16 +89,16 @@ func TestAttackCheckInForAnotherTenantsSensor(t *testing.T) {
 	victim, ve := f.enrolled(t, "acme")
 	_, me := f.enrolled(t, "acme")
 	serial := ve.Certificate.Serial
-	wantErr(t, f.svc.CheckInSensor(f.ctx, "beta", victim.SensorID, serial, fleet.Contact{AgentVersion: "evil"}), fleet.ErrNotFound)
-	wantErr(t, f.svc.CheckInSensor(f.ctx, "acme.*", victim.SensorID, serial, fleet.Contact{}), fleet.ErrNotFound)
-	wantErr(t, f.svc.CheckInSensor(f.ctx, "acme", victim.SensorID, me.Certificate.Serial, fleet.Contact{AgentVersion: "evil"}), fleet.ErrInvalidToken)
-	wantErr(t, f.svc.CheckInSensor(f.ctx, "acme", victim.SensorID, "", fleet.Contact{AgentVersion: "evil"}), fleet.ErrInvalidToken)
+	wantErr(t, f.svc.CheckIn(f.ctx, "beta", victim.SensorID, serial, fleet.Contact{AgentVersion: "evil"}), fleet.ErrNotFound)
+	wantErr(t, f.svc.CheckIn(f.ctx, "acme.*", victim.SensorID, serial, fleet.Contact{}), fleet.ErrNotFound)
+	wantErr(t, f.svc.CheckIn(f.ctx, "acme", victim.SensorID, me.Certificate.Serial, fleet.Contact{AgentVersion: "evil"}), fleet.ErrInvalidToken)
+	wantErr(t, f.svc.CheckIn(f.ctx, "acme", victim.SensorID, "", fleet.Contact{AgentVersion: "evil"}), fleet.ErrInvalidToken)
 	if s := f.sensor(t, victim.SensorID); s.State != fleet.StateOffline || !s.LastSeenAt.IsZero() || s.AgentVersion != "" {
 		t.Errorf("victim after foreign health checks: %+v", s)
 	}
 	f.clock.Advance(time.Second)
 	// Control: its own certificate, the serial in any case.
-	if err := f.svc.CheckInSensor(f.ctx, "acme", victim.SensorID, strings.ToUpper(serial), fleet.Contact{AgentVersion: "1.2.3"}); err != nil {
+	if err := f.svc.CheckIn(f.ctx, "acme", victim.SensorID, strings.ToUpper(serial), fleet.Contact{AgentVersion: "1.2.3"}); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.sensor(t, victim.SensorID); s.State != fleet.StateOnline || s.AgentVersion != "1.2.3" {

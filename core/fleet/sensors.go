@@ -296,8 +296,8 @@ type SensorCheckIn struct {
 // lastSeenAt is exact to this much. It is far below SENSOR_OFFLINE_AFTER.
 const CheckInRefresh = 5 * time.Second
 
-// CheckInSensor is CheckIns for one health check.
-func (s *Service) CheckInSensor(ctx context.Context, tenantID, sensorID, serial string, c Contact) error {
+// CheckIn is CheckIns for one health check.
+func (s *Service) CheckIn(ctx context.Context, tenantID, sensorID, serial string, c Contact) error {
 	return s.CheckIns(ctx, []CheckIn{{Ref: SensorRef{TenantID: tenantID, SensorID: sensorID}, Serial: serial, Contact: c}})[0]
 }
 

@@ -197,7 +197,7 @@ func TestMarkSilentOfflineAndCheckIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clock.Advance(90 * time.Second)
-	if err := f.svc.CheckInSensor(f.ctx, "acme", chatty.SensorID, ce.Certificate.Serial, fleet.Contact{}); err != nil {
+	if err := f.svc.CheckIn(f.ctx, "acme", chatty.SensorID, ce.Certificate.Serial, fleet.Contact{}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := f.svc.MarkSilentOffline(f.ctx, time.Minute)
@@ -223,14 +223,14 @@ func TestMarkSilentOfflineAndCheckIn(t *testing.T) {
 	// A sign of life wakes an offline sensor; revoked ones stay revoked.
 	// It also records where the sensor called from and its agent version;
 	// an empty or unprintable value keeps what is known.
-	if err := f.svc.CheckInSensor(f.ctx, "acme", quiet.SensorID, qe.Certificate.Serial, fleet.Contact{Address: "192.0.2.7", AgentVersion: "2.0.1"}); err != nil {
+	if err := f.svc.CheckIn(f.ctx, "acme", quiet.SensorID, qe.Certificate.Serial, fleet.Contact{Address: "192.0.2.7", AgentVersion: "2.0.1"}); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.sensor(t, quiet.SensorID); s.State != fleet.StateOnline || !s.LastSeenAt.Equal(f.clock.Now()) ||
 		s.Address != "192.0.2.7" || s.AgentVersion != "2.0.1" {
 		t.Errorf("after a health check: %s seen %s from %q version %q", s.State, s.LastSeenAt, s.Address, s.AgentVersion)
 	}
-	if err := f.svc.CheckInSensor(f.ctx, "acme", quiet.SensorID, qe.Certificate.Serial, fleet.Contact{AgentVersion: "bad\x01version"}); err != nil {
+	if err := f.svc.CheckIn(f.ctx, "acme", quiet.SensorID, qe.Certificate.Serial, fleet.Contact{AgentVersion: "bad\x01version"}); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.sensor(t, quiet.SensorID); s.Address != "192.0.2.7" || s.AgentVersion != "2.0.1" {
@@ -244,8 +244,8 @@ func TestMarkSilentOfflineAndCheckIn(t *testing.T) {
 	if s := f.sensor(t, quiet.SensorID); s.AgentVersion != "2.1.0" || s.Address != "192.0.2.7" {
 		t.Errorf("after a status report: version %q from %q, want 2.1.0 from 192.0.2.7", s.AgentVersion, s.Address)
 	}
-	wantErr(t, f.svc.CheckInSensor(f.ctx, "acme", revoked.SensorID, re.Certificate.Serial, fleet.Contact{}), fleet.ErrRevoked)
-	wantErr(t, f.svc.CheckInSensor(f.ctx, "other", quiet.SensorID, qe.Certificate.Serial, fleet.Contact{}), fleet.ErrNotFound)
+	wantErr(t, f.svc.CheckIn(f.ctx, "acme", revoked.SensorID, re.Certificate.Serial, fleet.Contact{}), fleet.ErrRevoked)
+	wantErr(t, f.svc.CheckIn(f.ctx, "other", quiet.SensorID, qe.Certificate.Serial, fleet.Contact{}), fleet.ErrNotFound)
 
 	offline, err := f.svc.Sensors(f.ctx, fleet.SensorFilter{State: fleet.StateRevoked})
 	if err != nil || len(offline) != 1 || offline[0].ID != revoked.SensorID {
@@ -428,16 +428,16 @@ func TestCheckInsBatch(t *testing.T) {
 	// Revoked between two checks (through any replica: the store is the
 	// one place asked): the next check is refused.
 	f.clock.Advance(time.Second)
-	if err := f.svc.CheckInSensor(f.ctx, "acme", a.SensorID, ae.Certificate.Serial, fleet.Contact{}); err != nil {
+	if err := f.svc.CheckIn(f.ctx, "acme", a.SensorID, ae.Certificate.Serial, fleet.Contact{}); err != nil {
 		t.Fatalf("control: a's next check: %v", err)
 	}
 	if err := f.svc.RevokeSensor(f.ctx, a.SensorID, "ops"); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, f.svc.CheckInSensor(f.ctx, "acme", a.SensorID, ae.Certificate.Serial, fleet.Contact{}), fleet.ErrRevoked)
+	wantErr(t, f.svc.CheckIn(f.ctx, "acme", a.SensorID, ae.Certificate.Serial, fleet.Contact{}), fleet.ErrRevoked)
 	// Expired certificate: refused even though active.
 	f.clock.Advance(fleet.DefaultSensorCertTTL)
-	wantErr(t, f.svc.CheckInSensor(f.ctx, "acme", renewed.SensorID, rn.Certificate.Serial, fleet.Contact{}), fleet.ErrInvalidToken)
+	wantErr(t, f.svc.CheckIn(f.ctx, "acme", renewed.SensorID, rn.Certificate.Serial, fleet.Contact{}), fleet.ErrInvalidToken)
 }
 
 // A health check right after the sensor's status report (within
@@ -449,25 +449,25 @@ func TestCheckInSkipsARedundantWrite(t *testing.T) {
 	f.provisionedTenant(t, "acme")
 	a, ae := f.enrolled(t, "acme")
 	serial := ae.Certificate.Serial
-	if err := f.svc.CheckInSensor(f.ctx, "acme", a.SensorID, serial, fleet.Contact{Address: "192.0.2.1", AgentVersion: "1.0.0"}); err != nil {
+	if err := f.svc.CheckIn(f.ctx, "acme", a.SensorID, serial, fleet.Contact{Address: "192.0.2.1", AgentVersion: "1.0.0"}); err != nil {
 		t.Fatal(err)
 	}
 	first := f.sensor(t, a.SensorID).LastSeenAt
 	f.clock.Advance(fleet.CheckInRefresh - time.Second)
-	if err := f.svc.CheckInSensor(f.ctx, "acme", a.SensorID, serial, fleet.Contact{Address: "192.0.2.1", AgentVersion: "1.0.0"}); err != nil {
+	if err := f.svc.CheckIn(f.ctx, "acme", a.SensorID, serial, fleet.Contact{Address: "192.0.2.1", AgentVersion: "1.0.0"}); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.sensor(t, a.SensorID); !s.LastSeenAt.Equal(first) {
 		t.Errorf("a check %s after the last changing nothing moved lastSeenAt %s → %s", fleet.CheckInRefresh-time.Second, first, s.LastSeenAt)
 	}
-	if err := f.svc.CheckInSensor(f.ctx, "acme", a.SensorID, serial, fleet.Contact{Address: "192.0.2.2"}); err != nil {
+	if err := f.svc.CheckIn(f.ctx, "acme", a.SensorID, serial, fleet.Contact{Address: "192.0.2.2"}); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.sensor(t, a.SensorID); s.Address != "192.0.2.2" || !s.LastSeenAt.Equal(f.clock.Now()) {
 		t.Errorf("a check from a new address: from %q seen %s, want 192.0.2.2 now", s.Address, s.LastSeenAt)
 	}
 	f.clock.Advance(fleet.CheckInRefresh + time.Second)
-	if err := f.svc.CheckInSensor(f.ctx, "acme", a.SensorID, serial, fleet.Contact{}); err != nil {
+	if err := f.svc.CheckIn(f.ctx, "acme", a.SensorID, serial, fleet.Contact{}); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.sensor(t, a.SensorID); !s.LastSeenAt.Equal(f.clock.Now()) {
@@ -477,5 +477,5 @@ func TestCheckInSkipsARedundantWrite(t *testing.T) {
 	if err := f.svc.RevokeSensor(f.ctx, a.SensorID, "ops"); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, f.svc.CheckInSensor(f.ctx, "acme", a.SensorID, serial, fleet.Contact{}), fleet.ErrRevoked)
+	wantErr(t, f.svc.CheckIn(f.ctx, "acme", a.SensorID, serial, fleet.Contact{}), fleet.ErrRevoked)
 }
