@@ -79,6 +79,7 @@ type options struct {
 	heartbeat  time.Duration
 	grpcIdle   time.Duration
 	rssFleets  string
+	statements bool
 }
 
 // phases says which measurements a run makes. Sensors are enrolled in
@@ -119,6 +120,7 @@ func main() {
 	flag.StringVar(&ph, "phases", "enrol,fanout,rss", "measurements to make, comma-separated: enrol (against bare consumer creation), fanout (one batch command to every sensor against bare publishing), rss (control-plane memory, after the last retention)")
 	flag.BoolVar(&o.single, "single-commands", false, "fan out with one POST /api/sensors/{id}/commands per sensor instead of one POST /api/commands for the tenant")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
+	flag.BoolVar(&o.statements, "pg-statements", false, "list every PostgreSQL statement of the first enrolment chunk, calls per enrolment (restarts the throwaway cluster with pg_stat_statements)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the first enrolment chunk to this file")
 	flag.StringVar(&o.fanoutProf, "fanout-cpuprofile", "", "write a CPU profile of the product fan-out to this file (the last retention's)")
 	flag.IntVar(&o.agentProcs, "agent-procs", 0, "rss phase (a): play the agents in this many processes of their own (0: in the driver process, which also runs the primary control plane and the provisioner)")
@@ -177,6 +179,11 @@ func run(t *benchenv.T, o options) error {
 		return err
 	}
 	t.Cleanup(func() { pg.Stop() })
+	if o.statements {
+		if stmts, err = enableStatements(pg); err != nil {
+			return fmt.Errorf("pg_stat_statements: %w", err)
+		}
+	}
 	pgtest.Use(pg.DSN("postgres"))
 	roots := []int{os.Getpid(), pg.PID()}
 	natsKind := server.VERSION + " in-process"
@@ -342,6 +349,11 @@ func (s *stack) measureEnrol(o options, sensors []*sensor, roots []int, res *res
 		if c == 0 && o.cpuProfile != "" {
 			stop = profile(o.cpuProfile)
 		}
+		if c == 0 && stmts != nil {
+			if err := stmts.reset(); err != nil {
+				return err
+			}
+		}
 		cpu0, pg0, t0 := benchenv.TreeCPU(roots...), benchenv.TreeCPU(roots[1]), time.Now()
 		err := s.enrol(sensors[lo:hi], o.enrolConc)
 		stop()
@@ -351,6 +363,13 @@ func (s *stack) measureEnrol(o options, sensors []*sensor, roots []int, res *res
 		}
 		res.enrol += time.Since(t0)
 		res.enrolCPU += benchenv.TreeCPU(roots...) - cpu0
+		if c == 0 && stmts != nil {
+			list, err := stmts.report(hi - lo)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("PostgreSQL statements of the first chunk's %d enrolments:\n\n%s\n", hi-lo, list)
+		}
 	}
 	fmt.Printf("  enrolment %s (bare %s)\n", res.enrol.Round(time.Millisecond), res.bare.Round(time.Millisecond))
 	return nil

@@ -46,55 +46,71 @@ func (s *Store) SensorCredential(ctx context.Context, sensorID string, kind flee
 	return c, nil
 }
 
-// CompleteEnrollment implements fleet.EnrollStore. Its statements go to
-// PostgreSQL as one pipeline inside the transaction (three round trips with
-// BEGIN and COMMIT instead of ten); a refusal read from an early result
-// rolls back what the later ones did.
+// completeEnrollmentSQL is CompleteEnrollment as one statement. It locks
+// the sensor row (against a concurrent revocation) and consumes the
+// enrolment token only when the sensor is not revoked; every write after
+// that is made only for the consumed token, so a refusal writes nothing.
+// The token's UPDATE re-reads a row another transaction changed meanwhile
+// (READ COMMITTED): of concurrent uses of one token exactly one consumes
+// it. An unused enrolment token means the sensor was never enrolled (it is
+// made with the sensor, by Redeem, and is the only one the sensor ever
+// gets), so no other transaction can have given this sensor a certificate
+// or sensor token that this statement's snapshot misses; the old ones are
+// still retired first, as renewal does, and the reads of old_cert and
+// old_token make those updates run before the inserts they would clash
+// with. The announcement goes out only when the enrolment is stored.
+const completeEnrollmentSQL = `
+	WITH sensor AS (
+		SELECT id, tenant_id, state FROM sensors WHERE id = $1 FOR UPDATE
+	), token AS (
+		UPDATE sensor_tokens SET used_at = $3
+		WHERE token_hash = $2 AND sensor_id = $1 AND kind = 'enrollment'
+		  AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $3
+		  AND EXISTS (SELECT 1 FROM sensor WHERE state <> 'revoked')
+		RETURNING sensor_id
+	), old_cert AS (
+		UPDATE sensor_certificates SET active = false
+		WHERE sensor_id = (SELECT sensor_id FROM token) AND active
+		RETURNING serial
+	), cert AS (
+		INSERT INTO sensor_certificates (serial, sensor_id, active, not_after, issued_at)
+		SELECT $4, sensor_id, true, $5, $3 FROM token WHERE (SELECT count(*) FROM old_cert) >= 0
+	), old_token AS (
+		UPDATE sensor_tokens SET revoked_at = $3
+		WHERE sensor_id = (SELECT sensor_id FROM token) AND kind = 'sensor' AND revoked_at IS NULL
+		RETURNING token_hash
+	), new_token AS (
+		INSERT INTO sensor_tokens (token_hash, sensor_id, kind, created_at, expires_at)
+		SELECT $6, sensor_id, 'sensor', $3, $7 FROM token WHERE (SELECT count(*) FROM old_token) >= 0
+	), enrolled AS (
+		UPDATE sensors SET state = $8, nats_user_pub_key = $9, nats_account_pub_key = $10
+		WHERE id = (SELECT sensor_id FROM token)
+	)
+	SELECT sensor.state, token.sensor_id IS NOT NULL,
+	       CASE WHEN token.sensor_id IS NOT NULL THEN pg_notify($11, sensor.tenant_id || '/' || sensor.id) END IS NOT NULL
+	FROM sensor LEFT JOIN token ON true`
+
+// CompleteEnrollment implements fleet.EnrollStore in one statement
+// (completeEnrollmentSQL): one round trip, atomic without a transaction
+// block, where it used to take ten statements (BEGIN, eight, COMMIT).
 func (s *Store) CompleteEnrollment(ctx context.Context, e fleet.EnrollmentRecord) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		b.Queue(lockLiveSensorSQL, e.SensorID)
-		b.Queue(`
-			UPDATE sensor_tokens SET used_at = $3
-			WHERE token_hash = $2 AND sensor_id = $1 AND kind = 'enrollment'
-			  AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $3`,
-			e.SensorID, e.EnrollmentTokenHash, e.At)
-		queueReplaceCertificate(b, e.SensorID, e.Certificate, e.At)
-		b.Queue(`
-			UPDATE sensor_tokens SET revoked_at = $2
-			WHERE sensor_id = $1 AND kind = 'sensor' AND revoked_at IS NULL`, e.SensorID, e.At)
-		b.Queue(`
-			INSERT INTO sensor_tokens (token_hash, sensor_id, kind, created_at, expires_at) VALUES ($1, $2, 'sensor', $3, $4)`,
-			e.SensorTokenHash, e.SensorID, e.At, nullTime(e.SensorTokenExpiresAt))
-		b.Queue(`
-			UPDATE sensors SET state = $2, nats_user_pub_key = $3, nats_account_pub_key = $4 WHERE id = $1`,
-			e.SensorID, string(e.State), e.NATSUserPubKey, e.NATSAccountPubKey)
-		br := tx.SendBatch(ctx, b)
-		defer br.Close()
-		if err := readLiveSensor(br.QueryRow()); err != nil {
-			return err
-		}
-		tag, err := br.Exec()
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return fleet.ErrInvalidToken
-		}
-		if err := readReplaceCertificate(br); err != nil {
-			return err
-		}
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		if _, err := br.Exec(); err != nil {
-			return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
-		}
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		return br.Close()
-	})
+	var (
+		state              fleet.State
+		consumed, notified bool
+	)
+	err := s.pool.QueryRow(ctx, completeEnrollmentSQL,
+		e.SensorID, e.EnrollmentTokenHash, e.At, e.Certificate.Serial, e.Certificate.NotAfter,
+		e.SensorTokenHash, nullTime(e.SensorTokenExpiresAt), string(e.State), e.NATSUserPubKey, e.NATSAccountPubKey,
+		credentialsChannel).Scan(&state, &consumed, &notified)
+	switch {
+	case err != nil:
+		return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+	case state == fleet.StateRevoked:
+		return fleet.ErrRevoked
+	case !consumed:
+		return fleet.ErrInvalidToken
+	}
+	return nil
 }
 
 // RenewCertificate implements fleet.EnrollStore.

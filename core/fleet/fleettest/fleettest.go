@@ -358,9 +358,33 @@ func testEnrollment(t *testing.T, s Store) {
 	revoked := rec
 	revoked.SensorID, revoked.EnrollmentTokenHash, revoked.Certificate, revoked.SensorTokenHash = "s2", hash("enrol s2"), certificate("bb01"), hash("sensor s2")
 	is(t, "revoked sensor", s.CompleteEnrollment(ctx, revoked), fleet.ErrRevoked)
+	if n := s.CertificateCount(ctx, "s2"); n != 0 {
+		t.Errorf("a refused enrolment of a revoked sensor stored %d certificates", n)
+	}
 	unknown := rec
 	unknown.SensorID = "ghost"
 	is(t, "unknown sensor", s.CompleteEnrollment(ctx, unknown), fleet.ErrNotFound)
+
+	// Another sensor's enrolment token (here of another tenant) enrols
+	// nothing and stays usable by its own sensor.
+	tenant(t, s, "globex")
+	pending(t, s, "acme", "s3")
+	pending(t, s, "globex", "g1")
+	foreign := rec
+	foreign.SensorID, foreign.EnrollmentTokenHash, foreign.Certificate, foreign.SensorTokenHash = "g1", hash("enrol s3"), certificate("dd01"), hash("sensor g1")
+	is(t, "another tenant's sensor's token", s.CompleteEnrollment(ctx, foreign), fleet.ErrInvalidToken)
+	if n := s.CertificateCount(ctx, "g1"); n != 0 {
+		t.Errorf("an enrolment with another sensor's token stored %d certificates", n)
+	}
+	if g1, _ := s.Sensor(ctx, "g1"); g1.State != fleet.StatePending || g1.NATSUserPubKey != "" {
+		t.Errorf("an enrolment with another sensor's token changed the sensor: %+v", g1)
+	}
+	if _, err := s.LiveToken(ctx, "s3", fleet.TokenEnrollment); err != nil {
+		t.Errorf("s3's enrolment token after its use for g1: %v, want it still live", err)
+	}
+	own := foreign
+	own.SensorID, own.Certificate = "s3", certificate("dd02")
+	is(t, "s3 with its own token", s.CompleteEnrollment(ctx, own), nil)
 }
 
 // testEnrollmentConcurrent: one enrolment token used by many requests at
