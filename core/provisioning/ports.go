@@ -44,6 +44,13 @@ type Store interface {
 	Account(ctx context.Context, pubKey string) (Account, error)
 	TenantAccount(ctx context.Context, tenantID string) (Account, error)
 	CreateTenantAccount(ctx context.Context, a Account) (stored Account, created bool, err error)
+	// ClaimSensor does at once what handing out a sensor's user needs
+	// before anything is minted: it reads the tenant's account (ErrNotFound
+	// when there is none, and then claims nothing), claims the consumer
+	// name for (tenantID, sensorID) as ClaimConsumer does
+	// (ErrConsumerNameTaken when another pair owns it) and reads the
+	// sensor's active user as ActiveSensorUser does.
+	ClaimSensor(ctx context.Context, consumer, tenantID, sensorID string) (SensorClaim, error)
 	UserStore
 	ConsumerNames
 	PushTracker
@@ -93,6 +100,13 @@ type UserStore interface {
 	Revoke(ctx context.Context, r Revocation, resign func(a Account, all []Revocation) (string, error)) (Revocation, Account, error)
 	// RevokeMany is Revoke for several users of one account, signed once.
 	RevokeMany(ctx context.Context, accountPubKey string, rs []Revocation, resign func(a Account, all []Revocation) (string, error)) ([]Revocation, Account, error)
+}
+
+// SensorClaim is what Store.ClaimSensor reads: the tenant's account and
+// the sensor's active user, nil when it has none.
+type SensorClaim struct {
+	Account Account
+	User    *User
 }
 
 // ConsumerClaim says which (tenant, sensor) pair owns a durable consumer name.

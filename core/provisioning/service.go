@@ -204,17 +204,20 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 	sensor := topology.Sensor{Stream: s.stream, TenantID: tenantID, SensorID: sensorID}
 	// The consumer name is claimed before anything is minted: a pair that
 	// spells another pair's name gets nothing, not even a user.
-	acct, err := s.store.TenantAccount(ctx, tenantID)
+	// One store call reads the account, claims the name and reads the
+	// active user.
+	claim, err := s.store.ClaimSensor(ctx, sensor.Consumer(), tenantID, sensorID)
 	if errors.Is(err, ErrNotFound) {
 		return SensorUser{}, false, fmt.Errorf("%w: %s", ErrNoAccount, tenantID)
 	} else if err != nil {
 		return SensorUser{}, false, err
 	}
-	if err := s.store.ClaimConsumer(ctx, sensor.Consumer(), tenantID, sensorID); err != nil {
-		return SensorUser{}, false, err
-	}
+	acct := claim.Account
 	u, created, err := s.ensureUser(ctx, sensor.Permissions(), func() (User, error) {
-		return s.store.ActiveSensorUser(ctx, tenantID, sensorID)
+		if claim.User == nil {
+			return User{}, fmt.Errorf("sensor user %s/%s: %w", tenantID, sensorID, ErrNotFound)
+		}
+		return *claim.User, nil
 	}, func() (User, error) {
 		// A tenant's account never changes its key, and its seed is
 		// replaced only by reseal, which re-encrypts the same seed: the

@@ -338,6 +338,33 @@ func (s *Store) RevokeMany(_ context.Context, accountPubKey string, rs []provisi
 func (s *Store) ClaimConsumer(_ context.Context, consumer, tenantID, sensorID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.claimLocked(consumer, tenantID, sensorID)
+}
+
+// ClaimSensor reads the tenant's account, claims the consumer name and
+// reads the sensor's active user, under one lock.
+func (s *Store) ClaimSensor(_ context.Context, consumer, tenantID, sensorID string) (provisioning.SensorClaim, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pk, ok := s.tenants[tenantID]
+	if !ok {
+		return provisioning.SensorClaim{}, fmt.Errorf("tenant %s account: %w", tenantID, provisioning.ErrNotFound)
+	}
+	if err := s.claimLocked(consumer, tenantID, sensorID); err != nil {
+		return provisioning.SensorClaim{}, err
+	}
+	claim := provisioning.SensorClaim{Account: copyAccount(s.accounts[pk].Account)}
+	for _, u := range s.users {
+		if u.Kind == provisioning.UserSensor && u.RevokedAt.IsZero() && u.TenantID == tenantID && u.SensorID == sensorID {
+			c := copyUser(u)
+			claim.User = &c
+			break
+		}
+	}
+	return claim, nil
+}
+
+func (s *Store) claimLocked(consumer, tenantID, sensorID string) error {
 	c, ok := s.consumers[consumer]
 	if !ok {
 		for _, other := range s.consumers {

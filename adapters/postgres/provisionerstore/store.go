@@ -393,6 +393,71 @@ func (s *Store) ClaimConsumer(ctx context.Context, consumer, tenantID, sensorID 
 	return nil
 }
 
+// claimSensorSQL reads the tenant's account, claims the consumer name only
+// when the account exists, and reads the name's owner and the sensor's
+// active user, in one statement. Every part sees the statement's
+// snapshot, as ClaimConsumer's one statement does: a claim committed by a
+// concurrent call after it is invisible (the insert waits, then does
+// nothing, and no owner is read), and the owner is then read again.
+const claimSensorSQL = `
+	WITH account AS (
+		SELECT ` + accountCols + ` FROM nats_accounts WHERE tenant_id = $2
+	), claimed AS (
+		INSERT INTO nats_consumer_names (consumer, tenant_id, sensor_id)
+		SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM account)
+		ON CONFLICT DO NOTHING RETURNING tenant_id, sensor_id
+	), owner AS (
+		SELECT tenant_id, sensor_id FROM claimed
+		UNION ALL
+		SELECT tenant_id, sensor_id FROM nats_consumer_names WHERE consumer = $1
+		LIMIT 1
+	), active AS (
+		SELECT ` + userCols + ` FROM nats_users
+		WHERE kind = 'sensor' AND tenant_id = $2 AND sensor_id = $3 AND revoked_at IS NULL
+	)
+	SELECT a.account_id, a.kind, a.tenant_id, a.name, a.seed_enc, a.jwt, a.created_at, a.updated_at,
+	       o.tenant_id, o.sensor_id,
+	       u.user_pub_key, u.account_id, u.kind, u.tenant_id, u.sensor_id, u.name, u.seed_enc, u.jwt, u.created_at, u.revoked_at
+	FROM account a LEFT JOIN owner o ON true LEFT JOIN active u ON true`
+
+// ClaimSensor reads the tenant's account, claims the consumer name for
+// (tenantID, sensorID) and reads the sensor's active user in one round
+// trip (see claimSensorSQL), where it took three.
+func (s *Store) ClaimSensor(ctx context.Context, consumer, tenantID, sensorID string) (provisioning.SensorClaim, error) {
+	var (
+		ar         accountRow
+		ur         userRow
+		owner, sid *string
+	)
+	dest := append(append(ar.dest(), &owner, &sid), ur.dest()...)
+	if err := s.pool.QueryRow(ctx, claimSensorSQL, consumer, tenantID, sensorID).Scan(dest...); err != nil {
+		return provisioning.SensorClaim{}, notFound(err, "tenant "+tenantID+" account")
+	}
+	if owner == nil {
+		var t, id string
+		if err := s.pool.QueryRow(ctx, `SELECT tenant_id, sensor_id FROM nats_consumer_names WHERE consumer = $1`, consumer).Scan(&t, &id); err != nil {
+			return provisioning.SensorClaim{}, fmt.Errorf("provisionerstore: claim consumer %s: %w", consumer, err)
+		}
+		owner, sid = &t, &id
+	}
+	if *owner != tenantID || *sid != sensorID {
+		return provisioning.SensorClaim{}, fmt.Errorf("consumer %s: %w", consumer, provisioning.ErrConsumerNameTaken)
+	}
+	a, err := s.openAccount(&ar)
+	if err != nil {
+		return provisioning.SensorClaim{}, err
+	}
+	claim := provisioning.SensorClaim{Account: a}
+	if ur.pubKey != nil {
+		u, err := s.openUser(&ur)
+		if err != nil {
+			return provisioning.SensorClaim{}, err
+		}
+		claim.User = &u
+	}
+	return claim, nil
+}
+
 // ConsumerClaims lists every claimed consumer name and its owner.
 func (s *Store) ConsumerClaims(ctx context.Context) ([]provisioning.ConsumerClaim, error) {
 	rows, err := s.pool.Query(ctx, `SELECT consumer, tenant_id, sensor_id FROM nats_consumer_names`)
@@ -505,19 +570,32 @@ func revocations(ctx context.Context, q querier, accountPubKey string) ([]provis
 	return all, nil
 }
 
+// accountRow receives accountCols.
+type accountRow struct {
+	a        provisioning.Account
+	kind     string
+	tenantID *string
+	sealed   []byte
+}
+
+func (r *accountRow) dest() []any {
+	return []any{&r.a.PubKey, &r.kind, &r.tenantID, &r.a.Name, &r.sealed, &r.a.JWT, &r.a.CreatedAt, &r.a.UpdatedAt}
+}
+
 func (s *Store) scanAccount(row pgx.Row) (provisioning.Account, error) {
-	var (
-		a        provisioning.Account
-		kind     string
-		tenantID *string
-		sealed   []byte
-	)
-	if err := row.Scan(&a.PubKey, &kind, &tenantID, &a.Name, &sealed, &a.JWT, &a.CreatedAt, &a.UpdatedAt); err != nil {
+	var r accountRow
+	if err := row.Scan(r.dest()...); err != nil {
 		return provisioning.Account{}, err
 	}
-	a.Kind, a.TenantID = provisioning.AccountKind(kind), deref(tenantID)
+	return s.openAccount(&r)
+}
+
+// openAccount completes a scanned account, opening its sealed seed.
+func (s *Store) openAccount(r *accountRow) (provisioning.Account, error) {
+	a := r.a
+	a.Kind, a.TenantID = provisioning.AccountKind(r.kind), deref(r.tenantID)
 	a.CreatedAt, a.UpdatedAt = a.CreatedAt.UTC(), a.UpdatedAt.UTC()
-	seed, err := s.sealer.Open(sealed, []byte(a.PubKey))
+	seed, err := s.sealer.Open(r.sealed, []byte(a.PubKey))
 	if err != nil {
 		return provisioning.Account{}, fmt.Errorf("open seed of account %s (is ACCOUNT_SEED_ENCRYPTION_KEY the one it was stored with?): %w", a.PubKey, err)
 	}
@@ -525,23 +603,39 @@ func (s *Store) scanAccount(row pgx.Row) (provisioning.Account, error) {
 	return a, nil
 }
 
+// userRow receives userCols; every column may be NULL (an outer join that
+// found no user: pubKey is nil).
+type userRow struct {
+	pubKey, accountID, kind, tenantID, sensorID, name, jwt *string
+	sealed                                                 []byte
+	createdAt, revokedAt                                   *time.Time
+}
+
+func (r *userRow) dest() []any {
+	return []any{&r.pubKey, &r.accountID, &r.kind, &r.tenantID, &r.sensorID, &r.name, &r.sealed, &r.jwt, &r.createdAt, &r.revokedAt}
+}
+
 func (s *Store) scanUser(row pgx.Row) (provisioning.User, error) {
-	var (
-		u                  provisioning.User
-		kind               string
-		tenantID, sensorID *string
-		sealed             []byte
-		revokedAt          *time.Time
-	)
-	if err := row.Scan(&u.PubKey, &u.AccountPubKey, &kind, &tenantID, &sensorID, &u.Name, &sealed, &u.JWT, &u.CreatedAt, &revokedAt); err != nil {
+	var r userRow
+	if err := row.Scan(r.dest()...); err != nil {
 		return provisioning.User{}, err
 	}
-	u.Kind, u.TenantID, u.SensorID = provisioning.UserKind(kind), deref(tenantID), deref(sensorID)
-	u.CreatedAt = u.CreatedAt.UTC()
-	if revokedAt != nil {
-		u.RevokedAt = revokedAt.UTC()
+	return s.openUser(&r)
+}
+
+// openUser completes a scanned user, opening its sealed seed.
+func (s *Store) openUser(r *userRow) (provisioning.User, error) {
+	u := provisioning.User{
+		PubKey: deref(r.pubKey), AccountPubKey: deref(r.accountID), Kind: provisioning.UserKind(deref(r.kind)),
+		TenantID: deref(r.tenantID), SensorID: deref(r.sensorID), Name: deref(r.name), JWT: deref(r.jwt),
 	}
-	seed, err := s.sealer.Open(sealed, []byte(u.PubKey))
+	if r.createdAt != nil {
+		u.CreatedAt = r.createdAt.UTC()
+	}
+	if r.revokedAt != nil {
+		u.RevokedAt = r.revokedAt.UTC()
+	}
+	seed, err := s.sealer.Open(r.sealed, []byte(u.PubKey))
 	if err != nil {
 		return provisioning.User{}, fmt.Errorf("open seed of user %s (is ACCOUNT_SEED_ENCRYPTION_KEY the one it was stored with?): %w", u.PubKey, err)
 	}

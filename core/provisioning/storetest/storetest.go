@@ -74,6 +74,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ActiveUsersWithoutSeeds", testActiveUsers},
 		{"ClaimConsumer", testClaimConsumer},
 		{"ClaimConsumerConcurrent", testClaimConsumerConcurrent},
+		{"ClaimSensor", testClaimSensor},
+		{"ClaimSensorConcurrent", testClaimSensorConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1102,6 +1104,94 @@ func testClaimConsumerConcurrent(t *testing.T, s Store) {
 			p := pairs[i%2]
 			errs[i] = s.ClaimConsumer(ctx(t), "cmd-acme-eu-s1", p[0], p[1])
 		}()
+	}
+	wg.Wait()
+	claims, err := s.ConsumerClaims(ctx(t))
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claims = %+v, %v; want exactly one", claims, err)
+	}
+	for i, err := range errs {
+		p := pairs[i%2]
+		owns := claims[0].TenantID == p[0] && claims[0].SensorID == p[1]
+		if owns && err != nil {
+			t.Errorf("owner %v got %v", p, err)
+		}
+		if !owns && !errors.Is(err, provisioning.ErrConsumerNameTaken) {
+			t.Errorf("non-owner %v got %v, want ErrConsumerNameTaken", p, err)
+		}
+	}
+}
+
+// testClaimSensor: the one call before minting a sensor's user reads the
+// tenant's account as TenantAccount does (seed byte-exact), claims the
+// consumer name as ClaimConsumer does, and returns the sensor's active
+// user as ActiveSensorUser does: never a revoked one, never one of another
+// tenant or sensor. Without an account it claims nothing.
+func testClaimSensor(t *testing.T, s Store) {
+	c := ctx(t)
+	_, err := s.ClaimSensor(c, "cmd-acme-eu-s1", "acme", "eu-s1")
+	wantErr(t, "claim without an account", err, provisioning.ErrNotFound)
+	if claims, err := s.ConsumerClaims(c); err != nil || len(claims) != 0 {
+		t.Fatalf("claims after a refusal for lack of an account: %+v, %v; want none", claims, err)
+	}
+
+	acme := createAccount(t, s, "acme")
+	globex := createAccount(t, s, "globex")
+	got, err := s.ClaimSensor(c, "cmd-acme-eu-s1", "acme", "eu-s1")
+	if err != nil {
+		t.Fatalf("first claim: %v", err)
+	}
+	diff(t, "account", acme, got.Account)
+	if got.User != nil {
+		t.Errorf("user of a sensor that has none: %+v", got.User)
+	}
+	// Users of the same sensor id in another tenant, and of another
+	// sensor in the tenant, are not this sensor's.
+	createUser(t, s, sensorUser(globex, "eu-s1"))
+	createUser(t, s, sensorUser(acme, "eu-s2"))
+	if got, err := s.ClaimSensor(c, "cmd-acme-eu-s1", "acme", "eu-s1"); err != nil || got.User != nil {
+		t.Errorf("claim again with only others' users: user %+v, %v; want none", got.User, err)
+	}
+	mine := createUser(t, s, sensorUser(acme, "eu-s1"))
+	got, err = s.ClaimSensor(c, "cmd-acme-eu-s1", "acme", "eu-s1")
+	if err != nil || got.User == nil {
+		t.Fatalf("claim with an active user: %+v, %v", got.User, err)
+	}
+	diff(t, "active user", mine, *got.User)
+	diff(t, "account", acme, got.Account)
+
+	if _, _, err := s.Revoke(c, provisioning.Revocation{AccountPubKey: acme.PubKey, UserPubKey: mine.PubKey, RevokedAt: t0}, resignWith(&resignRecorder{}, "acme-jwt-2")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ClaimSensor(c, "cmd-acme-eu-s1", "acme", "eu-s1"); err != nil || got.User != nil {
+		t.Errorf("claim after the user's revocation: user %+v, %v; want none", got.User, err)
+	}
+
+	// acme-eu/s1 spells the same name: refused, whatever it holds.
+	createAccount(t, s, "acme-eu")
+	_, err = s.ClaimSensor(c, "cmd-acme-eu-s1", "acme-eu", "s1")
+	wantErr(t, "claim of acme/eu-s1's name by acme-eu/s1", err, provisioning.ErrConsumerNameTaken)
+	claims, err := s.ConsumerClaims(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "claims", []provisioning.ConsumerClaim{{Consumer: "cmd-acme-eu-s1", TenantID: "acme", SensorID: "eu-s1"}}, claims)
+}
+
+// testClaimSensorConcurrent races the two pairs that spell one name
+// through ClaimSensor: one pair owns it, every call of the other fails.
+func testClaimSensorConcurrent(t *testing.T, s Store) {
+	createAccount(t, s, "acme")
+	createAccount(t, s, "acme-eu")
+	const n = 20
+	pairs := [2][2]string{{"acme", "eu-s1"}, {"acme-eu", "s1"}}
+	errs := make([]error, 2*n)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			p := pairs[i%2]
+			_, errs[i] = s.ClaimSensor(ctx(t), "cmd-acme-eu-s1", p[0], p[1])
+		})
 	}
 	wg.Wait()
 	claims, err := s.ConsumerClaims(ctx(t))
