@@ -59,6 +59,10 @@ func (s *Store) SensorCredential(ctx context.Context, sensorID string, kind flee
 // still retired first, as renewal does, and the reads of old_cert and
 // old_token make those updates run before the inserts they would clash
 // with. The announcement goes out only when the enrolment is stored.
+// Sensor tokens are never "used" (used_at is the enrolment token's), so
+// "used_at IS NULL" changes nothing but lets the old sensor token be found
+// through sensor_tokens_one_live_idx: without it PostgreSQL read the whole
+// table, every enrolment, a cost growing with the fleet.
 const completeEnrollmentSQL = `
 	WITH sensor AS (
 		SELECT id, tenant_id, state FROM sensors WHERE id = $1 FOR UPDATE
@@ -77,7 +81,7 @@ const completeEnrollmentSQL = `
 		SELECT $4, sensor_id, true, $5, $3 FROM token WHERE (SELECT count(*) FROM old_cert) >= 0
 	), old_token AS (
 		UPDATE sensor_tokens SET revoked_at = $3
-		WHERE sensor_id = (SELECT sensor_id FROM token) AND kind = 'sensor' AND revoked_at IS NULL
+		WHERE sensor_id = (SELECT sensor_id FROM token) AND kind = 'sensor' AND used_at IS NULL AND revoked_at IS NULL
 		RETURNING token_hash
 	), new_token AS (
 		INSERT INTO sensor_tokens (token_hash, sensor_id, kind, created_at, expires_at)
@@ -143,7 +147,7 @@ func (s *Store) RenewCertificate(ctx context.Context, r fleet.RenewalRecord) err
 		}
 		if _, err := tx.Exec(ctx, `
 			UPDATE sensor_tokens SET revoked_at = $2
-			WHERE sensor_id = $1 AND kind = 'sensor' AND revoked_at IS NULL`, r.SensorID, r.At); err != nil {
+			WHERE sensor_id = $1 AND kind = 'sensor' AND used_at IS NULL AND revoked_at IS NULL`, r.SensorID, r.At); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `

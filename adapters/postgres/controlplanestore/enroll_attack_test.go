@@ -3,9 +3,12 @@ package controlplanestore_test
 import (
 	"crypto/sha256"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -184,4 +187,36 @@ func TestEnrolmentRacingRevocation(t *testing.T) {
 		}
 	}
 	t.Logf("enrolment first %d times, revocation first %d times", enrolledFirst, revokedFirst)
+}
+
+// The enrolment statement finds every row it reads or changes through an
+// index: with sequential scans disabled, PostgreSQL still plans one only
+// where no index serves (as the revocation of the old sensor token once
+// did, reading the whole sensor_tokens table on every enrolment).
+func TestEnrolmentStatementUsesIndexes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	red := f.redeemed(t, "acme")
+	tx, err := f.pool.Begin(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(f.ctx) }()
+	if _, err := tx.Exec(f.ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	var plan string
+	if err := tx.QueryRow(f.ctx, `EXPLAIN (FORMAT JSON) `+controlplanestore.CompleteEnrollmentSQL,
+		red.SensorID, tokenHash(red.EnrollmentToken), now, "ab01", now.Add(time.Hour), tokenHash("sensor"), now.Add(time.Hour),
+		"offline", "U1", "A1", "rxc_sensor_credentials").Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, `"Index Scan"`) {
+		t.Fatalf("no index scan in the plan, is it the statement's? %s", plan)
+	}
+	if strings.Contains(plan, `"Seq Scan"`) {
+		t.Errorf("the enrolment statement reads a table sequentially:\n%s", plan)
+	}
 }

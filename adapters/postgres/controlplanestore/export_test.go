@@ -1,0 +1,4 @@
+package controlplanestore
+
+// CompleteEnrollmentSQL is the enrolment statement, for its plan test.
+const CompleteEnrollmentSQL = completeEnrollmentSQL
