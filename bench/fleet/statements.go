@@ -70,7 +70,7 @@ func (p *pgStatements) report(n int) (string, error) {
 	}
 	defer conn.Close(ctx)
 	rows, err := conn.Query(ctx, `
-		SELECT d.datname, s.calls, s.total_exec_time, s.query
+		SELECT d.datname, s.calls, s.total_exec_time, s.shared_blks_hit + s.shared_blks_read, s.query
 		FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
 		WHERE s.query NOT LIKE '%pg_stat_statements%'
 		ORDER BY d.datname, s.calls DESC, s.query`)
@@ -79,17 +79,17 @@ func (p *pgStatements) report(n int) (string, error) {
 	}
 	defer rows.Close()
 	var b strings.Builder
-	fmt.Fprintf(&b, "| database | calls per enrolment | execution ms per enrolment | statement |\n|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| database | calls per enrolment | execution ms per enrolment | buffers per call | statement |\n|---|---|---|---|---|\n")
 	var calls int64
 	var total float64
 	for rows.Next() {
 		var (
-			db    string
-			c     int64
-			ms    float64
-			query string
+			db      string
+			c, blks int64
+			ms      float64
+			query   string
 		)
-		if err := rows.Scan(&db, &c, &ms, &query); err != nil {
+		if err := rows.Scan(&db, &c, &ms, &blks, &query); err != nil {
 			return "", err
 		}
 		calls += c
@@ -98,9 +98,9 @@ func (p *pgStatements) report(n int) (string, error) {
 		if len(q) > 160 {
 			q = q[:160] + "…"
 		}
-		fmt.Fprintf(&b, "| %s | %.2f | %.3f | `%s` |\n", db, float64(c)/float64(n), ms/float64(n), strings.ReplaceAll(q, "|", "\\|"))
+		fmt.Fprintf(&b, "| %s | %.2f | %.3f | %.0f | `%s` |\n", db, float64(c)/float64(n), ms/float64(n), float64(blks)/float64(max(c, 1)), strings.ReplaceAll(q, "|", "\\|"))
 	}
-	fmt.Fprintf(&b, "| all | %.2f | %.3f | |\n", float64(calls)/float64(n), total/float64(n))
+	fmt.Fprintf(&b, "| all | %.2f | %.3f | | |\n", float64(calls)/float64(n), total/float64(n))
 	return b.String(), rows.Err()
 }
 

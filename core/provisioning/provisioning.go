@@ -125,6 +125,9 @@ type MintedUser struct {
 	PubKey string
 	Seed   []byte
 	JWT    string
+	// Creds is the new user's .creds file, byte for byte what Signer.Creds
+	// gives for JWT and Seed (made without decoding the JWT again).
+	Creds []byte
 }
 
 // CheckOperator makes sure sys and control are the accounts op names and

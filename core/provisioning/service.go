@@ -203,9 +203,8 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 	}
 	sensor := topology.Sensor{Stream: s.stream, TenantID: tenantID, SensorID: sensorID}
 	// The consumer name is claimed before anything is minted: a pair that
-	// spells another pair's name gets nothing, not even a user.
-	// One store call reads the account, claims the name and reads the
-	// active user.
+	// spells another pair's name gets nothing, not even a user. One store
+	// call reads the account, claims the name and reads the active user.
 	claim, err := s.store.ClaimSensor(ctx, sensor.Consumer(), tenantID, sensorID)
 	if errors.Is(err, ErrNotFound) {
 		return SensorUser{}, false, fmt.Errorf("%w: %s", ErrNoAccount, tenantID)
@@ -213,6 +212,7 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 		return SensorUser{}, false, err
 	}
 	acct := claim.Account
+	var minted MintedUser
 	u, created, err := s.ensureUser(ctx, sensor.Permissions(), func() (User, error) {
 		if claim.User == nil {
 			return User{}, fmt.Errorf("sensor user %s/%s: %w", tenantID, sensorID, ErrNotFound)
@@ -222,7 +222,9 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 		// A tenant's account never changes its key, and its seed is
 		// replaced only by reseal, which re-encrypts the same seed: the
 		// account read above signs the user.
-		return s.mint(acct, User{Kind: UserSensor, TenantID: tenantID, SensorID: sensorID, Name: sensorID}, s.sensorSpec(sensor))
+		u, m, err := s.mint(acct, User{Kind: UserSensor, TenantID: tenantID, SensorID: sensorID, Name: sensorID}, s.sensorSpec(sensor))
+		minted = m
+		return u, err
 	})
 	if err != nil {
 		return SensorUser{}, false, err
@@ -232,9 +234,13 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 			return SensorUser{}, false, err
 		}
 	}
-	creds, err := s.signer.Creds(u.JWT, u.Seed)
-	if err != nil {
-		return SensorUser{}, false, err
+	// The user this call minted comes with its creds; any other is
+	// formatted (and its seed checked against its JWT) here.
+	creds := minted.Creds
+	if !created || u.PubKey != minted.PubKey || creds == nil {
+		if creds, err = s.signer.Creds(u.JWT, u.Seed); err != nil {
+			return SensorUser{}, false, err
+		}
 	}
 	if err := s.consumers.EnsureConsumer(ctx, sensor); errors.Is(err, ErrConsumerNameTaken) {
 		return SensorUser{}, false, err
@@ -319,7 +325,8 @@ func (s *Service) EnsureBackendUser(ctx context.Context, name string) (BackendUs
 		if err != nil {
 			return User{}, fmt.Errorf("control account: %w", err)
 		}
-		return s.mint(acct, User{Kind: UserBackend, Name: name}, UserSpec{Name: name, Permissions: backendPerms})
+		u, _, err := s.mint(acct, User{Kind: UserBackend, Name: name}, UserSpec{Name: name, Permissions: backendPerms})
+		return u, err
 	})
 	if err != nil {
 		return BackendUser{}, false, err
@@ -358,16 +365,16 @@ func (s *Service) ensureUser(ctx context.Context, want topology.Permissions, fin
 	return s.store.CreateUser(ctx, u)
 }
 
-func (s *Service) mint(acct Account, u User, spec UserSpec) (User, error) {
+func (s *Service) mint(acct Account, u User, spec UserSpec) (User, MintedUser, error) {
 	spec.AccountPubKey, spec.AccountSeed = acct.PubKey, acct.Seed
 	m, err := s.signer.MintUser(spec)
 	if err != nil {
-		return User{}, err
+		return User{}, MintedUser{}, err
 	}
 	u.PubKey, u.Seed, u.JWT = m.PubKey, m.Seed, m.JWT
 	u.AccountPubKey = acct.PubKey
 	u.CreatedAt = s.now().UTC()
-	return u, nil
+	return u, m, nil
 }
 
 // Revoke revokes a user key in an account, re-signs the account JWT and

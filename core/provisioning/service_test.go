@@ -1,6 +1,7 @@
 package provisioning_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -113,6 +114,11 @@ func TestEnsureSensorUser(t *testing.T) {
 	again, created, err := f.svc.EnsureSensorUser(f.ctx, "acme", "s1")
 	if err != nil || created || again.User.PubKey != su.User.PubKey {
 		t.Errorf("second EnsureSensorUser = %s, created %v, %v; want the same user", again.User.PubKey, created, err)
+	}
+	// The new user's creds (formatted when it was minted) are the stored
+	// user's, as its later hand-outs format them.
+	if want, err := f.signer.Creds(again.User.JWT, again.User.Seed); err != nil || !bytes.Equal(su.Creds, want) || !bytes.Equal(again.Creds, want) {
+		t.Errorf("creds of the new user %q, handed out again %q; want the stored user's %q (%v)", su.Creds, again.Creds, want, err)
 	}
 	// Another tenant's sensor of the same name is another user in another account.
 	beta := f.tenant(t, "beta")

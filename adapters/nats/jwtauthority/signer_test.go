@@ -411,6 +411,9 @@ func TestMintUser(t *testing.T) {
 			if want, err := jwt.FormatUserConfig(m.JWT, m.Seed); err != nil || !bytes.Equal(creds, want) {
 				t.Errorf("creds differ from jwt.FormatUserConfig's (err %v):\n%s\nwant\n%s", err, creds, want)
 			}
+			if !bytes.Equal(m.Creds, creds) {
+				t.Errorf("the minted user's creds differ from Creds':\n%s\nwant\n%s", m.Creds, creds)
+			}
 			gotJWT, err := jwt.ParseDecoratedJWT(creds)
 			if err != nil || gotJWT != m.JWT {
 				t.Errorf("creds JWT = %q (err %v), want the minted JWT", gotJWT, err)

@@ -98,7 +98,9 @@ func (s *Signer) MintUser(spec provisioning.UserSpec) (provisioning.MintedUser, 
 	if err != nil {
 		return provisioning.MintedUser{}, err
 	}
-	return provisioning.MintedUser{PubKey: pub, Seed: []byte(fmt.Sprintf("SU%d", n)), JWT: jwt}, nil
+	seed := []byte(fmt.Sprintf("SU%d", n))
+	creds, _ := s.Creds(jwt, seed)
+	return provisioning.MintedUser{PubKey: pub, Seed: seed, JWT: jwt, Creds: creds}, nil
 }
 
 // ResignUser implements provisioning.Signer.
