@@ -72,6 +72,8 @@ type options struct {
 	fanoutProf string
 	rssProf    string
 	agentProcs int
+	natsProf   string
+	natsProfS  int
 	broadcast  bool
 	phases     phases
 	phaseFlag  string
@@ -125,6 +127,8 @@ func main() {
 	flag.StringVar(&o.fanoutProf, "fanout-cpuprofile", "", "write a CPU profile of the product fan-out to this file (the last retention's)")
 	flag.IntVar(&o.agentProcs, "agent-procs", 0, "rss phase (a): play the agents in this many processes of their own (0: in the driver process, which also runs the primary control plane and the provisioner)")
 	flag.StringVar(&o.rssProf, "rss-cpuprofile", "", "write a CPU profile of the driver (the sensors' side) over the rss phase (a)'s sampling window to this file")
+	flag.StringVar(&o.natsProf, "nats-cpuprofile", "", "write CPU profiles of the product's and the bare nats-server during their fan-outs to this path with -product.pprof and -bare.pprof appended (the last retention's; each the first -nats-profile-seconds of its fan-out, through nats-server's profiling port)")
+	flag.IntVar(&o.natsProfS, "nats-profile-seconds", 10, "with -nats-cpuprofile: how long each nats-server profile runs from the start of its fan-out")
 	flag.BoolVar(&o.broadcast, "broadcast-experiment", false, "instead of the benchmarks: bare nats-server, one stored message delivered to every consumer (each also filtering a fleet-wide subject) against one message per consumer, for each retention")
 	flag.StringVar(&child, "serve-controlplane", "", "internal: run a control plane from this JSON configuration file")
 	var agentsPath string
@@ -167,7 +171,13 @@ type result struct {
 	fanout, fanoutAPI time.Duration
 	fanoutStored      time.Duration // batch: until no command was pending
 	bareFanout        time.Duration
-	mem               *memResult
+	bareStored        time.Duration // bare: until every publication was acknowledged
+	// CPU used during the product's fan-out by its nats-server, the
+	// driver (control plane and provisioner, sensors' clients) and
+	// PostgreSQL; during the bare one by the bare nats-server and the
+	// driver (its clients).
+	fanoutCPU, bareFanoutCPU fanoutCPU
+	mem                      *memResult
 }
 
 func run(t *benchenv.T, o options) error {
@@ -262,15 +272,21 @@ func fanoutTable(b *strings.Builder, o options, rs []result) {
 		how, api = fmt.Sprintf("one `POST /api/sensors/{id}/commands` per sensor, %d at once", o.fanoutConc), "API accepted all"
 	}
 	fmt.Fprintf(b, "Start command to every sensor (%s), first API call → last sensor ack, next to bare nats-server publishing one message per consumer (async, 256 in flight) to as many consumers on as many connections:\n\n", how)
-	fmt.Fprintf(b, "| retention | product: first API call → last ack | %s | every command in the stream (batch: none pending) | bare: publish → last ack | product / bare |\n|---|---|---|---|---|---|\n", api)
+	fmt.Fprintf(b, "| retention | product: first API call → last ack | %s | every command in the stream (batch: none pending) | bare: publish → last ack | bare: every publication acknowledged | product / bare |\n|---|---|---|---|---|---|---|\n", api)
 	for _, r := range rs {
 		stored := "—"
 		if r.fanoutStored > 0 {
 			stored = r.fanoutStored.Round(10 * time.Millisecond).String()
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | **%.2f×** |\n", r.retention,
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | **%.2f×** |\n", r.retention,
 			r.fanout.Round(10*time.Millisecond), r.fanoutAPI.Round(10*time.Millisecond), stored, r.bareFanout.Round(10*time.Millisecond),
-			r.fanout.Seconds()/r.bareFanout.Seconds())
+			r.bareStored.Round(10*time.Millisecond), r.fanout.Seconds()/r.bareFanout.Seconds())
+	}
+	b.WriteString("\nCPU used during each fan-out (from the first API call or publish to the last ack; the driver is the control plane, the provisioner and the sensors' clients, or the bare publisher and clients):\n\n| retention | product: its nats-server | product: driver | product: PostgreSQL | bare: nats-server | bare: driver |\n|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		fmt.Fprintf(b, "| %s | %.2f s | %.2f s | %.2f s | %.2f s | %.2f s |\n", r.retention,
+			r.fanoutCPU.nats.Seconds(), r.fanoutCPU.driver.Seconds(), r.fanoutCPU.postgres.Seconds(),
+			r.bareFanoutCPU.nats.Seconds(), r.bareFanoutCPU.driver.Seconds())
 	}
 	b.WriteString("\n")
 }
@@ -298,7 +314,7 @@ func measure(o options, retention string, roots []int, rss bool) (result, error)
 	res := result{retention: retention}
 	t := &benchenv.T{}
 	defer t.Close()
-	s, err := startStack(t, retention, o.sensors)
+	s, err := startStack(t, retention, o.sensors, o.natsProf != "")
 	if err != nil {
 		return res, err
 	}
@@ -319,7 +335,7 @@ func measure(o options, retention string, roots []int, rss bool) (result, error)
 		}
 	}
 	if o.phases.fanout {
-		if err := s.measureFanout(o, sensors, &res); err != nil {
+		if err := s.measureFanout(o, sensors, roots, &res); err != nil {
 			return res, err
 		}
 	}
@@ -377,7 +393,7 @@ func (s *stack) measureEnrol(o options, sensors []*sensor, roots []int, res *res
 
 // measureFanout sends one start command to every sensor through the API
 // and, on the bare nats-server, one message to every consumer.
-func (s *stack) measureFanout(o options, sensors []*sensor, res *result) error {
+func (s *stack) measureFanout(o options, sensors []*sensor, roots []int, res *result) error {
 	if !o.phases.enrol {
 		fmt.Printf("bare: %d consumers (not measured)…\n", o.sensors)
 		if err := s.bareConsumers(0, o.sensors, o.bareConc); err != nil {
@@ -386,25 +402,104 @@ func (s *stack) measureFanout(o options, sensors []*sensor, res *result) error {
 	}
 	var err error
 	fmt.Printf("start command to %d sensors…\n", o.sensors)
-	stop := func() {}
-	if o.fanoutProf != "" {
-		stop = profile(o.fanoutProf)
-	}
-	res.fanout, res.fanoutAPI, res.fanoutStored, err = s.fanout(sensors, o.fanoutConc, o.single)
+	// Profiles and CPU count from the first API call: the sensors'
+	// connections and consumer lookups before it are not the fan-out.
+	stop, natsStop := func() {}, func() {}
+	var cpu0 cpuSample
+	res.fanout, res.fanoutAPI, res.fanoutStored, err = s.fanout(sensors, o.fanoutConc, o.single, hooks{
+		start: func() {
+			if o.fanoutProf != "" {
+				stop = profile(o.fanoutProf)
+			}
+			natsStop = s.natsProfile(s.prov.NATS, o, "product")
+			cpu0 = s.cpuSample(roots)
+		},
+		end: func() { res.fanoutCPU = s.cpuSample(roots).since(cpu0) },
+	})
 	stop()
+	natsStop()
 	if err != nil {
 		return err
 	}
 	fmt.Printf("bare: one message to each of %d consumers…\n", o.sensors)
-	if res.bareFanout, err = s.bareFanout(o.sensors); err != nil {
+	natsStop = func() {}
+	res.bareFanout, res.bareStored, err = s.bareFanoutStored(o.sensors, hooks{
+		start: func() {
+			natsStop = s.natsProfile(s.bare, o, "bare")
+			cpu0 = s.cpuSample(roots)
+		},
+		end: func() { res.bareFanoutCPU = s.cpuSample(roots).since(cpu0) },
+	})
+	natsStop()
+	if err != nil {
 		return err
 	}
-	fmt.Printf("  fan-out %s (bare %s)\n", res.fanout.Round(time.Millisecond), res.bareFanout.Round(time.Millisecond))
+	fmt.Printf("  fan-out %s (bare %s); CPU product: %s; bare: %s\n", res.fanout.Round(time.Millisecond), res.bareFanout.Round(time.Millisecond), res.fanoutCPU, res.bareFanoutCPU)
 	return nil
 }
 
-func startStack(t *benchenv.T, retention string, n int) (*stack, error) {
-	prov := provisionertest.Start(t, provisionertest.Options{LogLevel: "error", CommandStreamRetention: retention, ConsumerAckWait: ackWait})
+// cpuSample is the CPU used so far by the run's processes.
+type cpuSample struct{ all, nats, bare, postgres time.Duration }
+
+// fanoutCPU is what a fan-out cost each process.
+type fanoutCPU struct{ nats, driver, postgres time.Duration }
+
+func (c fanoutCPU) String() string {
+	return fmt.Sprintf("nats-server %.2f s, driver %.2f s, PostgreSQL %.2f s", c.nats.Seconds(), c.driver.Seconds(), c.postgres.Seconds())
+}
+
+func (s *stack) cpuSample(roots []int) cpuSample {
+	return cpuSample{
+		all: benchenv.TreeCPU(roots...), nats: benchenv.TreeCPU(s.prov.NATS.PID()),
+		bare: benchenv.TreeCPU(s.bare.PID()), postgres: benchenv.TreeCPU(roots[1]),
+	}
+}
+
+// since is the CPU each part used from c0 to c: the product's or the bare
+// server's (whichever used more: only one runs a fan-out), the driver
+// (everything else in the process tree) and PostgreSQL.
+func (c cpuSample) since(c0 cpuSample) fanoutCPU {
+	nats, bare := c.nats-c0.nats, c.bare-c0.bare
+	all, pg := c.all-c0.all, c.postgres-c0.postgres
+	return fanoutCPU{nats: max(nats, bare), driver: all - nats - bare - pg, postgres: pg}
+}
+
+// natsProfile profiles srv's CPU for -nats-profile-seconds through its
+// profiling port into -nats-cpuprofile's path with kind appended; the
+// returned func waits for the profile.
+func (s *stack) natsProfile(srv *natstest.Server, o options, kind string) func() {
+	if o.natsProf == "" || srv.ProfileURL() == "" {
+		return func() {}
+	}
+	path := o.natsProf + "-" + kind + ".pprof"
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", srv.ProfileURL(), o.natsProfS))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "nats-server profile:", err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "nats-server profile:", err)
+			return
+		}
+		defer f.Close()
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			fmt.Fprintln(os.Stderr, "nats-server profile:", err)
+		}
+	}()
+	return func() { <-done }
+}
+
+func startStack(t *benchenv.T, retention string, n int, profiling bool) (*stack, error) {
+	prov := provisionertest.Start(t, provisionertest.Options{LogLevel: "error", CommandStreamRetention: retention, ConsumerAckWait: ackWait, NATSProfiling: profiling,
+		// The provisioner's default: provisionertest's 1s (for tests) reads
+		// every user and the stream's consumer count each second, load a
+		// deployment does not have.
+		ResolverSnapshotInterval: 30 * time.Second})
 	cfg := controlplanetest.Config(t, prov)
 	cfg.SensorOfflineAfter, cfg.ShutdownTimeout, cfg.LogLevel = time.Hour, 10*time.Second, "error"
 	// One address plays every sensor here: lift the per-address redeem limit.
@@ -431,7 +526,7 @@ func startStack(t *benchenv.T, retention string, n int) (*stack, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	s.bare = natstest.Start(t, natstest.Options{Dir: t.TempDir(), Name: "bare"})
+	s.bare = natstest.Start(t, natstest.Options{Dir: t.TempDir(), Name: "bare", Profiling: profiling})
 	nc, err := nats.Connect(s.bare.URL())
 	if err != nil {
 		return nil, err
@@ -612,7 +707,7 @@ func closeAll(ws []waiter) {
 // fanout sends one start command to every sensor, first API call to last
 // ack: one batch for the tenant (POST /api/commands), or with single one
 // request per sensor; accepted is when the API answered the last request.
-func (s *stack) fanout(sensors []*sensor, conc int, single bool) (all, accepted, stored time.Duration, err error) {
+func (s *stack) fanout(sensors []*sensor, conc int, single bool, h hooks) (all, accepted, stored time.Duration, err error) {
 	ws := make([]waiter, len(sensors))
 	defer closeAll(ws)
 	err = benchenv.Parallel(context.Background(), len(sensors), 32, func(i int) error {
@@ -641,6 +736,7 @@ func (s *stack) fanout(sensors []*sensor, conc int, single bool) (all, accepted,
 	if err != nil {
 		return 0, 0, 0, err
 	}
+	h.start()
 	var start atomic.Int64
 	start.Store(time.Now().UnixNano())
 	wait, err := await(ws, &start)
@@ -682,9 +778,14 @@ func (s *stack) fanout(sensors []*sensor, conc int, single bool) (all, accepted,
 		return 0, 0, 0, err
 	}
 	all, err = wait()
+	h.end()
 	<-done
 	return all, accepted, stored, err
 }
+
+// hooks run when a fan-out starts (first API call or publish) and ends
+// (last ack, before the sensors disconnect).
+type hooks struct{ start, end func() }
 
 // lookup finds a consumer the way an agent does, retrying while the
 // server is too busy to answer (an agent retries forever).
@@ -700,10 +801,17 @@ func lookup(js jetstream.JetStream, stream, name string) (jetstream.Consumer, er
 	}
 }
 
-func (s *stack) bareFanout(n int) (time.Duration, error) {
+func (s *stack) bareFanout(n int, h hooks) (time.Duration, error) {
+	d, _, err := s.bareFanoutStored(n, h)
+	return d, err
+}
+
+// bareFanoutStored is bareFanout, also saying when the stream had
+// acknowledged every publication.
+func (s *stack) bareFanoutStored(n int, h hooks) (all, stored time.Duration, err error) {
 	ws := make([]waiter, n)
 	defer closeAll(ws)
-	err := benchenv.Parallel(context.Background(), n, 32, func(i int) error {
+	err = benchenv.Parallel(context.Background(), n, 32, func(i int) error {
 		nc, err := nats.Connect(s.bare.URL())
 		if err != nil {
 			return err
@@ -717,34 +825,38 @@ func (s *stack) bareFanout(n int) (time.Duration, error) {
 		return err
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	pub, err := nats.Connect(s.bare.URL())
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer pub.Close()
 	pjs, err := jetstream.New(pub, jetstream.WithPublishAsyncMaxPending(256))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	h.start()
 	var start atomic.Int64
 	start.Store(time.Now().UnixNano())
 	wait, err := await(ws, &start)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for i := range n {
 		if _, err := pjs.PublishAsync(bareSubject(i), []byte(`{"action":"start"}`), jetstream.WithMsgID(fmt.Sprintf("bare-%d", i)), jetstream.WithStallWait(time.Minute)); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	select {
 	case <-pjs.PublishAsyncComplete():
+		stored = time.Since(time.Unix(0, start.Load()))
 	case <-time.After(5 * time.Minute):
-		return 0, errors.New("bare publishes not acknowledged within 5 minutes")
+		return 0, 0, errors.New("bare publishes not acknowledged within 5 minutes")
 	}
-	return wait()
+	all, err = wait()
+	h.end()
+	return all, stored, err
 }
 
 func profile(path string) func() {
@@ -865,7 +977,7 @@ func broadcastOnce(parent *benchenv.T, retention string, n int) (perSensor, once
 		return 0, 0, 0, err
 	}
 	s := &stack{bare: srv, bjs: js}
-	if perSensor, err = s.bareFanout(n); err != nil {
+	if perSensor, err = s.bareFanout(n, hooks{func() {}, func() {}}); err != nil {
 		return 0, 0, 0, err
 	}
 	ws := make([]waiter, n)

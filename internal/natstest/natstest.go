@@ -75,6 +75,9 @@ type Options struct {
 	InProcess bool
 	// ReadyTimeout bounds Start; defaults to 30s.
 	ReadyTimeout time.Duration
+	// Profiling opens nats-server's profiling port (prof_port, Go's
+	// /debug/pprof/) on a free loopback port: see ProfileURL.
+	Profiling bool
 }
 
 // Operator is the trust configuration of a server in operator mode: users
@@ -119,6 +122,7 @@ type Server struct {
 	t           TB
 	opts        Options
 	monitorPort int
+	profPort    int // 0: no profiling port
 	bin         string
 
 	mu   sync.Mutex
@@ -153,6 +157,9 @@ func New(t TB, opts Options) *Server {
 		bin = ""
 	}
 	s := &Server{t: t, opts: opts, monitorPort: freePort(t), bin: bin}
+	if opts.Profiling {
+		s.profPort = freePort(t)
+	}
 	t.Cleanup(s.Stop)
 	return s
 }
@@ -183,6 +190,26 @@ func (s *Server) Port() int { return s.opts.Port }
 // MonitorURL is the base URL of the monitoring endpoint.
 func (s *Server) MonitorURL() string { return fmt.Sprintf("http://127.0.0.1:%d", s.monitorPort) }
 
+// ProfileURL is the base URL of the profiling endpoint (append
+// /debug/pprof/...), "" without Options.Profiling.
+func (s *Server) ProfileURL() string {
+	if s.profPort == 0 {
+		return ""
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", s.profPort)
+}
+
+// PID is the external process's id while it runs, 0 otherwise (and for a
+// server in this process).
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // ConfigPath is the configuration file the server runs with.
 func (s *Server) ConfigPath() string { return filepath.Join(s.opts.Dir, s.opts.Name+".conf") }
 
@@ -195,6 +222,9 @@ func (s *Server) External() bool { return s.bin != "" }
 func (s *Server) writeConfig() error {
 	body := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\nserver_name: %q\njetstream {\n  store_dir: %q\n}\n",
 		s.opts.Port, s.monitorPort, s.opts.Name, s.StoreDir())
+	if s.profPort != 0 {
+		body += fmt.Sprintf("prof_port: %d\n", s.profPort)
+	}
 	if s.opts.Operator != nil {
 		body += s.opts.Operator.config()
 	}

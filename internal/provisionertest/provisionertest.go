@@ -71,6 +71,12 @@ type Options struct {
 	// pgtest cluster: a database of a cluster of the test's own, which it
 	// may stop (pgtest.Start, Halt, Resume).
 	PGDSN string
+	// ResolverSnapshotInterval is RESOLVER_SNAPSHOT_INTERVAL (0: 1s, so
+	// tests see the snapshot soon; a benchmark wants the default, 30s).
+	ResolverSnapshotInterval time.Duration
+	// NATSProfiling opens nats-server's profiling port
+	// (natstest.Options.Profiling).
+	NATSProfiling bool
 }
 
 // Start brings up PostgreSQL database, provisioner and nats-server.
@@ -88,7 +94,7 @@ func Start(t pgtest.TB, opts Options) *Stack {
 		}
 	}
 	s := &Stack{t: t, Dir: dir, Secret: "test-shared-secret-0123456789"}
-	s.NATS = natstest.New(t, natstest.Options{Dir: dir, Config: "include \"nats-operator.conf\"\n"})
+	s.NATS = natstest.New(t, natstest.Options{Dir: dir, Config: "include \"nats-operator.conf\"\n", Profiling: opts.NATSProfiling})
 	httpPort := FreePort(t)
 	s.URL = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	s.NATSURL = s.NATS.URL()
@@ -134,7 +140,7 @@ func Start(t pgtest.TB, opts Options) *Stack {
 		ConsumerAckWait:            cmp.Or(opts.ConsumerAckWait, 5*time.Second),
 		ResolverCacheTTL:           time.Second,
 		ResolverSnapshotPath:       filepath.Join(dir, "state", "resolver-snapshot.json"),
-		ResolverSnapshotInterval:   time.Second,
+		ResolverSnapshotInterval:   cmp.Or(opts.ResolverSnapshotInterval, time.Second),
 		MigrateOnStart:             true,
 		ShutdownTimeout:            5 * time.Second,
 	}
