@@ -355,23 +355,43 @@ func (s *Service) PublishQueued(ctx context.Context) (int, error) {
 	// is taken and published; at most one recording runs at a time.
 	var recording sync.WaitGroup
 	defer recording.Wait()
-	for ctx.Err() == nil {
+	// The next claim is taken while this one is published (one claim
+	// ahead, never more): the publisher does not stop for the claim's
+	// round trip between claims. A claim taken is published even when ctx
+	// ends meanwhile.
+	type claim struct {
+		cmds []Command
+		err  error
+	}
+	next := make(chan claim, 1)
+	take := func() {
 		cmds, err := s.store.ClaimUnsentCommands(ctx, s.now(), batchClaim)
-		if err != nil {
-			return sent, fmt.Errorf("claim queued commands: %w", err)
+		next <- claim{cmds, err}
+	}
+	go take()
+	for {
+		c := <-next // no claim is being taken past this point
+		if c.err != nil {
+			return sent, fmt.Errorf("claim queued commands: %w", c.err)
 		}
-		if len(cmds) == 0 {
+		if len(c.cmds) == 0 {
 			return sent, nil
+		}
+		more := ctx.Err() == nil
+		if more {
+			go take()
 		}
 		// A claimed command is sent, and its outcome recorded, even when
 		// ctx ends meanwhile: its first publication is on record.
 		wctx := context.WithoutCancel(ctx)
-		results := s.publishClaimed(wctx, cmds)
+		results := s.publishClaimed(wctx, c.cmds)
 		recording.Wait()
-		recording.Go(func() { s.recordPublished(wctx, cmds, results) })
-		sent += len(cmds)
+		recording.Go(func() { s.recordPublished(wctx, c.cmds, results) })
+		sent += len(c.cmds)
+		if !more {
+			return sent, nil
+		}
 	}
-	return sent, nil
 }
 
 // publishClaimed publishes claimed commands, pipelined when the publisher

@@ -160,3 +160,120 @@ func (nopTerminator) Terminate(string, string) {}
 type nopLocker struct{}
 
 func (nopLocker) TryLock(context.Context, string) (func(), bool, error) { return func() {}, true, nil }
+
+// countingClaims counts claims and lets a test act on each.
+type countingClaims struct {
+	*claimStore
+	claims  chan int // the number of each claim, as it is taken
+	n       int
+	onClaim func(n int)
+}
+
+func (s *countingClaims) ClaimUnsentCommands(ctx context.Context, at time.Time, limit int) ([]Command, error) {
+	s.mu.Lock()
+	s.n++
+	n := s.n
+	s.mu.Unlock()
+	if s.onClaim != nil {
+		s.onClaim(n)
+	}
+	out, err := s.claimStore.ClaimUnsentCommands(ctx, at, limit)
+	s.claims <- n
+	return out, err
+}
+
+// hookPublisher runs before(call) at the start of each batch call.
+type hookPublisher struct {
+	batchPublisher
+	calls  int
+	before func(call int)
+}
+
+func (p *hookPublisher) PublishCommands(ctx context.Context, msgs []CommandMessage, window int) []PublishResult {
+	p.mu.Lock()
+	p.calls++
+	call := p.calls
+	p.mu.Unlock()
+	p.before(call)
+	return p.batchPublisher.PublishCommands(ctx, msgs, window)
+}
+
+// TestPublishQueuedClaimsAhead: the next claim is taken while a claim is
+// published (one ahead, never two), so the publisher does not wait for a
+// claim's round trip between claims; and when ctx ends, the claim already
+// taken ahead is still published and recorded (none is left claimed and
+// unsent) and no further claim is taken.
+func TestPublishQueuedClaimsAhead(t *testing.T) {
+	t.Parallel()
+	var ids []string
+	for i := range 3*batchClaim + 1 {
+		ids = append(ids, fmt.Sprintf("c%d", i))
+	}
+	// awaitClaim waits until claim want was taken (claims arrive in order).
+	awaitClaim := func(store *countingClaims, want int) bool {
+		for {
+			select {
+			case n := <-store.claims:
+				if n == want {
+					return true
+				}
+			case <-time.After(time.Minute):
+				return false
+			}
+		}
+	}
+
+	store := &countingClaims{claimStore: &claimStore{queued: queuedCommands(ids...), accepted: map[string]uint64{}}, claims: make(chan int, 16)}
+	pub := &hookPublisher{}
+	pub.before = func(call int) {
+		if !awaitClaim(store, call+1) {
+			t.Errorf("publishing claim %d: claim %d was not taken meanwhile", call, call+1)
+			return
+		}
+		store.mu.Lock()
+		taken := store.n
+		store.mu.Unlock()
+		if taken != call+1 {
+			t.Errorf("publishing claim %d: %d claims taken, want %d (one ahead, never more)", call, taken, call+1)
+		}
+	}
+	s, err := New(Config{Store: store, CA: nilCA{}, Publisher: pub, Terminator: nopTerminator{}, Locker: nopLocker{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.PublishQueued(t.Context())
+	if err != nil || n != len(ids) {
+		t.Fatalf("PublishQueued: %d, %v; want %d", n, err, len(ids))
+	}
+	if pub.calls != 4 || len(store.accepted) != len(ids) {
+		t.Errorf("%d batch calls, %d accepted; want 4 and %d", pub.calls, len(store.accepted), len(ids))
+	}
+
+	// ctx ends while claim 1 is published, claim 2 already taken.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	store = &countingClaims{claimStore: &claimStore{queued: queuedCommands(ids...), accepted: map[string]uint64{}}, claims: make(chan int, 16)}
+	pub = &hookPublisher{}
+	pub.before = func(call int) {
+		if call == 1 {
+			if !awaitClaim(store, 2) {
+				t.Error("claim 2 was not taken while claim 1 was published")
+			}
+			cancel()
+		}
+	}
+	s, err = New(Config{Store: store, CA: nilCA{}, Publisher: pub, Terminator: nopTerminator{}, Locker: nopLocker{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err = s.PublishQueued(ctx)
+	if err != nil || n != 2*batchClaim {
+		t.Fatalf("PublishQueued after ctx ended: %d, %v; want %d (both claims taken), nil", n, err, 2*batchClaim)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if pub.calls != 2 || len(store.accepted) != 2*batchClaim || store.n != 2 {
+		t.Errorf("%d batch calls, %d accepted, %d claims; want 2, %d, 2: a claimed command was left unsent or a claim was taken after ctx ended",
+			pub.calls, len(store.accepted), store.n, 2*batchClaim)
+	}
+}
