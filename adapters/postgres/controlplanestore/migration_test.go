@@ -2,11 +2,13 @@ package controlplanestore_test
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"strings"
 	"testing"
 	"testing/fstest"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
@@ -88,5 +90,58 @@ func TestMigration005KeepsEachSensorsLastCommand(t *testing.T) {
 	var unsent int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM commands WHERE first_sent_at IS NULL`).Scan(&unsent); err != nil || unsent != 0 {
 		t.Errorf("%d commands from before 005 without a first send time (%v)", unsent, err)
+	}
+}
+
+// TestMigration013ChecksSensorAndTenantAsAPair: commands recorded before
+// 013 survive it; afterwards a command naming its sensor's tenant is
+// recorded (the positive control), one naming another existing tenant or
+// a sensor that does not exist is refused by the database, and a batch of
+// the store still records its commands.
+func TestMigration013ChecksSensorAndTenantAsAPair(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := migrate.Apply(ctx, pool, "controlplane", upTo(t, "013")); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO tenants (id, name, created_at) VALUES ('acme', 'Acme', now()), ('umbrella', 'Umbrella', now())`,
+		`INSERT INTO sensors (id, tenant_id, name, state, created_at) VALUES ('s1', 'acme', 's1', 'running', now()), ('u1', 'umbrella', 'u1', 'running', now())`,
+		`INSERT INTO commands (id, tenant_id, sensor_id, action, issued_at, issued_by, expires_at, status, first_sent_at) VALUES
+			('old', 'acme', 's1', 'start', now(), 'ops', now() + interval '1 hour', 'accepted', now())`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := migrate.Apply(ctx, pool, "controlplane", migrations.ControlPlane); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM commands WHERE id = 'old'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the command from before 013: %d rows, %v", n, err)
+	}
+	insert := func(id, tenant, sensor string) error {
+		_, err := pool.Exec(ctx, `INSERT INTO commands (id, tenant_id, sensor_id, action, issued_at, issued_by, expires_at, status, first_sent_at)
+			VALUES ($1, $2, $3, 'start', now(), 'ops', now() + interval '1 hour', 'pending', now())`, id, tenant, sensor)
+		return err
+	}
+	if err := insert("ok", "acme", "s1"); err != nil {
+		t.Fatalf("a command with its sensor's tenant: %v", err)
+	}
+	for _, c := range []struct{ id, tenant, sensor string }{
+		{"cross", "umbrella", "s1"}, // another tenant's name on acme's sensor
+		{"cross2", "acme", "u1"},    // acme's name on umbrella's sensor
+		{"ghost", "acme", "nope"},   // no such sensor
+		{"ghost2", "nope", "s1"},    // no such tenant
+	} {
+		var pgErr *pgconn.PgError
+		if err := insert(c.id, c.tenant, c.sensor); !errors.As(err, &pgErr) || pgErr.Code != "23503" {
+			t.Errorf("command %s (tenant %s, sensor %s): %v; want a foreign-key violation", c.id, c.tenant, c.sensor, err)
+		}
 	}
 }
