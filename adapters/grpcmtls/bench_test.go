@@ -3,9 +3,15 @@ package grpcmtls_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"syscall"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rxc-project/rxc/adapters/grpcmtls"
@@ -55,4 +61,69 @@ func BenchmarkStreamEvents(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
+}
+
+// BenchmarkHealthCheck makes health checks through the real TLS server (the
+// check-in answered by the test's fake, no database): on a new connection
+// each, as an agent whose idle connection closed, with the TLS session
+// resumed (the agent's way) or a full handshake, and all on one open
+// connection. cpu-ms/op is the process's CPU a check, client and server
+// together.
+func BenchmarkHealthCheck(b *testing.B) {
+	for _, tc := range []struct {
+		name       string
+		reconnect  bool
+		resumption bool
+	}{{"reconnect-resumed", true, true}, {"reconnect-full-handshake", true, false}, {"one-connection", false, false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			f := start(b)
+			cert, _ := f.enrol(b, "acme", "s1", true)
+			cfg := f.ca.ClientTLSConfig(cert, "localhost")
+			if tc.resumption {
+				cfg.ClientSessionCache = tls.NewLRUClientSessionCache(1)
+			}
+			dial := func() *grpc.ClientConn {
+				conn, err := grpc.NewClient(f.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				return conn
+			}
+			conn := dial()
+			if _, err := check(b.Context(), conn); err != nil { // warm: the first session ticket
+				b.Fatal(err)
+			}
+			resumed := 0
+			cpu0 := processCPU()
+			b.ResetTimer()
+			for range b.N {
+				if tc.reconnect {
+					conn.Close()
+					conn = dial()
+				}
+				var p peer.Peer
+				if _, err := sensorpb.NewSensorHealthcheckServiceClient(conn).Check(b.Context(), &sensorpb.CheckRequest{AgentVersion: "1.2.3"}, grpc.Peer(&p)); err != nil {
+					b.Fatal(err)
+				}
+				if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && info.State.DidResume {
+					resumed++
+				}
+			}
+			b.StopTimer()
+			conn.Close()
+			b.ReportMetric(float64(processCPU()-cpu0)/1e6/float64(b.N), "cpu-ms/op")
+			if tc.reconnect && tc.resumption && resumed < b.N {
+				b.Fatalf("%d of %d checks resumed their TLS session", resumed, b.N)
+			}
+		})
+	}
+}
+
+// processCPU is the CPU time this process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rxc-project/rxc/adapters/sensorclient"
@@ -264,6 +265,7 @@ func (s *stack) memoryAgents(o options, r *replica, sensors []*sensor, m *memRes
 	time.Sleep(2 * o.heartbeat)
 	m.window = 2 * o.heartbeat
 	before, _, _ := counts()
+	upd0 := s.sensorRowWrites()
 	cpu0, self0, pg0, agents0 := benchenv.TreeCPU(r.cmd.Process.Pid), selfCPU(), benchenv.TreeCPU(s.pgPID), benchenv.TreeCPU(pids...)
 	stop := func() {}
 	if o.rssProf != "" {
@@ -275,15 +277,34 @@ func (s *stack) memoryAgents(o options, r *replica, sensors []*sensor, m *memRes
 	if len(pids) > 0 {
 		m.agentsCPU = benchenv.TreeCPU(pids...) - agents0
 	}
+	upd := s.sensorRowWrites() - upd0
 	after, errs, why := counts()
 	m.checks, m.checksWanted = int(after-before), int(float64(len(sensors))*m.window.Seconds()/o.heartbeat.Seconds())
 	m.checkErrors, m.why = errs, why
 	fmt.Printf("  failed health checks by code: %v\n", m.why)
 	fmt.Printf("  RSS %.0f MiB (max), connections %.0f max, %d of %d checks\n", mib(m.agents.rssMax), m.agents.connsMax, m.checks, m.checksWanted)
 	per := func(d time.Duration) float64 { return ms(d) / float64(max(m.checks, 1)) }
+	fmt.Printf("  sensor rows written in the window: %d (%.2f a completed check; status reports and checks together)\n", upd, float64(upd)/float64(max(m.checks, 1)))
 	fmt.Printf("  CPU a completed check: replica %.2f ms, driver %.2f ms, agent processes %.2f ms, PostgreSQL %.2f ms (window %s)\n", per(m.cpu), per(m.driverCPU), per(m.agentsCPU), per(m.pgCPU), m.window)
 	hold(context.Background())
 	return nil
+}
+
+// sensorRowWrites is how many sensor rows PostgreSQL has updated so far
+// (its statistics, which lag by up to a second), or -1.
+func (s *stack) sensorRowWrites() int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.plane.Config.PGDSN)
+	if err != nil {
+		return -1
+	}
+	defer conn.Close(ctx)
+	var n int64
+	if err := conn.QueryRow(ctx, `SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'sensors'`).Scan(&n); err != nil {
+		return -1
+	}
+	return n
 }
 
 // agentsWhere says how the rss phase plays the agents.
