@@ -207,10 +207,16 @@ func (s *stack) memory(o options, sensors []*sensor, res *result) error {
 		return err
 	}
 	defer r.stop()
-	time.Sleep(2 * time.Second)
 	m := &memResult{}
 	res.mem = m
-	m.base, _ = benchenv.RSS(r.cmd.Process.Pid)
+	// The base is the least RSS over the replica's first idle seconds: the
+	// garbage of its start-up goes back to the system meanwhile.
+	for range 8 {
+		time.Sleep(time.Second)
+		if rss, _ := benchenv.RSS(r.cmd.Process.Pid); m.base == 0 || rss < m.base {
+			m.base = rss
+		}
+	}
 	if strings.Contains(o.rssFleets, "a") {
 		fmt.Printf("(a) %d sensors as the agent behaves, heartbeat %s…\n", len(sensors), o.heartbeat)
 		if err := s.memoryAgents(o, r, sensors, m); err != nil {
