@@ -170,3 +170,28 @@ func TestOperatorMode(t *testing.T) {
 		})
 	}
 }
+
+// With Profiling the server answers on its profiling port; without it
+// there is none. An external server has its process id while it runs.
+func TestProfilingPortAndPID(t *testing.T) {
+	plain := natstest.Start(t, natstest.Options{Dir: t.TempDir(), Name: "plain"})
+	if u := plain.ProfileURL(); u != "" {
+		t.Errorf("a server without Profiling has profiling URL %q", u)
+	}
+	s := natstest.Start(t, natstest.Options{Dir: t.TempDir(), Name: "prof", Profiling: true})
+	resp, err := http.Get(s.ProfileURL() + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("profiling index: %s", resp.Status)
+	}
+	if s.External() != (s.PID() > 0) {
+		t.Errorf("external %v, PID %d", s.External(), s.PID())
+	}
+	s.Stop()
+	if s.PID() != 0 {
+		t.Errorf("PID %d after Stop, want 0", s.PID())
+	}
+}
