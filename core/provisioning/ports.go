@@ -94,6 +94,9 @@ type UserStore interface {
 	// ActiveUsers lists every unrevoked user (sensor and backend) without
 	// its seed, for the start-up check of their permissions.
 	ActiveUsers(ctx context.Context) ([]User, error)
+	// ActiveUserCounts counts the unrevoked users of each kind (for the
+	// metrics; no user is read).
+	ActiveUserCounts(ctx context.Context) (map[UserKind]int, error)
 	// Revoke records the revocation (keeping the earliest time when repeated),
 	// marks the user revoked if known, and replaces the account's JWT with the
 	// one resign returns for the full revocation list, all atomically.

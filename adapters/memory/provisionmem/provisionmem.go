@@ -392,6 +392,19 @@ func (s *Store) ConsumerClaims(context.Context) ([]provisioning.ConsumerClaim, e
 	return out, nil
 }
 
+// ActiveUserCounts counts the unrevoked users of each kind.
+func (s *Store) ActiveUserCounts(context.Context) (map[provisioning.UserKind]int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[provisioning.UserKind]int{}
+	for _, u := range s.users {
+		if u.RevokedAt.IsZero() {
+			out[u.Kind]++
+		}
+	}
+	return out, nil
+}
+
 // ActiveUsers lists every unrevoked user without its seed, oldest first.
 func (s *Store) ActiveUsers(context.Context) ([]provisioning.User, error) {
 	s.mu.Lock()

@@ -474,6 +474,27 @@ func (s *Store) ConsumerClaims(ctx context.Context) ([]provisioning.ConsumerClai
 	return claims, nil
 }
 
+// ActiveUserCounts counts the unrevoked users of each kind.
+func (s *Store) ActiveUserCounts(ctx context.Context) (map[provisioning.UserKind]int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT kind, count(*) FROM nats_users WHERE revoked_at IS NULL GROUP BY kind`)
+	if err != nil {
+		return nil, fmt.Errorf("provisionerstore: count active users: %w", err)
+	}
+	out := map[provisioning.UserKind]int{}
+	var (
+		kind string
+		n    int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&kind, &n}, func() error {
+		out[provisioning.UserKind(kind)] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provisionerstore: count active users: %w", err)
+	}
+	return out, nil
+}
+
 // ActiveUsers lists every unrevoked user without its seed.
 func (s *Store) ActiveUsers(ctx context.Context) ([]provisioning.User, error) {
 	rows, err := s.pool.Query(ctx, `SELECT user_pub_key, account_id, kind, tenant_id, sensor_id, name, jwt, created_at

@@ -50,13 +50,11 @@ func (s *Server) keepSnapshot(ctx context.Context) {
 			}
 			s.metrics.accounts.Set(float64(len(accts)))
 		}
-		if users, err := s.store.ActiveUsers(ctx); err == nil {
-			kinds := map[provisioning.UserKind]int{provisioning.UserSensor: 0, provisioning.UserBackend: 0}
-			for _, u := range users {
-				kinds[u.Kind]++
-			}
-			for k, n := range kinds {
-				s.metrics.users.WithLabelValues(string(k)).Set(float64(n))
+		// Counted, not read: at 10,000 sensors the users' JWTs are
+		// megabytes a snapshot.
+		if counts, err := s.store.ActiveUserCounts(ctx); err == nil {
+			for _, k := range []provisioning.UserKind{provisioning.UserSensor, provisioning.UserBackend} {
+				s.metrics.users.WithLabelValues(string(k)).Set(float64(counts[k]))
 			}
 		}
 		if unpushed, err := s.store.UnpushedAccounts(ctx); err == nil {

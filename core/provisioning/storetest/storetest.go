@@ -1065,6 +1065,14 @@ func testActiveUsers(t *testing.T, s Store) {
 		}
 	}
 	diff(t, "active users", sorted(u1.PubKey, b.PubKey), sorted(keys...))
+	// The counts agree with the list: the revoked user is not counted.
+	counts, err := s.ActiveUserCounts(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counts) != 2 || counts[provisioning.UserSensor] != 1 || counts[provisioning.UserBackend] != 1 {
+		t.Errorf("ActiveUserCounts = %v, want one sensor and one backend user (the revoked sensor user not counted)", counts)
+	}
 }
 
 func testClaimConsumer(t *testing.T, s Store) {
