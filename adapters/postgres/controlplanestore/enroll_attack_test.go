@@ -1,12 +1,17 @@
 package controlplanestore_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
 	"github.com/rxc-project/rxc/core/fleet"
@@ -218,5 +223,203 @@ func TestEnrolmentStatementUsesIndexes(t *testing.T) {
 	}
 	if strings.Contains(plan, `"Seq Scan"`) {
 		t.Errorf("the enrolment statement reads a table sequentially:\n%s", plan)
+	}
+}
+
+// credentialListener is a connection of its own LISTENing on the channel
+// enrolments and revocations are announced on, as every replica does.
+type credentialListener struct {
+	conn *pgx.Conn
+}
+
+func listenCredentials(t *testing.T, f *fixture) *credentialListener {
+	t.Helper()
+	conn, err := pgx.ConnectConfig(f.ctx, f.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	if _, err := conn.Exec(f.ctx, `LISTEN rxc_sensor_credentials`); err != nil {
+		t.Fatal(err)
+	}
+	return &credentialListener{conn: conn}
+}
+
+// drain returns every announcement that arrives until none has for quiet.
+func (l *credentialListener) drain(t *testing.T, quiet time.Duration) []string {
+	t.Helper()
+	var got []string
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), quiet)
+		n, err := l.conn.WaitForNotification(ctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		got = append(got, n.Payload)
+	}
+}
+
+// tables dumps every row enrolment may touch, in a stable order.
+func (f *fixture) tables(t *testing.T) string {
+	t.Helper()
+	var dump string
+	err := f.pool.QueryRow(f.ctx, `SELECT concat_ws(E'\n--\n',
+		(SELECT string_agg(r::text, E'\n' ORDER BY r::text) FROM sensors r),
+		(SELECT string_agg(r::text, E'\n' ORDER BY r::text) FROM sensor_tokens r),
+		(SELECT string_agg(r::text, E'\n' ORDER BY r::text) FROM sensor_certificates r),
+		(SELECT string_agg(r::text, E'\n' ORDER BY r::text) FROM tenants r))`).Scan(&dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dump
+}
+
+// Attack: every way the enrolment statement can be refused (a guessed
+// token, an expired one, another tenant's sensor's token, a used token
+// replayed, a revoked sensor's own token, an unknown sensor, and the
+// conflicts found only after the token would be consumed: a certificate
+// serial or sensor token another sensor holds). Each refusal leaves every
+// row of sensors, tokens, certificates and tenants byte for byte as it was
+// and announces nothing on the credentials channel (a replica would end
+// streams on it). Positive control: the sensor then enrols with its own
+// token, which changes the rows and is announced exactly once.
+func TestAttackEnrolmentRefusalsWriteAndAnnounceNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	f.provisionedTenant(t, "globex")
+	l := listenCredentials(t, f)
+	victim := f.redeemed(t, "acme")
+	foreign := f.redeemed(t, "globex")
+	revoked := f.redeemed(t, "acme")
+	if err := f.svc.RevokeSensor(f.ctx, revoked.SensorID, "ops@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	holderRed, holder := f.fleet.Enrolled(t, "globex")
+	if got := l.drain(t, 300*time.Millisecond); len(got) != 2 {
+		t.Fatalf("setup announced %v, want the revocation and the holder's enrolment", got)
+	}
+	now := f.clock.Now()
+	rec := fleet.EnrollmentRecord{
+		SensorID: victim.SensorID, EnrollmentTokenHash: tokenHash(victim.EnrollmentToken), Certificate: fleet.IssuedCertificate{Serial: "c0ffee01", NotAfter: now.Add(time.Hour)},
+		SensorTokenHash: tokenHash("victim's new sensor token"), SensorTokenExpiresAt: now.Add(time.Hour),
+		NATSUserPubKey: "UVICTIM", NATSAccountPubKey: "AACME", State: fleet.StateOffline, At: now,
+	}
+	before := f.tables(t)
+	for _, c := range []struct {
+		name string
+		edit func(*fleet.EnrollmentRecord)
+		want error
+	}{
+		{"guessed token", func(r *fleet.EnrollmentRecord) { r.EnrollmentTokenHash = tokenHash("guess") }, fleet.ErrInvalidToken},
+		{"expired token", func(r *fleet.EnrollmentRecord) { r.At = now.Add(fleet.DefaultEnrollmentTokenTTL + time.Second) }, fleet.ErrInvalidToken},
+		{"another tenant's sensor's token", func(r *fleet.EnrollmentRecord) { r.EnrollmentTokenHash = tokenHash(foreign.EnrollmentToken) }, fleet.ErrInvalidToken},
+		{"the victim's token for another tenant's sensor", func(r *fleet.EnrollmentRecord) { r.SensorID = foreign.SensorID }, fleet.ErrInvalidToken},
+		{"a used token replayed", func(r *fleet.EnrollmentRecord) {
+			r.SensorID, r.EnrollmentTokenHash = holderRed.SensorID, tokenHash(holderRed.EnrollmentToken)
+		}, fleet.ErrInvalidToken},
+		{"a revoked sensor's own token", func(r *fleet.EnrollmentRecord) {
+			r.SensorID, r.EnrollmentTokenHash = revoked.SensorID, tokenHash(revoked.EnrollmentToken)
+		}, fleet.ErrRevoked},
+		{"an unknown sensor", func(r *fleet.EnrollmentRecord) { r.SensorID = "ghost" }, fleet.ErrNotFound},
+		{"a certificate serial another sensor holds", func(r *fleet.EnrollmentRecord) { r.Certificate.Serial = holder.Certificate.Serial }, fleet.ErrConflict},
+		{"a sensor token another sensor holds", func(r *fleet.EnrollmentRecord) { r.SensorTokenHash = tokenHash(holder.SensorToken) }, fleet.ErrConflict},
+	} {
+		r := rec
+		c.edit(&r)
+		if err := f.store.CompleteEnrollment(f.ctx, r); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		if after := f.tables(t); after != before {
+			t.Errorf("%s: BROKEN: the refusal changed rows:\nbefore:\n%s\nafter:\n%s", c.name, before, after)
+			before = after
+		}
+	}
+	if got := l.drain(t, 300*time.Millisecond); len(got) != 0 {
+		t.Errorf("BROKEN: refused enrolments announced %v", got)
+	}
+
+	if err := f.store.CompleteEnrollment(f.ctx, rec); err != nil {
+		t.Fatalf("positive control: %v", err)
+	}
+	if f.tables(t) == before {
+		t.Error("positive control: the enrolment changed no row")
+	}
+	if got := l.drain(t, 300*time.Millisecond); len(got) != 1 || got[0] != "acme/"+victim.SensorID {
+		t.Errorf("positive control announced %v, want acme/%s once", got, victim.SensorID)
+	}
+}
+
+// Attack: one enrolment token sent many times at once through two
+// replicas' stores (each its own connection pool), each attempt with its
+// own certificate and sensor token. Exactly one stores anything: one
+// certificate, one sensor token, the winner's; one announcement; every
+// other attempt is told invalid_token.
+func TestAttackEnrolmentStatementRaceAcrossTwoPools(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pool, err := pgxpool.NewWithConfig(f.ctx, f.pool.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	other, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.provisionedTenant(t, "acme")
+	l := listenCredentials(t, f)
+	for round := range 5 {
+		red := f.redeemed(t, "acme")
+		const n = 12
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			store := f.store
+			if i%2 == 1 {
+				store = other
+			}
+			wg.Go(func() {
+				now := f.clock.Now()
+				errs[i] = store.CompleteEnrollment(f.ctx, fleet.EnrollmentRecord{
+					SensorID: red.SensorID, EnrollmentTokenHash: tokenHash(red.EnrollmentToken),
+					Certificate:     fleet.IssuedCertificate{Serial: fmt.Sprintf("%x%02x", round+1, i), NotAfter: now.Add(time.Hour)},
+					SensorTokenHash: tokenHash(fmt.Sprintf("round %d attempt %d", round, i)), SensorTokenExpiresAt: now.Add(time.Hour),
+					NATSUserPubKey: fmt.Sprintf("U%d", i), State: fleet.StateOffline, At: now,
+				})
+			})
+		}
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("round %d: BROKEN: attempts %d and %d both enrolled with one token", round, winner, i)
+			case err == nil:
+				winner = i
+			case !errors.Is(err, fleet.ErrInvalidToken):
+				t.Errorf("round %d: attempt %d: %v, want invalid token", round, i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no attempt enrolled: %v", round, errs)
+		}
+		s := f.sensor(t, red.SensorID)
+		if want := fmt.Sprintf("%x%02x", round+1, winner); s.Certificate.Serial != want || s.NATSUserPubKey != fmt.Sprintf("U%d", winner) {
+			t.Errorf("round %d: sensor holds certificate %s and user %s, want the winner's %s, U%d", round, s.Certificate.Serial, s.NATSUserPubKey, want, winner)
+		}
+		if n := f.count(t, `SELECT count(*) FROM sensor_certificates WHERE sensor_id = $1`, red.SensorID); n != 1 {
+			t.Errorf("round %d: BROKEN: %d certificates stored", round, n)
+		}
+		if n := f.count(t, `SELECT count(*) FROM sensor_tokens WHERE sensor_id = $1 AND kind = 'sensor'`, red.SensorID); n != 1 {
+			t.Errorf("round %d: BROKEN: %d sensor tokens stored", round, n)
+		}
+		if got := l.drain(t, 300*time.Millisecond); len(got) != 1 {
+			t.Errorf("round %d: BROKEN: %d announcements %v, want one", round, len(got), got)
+		}
 	}
 }

@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"RedeemConcurrent", testRedeemConcurrent},
 		{"Enrollment", testEnrollment},
 		{"EnrollmentConcurrent", testEnrollmentConcurrent},
+		{"EnrollmentRefusalWritesNothing", testEnrollmentRefusalWritesNothing},
 		{"SensorCredential", testSensorCredential},
 		{"ReplaceCertificate", testReplaceCertificate},
 		{"UpdateSensorStatus", testUpdateSensorStatus},
@@ -385,6 +386,68 @@ func testEnrollment(t *testing.T, s Store) {
 	own := foreign
 	own.SensorID, own.Certificate = "s3", certificate("dd02")
 	is(t, "s3 with its own token", s.CompleteEnrollment(ctx, own), nil)
+}
+
+// testEnrollmentRefusalWritesNothing: an enrolment that cannot be stored
+// whole stores none of it. A certificate serial or sensor token another
+// record already holds is found only after the enrolment token would be
+// consumed; the refusal must leave that token usable, the sensor pending
+// without a NATS identity, and the holder of the serial or token as it
+// was. A sensor token (its own or another's) is no enrolment token.
+// Positive control: the same record with fresh material enrols.
+func testEnrollmentRefusalWritesNothing(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	tenant(t, s, "globex")
+	holder := enrolled(t, s, "globex", "g1", "aa01")
+	before := pending(t, s, "acme", "s1")
+	rec := fleet.EnrollmentRecord{
+		SensorID: "s1", EnrollmentTokenHash: hash("enrol s1"), Certificate: certificate("bb01"),
+		SensorTokenHash: hash("sensor s1"), SensorTokenExpiresAt: t0.Add(168 * time.Hour), NATSUserPubKey: "U1", NATSAccountPubKey: "A1",
+		State: fleet.StateOffline, At: t0.Add(time.Minute),
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*fleet.EnrollmentRecord)
+		want error
+	}{
+		{"certificate serial another tenant's sensor holds", func(r *fleet.EnrollmentRecord) { r.Certificate = certificate("aa01") }, fleet.ErrConflict},
+		{"sensor token hash another sensor holds", func(r *fleet.EnrollmentRecord) { r.SensorTokenHash = hash("sensor g1") }, fleet.ErrConflict},
+		{"its enrolment token again as its sensor token", func(r *fleet.EnrollmentRecord) { r.SensorTokenHash = hash("enrol s1") }, fleet.ErrConflict},
+		{"another sensor's sensor token as the enrolment token", func(r *fleet.EnrollmentRecord) { r.EnrollmentTokenHash = hash("sensor g1") }, fleet.ErrInvalidToken},
+		{"an enrolled sensor's own sensor token to enrol it again", func(r *fleet.EnrollmentRecord) {
+			r.SensorID, r.EnrollmentTokenHash, r.SensorTokenHash = "g1", hash("sensor g1"), hash("sensor g1 again")
+		}, fleet.ErrInvalidToken},
+	} {
+		r := rec
+		c.edit(&r)
+		is(t, c.name, s.CompleteEnrollment(ctx, r), c.want)
+		if got, err := s.Sensor(ctx, "s1"); err != nil || !cmp.Equal(before, got) {
+			t.Errorf("%s: BROKEN: the refusal changed the sensor (-before +after):\n%s", c.name, cmp.Diff(before, got))
+		}
+		if tok, err := s.LiveToken(ctx, "s1", fleet.TokenEnrollment); err != nil || string(tok.Hash) != string(hash("enrol s1")) {
+			t.Errorf("%s: BROKEN: the refusal consumed the enrolment token: %x, %v", c.name, tok.Hash, err)
+		}
+		if _, err := s.LiveToken(ctx, "s1", fleet.TokenSensor); !errors.Is(err, fleet.ErrNotFound) {
+			t.Errorf("%s: BROKEN: the refusal stored a sensor token: %v", c.name, err)
+		}
+		if n := s.CertificateCount(ctx, "s1"); n != 0 {
+			t.Errorf("%s: BROKEN: the refusal stored %d certificates", c.name, n)
+		}
+		if got, err := s.Sensor(ctx, "g1"); err != nil || !cmp.Equal(holder, got) {
+			t.Errorf("%s: BROKEN: the refusal changed the holder (-before +after):\n%s", c.name, cmp.Diff(holder, got))
+		}
+		if tok, err := s.LiveToken(ctx, "g1", fleet.TokenSensor); err != nil || string(tok.Hash) != string(hash("sensor g1")) {
+			t.Errorf("%s: BROKEN: the holder's sensor token is no longer live: %x, %v", c.name, tok.Hash, err)
+		}
+		if n := s.CertificateCount(ctx, "g1"); n != 1 {
+			t.Errorf("%s: the holder has %d certificates, want 1", c.name, n)
+		}
+	}
+	is(t, "positive control: the same enrolment with its own material", s.CompleteEnrollment(ctx, rec), nil)
+	if got, _ := s.Sensor(ctx, "s1"); got.Certificate.Serial != "bb01" || got.State != fleet.StateOffline || got.NATSUserPubKey != "U1" {
+		t.Errorf("positive control: enrolled sensor %+v", got)
+	}
 }
 
 // testEnrollmentConcurrent: one enrolment token used by many requests at
