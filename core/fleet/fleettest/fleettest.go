@@ -802,6 +802,17 @@ func testCheckIn(t *testing.T, s Store) {
 	if sn, _ := s.Sensor(ctx, "renewed"); sn.AgentVersion == "evil" || !sn.LastSeenAt.Equal(now) {
 		t.Errorf("a superseded certificate's check-in was written: %+v", sn)
 	}
+	// The store matches the serial exactly (the use case lower-cases it
+	// first): the same digits in another case, or with a leading zero,
+	// are not the certificate.
+	for _, serial := range []string{"AA01", "0aa01", "aa01 ", "aa0"} {
+		if got, err := s.CheckIn(ctx, []fleet.SensorCheckIn{checkIn("acme", "s1", serial, "evil", "")}, now.Add(time.Minute), now); err != nil || got[0] {
+			t.Errorf("check-in with serial %q for aa01: recorded %v, %v; want refused", serial, got, err)
+		}
+	}
+	if sn, _ := s.Sensor(ctx, "s1"); sn.AgentVersion == "evil" {
+		t.Errorf("a check-in with a near-miss serial was written: %+v", sn)
+	}
 	// Expired: refused though active.
 	late := certificate("aa01").NotAfter
 	if got, err := s.CheckIn(ctx, []fleet.SensorCheckIn{checkIn("acme", "s1", "aa01", "", "")}, late, late.Add(-5*time.Second)); err != nil || got[0] {
