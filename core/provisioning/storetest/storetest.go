@@ -76,6 +76,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ClaimConsumerConcurrent", testClaimConsumerConcurrent},
 		{"ClaimSensor", testClaimSensor},
 		{"ClaimSensorConcurrent", testClaimSensorConcurrent},
+		{"ClaimSensorAcrossTenants", testClaimSensorAcrossTenants},
+		{"ClaimSensorConcurrentOnePair", testClaimSensorConcurrentOnePair},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1215,5 +1217,104 @@ func testClaimSensorConcurrent(t *testing.T, s Store) {
 		if !owns && !errors.Is(err, provisioning.ErrConsumerNameTaken) {
 			t.Errorf("non-owner %v got %v, want ErrConsumerNameTaken", p, err)
 		}
+	}
+}
+
+// testClaimSensorAcrossTenants: one sensor id in two tenants is two
+// sensors. Each claims its own consumer name and reads its own tenant's
+// account and its own user, never the other's, before and after either is
+// revoked and replaced; a revoked user is never returned, its replacement
+// is. A tenant without an account claims nothing even when others with the
+// same sensor id have accounts and users.
+func testClaimSensorAcrossTenants(t *testing.T, s Store) {
+	c := ctx(t)
+	acme := createAccount(t, s, "acme")
+	globex := createAccount(t, s, "globex")
+	mine := createUser(t, s, sensorUser(acme, "s1"))
+	theirs := createUser(t, s, sensorUser(globex, "s1"))
+	claim := func(tenant string) provisioning.SensorClaim {
+		t.Helper()
+		got, err := s.ClaimSensor(c, "cmd-"+tenant+"-s1", tenant, "s1")
+		if err != nil {
+			t.Fatalf("claim of %s/s1: %v", tenant, err)
+		}
+		return got
+	}
+	wantUser := func(what string, got *provisioning.User, want provisioning.User) {
+		t.Helper()
+		if got == nil {
+			t.Errorf("%s: no user, want %s", what, want.PubKey)
+			return
+		}
+		diff(t, what, want, *got)
+	}
+	for range 2 {
+		a, g := claim("acme"), claim("globex")
+		diff(t, "acme's account", acme, a.Account)
+		diff(t, "globex's account", globex, g.Account)
+		wantUser("acme/s1's user", a.User, mine)
+		wantUser("globex/s1's user", g.User, theirs)
+	}
+
+	if _, _, err := s.Revoke(c, provisioning.Revocation{AccountPubKey: acme.PubKey, UserPubKey: mine.PubKey, RevokedAt: t0}, resignWith(&resignRecorder{}, "acme-jwt-2")); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim("acme"); got.User != nil {
+		t.Errorf("BROKEN: acme/s1 after its user's revocation: user %s (%s), want none", got.User.PubKey, got.User.AccountPubKey)
+	}
+	wantUser("globex/s1's user after acme/s1's revocation", claim("globex").User, theirs)
+	replacement := createUser(t, s, sensorUser(acme, "s1"))
+	wantUser("acme/s1's replacement user", claim("acme").User, replacement)
+	wantUser("globex/s1's user after acme/s1's replacement", claim("globex").User, theirs)
+
+	_, err := s.ClaimSensor(c, "cmd-initech-s1", "initech", "s1")
+	wantErr(t, "claim of initech/s1 (no account)", err, provisioning.ErrNotFound)
+	claims, err := s.ConsumerClaims(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(claims, func(a, b provisioning.ConsumerClaim) int { return strings.Compare(a.Consumer, b.Consumer) })
+	diff(t, "claims", []provisioning.ConsumerClaim{
+		{Consumer: "cmd-acme-s1", TenantID: "acme", SensorID: "s1"},
+		{Consumer: "cmd-globex-s1", TenantID: "globex", SensorID: "s1"},
+	}, claims)
+}
+
+// testClaimSensorConcurrentOnePair: many claims of one sensor at once (an
+// enrolment retried, renewals through several replicas), interleaved with
+// claims of the same sensor id in another tenant: every call succeeds with
+// its own tenant's account and user, and each name is claimed once.
+func testClaimSensorConcurrentOnePair(t *testing.T, s Store) {
+	acme := createAccount(t, s, "acme")
+	globex := createAccount(t, s, "globex")
+	mine := createUser(t, s, sensorUser(acme, "s1"))
+	theirs := createUser(t, s, sensorUser(globex, "s1"))
+	const n = 30
+	got := make([]provisioning.SensorClaim, n)
+	errs := make([]error, n)
+	tenants := [2]string{"acme", "globex"}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			tn := tenants[i%3%2]
+			got[i], errs[i] = s.ClaimSensor(ctx(t), "cmd-"+tn+"-s1", tn, "s1")
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		acct, user := acme, mine
+		if i%3%2 == 1 {
+			acct, user = globex, theirs
+		}
+		switch {
+		case errs[i] != nil:
+			t.Errorf("claim %d of %s/s1: %v", i, acct.TenantID, errs[i])
+		case got[i].Account.PubKey != acct.PubKey || got[i].User == nil || got[i].User.PubKey != user.PubKey:
+			t.Errorf("BROKEN: claim %d of %s/s1 read account %s and user %+v, want %s and %s", i, acct.TenantID, got[i].Account.PubKey, got[i].User, acct.PubKey, user.PubKey)
+		}
+	}
+	claims, err := s.ConsumerClaims(ctx(t))
+	if err != nil || len(claims) != 2 {
+		t.Fatalf("claims = %+v, %v; want one for each tenant's s1", claims, err)
 	}
 }
