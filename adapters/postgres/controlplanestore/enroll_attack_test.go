@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -422,4 +423,73 @@ func TestAttackEnrolmentStatementRaceAcrossTwoPools(t *testing.T) {
 			t.Errorf("round %d: BROKEN: %d announcements %v, want one", round, len(got), got)
 		}
 	}
+}
+
+// Attack: enrolment racing the sensor's revocation, each through its own
+// replica's store (two pools), at the statement level. Whichever commits
+// first, the sensor ends revoked with no active certificate and no live
+// token, and the channel carries exactly what committed: the revocation,
+// plus the enrolment only when it won (an enrolment refused as revoked
+// announces nothing and stores nothing).
+func TestAttackEnrolmentStatementRacingRevocationAcrossTwoPools(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	pool, err := pgxpool.NewWithConfig(f.ctx, f.pool.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	other, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.provisionedTenant(t, "acme")
+	l := listenCredentials(t, f)
+	won := map[bool]int{}
+	for round := range 16 {
+		red := f.redeemed(t, "acme")
+		now := f.clock.Now()
+		var (
+			wg                  sync.WaitGroup
+			enrolErr, revokeErr error
+		)
+		wg.Go(func() {
+			enrolErr = f.store.CompleteEnrollment(f.ctx, fleet.EnrollmentRecord{
+				SensorID: red.SensorID, EnrollmentTokenHash: tokenHash(red.EnrollmentToken),
+				Certificate:     fleet.IssuedCertificate{Serial: fmt.Sprintf("5eed%02x", round), NotAfter: now.Add(time.Hour)},
+				SensorTokenHash: tokenHash(fmt.Sprintf("race %d", round)), SensorTokenExpiresAt: now.Add(time.Hour),
+				NATSUserPubKey: "U", State: fleet.StateOffline, At: now,
+			})
+		})
+		wg.Go(func() { _, revokeErr = other.RevokeSensor(f.ctx, red.SensorID, "ops@example.com", now) })
+		wg.Wait()
+		if revokeErr != nil {
+			t.Fatalf("round %d: revoke: %v", round, revokeErr)
+		}
+		want := []string{"acme/" + red.SensorID}
+		switch {
+		case enrolErr == nil:
+			want = append(want, want[0])
+		case errors.Is(enrolErr, fleet.ErrRevoked):
+			if n := f.count(t, `SELECT count(*) FROM sensor_certificates WHERE sensor_id = $1`, red.SensorID); n != 0 {
+				t.Errorf("round %d: BROKEN: an enrolment refused as revoked stored %d certificates", round, n)
+			}
+			if n := f.count(t, `SELECT count(*) FROM sensor_tokens WHERE sensor_id = $1 AND used_at IS NOT NULL`, red.SensorID); n != 0 {
+				t.Errorf("round %d: BROKEN: an enrolment refused as revoked consumed its token", round)
+			}
+		default:
+			t.Fatalf("round %d: enrol: %v, want success or revoked", round, enrolErr)
+		}
+		won[enrolErr == nil]++
+		if s := f.sensor(t, red.SensorID); s.State != fleet.StateRevoked || s.Certificate.Serial != "" {
+			t.Errorf("round %d: BROKEN: after the race the sensor is %s with certificate %q", round, s.State, s.Certificate.Serial)
+		}
+		if n := f.count(t, `SELECT count(*) FROM sensor_tokens WHERE sensor_id = $1 AND used_at IS NULL AND revoked_at IS NULL`, red.SensorID); n != 0 {
+			t.Errorf("round %d: BROKEN: a revoked sensor keeps %d live tokens", round, n)
+		}
+		if got := l.drain(t, 300*time.Millisecond); !slices.Equal(got, want) {
+			t.Errorf("round %d: announced %v, want %v", round, got, want)
+		}
+	}
+	t.Logf("enrolment first %d times, revocation first %d times", won[true], won[false])
 }

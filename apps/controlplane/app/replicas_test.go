@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,5 +247,107 @@ func TestHealthChecksFollowRevocationAndRenewalOnEveryReplica(t *testing.T) {
 	fresh := tls.Certificate{Certificate: [][]byte{block.Bytes}, PrivateKey: key}
 	if _, err := check(&fresh); err != nil {
 		t.Errorf("B's check on the renewed certificate: %v", err)
+	}
+}
+
+// Attack: a sensor keeps its gRPC connection to replica B open while it is
+// revoked, or its certificate replaced, through replica A. Its very next
+// health check on that same connection (same TCP connection, within
+// CheckInRefresh of its last check, when a check changing nothing is not
+// written) is refused and records nothing. Then checks of the revoked
+// sensor, of the replaced certificate, of the renewed one and of another
+// tenant's bystander arrive at B at once (B's batcher puts the checks that
+// arrive within 10 ms into one statement): each caller gets its own answer.
+func TestHealthChecksOnAnOpenConnectionFollowRevocationAndRenewal(t *testing.T) {
+	prov := provisionertest.Start(t, provisionertest.Options{})
+	a, b := replicas(t, prov)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	a.provisionedTenant("acme", "Acme")
+	a.provisionedTenant("beta", "Beta")
+	victim, bystander, renewed := a.enrol("acme"), a.enrol("beta"), a.enrol("acme")
+	conns := map[string]*grpc.ClientConn{"victim": b.dial(victim.cert), "bystander": b.dial(bystander.cert), "renewed": b.dial(renewed.cert)}
+	local := map[string]string{}
+	// check makes a health check on the named open connection and requires
+	// it to be the connection the first check made.
+	check := func(name, version string) error {
+		var p peer.Peer
+		_, err := sensorpb.NewSensorHealthcheckServiceClient(conns[name]).Check(ctx, &sensorpb.CheckRequest{AgentVersion: version}, grpc.Peer(&p))
+		if p.LocalAddr == nil {
+			t.Fatalf("%s: the check reached no connection: %v", name, err)
+		}
+		if was, ok := local[name]; ok && was != p.LocalAddr.String() {
+			t.Fatalf("%s: the check went over a new connection (%s, was %s): the test must reuse the open one", name, p.LocalAddr, was)
+		}
+		local[name] = p.LocalAddr.String()
+		return err
+	}
+	for _, name := range []string{"victim", "bystander", "renewed"} {
+		for range 2 {
+			if err := check(name, "1.0.0"); err != nil {
+				t.Fatalf("%s: check on the open connection: %v", name, err)
+			}
+		}
+	}
+
+	if code, body := a.do("POST", "/api/sensors/"+victim.enr.SensorID+"/revoke", nil, ""); code != 200 && code != 204 {
+		t.Fatalf("revoke through A: %d %s", code, body)
+	}
+	if err := check("victim", "evil"); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("BROKEN: the revoked sensor's next check on its open connection to B: %v, want PermissionDenied", err)
+	}
+	if err := check("bystander", "1.0.0"); err != nil {
+		t.Errorf("control: the bystander's check on its open connection: %v", err)
+	}
+	key := mustKey(t)
+	var cert struct{ Certificate string }
+	a.must("POST", "/api/sensors/"+renewed.enr.SensorID+"/agent/renew", renewal(t, renewed, newCSR(t, key)), renewed.enr.SensorToken, 200, &cert)
+	if err := check("renewed", "evil"); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("BROKEN: a check on the open connection with the replaced certificate: %v, want PermissionDenied", err)
+	}
+	block, _ := pem.Decode([]byte(cert.Certificate))
+	if block == nil {
+		t.Fatal("renewal returned no certificate")
+	}
+	conns["fresh"] = b.dial(tls.Certificate{Certificate: [][]byte{block.Bytes}, PrivateKey: key})
+
+	want := map[string]codes.Code{"victim": codes.PermissionDenied, "renewed": codes.PermissionDenied, "bystander": codes.OK, "fresh": codes.OK}
+	type answer struct {
+		name string
+		code codes.Code
+	}
+	answers := make(chan answer, 64)
+	var wg sync.WaitGroup
+	for name := range want {
+		cc := conns[name]
+		version := "2.0.0"
+		if want[name] != codes.OK {
+			version = "evil"
+		}
+		for range 8 {
+			wg.Go(func() {
+				_, err := sensorpb.NewSensorHealthcheckServiceClient(cc).Check(ctx, &sensorpb.CheckRequest{AgentVersion: version})
+				answers <- answer{name, status.Code(err)}
+			})
+		}
+	}
+	wg.Wait()
+	close(answers)
+	for ans := range answers {
+		if ans.code != want[ans.name] {
+			t.Errorf("BROKEN: a %s check among others answered %v, want %v", ans.name, ans.code, want[ans.name])
+		}
+	}
+	for _, s := range []*testSensor{victim, renewed} {
+		var seen struct{ State, AgentVersion string }
+		a.must("GET", "/api/sensors/"+s.enr.SensorID, nil, "", 200, &seen)
+		if seen.AgentVersion == "evil" {
+			t.Errorf("BROKEN: a refused check was recorded for %s: %+v", s.enr.SensorID, seen)
+		}
+	}
+	var seen struct{ State, AgentVersion string }
+	a.must("GET", "/api/sensors/"+renewed.enr.SensorID, nil, "", 200, &seen)
+	if seen.AgentVersion != "2.0.0" || seen.State != "online" {
+		t.Errorf("the renewed sensor after its new certificate's checks: %+v, want online with 2.0.0", seen)
 	}
 }
