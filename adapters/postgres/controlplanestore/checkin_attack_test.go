@@ -79,17 +79,17 @@ func (b *batcher) round(t *testing.T, checks []check) {
 }
 
 // Attack: a revoked sensor, a certificate superseded by a renewal (also in
-// upper case), another sensor's serial, a sensor named under another
-// tenant with its valid serial, and another tenant's sensor named under
-// the attacker's tenant, all in one batch with good checks of other
-// sensors. Each bad one is refused with AuthorizeSensor's reason and
-// records nothing; each good one is authorised and recorded, including a
-// version of 64 two-byte characters (PostgreSQL's length limit is in
-// characters, as core's is: a check at the limit must not fail the
-// statement and with it the whole batch). Then, within CheckInRefresh of
-// those checks, when a check changing nothing is not written: a revocation
-// and a renewal each refuse the very next check, while the other sensors'
-// checks in the same batch pass.
+// upper case), another sensor's serial (of the tenant, of another tenant),
+// a sensor named under another tenant with its valid serial, and another
+// tenant's sensor named under the attacker's tenant, all in one batch with
+// good checks of other sensors. Each bad one is refused with
+// AuthorizeSensor's reason and records nothing; each good one is
+// authorised and recorded, including a version of 64 two-byte characters
+// (PostgreSQL's length limit is in characters, as core's is: a check at
+// the limit must not fail the statement and with it the whole batch).
+// Then, within CheckInRefresh of those checks, when a check changing
+// nothing is not written: a revocation and a renewal each refuse the very
+// next check, while the other sensors' checks in the same batch pass.
 func TestAttackCheckInBatchMixedWithForbiddenChecks(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -120,6 +120,7 @@ func TestAttackCheckInBatchMixedWithForbiddenChecks(t *testing.T) {
 		{"superseded serial", "acme", renewed.SensorID, serial(renewed), fleet.Contact{AgentVersion: "evil", Address: "192.0.2.66"}, fleet.ErrInvalidToken},
 		{"superseded serial in upper case", "acme", renewed.SensorID, strings.ToUpper(serial(renewed)), fleet.Contact{AgentVersion: "evil"}, fleet.ErrInvalidToken},
 		{"another sensor's serial", "acme", good2.SensorID, serial(good1), fleet.Contact{AgentVersion: "evil", Address: "192.0.2.66"}, fleet.ErrInvalidToken},
+		{"another tenant's sensor's serial under the caller's own name", "acme", good2.SensorID, serial(foreign), fleet.Contact{AgentVersion: "evil", Address: "192.0.2.66"}, fleet.ErrInvalidToken},
 		{"a sensor named under another tenant, its valid serial", "globex", good1.SensorID, serial(good1), fleet.Contact{AgentVersion: "evil"}, fleet.ErrNotFound},
 		{"another tenant's sensor under the caller's tenant", "acme", foreign.SensorID, serial(foreign), fleet.Contact{AgentVersion: "evil"}, fleet.ErrNotFound},
 		{"the renewed sensor's new serial", "acme", renewed.SensorID, serial(fleet.Enrollment{Certificate: rn.Certificate}), fleet.Contact{Address: "192.0.2.3"}, nil},
