@@ -275,7 +275,7 @@ func (s *stack) memoryAgents(o options, r *replica, sensors []*sensor, m *memRes
 	cpu0, self0, pg0, agents0 := benchenv.TreeCPU(r.cmd.Process.Pid), selfCPU(), benchenv.TreeCPU(s.pgPID), benchenv.TreeCPU(pids...)
 	stop := func() {}
 	if o.rssProf != "" {
-		stop = profile(o.rssProf)
+		stop = startProfile(o.rssProf)
 	}
 	m.agents = r.sample(m.window)
 	stop()

@@ -60,8 +60,9 @@ func (p *pgStatements) reset() error {
 }
 
 // report lists every statement run since reset with its calls per
-// operation (n operations), leaving out the query that reads them.
-func (p *pgStatements) report(n int) (string, error) {
+// operation (n operations, each called per), leaving out the query that
+// reads them.
+func (p *pgStatements) report(n int, per string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, p.dsn)
@@ -79,7 +80,7 @@ func (p *pgStatements) report(n int) (string, error) {
 	}
 	defer rows.Close()
 	var b strings.Builder
-	fmt.Fprintf(&b, "| database | calls per enrolment | execution ms per enrolment | buffers per call | statement |\n|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| database | calls per %[1]s | execution ms per %[1]s | buffers per call | statement |\n|---|---|---|---|---|\n", per)
 	var calls int64
 	var total float64
 	for rows.Next() {
@@ -101,7 +102,60 @@ func (p *pgStatements) report(n int) (string, error) {
 		fmt.Fprintf(&b, "| %s | %.2f | %.3f | %.0f | `%s` |\n", db, float64(c)/float64(n), ms/float64(n), float64(blks)/float64(max(c, 1)), strings.ReplaceAll(q, "|", "\\|"))
 	}
 	fmt.Fprintf(&b, "| all | %.2f | %.3f | | |\n", float64(calls)/float64(n), total/float64(n))
-	return b.String(), rows.Err()
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// maintenance lists, for every database of the cluster, the tables
+// autovacuum has vacuumed or analysed so far: work PostgreSQL does beside
+// the statements, on the same cores.
+func (p *pgStatements) maintenance() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.dsn)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	var dbs []string
+	rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate`)
+	if err != nil {
+		return "", err
+	}
+	if dbs, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("| database | table | live rows | dead rows | autovacuums | autoanalyses |\n|---|---|---|---|---|---|\n")
+	for _, db := range dbs {
+		c, err := pgx.Connect(ctx, strings.Replace(p.dsn, "/postgres?", "/"+db+"?", 1))
+		if err != nil {
+			return "", err
+		}
+		rows, err := c.Query(ctx, `SELECT relname, n_live_tup, n_dead_tup, autovacuum_count, autoanalyze_count
+			FROM pg_stat_user_tables WHERE autovacuum_count + autoanalyze_count > 0 ORDER BY relname`)
+		if err == nil {
+			for rows.Next() {
+				var name string
+				var live, dead, vac, an int64
+				if err = rows.Scan(&name, &live, &dead, &vac, &an); err != nil {
+					break
+				}
+				fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d |\n", db, name, live, dead, vac, an)
+			}
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
+		c.Close(ctx)
+		if err != nil {
+			return "", err
+		}
+	}
+	return b.String(), nil
 }
 
 // stmts is set when -pg-statements asked for the statement list.
