@@ -84,6 +84,7 @@ type options struct {
 	grpcIdle   time.Duration
 	rssFleets  string
 	statements bool
+	planeLog   string
 }
 
 // phases says which measurements a run makes. Sensors are enrolled in
@@ -116,6 +117,7 @@ func main() {
 	flag.IntVar(&o.enrolConc, "enrol-concurrency", 64, "enrolments in flight at once")
 	flag.IntVar(&o.bareConc, "bare-concurrency", 16, "bare consumer creations in flight at once")
 	flag.IntVar(&o.fanoutConc, "command-concurrency", 64, "start commands in flight at once through the API")
+	flag.StringVar(&o.planeLog, "controlplane-log-level", "error", "log level of the control plane in the driver process (its log goes to stderr)")
 	flag.IntVar(&o.rounds, "fanout-rounds", 3, "fan-outs per retention, product and bare alternating; the table gives each round and the medians (the host's file system's speed drifts between runs minutes apart)")
 	flag.StringVar(&retentions, "retentions", "workqueue,interest,limits", "command stream retentions to measure, in order")
 	flag.DurationVar(&o.heartbeat, "heartbeat", 15*time.Second, "rss phase: how often each sensor reports its status and calls the health check (the agent's --heartbeat default)")
@@ -172,6 +174,7 @@ type result struct {
 	enrolCPU, bareCPU time.Duration
 	enrolPGCPU        time.Duration
 	fanouts           []fanoutRound
+	cmdBytes          int64 // a delivered command's size, headers and payload
 	mem               *memResult
 }
 
@@ -312,7 +315,11 @@ func fanoutTable(b *strings.Builder, o options, rs []result) {
 	if o.single {
 		how, api = fmt.Sprintf("one `POST /api/sensors/{id}/commands` per sensor, %d at once", o.fanoutConc), "API accepted all"
 	}
-	fmt.Fprintf(b, "Start command to every sensor (%s), first API call → last sensor ack, next to bare nats-server publishing one message per consumer (async, 256 in flight) to as many consumers on as many connections:\n\n", how)
+	size := int64(0)
+	for _, r := range rs {
+		size = max(size, r.cmdBytes)
+	}
+	fmt.Fprintf(b, "Start command to every sensor (%s), first API call → last sensor ack, next to bare nats-server publishing one message per consumer (async, 256 in flight, as large as a delivered command: %d bytes with headers) to as many consumers on as many connections; %d rounds, product then bare in each:\n\n", how, size, max(o.rounds, 1))
 	fmt.Fprintf(b, "| retention | product: first API call → last ack | %s | every command in the stream (batch: none pending) | bare: publish → last ack | bare: every publication acknowledged | product / bare |\n|---|---|---|---|---|---|---|\n", api)
 	r10 := func(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
 	for _, r := range rs {
@@ -371,7 +378,7 @@ func measure(o options, retention string, roots []int, rss bool) (result, error)
 	res := result{retention: retention}
 	t := &benchenv.T{}
 	defer t.Close()
-	s, err := startStack(t, retention, o.sensors, o.natsProf != "")
+	s, err := startStack(t, retention, o.sensors, o.natsProf != "", o.planeLog)
 	if err != nil {
 		return res, err
 	}
@@ -466,6 +473,7 @@ func (s *stack) measureFanout(o options, sensors []*sensor, roots []int, res *re
 			return err
 		}
 		res.fanouts = append(res.fanouts, f)
+		res.cmdBytes = s.cmdBytes.Load()
 		fmt.Printf("  round %d: fan-out %s (bare %s); CPU product: %s; bare: %s\n", round+1, f.all.Round(time.Millisecond), f.bare.Round(time.Millisecond), f.cpu, f.bareCPU)
 	}
 	return nil
@@ -587,14 +595,14 @@ func (s *stack) natsProfile(srv *natstest.Server, o options, kind string) func()
 	return func() { <-done }
 }
 
-func startStack(t *benchenv.T, retention string, n int, profiling bool) (*stack, error) {
+func startStack(t *benchenv.T, retention string, n int, profiling bool, planeLog string) (*stack, error) {
 	prov := provisionertest.Start(t, provisionertest.Options{LogLevel: "error", CommandStreamRetention: retention, ConsumerAckWait: ackWait, NATSProfiling: profiling,
 		// The provisioner's default: provisionertest's 1s (for tests) reads
 		// every user and the stream's consumer count each second, load a
 		// deployment does not have.
 		ResolverSnapshotInterval: 30 * time.Second})
 	cfg := controlplanetest.Config(t, prov)
-	cfg.SensorOfflineAfter, cfg.ShutdownTimeout, cfg.LogLevel = time.Hour, 10*time.Second, "error"
+	cfg.SensorOfflineAfter, cfg.ShutdownTimeout, cfg.LogLevel = time.Hour, 10*time.Second, planeLog
 	// One address plays every sensor here: lift the per-address redeem limit.
 	cfg.RedeemPerMinute, cfg.RedeemBurst = 1_000_000, 1_000_000
 	cfg.Provisioner.TimeoutSeconds, cfg.Provisioner.BreakerFailures, cfg.Provisioner.BreakerOpenSeconds = 30, 1000, 5
