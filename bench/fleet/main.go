@@ -777,7 +777,7 @@ func await(ws []waiter, start, size *atomic.Int64) (func() (time.Duration, error
 				if size != nil {
 					size.Store(int64(len(msg.Data()) + headerBytes(msg.Headers())))
 				}
-				err = msg.DoubleAck(context.Background())
+				err = ack(msg)
 			}
 			if err != nil {
 				errc <- err
@@ -800,6 +800,21 @@ func await(ws []waiter, start, size *atomic.Int64) (func() (time.Duration, error
 		}
 		return time.Duration(lastAck.Load() - start.Load()), nil
 	}, nil
+}
+
+// ack acks msg and waits for the server to confirm it, asking again when
+// no confirmation comes within 5 s, as an agent whose ack went unconfirmed
+// acks the redelivery (an ack is idempotent). A work-queue stream with
+// thousands of consumers can take longer than that to confirm.
+func ack(msg jetstream.Msg) error {
+	for deadline := time.Now().Add(5 * time.Minute); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := msg.DoubleAck(ctx)
+		cancel()
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) || time.Now().After(deadline) {
+			return err
+		}
+	}
 }
 
 func closeAll(ws []waiter) {
