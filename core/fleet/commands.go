@@ -227,26 +227,56 @@ func (s *Service) ReconcileCommands(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("pending commands: %w", err)
 	}
-	settled := 0
+	var due []Command
 	for _, c := range pending {
 		// A young command's first publication may still be in flight: its
 		// answer, not a republication, settles it.
 		if !now.Before(c.ExpiresAt) || now.Sub(c.FirstSentAt) < reconcileAfter {
 			continue
 		}
-		got, err := s.publish(ctx, c, false)
-		if err != nil {
-			return settled, err
-		}
-		if got.Status != CommandPending {
-			settled++
-		}
+		due = append(due, c)
+	}
+	settled := 0
+	if len(due) > 0 {
+		// Published again together, pipelined as a batch claim is: a
+		// stream slow to confirm (a work-queue stream with thousands of
+		// consumers during a fan-out) would otherwise make each one wait
+		// out the publisher's timeout in turn, and the later ones would
+		// pass the republish window unpublished.
+		settled = s.recordRepublished(ctx, due, s.publishClaimed(context.WithoutCancel(ctx), due))
 	}
 	n, err := s.store.ExpireCommands(ctx, now.Add(-s.maxSkew))
 	if err != nil {
 		return settled, fmt.Errorf("expire commands: %w", err)
 	}
 	return settled + n, nil
+}
+
+// recordRepublished records what the stream answered for republished
+// commands and returns how many it accepted. A republication that failed
+// says nothing about the first one (which may be stored): those stay
+// pending, never failed.
+func (s *Service) recordRepublished(ctx context.Context, cmds []Command, results []PublishResult) int {
+	at := s.now()
+	var acks []CommandAck
+	for i, r := range results {
+		if r.Err == nil {
+			acks = append(acks, CommandAck{ID: cmds[i].ID, Seq: r.Ack.Sequence, At: at})
+		}
+	}
+	if unsure := len(cmds) - len(acks); unsure > 0 {
+		s.log.WarnContext(ctx, "command publication unconfirmed; reconciling", "republished", len(cmds), "unconfirmed", unsure)
+	}
+	if len(acks) == 0 {
+		return 0
+	}
+	if err := s.store.AcceptCommands(context.WithoutCancel(ctx), acks); err != nil {
+		// Stored in the stream: the next pass or the sensors' reports
+		// catch the records up.
+		s.log.ErrorContext(ctx, "record republished commands", "count", len(acks), logkey.Error, err)
+		return 0
+	}
+	return len(acks)
 }
 
 // SensorCommands pages a sensor's command history, newest first.
