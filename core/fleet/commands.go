@@ -238,12 +238,16 @@ func (s *Service) ReconcileCommands(ctx context.Context) (int, error) {
 	}
 	settled := 0
 	if len(due) > 0 {
-		// Published again together, pipelined as a batch claim is: a
-		// stream slow to confirm (a work-queue stream with thousands of
-		// consumers during a fan-out) would otherwise make each one wait
-		// out the publisher's timeout in turn, and the later ones would
-		// pass the republish window unpublished.
-		settled = s.recordRepublished(ctx, due, s.publishClaimed(context.WithoutCancel(ctx), due))
+		// Published again together, pipelined as a batch claim is. One
+		// at a time, a stream slow to confirm (a work-queue stream with
+		// thousands of consumers during a fan-out) made each wait out the
+		// publisher's timeout in turn: a pass of hundreds ran for minutes,
+		// the later ones were sent after the stream's duplicate window had
+		// closed and were stored a second time. Pipelined, a pass of at
+		// most 500 takes about two timeouts, so a republication leaves
+		// within the republish window plus that, inside the duplicate
+		// window.
+		settled = s.recordRepublished(ctx, due, s.publishClaimed(ctx, due))
 	}
 	n, err := s.store.ExpireCommands(ctx, now.Add(-s.maxSkew))
 	if err != nil {
