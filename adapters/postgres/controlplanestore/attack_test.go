@@ -2,7 +2,6 @@ package controlplanestore_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"path/filepath"
 	"strings"
@@ -11,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/core/fleet"
 )
@@ -56,15 +52,7 @@ func newRealFleet(t *testing.T) *realFleet {
 // store, service and CA (loaded from the same files).
 func (r *realFleet) replica(t *testing.T) *fleet.Service {
 	t.Helper()
-	pool, err := pgxpool.NewWithConfig(context.Background(), r.pool.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := replicaStore(t, r.pool)
 	ca, err := x509ca.Load(x509ca.Config{Dir: r.caDir})
 	if err != nil {
 		t.Fatal(err)

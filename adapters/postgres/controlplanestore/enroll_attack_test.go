@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
 	"github.com/rxc-project/rxc/core/fleet"
@@ -363,15 +362,7 @@ func TestAttackEnrolmentRefusalsWriteAndAnnounceNothing(t *testing.T) {
 func TestAttackEnrolmentStatementRaceAcrossTwoPools(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	pool, err := pgxpool.NewWithConfig(f.ctx, f.pool.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	other, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := replicaStore(t, f.pool)
 	f.provisionedTenant(t, "acme")
 	l := listenCredentials(t, f)
 	for round := range 5 {
@@ -434,15 +425,7 @@ func TestAttackEnrolmentStatementRaceAcrossTwoPools(t *testing.T) {
 func TestAttackEnrolmentStatementRacingRevocationAcrossTwoPools(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	pool, err := pgxpool.NewWithConfig(f.ctx, f.pool.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	other, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := replicaStore(t, f.pool)
 	f.provisionedTenant(t, "acme")
 	l := listenCredentials(t, f)
 	won := map[bool]int{}

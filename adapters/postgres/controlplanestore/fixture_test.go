@@ -82,6 +82,22 @@ func (f *fixture) redeemed(t testing.TB, tenantID string) fleet.Redemption {
 
 func (f *fixture) sensor(t testing.TB, id string) fleet.Sensor { return f.fleet.Sensor(t, id) }
 
+// replicaStore is another control plane's store on the same database:
+// its own connection pool, as a second replica has.
+func replicaStore(t testing.TB, pool *pgxpool.Pool) *controlplanestore.Store {
+	t.Helper()
+	own, err := pgxpool.NewWithConfig(context.Background(), pool.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(own.Close)
+	store, err := controlplanestore.New(controlplanestore.Config{Pool: own})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
 func (f *fixture) count(t testing.TB, query string, args ...any) int {
 	t.Helper()
 	var n int

@@ -20,14 +20,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
-	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
-	"github.com/rxc-project/rxc/adapters/seal"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/provisionertest"
@@ -158,23 +155,7 @@ func (p *principal) received(data string) bool {
 func controlAdmin(t *testing.T, s *provisionertest.Stack) (string, jetstream.JetStream) {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, s.Config.PGDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	key, err := seal.ParseKey(s.Config.AccountSeedEncryptionKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer, err := seal.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := provisionerstore.New(provisionerstore.Config{Pool: pool, Sealer: sealer})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, store := storeOf(t, ctx, s)
 	ctl, err := store.Account(ctx, s.Operator.ControlAccount)
 	if err != nil {
 		t.Fatal(err)
@@ -602,17 +583,7 @@ func TestUpgradeRevokesFirstReleaseUsers(t *testing.T) {
 
 	// Replace the attacker's user by one with the first release's grants,
 	// stored as its active user (as an upgrade finds it).
-	pool, err := pgxpool.New(ctx, s.Config.PGDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	key, _ := seal.ParseKey(s.Config.AccountSeedEncryptionKey)
-	sealer, _ := seal.New(key)
-	store, err := provisionerstore.New(provisionerstore.Config{Pool: pool, Sealer: sealer})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, store := storeOf(t, ctx, s)
 	acct, err := store.TenantAccount(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
