@@ -468,7 +468,7 @@ func (s *stack) measureFanout(o options, sensors []*sensor, roots []int, res *re
 		}
 	}
 	for round := range max(o.rounds, 1) {
-		f, err := s.fanoutRound(o, sensors, roots, round, round == 0)
+		f, err := s.measureRound(o, sensors, roots, round, round == 0)
 		if err != nil {
 			return err
 		}
@@ -479,10 +479,10 @@ func (s *stack) measureFanout(o options, sensors []*sensor, roots []int, res *re
 	return nil
 }
 
-// fanoutRound is one product fan-out then one bare; the driver's profile
+// measureRound is one product fan-out then one bare; the driver's profile
 // and the statement list are taken in the first (profile), the
 // nats-servers' profiles in each.
-func (s *stack) fanoutRound(o options, sensors []*sensor, roots []int, round int, profile bool) (fanoutRound, error) {
+func (s *stack) measureRound(o options, sensors []*sensor, roots []int, round int, profile bool) (fanoutRound, error) {
 	var f fanoutRound
 	var err error
 	fmt.Printf("round %d: start command to %d sensors…\n", round+1, o.sensors)

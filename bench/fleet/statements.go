@@ -130,7 +130,12 @@ func (p *pgStatements) maintenance() (string, error) {
 	var b strings.Builder
 	b.WriteString("| database | table | live rows | dead rows | autovacuums | autoanalyses |\n|---|---|---|---|---|---|\n")
 	for _, db := range dbs {
-		c, err := pgx.Connect(ctx, strings.Replace(p.dsn, "/postgres?", "/"+db+"?", 1))
+		cfg, err := pgx.ParseConfig(p.dsn)
+		if err != nil {
+			return "", err
+		}
+		cfg.Database = db
+		c, err := pgx.ConnectConfig(ctx, cfg)
 		if err != nil {
 			return "", err
 		}
