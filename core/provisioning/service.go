@@ -118,7 +118,11 @@ func (s *Service) systemAccountJWT(ctx context.Context) (string, error) {
 // While the store fails it answers from the last known copy, when there is
 // one: nats-server keeps admitting the fleet through a database outage.
 func (s *Service) AccountJWT(ctx context.Context, pubKey string) (string, error) {
-	if tok, ok := s.cache.get(pubKey); ok {
+	tok, entry, ok, refresh := s.cache.get(pubKey)
+	if refresh {
+		go s.refreshJWT(pubKey, entry)
+	}
+	if ok {
 		return tok, nil
 	}
 	a, err := s.store.Account(ctx, pubKey)
@@ -130,8 +134,29 @@ func (s *Service) AccountJWT(ctx context.Context, pubKey string) (string, error)
 		}
 		return "", err
 	}
-	s.seen(a)
+	s.seenIf(a, entry)
 	return a.JWT, nil
+}
+
+// refreshJWT reads a cached account JWT again before its entry expires
+// (jwtCache.get asked for it).
+func (s *Service) refreshJWT(pubKey string, entry *cacheEntry) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	a, err := s.store.Account(ctx, pubKey)
+	if err == nil {
+		s.seenIf(a, entry)
+	}
+	s.cache.refreshed(entry, err == nil)
+}
+
+// seenIf is seen for a read of the store that began when the cache held
+// prev: a newer JWT this replica stored meanwhile stays in the cache.
+func (s *Service) seenIf(a Account, prev *cacheEntry) {
+	s.cache.putIf(a.PubKey, a.JWT, prev, true)
+	if s.last != nil {
+		s.last.Observe(a)
+	}
 }
 
 // seen records an account read from or written to the store in the cache

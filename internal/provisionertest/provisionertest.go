@@ -178,6 +178,9 @@ func (s *Stack) StartServe() {
 	})
 }
 
+// Handler is the running serve's HTTP handler (app.Server.Handler).
+func (s *Stack) Handler() http.Handler { return s.srv.Handler() }
+
 // StopServe stops `serve` gracefully; it is safe to call twice.
 func (s *Stack) StopServe() {
 	if s.cancel == nil {

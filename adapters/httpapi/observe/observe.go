@@ -1,9 +1,10 @@
 // Package observe is what the HTTP services share for being watched: an
-// access log (one info record per request, never a header, query string or
-// body, so no secret reaches it) and Prometheus metrics with client_golang
-// (request latency histograms by route, Go runtime and process metrics,
-// build information, gauges read on each scrape, and families a service
-// still writes as text).
+// access log (one info record per request, or for a hot route chosen with
+// WrapWith one summary record a minute with every refusal still on its
+// own; never a header, query string or body, so no secret reaches it) and
+// Prometheus metrics with client_golang (request latency histograms by
+// route, Go runtime and process metrics, build information, gauges read on
+// each scrape, and families a service still writes as text).
 package observe
 
 import (
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -181,35 +183,112 @@ func splitKey(key string, n int) []string {
 // duration and the peer address: never headers, query strings or bodies.
 // m may be nil (no metrics).
 func Wrap(next http.Handler, log *slog.Logger, m *Metrics) http.Handler {
+	return WrapWith(next, log, Options{Metrics: m})
+}
+
+// Options tune WrapWith.
+type Options struct {
+	// Metrics records every request in rxc_http_request_duration_seconds
+	// (nil: not).
+	Metrics *Metrics
+	// Observe, when set, is called once per request with its status and
+	// duration, for a service's own metrics.
+	Observe func(r *http.Request, code int, d time.Duration)
+	// Summarise picks the requests whose answers below 400 are not logged
+	// one by one: they are counted, and one info record
+	// ("requests summarised": count, window_s) per SummaryEvery gives the
+	// count (written by the first such request after the window ends).
+	// A refusal (4xx, 5xx) is always logged on its own. Nil: every request
+	// is logged.
+	Summarise func(r *http.Request) bool
+	// SummaryEvery is the summary's window (default one minute).
+	SummaryEvery time.Duration
+	// SummaryName names the summarised requests in the summary record's
+	// "route" (default "summarised").
+	SummaryName string
+}
+
+// WrapWith is Wrap with options: a service's own metrics hook and a
+// summarised access log for a hot route.
+func WrapWith(next http.Handler, log *slog.Logger, o Options) http.Handler {
+	if o.SummaryEvery <= 0 {
+		o.SummaryEvery = time.Minute
+	}
+	if o.SummaryName == "" {
+		o.SummaryName = "summarised"
+	}
+	sum := &summary{log: log, every: o.SummaryEvery, name: o.SummaryName, start: time.Now()}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w}
-		defer func() {
-			route := r.Pattern
-			switch {
-			case route != "":
-			case r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "":
-				route = "preflight"
-			default:
-				route = "unmatched"
-			}
+		rec := recorders.Get().(*recorder)
+		*rec = recorder{ResponseWriter: w}
+		defer func() { // a handler's panic is logged too
+			defer func() { *rec = recorder{}; recorders.Put(rec) }()
 			d := time.Since(start)
 			code := rec.code()
-			if m != nil {
-				m.duration.WithLabelValues(route, r.Method, strconv.Itoa(code)).Observe(d.Seconds())
+			if o.Observe != nil {
+				o.Observe(r, code, d)
+			}
+			if o.Metrics != nil {
+				o.Metrics.duration.WithLabelValues(routeOf(r), r.Method, strconv.Itoa(code)).Observe(d.Seconds())
+			}
+			if code < 400 && o.Summarise != nil && o.Summarise(r) {
+				sum.add(start.Add(d))
+				return
+			}
+			if !log.Enabled(r.Context(), slog.LevelInfo) {
+				return
 			}
 			host, _, err := net.SplitHostPort(r.RemoteAddr)
 			if err != nil {
 				host = r.RemoteAddr
 			}
 			log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-				slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
+				slog.String("method", r.Method), slog.String("route", routeOf(r)), slog.String("path", r.URL.Path),
 				slog.Int("status", code), slog.Int64("bytes", rec.bytes),
 				slog.Float64("duration_ms", float64(d.Microseconds())/1000), slog.String("peer", host))
 		}()
 		next.ServeHTTP(rec, r)
 	})
 }
+
+func routeOf(r *http.Request) string {
+	switch {
+	case r.Pattern != "":
+		return r.Pattern
+	case r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "":
+		return "preflight"
+	default:
+		return "unmatched"
+	}
+}
+
+// summary counts summarised requests and logs their count once per window.
+type summary struct {
+	log   *slog.Logger
+	every time.Duration
+	name  string
+	start time.Time // monotonic base of windowNs
+
+	count    atomic.Int64
+	windowNs atomic.Int64 // the current window's start, since start
+}
+
+func (s *summary) add(now time.Time) {
+	s.count.Add(1)
+	t := int64(now.Sub(s.start))
+	from := s.windowNs.Load()
+	if t-from < int64(s.every) || !s.windowNs.CompareAndSwap(from, t) {
+		return
+	}
+	n := s.count.Swap(0)
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "requests summarised",
+		slog.String("route", s.name), slog.Int64("count", n), slog.Float64("window_s", time.Duration(t-from).Seconds()))
+}
+
+// recorders are reused: a handler may not use its ResponseWriter after
+// it returned.
+var recorders = sync.Pool{New: func() any { return new(recorder) }}
 
 // recorder notes the status and size of an answer.
 type recorder struct {
@@ -230,6 +309,17 @@ func (r *recorder) Write(p []byte) (int, error) {
 		r.status = http.StatusOK
 	}
 	n, err := r.ResponseWriter.Write(p)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// WriteString passes strings through without a copy (io.WriteString on
+// the recorder would otherwise convert each body to a new byte slice).
+func (r *recorder) WriteString(s string) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := io.WriteString(r.ResponseWriter, s)
 	r.bytes += int64(n)
 	return n, err
 }

@@ -143,3 +143,54 @@ func TestTextFamiliesAndGaugeFuncs(t *testing.T) {
 		t.Fatalf("read %d times within minAge, want 1", n)
 	}
 }
+
+// WrapWith summarises the chosen requests' answers below 400 in one record
+// per window, logs their refusals one by one, keeps every other request's
+// record, and calls Observe for each request.
+func TestWrapWithSummarisesAHotRoute(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hot/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") == "bad" {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	mux.HandleFunc("GET /cold", func(w http.ResponseWriter, r *http.Request) {})
+	var logs logbuf.Buffer
+	observed := map[int]int{}
+	h := WrapWith(mux, logs.Logger(), Options{
+		Observe:      func(r *http.Request, code int, d time.Duration) { observed[code]++ },
+		Summarise:    func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/hot/") },
+		SummaryEvery: 50 * time.Millisecond, SummaryName: "hot",
+	})
+	get := func(path string) { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, path, nil)) }
+	for range 5 {
+		get("/hot/1")
+	}
+	get("/hot/bad")
+	get("/cold")
+	time.Sleep(60 * time.Millisecond)
+	get("/hot/2") // ends the window: the summary counts all six answers
+	var records, summaries []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r["msg"] == "requests summarised" {
+			summaries = append(summaries, r)
+		} else {
+			records = append(records, r)
+		}
+	}
+	if len(records) != 2 || records[0]["status"] != 400.0 || records[0]["path"] != "/hot/bad" || records[1]["path"] != "/cold" {
+		t.Fatalf("records %v: want the refusal and the cold route's, each on its own", records)
+	}
+	if len(summaries) != 1 || summaries[0]["count"] != 6.0 || summaries[0]["route"] != "hot" || summaries[0]["level"] != "INFO" {
+		t.Fatalf("summaries %v: want one counting 6 answers", summaries)
+	}
+	if observed[200] != 7 || observed[400] != 1 { // six hot answers and the cold one
+		t.Fatalf("Observe saw %v", observed)
+	}
+}

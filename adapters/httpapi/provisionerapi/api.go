@@ -263,7 +263,9 @@ func (a *API) systemAccount(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) account(w http.ResponseWriter, r *http.Request, pk string) {
-	if !nkeys.IsValidPublicAccountKey(pk) {
+	// A key served before was checked then: the check decodes the key
+	// (base32, CRC) and allocates, on every request of the hot path.
+	if !a.etags.known(pk) && !nkeys.IsValidPublicAccountKey(pk) {
 		problem.Write(w, r, problem.New(http.StatusBadRequest, problem.CodeInvalidPublicKey, "Invalid account public key", "the path must end in an account public key"))
 		return
 	}
@@ -286,29 +288,41 @@ var (
 )
 
 // etags remembers the ETag of the last JWT served per account, so the hash
-// is computed once per JWT rather than once per request.
+// is computed once per JWT rather than once per request. Only keys that
+// passed the public key check are stored.
 type etags struct{ m sync.Map }
 
-type etagEntry struct{ jwt, etag string }
+// etagEntry's header is the ETag as a header value, shared by every
+// answer with it (no slice per request).
+type etagEntry struct {
+	jwt    string
+	header []string
+}
 
-func (e *etags) of(pk, tok string) string {
+func (e *etags) known(pk string) bool {
+	_, ok := e.m.Load(pk)
+	return ok
+}
+
+func (e *etags) of(pk, tok string) []string {
 	if v, ok := e.m.Load(pk); ok {
-		if ent := v.(etagEntry); ent.jwt == tok {
-			return ent.etag
+		if ent := v.(*etagEntry); ent.jwt == tok {
+			return ent.header
 		}
 	}
 	sum := sha256.Sum256([]byte(tok))
 	var buf [2 + 2*16]byte
 	buf[0], buf[len(buf)-1] = '"', '"'
 	hex.Encode(buf[1:len(buf)-1], sum[:16])
-	etag := string(buf[:])
-	e.m.Store(pk, etagEntry{jwt: tok, etag: etag})
-	return etag
+	header := []string{string(buf[:])}
+	e.m.Store(pk, &etagEntry{jwt: tok, header: header})
+	return header
 }
 
-func writeJWT(w http.ResponseWriter, r *http.Request, tok, etag string) {
+func writeJWT(w http.ResponseWriter, r *http.Request, tok string, etagHeader []string) {
+	etag := etagHeader[0]
 	h := w.Header()
-	h[headerETag] = []string{etag}
+	h[headerETag] = etagHeader
 	h[headerCache] = noCache
 	if inm := r.Header["If-None-Match"]; len(inm) > 0 && etagMatches(strings.Join(inm, ","), etag) {
 		w.WriteHeader(http.StatusNotModified)

@@ -63,6 +63,17 @@ func TestServeAccessLogAndUniqueKeys(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("wrong secret: %d", resp.StatusCode)
 	}
+	// The resolver's answers are summarised, its refusals logged each.
+	for path, want := range map[string]int{"/jwt/v1/accounts/": http.StatusOK, "/jwt/v1/accounts/not-a-key": http.StatusBadRequest} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("GET %s: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
 	cancel()
 	select {
 	case <-done:
@@ -79,13 +90,20 @@ func TestServeAccessLogAndUniqueKeys(t *testing.T) {
 		}
 	}
 	seen := map[string]float64{}
+	resolver := map[string]float64{}
 	for _, line := range strings.Split(text, "\n") {
 		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil && rec["component"] == "access" && rec["level"] == "INFO" {
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["component"] == "access" && rec["level"] == "INFO" && rec["msg"] == "request" {
 			seen[rec["route"].(string)] = rec["status"].(float64)
+			if p, _ := rec["path"].(string); strings.HasPrefix(p, "/jwt/v1/accounts/") {
+				resolver[p] = rec["status"].(float64)
+			}
 		}
 	}
 	if seen["GET /healthz"] == 0 || seen["POST /accounts"] != 401 {
 		t.Fatalf("access records %v, want GET /healthz and POST /accounts 401:\n%s", seen, text)
+	}
+	if len(resolver) != 1 || resolver["/jwt/v1/accounts/not-a-key"] != 400 {
+		t.Fatalf("resolver access records %v, want only the refusal's (400):\n%s", resolver, text)
 	}
 }

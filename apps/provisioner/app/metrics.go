@@ -2,8 +2,10 @@ package app
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +20,7 @@ import (
 type metrics struct {
 	reg      *prometheus.Registry
 	latency  *prometheus.HistogramVec
+	observe  *observers
 	accounts prometheus.Gauge
 	users    *prometheus.GaugeVec
 	unpushed prometheus.Gauge
@@ -47,6 +50,7 @@ func newMetrics(s *Server) *metrics {
 		}
 		return 0
 	}
+	m.observe = newObservers(m.latency)
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -113,43 +117,79 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// route names a request's route for the latency metric without letting
-// paths (account keys, typos) create label values.
-func route(r *http.Request) string {
+// routes are the latency metric's route labels: paths (account keys,
+// typos) never become label values.
+var routes = [...]string{"resolver_index", "resolver_account", "/healthz", "/readyz", "/metrics", "/accounts", "/users", "/backend-user", "/revoke", "other"}
+
+const routeOther = len(routes) - 1
+
+// route indexes a request's route in routes.
+func route(r *http.Request) int {
 	p := r.URL.Path
 	switch {
 	case p == provisionerapi.ResolverPath:
-		return "resolver_index"
+		return 0
 	case strings.HasPrefix(p, provisionerapi.ResolverPath):
-		return "resolver_account"
+		return 1
 	}
-	switch p {
-	case "/healthz", "/readyz", "/metrics", "/accounts", "/users", "/backend-user", "/revoke":
-		return p
-	}
-	return "other"
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusRecorder) WriteHeader(code int) {
-	w.code = code
-	w.ResponseWriter.WriteHeader(code)
-}
-
-// instrument records every request's latency.
-func (m *metrics) instrument(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		next.ServeHTTP(rec, r)
-		method := r.Method
-		if method != http.MethodGet && method != http.MethodPost {
-			method = "other"
+	for i, name := range routes[2:routeOther] {
+		if p == name {
+			return i + 2
 		}
-		m.latency.WithLabelValues(route(r), method, strconv.Itoa(rec.code)).Observe(time.Since(start).Seconds())
-	})
+	}
+	return routeOther
+}
+
+// isResolver tells the resolver's requests (nats-server's, the hot path)
+// from the rest: their access log is summarised.
+func isResolver(r *http.Request) bool {
+	return r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, provisionerapi.ResolverPath)
+}
+
+var methods = [...]string{http.MethodGet, http.MethodPost, "other"}
+
+// codes are the statuses the provisioner answers; others are looked up
+// by label each time.
+var codes = [...]int{200, 201, 204, 304, 400, 401, 404, 405, 409, 413, 415, 500, 503}
+
+// observers holds the histogram's series for every route, method and
+// common code, each made on its first use (a series appears in /metrics
+// once it has a sample, as with WithLabelValues): a request then records
+// its latency without hashing label values or allocating.
+type observers struct {
+	vec  *prometheus.HistogramVec
+	obs  [len(routes)][len(methods)][len(codes)]atomic.Pointer[observer]
+	text [len(codes)]string
+}
+
+type observer struct{ prometheus.Observer }
+
+func newObservers(vec *prometheus.HistogramVec) *observers {
+	o := &observers{vec: vec}
+	for i, c := range codes {
+		o.text[i] = strconv.Itoa(c)
+	}
+	return o
+}
+
+func (o *observers) observe(r *http.Request, code int, d time.Duration) {
+	rt, m := route(r), 2
+	switch r.Method {
+	case http.MethodGet:
+		m = 0
+	case http.MethodPost:
+		m = 1
+	}
+	c := slices.Index(codes[:], code)
+	if c < 0 {
+		o.vec.WithLabelValues(routes[rt], methods[m], strconv.Itoa(code)).Observe(d.Seconds())
+		return
+	}
+	slot := &o.obs[rt][m][c]
+	ob := slot.Load()
+	if ob == nil {
+		ob = &observer{o.vec.WithLabelValues(routes[rt], methods[m], o.text[c])}
+		slot.Store(ob) // a race stores the same series twice
+	}
+	ob.Observe(d.Seconds())
 }

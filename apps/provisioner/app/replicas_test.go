@@ -143,3 +143,61 @@ func TestTwoReplicas(t *testing.T) {
 		t.Fatal("revoked user connects again after the second push")
 	}
 }
+
+// A replica whose resolver answers an account without pause (as
+// nats-servers starting one after another ask it) serves another
+// replica's revocation as soon as one that is idle: the background read of
+// a hot cache entry brings it in, an entry is never served longer than
+// RESOLVER_CACHE_TTL (1 s in tests) after it was read.
+func TestHotResolverServesAnotherReplicasRevocation(t *testing.T) {
+	s := provisionertest.Start(t, provisionertest.Options{})
+	b := replica(t, s)
+	bs := *s
+	bs.URL = b
+	account(t, s, "acme")
+	u := sensorUser(t, s, "acme", "s1")
+	url := s.URL + "/jwt/v1/accounts/" + u.AccountID
+	revoked := func() bool {
+		_, tok := getStatus(t, url)
+		ac, err := jwt.DecodeAccountClaims(tok)
+		return err == nil && ac.Revocations[u.UserPubKey] != 0
+	}
+	if revoked() {
+		t.Fatal("revoked before the revocation (control)")
+	}
+	// Keep A's entry hot: a request every millisecond, from before the
+	// revocation until after it is served.
+	stop := make(chan struct{})
+	hot := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { hot <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if resp, err := http.Get(url); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				n++
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond) // past one TTL: the entry is refreshed ahead at least once
+	if st, body := bs.Post("/revoke", map[string]string{"accountId": u.AccountID, "userPubKey": u.UserPubKey}); st != http.StatusOK {
+		t.Fatalf("revoke through B: %d %s", st, body)
+	}
+	start := time.Now()
+	for !revoked() {
+		if time.Since(start) > 10*time.Second {
+			close(stop)
+			t.Fatalf("replica A, answering the account without pause (%d requests), does not serve B's revocation within 10s", <-hot)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stop)
+	t.Logf("A served B's revocation %s after it was stored, under %d resolver requests", time.Since(start).Round(time.Millisecond), <-hot)
+}

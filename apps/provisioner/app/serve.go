@@ -113,8 +113,13 @@ func NewServer(ctx context.Context, cfg ServeConfig, log *slog.Logger) (*Server,
 		return nil, fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
 	}
 	s.http = &http.Server{
-		Handler: observe.Wrap(s.metrics.instrument(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) })),
-			log.With("component", "access"), nil),
+		// The access log and the latency metric, one wrapper. The
+		// resolver's answers (nats-server's hot path) are summarised in
+		// one access record a minute; its refusals are logged each.
+		Handler: observe.WrapWith(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*s.handler.Load()).ServeHTTP(w, r) }),
+			log.With("component", "access"), observe.Options{
+				Observe: s.metrics.observe.observe, Summarise: isResolver, SummaryName: "resolver", SummaryEvery: time.Minute,
+			}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -465,6 +470,10 @@ func readCreds(path string) (string, []byte, error) {
 
 // Addr is the address the HTTP listener is bound to.
 func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// Handler is what serve answers HTTP with: the access log and latency
+// metric around the API (benchmarks and tests call it without a socket).
+func (s *Server) Handler() http.Handler { return s.http.Handler }
 
 // NATSReady reports whether the provisioner is connected to NATS.
 func (s *Server) NATSReady() bool { return s.built.Load() && s.nats.Ready() }
