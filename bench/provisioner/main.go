@@ -48,6 +48,7 @@ type options struct {
 	rounds      int
 	logLevel    string
 	profile     string
+	baseline    string
 }
 
 func main() {
@@ -61,10 +62,19 @@ func main() {
 	flag.IntVar(&o.conns, "conns", 32, "concurrent HTTP connections for the resolver load")
 	flag.IntVar(&o.concurrency, "concurrency", 32, "concurrent POST /users requests (and bare consumer creations)")
 	flag.StringVar(&o.logLevel, "log-level", "info", "the provisioner's LOG_LEVEL (info, the default in production, writes the access log; it goes to a file)")
+	flag.StringVar(&o.baseline, "baseline-bin", "", "a second provisioner binary (an older build) served beside -bin on the same database and nats-server: its resolver takes turns with the other two in every round, and the sensor users are split over both in four turns (baseline, bin, bin, baseline)")
 	flag.StringVar(&o.profile, "profile", "", "run serve in this process instead of the binary and write CPU, block and mutex profiles of the resolver load and of POST /users into this directory (the rates measured that way are not the binary's)")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
 	flag.StringVar(&o.natsBin, "nats-server-bin", os.Getenv("RXC_NATS_SERVER_BIN"), "run this nats-server binary for the provisioner instead of the in-process one (default $RXC_NATS_SERVER_BIN)")
+	static := flag.String("static-server", "", "(internal) serve the JWT files of dir at addr with a bare net/http server: addr=dir")
 	flag.Parse()
+	if *static != "" {
+		if err := serveStatic(*static); err != nil {
+			fmt.Fprintln(os.Stderr, "provisioner-bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "provisioner-bench:", err)
 		os.Exit(1)
@@ -138,6 +148,25 @@ func run(o options) error {
 	if err := waitHTTP(ctx, base+"/healthz", 204); err != nil {
 		return err
 	}
+	var baseline string // the baseline binary's URL
+	if o.baseline != "" {
+		port, _ := benchenv.FreePort()
+		baseline = fmt.Sprintf("http://127.0.0.1:%d", port)
+		blog, err := os.Create(filepath.Join(dir, "baseline.log"))
+		if err != nil {
+			return err
+		}
+		defer blog.Close()
+		benv := append(slices.Clone(env), fmt.Sprintf("LISTEN_ADDR=127.0.0.1:%d", port), "RESOLVER_SNAPSHOT_PATH="+filepath.Join(dir, "baseline-snapshot.json"))
+		stop, err := startServe(ctx, options{bin: o.baseline, logLevel: o.logLevel}, benv, blog)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		if err := waitHTTP(ctx, baseline+"/healthz", 204); err != nil {
+			return err
+		}
+	}
 	natsVersion, stopNATS, err := startNATS(dir, natsPort, o.natsBin)
 	if err != nil {
 		return err
@@ -170,12 +199,22 @@ func run(o options) error {
 	nginxBase := fmt.Sprintf("http://127.0.0.1:%d", nginxPort)
 
 	// Alternate the two targets so drift in the machine's load hits both.
-	var nginxRuns, provRuns []benchenv.WrkResult
+	goBase, stopGo, err := startStatic(filepath.Join(static, "jwt", "v1", "accounts"))
+	if err != nil {
+		return err
+	}
+	defer stopGo()
+	var nginxRuns, provRuns, baseRuns, goRuns []benchenv.WrkResult
+	type target struct {
+		name, url string
+		into      *[]benchenv.WrkResult
+	}
+	targets := []target{{"nginx", nginxBase, &nginxRuns}, {"provisioner", base, &provRuns}, {"bare Go net/http", goBase, &goRuns}}
+	if baseline != "" {
+		targets = append(targets, target{"baseline", baseline, &baseRuns})
+	}
 	for round := 0; round < o.rounds; round++ {
-		for _, t := range []struct {
-			name, url string
-			into      *[]benchenv.WrkResult
-		}{{"nginx", nginxBase, &nginxRuns}, {"provisioner", base, &provRuns}} {
+		for _, t := range targets {
 			if _, err := benchenv.Wrk(ctx, t.url, script, 2, o.conns, 2*time.Second); err != nil { // warm-up
 				return err
 			}
@@ -212,39 +251,80 @@ func run(o options) error {
 			return err
 		}
 	}
-	ures, err := c.provisionUsers(ctx, keys, o.users, o.tenants, o.concurrency)
-	if err != nil {
-		return err
+	var ures, bures userResult
+	allUsers := o.users
+	if baseline == "" {
+		if ures, err = c.provisionUsers(ctx, 0, o.users, o.tenants, o.concurrency); err != nil {
+			return err
+		}
+	} else {
+		// Consumer creation slows as the stream fills: the order
+		// baseline, bin, bin, baseline gives both the same share of each.
+		bc := *c
+		bc.base = baseline
+		quarter := o.users / 4
+		for i, cl := range []*client{&bc, c, c, &bc} {
+			into := &ures
+			if cl == &bc {
+				into = &bures
+			}
+			fmt.Printf("  turn %d of 4 (%s): %d users\n", i+1, map[bool]string{true: "baseline", false: "provisioner"}[cl == &bc], quarter)
+			r, err := cl.provisionUsers(ctx, i*quarter, quarter, o.tenants, o.concurrency)
+			if err != nil {
+				return err
+			}
+			into.add(r)
+		}
+		o.users = 2 * quarter // each side's count
+		ures.finish()
+		bures.finish()
 	}
 	if err := stopUsers(); err != nil {
 		return err
 	}
-	fmt.Printf("bare nats-server: %d durable consumers (%d concurrent)…\n", o.users, o.concurrency)
-	bare, err := bareConsumers(ctx, dir, o.users, o.concurrency)
+	fmt.Printf("bare nats-server: %d durable consumers (%d concurrent)…\n", allUsers, o.concurrency)
+	bare, err := bareConsumers(ctx, dir, allUsers, o.concurrency)
 	if err != nil {
 		return err
 	}
 
 	ratio := medP.Requests / medN.Requests
 	p99Ratio := float64(medP.P99) / float64(medN.P99)
-	userRate, bareRate := float64(o.users)/ures.total.Seconds(), float64(o.users)/bare.total.Seconds()
+	userRate, bareRate := float64(o.users)/ures.total.Seconds(), float64(allUsers)/bare.total.Seconds()
 	var b strings.Builder
 	mode := "the provisioner binary"
 	if o.profile != "" {
 		mode = "serve in the driver's process, profiled (rates not comparable with the binary's)"
+	}
+	if baseline != "" {
+		mode += fmt.Sprintf(" and a baseline build (%s) beside it on the same database and nats-server, in the same rounds,", filepath.Base(o.baseline))
 	}
 	fmt.Fprintf(&b, "%s (LOG_LEVEL=%s, its log to a file) against nginx %s serving the same %d JWTs as static files; wrk, 2 threads, %d connections rotating over the %d resolver URLs, %s per run, %d alternating rounds, each side's median round; PostgreSQL %s; nats-server %s for the provisioner (default configuration), %s in-process for the bare consumer run.\n\n",
 		mode, o.logLevel, nginxVersion(), o.accounts, o.conns, o.accounts, o.duration, o.rounds, pgVersion(ctx, pg.DSN("bench")), natsVersion, server.VERSION)
 	fmt.Fprintf(&b, "| measurement | result | goal |\n|---|---|---|\n")
 	fmt.Fprintf(&b, "| resolver GET, provisioner | %s | |\n", rounds(provRuns, medP))
 	fmt.Fprintf(&b, "| resolver GET, nginx static | %s | |\n", rounds(nginxRuns, medN))
+	medG := median(goRuns)
+	fmt.Fprintf(&b, "| resolver GET, bare Go net/http server, the same JWTs from memory (the ceiling for Go) | %s | |\n", rounds(goRuns, medG))
+	fmt.Fprintf(&b, "| bare Go / nginx rate (medians); p99 / nginx p99 | %.2f; %.1f× | |\n", medG.Requests/medN.Requests, float64(medG.P99)/float64(medN.P99))
+	if baseline != "" {
+		medB := median(baseRuns)
+		fmt.Fprintf(&b, "| resolver GET, baseline build (same database, same rounds) | %s | |\n", rounds(baseRuns, medB))
+		fmt.Fprintf(&b, "| baseline / nginx rate (medians); p99 / nginx p99 | %.2f; %.1f× | |\n", medB.Requests/medN.Requests, float64(medB.P99)/float64(medN.P99))
+	}
 	fmt.Fprintf(&b, "| provisioner / nginx rate (medians) | %.2f | ≥ 0.90 |\n", ratio)
+	fmt.Fprintf(&b, "| provisioner / bare Go net/http rate (medians) | %.2f | |\n", medP.Requests/medG.Requests)
 	fmt.Fprintf(&b, "| provisioner p99 / nginx p99 (medians) | %.1f× | ≤ 3× |\n", p99Ratio)
 	fmt.Fprintf(&b, "| create %d tenant accounts (POST /accounts, 8 concurrent) | %s (%.0f/s) | |\n", o.accounts, acctTime.Round(time.Millisecond), float64(o.accounts)/acctTime.Seconds())
 	fmt.Fprintf(&b, "| provision %d sensor users + consumers (POST /users, %d concurrent; nats-server's default configuration, COMMAND_STREAM_MAX_CONSUMERS default) | %s (%.0f/s), p50 %s, p99 %s; %d failed, %d answered 503 and were retried | 0 failed |\n",
 		o.users, o.concurrency, ures.total.Round(time.Millisecond), userRate, ures.p50.Round(10*time.Microsecond), ures.p99.Round(10*time.Microsecond), ures.failed, ures.retried)
+	if baseline != "" {
+		bRate := float64(o.users) / bures.total.Seconds()
+		fmt.Fprintf(&b, "| the same on the baseline build, taking turns (baseline, bin, bin, baseline; %d each) | %s (%.0f/s), p50 %s, p99 %s; %d failed; / bare %.2f | |\n",
+			o.users, bures.total.Round(time.Millisecond), bRate, bures.p50.Round(10*time.Microsecond), bures.p99.Round(10*time.Microsecond), bures.failed, bRate/bareRate)
+	}
 	fmt.Fprintf(&b, "| bare nats-server: %d durable consumers, same settings, same disk (nats.go, %d concurrent) | %s (%.0f/s), p50 %s, p99 %s | the ceiling |\n",
-		o.users, o.concurrency, bare.total.Round(time.Millisecond), bareRate, bare.p50.Round(10*time.Microsecond), bare.p99.Round(10*time.Microsecond))
+		allUsers, o.concurrency, bare.total.Round(time.Millisecond), bareRate, bare.p50.Round(10*time.Microsecond), bare.p99.Round(10*time.Microsecond))
 	fmt.Fprintf(&b, "| POST /users rate / bare consumer creation rate | %.2f | ≥ 0.60 |\n", userRate/bareRate)
 	fmt.Println()
 	fmt.Print(b.String())
@@ -375,15 +455,29 @@ func (c *client) createAccounts(ctx context.Context, n int) ([]string, error) {
 type userResult struct {
 	total, p50, p99 time.Duration
 	failed, retried int64
+	lat             []time.Duration
 }
 
-func (c *client) provisionUsers(ctx context.Context, keys []string, n, tenants, conc int) (userResult, error) {
+// add sums another turn into r; finish computes the percentiles.
+func (r *userResult) add(o userResult) {
+	r.total += o.total
+	r.failed += o.failed
+	r.retried += o.retried
+	r.lat = append(r.lat, o.lat...)
+}
+
+func (r *userResult) finish() {
+	slices.Sort(r.lat)
+	r.p50, r.p99 = benchenv.Percentile(r.lat, 50), benchenv.Percentile(r.lat, 99)
+}
+
+func (c *client) provisionUsers(ctx context.Context, from, n, tenants, conc int) (userResult, error) {
 	lat := make([]time.Duration, n)
 	var retried, failed atomic.Int64
 	var firstErr atomic.Value
 	start := time.Now()
 	err := benchenv.Parallel(ctx, n, conc, func(i int) error {
-		body := map[string]string{"tenantId": fmt.Sprintf("bench-%04d", i%tenants), "sensorId": fmt.Sprintf("s-%06d", i)}
+		body := map[string]string{"tenantId": fmt.Sprintf("bench-%04d", (from+i)%tenants), "sensorId": fmt.Sprintf("s-%06d", from+i)}
 		t0 := time.Now()
 		for attempt := 0; ; attempt++ {
 			status, out, err := c.post(ctx, "/users", body)
@@ -416,7 +510,7 @@ func (c *client) provisionUsers(ctx context.Context, keys []string, n, tenants, 
 		fmt.Printf("  %d of %d sensor users failed; first: %v\n", f, n, firstErr.Load())
 	}
 	slices.Sort(lat)
-	return userResult{total: total, p50: benchenv.Percentile(lat, 50), p99: benchenv.Percentile(lat, 99), failed: failed.Load(), retried: retried.Load()}, nil
+	return userResult{total: total, p50: benchenv.Percentile(lat, 50), p99: benchenv.Percentile(lat, 99), failed: failed.Load(), retried: retried.Load(), lat: lat}, nil
 }
 
 // bareConsumers measures what the provisioner's consumer creation sits on:

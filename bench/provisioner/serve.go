@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/apps/provisioner/app"
+	"github.com/rxc-project/rxc/bench/benchenv"
 )
 
 // startServe runs `provisioner serve` with env: the binary, or with
@@ -96,4 +98,66 @@ func startProfile(dir, phase string) (stop func() error, err error) {
 		}
 		return nil
 	}, nil
+}
+
+// serveStatic is the driver started as `-static-server addr=dir`: a bare
+// net/http server answering the resolver's paths from the JWT files in dir,
+// held in memory, with serve's timeouts and nothing else (no log, no
+// metric, no cache, no store): what Go's HTTP server alone costs next to
+// nginx on this machine, the ceiling for the provisioner's resolver.
+func serveStatic(spec string) error {
+	addr, dir, ok := strings.Cut(spec, "=")
+	if !ok {
+		return fmt.Errorf("-static-server wants addr=dir, not %q", spec)
+	}
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	jwts := make(map[string][]byte, len(files))
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(dir, f.Name()))
+		if err != nil {
+			return err
+		}
+		jwts[f.Name()] = data
+	}
+	contentType := []string{"application/jwt"}
+	srv := &http.Server{
+		Addr: addr, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			data, ok := jwts[strings.TrimPrefix(r.URL.Path, "/jwt/v1/accounts/")]
+			if !ok {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header()["Content-Type"] = contentType
+			w.Write(data)
+		}),
+	}
+	return srv.ListenAndServe()
+}
+
+// startStatic runs this driver's binary as serveStatic on a free port.
+func startStatic(dir string) (string, func(), error) {
+	port, err := benchenv.FreePort()
+	if err != nil {
+		return "", nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(self, "-static-server", fmt.Sprintf("127.0.0.1:%d=%s", port, dir))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() { cmd.Process.Kill(); cmd.Wait() }
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if err := waitHTTP(context.Background(), base+"/jwt/v1/accounts/none", 404); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return base, stop, nil
 }
