@@ -35,7 +35,7 @@ type cacheEntry struct {
 	jwt                string
 	refreshAt, expires time.Time
 	// refreshing is set by the one request that starts the entry's
-	// background read.
+	// background read (at most one per entry).
 	refreshing atomic.Bool
 }
 
@@ -75,14 +75,11 @@ func (c *jwtCache) get(pubKey string) (jwt string, e *cacheEntry, ok, refresh bo
 	return e.jwt, e, true, refresh
 }
 
-// refreshed ends a background read get asked for; a failed one may be
-// tried again by a later request while the entry is still fresh.
-func (c *jwtCache) refreshed(e *cacheEntry, ok bool) {
-	c.refreshes.Add(-1)
-	if !ok {
-		e.refreshing.Store(false)
-	}
-}
+// refreshed ends a background read get asked for. A failed one is not
+// tried again for the same entry (no stream of reads at a database that
+// is down): the entry expires, and the request after that reads the
+// store itself (or answers from the last known copy).
+func (c *jwtCache) refreshed() { c.refreshes.Add(-1) }
 
 // put stores a JWT read from the store or written to it.
 func (c *jwtCache) put(pubKey, jwt string) { c.putIf(pubKey, jwt, nil, false) }

@@ -1,6 +1,8 @@
 package provisioning_test
 
 import (
+	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,5 +82,52 @@ func TestResolverCacheRefreshesAheadAndServesOtherReplicasChanges(t *testing.T) 
 	advance(ttl)
 	if got := get(beta.PubKey); got != betaNew.JWT {
 		t.Fatal("A served a JWT older than its TTL")
+	}
+}
+
+// countingStore counts Account reads and fails them while down.
+type countingStore struct {
+	provisioning.Store
+	reads atomic.Int64
+	down  atomic.Bool
+}
+
+func (c *countingStore) Account(ctx context.Context, pubKey string) (provisioning.Account, error) {
+	c.reads.Add(1)
+	if c.down.Load() {
+		return provisioning.Account{}, errors.New("connection refused")
+	}
+	return c.Store.Account(ctx, pubKey)
+}
+
+// With the store down, a hot entry late in its life is read again once,
+// not once per request: the answers come from memory until the TTL ends.
+func TestResolverCacheRefreshFailsOnce(t *testing.T) {
+	t.Parallel()
+	const ttl = 10 * time.Second
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC).UnixNano())
+	var store *countingStore
+	f := newFixture(t, func(c *provisioning.Config) {
+		store = &countingStore{Store: c.Store}
+		c.Store, c.ResolverCacheTTL = store, ttl
+		c.Clock = func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	})
+	acme := f.tenant(t, "acme")
+	store.down.Store(true)
+	clock.Add(int64(ttl * 9 / 10)) // past the refresh point, before expiry
+	before := store.reads.Load()
+	for range 200 {
+		if jwt, err := f.svc.AccountJWT(f.ctx, acme.PubKey); err != nil || jwt != acme.JWT {
+			t.Fatalf("AccountJWT from the cache with the store down = %v", err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for store.reads.Load() == before && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // the background read
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := store.reads.Load() - before; n != 1 {
+		t.Fatalf("%d store reads for 200 answers of a hot entry with the store down, want 1 background read", n)
 	}
 }

@@ -143,11 +143,10 @@ func (s *Service) AccountJWT(ctx context.Context, pubKey string) (string, error)
 func (s *Service) refreshJWT(pubKey string, entry *cacheEntry) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	a, err := s.store.Account(ctx, pubKey)
-	if err == nil {
+	defer s.cache.refreshed()
+	if a, err := s.store.Account(ctx, pubKey); err == nil {
 		s.seenIf(a, entry)
 	}
-	s.cache.refreshed(entry, err == nil)
 }
 
 // seenIf is seen for a read of the store that began when the cache held
