@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -192,9 +193,20 @@ func announce(info devstack.Info, readyFile string, printEnv bool, stdout, progr
 		fmt.Fprintf(progress, "  seeded    %d fake sensors in tenant %q\n", info.SeededSensors, info.SeedTenant)
 	}
 	fmt.Fprintf(progress, "  NATS      %s   gRPC %s   provisioner %s\n", info.NATSURL, info.GRPCAddr, info.ProvisionerURL)
+	fmt.Fprintf(progress, "  metrics   %s   PostgreSQL %s\n", info.MetricsURL, pgAddr(info.PGDSN))
+	fmt.Fprintln(progress, "  (every listener is on loopback)")
 	fmt.Fprintf(progress, "  logs      %s\n", filepath.Join(info.StateDir, "logs"))
 	fmt.Fprintln(progress, "Press Ctrl-C to stop; the next run resumes from the same state.")
 	return nil
+}
+
+// pgAddr is the host and port of a PostgreSQL URL, or the URL when it does not parse.
+func pgAddr(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Host == "" {
+		return dsn
+	}
+	return u.Host
 }
 
 // writeReady writes the file under a temporary name first, so a reader never
