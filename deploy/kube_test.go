@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 )
