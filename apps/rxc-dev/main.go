@@ -61,9 +61,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	version := fl.Bool("version", false, "print the version")
 	clean := fl.Bool("clean", false, "stop nothing, start nothing: delete the state folder and its PostgreSQL cluster (make demo-clean)")
 	if appenv.WantsHelp(args) {
-		text := "usage: rxc-dev [flags]\n\nRuns the whole RXC system locally (see the README's quick start): PostgreSQL, the provisioner,\n" +
+		text := "usage: rxc-dev [flags]\n\nRuns the whole RXC system locally (see the README's two commands): PostgreSQL, the provisioner,\n" +
 			"nats-server, the control plane, the console and simulated sensors, all on loopback, state in -state.\n" +
-			"The analytics chat reads the control plane's ANALYTICS_CHAT_* variables (README: Analytics and chat); off when unset.\n" +
+			"The analytics chat reads the control plane's ANALYTICS_CHAT_* variables (docs/controlplane.md: Analytics and chat); off when unset.\n" +
 			"PG_BIN names the folder of PostgreSQL's initdb and pg_ctl when they are not in Debian's place or on PATH."
 		var env chatEnv
 		if err := appenv.Help(stdout, text, fl, &env); err != nil {

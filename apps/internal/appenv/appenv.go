@@ -173,7 +173,7 @@ func Help(w io.Writer, usage string, fl *flag.FlagSet, specs ...any) error {
 		fmt.Fprintln(w, "\nenvironment: none")
 		return nil
 	}
-	fmt.Fprintln(w, "\nenvironment (the README's configuration tables say what each means):")
+	fmt.Fprintln(w, "\nenvironment (the configuration tables in docs/provisioner.md and docs/controlplane.md say what each means):")
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT")
 	for _, v := range vars {
