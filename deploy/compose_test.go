@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 )
@@ -279,6 +279,20 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 	}
 	if len(svc("provisioner").Ports) > 0 {
 		add("service provisioner publishes ports on the host; its API is internal")
+	}
+	// Published ports stay on loopback unless the operator names an address in .env.
+	for _, name := range sortedKeys(c.Services) {
+		for _, p := range c.Services[name].Ports {
+			if !strings.HasPrefix(p, "${RXC_PUBLISH_ADDR:-127.0.0.1}:") {
+				add("service %s publishes %q on every interface; want ${RXC_PUBLISH_ADDR:-127.0.0.1}:host:container", name, p)
+			}
+		}
+	}
+	// Every long-running service says when it is healthy (the one-shot *-init services complete).
+	for _, name := range sortedKeys(c.Services) {
+		if !strings.HasSuffix(name, "-init") && c.Services[name].Healthcheck == nil {
+			add("service %s: no healthcheck", name)
+		}
 	}
 	for _, p := range []int{
 		listens("controlplane", effective(cEnv, envs["controlplane"], "LISTEN_ADDR"), apiPort),
@@ -570,6 +584,8 @@ func TestComposeChecksFail(t *testing.T) {
 		{"wrong listen port", func(c *compose) { c.Services["controlplane"].Environment["LISTEN_ADDR"] = ":5019" }, "want port 5009"},
 		{"gRPC not published", func(c *compose) { c.Services["controlplane"].Ports = []string{"5009:5009"} }, "does not publish container port 5010"},
 		{"provisioner published", func(c *compose) { c.Services["provisioner"].Ports = []string{"8080:8080"} }, "publishes ports on the host"},
+		{"console on every interface", func(c *compose) { c.Services["frontend"].Ports = []string{"8000:8000"} }, "publishes \"8000:8000\" on every interface"},
+		{"frontend without healthcheck", func(c *compose) { c.Services["frontend"].Healthcheck = nil }, "service frontend: no healthcheck"},
 		{"two replicas on three nodes", func(c *compose) { c.Services["provisioner"].Environment["COMMAND_STREAM_REPLICAS"] = "2" }, "COMMAND_STREAM_REPLICAS"},
 		{"PostgreSQL without TLS", func(c *compose) {
 			c.Services["controlplane"].Environment["PG_DSN"] = "postgres://rxc:${POSTGRES_PASSWORD}@postgres:5432/controlplane?sslmode=disable"

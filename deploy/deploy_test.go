@@ -25,7 +25,7 @@ import (
 	"testing"
 
 	"github.com/kelseyhightower/envconfig"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	capp "github.com/rxc-project/rxc/apps/controlplane/app"
 	papp "github.com/rxc-project/rxc/apps/provisioner/app"

@@ -1,17 +1,19 @@
 package deploy
 
 import (
+	"crypto/tls"
 	"fmt"
 	"maps"
 	"net/url"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 )
@@ -74,6 +76,10 @@ type container struct {
 		Name  string `yaml:"name"`
 		Value string `yaml:"value"`
 	} `yaml:"env"`
+	VolumeMounts []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+	} `yaml:"volumeMounts"`
 	EnvFrom []struct {
 		SecretRef *struct {
 			Name string `yaml:"name"`
@@ -469,6 +475,7 @@ func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp)
 	if len(nats.Spec.VolumeClaimTemplates) == 0 {
 		add("StatefulSet rxc-nats: no volumeClaimTemplates for the JetStream store")
 	}
+	problems = append(problems, checkNATSTLS(m)...)
 	prov := m.workload("Deployment", "rxc-provisioner")
 	for _, c := range prov.Spec.Template.Spec.Containers {
 		if imageRepo(c.Image) != "rxc-provisioner" {
@@ -478,6 +485,47 @@ func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp)
 		set, _ := containerEnv(m, c)
 		if nats.Spec.Replicas == nil || effective(env, set, "COMMAND_STREAM_REPLICAS") != strconv.Itoa(*nats.Spec.Replicas) {
 			add("provisioner COMMAND_STREAM_REPLICAS = %q, want the nats replicas", effective(env, set, "COMMAND_STREAM_REPLICAS"))
+		}
+	}
+	return problems
+}
+
+// checkNATSTLS: every NATS address a container is given is tls://, and a container that connects
+// to NATS itself trusts the CA it is verified with: SSL_CERT_DIR names a folder that is mounted.
+func checkNATSTLS(m *manifests) []string {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	tlsURL := regexp.MustCompile(`^tls://[a-z0-9.-]+:4222$`)
+	for _, w := range m.workloads {
+		pod := w.Spec.Template.Spec
+		for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
+			where := fmt.Sprintf("%s %s container %s", w.Kind, w.Metadata.Name, c.Name)
+			set, _ := containerEnv(m, c)
+			connects := false
+			for _, name := range []string{"NATS_URL", "NATS_MESSAGING_URL", "PUBLIC_NATS_URL"} {
+				v, ok := set[name]
+				if !ok {
+					continue
+				}
+				connects = connects || name != "PUBLIC_NATS_URL"
+				for _, u := range strings.Split(v, ",") {
+					if !tlsURL.MatchString(u) {
+						add("%s: %s has %q, want tls://host:4222", where, name, u)
+					}
+				}
+			}
+			if !connects {
+				continue
+			}
+			trusted := false
+			for _, dir := range strings.Split(set["SSL_CERT_DIR"], ":") {
+				for _, vm := range c.VolumeMounts {
+					trusted = trusted || (dir != "" && vm.MountPath == dir)
+				}
+			}
+			if !trusted {
+				add("%s: connects to NATS with TLS but mounts no CA in SSL_CERT_DIR (%q)", where, set["SSL_CERT_DIR"])
+			}
 		}
 	}
 	return problems
@@ -501,13 +549,13 @@ func checkKubeResolver(m *manifests, resolver string) []string {
 
 func TestKubernetesManifests(t *testing.T) {
 	t.Parallel()
-	noProblems(t, "deploy/kubernetes", checkManifestsFor(loadManifests(t), loadCommands(t), helmApps(t)))
+	noProblems(t, "deploy/kubernetes", checkManifestsFor(loadManifests(t), helmCommands(t), helmApps(t)))
 }
 
 // Each rule fails on a copy of the manifests broken in its way.
 func TestKubernetesChecksFail(t *testing.T) {
 	t.Parallel()
-	cmds := loadCommands(t)
+	cmds := helmCommands(t)
 	mainOf := func(m *manifests, kind, name string) *container {
 		return &m.workload(kind, name).Spec.Template.Spec.Containers[0]
 	}
@@ -572,6 +620,17 @@ func TestKubernetesChecksFail(t *testing.T) {
 			}
 		}, "headless Service"},
 		{"file not in kustomization", func(m *manifests) { m.resources = m.resources[1:] }, "kustomization.yaml lists"},
+		{"plain NATS for clients", func(m *manifests) {
+			c := mainOf(m, "Deployment", "rxc-controlplane")
+			for i := range c.Env {
+				if c.Env[i].Name == "NATS_MESSAGING_URL" {
+					c.Env[i].Value = "nats://rxc-nats-0.rxc-nats-headless:4222"
+				}
+			}
+		}, "want tls://host:4222"},
+		{"NATS CA not mounted", func(m *manifests) {
+			mainOf(m, "Deployment", "rxc-provisioner").VolumeMounts = nil
+		}, "mounts no CA in SSL_CERT_DIR"},
 		{"replicas above the cluster", func(m *manifests) {
 			five := 5
 			m.workload("StatefulSet", "rxc-nats").Spec.Replicas = &five
@@ -602,12 +661,20 @@ func TestKubernetesNATSConfig(t *testing.T) {
 	for i := range *nats.Spec.Replicas {
 		routes = append(routes, fmt.Sprintf("rxc-nats-%d.%s:%d", i, nats.Spec.ServiceName, natsRoutePort))
 	}
+	conf = strings.ReplaceAll(conf, "/etc/nats/tls/", writeTestCerts(t)+"/")
 	t.Setenv("POD_NAME", "rxc-nats-0")
 	o, err := processNATSConfig(t, conf, operatorFragment(t, "http://rxc-provisioner:8080/jwt/v1/accounts/"))
 	if err != nil {
 		t.Fatalf("nats-server rejects the ConfigMap's nats.conf: %v", err)
 	}
-	noProblems(t, "rxc-nats-config", checkNATSOptions("rxc-nats-config", o, "rxc-nats-0", routes))
+	problems := checkNATSOptions("rxc-nats-config", o, "rxc-nats-0", routes)
+	if o.TLSConfig == nil || len(o.TLSConfig.Certificates) == 0 {
+		problems = append(problems, "client connections without TLS")
+	}
+	if o.Cluster.TLSConfig == nil || o.Cluster.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert {
+		problems = append(problems, "cluster routes without verified TLS")
+	}
+	noProblems(t, "rxc-nats-config", problems)
 	if !strings.Contains(conf, "$POD_NAME") {
 		t.Error("server_name does not come from POD_NAME: every node would have the same name")
 	}

@@ -10,10 +10,10 @@ import (
 	papp "github.com/rxc-project/rxc/apps/provisioner/app"
 )
 
-// The README's configuration tables are what operators read: every
-// variable the services read must be documented there, with its default.
-func TestREADMEDocumentsEveryVariable(t *testing.T) {
-	readme := readFile(t, filepath.Join(repoRoot, "README.md"))
+// The configuration tables of docs/provisioner.md and docs/controlplane.md are what operators
+// read: every variable the services read must be documented there, with its default.
+func TestDocsDocumentEveryVariable(t *testing.T) {
+	readme := readFile(t, filepath.Join(repoRoot, "docs", "provisioner.md")) + readFile(t, filepath.Join(repoRoot, "docs", "controlplane.md"))
 	var missing, wrongDefault []string
 	for _, spec := range []any{&papp.ServeConfig{}, &capp.ServeConfig{}} {
 		for name, v := range envOf(t, spec) {
@@ -30,14 +30,14 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 	slices.Sort(missing)
 	slices.Sort(wrongDefault)
 	if len(missing) > 0 {
-		t.Errorf("README.md does not document: %s", strings.Join(missing, ", "))
+		t.Errorf("docs/provisioner.md and docs/controlplane.md do not document: %s", strings.Join(missing, ", "))
 	}
 	if len(wrongDefault) > 0 {
-		t.Errorf("README.md's rows for these variables do not show their default: %s", strings.Join(wrongDefault, ", "))
+		t.Errorf("the docs' rows for these variables do not show their default: %s", strings.Join(wrongDefault, ", "))
 	}
 }
 
-// rowsMentioning returns the README lines naming the variable, either in
+// rowsMentioning returns the docs lines naming the variable, either in
 // full or as a `_SUFFIX` continuation of a grouped row (`_MAX_MEMORY`).
 func rowsMentioning(readme, name string) []string {
 	var rows []string

@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -60,9 +61,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	version := fl.Bool("version", false, "print the version")
 	clean := fl.Bool("clean", false, "stop nothing, start nothing: delete the state folder and its PostgreSQL cluster (make demo-clean)")
 	if appenv.WantsHelp(args) {
-		text := "usage: rxc-dev [flags]\n\nRuns the whole RXC system locally (see the README's quick start): PostgreSQL, the provisioner,\n" +
+		text := "usage: rxc-dev [flags]\n\nRuns the whole RXC system locally (see the README's two commands): PostgreSQL, the provisioner,\n" +
 			"nats-server, the control plane, the console and simulated sensors, all on loopback, state in -state.\n" +
-			"The analytics chat reads the control plane's ANALYTICS_CHAT_* variables (README: Analytics and chat); off when unset.\n" +
+			"The analytics chat reads the control plane's ANALYTICS_CHAT_* variables (docs/controlplane.md: Analytics and chat); off when unset.\n" +
 			"PG_BIN names the folder of PostgreSQL's initdb and pg_ctl when they are not in Debian's place or on PATH."
 		var env chatEnv
 		if err := appenv.Help(stdout, text, fl, &env); err != nil {
@@ -192,9 +193,20 @@ func announce(info devstack.Info, readyFile string, printEnv bool, stdout, progr
 		fmt.Fprintf(progress, "  seeded    %d fake sensors in tenant %q\n", info.SeededSensors, info.SeedTenant)
 	}
 	fmt.Fprintf(progress, "  NATS      %s   gRPC %s   provisioner %s\n", info.NATSURL, info.GRPCAddr, info.ProvisionerURL)
+	fmt.Fprintf(progress, "  metrics   %s   PostgreSQL %s\n", info.MetricsURL, pgAddr(info.PGDSN))
+	fmt.Fprintln(progress, "  (every listener is on loopback)")
 	fmt.Fprintf(progress, "  logs      %s\n", filepath.Join(info.StateDir, "logs"))
 	fmt.Fprintln(progress, "Press Ctrl-C to stop; the next run resumes from the same state.")
 	return nil
+}
+
+// pgAddr is the host and port of a PostgreSQL URL, or the URL when it does not parse.
+func pgAddr(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Host == "" {
+		return dsn
+	}
+	return u.Host
 }
 
 // writeReady writes the file under a temporary name first, so a reader never

@@ -82,3 +82,23 @@ func TestShippedBinariesLinkNoHarness(t *testing.T) {
 		})
 	}
 }
+
+// archived are libraries whose upstream is archived: no fixes reach them, so no binary links
+// them (the YAML library's maintained continuation is go.yaml.in/yaml/v3).
+var archived = []string{"gopkg.in/yaml.v3", "gopkg.in/yaml.v2", "github.com/ghodss/yaml"}
+
+// TestBinariesLinkNoArchivedLibrary keeps unmaintained code out of every binary.
+func TestBinariesLinkNoArchivedLibrary(t *testing.T) {
+	for _, bin := range binaries {
+		t.Run(bin[strings.LastIndex(bin, "/")+1:], func(t *testing.T) {
+			t.Parallel()
+			for _, d := range listDeps(t, bin) {
+				for _, a := range archived {
+					if d == a || strings.HasPrefix(d, a+"/") {
+						t.Errorf("%s links the archived %s", bin, d)
+					}
+				}
+			}
+		})
+	}
+}

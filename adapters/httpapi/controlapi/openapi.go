@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 )

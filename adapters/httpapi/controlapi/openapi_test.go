@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -235,7 +236,70 @@ func TestRealTrafficMatchesOpenAPI(t *testing.T) {
 		t.Fatalf("batch: %d %s", res.status, res.body)
 	}
 	e.do(request{method: "GET", path: "/api/commands/batches/" + b.BatchID, operator: true})
+	// Every operation that takes a body, sent the wrong media type and then a body over every
+	// route's limit: whatever each answers must be a status its description declares.
+	_, tree := openAPIValidator(t)
+	ids := map[string]string{"/api/tenants/{id}": "acme", "/api/sensors/{id}": w.sensor["globex"]}
+	var got415, got413 int
+	for path, item := range tree["paths"].(map[string]any) {
+		for method, op := range item.(map[string]any) {
+			o, isOp := op.(map[string]any)
+			if !isOp {
+				continue // the path's parameters
+			}
+			if _, ok := o["requestBody"]; !ok {
+				continue
+			}
+			id := "no-such-id"
+			for prefix, v := range ids {
+				if strings.HasPrefix(path, prefix) {
+					id = v
+				}
+			}
+			p := strings.ReplaceAll(path, "{id}", id)
+			m := strings.ToUpper(method)
+			if r := e.do(request{method: m, path: p, operator: true, body: "plain text", header: map[string]string{"Content-Type": "text/plain"}}); r.status == http.StatusUnsupportedMediaType {
+				got415++
+			}
+			big := `{"name":"` + strings.Repeat("a", controlapi.MaxBatchBodyBytes+1) + `"}`
+			if r := e.do(request{method: m, path: p, operator: true, body: big}); r.status == http.StatusRequestEntityTooLarge {
+				got413++
+			}
+		}
+	}
+	if got415 < 10 || got413 < 10 {
+		t.Errorf("only %d operations answered 415 and %d answered 413 to a wrong media type and an oversized body", got415, got413)
+	}
 	if len(vt.seen) < 8 {
 		t.Fatalf("only %d method/status pairs validated: %v", len(vt.seen), vt.seen)
+	}
+}
+
+// Every operation has an operationId, unique and in lowerCamelCase, so generated clients get
+// stable method names.
+func TestOpenAPIOperationsHaveIDs(t *testing.T) {
+	_, tree := openAPIValidator(t)
+	seen := map[string]string{}
+	camel := regexp.MustCompile(`^[a-z][A-Za-z0-9]+$`)
+	n := 0
+	for path, item := range tree["paths"].(map[string]any) {
+		for method, op := range item.(map[string]any) {
+			o, ok := op.(map[string]any)
+			if !ok || method == "parameters" {
+				continue
+			}
+			n++
+			id, _ := o["operationId"].(string)
+			switch {
+			case !camel.MatchString(id):
+				t.Errorf("%s %s: operationId %q, want lowerCamelCase", method, path, id)
+			case seen[id] != "":
+				t.Errorf("%s %s: operationId %q is also %s's", method, path, id, seen[id])
+			}
+			seen[id] = method + " " + path
+		}
+	}
+	if n < 30 {
+		t.Fatalf("only %d operations found; the check would pass vacuously", n)
 	}
 }

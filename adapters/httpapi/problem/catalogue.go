@@ -73,7 +73,7 @@ type Entry struct {
 
 // Catalogue is every problem code the provisioner and the control plane
 // answer, in one place: the OpenAPI description lists it and a test keeps
-// it equal to the codes the code can produce and to the README's table.
+// it equal to the codes the code can produce and to the table in docs/problem-codes.md.
 var Catalogue = []Entry{
 	{CodeAccountNotFound, http.StatusNotFound, "Account not found", "provisioner: no account with that public key"},
 	{CodeAgentUpgradeRequired, http.StatusBadRequest, "Sensor agent upgrade required", "the renewal lacks the proof of the current key that this release requires; upgrade the agent"},

@@ -1,7 +1,7 @@
 // Package provisionerwire declares, once, the JSON bodies of the
 // provisioner's write API: the server (provisionerapi) writes them and the
 // control plane's client (provisionerclient) reads them, so the two cannot
-// drift. README's "Provisioner → HTTP API" describes the routes.
+// drift. docs/provisioner.md ("HTTP API") describes the routes.
 package provisionerwire
 
 import "time"

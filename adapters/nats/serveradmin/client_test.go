@@ -327,7 +327,7 @@ func TestEnsureConsumerRefuses(t *testing.T) {
 	}
 }
 
-// sensorConn connects a sensor the way sensor agents connect (README, "Isolation model").
+// sensorConn connects a sensor the way sensor agents connect (docs/provisioner.md, "Isolation model").
 func sensorConn(t *testing.T, url string, s topology.Sensor, u provisioning.MintedUser) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := connect(url, u, nats.CustomInboxPrefix(s.InboxPrefix()))

@@ -52,17 +52,20 @@ func initCA(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	dns, ips, org := o.dns, o.ips, &o.org
-	var cfg caConfig
-	if err := appenv.Load(&cfg); err != nil {
-		return err
+	if len(dns) == 0 && len(ips) == 0 {
+		return appenv.Usagef(stderr, "controlplane", "init-ca", "give the gRPC server certificate's names with --dns and/or --ip")
 	}
 	opts := x509ca.InitOptions{DNSNames: dns, Organization: *org, ReplaceServerCert: o.replaceCert}
 	for _, s := range ips {
 		ip := net.ParseIP(s)
 		if ip == nil {
-			return fmt.Errorf("--ip %q is not an IP address", s)
+			return appenv.Usagef(stderr, "controlplane", "init-ca", "--ip %q is not an IP address", s)
 		}
 		opts.IPAddresses = append(opts.IPAddresses, ip)
+	}
+	var cfg caConfig
+	if err := appenv.Load(&cfg); err != nil {
+		return err
 	}
 	res, err := x509ca.Init(cfg.CADir, opts)
 	if err != nil {
@@ -144,7 +147,10 @@ func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout,
 		return err
 	}
 	if *email == "" {
-		return errors.New("create-operator: --email is required")
+		return appenv.Usagef(stderr, "controlplane", "create-operator", "--email is required")
+	}
+	if !operators.Role(*f.role).Valid() {
+		return appenv.Usagef(stderr, "controlplane", "create-operator", "--role %q: use admin, operator or viewer", *f.role)
 	}
 	var cfg appenv.MigrateConfig
 	if err := appenv.Load(&cfg); err != nil {
@@ -156,7 +162,7 @@ func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout,
 	}
 	password := strings.TrimRight(line, "\r\n")
 	if password == "" {
-		return errors.New("create-operator: no password on standard input (pipe it in, e.g. from a secret file)")
+		return appenv.Usagef(stderr, "controlplane", "create-operator", "no password on standard input (pipe it in, e.g. from a secret file)")
 	}
 	pool, err := appenv.Connect(ctx, cfg.PGDSN, 30*time.Second, appenv.CLILogger(stderr))
 	if err != nil {

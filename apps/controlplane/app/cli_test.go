@@ -45,8 +45,24 @@ func TestInitCA(t *testing.T) {
 	if key2, _ := os.ReadFile(filepath.Join(dir, "ca.key")); !bytes.Equal(key1, key2) {
 		t.Fatal("second init-ca replaced the CA key")
 	}
-	if code, _, errs := runCLI("", "init-ca", "--ip", "not-an-ip"); code != 1 || !strings.Contains(errs, "not an IP") {
-		t.Fatalf("bad --ip: %d %s", code, errs)
+	// Usage mistakes exit 2 in one style and write nothing, not even CA_DIR.
+	fresh := filepath.Join(t.TempDir(), "fresh-ca")
+	t.Setenv("CA_DIR", fresh)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"init-ca", "--ip", "not-an-ip"}, `controlplane init-ca: --ip "not-an-ip" is not an IP address (-h for help)`},
+		{[]string{"init-ca"}, "controlplane init-ca: give the gRPC server certificate's names with --dns and/or --ip (-h for help)"},
+		{[]string{"init-ca", "--nope"}, "controlplane init-ca: flag provided but not defined: -nope (-h for help)"},
+	} {
+		code, _, errs := runCLI("", tc.args...)
+		if code != 2 || strings.TrimSpace(errs) != tc.want {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errs, tc.want)
+		}
+		if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+			t.Fatalf("%v created %s before refusing", tc.args, fresh)
+		}
 	}
 }
 
@@ -78,14 +94,17 @@ func TestCreateOperatorAndMigrate(t *testing.T) {
 			}
 		}
 	}
-	if code, _, errs := runCLI("", "create-operator", "--email", "x@example.com"); code != 1 || !strings.Contains(errs, "standard input") {
+	if code, _, errs := runCLI("", "create-operator", "--email", "x@example.com"); code != 2 || !strings.Contains(errs, "standard input") {
 		t.Fatalf("no password: %d %s", code, errs)
 	}
 	if code, _, errs := runCLI("short\n", "create-operator", "--email", "y@example.com"); code != 1 || errs == "" {
 		t.Fatalf("short password accepted: %d %s", code, errs)
 	}
-	if code, _, errs := runCLI(pw+"\n", "create-operator"); code != 1 || !strings.Contains(errs, "--email") {
+	if code, _, errs := runCLI(pw+"\n", "create-operator"); code != 2 || !strings.Contains(errs, "controlplane create-operator: --email is required (-h for help)") {
 		t.Fatalf("missing --email: %d %s", code, errs)
+	}
+	if code, _, errs := runCLI(pw+"\n", "create-operator", "--email", "z@example.com", "--role", "root"); code != 2 || !strings.Contains(errs, `--role "root"`) {
+		t.Fatalf("unknown role: %d %s", code, errs)
 	}
 }
 

@@ -36,9 +36,29 @@ func Load(cfg any) error {
 		return &MissingError{Names: missing}
 	}
 	if err := envconfig.Process("", cfg); err != nil {
-		return fmt.Errorf("configuration: %s", strings.TrimPrefix(err.Error(), "envconfig."))
+		return configError(err)
 	}
 	return nil
+}
+
+// configError names the variable envconfig could not read, never the Go field, and never the
+// value (it may be a secret).
+func configError(err error) error {
+	var pe *envconfig.ParseError
+	if !errors.As(err, &pe) {
+		return fmt.Errorf("configuration: %s", strings.TrimPrefix(err.Error(), "envconfig."))
+	}
+	want := map[string]string{
+		"time.Duration": "a duration such as 90s, 15m or 168h",
+		"bool":          "true or false",
+		"int":           "a whole number", "int64": "a whole number", "int32": "a whole number",
+		"uint": "a whole number of zero or more", "uint64": "a whole number of zero or more", "uint32": "a whole number of zero or more",
+		"float64": "a number",
+	}[pe.TypeName]
+	if want == "" {
+		want = "a valid " + pe.TypeName
+	}
+	return fmt.Errorf("configuration: %s is not %s (-h lists every variable)", pe.KeyName, want)
 }
 
 // MissingError names the required variables that are unset.
@@ -153,7 +173,7 @@ func Help(w io.Writer, usage string, fl *flag.FlagSet, specs ...any) error {
 		fmt.Fprintln(w, "\nenvironment: none")
 		return nil
 	}
-	fmt.Fprintln(w, "\nenvironment (the README's configuration tables say what each means):")
+	fmt.Fprintln(w, "\nenvironment (the configuration tables in docs/provisioner.md and docs/controlplane.md say what each means):")
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT")
 	for _, v := range vars {
@@ -266,18 +286,26 @@ func Migrate(ctx context.Context, stdout, stderr io.Writer, apply func(context.C
 var ErrUsage = errors.New("usage")
 
 // ParseFlags parses a subcommand's flags for binary; the subcommand takes no
-// positional arguments. Mistakes are explained on stderr and returned as
+// positional arguments. Mistakes are explained on stderr in Usagef's one
+// style (not the flag package's, which dumps every flag) and returned as
 // ErrUsage.
 func ParseFlags(fl *flag.FlagSet, binary string, args []string, stderr io.Writer) error {
-	fl.SetOutput(stderr)
+	fl.SetOutput(io.Discard)
 	if err := fl.Parse(args); err != nil {
-		return ErrUsage
+		return Usagef(stderr, binary, fl.Name(), "%v", err)
 	}
 	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s %s: unexpected argument %q\n", binary, fl.Name(), fl.Arg(0))
-		return ErrUsage
+		return Usagef(stderr, binary, fl.Name(), "unexpected argument %q", fl.Arg(0))
 	}
 	return nil
+}
+
+// Usagef explains a mistake in a command line on stderr, as
+// "binary command: what (-h for help)", and returns ErrUsage, which Exit
+// answers with status 2. Commands call it before they write anything.
+func Usagef(stderr io.Writer, binary, command, format string, args ...any) error {
+	fmt.Fprintf(stderr, "%s %s: %s (-h for help)\n", binary, command, fmt.Sprintf(format, args...))
+	return ErrUsage
 }
 
 // Exit is the exit status for a command's outcome: 0 on success, 2 for
@@ -340,7 +368,7 @@ func Dispatch(binary, usage string, commands map[string]Command, args []string, 
 		return "", 0, true
 	}
 	if c.Flags == nil && len(args) > 1 {
-		fmt.Fprintf(stderr, "%s %s: unexpected argument %q (it takes none; -h for help)\n", binary, cmd, args[1])
+		_ = Usagef(stderr, binary, cmd, "unexpected argument %q (it takes none)", args[1])
 		return "", 2, true
 	}
 	return cmd, 0, false

@@ -53,6 +53,26 @@ func TestInitOperator(t *testing.T) {
 	e := newCLIEnv(t)
 	frag := filepath.Join(e.dir, "nats-operator.conf")
 
+	// Usage mistakes exit 2 in one style before anything is written.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"init-operator", "--resolver-url", "ftp://x/"}, "provisioner init-operator: --resolver-url: "},
+		{[]string{"init-operator", "--identity-seed", e.seed}, "provisioner init-operator: --identity-seed must differ from OPERATOR_SEED_PATH"},
+		{[]string{"init-operator", "--nope"}, "provisioner init-operator: flag provided but not defined: -nope (-h for help)"},
+	} {
+		code, _, errs := runCLI(append(tc.args, "--nats-config", frag)...)
+		if code != 2 || !strings.HasPrefix(errs, tc.want) || !strings.HasSuffix(errs, "(-h for help)\n") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q…(-h for help)", tc.args, code, errs, tc.want)
+		}
+		for _, p := range []string{e.seed, frag} {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Fatalf("%v wrote %s before refusing", tc.args, p)
+			}
+		}
+	}
+
 	code, out, errs := runCLI("init-operator", "--name", "ACME-OP", "--nats-config", frag)
 	if code != 0 {
 		t.Fatalf("first init-operator: exit %d: %s", code, errs)

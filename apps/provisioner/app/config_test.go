@@ -15,7 +15,7 @@ import (
 // specTable is the configuration table of the provisioner's specification,
 // copied verbatim. The binary must read every name in it, with its default,
 // and require the required ones: TestConfigurationIsTheSpecifications keeps
-// it so, and README's table must agree.
+// it so, and docs/provisioner.md's table must agree.
 const specTable = "" +
 	"| Variable | Required | Default | Purpose |\n" +
 	"|---|---|---|---|\n" +
@@ -171,18 +171,18 @@ func TestConfigurationIsTheSpecifications(t *testing.T) {
 			}
 		}
 	})
-	t.Run("README agrees", func(t *testing.T) {
-		readme, err := os.ReadFile("../../../README.md")
+	t.Run("docs/provisioner.md agrees", func(t *testing.T) {
+		readme, err := os.ReadFile("../../../docs/provisioner.md")
 		if err != nil {
 			t.Fatal(err)
 		}
 		section := string(readme)
-		i := strings.Index(section, "### Configuration (`provisioner serve`")
+		i := strings.Index(section, "## Configuration (`provisioner serve`")
 		if i < 0 {
-			t.Fatal("README has no provisioner configuration section")
+			t.Fatal("docs/provisioner.md has no provisioner configuration section")
 		}
 		section = section[i:]
-		section = section[:strings.Index(section, "\n### ")+1]
+		section = section[:strings.Index(section, "\n## ")+1]
 		for _, v := range vars {
 			var row string
 			for line := range strings.Lines(section) {
@@ -193,13 +193,13 @@ func TestConfigurationIsTheSpecifications(t *testing.T) {
 			cells := strings.Split(row, "|")
 			switch {
 			case row == "" || len(cells) < 4:
-				t.Errorf("README: no row for %s", v.name)
+				t.Errorf("docs/provisioner.md: no row for %s", v.name)
 			case v.required && !strings.Contains(cells[2], "required"):
-				t.Errorf("README: %s is not marked required: %s", v.name, row)
+				t.Errorf("docs/provisioner.md: %s is not marked required: %s", v.name, row)
 			case !v.required && v.def != "" && !strings.Contains(cells[2], "`"+v.def+"`"):
-				t.Errorf("README: %s default is not `%s`: %s", v.name, v.def, row)
+				t.Errorf("docs/provisioner.md: %s default is not `%s`: %s", v.name, v.def, row)
 			case !v.required && v.def == "" && strings.TrimSpace(cells[2]) != "—":
-				t.Errorf("README: %s has a default, the specification none: %s", v.name, row)
+				t.Errorf("docs/provisioner.md: %s has a default, the specification none: %s", v.name, row)
 			}
 		}
 	})

@@ -37,9 +37,15 @@ func initOperator(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := appenv.ParseFlags(fl, "provisioner", args, stderr); err != nil {
 		return err
 	}
+	if err := jwtauthority.ValidateResolverURL(opts.ResolverURL); err != nil {
+		return appenv.Usagef(stderr, "provisioner", "init-operator", "--resolver-url: %v", err)
+	}
 	var cfg StoreConfig
 	if err := appenv.Load(&cfg); err != nil {
 		return err
+	}
+	if opts.IdentitySeedPath != "" && filepath.Clean(opts.IdentitySeedPath) == filepath.Clean(cfg.OperatorSeedPath) {
+		return appenv.Usagef(stderr, "provisioner", "init-operator", "--identity-seed must differ from OPERATOR_SEED_PATH (the signing key serve uses)")
 	}
 	_, err := initOperatorLogged(ctx, cfg, *opts, stdout, appenv.CLILogger(stderr))
 	return err

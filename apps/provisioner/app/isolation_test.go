@@ -8,7 +8,7 @@ package app_test
 // the denial twice over: nats-server reports a permissions violation for the
 // exact subject, and afterwards every victim's consumer shows nothing
 // delivered, acked or terminated and still hands its own message to its
-// owner. Positive controls run in the same stack. README's isolation table
+// owner. Positive controls run in the same stack. docs/provisioner.md's isolation table
 // names this file.
 
 import (
@@ -424,7 +424,7 @@ func isolationAttackSuite(t *testing.T, retention string) {
 		a.nc.Flush()
 		m, err := sibSub.NextMsg(5 * time.Second)
 		if err != nil {
-			t.Fatalf("the documented residual did not occur (nothing delivered to the sibling's inbox): %v — update README if nats-server now prevents it", err)
+			t.Fatalf("the documented residual did not occur (nothing delivered to the sibling's inbox): %v — update docs/provisioner.md if nats-server now prevents it", err)
 		}
 		if string(m.Data) != secret("acme/s1") {
 			t.Fatalf("sibling's inbox received %q, want only the injector's own command", m.Data)

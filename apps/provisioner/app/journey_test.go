@@ -70,7 +70,7 @@ func sensorUser(t *testing.T, s *provisionertest.Stack, tenant, sensor string) u
 	return decode[userResp](t, status, body, 200, 201)
 }
 
-// sensorConn is a sensor connected the way a sensor agent connects (README, "Isolation model").
+// sensorConn is a sensor connected the way a sensor agent connects (docs/provisioner.md, "Isolation model").
 type sensorConn struct {
 	nc   *nats.Conn
 	js   jetstream.JetStream

@@ -100,6 +100,7 @@ type Info struct {
 	ProvisionerURL string `json:"provisionerUrl"`
 	NATSURL        string `json:"natsUrl"`
 	GRPCAddr       string `json:"grpcAddr"`
+	MetricsURL     string `json:"metricsUrl"`
 	PGDSN          string `json:"pgDsn"`
 	StateDir       string `json:"stateDir"`
 	Tenant         string `json:"tenant,omitempty"`
@@ -277,6 +278,11 @@ func (s *Stack) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Before anything starts: a busy port found later would leave the
+	// start half done, and its cause in a log file.
+	if err := checkPortsFree(s.cfg, p); err != nil {
+		return err
+	}
 	s.info = Info{
 		APIBaseURL:     "http://localhost:" + strconv.Itoa(p.API),
 		Email:          OperatorEmail,
@@ -394,6 +400,38 @@ func portOf(addr string, last int) (int, error) {
 }
 
 func freePort() (int, error) { return loopback.FreePort() }
+
+// checkPortsFree refuses to start when one of the stack's listening ports is
+// taken, naming the rxc-dev flag that moves it and a port that is free now.
+func checkPortsFree(cfg Config, p ports) error {
+	for _, a := range []struct {
+		what, flag, addr string
+		port             int
+	}{
+		{"provisioner", "-provisioner-addr", cfg.ProvisionerAddr, p.Provisioner},
+		{"nats-server", "-nats-addr", cfg.NATSAddr, p.NATS},
+		{"control plane API", "-api-addr", cfg.APIAddr, p.API},
+		{"control plane gRPC", "-grpc-addr", cfg.GRPCAddr, p.GRPC},
+		{"console", "-web-addr", cfg.WebAddr, p.Web},
+	} {
+		if a.what == "console" && cfg.Web == WebNone {
+			continue
+		}
+		addr := hostPort(a.addr, a.port)
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			l.Close()
+			continue
+		}
+		hint := ""
+		if free, ferr := freePort(); ferr == nil {
+			hint = fmt.Sprintf(" (%s 127.0.0.1:%d is free now)", a.flag, free)
+		}
+		return fmt.Errorf("port %d for the %s is in use by another program: stop it, or move the %s with %s 127.0.0.1:PORT%s; nothing was started",
+			a.port, a.what, a.what, a.flag, hint)
+	}
+	return nil
+}
 
 func checkLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"os"
@@ -592,4 +593,78 @@ func TestStackAsRootInAClosedFolder(t *testing.T) {
 	if _, err := devstack.Clean(t.TempDir()); err == nil {
 		t.Fatal("Clean of a folder that is no state folder succeeded")
 	}
+}
+
+// A port of the stack taken by another program stops the start before anything runs, with a
+// message naming the port and the rxc-dev flag that moves it; no process of the stack is left
+// and the state folder is free for the next try.
+func TestBusyPortIsNamedAndNothingIsLeftRunning(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		flag string
+		set  func(c *devstack.Config, addr string)
+	}{
+		{"-nats-addr", func(c *devstack.Config, a string) { c.NATSAddr = a }},
+		{"-provisioner-addr", func(c *devstack.Config, a string) { c.ProvisionerAddr = a }},
+		{"-api-addr", func(c *devstack.Config, a string) { c.APIAddr = a }},
+		{"-grpc-addr", func(c *devstack.Config, a string) { c.GRPCAddr = a }},
+		{"-web-addr", func(c *devstack.Config, a string) { c.WebAddr = a }},
+	}
+	dir := stateDir(t)
+	for _, tc := range cases {
+		taken, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := devstack.Config{
+			StateDir: dir, Web: devstack.WebGo, WebDir: webDir(t), Tenant: "demo", LogLevel: "warn",
+			ProvisionerAddr: "127.0.0.1:0", NATSAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", WebAddr: "127.0.0.1:0",
+		}
+		tc.set(&cfg, taken.Addr().String())
+		s, err := devstack.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Start(context.Background())
+		taken.Close()
+		port := strconv.Itoa(taken.Addr().(*net.TCPAddr).Port)
+		if err == nil || !strings.Contains(err.Error(), "port "+port) || !strings.Contains(err.Error(), tc.flag+" 127.0.0.1:") {
+			t.Fatalf("%s taken: start error %v, want the port %s and the flag %s named", tc.flag, err, port, tc.flag)
+		}
+		if left := processesMentioning(t, dir); len(left) > 0 {
+			t.Fatalf("%s taken: processes left running: %v", tc.flag, left)
+		}
+	}
+	// The folder is not locked by the failed starts.
+	if _, err := devstack.Clean(dir); err != nil {
+		t.Fatalf("clean after failed starts: %v", err)
+	}
+}
+
+// processesMentioning lists the command lines of running processes that name dir (or the
+// PostgreSQL folder the state folder points to).
+func processesMentioning(t *testing.T, dir string) []string {
+	t.Helper()
+	needles := []string{dir}
+	if loc, err := os.ReadFile(filepath.Join(dir, "pg-location")); err == nil && len(strings.TrimSpace(string(loc))) > 0 {
+		needles = append(needles, strings.TrimSpace(string(loc)))
+	}
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		line := strings.ReplaceAll(string(b), "\x00", " ")
+		for _, n := range needles {
+			if strings.Contains(line, n) {
+				left = append(left, line)
+			}
+		}
+	}
+	return left
 }

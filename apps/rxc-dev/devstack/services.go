@@ -180,9 +180,11 @@ func (s *Stack) startControlPlane(ctx context.Context, st *state, pg *postgres, 
 	}
 	webPort := strconv.Itoa(p.Web)
 	cfg := cpapp.ServeConfig{
-		PGDSN:              pg.dsn("controlplane"),
-		ListenAddr:         hostPort(s.cfg.APIAddr, p.API),
-		GRPCListenAddr:     hostPort(s.cfg.GRPCAddr, p.GRPC),
+		PGDSN:          pg.dsn("controlplane"),
+		ListenAddr:     hostPort(s.cfg.APIAddr, p.API),
+		GRPCListenAddr: hostPort(s.cfg.GRPCAddr, p.GRPC),
+		// Prometheus's endpoint, on loopback like every listener of the stack.
+		MetricsListenAddr:  "127.0.0.1:0",
 		CADir:              caDir,
 		SensorCertTTL:      168 * time.Hour,
 		CORSAllowedOrigins: []string{"http://localhost:" + webPort, "http://127.0.0.1:" + webPort},
@@ -224,7 +226,8 @@ func (s *Stack) startControlPlane(ctx context.Context, st *state, pg *postgres, 
 	if err != nil {
 		return failed(r, "control plane", err, logs)
 	}
-	s.say("control plane: API %s, gRPC %s", s.info.APIBaseURL, s.info.GRPCAddr)
+	s.info.MetricsURL = "http://" + srv.MetricsAddr() + "/metrics"
+	s.say("control plane: API %s, gRPC %s, metrics %s", s.info.APIBaseURL, s.info.GRPCAddr, s.info.MetricsURL)
 	if c := s.cfg.Chat; c.Enabled {
 		s.say("control plane: analytics chat on (model %q, threat-intel enrichment %t)", c.Model, c.Enrichment.Enabled)
 	}

@@ -93,11 +93,15 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.DurationVar(&f.batchInterval, "event-batch-interval", sensorclient.DefaultBatchInterval, "longest time events wait on a stream before the server confirms them")
 	fs.DurationVar(&f.grpcIdle, "grpc-idle-timeout", sensorclient.DefaultIdleTimeout, "close the gRPC connection to the control plane after this long without a call (health check or event stream); 0: keep it open")
 	fs.StringVar(&f.logLevel, "log-level", envOr("RXC_LOG_LEVEL", "info"), "debug, info, warn or error (env RXC_LOG_LEVEL)")
+	if len(args) > 0 && args[0] != "-h" {
+		// Mistakes are told in one line by the caller, not with the flag package's dump of every flag.
+		fs.SetOutput(io.Discard)
+	}
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
-		return f, fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	multi := f.count > 1 || f.claimCodesFile != ""
 	if f.claimCode == "" && !multi {
@@ -152,12 +156,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "sensor-agent run:", err)
+		fmt.Fprintf(stderr, "sensor-agent run: %v (-h for help)\n", err)
 		return 2
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		fmt.Fprintf(stderr, "sensor-agent run: --log-level %q: use debug, info, warn or error\n", f.logLevel)
+		fmt.Fprintf(stderr, "sensor-agent run: --log-level %q: use debug, info, warn or error (-h for help)\n", f.logLevel)
 		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))

@@ -14,7 +14,18 @@ import type { Permission } from './access';
 export type SessionState =
   | { status: 'checking' }
   | { status: 'signedIn'; email: string; me: Me }
-  | { status: 'signedOut'; reason: SignedOutReason | null };
+  | { status: 'signedOut'; reason: SignedOutReason | null }
+  /**
+   * The control plane answered 503 (its database or NATS is down) when asked who is signed in: the
+   * session may be perfectly good, so the operator sees the outage and the check is retried,
+   * instead of a sign-in form that could not work either.
+   */
+  | { status: 'unavailable'; message: string; retryAt: number };
+
+/** Seconds between checks while the control plane answers 503: its Retry-After, within bounds. */
+export function outageRetrySeconds(retryAfter: number | undefined): number {
+  return Math.min(30, Math.max(2, retryAfter ?? 5));
+}
 
 export interface SignedOutReason {
   kind: 'expired' | 'unreachable' | 'misconfigured' | 'signedOut' | 'error';
@@ -71,18 +82,31 @@ export function SessionProvider({ config, children, fetchFn, onStart }: { config
   const onStartRef = useRef(onStart);
   useEffect(() => {
     let live = true;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     onStartRef.current?.(api);
-    api.me().then(
-      (me) => {
-        if (!live) return;
-        signedIn.current = true;
-        const p = principalOf(me);
-        setSession({ status: 'signedIn', email: p.email, me: p });
-      },
-      (err) => live && setSession({ status: 'signedOut', reason: reasonFor(err, false) }),
-    );
+    const check = () =>
+      api.me().then(
+        (me) => {
+          if (!live) return;
+          signedIn.current = true;
+          const p = principalOf(me);
+          setSession({ status: 'signedIn', email: p.email, me: p });
+        },
+        (err) => {
+          if (!live) return;
+          if (err instanceof ApiError && err.status === 503) {
+            const wait = outageRetrySeconds(err.retryAfter);
+            setSession({ status: 'unavailable', message: err.detail || err.title, retryAt: Date.now() + wait * 1000 });
+            timer = setTimeout(check, wait * 1000);
+            return;
+          }
+          setSession({ status: 'signedOut', reason: reasonFor(err, false) });
+        },
+      );
+    void check();
     return () => {
       live = false;
+      clearTimeout(timer);
     };
   }, [api]);
 

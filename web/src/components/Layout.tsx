@@ -1,3 +1,4 @@
+import { useEffect, useState } from 'react';
 import { Navigate, NavLink, Outlet, useLocation } from 'react-router';
 import { SnapshotProvider } from '../analytics/snapshot';
 import { useSession } from '../auth/session';
@@ -9,8 +10,29 @@ export function RequireSession() {
   const { session } = useSession();
   const location = useLocation();
   if (session.status === 'checking') return <Loading label="Checking your session…" />;
+  if (session.status === 'unavailable') return <Outage message={session.message} retryAt={session.retryAt} />;
   if (session.status === 'signedOut') return <Navigate to="/login" replace state={{ from: location.pathname + location.search }} />;
   return <Layout me={session.me} />;
+}
+
+export function Outage({ message, retryAt }: { message: string; retryAt: number }) {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const t = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(t);
+  }, []);
+  const seconds = Math.max(0, Math.ceil((retryAt - now) / 1000));
+  return (
+    <main className="content outage" id="main">
+      <h1>RXC is temporarily unavailable</h1>
+      <div className="banner banner-error" role="alert" data-reason="unavailable">
+        The control plane cannot serve requests right now: {message}
+      </div>
+      <p className="muted" aria-live="polite">
+        Your session is kept. {seconds > 0 ? `Checking again in ${seconds} s.` : 'Checking again…'}
+      </p>
+    </main>
+  );
 }
 
 function Layout({ me }: { me: Me }) {

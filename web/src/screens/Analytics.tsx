@@ -5,10 +5,10 @@
 import { useEffect, useLayoutEffect, useRef, useState } from 'react';
 import type { RefObject } from 'react';
 import { useSearchParams } from 'react-router';
-import { CartesianGrid, Legend, Line, LineChart, Tooltip, XAxis, YAxis } from 'recharts';
 import type { AddressCount, Overview } from '../api/types';
 import { snapshotOf, usePublishView } from '../analytics/snapshot';
 import { useSession } from '../auth/session';
+import { LineChart } from '../components/LineChart';
 import { ErrorBanner, Loading } from '../components/Status';
 import { SelectField } from '../components/SelectField';
 import { TenantSelect } from '../components/TenantSelect';
@@ -132,65 +132,69 @@ function OverviewView({ ov }: { ov: Overview }) {
         <AddressTable caption="Top sources" rows={ov.topSources} />
         <AddressTable caption="Top destinations" rows={ov.topDestinations} />
       </div>
-      <table className="table">
-        <caption>Top signatures</caption>
-        <thead>
-          <tr>
-            <th scope="col">Signature</th>
-            <th scope="col">Category</th>
-            <th scope="col">Severity</th>
-            <th scope="col" className="num">Alerts</th>
-          </tr>
-        </thead>
-        <tbody>
-          {ov.topSignatures.length === 0 && (
+      <div className="table-scroll">
+        <table className="table">
+          <caption>Top signatures</caption>
+          <thead>
             <tr>
-              <td colSpan={4} className="muted">
-                No alerts.
-              </td>
+              <th scope="col">Signature</th>
+              <th scope="col">Category</th>
+              <th scope="col">Severity</th>
+              <th scope="col" className="num">Alerts</th>
             </tr>
-          )}
-          {ov.topSignatures.map((s) => (
-            <tr key={`${s.signatureId}-${s.signature}`}>
-              <td>
-                {s.signature || '(no name)'}
-                {s.signatureId > 0 && <div className="muted small mono">sid {s.signatureId}</div>}
-              </td>
-              <td>{s.category}</td>
-              <td>{s.severity || ''}</td>
-              <td className="num">{s.count.toLocaleString()}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-      <table className="table">
-        <caption>CVEs</caption>
-        <thead>
-          <tr>
-            <th scope="col">CVE</th>
-            <th scope="col" className="num">Events</th>
-            <th scope="col">Last seen</th>
-          </tr>
-        </thead>
-        <tbody>
-          {ov.cves.length === 0 && (
+          </thead>
+          <tbody>
+            {ov.topSignatures.length === 0 && (
+              <tr>
+                <td colSpan={4} className="muted">
+                  No alerts.
+                </td>
+              </tr>
+            )}
+            {ov.topSignatures.map((s) => (
+              <tr key={`${s.signatureId}-${s.signature}`}>
+                <td>
+                  {s.signature || '(no name)'}
+                  {s.signatureId > 0 && <div className="muted small mono">sid {s.signatureId}</div>}
+                </td>
+                <td>{s.category}</td>
+                <td>{s.severity || ''}</td>
+                <td className="num">{s.count.toLocaleString()}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      <div className="table-scroll">
+        <table className="table">
+          <caption>CVEs</caption>
+          <thead>
             <tr>
-              <td colSpan={3} className="muted">
-                No CVEs named.
-              </td>
+              <th scope="col">CVE</th>
+              <th scope="col" className="num">Events</th>
+              <th scope="col">Last seen</th>
             </tr>
-          )}
-          {ov.cves.map((c) => (
-            <tr key={c.id}>
-              <td className="mono">{c.id}</td>
-              <td className="num">{c.count.toLocaleString()}</td>
-              <td>
-                <Time value={c.lastSeen} />
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+          </thead>
+          <tbody>
+            {ov.cves.length === 0 && (
+              <tr>
+                <td colSpan={3} className="muted">
+                  No CVEs named.
+                </td>
+              </tr>
+            )}
+            {ov.cves.map((c) => (
+              <tr key={c.id}>
+                <td className="mono">{c.id}</td>
+                <td className="num">{c.count.toLocaleString()}</td>
+                <td>
+                  <Time value={c.lastSeen} />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
     </>
   );
 }
@@ -235,20 +239,20 @@ export function bucketLabel(iso: string, bucketSeconds: number): string {
 function SeriesChart({ ov }: { ov: Overview }) {
   const ref = useRef<HTMLDivElement>(null);
   const width = useWidth(ref);
-  const data = ov.series.map((p) => ({ ...p, label: bucketLabel(p.t, ov.bucketSeconds) }));
+  const rows = ov.series.map((p) => ({ label: bucketLabel(p.t, ov.bucketSeconds), values: { events: p.events, alerts: p.alerts } }));
   return (
     <figure className="chart" aria-label="Events and alerts over time">
       <figcaption>Events and alerts over time</figcaption>
       <div ref={ref} className="chart-area">
-        <LineChart width={width} height={260} data={data} margin={{ top: 8, right: 16, bottom: 8, left: 0 }}>
-          <CartesianGrid strokeDasharray="3 3" stroke="#e2e8f0" />
-          <XAxis dataKey="label" minTickGap={32} tick={{ fontSize: 12 }} />
-          <YAxis allowDecimals={false} tick={{ fontSize: 12 }} width={48} />
-          <Tooltip />
-          <Legend />
-          <Line type="monotone" dataKey="events" name="Events" stroke="#1d4ed8" dot={false} isAnimationActive={false} />
-          <Line type="monotone" dataKey="alerts" name="Alerts" stroke="#dc2626" dot={false} isAnimationActive={false} />
-        </LineChart>
+        <LineChart
+          width={width}
+          height={260}
+          rows={rows}
+          series={[
+            { key: 'events', name: 'Events', className: 'chart-events' },
+            { key: 'alerts', name: 'Alerts', className: 'chart-alerts' },
+          ]}
+        />
       </div>
     </figure>
   );

@@ -60,7 +60,12 @@ export function LoginScreen() {
   if (session.status === 'checking') return <Loading label="Checking your session…" />;
   if (session.status === 'signedIn') return <Navigate to={from} replace />;
 
-  const reason = error || hold ? null : session.reason;
+  const reason =
+    error || hold
+      ? null
+      : session.status === 'unavailable'
+        ? { kind: 'error' as const, message: `The control plane is temporarily unavailable: ${session.message}` }
+        : session.reason;
   const held = !!hold && hold.until !== null && now < hold.until;
 
   async function submit(e: FormEvent) {

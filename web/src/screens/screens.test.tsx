@@ -48,6 +48,31 @@ describe('login', () => {
     expect(screen.getByRole('heading', { name: 'Sign in to the RXC console' })).toBeInTheDocument();
   });
 
+  it('shows a database outage to a signed-in operator instead of the sign-in form, and resumes when it ends', async () => {
+    let down = true;
+    let asked = 0;
+    const f = fakeFetch({
+      'GET /api/auth/me': () => {
+        asked++;
+        if (!down) return json(200, { id: 'op-1', email: 'op@example.com', role: 'admin', tenants: [] });
+        const r = problem(503, 'database_unavailable', 'Database unavailable', 'the database does not answer');
+        r.headers.set('Retry-After', '2');
+        return r;
+      },
+      'GET /api/sensors': () => json(200, { items: [] }),
+      'GET /api/sensors/summary': () => json(200, { total: 0, byState: {} }),
+      'GET /api/tenants': () => json(200, { items: [] }),
+    });
+    renderApp('/sensors', f);
+    expect(await screen.findByRole('heading', { name: 'RXC is temporarily unavailable' })).toBeInTheDocument();
+    expect(screen.getByRole('alert')).toHaveTextContent('the database does not answer');
+    expect(screen.queryByLabelText('Email')).toBeNull();
+    expect(screen.getByText(/Your session is kept/)).toBeInTheDocument();
+    down = false;
+    expect(await screen.findByRole('heading', { name: 'Sensors' }, { timeout: 4000 })).toBeInTheDocument();
+    expect(asked).toBeGreaterThanOrEqual(2);
+  });
+
   it('returns to login saying the session expired on any 401', async () => {
     const f = fakeFetch({
       ...ME,

@@ -7,7 +7,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRealApi, startApi } from './api';
 import type { E2eApi } from './api';
-import { openBrowser, signIn } from './browser';
+import { atPhoneWidth, openBrowser, signIn } from './browser';
 import { freePort, RESULTS, startNginx } from './tools';
 import type { Nginx } from './tools';
 
@@ -49,10 +49,10 @@ describe.skipIf(isRealApi())('analytics in Chromium', () => {
     const chart = page.getByRole('figure', { name: 'Events and alerts over time' });
     await chart.waitFor();
     // Two drawn lines (events, alerts) with real geometry.
-    await expect.poll(() => chart.locator('path.recharts-line-curve').count()).toBe(2);
-    const d = await chart.locator('path.recharts-line-curve').first().getAttribute('d');
+    await expect.poll(() => chart.locator('path.chart-line').count()).toBe(2);
+    const d = await chart.locator('path.chart-line').first().getAttribute('d');
     expect(d?.length ?? 0).toBeGreaterThan(50);
-    expect((await chart.locator('.recharts-legend-item-text').allTextContents()).sort()).toEqual(['Alerts', 'Events']);
+    expect((await chart.locator('.chart-legend li').allTextContents()).sort()).toEqual(['Alerts', 'Events']);
 
     const sources = page.getByRole('table', { name: 'Top sources' });
     expect(await sources.locator('tbody td.mono').allTextContents()).toEqual(['203.0.113.7', '198.51.100.23']);
@@ -67,6 +67,7 @@ describe.skipIf(isRealApi())('analytics in Chromium', () => {
     await chart.waitFor();
     expect(await page.getByLabel('Time range').inputValue()).toBe('7d');
     await shot('analytics-01-overview');
+    expect(await atPhoneWidth(page, path.join(RESULTS, 'analytics-01-overview-360.png')), 'analytics scrolls sideways at 360 px').toBeLessThanOrEqual(0);
     expect(problems).toEqual([]);
   });
 

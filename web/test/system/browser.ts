@@ -66,9 +66,24 @@ export function horizontalOverflow(page: Page): Promise<number> {
 }
 
 /**
- * The page as it is at phone width (360 px): a full-page screenshot to `file`, and how far it sticks
- * out sideways then (tables scroll inside their own box or become cards; the page itself must not).
- * The viewport is restored afterwards.
+ * How far the right edge of a table row's action (Revoke, Disable, …) lies beyond the window: a
+ * table may scroll inside its own box at phone width, but its actions must stay in reach.
+ */
+export function actionsOverflow(page: Page): Promise<number> {
+  return page.evaluate(() => {
+    let worst = -Infinity;
+    for (const el of Array.from(document.querySelectorAll('.table td.actions button, .table td.actions a'))) {
+      const r = el.getBoundingClientRect();
+      if (r.width > 0) worst = Math.max(worst, r.right - window.innerWidth);
+    }
+    return worst;
+  });
+}
+
+/**
+ * The page as it is at phone width (360 px): a full-page screenshot to `file`, and how far the page
+ * or a table row's action sticks out sideways then (tables scroll inside their own box or become
+ * cards, with their actions in reach; the page itself must not). The viewport is restored afterwards.
  */
 export async function atPhoneWidth(page: Page, file: string): Promise<number> {
   const size = page.viewportSize()!;
@@ -76,7 +91,7 @@ export async function atPhoneWidth(page: Page, file: string): Promise<number> {
   try {
     await page.waitForTimeout(100); // one layout pass; the screenshot waits for fonts itself
     await page.screenshot({ path: file, fullPage: true });
-    return await horizontalOverflow(page);
+    return Math.max(await horizontalOverflow(page), await actionsOverflow(page));
   } finally {
     await page.setViewportSize(size);
   }
