@@ -320,8 +320,8 @@ func (s *Service) Login(ctx context.Context, email, password, address string) (O
 	if err != nil {
 		return Operator{}, "", time.Time{}, err
 	}
-	if err := s.store.ResetLoginFailures(ctx, keys[0]); err != nil {
-		return Operator{}, "", time.Time{}, fmt.Errorf("login: %w", err)
+	if err := s.resetFailures(ctx, keys); err != nil {
+		return Operator{}, "", time.Time{}, err
 	}
 	token, tokenHash, err := newToken("")
 	if err != nil {

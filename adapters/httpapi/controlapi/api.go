@@ -11,9 +11,11 @@
 //     Origin (else the Referer's origin) is an allowed origin or the API's
 //     own host; with neither header they pass unless Sec-Fetch-Site says
 //     cross-site. "null" origins are refused.
-//   - The redeem limiter keys on the peer address, or with TrustProxy on the
-//     last X-Forwarded-For entry (the one the proxy appended); IPv6 counts
-//     per /64. Its table is bounded and fails closed when full.
+//   - The redeem limiter, the login throttle and the audit trail key on the
+//     peer address, or, from a peer in TrustedProxies, on the rightmost
+//     X-Forwarded-For entry that is not a trusted proxy (with TrustProxy
+//     alone: the last entry); IPv6 counts per /64. The limiter's table is
+//     bounded and fails closed when full.
 //   - Commands are refused with messaging disabled before anything is
 //     recorded; with NATS unreachable the core records the failed command.
 //   - A revocation whose NATS part fails answers 503 nats_revoke_pending
@@ -35,6 +37,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -93,8 +96,13 @@ type Config struct {
 	// http on localhost.
 	LocalMode bool
 	// TrustProxy takes the client address for rate limiting from the last
-	// X-Forwarded-For entry (the one the trusted proxy appended).
+	// X-Forwarded-For entry (the one the trusted proxy appended), whoever
+	// the peer; only safe where nothing but the proxy reaches the API.
+	// TrustedProxies, when set, takes precedence.
 	TrustProxy bool
+	// TrustedProxies are the networks of the reverse proxies in front of
+	// the API: X-Forwarded-For is believed only from a peer in them.
+	TrustedProxies []netip.Prefix
 	// Analytics serves the analytics overview and the chat, and reports
 	// the chat's live status; without it those routes answer 503.
 	Analytics *analytics.Service
@@ -132,7 +140,7 @@ type API struct {
 	grpcAddr       string
 	origins        map[string]bool
 	localMode      bool
-	trustProxy     bool
+	trustProxy     proxyTrust
 	analytics      *analytics.Service
 	chatLimiter    *limiter
 	provisioning   bool
@@ -205,7 +213,7 @@ func New(cfg Config) (*API, error) {
 	a := &API{
 		fleet: cfg.Fleet, operators: cfg.Operators, caPEM: cfg.CACertificatePEM,
 		natsURL: cfg.PublicNATSURL, grpcAddr: cfg.PublicGRPCAddr,
-		origins: origins, localMode: cfg.LocalMode, trustProxy: cfg.TrustProxy,
+		origins: origins, localMode: cfg.LocalMode, trustProxy: proxyTrust{any: cfg.TrustProxy, nets: slices.Clone(cfg.TrustedProxies)},
 		analytics: cfg.Analytics, chatLimiter: newLimiter(chatRate, cfg.Clock), provisioning: cfg.ProvisioningEnabled, messaging: cfg.MessagingEnabled,
 		readiness: slices.Clone(cfg.Readiness), readyTimeout: cfg.ReadinessTimeout,
 		extraMetrics:  cfg.Metrics,

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,11 +26,17 @@ type ServeConfig struct {
 	CORSAllowedOrigins []string      `envconfig:"CORS_ALLOWED_ORIGINS" default:"http://localhost:8000"`
 	LocalMode          bool          `envconfig:"LOCAL_MODE" default:"false"`
 	TrustProxy         bool          `envconfig:"TRUST_PROXY" default:"false"`
-	PublicGRPCAddr     string        `envconfig:"PUBLIC_GRPC_ADDR" default:"localhost:5010"`
-	PublicNATSURL      string        `envconfig:"PUBLIC_NATS_URL" default:"nats://localhost:4222"`
-	CommandStreamName  string        `envconfig:"COMMAND_STREAM_NAME" default:"RXC_CMD"`
-	CommandTTL         time.Duration `envconfig:"COMMAND_TTL" default:"10m"`
-	SensorOfflineAfter time.Duration `envconfig:"SENSOR_OFFLINE_AFTER" default:"90s"`
+	// TrustedProxies are the CIDRs (or single addresses) of the reverse
+	// proxies in front of the API: X-Forwarded-For is believed only from
+	// them. It takes precedence over TRUST_PROXY.
+	TrustedProxies []string `envconfig:"TRUSTED_PROXIES"`
+	// LoginThrottle sets the failed-login thresholds (LOGIN_THROTTLE_…).
+	LoginThrottle      LoginThrottleConfig `envconfig:"LOGIN_THROTTLE"`
+	PublicGRPCAddr     string              `envconfig:"PUBLIC_GRPC_ADDR" default:"localhost:5010"`
+	PublicNATSURL      string              `envconfig:"PUBLIC_NATS_URL" default:"nats://localhost:4222"`
+	CommandStreamName  string              `envconfig:"COMMAND_STREAM_NAME" default:"RXC_CMD"`
+	CommandTTL         time.Duration       `envconfig:"COMMAND_TTL" default:"10m"`
+	SensorOfflineAfter time.Duration       `envconfig:"SENSOR_OFFLINE_AFTER" default:"90s"`
 	// StreamRecheckInterval bounds how long a sensor's gRPC stream outlives
 	// a revocation or renewal whose broadcast its replica missed.
 	StreamRecheckInterval time.Duration `envconfig:"SENSOR_STREAM_RECHECK_INTERVAL" default:"30s"`
@@ -50,6 +58,39 @@ type ServeConfig struct {
 	Messaging   MessagingConfig   `envconfig:"NATS_MESSAGING"`
 	Events      EventsConfig      `envconfig:"EVENTS"`
 	Chat        ChatConfig        `envconfig:"ANALYTICS_CHAT"`
+}
+
+// LoginThrottleConfig is the LOGIN_THROTTLE_ group: failures within an
+// hour before further logins are slowed, per account and address together,
+// per account, and per address over all accounts (a ceiling against
+// spraying, high because a corporate proxy puts everyone behind one
+// address).
+type LoginThrottleConfig struct {
+	PairFailures    int `envconfig:"PAIR_FAILURES" default:"5"`
+	AccountFailures int `envconfig:"ACCOUNT_FAILURES" default:"20"`
+	AddressFailures int `envconfig:"ADDRESS_FAILURES" default:"500"`
+}
+
+// trustedProxies parses TRUSTED_PROXIES: CIDRs, or addresses meaning
+// themselves alone.
+func trustedProxies(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		ip, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("TRUSTED_PROXIES: %q is neither a CIDR nor an address", s)
+		}
+		out = append(out, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
+	}
+	return out, nil
 }
 
 // ProvisionerConfig is the NATS_PROVISIONER_ group.

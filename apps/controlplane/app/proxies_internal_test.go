@@ -1,0 +1,28 @@
+package app
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestTrustedProxies(t *testing.T) {
+	t.Parallel()
+	got, err := trustedProxies([]string{"10.0.0.0/8", " 192.0.2.7 ", "", "fd00::/8", "::ffff:198.51.100.1", "10.1.2.3/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"), netip.MustParsePrefix("fd00::/8"),
+		netip.MustParsePrefix("198.51.100.1/32"), netip.MustParsePrefix("10.0.0.0/8"),
+	}
+	if d := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); d != "" {
+		t.Errorf("trustedProxies (-want +got):\n%s", d)
+	}
+	for _, bad := range []string{"proxy.example", "10.0.0.0/33", "10.0.0.0/8/1"} {
+		if _, err := trustedProxies([]string{bad}); err == nil {
+			t.Errorf("trustedProxies(%q) accepted", bad)
+		}
+	}
+}
