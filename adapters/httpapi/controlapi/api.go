@@ -239,6 +239,10 @@ func (a *API) routes() {
 	m.HandleFunc("POST /api/auth/login", a.audited("auth.login", a.sameOrigin(a.login)))
 	m.HandleFunc("POST /api/auth/logout", a.audited("auth.logout", a.sameOrigin(a.logout)))
 	m.HandleFunc("GET /api/auth/me", a.operator(a.me))
+	m.HandleFunc("POST /api/auth/me/totp", a.audited("auth.totp_begin", a.operator(a.beginTOTP)))
+	m.HandleFunc("POST /api/auth/me/totp/confirm", a.audited("auth.totp_enable", a.operator(a.confirmTOTP)))
+	m.HandleFunc("GET /api/auth/settings", a.operator(a.getAuthSettings))
+	m.HandleFunc("PATCH /api/auth/settings", a.audited("auth.settings", a.operator(a.patchAuthSettings)))
 
 	m.HandleFunc("GET /api/tenants", a.operator(a.listTenants))
 	m.HandleFunc("POST /api/tenants", a.audited("tenant.create", a.operator(a.createTenant)))
@@ -263,6 +267,7 @@ func (a *API) routes() {
 	m.HandleFunc("GET /api/operators/{id}", a.operator(a.getOperator))
 	m.HandleFunc("PATCH /api/operators/{id}", a.audited("operator.update", a.operator(a.updateOperator)))
 	m.HandleFunc("POST /api/operators/{id}/password", a.audited("operator.password", a.operator(a.resetPassword)))
+	m.HandleFunc("DELETE /api/operators/{id}/totp", a.audited("operator.totp_reset", a.operator(a.resetSecondFactor)))
 	m.HandleFunc("POST /api/operators/{id}/sign-out", a.audited("operator.sign_out", a.operator(a.signOutEverywhere)))
 	m.HandleFunc("GET /api/tokens", a.operator(a.listTokens))
 	m.HandleFunc("POST /api/tokens", a.audited("token.create", a.operator(a.createToken)))

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
+	"github.com/rxc-project/rxc/adapters/seal"
+	"github.com/rxc-project/rxc/core/operators"
 	"github.com/rxc-project/rxc/migrations"
 )
 
@@ -30,6 +32,9 @@ type ServeConfig struct {
 	// proxies in front of the API: X-Forwarded-For is believed only from
 	// them. It takes precedence over TRUST_PROXY.
 	TrustedProxies []string `envconfig:"TRUSTED_PROXIES"`
+	// OperatorSecretEncryptionKey seals operators' TOTP secrets at rest
+	// (32 bytes, hex or base64); without it second factors are off.
+	OperatorSecretEncryptionKey string `envconfig:"OPERATOR_SECRET_ENCRYPTION_KEY"`
 	// LoginThrottle sets the failed-login thresholds (LOGIN_THROTTLE_…).
 	LoginThrottle      LoginThrottleConfig `envconfig:"LOGIN_THROTTLE"`
 	PublicGRPCAddr     string              `envconfig:"PUBLIC_GRPC_ADDR" default:"localhost:5010"`
@@ -69,6 +74,19 @@ type LoginThrottleConfig struct {
 	PairFailures    int `envconfig:"PAIR_FAILURES" default:"5"`
 	AccountFailures int `envconfig:"ACCOUNT_FAILURES" default:"20"`
 	AddressFailures int `envconfig:"ADDRESS_FAILURES" default:"500"`
+}
+
+// operatorSealer returns the sealer of TOTP secrets, or nil (second
+// factors off) without a key.
+func operatorSealer(key string) (operators.SecretSealer, error) {
+	if strings.TrimSpace(key) == "" {
+		return nil, nil
+	}
+	raw, err := seal.ParseKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("OPERATOR_SECRET_ENCRYPTION_KEY: %w", err)
+	}
+	return seal.New(raw)
 }
 
 // trustedProxies parses TRUSTED_PROXIES: CIDRs, or addresses meaning

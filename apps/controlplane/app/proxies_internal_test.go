@@ -26,3 +26,24 @@ func TestTrustedProxies(t *testing.T) {
 		}
 	}
 }
+
+func TestOperatorSealer(t *testing.T) {
+	t.Parallel()
+	if s, err := operatorSealer(""); err != nil || s != nil {
+		t.Errorf("no key: %v, %v; want second factors off", s, err)
+	}
+	s, err := operatorSealer("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
+	if err != nil || s == nil {
+		t.Fatalf("hex key: %v", err)
+	}
+	sealed, err := s.Seal([]byte("secret"), []byte("op-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Open(sealed, []byte("op-2")); err == nil {
+		t.Error("a value sealed for op-1 opened for op-2")
+	}
+	if _, err := operatorSealer("too short"); err == nil {
+		t.Error("a short key accepted")
+	}
+}

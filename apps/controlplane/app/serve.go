@@ -148,8 +148,12 @@ func (s *Server) buildStore(ctx context.Context) error {
 	if s.store, err = controlplanestore.New(controlplanestore.Config{Pool: pool}); err != nil {
 		return err
 	}
+	sealer, err := operatorSealer(cfg.OperatorSecretEncryptionKey)
+	if err != nil {
+		return err
+	}
 	if s.operators, err = newOperators(s.store, operators.Config{
-		SessionTTL: cfg.SessionTTL, Logger: log.With("component", "operators"),
+		SessionTTL: cfg.SessionTTL, Logger: log.With("component", "operators"), Sealer: sealer,
 		Throttle: operators.ThrottlePolicy{
 			PairFailures: cfg.LoginThrottle.PairFailures, AccountFailures: cfg.LoginThrottle.AccountFailures,
 			AddressFailures: cfg.LoginThrottle.AddressFailures,

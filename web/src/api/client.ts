@@ -14,6 +14,8 @@ import type {
   IssuedClaimCode,
   Items,
   Me,
+  SecondFactor,
+  TotpEnrolment,
   NewApiToken,
   NewOperator,
   Operator,
@@ -181,8 +183,14 @@ export class ApiClient {
     if (res.status !== 204 && ct && /text\/html/i.test(ct)) throw this.fail(wrongBaseUrl(this.baseUrl, 'answered with an HTML page'));
   }
 
-  login(email: string, password: string) {
-    return this.noContent('POST', '/auth/login', { email, password });
+  login(email: string, password: string, factor?: SecondFactor) {
+    return this.noContent('POST', '/auth/login', { email, password, ...(factor ?? {}) });
+  }
+  beginTotp() {
+    return this.json<TotpEnrolment>('POST', '/auth/me/totp');
+  }
+  confirmTotp(code: string) {
+    return this.json<{ recoveryCodes: string[] }>('POST', '/auth/me/totp/confirm', { body: { code } });
   }
   logout() {
     return this.noContent('POST', '/auth/logout');

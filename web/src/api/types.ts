@@ -205,6 +205,21 @@ export interface Me {
   role: Role;
   tenants: string[];
   tokenId?: string;
+  /** TOTP is enabled for the account. */
+  secondFactor?: boolean;
+  /** The session may only enrol a second factor (admins, where the deployment requires one). */
+  secondFactorRequired?: boolean;
+}
+
+/** A second factor presented at sign-in. */
+export interface SecondFactor {
+  totp?: string;
+  recoveryCode?: string;
+}
+
+export interface TotpEnrolment {
+  secret: string;
+  otpauthUrl: string;
 }
 
 export interface Operator {
