@@ -331,6 +331,9 @@ func (s *Service) LoginWith(ctx context.Context, c Credentials) (Operator, strin
 	if err := s.checkThrottle(ctx, keys); err != nil {
 		return Operator{}, "", time.Time{}, err
 	}
+	if err := s.checkPasswordLoginAllowed(ctx, c.Email); err != nil {
+		return Operator{}, "", time.Time{}, err
+	}
 	o, err := s.verify(ctx, c.Email, c.Password)
 	if err == nil {
 		err = s.checkSecondFactor(ctx, o, c)
@@ -382,6 +385,10 @@ func (s *Service) verify(ctx context.Context, email, password string) (Operator,
 		return Operator{}, ErrInvalidCredentials
 	case err != nil:
 		return Operator{}, fmt.Errorf("login: %w", err)
+	case hash == externalPasswordHash:
+		// Created by single sign-on: no password of theirs exists.
+		_, _ = s.hasher.Verify(s.dummyHash, password)
+		return Operator{}, ErrInvalidCredentials
 	}
 	ok, err := s.hasher.Verify(hash, password)
 	if err != nil {

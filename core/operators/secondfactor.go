@@ -50,6 +50,11 @@ type AuthSettings struct {
 	// RequireAdminSecondFactor: admins without a second factor may only
 	// enrol one (every other request answers ErrEnrolmentRequired).
 	RequireAdminSecondFactor bool
+	// SSOOnly refuses password sign-in (ErrPasswordLoginDisabled) except
+	// for BreakGlassEmail, the local account kept for when the identity
+	// provider is down.
+	SSOOnly         bool
+	BreakGlassEmail string
 }
 
 // SecondFactorStore persists second factors and the sign-in settings.
@@ -194,15 +199,35 @@ func (s *Service) AuthSettings(ctx context.Context, p Principal) (AuthSettings, 
 	return s.store.AuthSettings(ctx)
 }
 
-// SetAuthSettings changes the sign-in settings (admins).
+// SetAuthSettings changes the sign-in settings (admins). SSO-only needs a
+// break-glass account: an enabled admin.
 func (s *Service) SetAuthSettings(ctx context.Context, p Principal, set AuthSettings) error {
 	if !p.Can(PermAdmin, "") {
 		return ErrForbidden
 	}
+	if set.BreakGlassEmail != "" {
+		e, err := NormalizeEmail(set.BreakGlassEmail)
+		if err != nil {
+			return fmt.Errorf("%w: break-glass e-mail address", ErrInvalidInput)
+		}
+		set.BreakGlassEmail = e
+	}
+	if set.SSOOnly {
+		if set.BreakGlassEmail == "" {
+			return fmt.Errorf("%w: SSO-only needs a break-glass account (breakGlassEmail)", ErrInvalidInput)
+		}
+		o, _, err := s.store.OperatorByEmail(ctx, set.BreakGlassEmail)
+		if errors.Is(err, ErrNotFound) || err == nil && (o.Role != RoleAdmin || !o.Enabled()) {
+			return fmt.Errorf("%w: the break-glass account must be an enabled admin", ErrInvalidInput)
+		}
+		if err != nil {
+			return fmt.Errorf("auth settings: %w", err)
+		}
+	}
 	if err := s.store.SetAuthSettings(ctx, set); err != nil {
 		return fmt.Errorf("auth settings: %w", err)
 	}
-	s.log.InfoContext(ctx, "auth settings changed", "by", p.Operator.ID, "require_admin_second_factor", set.RequireAdminSecondFactor)
+	s.log.InfoContext(ctx, "auth settings changed", "by", p.Operator.ID, "require_admin_second_factor", set.RequireAdminSecondFactor, "sso_only", set.SSOOnly)
 	return nil
 }
 
@@ -251,6 +276,22 @@ func (s *Service) checkSecondFactor(ctx context.Context, o Operator, c Credentia
 		return nil
 	}
 	return ErrSecondFactorRequired
+}
+
+// checkPasswordLoginAllowed refuses password sign-in in SSO-only mode,
+// except for the break-glass account.
+func (s *Service) checkPasswordLoginAllowed(ctx context.Context, email string) error {
+	set, err := s.store.AuthSettings(ctx)
+	if err != nil {
+		return fmt.Errorf("login: %w", err)
+	}
+	if !set.SSOOnly {
+		return nil
+	}
+	if e, err := NormalizeEmail(email); err == nil && e == set.BreakGlassEmail {
+		return nil
+	}
+	return ErrPasswordLoginDisabled
 }
 
 // enrolmentOnly reports whether o must enrol a second factor before

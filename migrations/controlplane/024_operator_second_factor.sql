@@ -20,8 +20,12 @@ CREATE TABLE operator_recovery_codes (
     PRIMARY KEY (operator_id, code_hash)
 );
 
--- Sign-in settings an admin sets: one row.
+-- Sign-in settings an admin sets: one row. sso_only refuses password
+-- sign-in except for the break-glass account.
 CREATE TABLE auth_settings (
     id                          boolean PRIMARY KEY DEFAULT true CHECK (id),
-    require_admin_second_factor boolean NOT NULL DEFAULT false
+    require_admin_second_factor boolean NOT NULL DEFAULT false,
+    sso_only                    boolean NOT NULL DEFAULT false,
+    break_glass_email           text NOT NULL DEFAULT '',
+    CHECK (NOT sso_only OR break_glass_email <> '')
 );

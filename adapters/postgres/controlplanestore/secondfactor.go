@@ -101,7 +101,8 @@ func (s *Store) DisableTOTP(ctx context.Context, operatorID string) error {
 // AuthSettings implements operators.SecondFactorStore.
 func (s *Store) AuthSettings(ctx context.Context) (operators.AuthSettings, error) {
 	var set operators.AuthSettings
-	err := s.pool.QueryRow(ctx, `SELECT require_admin_second_factor FROM auth_settings`).Scan(&set.RequireAdminSecondFactor)
+	err := s.pool.QueryRow(ctx, `SELECT require_admin_second_factor, sso_only, break_glass_email FROM auth_settings`).
+		Scan(&set.RequireAdminSecondFactor, &set.SSOOnly, &set.BreakGlassEmail)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return operators.AuthSettings{}, nil
 	}
@@ -111,7 +112,8 @@ func (s *Store) AuthSettings(ctx context.Context) (operators.AuthSettings, error
 // SetAuthSettings implements operators.SecondFactorStore.
 func (s *Store) SetAuthSettings(ctx context.Context, set operators.AuthSettings) error {
 	_, err := s.pool.Exec(ctx, `
-		INSERT INTO auth_settings (id, require_admin_second_factor) VALUES (true, $1)
-		ON CONFLICT (id) DO UPDATE SET require_admin_second_factor = EXCLUDED.require_admin_second_factor`, set.RequireAdminSecondFactor)
+		INSERT INTO auth_settings (id, require_admin_second_factor, sso_only, break_glass_email) VALUES (true, $1, $2, $3)
+		ON CONFLICT (id) DO UPDATE SET require_admin_second_factor = EXCLUDED.require_admin_second_factor,
+			sso_only = EXCLUDED.sso_only, break_glass_email = EXCLUDED.break_glass_email`, set.RequireAdminSecondFactor, set.SSOOnly, set.BreakGlassEmail)
 	return err
 }

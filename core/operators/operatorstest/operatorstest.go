@@ -541,12 +541,13 @@ func testSecondFactor(t *testing.T, s operators.Store) {
 	if set, err := s.AuthSettings(ctx); err != nil || set.RequireAdminSecondFactor {
 		t.Errorf("AuthSettings never set = %+v, %v; want zero", set, err)
 	}
-	is(t, "SetAuthSettings", s.SetAuthSettings(ctx, operators.AuthSettings{RequireAdminSecondFactor: true}), nil)
-	if set, _ := s.AuthSettings(ctx); !set.RequireAdminSecondFactor {
-		t.Error("AuthSettings did not keep RequireAdminSecondFactor")
+	want := operators.AuthSettings{RequireAdminSecondFactor: true, SSOOnly: true, BreakGlassEmail: "a@example.com"}
+	is(t, "SetAuthSettings", s.SetAuthSettings(ctx, want), nil)
+	if set, _ := s.AuthSettings(ctx); set != want {
+		t.Errorf("AuthSettings = %+v, want %+v", set, want)
 	}
 	is(t, "SetAuthSettings off", s.SetAuthSettings(ctx, operators.AuthSettings{}), nil)
-	if set, _ := s.AuthSettings(ctx); set.RequireAdminSecondFactor {
-		t.Error("AuthSettings did not turn RequireAdminSecondFactor off")
+	if set, _ := s.AuthSettings(ctx); set != (operators.AuthSettings{}) {
+		t.Errorf("AuthSettings after turning everything off = %+v", set)
 	}
 }
