@@ -145,3 +145,19 @@ func TestSSOOnly(t *testing.T) {
 		t.Errorf("the break-glass account: %v", err)
 	}
 }
+
+func FuzzParseGroupMap(f *testing.F) {
+	f.Add("admins=admin,noc=operator:acme|globex")
+	f.Add("=,:|")
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := operators.ParseGroupMap(s)
+		if err != nil {
+			return
+		}
+		for _, r := range m {
+			if r.Group == "" || !r.Role.Valid() {
+				t.Errorf("ParseGroupMap(%q) accepted rule %+v", s, r)
+			}
+		}
+	})
+}

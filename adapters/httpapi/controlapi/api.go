@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/adapters/oidcsignin"
 	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
@@ -124,6 +125,15 @@ type Config struct {
 	// could not be reached; such requests answer 503 database_unavailable
 	// with Retry-After instead of 500. Default: never.
 	DatabaseUnavailable func(error) bool
+	// OIDC, when set, offers single sign-on (GET /api/auth/oidc/login and
+	// /callback); OIDCDisplayName names the provider on the console's
+	// button and OIDCGroups maps its groups to roles and tenants.
+	OIDC            *oidcsignin.Provider
+	OIDCDisplayName string
+	OIDCGroups      operators.GroupMap
+	// ConsoleURL is where a single sign-on ends (default: the first
+	// allowed origin, else "/").
+	ConsoleURL string
 	// Audit records every state-changing request and every login; nil
 	// records nothing (tests of other concerns).
 	Audit  *audit.Service
@@ -151,6 +161,10 @@ type API struct {
 	redeemLimiter  *limiter
 	dbDown         func(error) bool
 	audit          *audit.Service
+	oidc           *oidcsignin.Provider
+	oidcName       string
+	oidcGroups     operators.GroupMap
+	consoleURL     string
 	loginFailures  atomic.Int64
 	openAPIDoc     []byte
 	patterns       []string
@@ -226,6 +240,16 @@ func New(cfg Config) (*API, error) {
 		return nil, err
 	}
 	a.openAPIDoc = doc
+	a.oidc, a.oidcName, a.oidcGroups, a.consoleURL = cfg.OIDC, cfg.OIDCDisplayName, cfg.OIDCGroups, cfg.ConsoleURL
+	if a.oidcName == "" {
+		a.oidcName = "single sign-on"
+	}
+	if a.consoleURL == "" {
+		a.consoleURL = "/"
+		if len(cfg.AllowedOrigins) > 0 {
+			a.consoleURL = strings.TrimSuffix(cfg.AllowedOrigins[0], "/") + "/"
+		}
+	}
 	a.routes()
 	return a, nil
 }
@@ -239,6 +263,9 @@ func (a *API) routes() {
 	m.HandleFunc("POST /api/auth/login", a.audited("auth.login", a.sameOrigin(a.login)))
 	m.HandleFunc("POST /api/auth/logout", a.audited("auth.logout", a.sameOrigin(a.logout)))
 	m.HandleFunc("GET /api/auth/me", a.operator(a.me))
+	m.HandleFunc("GET /api/auth/providers", a.providers)
+	m.HandleFunc("GET /api/auth/oidc/login", a.withOIDC(a.oidcLogin))
+	m.HandleFunc("GET /api/auth/oidc/callback", a.withOIDC(a.audited("auth.oidc", a.oidcCallback)))
 	m.HandleFunc("POST /api/auth/me/totp", a.audited("auth.totp_begin", a.operator(a.beginTOTP)))
 	m.HandleFunc("POST /api/auth/me/totp/confirm", a.audited("auth.totp_enable", a.operator(a.confirmTOTP)))
 	m.HandleFunc("GET /api/auth/settings", a.operator(a.getAuthSettings))

@@ -313,7 +313,13 @@ func (a *API) resetSecondFactor(w http.ResponseWriter, r *http.Request, p operat
 }
 
 type authSettings struct {
-	RequireAdminSecondFactor *bool `json:"requireAdminSecondFactor"`
+	RequireAdminSecondFactor *bool   `json:"requireAdminSecondFactor"`
+	SSOOnly                  *bool   `json:"ssoOnly"`
+	BreakGlassEmail          *string `json:"breakGlassEmail"`
+}
+
+func authSettingsOut(s operators.AuthSettings) authSettings {
+	return authSettings{RequireAdminSecondFactor: &s.RequireAdminSecondFactor, SSOOnly: &s.SSOOnly, BreakGlassEmail: &s.BreakGlassEmail}
 }
 
 func (a *API) getAuthSettings(w http.ResponseWriter, r *http.Request, p operators.Principal) {
@@ -322,7 +328,7 @@ func (a *API) getAuthSettings(w http.ResponseWriter, r *http.Request, p operator
 		a.fail(w, r, err)
 		return
 	}
-	problem.WriteJSON(w, http.StatusOK, authSettings{RequireAdminSecondFactor: &set.RequireAdminSecondFactor})
+	problem.WriteJSON(w, http.StatusOK, authSettingsOut(set))
 }
 
 // patchAuthSettings changes the settings named in the body.
@@ -340,11 +346,21 @@ func (a *API) patchAuthSettings(w http.ResponseWriter, r *http.Request, p operat
 	if req.RequireAdminSecondFactor != nil {
 		set.RequireAdminSecondFactor = *req.RequireAdminSecondFactor
 	}
+	if req.SSOOnly != nil {
+		set.SSOOnly = *req.SSOOnly
+	}
+	if req.BreakGlassEmail != nil {
+		set.BreakGlassEmail = *req.BreakGlassEmail
+	}
 	if err := a.operators.SetAuthSettings(r.Context(), p, set); err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	problem.WriteJSON(w, http.StatusOK, authSettings{RequireAdminSecondFactor: &set.RequireAdminSecondFactor})
+	if set, err = a.operators.AuthSettings(r.Context(), p); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	problem.WriteJSON(w, http.StatusOK, authSettingsOut(set))
 }
 
 func nonNil(s []string) []string {

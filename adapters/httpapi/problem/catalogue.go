@@ -45,9 +45,11 @@ const (
 	CodeNATSRevokePending      Code = "nats_revoke_pending"
 	CodeNATSUnavailable        Code = "nats_unavailable"
 	CodeNoOperator             Code = "no_operator"
+	CodeNoRole                 Code = "no_role"
 	CodeNotFound               Code = "not_found"
 	CodeNotReady               Code = "not_ready"
 	CodeOriginNotAllowed       Code = "origin_not_allowed"
+	CodePasswordLoginDisabled  Code = "password_login_disabled"
 	CodeProvisionerUnavailable Code = "provisioner_unavailable"
 	CodeProvisioningDisabled   Code = "provisioning_disabled"
 	CodeRateLimited            Code = "rate_limited"
@@ -57,6 +59,8 @@ const (
 	CodeSensorNotEnrolled      Code = "sensor_not_enrolled"
 	CodeSensorRevoked          Code = "sensor_revoked"
 	CodeSnapshotTooLarge       Code = "snapshot_too_large"
+	CodeSSORefused             Code = "sso_refused"
+	CodeSSOUnavailable         Code = "sso_unavailable"
 	CodeTenantHasNoAccount     Code = "tenant_has_no_account"
 	CodeTenantNotProvisioned   Code = "tenant_not_provisioned"
 	CodeTimeout                Code = "timeout"
@@ -114,9 +118,11 @@ var Catalogue = []Entry{
 	{CodeNATSRevokePending, http.StatusServiceUnavailable, "NATS revocation pending", "the sensor is revoked here but its NATS user is not yet; repeat the call"},
 	{CodeNATSUnavailable, http.StatusServiceUnavailable, "NATS unavailable", "NATS is not reachable; retry after Retry-After"},
 	{CodeNoOperator, http.StatusServiceUnavailable, "Operator not initialised", "provisioner: run provisioner init-operator"},
+	{CodeNoRole, http.StatusForbidden, "No role", "single sign-on: none of the person's groups maps to a role (OIDC_GROUP_MAP); no operator is created"},
 	{CodeNotFound, http.StatusNotFound, "Not found", "no such object — or one of a tenant the caller is not granted"},
 	{CodeNotReady, http.StatusServiceUnavailable, "Not ready", "a readiness check failed; detail names which"},
 	{CodeOriginNotAllowed, http.StatusForbidden, "Origin not allowed", "a state-changing cookie request from an origin not in CORS_ALLOWED_ORIGINS"},
+	{CodePasswordLoginDisabled, http.StatusForbidden, "Password sign-in disabled", "the deployment is SSO-only; only the break-glass account signs in with a password"},
 	{CodeProvisionerUnavailable, http.StatusServiceUnavailable, "NATS provisioner unavailable", "the provisioner did not complete the request; retry after Retry-After (5 s)"},
 	{CodeProvisioningDisabled, http.StatusServiceUnavailable, "NATS provisioning disabled", "this control plane does not call the provisioner"},
 	{CodeRateLimited, http.StatusTooManyRequests, "Too many requests", "a per-address or per-operator rate limit; retry after Retry-After"},
@@ -126,6 +132,8 @@ var Catalogue = []Entry{
 	{CodeSensorNotEnrolled, http.StatusConflict, "Sensor not enrolled", "the sensor redeemed a claim code but has not enrolled"},
 	{CodeSensorRevoked, http.StatusConflict, "Sensor revoked", "revoked for good (403 on the sensor's own routes); enrol again with a new claim code"},
 	{CodeSnapshotTooLarge, http.StatusRequestEntityTooLarge, "Snapshot too large", "the chat's snapshot exceeds 16 KiB"},
+	{CodeSSORefused, http.StatusUnauthorized, "Single sign-on refused", "the sign-in's state, code, nonce or ID token (signature, issuer, audience, expiry) was refused"},
+	{CodeSSOUnavailable, http.StatusServiceUnavailable, "Identity provider unreachable", "the OIDC provider's discovery document could not be read; retry after Retry-After"},
 	{CodeTenantHasNoAccount, http.StatusNotFound, "Tenant has no account", "provisioner: create the tenant's account first"},
 	{CodeTenantNotProvisioned, http.StatusServiceUnavailable, "Tenant not provisioned yet", "the tenant's NATS account is still being made in the background; retry after Retry-After (30 s)"},
 	{CodeTimeout, http.StatusServiceUnavailable, "Timed out", "the request did not complete in time; retry"},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rxc-project/rxc/adapters/oidcsignin"
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
 	"github.com/rxc-project/rxc/adapters/seal"
 	"github.com/rxc-project/rxc/core/operators"
@@ -35,6 +36,8 @@ type ServeConfig struct {
 	// OperatorSecretEncryptionKey seals operators' TOTP secrets at rest
 	// (32 bytes, hex or base64); without it second factors are off.
 	OperatorSecretEncryptionKey string `envconfig:"OPERATOR_SECRET_ENCRYPTION_KEY"`
+	// OIDC configures single sign-on (OIDC_…); off without an issuer.
+	OIDC OIDCConfig `envconfig:"OIDC"`
 	// LoginThrottle sets the failed-login thresholds (LOGIN_THROTTLE_…).
 	LoginThrottle      LoginThrottleConfig `envconfig:"LOGIN_THROTTLE"`
 	PublicGRPCAddr     string              `envconfig:"PUBLIC_GRPC_ADDR" default:"localhost:5010"`
@@ -63,6 +66,44 @@ type ServeConfig struct {
 	Messaging   MessagingConfig   `envconfig:"NATS_MESSAGING"`
 	Events      EventsConfig      `envconfig:"EVENTS"`
 	Chat        ChatConfig        `envconfig:"ANALYTICS_CHAT"`
+}
+
+// OIDCConfig is the OIDC_ group: the OpenID provider operators sign in
+// with (docs/authentication.md).
+type OIDCConfig struct {
+	IssuerURL    string `envconfig:"ISSUER_URL"`
+	ClientID     string `envconfig:"CLIENT_ID"`
+	ClientSecret string `envconfig:"CLIENT_SECRET"`
+	RedirectURL  string `envconfig:"REDIRECT_URL"`
+	Scopes       string `envconfig:"SCOPES" default:"openid email profile"`
+	DisplayName  string `envconfig:"DISPLAY_NAME" default:"single sign-on"`
+	GroupsClaim  string `envconfig:"GROUPS_CLAIM" default:"groups"`
+	GroupMap     string `envconfig:"GROUP_MAP"`
+}
+
+// oidcProvider builds the relying party, or nil without OIDC_ISSUER_URL.
+func oidcProvider(c OIDCConfig) (*oidcsignin.Provider, operators.GroupMap, error) {
+	if c.IssuerURL == "" {
+		return nil, nil, nil
+	}
+	if c.ClientID == "" || c.RedirectURL == "" {
+		return nil, nil, fmt.Errorf("OIDC_ISSUER_URL is set: OIDC_CLIENT_ID and OIDC_REDIRECT_URL are required too")
+	}
+	groups, err := operators.ParseGroupMap(c.GroupMap)
+	if err != nil {
+		return nil, nil, fmt.Errorf("OIDC_GROUP_MAP: %w", err)
+	}
+	if len(groups) == 0 {
+		return nil, nil, fmt.Errorf("OIDC_GROUP_MAP is empty: nobody could sign in with single sign-on")
+	}
+	p, err := oidcsignin.New(oidcsignin.Config{
+		IssuerURL: c.IssuerURL, ClientID: c.ClientID, ClientSecret: c.ClientSecret, RedirectURL: c.RedirectURL,
+		Scopes: strings.Fields(strings.ReplaceAll(c.Scopes, ",", " ")), GroupsClaim: c.GroupsClaim,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, groups, nil
 }
 
 // LoginThrottleConfig is the LOGIN_THROTTLE_ group: failures within an

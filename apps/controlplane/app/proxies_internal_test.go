@@ -47,3 +47,27 @@ func TestOperatorSealer(t *testing.T) {
 		t.Error("a short key accepted")
 	}
 }
+
+func TestOIDCProviderConfig(t *testing.T) {
+	t.Parallel()
+	if p, _, err := oidcProvider(OIDCConfig{}); p != nil || err != nil {
+		t.Errorf("no issuer: %v, %v; want single sign-on off", p, err)
+	}
+	ok := OIDCConfig{IssuerURL: "https://idp.example", ClientID: "rxc", RedirectURL: "https://rxc.example/api/auth/oidc/callback", Scopes: "openid email profile", GroupMap: "ops=admin"}
+	if p, g, err := oidcProvider(ok); err != nil || p == nil || len(g) != 1 {
+		t.Errorf("complete configuration: %v, %v, %v", p, g, err)
+	}
+	for name, change := range map[string]func(*OIDCConfig){
+		"no client id":          func(c *OIDCConfig) { c.ClientID = "" },
+		"no redirect URL":       func(c *OIDCConfig) { c.RedirectURL = "" },
+		"no group map":          func(c *OIDCConfig) { c.GroupMap = "" },
+		"bad group map":         func(c *OIDCConfig) { c.GroupMap = "ops=root" },
+		"scopes without openid": func(c *OIDCConfig) { c.Scopes = "email profile" },
+	} {
+		c := ok
+		change(&c)
+		if _, _, err := oidcProvider(c); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

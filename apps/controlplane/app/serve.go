@@ -250,9 +250,14 @@ func (s *Server) buildAPI(ca *x509ca.CA) (*controlapi.API, error) {
 	if err != nil {
 		return nil, err
 	}
+	sso, groups, err := oidcProvider(cfg.OIDC)
+	if err != nil {
+		return nil, err
+	}
 	return controlapi.New(controlapi.Config{
 		TrustedProxies: proxies,
-		Fleet:          s.fleet, Operators: s.operators, Audit: trail, CACertificatePEM: ca.CACertificatePEM,
+		OIDC:           sso, OIDCDisplayName: cfg.OIDC.DisplayName, OIDCGroups: groups,
+		Fleet: s.fleet, Operators: s.operators, Audit: trail, CACertificatePEM: ca.CACertificatePEM,
 		PublicNATSURL: cfg.PublicNATSURL, PublicGRPCAddr: cfg.PublicGRPCAddr,
 		AllowedOrigins: cfg.CORSAllowedOrigins, LocalMode: cfg.LocalMode, TrustProxy: cfg.TrustProxy,
 		Analytics:           chat,

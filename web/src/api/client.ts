@@ -14,6 +14,7 @@ import type {
   IssuedClaimCode,
   Items,
   Me,
+  AuthProviders,
   SecondFactor,
   TotpEnrolment,
   NewApiToken,
@@ -185,6 +186,13 @@ export class ApiClient {
 
   login(email: string, password: string, factor?: SecondFactor) {
     return this.noContent('POST', '/auth/login', { email, password, ...(factor ?? {}) });
+  }
+  providers() {
+    return this.json<AuthProviders>('GET', '/auth/providers');
+  }
+  /** Where the browser goes to sign in with single sign-on (a full navigation, not a fetch). */
+  ssoLoginUrl(loginUrl: string) {
+    return `${this.baseUrl}${loginUrl}`;
   }
   beginTotp() {
     return this.json<TotpEnrolment>('POST', '/auth/me/totp');

@@ -211,6 +211,11 @@ export interface Me {
   secondFactorRequired?: boolean;
 }
 
+/** The sign-in methods the control plane offers (GET /api/auth/providers). */
+export interface AuthProviders {
+  oidc: { displayName: string; loginUrl: string } | null;
+}
+
 /** A second factor presented at sign-in. */
 export interface SecondFactor {
   totp?: string;

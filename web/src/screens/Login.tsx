@@ -32,7 +32,19 @@ function waitText(s: number): string {
 }
 
 export function LoginScreen() {
-  const { session, signIn, config } = useSession();
+  const { session, signIn, config, api } = useSession();
+  const [sso, setSso] = useState<{ displayName: string; href: string } | null>(null);
+  // Single sign-on is offered when the control plane has it; an older one without the route has none.
+  useEffect(() => {
+    let live = true;
+    api.providers().then(
+      (p) => live && p?.oidc && setSso({ displayName: p.oidc.displayName, href: api.ssoLoginUrl(p.oidc.loginUrl) }),
+      () => undefined,
+    );
+    return () => {
+      live = false;
+    };
+  }, [api]);
   const navigate = useNavigate();
   const location = useLocation();
   const from = (location.state as { from?: string } | null)?.from ?? '/sensors';
@@ -155,6 +167,11 @@ export function LoginScreen() {
         <button type="submit" className="btn btn-primary btn-block" disabled={busy || held}>
           {busy ? 'Signing in…' : needCode ? 'Verify and sign in' : 'Sign in'}
         </button>
+        {sso && !needCode && (
+          <a className="btn btn-block" href={sso.href} data-testid="sso-button">
+            Sign in with {sso.displayName}
+          </a>
+        )}
         <p className="muted small">Control plane: {config.apiBaseUrl}</p>
       </form>
     </main>

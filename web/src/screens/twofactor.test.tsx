@@ -112,3 +112,29 @@ describe('two-factor enrolment', () => {
     expect(f.calls.some((c) => c.url.pathname === '/api/tenants')).toBe(false);
   });
 });
+
+describe('single sign-on button', () => {
+  it('shows "Sign in with <name>" linking to the control plane when it offers OIDC', async () => {
+    const f = fakeFetch({
+      'GET /api/auth/me': () => problem(401, 'unauthenticated', 'Not signed in'),
+      'GET /api/auth/providers': () => json(200, { oidc: { displayName: 'Acme SSO', loginUrl: '/api/auth/oidc/login' } }),
+    });
+    renderApp('/login', f);
+    const link = await screen.findByRole('link', { name: 'Sign in with Acme SSO' });
+    expect(link.getAttribute('href')).toMatch(/\/api\/auth\/oidc\/login$/);
+  });
+
+  it('shows no button without OIDC, or when the control plane does not know the route', async () => {
+    for (const answer of [() => json(200, { oidc: null }), () => problem(404, 'route_not_found', 'Not found')]) {
+      const f = fakeFetch({
+        'GET /api/auth/me': () => problem(401, 'unauthenticated', 'Not signed in'),
+        'GET /api/auth/providers': answer,
+      });
+      const { unmount } = renderApp('/login', f);
+      await screen.findByLabelText('Email');
+      await waitFor(() => expect(f.calls.some((c) => c.url.pathname === '/api/auth/providers')).toBe(true));
+      expect(screen.queryByTestId('sso-button')).toBeNull();
+      unmount();
+    }
+  });
+});
