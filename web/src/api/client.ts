@@ -15,6 +15,7 @@ import type {
   Items,
   Me,
   AuthProviders,
+  AuthSettings,
   SecondFactor,
   TotpEnrolment,
   NewApiToken,
@@ -193,6 +194,15 @@ export class ApiClient {
   /** Where the browser goes to sign in with single sign-on (a full navigation, not a fetch). */
   ssoLoginUrl(loginUrl: string) {
     return `${this.baseUrl}${loginUrl}`;
+  }
+  authSettings() {
+    return this.json<AuthSettings>('GET', '/auth/settings');
+  }
+  updateAuthSettings(s: Partial<AuthSettings>) {
+    return this.json<AuthSettings>('PATCH', '/auth/settings', { body: s });
+  }
+  resetTotp(operatorId: string) {
+    return this.noContent('DELETE', `/operators/${encodeURIComponent(operatorId)}/totp`);
   }
   beginTotp() {
     return this.json<TotpEnrolment>('POST', '/auth/me/totp');

@@ -235,6 +235,15 @@ export interface Operator {
   disabled: boolean;
   disabledAt?: string | null;
   createdAt: string;
+  /** TOTP is enabled. */
+  secondFactor?: boolean;
+}
+
+/** The sign-in settings (GET/PATCH /api/auth/settings, admins). */
+export interface AuthSettings {
+  requireAdminSecondFactor: boolean;
+  ssoOnly: boolean;
+  breakGlassEmail: string;
 }
 
 export interface NewOperator {

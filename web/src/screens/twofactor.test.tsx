@@ -138,3 +138,40 @@ describe('single sign-on button', () => {
     }
   });
 });
+
+describe('admin: sign-in settings and second-factor reset', () => {
+  it('saves "require two-factor for admins" and SSO-only with a break-glass admin, showing a refusal', async () => {
+    const user = userEvent.setup();
+    let stored = { requireAdminSecondFactor: false, ssoOnly: false, breakGlassEmail: '' };
+    const f = fakeFetch({
+      'GET /api/auth/me': () => json(200, { id: 'op-a', email: 'root@example.com', role: 'admin', tenants: [], secondFactor: true }),
+      'GET /api/operators': () =>
+        json(200, {
+          items: [{ id: 'op-b', email: 'bob@example.com', role: 'operator', tenants: [], disabled: false, createdAt: new Date().toISOString(), secondFactor: true }],
+        }),
+      'GET /api/tenants': () => json(200, { items: [] }),
+      'GET /api/auth/settings': () => json(200, stored),
+      'PATCH /api/auth/settings': ({ body }) => {
+        const b = body as typeof stored;
+        if (b.ssoOnly && !b.breakGlassEmail) return problem(400, 'invalid_input', 'Invalid input', 'SSO-only needs a break-glass account (breakGlassEmail)');
+        stored = b;
+        return json(200, stored);
+      },
+      'DELETE /api/operators/op-b/totp': () => new Response(null, { status: 204 }),
+    });
+    renderApp('/operators', f);
+    await user.click(await screen.findByLabelText('Require two-factor authentication for admins'));
+    await user.click(screen.getByLabelText('Single sign-on only'));
+    await user.click(screen.getByRole('button', { name: 'Save sign-in settings' }));
+    expect(await screen.findByText(/needs a break-glass account/)).toBeInTheDocument();
+    expect(stored.ssoOnly).toBe(false);
+    await user.type(screen.getByLabelText(/Break-glass admin/), 'root@example.com');
+    await user.click(screen.getByRole('button', { name: 'Save sign-in settings' }));
+    expect(await screen.findByText('Sign-in settings saved.')).toBeInTheDocument();
+    expect(stored).toEqual({ requireAdminSecondFactor: true, ssoOnly: true, breakGlassEmail: 'root@example.com' });
+
+    await user.click(screen.getByRole('button', { name: 'Reset two-factor of bob@example.com' }));
+    await user.click(await screen.findByRole('button', { name: 'Reset two-factor' }));
+    await waitFor(() => expect(f.calls.some((c) => c.method === 'DELETE' && c.url.pathname === '/api/operators/op-b/totp')).toBe(true));
+  });
+});
