@@ -34,6 +34,9 @@ type idp struct {
 	*mockoidc.MockOIDC
 	mu     sync.Mutex
 	tamper func(jwt.MapClaims)
+	// forger, when set, signs the (tampered) ID token instead of the
+	// provider's key: a token the provider never issued.
+	forger *mockoidc.Keypair
 }
 
 func startIDP(t *testing.T) *idp {
@@ -60,14 +63,23 @@ func startIDP(t *testing.T) *idp {
 func (p *idp) setTamper(f func(jwt.MapClaims)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.tamper = f
+	p.tamper, p.forger = f, nil
+}
+
+func (p *idp) setForger(k *mockoidc.Keypair) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tamper, p.forger = func(jwt.MapClaims) {}, k
 }
 
 func (p *idp) rewriteIDToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
-		tamper := p.tamper
+		tamper, signer := p.tamper, p.forger
 		p.mu.Unlock()
+		if signer == nil {
+			signer = p.Keypair
+		}
 		if tamper == nil || r.URL.Path != mockoidc.TokenEndpoint {
 			next.ServeHTTP(w, r)
 			return
@@ -80,7 +92,7 @@ func (p *idp) rewriteIDToken(next http.Handler) http.Handler {
 				claims := jwt.MapClaims{}
 				if _, err := jwt.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return p.Keypair.PublicKey, nil }, jwt.WithoutClaimsValidation()); err == nil {
 					tamper(claims)
-					if signed, err := p.Keypair.SignJWT(claims); err == nil {
+					if signed, err := signer.SignJWT(claims); err == nil {
 						body["id_token"] = signed
 					}
 				}
@@ -295,6 +307,14 @@ func TestOIDCSignIn(t *testing.T) {
 					c["iat"] = time.Now().Add(-time.Hour).Unix()
 				})
 			}},
+		{name: "signed by a key the provider does not publish", email: "eve7@example.com", groups: []string{"noc"}, status: http.StatusUnauthorized, code: "sso_refused",
+			prepare: func() {
+				forged, err := mockoidc.RandomKeypair(2048)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.setForger(forged)
+			}},
 		{name: "another issuer", email: "eve6@example.com", groups: []string{"noc"}, status: http.StatusUnauthorized, code: "sso_refused",
 			prepare: func() { p.setTamper(func(c jwt.MapClaims) { c["iss"] = "https://evil.example" }) }},
 	}
@@ -357,7 +377,7 @@ func TestOIDCSignIn(t *testing.T) {
 			counts[it.Outcome+" "+it.Detail]++
 		}
 	}
-	if counts["success "] < 3 || counts["denied no_role"] < 1 || counts["denied sso_refused"] < 6 {
+	if counts["success "] < 3 || counts["denied no_role"] < 1 || counts["denied sso_refused"] < 7 {
 		t.Errorf("audit of auth.oidc: %v; want the sign-ins and every refusal", counts)
 	}
 }
