@@ -24,10 +24,11 @@ var (
 	ErrPasswordLoginDisabled = errors.New("password sign-in is disabled: sign in with single sign-on")
 )
 
-// externalPasswordHash is stored for operators created by single sign-on:
+// ExternalPasswordHash is stored for operators created by single sign-on:
 // no password verifies against it (it is not a hash the hasher produces),
-// so they cannot sign in with a password until an admin sets one.
-const externalPasswordHash = "!sso"
+// so they cannot sign in with a password until an admin sets one. Stores
+// report it as Operator.External.
+const ExternalPasswordHash = "!sso"
 
 // GroupRule maps one identity-provider group to a role and, for operators
 // and viewers, the tenants granted.
@@ -134,7 +135,7 @@ func (s *Service) SignInFederated(ctx context.Context, id Identity, groups Group
 			return Operator{}, "", time.Time{}, err
 		}
 		o = Operator{ID: nid, Email: email, Role: role, Tenants: tenants, CreatedAt: s.now()}
-		if err := s.store.CreateOperator(ctx, o, externalPasswordHash); err != nil {
+		if err := s.store.CreateOperator(ctx, o, ExternalPasswordHash); err != nil {
 			return Operator{}, "", time.Time{}, fmt.Errorf("sso: create operator: %w", err)
 		}
 		s.log.InfoContext(ctx, "operator created by single sign-on", "operator_id", o.ID, "role", string(role))

@@ -161,3 +161,29 @@ func FuzzParseGroupMap(f *testing.F) {
 		}
 	})
 }
+
+// Where admins must have a second factor, an admin created by single
+// sign-on (no password of theirs) is not held to enrol one: the identity
+// provider's factor is theirs. A local admin still is.
+func TestRequireAdminSecondFactorSparesSSOAdmins(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.operator(t, "root@example.com", operators.RoleAdmin)
+	f.operator(t, "local@example.com", operators.RoleAdmin)
+	root, _ := f.login(t, "root@example.com")
+	if err := f.svc.SetAuthSettings(f.ctx, root, operators.AuthSettings{RequireAdminSecondFactor: true}); err != nil {
+		t.Fatal(err)
+	}
+	groups, _ := operators.ParseGroupMap("admins=admin")
+	_, token, _, err := f.svc.SignInFederated(f.ctx, operators.Identity{Email: "sso@example.com", EmailVerified: true, Groups: []string{"admins"}}, groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.svc.Authenticate(f.ctx, token)
+	if err != nil || p.EnrolmentOnly || !p.Can(operators.PermAdmin, "") {
+		t.Errorf("SSO admin: %+v, %v; want a full admin", p, err)
+	}
+	if local, _ := f.login(t, "local@example.com"); !local.EnrolmentOnly {
+		t.Error("a local admin without a factor is not held to enrol (positive control)")
+	}
+}

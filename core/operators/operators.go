@@ -73,6 +73,9 @@ type Operator struct {
 	CreatedAt  time.Time
 	// SecondFactor: TOTP is enabled; a login needs a code.
 	SecondFactor bool
+	// External: created by single sign-on and without a password of its
+	// own (stores report it from the ExternalPasswordHash marker).
+	External bool
 }
 
 // Enabled reports whether the operator may sign in.
@@ -385,7 +388,7 @@ func (s *Service) verify(ctx context.Context, email, password string) (Operator,
 		return Operator{}, ErrInvalidCredentials
 	case err != nil:
 		return Operator{}, fmt.Errorf("login: %w", err)
-	case hash == externalPasswordHash:
+	case hash == ExternalPasswordHash:
 		// Created by single sign-on: no password of theirs exists.
 		_, _ = s.hasher.Verify(s.dummyHash, password)
 		return Operator{}, ErrInvalidCredentials

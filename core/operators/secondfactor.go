@@ -295,9 +295,11 @@ func (s *Service) checkPasswordLoginAllowed(ctx context.Context, email string) e
 }
 
 // enrolmentOnly reports whether o must enrol a second factor before
-// anything else: an admin without one where the settings require it.
+// anything else: an admin without one where the settings require it. An
+// admin created by single sign-on has no password to protect: the identity
+// provider's own second factor is theirs.
 func (s *Service) enrolmentOnly(ctx context.Context, o Operator) (bool, error) {
-	if o.Role != RoleAdmin || o.SecondFactor {
+	if o.Role != RoleAdmin || o.SecondFactor || o.External {
 		return false, nil
 	}
 	set, err := s.store.AuthSettings(ctx)

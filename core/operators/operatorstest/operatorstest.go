@@ -537,6 +537,21 @@ func testSecondFactor(t *testing.T, s operators.Store) {
 		t.Error("SecondFactor after DisableTOTP")
 	}
 
+	// An operator created with the single sign-on marker is External until
+	// a password is set.
+	ext := operators.Operator{ID: "op-ext", Email: "ext@example.com", Role: operators.RoleViewer, CreatedAt: t0}
+	is(t, "CreateOperator (SSO)", s.CreateOperator(ctx, ext, operators.ExternalPasswordHash), nil)
+	if o, _ := s.OperatorByID(ctx, "op-ext"); !o.External {
+		t.Error("an operator created by SSO is not External")
+	}
+	if o, _ := s.OperatorByID(ctx, "op-a"); o.External {
+		t.Error("a local operator is External")
+	}
+	is(t, "SetPassword of the SSO operator", s.SetPassword(ctx, "op-ext", "a real hash"), nil)
+	if o, _, _ := s.OperatorByEmail(ctx, "ext@example.com"); o.External {
+		t.Error("External after a password was set")
+	}
+
 	// Settings.
 	if set, err := s.AuthSettings(ctx); err != nil || set.RequireAdminSecondFactor {
 		t.Errorf("AuthSettings never set = %+v, %v; want zero", set, err)
