@@ -58,17 +58,26 @@ type Principal struct {
 	Tenants []string
 	// TokenID names the API token the request came with; "" for a session.
 	TokenID string
+	// EnrolmentOnly: an admin without a second factor where the settings
+	// require one; such a session sees and may do nothing but enrol.
+	EnrolmentOnly bool
 }
 
 // Sees reports whether tenantID is visible at all: an object of a tenant the
 // principal does not see is answered as if it did not exist.
 func (p Principal) Sees(tenantID string) bool {
+	if p.EnrolmentOnly {
+		return false
+	}
 	return p.Role == RoleAdmin || slices.Contains(p.Tenants, tenantID)
 }
 
 // Can reports whether the principal holds perm on tenantID ("" for actions
 // that concern no tenant, such as managing operators).
 func (p Principal) Can(perm Permission, tenantID string) bool {
+	if p.EnrolmentOnly {
+		return false
+	}
 	switch perm {
 	case PermAdmin:
 		return p.Role == RoleAdmin

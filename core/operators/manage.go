@@ -132,7 +132,7 @@ func (s *Service) checkCurrentPassword(ctx context.Context, email, password stri
 	if err != nil {
 		return err
 	}
-	return s.store.ResetLoginFailures(ctx, keys[0])
+	return s.resetFailures(ctx, keys)
 }
 
 // SignOutEverywhere ends every session of oneself or (admins) anyone.

@@ -2,6 +2,7 @@ package operators_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -222,7 +223,7 @@ func TestPasswordChangeGuessesAreThrottled(t *testing.T) {
 func TestLoginThrottle(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(c *operators.Config) {
-		c.Throttle = operators.ThrottlePolicy{AccountFailures: 3, AddressFailures: 5, BaseDelay: time.Second, MaxDelay: 8 * time.Second, Window: time.Hour}
+		c.Throttle = operators.ThrottlePolicy{PairFailures: 3, AccountFailures: 6, AddressFailures: 10, BaseDelay: time.Second, MaxDelay: 8 * time.Second, Window: time.Hour}
 	})
 	f.operator(t, "alice@example.com", operators.RoleAdmin)
 	f.operator(t, "bob@example.com", operators.RoleViewer, "acme")
@@ -232,27 +233,40 @@ func TestLoginThrottle(t *testing.T) {
 	}
 	var throttled *operators.ThrottledError
 
-	// Account: the third failure starts a 1 s hold; the right password is
-	// held back too, without hashing.
+	// Pair: the third failure of alice from one address starts a 1 s hold
+	// there; the right password is held back too, without hashing.
 	for range 3 {
 		wantErr(t, "wrong password", login("alice@example.com", "wrong password!", "192.0.2.1"), operators.ErrInvalidCredentials)
 	}
 	before := f.hasher.Verifies()
-	if err := login("alice@example.com", password, "192.0.2.2"); !errors.As(err, &throttled) || throttled.RetryAfter != time.Second {
-		t.Fatalf("login during the hold: %v; want held back 1s", err)
+	if err := login("alice@example.com", password, "192.0.2.1"); !errors.As(err, &throttled) || throttled.RetryAfter != time.Second {
+		t.Fatalf("login during the pair's hold: %v; want held back 1s", err)
 	}
 	if n := f.hasher.Verifies() - before; n != 0 {
 		t.Errorf("%d verifications during the hold, want none", n)
 	}
-	// Another account from the same address is not held (positive control).
+	// Positive controls: another account from the same address, and the
+	// same account from another address, are not held by the pair.
 	if err := login("bob@example.com", password, "192.0.2.1"); err != nil {
-		t.Errorf("another account during alice's hold: %v", err)
+		t.Errorf("another account from the address during alice's hold: %v", err)
+	}
+	if err := login("alice@example.com", password, "192.0.2.2"); err != nil {
+		t.Errorf("alice from another address during the pair's hold: %v", err)
+	}
+
+	// Account: failures of alice spread over addresses hold alice back
+	// from every address once they reach the account's threshold.
+	for i := range 6 {
+		wantErr(t, "spread guess", login("alice@example.com", "wrong password!", fmt.Sprintf("198.51.100.%d", i+1)), operators.ErrInvalidCredentials)
+	}
+	if err := login("alice@example.com", password, "203.0.113.99"); !errors.As(err, &throttled) || throttled.RetryAfter != time.Second {
+		t.Fatalf("alice from a fresh address after spread guesses: %v; want held back 1s", err)
 	}
 	// Each further failure doubles the hold, up to the maximum.
 	for want := 2 * time.Second; want <= 16*time.Second; want *= 2 {
 		f.clock.Advance(throttled.RetryAfter)
 		wantErr(t, "wrong password after the hold", login("alice@example.com", "wrong password!", "192.0.2.3"), operators.ErrInvalidCredentials)
-		if err := login("alice@example.com", password, "192.0.2.3"); !errors.As(err, &throttled) || throttled.RetryAfter != min(want, 8*time.Second) {
+		if err := login("alice@example.com", password, "192.0.2.4"); !errors.As(err, &throttled) || throttled.RetryAfter != min(want, 8*time.Second) {
 			t.Fatalf("hold = %v, want %v", err, min(want, 8*time.Second))
 		}
 	}
@@ -266,12 +280,18 @@ func TestLoginThrottle(t *testing.T) {
 		t.Errorf("one failure after a reset holds back: %v", err)
 	}
 
-	// Address: failures spread over accounts, known or not, hold the address.
-	for i := range 5 {
-		wantErr(t, "spray", login("user"+string(rune('a'+i))+"@example.com", "wrong password!", "203.0.113.7"), operators.ErrInvalidCredentials)
+	// Address: failures spread over other accounts from one address never
+	// hold back bob there below the ceiling...
+	for i := range 9 {
+		wantErr(t, "spray", login(fmt.Sprintf("user%d@example.com", i), "wrong password!", "203.0.113.7"), operators.ErrInvalidCredentials)
 	}
+	if err := login("bob@example.com", password, "203.0.113.7"); err != nil {
+		t.Errorf("bob from an address below its ceiling: %v", err)
+	}
+	// ...and at the ceiling the address is held for everyone there.
+	wantErr(t, "spray", login("user9@example.com", "wrong password!", "203.0.113.7"), operators.ErrInvalidCredentials)
 	if err := login("bob@example.com", password, "203.0.113.7"); !errors.As(err, &throttled) {
-		t.Errorf("login from a spraying address: %v; want held back", err)
+		t.Errorf("login from a spraying address at its ceiling: %v; want held back", err)
 	}
 	if err := login("bob@example.com", password, "203.0.113.8"); err != nil {
 		t.Errorf("the same account from another address: %v", err)
@@ -281,6 +301,46 @@ func TestLoginThrottle(t *testing.T) {
 	f.clock.Advance(2 * time.Hour)
 	if n, err := f.svc.PurgeLoginFailures(f.ctx); err != nil || n == 0 {
 		t.Errorf("PurgeLoginFailures = %d, %v; want the stale counts gone", n, err)
+	}
+}
+
+// The shared-address case of issue 24, with the default policy: 50
+// failures on other accounts from one address (a corporate proxy), then
+// the admin's correct password from that address signs in at once; and 50
+// failures on one account from 50 addresses slow that account down.
+func TestLoginThrottleSharedAddressDefaults(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.operator(t, "admin@example.com", operators.RoleAdmin)
+	f.operator(t, "victim@example.com", operators.RoleViewer, "acme")
+	for i := range 50 {
+		// Every one is a counted failure (none held back before hashing).
+		email := fmt.Sprintf("colleague%d@example.com", i)
+		if i < 4 {
+			email = "victim@example.com"
+		}
+		_, _, _, err := f.svc.Login(f.ctx, email, "wrong password!", "127.0.0.1")
+		wantErr(t, "failure of another account", err, operators.ErrInvalidCredentials)
+	}
+	if _, _, _, err := f.svc.Login(f.ctx, "admin@example.com", password, "127.0.0.1"); err != nil {
+		t.Fatalf("admin's correct login from the shared address after 50 failures of others: %v", err)
+	}
+
+	f.clock.Advance(2 * time.Hour) // the counts above are forgotten
+	for i := range 50 {
+		_, _, _, err := f.svc.Login(f.ctx, "admin@example.com", "wrong password!", fmt.Sprintf("198.51.%d.%d", 100+i/250, 1+i%250))
+		var throttled *operators.ThrottledError
+		if err != nil && !errors.Is(err, operators.ErrInvalidCredentials) && !errors.As(err, &throttled) {
+			t.Fatalf("guess %d: %v", i, err)
+		}
+	}
+	var throttled *operators.ThrottledError
+	if _, _, _, err := f.svc.Login(f.ctx, "admin@example.com", password, "203.0.113.200"); !errors.As(err, &throttled) {
+		t.Fatalf("admin from a fresh address after 50 guesses from 50 addresses: %v; want held back", err)
+	}
+	// Positive control: another account from that fresh address signs in.
+	if _, _, _, err := f.svc.Login(f.ctx, "victim@example.com", password, "203.0.113.200"); err != nil {
+		t.Errorf("another account from the fresh address: %v", err)
 	}
 }
 

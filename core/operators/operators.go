@@ -71,6 +71,11 @@ type Operator struct {
 	Tenants    []string
 	DisabledAt time.Time // zero while enabled
 	CreatedAt  time.Time
+	// SecondFactor: TOTP is enabled; a login needs a code.
+	SecondFactor bool
+	// External: created by single sign-on and without a password of its
+	// own (stores report it from the ExternalPasswordHash marker).
+	External bool
 }
 
 // Enabled reports whether the operator may sign in.
@@ -116,6 +121,7 @@ type Store interface {
 	SessionStore
 	TokenStore
 	ThrottleStore
+	SecondFactorStore
 }
 
 // SessionStore persists sessions.
@@ -143,8 +149,13 @@ type Config struct {
 	// (argon2id takes ~19 MiB each); beyond it a login answers ErrBusy.
 	// Default 4.
 	MaxConcurrentHashes int
-	Logger              *slog.Logger
-	Clock               func() time.Time
+	// Sealer encrypts TOTP secrets at rest; without it no second factor
+	// can be enrolled (ErrSecondFactorUnavailable).
+	Sealer SecretSealer
+	// Issuer names the service in authenticator apps (default "RXC").
+	Issuer string
+	Logger *slog.Logger
+	Clock  func() time.Time
 }
 
 // DefaultMaxConcurrentHashes is Config.MaxConcurrentHashes' default.
@@ -161,6 +172,8 @@ type Service struct {
 	// dummyHash is verified when the email is unknown, so a wrong email
 	// costs the same time as a wrong password.
 	dummyHash string
+	sealer    SecretSealer
+	issuer    string
 	log       *slog.Logger
 	clock     func() time.Time
 }
@@ -185,6 +198,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.Issuer == "" {
+		cfg.Issuer = "RXC"
+	}
 	var pad [tokenBytes]byte
 	if _, err := rand.Read(pad[:]); err != nil {
 		return nil, err
@@ -195,7 +211,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	return &Service{
 		store: cfg.Store, hasher: cfg.Hasher, sessionTTL: cfg.SessionTTL, throttle: cfg.Throttle.withDefaults(),
-		hashes: make(chan struct{}, cfg.MaxConcurrentHashes), dummyHash: dummy, log: cfg.Logger, clock: cfg.Clock,
+		hashes: make(chan struct{}, cfg.MaxConcurrentHashes), dummyHash: dummy, sealer: cfg.Sealer, issuer: cfg.Issuer, log: cfg.Logger, clock: cfg.Clock,
 	}, nil
 }
 
@@ -306,12 +322,26 @@ const hashSlotWait = 2 * time.Second
 // failures for the account or from the address hold further attempts back
 // (*ThrottledError, without hashing); too many logins at once give ErrBusy.
 func (s *Service) Login(ctx context.Context, email, password, address string) (Operator, string, time.Time, error) {
-	keys := s.throttleKeys(email, address)
+	return s.LoginWith(ctx, Credentials{Email: email, Password: password, Address: address})
+}
+
+// LoginWith is Login with a second factor: for an account with TOTP, the
+// right password alone answers ErrSecondFactorRequired, and a wrong,
+// replayed or used code ErrInvalidSecondFactor, counted as a failed login
+// like a wrong password.
+func (s *Service) LoginWith(ctx context.Context, c Credentials) (Operator, string, time.Time, error) {
+	keys := s.throttleKeys(c.Email, c.Address)
 	if err := s.checkThrottle(ctx, keys); err != nil {
 		return Operator{}, "", time.Time{}, err
 	}
-	o, err := s.verify(ctx, email, password)
-	if errors.Is(err, ErrInvalidCredentials) {
+	if err := s.checkPasswordLoginAllowed(ctx, c.Email); err != nil {
+		return Operator{}, "", time.Time{}, err
+	}
+	o, err := s.verify(ctx, c.Email, c.Password)
+	if err == nil {
+		err = s.checkSecondFactor(ctx, o, c)
+	}
+	if errors.Is(err, ErrInvalidCredentials) || errors.Is(err, ErrInvalidSecondFactor) {
 		if ferr := s.recordFailure(ctx, keys); ferr != nil {
 			return Operator{}, "", time.Time{}, ferr
 		}
@@ -320,8 +350,8 @@ func (s *Service) Login(ctx context.Context, email, password, address string) (O
 	if err != nil {
 		return Operator{}, "", time.Time{}, err
 	}
-	if err := s.store.ResetLoginFailures(ctx, keys[0]); err != nil {
-		return Operator{}, "", time.Time{}, fmt.Errorf("login: %w", err)
+	if err := s.resetFailures(ctx, keys); err != nil {
+		return Operator{}, "", time.Time{}, err
 	}
 	token, tokenHash, err := newToken("")
 	if err != nil {
@@ -358,6 +388,10 @@ func (s *Service) verify(ctx context.Context, email, password string) (Operator,
 		return Operator{}, ErrInvalidCredentials
 	case err != nil:
 		return Operator{}, fmt.Errorf("login: %w", err)
+	case hash == ExternalPasswordHash:
+		// Created by single sign-on: no password of theirs exists.
+		_, _ = s.hasher.Verify(s.dummyHash, password)
+		return Operator{}, ErrInvalidCredentials
 	}
 	ok, err := s.hasher.Verify(hash, password)
 	if err != nil {
@@ -382,7 +416,11 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 	if err != nil {
 		return Principal{}, fmt.Errorf("authenticate: %w", err)
 	}
-	return o.Principal(), nil
+	p := o.Principal()
+	if p.EnrolmentOnly, err = s.enrolmentOnly(ctx, o); err != nil {
+		return Principal{}, fmt.Errorf("authenticate: %w", err)
+	}
+	return p, nil
 }
 
 // Logout ends a session; unknown tokens are not an error.

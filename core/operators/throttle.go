@@ -7,25 +7,40 @@ import (
 	"time"
 )
 
-// ThrottlePolicy says how failed logins slow further attempts. Each account
-// (by e-mail, known or not) and each client address counts its failures;
-// from the threshold on, every failure holds that key back for a delay that
-// doubles with each further failure, up to MaxDelay. A held-back attempt is
-// answered at once, without hashing. Counts are kept in the store, so every
-// replica sees them, and forgotten after Window without failures.
+// ThrottlePolicy says how failed logins slow further attempts. Failures
+// are counted three ways: per account and client address together (the
+// pair), per account from every address, and per address over every
+// account. From a key's threshold on, every failure holds that key back for
+// a delay that doubles with each further failure, up to MaxDelay. A
+// held-back attempt is answered at once, without hashing. Counts are kept in
+// the store, so every replica sees them, and forgotten after Window without
+// failures.
+//
+// The pair threshold is the low one: whoever mistypes or guesses one
+// account's password from one place is slowed soon. The account threshold
+// catches guessing one account from many addresses. The address threshold
+// is a ceiling against spraying many accounts from one address; it is high
+// (500 by default) because a corporate proxy or NAT puts every operator of
+// an organisation behind one address, and their typos must not lock each
+// other out. Failures of other accounts from an address never hold back a
+// different account from that address below the ceiling.
 type ThrottlePolicy struct {
-	AccountFailures int           // failures of one account before delays (default 5)
-	AddressFailures int           // failures from one address before delays (default 20)
+	PairFailures    int           // failures of one account from one address before delays (default 5)
+	AccountFailures int           // failures of one account from any address before delays (default 20)
+	AddressFailures int           // failures from one address over all accounts before delays (default 500)
 	BaseDelay       time.Duration // first delay (default 1s)
 	MaxDelay        time.Duration // longest delay (default 15m)
 	Window          time.Duration // a count is forgotten after this without failures (default 1h)
 }
 
 // DefaultThrottle is the policy used where ThrottlePolicy fields are zero.
-var DefaultThrottle = ThrottlePolicy{AccountFailures: 5, AddressFailures: 20, BaseDelay: time.Second, MaxDelay: 15 * time.Minute, Window: time.Hour}
+var DefaultThrottle = ThrottlePolicy{PairFailures: 5, AccountFailures: 20, AddressFailures: 500, BaseDelay: time.Second, MaxDelay: 15 * time.Minute, Window: time.Hour}
 
 func (p ThrottlePolicy) withDefaults() ThrottlePolicy {
 	d := DefaultThrottle
+	if p.PairFailures > 0 {
+		d.PairFailures = p.PairFailures
+	}
 	if p.AccountFailures > 0 {
 		d.AccountFailures = p.AccountFailures
 	}
@@ -71,21 +86,39 @@ type ThrottleStore interface {
 	PurgeLoginFailures(ctx context.Context, before time.Time) (int, error)
 }
 
-// throttleKeys are the account key (always first) and the address key.
-func (s *Service) throttleKeys(email, address string) []string {
+// throttleKey is one counter of failed logins and the threshold from
+// which its failures hold it back.
+type throttleKey struct {
+	key       string
+	threshold int
+	// reset: a successful login forgets this count (the account's and the
+	// pair's; never the address's, or one success behind a proxy would
+	// clear a spray from it).
+	reset bool
+}
+
+// throttleKeys are the keys a login of email from address counts on: the
+// account, and with an address the pair and the address.
+func (s *Service) throttleKeys(email, address string) []throttleKey {
 	acct := strings.ToLower(strings.TrimSpace(email))
 	if len(acct) > maxEmail {
 		acct = acct[:maxEmail]
 	}
-	keys := []string{"account:" + acct}
+	keys := []throttleKey{{key: "account:" + acct, threshold: s.throttle.AccountFailures, reset: true}}
 	if address != "" {
-		keys = append(keys, "address:"+address)
+		keys = append(keys,
+			throttleKey{key: "pair:" + address + " " + acct, threshold: s.throttle.PairFailures, reset: true},
+			throttleKey{key: "address:" + address, threshold: s.throttle.AddressFailures})
 	}
 	return keys
 }
 
-func (s *Service) checkThrottle(ctx context.Context, keys []string) error {
-	until, err := s.store.LoginLockedUntil(ctx, keys)
+func (s *Service) checkThrottle(ctx context.Context, keys []throttleKey) error {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.key
+	}
+	until, err := s.store.LoginLockedUntil(ctx, names)
 	if err != nil {
 		return fmt.Errorf("login: %w", err)
 	}
@@ -95,20 +128,30 @@ func (s *Service) checkThrottle(ctx context.Context, keys []string) error {
 	return nil
 }
 
-func (s *Service) recordFailure(ctx context.Context, keys []string) error {
-	for i, k := range keys {
-		threshold := s.throttle.AccountFailures
-		if i > 0 {
-			threshold = s.throttle.AddressFailures
-		}
-		n, err := s.store.RecordLoginFailure(ctx, k, s.now(), s.throttle.Window, func(count int) time.Duration {
-			return s.throttle.delay(count, threshold)
+func (s *Service) recordFailure(ctx context.Context, keys []throttleKey) error {
+	for _, k := range keys {
+		n, err := s.store.RecordLoginFailure(ctx, k.key, s.now(), s.throttle.Window, func(count int) time.Duration {
+			return s.throttle.delay(count, k.threshold)
 		})
 		if err != nil {
 			return fmt.Errorf("login: record failure: %w", err)
 		}
-		if n == threshold {
-			s.log.WarnContext(ctx, "login throttled after repeated failures", "key_kind", strings.SplitN(k, ":", 2)[0], "failures", n)
+		if n == k.threshold {
+			s.log.WarnContext(ctx, "login throttled after repeated failures", "key_kind", strings.SplitN(k.key, ":", 2)[0], "failures", n)
+		}
+	}
+	return nil
+}
+
+// resetFailures forgets the account's and the pair's counts after a
+// success.
+func (s *Service) resetFailures(ctx context.Context, keys []throttleKey) error {
+	for _, k := range keys {
+		if !k.reset {
+			continue
+		}
+		if err := s.store.ResetLoginFailures(ctx, k.key); err != nil {
+			return fmt.Errorf("login: %w", err)
 		}
 	}
 	return nil

@@ -11,9 +11,11 @@
 //     Origin (else the Referer's origin) is an allowed origin or the API's
 //     own host; with neither header they pass unless Sec-Fetch-Site says
 //     cross-site. "null" origins are refused.
-//   - The redeem limiter keys on the peer address, or with TrustProxy on the
-//     last X-Forwarded-For entry (the one the proxy appended); IPv6 counts
-//     per /64. Its table is bounded and fails closed when full.
+//   - The redeem limiter, the login throttle and the audit trail key on the
+//     peer address, or, from a peer in TrustedProxies, on the rightmost
+//     X-Forwarded-For entry that is not a trusted proxy (with TrustProxy
+//     alone: the last entry); IPv6 counts per /64. The limiter's table is
+//     bounded and fails closed when full.
 //   - Commands are refused with messaging disabled before anything is
 //     recorded; with NATS unreachable the core records the failed command.
 //   - A revocation whose NATS part fails answers 503 nats_revoke_pending
@@ -35,6 +37,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -42,6 +45,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/adapters/oidcsignin"
 	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
@@ -93,8 +97,13 @@ type Config struct {
 	// http on localhost.
 	LocalMode bool
 	// TrustProxy takes the client address for rate limiting from the last
-	// X-Forwarded-For entry (the one the trusted proxy appended).
+	// X-Forwarded-For entry (the one the trusted proxy appended), whoever
+	// the peer; only safe where nothing but the proxy reaches the API.
+	// TrustedProxies, when set, takes precedence.
 	TrustProxy bool
+	// TrustedProxies are the networks of the reverse proxies in front of
+	// the API: X-Forwarded-For is believed only from a peer in them.
+	TrustedProxies []netip.Prefix
 	// Analytics serves the analytics overview and the chat, and reports
 	// the chat's live status; without it those routes answer 503.
 	Analytics *analytics.Service
@@ -116,6 +125,15 @@ type Config struct {
 	// could not be reached; such requests answer 503 database_unavailable
 	// with Retry-After instead of 500. Default: never.
 	DatabaseUnavailable func(error) bool
+	// OIDC, when set, offers single sign-on (GET /api/auth/oidc/login and
+	// /callback); OIDCDisplayName names the provider on the console's
+	// button and OIDCGroups maps its groups to roles and tenants.
+	OIDC            *oidcsignin.Provider
+	OIDCDisplayName string
+	OIDCGroups      operators.GroupMap
+	// ConsoleURL is where a single sign-on ends (default: the first
+	// allowed origin, else "/").
+	ConsoleURL string
 	// Audit records every state-changing request and every login; nil
 	// records nothing (tests of other concerns).
 	Audit  *audit.Service
@@ -132,7 +150,7 @@ type API struct {
 	grpcAddr       string
 	origins        map[string]bool
 	localMode      bool
-	trustProxy     bool
+	trustProxy     proxyTrust
 	analytics      *analytics.Service
 	chatLimiter    *limiter
 	provisioning   bool
@@ -143,6 +161,10 @@ type API struct {
 	redeemLimiter  *limiter
 	dbDown         func(error) bool
 	audit          *audit.Service
+	oidc           *oidcsignin.Provider
+	oidcName       string
+	oidcGroups     operators.GroupMap
+	consoleURL     string
 	loginFailures  atomic.Int64
 	openAPIDoc     []byte
 	patterns       []string
@@ -205,7 +227,7 @@ func New(cfg Config) (*API, error) {
 	a := &API{
 		fleet: cfg.Fleet, operators: cfg.Operators, caPEM: cfg.CACertificatePEM,
 		natsURL: cfg.PublicNATSURL, grpcAddr: cfg.PublicGRPCAddr,
-		origins: origins, localMode: cfg.LocalMode, trustProxy: cfg.TrustProxy,
+		origins: origins, localMode: cfg.LocalMode, trustProxy: proxyTrust{any: cfg.TrustProxy, nets: slices.Clone(cfg.TrustedProxies)},
 		analytics: cfg.Analytics, chatLimiter: newLimiter(chatRate, cfg.Clock), provisioning: cfg.ProvisioningEnabled, messaging: cfg.MessagingEnabled,
 		readiness: slices.Clone(cfg.Readiness), readyTimeout: cfg.ReadinessTimeout,
 		extraMetrics:  cfg.Metrics,
@@ -218,6 +240,16 @@ func New(cfg Config) (*API, error) {
 		return nil, err
 	}
 	a.openAPIDoc = doc
+	a.oidc, a.oidcName, a.oidcGroups, a.consoleURL = cfg.OIDC, cfg.OIDCDisplayName, cfg.OIDCGroups, cfg.ConsoleURL
+	if a.oidcName == "" {
+		a.oidcName = "single sign-on"
+	}
+	if a.consoleURL == "" {
+		a.consoleURL = "/"
+		if len(cfg.AllowedOrigins) > 0 {
+			a.consoleURL = strings.TrimSuffix(cfg.AllowedOrigins[0], "/") + "/"
+		}
+	}
 	a.routes()
 	return a, nil
 }
@@ -231,6 +263,13 @@ func (a *API) routes() {
 	m.HandleFunc("POST /api/auth/login", a.audited("auth.login", a.sameOrigin(a.login)))
 	m.HandleFunc("POST /api/auth/logout", a.audited("auth.logout", a.sameOrigin(a.logout)))
 	m.HandleFunc("GET /api/auth/me", a.operator(a.me))
+	m.HandleFunc("GET /api/auth/providers", a.providers)
+	m.HandleFunc("GET /api/auth/oidc/login", a.withOIDC(a.oidcLogin))
+	m.HandleFunc("GET /api/auth/oidc/callback", a.withOIDC(a.audited("auth.oidc", a.oidcCallback)))
+	m.HandleFunc("POST /api/auth/me/totp", a.audited("auth.totp_begin", a.operator(a.beginTOTP)))
+	m.HandleFunc("POST /api/auth/me/totp/confirm", a.audited("auth.totp_enable", a.operator(a.confirmTOTP)))
+	m.HandleFunc("GET /api/auth/settings", a.operator(a.getAuthSettings))
+	m.HandleFunc("PATCH /api/auth/settings", a.audited("auth.settings", a.operator(a.patchAuthSettings)))
 
 	m.HandleFunc("GET /api/tenants", a.operator(a.listTenants))
 	m.HandleFunc("POST /api/tenants", a.audited("tenant.create", a.operator(a.createTenant)))
@@ -255,6 +294,7 @@ func (a *API) routes() {
 	m.HandleFunc("GET /api/operators/{id}", a.operator(a.getOperator))
 	m.HandleFunc("PATCH /api/operators/{id}", a.audited("operator.update", a.operator(a.updateOperator)))
 	m.HandleFunc("POST /api/operators/{id}/password", a.audited("operator.password", a.operator(a.resetPassword)))
+	m.HandleFunc("DELETE /api/operators/{id}/totp", a.audited("operator.totp_reset", a.operator(a.resetSecondFactor)))
 	m.HandleFunc("POST /api/operators/{id}/sign-out", a.audited("operator.sign_out", a.operator(a.signOutEverywhere)))
 	m.HandleFunc("GET /api/tokens", a.operator(a.listTokens))
 	m.HandleFunc("POST /api/tokens", a.audited("token.create", a.operator(a.createToken)))

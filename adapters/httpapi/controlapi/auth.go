@@ -30,6 +30,10 @@ func (a *API) operator(next operatorHandler) http.HandlerFunc {
 		if n := noteOf(r); n != nil {
 			n.principal = &p
 		}
+		if p.EnrolmentOnly && !enrolmentRoutes[r.URL.Path] {
+			a.fail(w, r, operators.ErrEnrolmentRequired)
+			return
+		}
 		next(w, r, p)
 	}
 	cookie := a.sameOrigin(withPrincipal)
@@ -43,6 +47,10 @@ func (a *API) operator(next operatorHandler) http.HandlerFunc {
 		cookie(w, r)
 	}
 }
+
+// enrolmentRoutes are what a session that must enrol a second factor first
+// may call (with GET /api/auth/me to learn that it must).
+var enrolmentRoutes = map[string]bool{"/api/auth/me": true, "/api/auth/me/totp": true, "/api/auth/me/totp/confirm": true}
 
 // apiToken returns the API token of an "Authorization: Bearer rxc_…" header.
 func apiToken(r *http.Request) (string, bool) {
@@ -154,6 +162,9 @@ func outcomeOf(status int) string {
 type loginRequest struct {
 	Email    string `json:"email"`
 	Password string `json:"password"`
+	// TOTP or RecoveryCode: the second factor of an account that has one.
+	TOTP         string `json:"totp"`
+	RecoveryCode string `json:"recoveryCode"`
 }
 
 func (a *API) login(w http.ResponseWriter, r *http.Request) {
@@ -165,9 +176,12 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 	if n := noteOf(r); n != nil {
 		n.actor = auditEmail(req.Email)
 	}
-	o, token, expires, err := a.operators.Login(r.Context(), req.Email, req.Password, clientKey(r, a.trustProxy))
+	o, token, expires, err := a.operators.LoginWith(r.Context(), operators.Credentials{
+		Email: req.Email, Password: req.Password, TOTP: req.TOTP, RecoveryCode: req.RecoveryCode,
+		Address: clientKey(r, a.trustProxy),
+	})
 	if err != nil {
-		if errors.Is(err, operators.ErrInvalidCredentials) || errors.As(err, new(*operators.ThrottledError)) {
+		if errors.Is(err, operators.ErrInvalidCredentials) || errors.Is(err, operators.ErrInvalidSecondFactor) || errors.As(err, new(*operators.ThrottledError)) {
 			a.loginFailures.Add(1)
 			a.log.Warn("login failed", "email", auditEmail(req.Email), "source", clientKey(r, a.trustProxy), logkey.Error, err.Error())
 		}
@@ -235,10 +249,118 @@ type meResponse struct {
 	Role    string   `json:"role"`
 	Tenants []string `json:"tenants"`
 	TokenID string   `json:"tokenId,omitempty"`
+	// SecondFactor: TOTP is enabled for the account.
+	SecondFactor bool `json:"secondFactor"`
+	// SecondFactorRequired: the session may do nothing but enrol one.
+	SecondFactorRequired bool `json:"secondFactorRequired"`
 }
 
 func (a *API) me(w http.ResponseWriter, _ *http.Request, p operators.Principal) {
-	problem.WriteJSON(w, http.StatusOK, meResponse{ID: p.Operator.ID, Email: p.Operator.Email, Role: string(p.Role), Tenants: nonNil(p.Tenants), TokenID: p.TokenID})
+	problem.WriteJSON(w, http.StatusOK, meResponse{
+		ID: p.Operator.ID, Email: p.Operator.Email, Role: string(p.Role), Tenants: nonNil(p.Tenants), TokenID: p.TokenID,
+		SecondFactor: p.Operator.SecondFactor, SecondFactorRequired: p.EnrolmentOnly,
+	})
+}
+
+type totpEnrolmentResponse struct {
+	Secret     string `json:"secret"`
+	OTPAuthURL string `json:"otpauthUrl"`
+}
+
+// beginTOTP answers a new TOTP secret for one's own account, once.
+func (a *API) beginTOTP(w http.ResponseWriter, r *http.Request, p operators.Principal) {
+	setTarget(r, p.Operator.ID)
+	en, err := a.operators.BeginTOTP(r.Context(), p)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	problem.WriteJSON(w, http.StatusCreated, totpEnrolmentResponse{Secret: en.Secret, OTPAuthURL: en.OTPAuthURL})
+}
+
+type totpConfirmRequest struct {
+	Code string `json:"code"`
+}
+
+type recoveryCodesResponse struct {
+	RecoveryCodes []string `json:"recoveryCodes"`
+}
+
+// confirmTOTP enables the pending TOTP secret with one of its codes and
+// answers the recovery codes, once.
+func (a *API) confirmTOTP(w http.ResponseWriter, r *http.Request, p operators.Principal) {
+	setTarget(r, p.Operator.ID)
+	var req totpConfirmRequest
+	if pr := problem.DecodeJSON(w, r, MaxBodyBytes, &req); pr != nil {
+		problem.Write(w, r, pr)
+		return
+	}
+	codes, err := a.operators.ConfirmTOTP(r.Context(), p, req.Code)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	problem.WriteJSON(w, http.StatusOK, recoveryCodesResponse{RecoveryCodes: codes})
+}
+
+// resetSecondFactor removes an operator's TOTP (admins; a lost device).
+func (a *API) resetSecondFactor(w http.ResponseWriter, r *http.Request, p operators.Principal) {
+	if err := a.operators.ResetSecondFactor(r.Context(), p, r.PathValue("id")); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type authSettings struct {
+	RequireAdminSecondFactor *bool   `json:"requireAdminSecondFactor"`
+	SSOOnly                  *bool   `json:"ssoOnly"`
+	BreakGlassEmail          *string `json:"breakGlassEmail"`
+}
+
+func authSettingsOut(s operators.AuthSettings) authSettings {
+	return authSettings{RequireAdminSecondFactor: &s.RequireAdminSecondFactor, SSOOnly: &s.SSOOnly, BreakGlassEmail: &s.BreakGlassEmail}
+}
+
+func (a *API) getAuthSettings(w http.ResponseWriter, r *http.Request, p operators.Principal) {
+	set, err := a.operators.AuthSettings(r.Context(), p)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	problem.WriteJSON(w, http.StatusOK, authSettingsOut(set))
+}
+
+// patchAuthSettings changes the settings named in the body.
+func (a *API) patchAuthSettings(w http.ResponseWriter, r *http.Request, p operators.Principal) {
+	var req authSettings
+	if pr := problem.DecodeJSON(w, r, MaxBodyBytes, &req); pr != nil {
+		problem.Write(w, r, pr)
+		return
+	}
+	set, err := a.operators.AuthSettings(r.Context(), p)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if req.RequireAdminSecondFactor != nil {
+		set.RequireAdminSecondFactor = *req.RequireAdminSecondFactor
+	}
+	if req.SSOOnly != nil {
+		set.SSOOnly = *req.SSOOnly
+	}
+	if req.BreakGlassEmail != nil {
+		set.BreakGlassEmail = *req.BreakGlassEmail
+	}
+	if err := a.operators.SetAuthSettings(r.Context(), p, set); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if set, err = a.operators.AuthSettings(r.Context(), p); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	problem.WriteJSON(w, http.StatusOK, authSettingsOut(set))
 }
 
 func nonNil(s []string) []string {

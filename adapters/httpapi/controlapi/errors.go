@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/adapters/oidcsignin"
 	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
@@ -135,6 +136,30 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 	case errors.Is(err, operators.ErrWrongPassword):
 		p = problem.New(http.StatusForbidden, problem.CodeWrongPassword, "Wrong current password",
 			"changing your own password needs your current one in currentPassword, and it was missing or wrong")
+	case errors.Is(err, operators.ErrNoRole):
+		p = problem.New(http.StatusForbidden, problem.CodeNoRole, "No role",
+			"you signed in at the identity provider, but none of your groups grants a role in RXC; ask an admin to add your group to OIDC_GROUP_MAP")
+	case errors.Is(err, operators.ErrFederationRefused):
+		p = problem.New(http.StatusUnauthorized, problem.CodeSSORefused, "Single sign-on refused", detail(err))
+	case errors.Is(err, oidcsignin.ErrUnavailable):
+		w.Header().Set("Retry-After", retryDependency)
+		p = problem.New(http.StatusServiceUnavailable, problem.CodeSSOUnavailable, "Identity provider unreachable",
+			"the identity provider's discovery document could not be read; retry later or sign in with the break-glass account")
+	case errors.Is(err, operators.ErrPasswordLoginDisabled):
+		p = problem.New(http.StatusForbidden, problem.CodePasswordLoginDisabled, "Password sign-in disabled",
+			"this deployment is SSO-only: sign in with the identity provider")
+	case errors.Is(err, operators.ErrSecondFactorRequired):
+		p = problem.New(http.StatusUnauthorized, problem.CodeTOTPRequired, "TOTP code required",
+			"the account has a second factor: send the current code of your authenticator app in totp, or a recovery code in recoveryCode")
+	case errors.Is(err, operators.ErrInvalidSecondFactor):
+		p = problem.New(http.StatusUnauthorized, problem.CodeInvalidSecondFactor, "Invalid second factor",
+			"the code is wrong, already used, or from a time step already used; wait for the next code")
+	case errors.Is(err, operators.ErrSecondFactorUnavailable):
+		p = problem.New(http.StatusServiceUnavailable, problem.CodeSecondFactorUnavail, "Second factor unavailable",
+			"this control plane has no OPERATOR_SECRET_ENCRYPTION_KEY, so second factors cannot be enrolled or checked")
+	case errors.Is(err, operators.ErrEnrolmentRequired):
+		p = problem.New(http.StatusForbidden, problem.CodeSecondFactorRequired, "Second factor required",
+			"this deployment requires admins to have a second factor: enrol one (POST /api/auth/me/totp, then /api/auth/me/totp/confirm) first")
 	case errors.Is(err, operators.ErrInvalidCredentials):
 		p = problem.New(http.StatusUnauthorized, problem.CodeInvalidCredentials, "Invalid credentials", "wrong email or password")
 	case errors.Is(err, operators.ErrUnauthenticated):

@@ -81,7 +81,7 @@ func TestFlow(t *testing.T) {
 
 	res := e.do(request{method: "GET", path: "/api/auth/me", operator: true})
 	me := res.object(t)
-	wantObject(t, "me", res, http.StatusOK, map[string]any{"id": str(t, me, "id"), "email": operatorEmail, "role": "admin", "tenants": []any{}})
+	wantObject(t, "me", res, http.StatusOK, map[string]any{"id": str(t, me, "id"), "email": operatorEmail, "role": "admin", "tenants": []any{}, "secondFactor": false, "secondFactorRequired": false})
 
 	pendingTenant := map[string]any{"id": "acme", "name": "Acme", "natsAccountPubKey": nil, "natsStatus": "pending", "createdAt": ts(t0)}
 	res = e.do(request{method: "POST", path: "/api/tenants", body: `{"id":"acme","name":"Acme"}`, operator: true})

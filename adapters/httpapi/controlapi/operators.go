@@ -20,11 +20,13 @@ type operatorJSON struct {
 	Disabled   bool       `json:"disabled"`
 	DisabledAt *time.Time `json:"disabledAt"`
 	CreatedAt  time.Time  `json:"createdAt"`
+	// SecondFactor: TOTP is enabled.
+	SecondFactor bool `json:"secondFactor"`
 }
 
 func operatorOut(o operators.Operator) operatorJSON {
 	return operatorJSON{ID: o.ID, Email: o.Email, Role: string(o.Role), Tenants: nonNil(o.Tenants),
-		Disabled: !o.Enabled(), DisabledAt: optTime(o.DisabledAt), CreatedAt: o.CreatedAt.UTC()}
+		Disabled: !o.Enabled(), DisabledAt: optTime(o.DisabledAt), CreatedAt: o.CreatedAt.UTC(), SecondFactor: o.SecondFactor}
 }
 
 // operatorID answers 400 unless {id} looks like an operator id.

@@ -80,31 +80,88 @@ func (l *limiter) prune(now time.Time) bool {
 	return len(l.buckets) < maxBuckets
 }
 
-// clientKey is the address a request is rate limited by: the peer, or with
-// trustProxy the last X-Forwarded-For entry (the address the trusted proxy
-// saw; earlier entries are the client's to forge). IPv6 addresses count per
-// /64, the block one subscriber usually holds.
-func clientKey(r *http.Request, trustProxy bool) string {
+// proxyTrust says when X-Forwarded-For is believed.
+type proxyTrust struct {
+	// any believes the last entry from every peer (TrustProxy without
+	// TrustedProxies: the peer must be the proxy, by the network's design).
+	any bool
+	// nets are the proxies' addresses: the header is believed only from a
+	// peer in them, and entries in them are skipped from the right.
+	nets []netip.Prefix
+}
+
+func (p proxyTrust) trusted(ip netip.Addr) bool {
+	for _, n := range p.nets {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseIP parses an address, with or without a port, unmapping IPv4 in IPv6.
+func parseIP(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	ip, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ip.Unmap(), true
+}
+
+// forwardedFor returns the X-Forwarded-For entries, leftmost first.
+func forwardedFor(r *http.Request) []string {
+	var out []string
+	for _, v := range r.Header.Values("X-Forwarded-For") {
+		for _, e := range strings.Split(v, ",") {
+			out = append(out, strings.TrimSpace(e))
+		}
+	}
+	return out
+}
+
+// clientKey is the address a request is rate limited and throttled by, and
+// that the audit trail records. Without trust it is the peer. With trusted
+// proxy networks, and a peer in them, it is the rightmost X-Forwarded-For
+// entry that is not itself a trusted proxy (each proxy appends the address
+// it saw; entries further left are the client's to forge); an unparsable
+// entry there ends the walk at the last trusted hop. With TrustProxy alone
+// it is the last entry from any peer. IPv6 addresses count per /64, the
+// block one subscriber usually holds.
+func clientKey(r *http.Request, trust proxyTrust) string {
 	addr := r.RemoteAddr
 	if host, _, err := net.SplitHostPort(addr); err == nil {
 		addr = host
 	}
-	if trustProxy {
-		if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
-			last := xff[len(xff)-1]
-			if i := strings.LastIndexByte(last, ','); i >= 0 {
-				last = last[i+1:]
+	switch {
+	case len(trust.nets) > 0:
+		peer, ok := parseIP(addr)
+		if !ok || !trust.trusted(peer) {
+			break
+		}
+		xff := forwardedFor(r)
+		for i := len(xff) - 1; i >= 0; i-- {
+			ip, ok := parseIP(xff[i])
+			if !ok {
+				break
 			}
-			if last = strings.TrimSpace(last); last != "" {
-				addr = last
+			addr = ip.String()
+			if !trust.trusted(ip) {
+				break
 			}
 		}
+	case trust.any:
+		if xff := forwardedFor(r); len(xff) > 0 && xff[len(xff)-1] != "" {
+			addr = xff[len(xff)-1]
+		}
 	}
-	ip, err := netip.ParseAddr(addr)
-	if err != nil {
+	ip, ok := parseIP(addr)
+	if !ok {
 		return addr
 	}
-	ip = ip.Unmap()
 	if ip.Is6() {
 		p, _ := ip.Prefix(64)
 		return p.String()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -62,12 +63,17 @@ func TestRedeemRateLimit(t *testing.T) {
 	tests := []struct {
 		name       string
 		trustProxy bool
+		// proxies are TrustedProxies (the test's peer is 127.0.0.1).
+		proxies []netip.Prefix
 		// wantOtherAddressPasses: a request with another X-Forwarded-For
 		// address is limited separately only when the proxy is trusted.
 		wantOtherAddressPasses bool
 	}{
-		{"direct", false, false},
-		{"behind a trusted proxy", true, true},
+		{"direct", false, nil, false},
+		{"behind a trusted proxy", true, nil, true},
+		{"the peer is in TRUSTED_PROXIES", false, []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, true},
+		{"the peer is not in TRUSTED_PROXIES", false, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, false},
+		{"TRUSTED_PROXIES overrides TRUST_PROXY", true, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, false},
 	}
 	base := newEnv(t, options{})
 	for _, tc := range tests {
@@ -75,6 +81,7 @@ func TestRedeemRateLimit(t *testing.T) {
 			e := base.variant(t, func(c *controlapi.Config) {
 				c.RedeemRate = controlapi.RateLimit{PerMinute: 6, Burst: 3}
 				c.TrustProxy = tc.trustProxy
+				c.TrustedProxies = tc.proxies
 			})
 			client := map[string]string{"X-Forwarded-For": "198.51.100.7, 203.0.113.9"}
 			for i := range 3 {

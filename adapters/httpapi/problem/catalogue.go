@@ -33,6 +33,7 @@ const (
 	CodeInvalidName            Code = "invalid_name"
 	CodeInvalidProof           Code = "invalid_proof"
 	CodeInvalidPublicKey       Code = "invalid_public_key"
+	CodeInvalidSecondFactor    Code = "invalid_second_factor"
 	CodeInvalidSort            Code = "invalid_sort"
 	CodeInvalidToken           Code = "invalid_token"
 	CodeLastAdmin              Code = "last_admin"
@@ -44,19 +45,26 @@ const (
 	CodeNATSRevokePending      Code = "nats_revoke_pending"
 	CodeNATSUnavailable        Code = "nats_unavailable"
 	CodeNoOperator             Code = "no_operator"
+	CodeNoRole                 Code = "no_role"
 	CodeNotFound               Code = "not_found"
 	CodeNotReady               Code = "not_ready"
 	CodeOriginNotAllowed       Code = "origin_not_allowed"
+	CodePasswordLoginDisabled  Code = "password_login_disabled"
 	CodeProvisionerUnavailable Code = "provisioner_unavailable"
 	CodeProvisioningDisabled   Code = "provisioning_disabled"
 	CodeRateLimited            Code = "rate_limited"
 	CodeRouteNotFound          Code = "route_not_found"
+	CodeSecondFactorRequired   Code = "second_factor_required"
+	CodeSecondFactorUnavail    Code = "second_factor_unavailable"
 	CodeSensorNotEnrolled      Code = "sensor_not_enrolled"
 	CodeSensorRevoked          Code = "sensor_revoked"
 	CodeSnapshotTooLarge       Code = "snapshot_too_large"
+	CodeSSORefused             Code = "sso_refused"
+	CodeSSOUnavailable         Code = "sso_unavailable"
 	CodeTenantHasNoAccount     Code = "tenant_has_no_account"
 	CodeTenantNotProvisioned   Code = "tenant_not_provisioned"
 	CodeTimeout                Code = "timeout"
+	CodeTOTPRequired           Code = "totp_required"
 	CodeUnauthenticated        Code = "unauthenticated"
 	CodeUnauthorized           Code = "unauthorized"
 	CodeUnsupportedMediaType   Code = "unsupported_media_type"
@@ -98,6 +106,7 @@ var Catalogue = []Entry{
 	{CodeInvalidName, http.StatusBadRequest, "Invalid name", "provisioner: a name is too long or holds control characters"},
 	{CodeInvalidProof, http.StatusForbidden, "Invalid proof of possession", "the renewal is not signed by the key of the sensor's current certificate"},
 	{CodeInvalidPublicKey, http.StatusBadRequest, "Invalid public key", "provisioner: not an account or user public key"},
+	{CodeInvalidSecondFactor, http.StatusUnauthorized, "Invalid second factor", "the TOTP code or recovery code is wrong, already used, or a TOTP code of a time step already used (replay); counts as a failed login"},
 	{CodeInvalidSort, http.StatusBadRequest, "Invalid sort", "the sort is not one the route documents"},
 	{CodeInvalidToken, http.StatusUnauthorized, "Invalid token", "sensor routes: the bearer token is unknown, used, expired or revoked"},
 	{CodeLastAdmin, http.StatusConflict, "Last admin", "the last enabled admin cannot be demoted or disabled"},
@@ -109,19 +118,26 @@ var Catalogue = []Entry{
 	{CodeNATSRevokePending, http.StatusServiceUnavailable, "NATS revocation pending", "the sensor is revoked here but its NATS user is not yet; repeat the call"},
 	{CodeNATSUnavailable, http.StatusServiceUnavailable, "NATS unavailable", "NATS is not reachable; retry after Retry-After"},
 	{CodeNoOperator, http.StatusServiceUnavailable, "Operator not initialised", "provisioner: run provisioner init-operator"},
+	{CodeNoRole, http.StatusForbidden, "No role", "single sign-on: none of the person's groups maps to a role (OIDC_GROUP_MAP); no operator is created"},
 	{CodeNotFound, http.StatusNotFound, "Not found", "no such object — or one of a tenant the caller is not granted"},
 	{CodeNotReady, http.StatusServiceUnavailable, "Not ready", "a readiness check failed; detail names which"},
 	{CodeOriginNotAllowed, http.StatusForbidden, "Origin not allowed", "a state-changing cookie request from an origin not in CORS_ALLOWED_ORIGINS"},
+	{CodePasswordLoginDisabled, http.StatusForbidden, "Password sign-in disabled", "the deployment is SSO-only; only the break-glass account signs in with a password"},
 	{CodeProvisionerUnavailable, http.StatusServiceUnavailable, "NATS provisioner unavailable", "the provisioner did not complete the request; retry after Retry-After (5 s)"},
 	{CodeProvisioningDisabled, http.StatusServiceUnavailable, "NATS provisioning disabled", "this control plane does not call the provisioner"},
 	{CodeRateLimited, http.StatusTooManyRequests, "Too many requests", "a per-address or per-operator rate limit; retry after Retry-After"},
 	{CodeRouteNotFound, http.StatusNotFound, "Not found", "no such route"},
+	{CodeSecondFactorRequired, http.StatusForbidden, "Second factor required", "this deployment requires admins to have a second factor: enrol one (POST /api/auth/me/totp) before anything else"},
+	{CodeSecondFactorUnavail, http.StatusServiceUnavailable, "Second factor unavailable", "no OPERATOR_SECRET_ENCRYPTION_KEY is configured, so TOTP cannot be enrolled or checked"},
 	{CodeSensorNotEnrolled, http.StatusConflict, "Sensor not enrolled", "the sensor redeemed a claim code but has not enrolled"},
 	{CodeSensorRevoked, http.StatusConflict, "Sensor revoked", "revoked for good (403 on the sensor's own routes); enrol again with a new claim code"},
 	{CodeSnapshotTooLarge, http.StatusRequestEntityTooLarge, "Snapshot too large", "the chat's snapshot exceeds 16 KiB"},
+	{CodeSSORefused, http.StatusUnauthorized, "Single sign-on refused", "the sign-in's state, code, nonce or ID token (signature, issuer, audience, expiry) was refused"},
+	{CodeSSOUnavailable, http.StatusServiceUnavailable, "Identity provider unreachable", "the OIDC provider's discovery document could not be read; retry after Retry-After"},
 	{CodeTenantHasNoAccount, http.StatusNotFound, "Tenant has no account", "provisioner: create the tenant's account first"},
 	{CodeTenantNotProvisioned, http.StatusServiceUnavailable, "Tenant not provisioned yet", "the tenant's NATS account is still being made in the background; retry after Retry-After (30 s)"},
 	{CodeTimeout, http.StatusServiceUnavailable, "Timed out", "the request did not complete in time; retry"},
+	{CodeTOTPRequired, http.StatusUnauthorized, "TOTP code required", "the password is right and the account has a second factor: send totp (or recoveryCode) with the login"},
 	{CodeUnauthenticated, http.StatusUnauthorized, "Not logged in", "no valid session cookie or API token"},
 	{CodeUnauthorized, http.StatusUnauthorized, "Unauthorized", "provisioner: missing or wrong shared secret"},
 	{CodeUnsupportedMediaType, http.StatusUnsupportedMediaType, "Unsupported media type", "send application/json"},

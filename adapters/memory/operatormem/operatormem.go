@@ -23,6 +23,8 @@ type Config struct{}
 type operator struct {
 	operators.Operator
 	passwordHash string
+	totp         operators.TOTPRecord
+	recovery     map[string]bool // hex hash → used
 }
 
 type token struct {
@@ -42,6 +44,7 @@ type Store struct {
 	sessions  map[string]operators.Session
 	tokens    map[string]*token // by id
 	failures  map[string]*failures
+	settings  operators.AuthSettings
 }
 
 // New returns an empty Store.
@@ -101,6 +104,7 @@ func (s *Store) CreateOperator(_ context.Context, o operators.Operator, password
 	}
 	o.Tenants = sortedTenants(o.Tenants)
 	o.CreatedAt, o.DisabledAt = utc(o.CreatedAt), utc(o.DisabledAt)
+	o.SecondFactor, o.External = false, passwordHash == operators.ExternalPasswordHash
 	s.operators[o.ID] = &operator{Operator: o, passwordHash: passwordHash}
 	return nil
 }
@@ -152,7 +156,7 @@ func (s *Store) UpdateOperator(_ context.Context, id string, change func(*operat
 	if err := change(&next); err != nil {
 		return operators.Operator{}, err
 	}
-	next.ID, next.Email, next.CreatedAt = o.ID, o.Email, o.CreatedAt // not changed by an update
+	next.ID, next.Email, next.CreatedAt, next.SecondFactor, next.External = o.ID, o.Email, o.CreatedAt, o.SecondFactor, o.External // not changed by an update
 	// Like the PostgreSQL store, answer the operator as the change left
 	// it and store it normalised.
 	out := next
@@ -184,6 +188,7 @@ func (s *Store) SetPassword(_ context.Context, id, passwordHash string) error {
 		return operators.ErrNotFound
 	}
 	o.passwordHash = passwordHash
+	o.External = passwordHash == operators.ExternalPasswordHash
 	s.deleteSessions(id)
 	return nil
 }

@@ -13,7 +13,8 @@ import (
 
 // operatorCols reads an operator with its tenants (aggregated, sorted).
 const operatorCols = `o.id, o.email, o.role, o.disabled_at, o.created_at,
-	COALESCE((SELECT array_agg(t.tenant_id ORDER BY t.tenant_id COLLATE "C") FROM operator_tenants t WHERE t.operator_id = o.id), '{}')`
+	COALESCE((SELECT array_agg(t.tenant_id ORDER BY t.tenant_id COLLATE "C") FROM operator_tenants t WHERE t.operator_id = o.id), '{}'),
+	o.totp_enabled_at IS NOT NULL, o.password_hash = '` + operators.ExternalPasswordHash + `'`
 
 func scanOperator(row pgx.Row, extra ...any) (operators.Operator, error) {
 	var (
@@ -21,7 +22,7 @@ func scanOperator(row pgx.Row, extra ...any) (operators.Operator, error) {
 		role     string
 		disabled *time.Time
 	)
-	dest := append([]any{&o.ID, &o.Email, &role, &disabled, &o.CreatedAt, &o.Tenants}, extra...)
+	dest := append([]any{&o.ID, &o.Email, &role, &disabled, &o.CreatedAt, &o.Tenants, &o.SecondFactor, &o.External}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return operators.Operator{}, err
 	}
@@ -216,10 +217,9 @@ func (s *Store) APITokenByHash(ctx context.Context, hash []byte) (operators.APIT
 		disabled *time.Time
 	)
 	t, err := scanToken(s.pool.QueryRow(ctx, `
-		SELECT `+tokenCols+`, o.id, o.email, o.role, o.disabled_at, o.created_at,
-			COALESCE((SELECT array_agg(t.tenant_id ORDER BY t.tenant_id COLLATE "C") FROM operator_tenants t WHERE t.operator_id = o.id), '{}')
+		SELECT `+tokenCols+`, `+operatorCols+`
 		FROM api_tokens k JOIN operators o ON o.id = k.operator_id WHERE k.token_hash = $1`, hash),
-		&o.ID, &o.Email, &role, &disabled, &o.CreatedAt, &o.Tenants)
+		&o.ID, &o.Email, &role, &disabled, &o.CreatedAt, &o.Tenants, &o.SecondFactor, &o.External)
 	if err != nil {
 		return operators.APIToken{}, operators.Operator{}, classify(err, operators.ErrNotFound, operators.ErrConflict)
 	}

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"time"
@@ -176,7 +175,7 @@ func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if err != nil {
 		return err
 	}
-	ops, err := newOperators(store, 0, nil)
+	ops, err := newOperators(store, operators.Config{})
 	if err != nil {
 		return err
 	}
@@ -199,10 +198,13 @@ func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout,
 
 // newOperators builds the operators service with argon2id hashing at the
 // passwords package's defaults (OWASP's recommendation).
-func newOperators(store *controlplanestore.Store, sessionTTL time.Duration, log *slog.Logger) (*operators.Service, error) {
+// base carries the rest of the configuration (session lifetime, throttle,
+// logger).
+func newOperators(store *controlplanestore.Store, base operators.Config) (*operators.Service, error) {
 	hasher, err := passwords.New(passwords.Config{})
 	if err != nil {
 		return nil, err
 	}
-	return operators.New(operators.Config{Store: store, Hasher: hasher, SessionTTL: sessionTTL, Logger: log})
+	base.Store, base.Hasher = store, hasher
+	return operators.New(base)
 }

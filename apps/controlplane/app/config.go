@@ -3,11 +3,16 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rxc-project/rxc/adapters/oidcsignin"
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
+	"github.com/rxc-project/rxc/adapters/seal"
+	"github.com/rxc-project/rxc/core/operators"
 	"github.com/rxc-project/rxc/migrations"
 )
 
@@ -24,11 +29,22 @@ type ServeConfig struct {
 	CORSAllowedOrigins []string      `envconfig:"CORS_ALLOWED_ORIGINS" default:"http://localhost:8000"`
 	LocalMode          bool          `envconfig:"LOCAL_MODE" default:"false"`
 	TrustProxy         bool          `envconfig:"TRUST_PROXY" default:"false"`
-	PublicGRPCAddr     string        `envconfig:"PUBLIC_GRPC_ADDR" default:"localhost:5010"`
-	PublicNATSURL      string        `envconfig:"PUBLIC_NATS_URL" default:"nats://localhost:4222"`
-	CommandStreamName  string        `envconfig:"COMMAND_STREAM_NAME" default:"RXC_CMD"`
-	CommandTTL         time.Duration `envconfig:"COMMAND_TTL" default:"10m"`
-	SensorOfflineAfter time.Duration `envconfig:"SENSOR_OFFLINE_AFTER" default:"90s"`
+	// TrustedProxies are the CIDRs (or single addresses) of the reverse
+	// proxies in front of the API: X-Forwarded-For is believed only from
+	// them. It takes precedence over TRUST_PROXY.
+	TrustedProxies []string `envconfig:"TRUSTED_PROXIES"`
+	// OperatorSecretEncryptionKey seals operators' TOTP secrets at rest
+	// (32 bytes, hex or base64); without it second factors are off.
+	OperatorSecretEncryptionKey string `envconfig:"OPERATOR_SECRET_ENCRYPTION_KEY"`
+	// OIDC configures single sign-on (OIDC_…); off without an issuer.
+	OIDC OIDCConfig `envconfig:"OIDC"`
+	// LoginThrottle sets the failed-login thresholds (LOGIN_THROTTLE_…).
+	LoginThrottle      LoginThrottleConfig `envconfig:"LOGIN_THROTTLE"`
+	PublicGRPCAddr     string              `envconfig:"PUBLIC_GRPC_ADDR" default:"localhost:5010"`
+	PublicNATSURL      string              `envconfig:"PUBLIC_NATS_URL" default:"nats://localhost:4222"`
+	CommandStreamName  string              `envconfig:"COMMAND_STREAM_NAME" default:"RXC_CMD"`
+	CommandTTL         time.Duration       `envconfig:"COMMAND_TTL" default:"10m"`
+	SensorOfflineAfter time.Duration       `envconfig:"SENSOR_OFFLINE_AFTER" default:"90s"`
 	// StreamRecheckInterval bounds how long a sensor's gRPC stream outlives
 	// a revocation or renewal whose broadcast its replica missed.
 	StreamRecheckInterval time.Duration `envconfig:"SENSOR_STREAM_RECHECK_INTERVAL" default:"30s"`
@@ -50,6 +66,90 @@ type ServeConfig struct {
 	Messaging   MessagingConfig   `envconfig:"NATS_MESSAGING"`
 	Events      EventsConfig      `envconfig:"EVENTS"`
 	Chat        ChatConfig        `envconfig:"ANALYTICS_CHAT"`
+}
+
+// OIDCConfig is the OIDC_ group: the OpenID provider operators sign in
+// with (docs/authentication.md).
+type OIDCConfig struct {
+	IssuerURL    string `envconfig:"ISSUER_URL"`
+	ClientID     string `envconfig:"CLIENT_ID"`
+	ClientSecret string `envconfig:"CLIENT_SECRET"`
+	RedirectURL  string `envconfig:"REDIRECT_URL"`
+	Scopes       string `envconfig:"SCOPES" default:"openid email profile"`
+	DisplayName  string `envconfig:"DISPLAY_NAME" default:"single sign-on"`
+	GroupsClaim  string `envconfig:"GROUPS_CLAIM" default:"groups"`
+	GroupMap     string `envconfig:"GROUP_MAP"`
+}
+
+// oidcProvider builds the relying party, or nil without OIDC_ISSUER_URL.
+func oidcProvider(c OIDCConfig) (*oidcsignin.Provider, operators.GroupMap, error) {
+	if c.IssuerURL == "" {
+		return nil, nil, nil
+	}
+	if c.ClientID == "" || c.RedirectURL == "" {
+		return nil, nil, fmt.Errorf("OIDC_ISSUER_URL is set: OIDC_CLIENT_ID and OIDC_REDIRECT_URL are required too")
+	}
+	groups, err := operators.ParseGroupMap(c.GroupMap)
+	if err != nil {
+		return nil, nil, fmt.Errorf("OIDC_GROUP_MAP: %w", err)
+	}
+	if len(groups) == 0 {
+		return nil, nil, fmt.Errorf("OIDC_GROUP_MAP is empty: nobody could sign in with single sign-on")
+	}
+	p, err := oidcsignin.New(oidcsignin.Config{
+		IssuerURL: c.IssuerURL, ClientID: c.ClientID, ClientSecret: c.ClientSecret, RedirectURL: c.RedirectURL,
+		Scopes: strings.Fields(strings.ReplaceAll(c.Scopes, ",", " ")), GroupsClaim: c.GroupsClaim,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, groups, nil
+}
+
+// LoginThrottleConfig is the LOGIN_THROTTLE_ group: failures within an
+// hour before further logins are slowed, per account and address together,
+// per account, and per address over all accounts (a ceiling against
+// spraying, high because a corporate proxy puts everyone behind one
+// address).
+type LoginThrottleConfig struct {
+	PairFailures    int `envconfig:"PAIR_FAILURES" default:"5"`
+	AccountFailures int `envconfig:"ACCOUNT_FAILURES" default:"20"`
+	AddressFailures int `envconfig:"ADDRESS_FAILURES" default:"500"`
+}
+
+// operatorSealer returns the sealer of TOTP secrets, or nil (second
+// factors off) without a key.
+func operatorSealer(key string) (operators.SecretSealer, error) {
+	if strings.TrimSpace(key) == "" {
+		return nil, nil
+	}
+	raw, err := seal.ParseKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("OPERATOR_SECRET_ENCRYPTION_KEY: %w", err)
+	}
+	return seal.New(raw)
+}
+
+// trustedProxies parses TRUSTED_PROXIES: CIDRs, or addresses meaning
+// themselves alone.
+func trustedProxies(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		ip, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("TRUSTED_PROXIES: %q is neither a CIDR nor an address", s)
+		}
+		out = append(out, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
+	}
+	return out, nil
 }
 
 // ProvisionerConfig is the NATS_PROVISIONER_ group.

@@ -148,7 +148,17 @@ func (s *Server) buildStore(ctx context.Context) error {
 	if s.store, err = controlplanestore.New(controlplanestore.Config{Pool: pool}); err != nil {
 		return err
 	}
-	if s.operators, err = newOperators(s.store, cfg.SessionTTL, log.With("component", "operators")); err != nil {
+	sealer, err := operatorSealer(cfg.OperatorSecretEncryptionKey)
+	if err != nil {
+		return err
+	}
+	if s.operators, err = newOperators(s.store, operators.Config{
+		SessionTTL: cfg.SessionTTL, Logger: log.With("component", "operators"), Sealer: sealer,
+		Throttle: operators.ThrottlePolicy{
+			PairFailures: cfg.LoginThrottle.PairFailures, AccountFailures: cfg.LoginThrottle.AccountFailures,
+			AddressFailures: cfg.LoginThrottle.AddressFailures,
+		},
+	}); err != nil {
 		return err
 	}
 	return s.bootstrapOperator(ctx)
@@ -236,7 +246,17 @@ func (s *Server) buildAPI(ca *x509ca.CA) (*controlapi.API, error) {
 	if err != nil {
 		return nil, err
 	}
+	proxies, err := trustedProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	sso, groups, err := oidcProvider(cfg.OIDC)
+	if err != nil {
+		return nil, err
+	}
 	return controlapi.New(controlapi.Config{
+		TrustedProxies: proxies,
+		OIDC:           sso, OIDCDisplayName: cfg.OIDC.DisplayName, OIDCGroups: groups,
 		Fleet: s.fleet, Operators: s.operators, Audit: trail, CACertificatePEM: ca.CACertificatePEM,
 		PublicNATSURL: cfg.PublicNATSURL, PublicGRPCAddr: cfg.PublicGRPCAddr,
 		AllowedOrigins: cfg.CORSAllowedOrigins, LocalMode: cfg.LocalMode, TrustProxy: cfg.TrustProxy,

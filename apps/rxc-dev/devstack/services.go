@@ -204,6 +204,8 @@ func (s *Stack) startControlPlane(ctx context.Context, st *state, pg *postgres, 
 		// Created when missing; the password stays the one in operator.txt.
 		BootstrapOperatorEmail:    OperatorEmail,
 		BootstrapOperatorPassword: st.password,
+		// Second factors work in the dev stack (the console's TOTP screens).
+		OperatorSecretEncryptionKey: st.secrets.OperatorSecretEncryptionKey,
 		Provisioner: cpapp.ProvisionerConfig{
 			Enabled: true, BaseURL: s.info.ProvisionerURL, SharedSecret: st.secrets.ProvisionerSharedSecret,
 			SharedSecretName: "X-Backend-Shared-Secret", IntervalSeconds: 5, TimeoutSeconds: 5,

@@ -32,6 +32,9 @@ type secrets struct {
 	AccountSeedEncryptionKey string `json:"accountSeedEncryptionKey"`
 	ProvisionerSharedSecret  string `json:"provisionerSharedSecret"`
 	PostgresPassword         string `json:"postgresPassword"`
+	// OperatorSecretEncryptionKey seals operators' TOTP secrets; added to
+	// a state folder made before it existed at its next start.
+	OperatorSecretEncryptionKey string `json:"operatorSecretEncryptionKey"`
 }
 
 func openState(dir string) (*state, error) {
@@ -86,9 +89,10 @@ func (st *state) loadSecrets() error {
 			return fmt.Errorf("%s is missing but %s holds a database: restore the file or delete the whole state folder", p, st.path("pg"))
 		}
 		st.secrets = secrets{
-			AccountSeedEncryptionKey: randomToken(32),
-			ProvisionerSharedSecret:  randomToken(24),
-			PostgresPassword:         randomToken(18),
+			AccountSeedEncryptionKey:    randomToken(32),
+			ProvisionerSharedSecret:     randomToken(24),
+			PostgresPassword:            randomToken(18),
+			OperatorSecretEncryptionKey: randomToken(32),
 		}
 		out, _ := json.MarshalIndent(st.secrets, "", "  ")
 		return writePrivate(p, append(out, '\n'))
@@ -101,6 +105,17 @@ func (st *state) loadSecrets() error {
 	}
 	if st.secrets.AccountSeedEncryptionKey == "" || st.secrets.ProvisionerSharedSecret == "" || st.secrets.PostgresPassword == "" {
 		return fmt.Errorf("%s lacks a value: restore it or delete the whole state folder", p)
+	}
+	if st.secrets.OperatorSecretEncryptionKey == "" {
+		// Nothing was sealed with it yet: a new key loses nothing.
+		st.secrets.OperatorSecretEncryptionKey = randomToken(32)
+		out, _ := json.MarshalIndent(st.secrets, "", "  ")
+		tmp := p + ".new"
+		_ = os.Remove(tmp)
+		if err := writePrivate(tmp, append(out, '\n')); err != nil {
+			return err
+		}
+		return os.Rename(tmp, p)
 	}
 	return nil
 }

@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) operators.Store) {
 		{"SetPasswordEndsSessions", testSetPassword},
 		{"APITokens", testAPITokens},
 		{"LoginFailures", testLoginFailures},
+		{"SecondFactor", testSecondFactor},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -461,3 +462,107 @@ func (h *Hasher) Verify(hash, password string) (bool, error) {
 
 // Verifies is how many Verify calls were made.
 func (h *Hasher) Verifies() int64 { return h.verifies.Load() }
+
+func testSecondFactor(t *testing.T, s operators.Store) {
+	ctx := context.Background()
+	create(t, s, "op-a", "a@example.com", operators.RoleAdmin)
+	create(t, s, "op-b", "b@example.com", operators.RoleViewer)
+	is(t, "SetPendingTOTP of an unknown operator", s.SetPendingTOTP(ctx, "op-x", []byte("sealed")), operators.ErrNotFound)
+	if _, err := s.TOTP(ctx, "op-x"); !errors.Is(err, operators.ErrNotFound) {
+		t.Errorf("TOTP of an unknown operator: %v", err)
+	}
+	if r, err := s.TOTP(ctx, "op-a"); err != nil || r.Pending != nil || r.Active != nil {
+		t.Errorf("TOTP before enrolment = %+v, %v; want empty", r, err)
+	}
+	is(t, "SetPendingTOTP", s.SetPendingTOTP(ctx, "op-a", []byte("first")), nil)
+	is(t, "SetPendingTOTP again", s.SetPendingTOTP(ctx, "op-a", []byte("second")), nil)
+	// Enabling a secret other than the pending one (a confirmation racing a
+	// new enrolment) is refused.
+	codes := [][]byte{hash("code1"), hash("code2")}
+	is(t, "EnableTOTP of a stale pending secret", s.EnableTOTP(ctx, "op-a", []byte("first"), 100, codes), operators.ErrConflict)
+	if o, _ := s.OperatorByID(ctx, "op-a"); o.SecondFactor {
+		t.Error("SecondFactor set by a refused EnableTOTP")
+	}
+	is(t, "EnableTOTP", s.EnableTOTP(ctx, "op-a", []byte("second"), 100, codes), nil)
+	r, err := s.TOTP(ctx, "op-a")
+	if err != nil || string(r.Active) != "second" || r.Pending != nil || r.LastStep != 100 {
+		t.Errorf("TOTP after enabling = %+v, %v; want active \"second\", no pending, last step 100", r, err)
+	}
+	o, _ := s.OperatorByID(ctx, "op-a")
+	if !o.SecondFactor {
+		t.Error("OperatorByID: SecondFactor false after EnableTOTP")
+	}
+	if o, _, _ := s.OperatorByEmail(ctx, "a@example.com"); !o.SecondFactor {
+		t.Error("OperatorByEmail: SecondFactor false after EnableTOTP")
+	}
+	if o, _ := s.OperatorByID(ctx, "op-b"); o.SecondFactor {
+		t.Error("another operator got SecondFactor")
+	}
+	// An update of role or tenants leaves the second factor alone.
+	if _, err := s.UpdateOperator(ctx, "op-a", func(o *operators.Operator) error { o.SecondFactor = false; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.OperatorByID(ctx, "op-a"); !got.SecondFactor {
+		t.Error("UpdateOperator cleared the second factor")
+	}
+
+	// Steps: only later ones are accepted.
+	is(t, "UseTOTPStep of the enrolment's step", s.UseTOTPStep(ctx, "op-a", 100), operators.ErrReplayed)
+	is(t, "UseTOTPStep earlier", s.UseTOTPStep(ctx, "op-a", 99), operators.ErrReplayed)
+	is(t, "UseTOTPStep later", s.UseTOTPStep(ctx, "op-a", 101), nil)
+	is(t, "UseTOTPStep replayed", s.UseTOTPStep(ctx, "op-a", 101), operators.ErrReplayed)
+
+	// Recovery codes: each works once, only for its operator.
+	is(t, "recovery code of another operator", s.UseRecoveryCode(ctx, "op-b", hash("code1"), t0), operators.ErrNotFound)
+	is(t, "unknown recovery code", s.UseRecoveryCode(ctx, "op-a", hash("code9"), t0), operators.ErrNotFound)
+	is(t, "recovery code", s.UseRecoveryCode(ctx, "op-a", hash("code1"), t0), nil)
+	is(t, "recovery code again", s.UseRecoveryCode(ctx, "op-a", hash("code1"), t0), operators.ErrNotFound)
+	is(t, "another recovery code", s.UseRecoveryCode(ctx, "op-a", hash("code2"), t0), nil)
+
+	// A new enrolment replaces the codes.
+	is(t, "SetPendingTOTP while enabled", s.SetPendingTOTP(ctx, "op-a", []byte("third")), nil)
+	if r, _ := s.TOTP(ctx, "op-a"); string(r.Active) != "second" || string(r.Pending) != "third" {
+		t.Errorf("a pending enrolment replaced the active secret: %+v", r)
+	}
+	is(t, "EnableTOTP again", s.EnableTOTP(ctx, "op-a", []byte("third"), 200, [][]byte{hash("code3")}), nil)
+	is(t, "an old code after re-enrolment", s.UseRecoveryCode(ctx, "op-a", hash("code2"), t0), operators.ErrNotFound)
+	is(t, "a new code", s.UseRecoveryCode(ctx, "op-a", hash("code3"), t0), nil)
+
+	is(t, "DisableTOTP", s.DisableTOTP(ctx, "op-a"), nil)
+	is(t, "DisableTOTP of an unknown operator", s.DisableTOTP(ctx, "op-x"), operators.ErrNotFound)
+	if r, _ := s.TOTP(ctx, "op-a"); r.Active != nil || r.Pending != nil {
+		t.Errorf("TOTP after DisableTOTP = %+v", r)
+	}
+	if o, _ := s.OperatorByID(ctx, "op-a"); o.SecondFactor {
+		t.Error("SecondFactor after DisableTOTP")
+	}
+
+	// An operator created with the single sign-on marker is External until
+	// a password is set.
+	ext := operators.Operator{ID: "op-ext", Email: "ext@example.com", Role: operators.RoleViewer, CreatedAt: t0}
+	is(t, "CreateOperator (SSO)", s.CreateOperator(ctx, ext, operators.ExternalPasswordHash), nil)
+	if o, _ := s.OperatorByID(ctx, "op-ext"); !o.External {
+		t.Error("an operator created by SSO is not External")
+	}
+	if o, _ := s.OperatorByID(ctx, "op-a"); o.External {
+		t.Error("a local operator is External")
+	}
+	is(t, "SetPassword of the SSO operator", s.SetPassword(ctx, "op-ext", "a real hash"), nil)
+	if o, _, _ := s.OperatorByEmail(ctx, "ext@example.com"); o.External {
+		t.Error("External after a password was set")
+	}
+
+	// Settings.
+	if set, err := s.AuthSettings(ctx); err != nil || set.RequireAdminSecondFactor {
+		t.Errorf("AuthSettings never set = %+v, %v; want zero", set, err)
+	}
+	want := operators.AuthSettings{RequireAdminSecondFactor: true, SSOOnly: true, BreakGlassEmail: "a@example.com"}
+	is(t, "SetAuthSettings", s.SetAuthSettings(ctx, want), nil)
+	if set, _ := s.AuthSettings(ctx); set != want {
+		t.Errorf("AuthSettings = %+v, want %+v", set, want)
+	}
+	is(t, "SetAuthSettings off", s.SetAuthSettings(ctx, operators.AuthSettings{}), nil)
+	if set, _ := s.AuthSettings(ctx); set != (operators.AuthSettings{}) {
+		t.Errorf("AuthSettings after turning everything off = %+v", set)
+	}
+}

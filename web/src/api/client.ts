@@ -14,6 +14,10 @@ import type {
   IssuedClaimCode,
   Items,
   Me,
+  AuthProviders,
+  AuthSettings,
+  SecondFactor,
+  TotpEnrolment,
   NewApiToken,
   NewOperator,
   Operator,
@@ -181,8 +185,30 @@ export class ApiClient {
     if (res.status !== 204 && ct && /text\/html/i.test(ct)) throw this.fail(wrongBaseUrl(this.baseUrl, 'answered with an HTML page'));
   }
 
-  login(email: string, password: string) {
-    return this.noContent('POST', '/auth/login', { email, password });
+  login(email: string, password: string, factor?: SecondFactor) {
+    return this.noContent('POST', '/auth/login', { email, password, ...(factor ?? {}) });
+  }
+  providers() {
+    return this.json<AuthProviders>('GET', '/auth/providers');
+  }
+  /** Where the browser goes to sign in with single sign-on (a full navigation, not a fetch). */
+  ssoLoginUrl(loginUrl: string) {
+    return `${this.baseUrl}${loginUrl}`;
+  }
+  authSettings() {
+    return this.json<AuthSettings>('GET', '/auth/settings');
+  }
+  updateAuthSettings(s: Partial<AuthSettings>) {
+    return this.json<AuthSettings>('PATCH', '/auth/settings', { body: s });
+  }
+  resetTotp(operatorId: string) {
+    return this.noContent('DELETE', `/operators/${encodeURIComponent(operatorId)}/totp`);
+  }
+  beginTotp() {
+    return this.json<TotpEnrolment>('POST', '/auth/me/totp');
+  }
+  confirmTotp(code: string) {
+    return this.json<{ recoveryCodes: string[] }>('POST', '/auth/me/totp/confirm', { body: { code } });
   }
   logout() {
     return this.noContent('POST', '/auth/logout');

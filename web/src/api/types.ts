@@ -205,6 +205,26 @@ export interface Me {
   role: Role;
   tenants: string[];
   tokenId?: string;
+  /** TOTP is enabled for the account. */
+  secondFactor?: boolean;
+  /** The session may only enrol a second factor (admins, where the deployment requires one). */
+  secondFactorRequired?: boolean;
+}
+
+/** The sign-in methods the control plane offers (GET /api/auth/providers). */
+export interface AuthProviders {
+  oidc: { displayName: string; loginUrl: string } | null;
+}
+
+/** A second factor presented at sign-in. */
+export interface SecondFactor {
+  totp?: string;
+  recoveryCode?: string;
+}
+
+export interface TotpEnrolment {
+  secret: string;
+  otpauthUrl: string;
 }
 
 export interface Operator {
@@ -215,6 +235,15 @@ export interface Operator {
   disabled: boolean;
   disabledAt?: string | null;
   createdAt: string;
+  /** TOTP is enabled. */
+  secondFactor?: boolean;
+}
+
+/** The sign-in settings (GET/PATCH /api/auth/settings, admins). */
+export interface AuthSettings {
+  requireAdminSecondFactor: boolean;
+  ssoOnly: boolean;
+  breakGlassEmail: string;
 }
 
 export interface NewOperator {

@@ -21,6 +21,8 @@ export function principalOf(me: Partial<Me> & { email: string }): Me {
     role: roleOf(me.role),
     tenants: Array.isArray(me.tenants) ? me.tenants.filter((t): t is string => typeof t === 'string') : [],
     ...(me.tokenId ? { tokenId: me.tokenId } : {}),
+    ...(me.secondFactor === true ? { secondFactor: true } : {}),
+    ...(me.secondFactorRequired === true ? { secondFactorRequired: true } : {}),
   };
 }
 

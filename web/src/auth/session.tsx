@@ -6,7 +6,7 @@
 import { createContext, useCallback, useContext, useEffect, useMemo, useRef, useState } from 'react';
 import type { ReactNode } from 'react';
 import { ApiClient, ApiError } from '../api/client';
-import type { Me } from '../api/types';
+import type { Me, SecondFactor } from '../api/types';
 import type { AppConfig } from '../config';
 import { can, principalOf } from './access';
 import type { Permission } from './access';
@@ -36,7 +36,9 @@ interface SessionContextValue {
   config: AppConfig;
   api: ApiClient;
   session: SessionState;
-  signIn: (email: string, password: string) => Promise<void>;
+  signIn: (email: string, password: string, factor?: SecondFactor) => Promise<void>;
+  /** Reads the principal again (after enrolling a second factor). */
+  refresh: () => Promise<void>;
   signOut: () => Promise<void>;
   /** Ends the session here after the API ended it (own password changed, signed out everywhere). */
   endSession: (message: string) => void;
@@ -70,8 +72,9 @@ export function SessionProvider({ config, children, fetchFn, onStart }: { config
       new ApiClient({
         baseUrl: config.apiBaseUrl,
         fetch: fetchFn,
-        onUnauthorized: () => {
-          if (!signedIn.current) return;
+        onUnauthorized: (err) => {
+          // A wrong code while enrolling a second factor is a 401 of its own, not an ended session.
+          if (!signedIn.current || err.code === 'invalid_second_factor' || err.code === 'totp_required') return;
           signedIn.current = false;
           setSession({ status: 'signedOut', reason: { kind: 'expired', message: 'Your session has expired. Sign in again.' } });
         },
@@ -111,14 +114,19 @@ export function SessionProvider({ config, children, fetchFn, onStart }: { config
   }, [api]);
 
   const signIn = useCallback(
-    async (email: string, password: string) => {
-      await api.login(email, password);
+    async (email: string, password: string, factor?: SecondFactor) => {
+      await api.login(email, password, factor);
       const me = principalOf(await api.me());
       signedIn.current = true;
       setSession({ status: 'signedIn', email: me.email, me });
     },
     [api],
   );
+
+  const refresh = useCallback(async () => {
+    const me = principalOf(await api.me());
+    setSession({ status: 'signedIn', email: me.email, me });
+  }, [api]);
 
   const signOut = useCallback(async () => {
     signedIn.current = false;
@@ -135,7 +143,7 @@ export function SessionProvider({ config, children, fetchFn, onStart }: { config
     setSession({ status: 'signedOut', reason: { kind: 'signedOut', message } });
   }, []);
 
-  const value = useMemo(() => ({ config, api, session, signIn, signOut, endSession }), [config, api, session, signIn, signOut, endSession]);
+  const value = useMemo(() => ({ config, api, session, signIn, refresh, signOut, endSession }), [config, api, session, signIn, refresh, signOut, endSession]);
   return <SessionContext.Provider value={value}>{children}</SessionContext.Provider>;
 }
 

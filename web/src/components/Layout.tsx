@@ -12,6 +12,8 @@ export function RequireSession() {
   if (session.status === 'checking') return <Loading label="Checking your session…" />;
   if (session.status === 'unavailable') return <Outage message={session.message} retryAt={session.retryAt} />;
   if (session.status === 'signedOut') return <Navigate to="/login" replace state={{ from: location.pathname + location.search }} />;
+  // An admin who must enrol a second factor first may use nothing else.
+  if (session.me.secondFactorRequired && location.pathname !== '/account') return <Navigate to="/account" replace />;
   return <Layout me={session.me} />;
 }
 

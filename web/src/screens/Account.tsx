@@ -10,6 +10,7 @@ import { ConfirmDialog } from '../components/Dialog';
 import { ErrorBanner } from '../components/Status';
 import { TenantList } from '../components/TenantChecks';
 import { MIN_PASSWORD, passwordError, ROLE_HELP } from './Operators';
+import { TwoFactorCard } from './TwoFactor';
 
 export function AccountScreen() {
   const { api, endSession } = useSession();
@@ -61,6 +62,7 @@ export function AccountScreen() {
           An admin changes roles and tenants. Tokens for scripts are on the <Link to="/tokens">API tokens</Link> screen.
         </p>
       </div>
+      <TwoFactorCard />
       <form className="card form-inline" onSubmit={change} noValidate aria-labelledby="password-title">
         <h2 id="password-title">Change your password</h2>
         <div className="field">

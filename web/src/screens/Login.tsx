@@ -32,7 +32,19 @@ function waitText(s: number): string {
 }
 
 export function LoginScreen() {
-  const { session, signIn, config } = useSession();
+  const { session, signIn, config, api } = useSession();
+  const [sso, setSso] = useState<{ displayName: string; href: string } | null>(null);
+  // Single sign-on is offered when the control plane has it; an older one without the route has none.
+  useEffect(() => {
+    let live = true;
+    api.providers().then(
+      (p) => live && p?.oidc && setSso({ displayName: p.oidc.displayName, href: api.ssoLoginUrl(p.oidc.loginUrl) }),
+      () => undefined,
+    );
+    return () => {
+      live = false;
+    };
+  }, [api]);
   const navigate = useNavigate();
   const location = useLocation();
   const from = (location.state as { from?: string } | null)?.from ?? '/sensors';
@@ -41,10 +53,18 @@ export function LoginScreen() {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [hold, setHold] = useState<Hold | null>(null);
+  // The account has a second factor: the password was right, a code is asked for.
+  const [needCode, setNeedCode] = useState(false);
+  const [useRecovery, setUseRecovery] = useState(false);
+  const [code, setCode] = useState('');
+  const codeRef = useRef<HTMLInputElement>(null);
   const [now, setNow] = useState(() => Date.now());
   const emailRef = useRef<HTMLInputElement>(null);
 
   useEffect(() => emailRef.current?.focus(), []);
+  useEffect(() => {
+    if (needCode) codeRef.current?.focus();
+  }, [needCode, useRecovery]);
 
   // Counts the wait down once a second while a hold lasts.
   useEffect(() => {
@@ -75,13 +95,19 @@ export function LoginScreen() {
     setError(null);
     setHold(null);
     try {
-      await signIn(email, password);
+      const factor = needCode ? (useRecovery ? { recoveryCode: code.trim() } : { totp: code.replace(/\s/g, '') }) : undefined;
+      await signIn(email, password, factor);
       navigate(from, { replace: true });
     } catch (err) {
       const h = holdOf(err);
       if (h) {
         setNow(Date.now());
         setHold(h);
+      } else if (err instanceof ApiError && err.code === 'totp_required') {
+        setNeedCode(true);
+      } else if (err instanceof ApiError && err.code === 'invalid_second_factor') {
+        setCode('');
+        setError(useRecovery ? 'That recovery code is wrong or was already used.' : 'That code is wrong or was already used. Wait for the next code of your app.');
       } else {
         const r = reasonFor(err, false);
         setError(r ? r.message : 'Email or password is wrong.');
@@ -113,12 +139,44 @@ export function LoginScreen() {
           </div>
         )}
         <label htmlFor="login-email">Email</label>
-        <input id="login-email" ref={emailRef} type="email" autoComplete="username" required value={email} onChange={(e) => setEmail(e.target.value)} />
+        <input id="login-email" ref={emailRef} type="email" autoComplete="username" required readOnly={needCode} value={email} onChange={(e) => setEmail(e.target.value)} />
         <label htmlFor="login-password">Password</label>
-        <input id="login-password" type="password" autoComplete="current-password" required value={password} onChange={(e) => setPassword(e.target.value)} />
+        <input id="login-password" type="password" autoComplete="current-password" required readOnly={needCode} value={password} onChange={(e) => setPassword(e.target.value)} />
+        {needCode && (
+          <div className="second-factor" data-testid="second-factor">
+            <p className="muted small">This account has two-factor authentication.</p>
+            {useRecovery ? (
+              <>
+                <label htmlFor="login-recovery">Recovery code</label>
+                <input id="login-recovery" ref={codeRef} autoComplete="off" required value={code} onChange={(e) => setCode(e.target.value)} />
+              </>
+            ) : (
+              <>
+                <label htmlFor="login-totp">Code from your authenticator app</label>
+                <input id="login-totp" ref={codeRef} inputMode="numeric" autoComplete="one-time-code" pattern="[0-9 ]{6,7}" required value={code} onChange={(e) => setCode(e.target.value)} />
+              </>
+            )}
+            <button
+              type="button"
+              className="btn btn-small"
+              onClick={() => {
+                setUseRecovery(!useRecovery);
+                setCode('');
+                setError(null);
+              }}
+            >
+              {useRecovery ? 'Use a code from your app instead' : 'Use a recovery code instead'}
+            </button>
+          </div>
+        )}
         <button type="submit" className="btn btn-primary btn-block" disabled={busy || held}>
-          {busy ? 'Signing in…' : 'Sign in'}
+          {busy ? 'Signing in…' : needCode ? 'Verify and sign in' : 'Sign in'}
         </button>
+        {sso && !needCode && (
+          <a className="btn btn-block" href={sso.href} data-testid="sso-button">
+            Sign in with {sso.displayName}
+          </a>
+        )}
         <p className="muted small">Control plane: {config.apiBaseUrl}</p>
       </form>
     </main>

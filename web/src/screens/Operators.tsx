@@ -14,6 +14,7 @@ import { ErrorBanner, Loading, Notice, StateBadge } from '../components/Status';
 import { TenantChecks, TenantList } from '../components/TenantChecks';
 import { Time } from '../components/Time';
 import { usePolling } from '../usePolling';
+import { SignInSettings } from './SignInSettings';
 
 /** The control plane's minimum (core/operators: MinPasswordLen). */
 export const MIN_PASSWORD = 12;
@@ -33,6 +34,7 @@ export const ROLE_HELP: Record<Role, string> = {
 
 type Pending =
   | { kind: 'edit'; op: Operator }
+  | { kind: 'resetTotp'; op: Operator }
   | { kind: 'disable'; op: Operator }
   | { kind: 'enable'; op: Operator }
   | { kind: 'password'; op: Operator }
@@ -103,6 +105,7 @@ export function OperatorsScreen() {
                   </td>
                   <td>
                     <StateBadge state={o.disabled ? 'disabled' : 'enabled'} />
+                    {o.secondFactor && <span className="muted small"> · two-factor</span>}
                   </td>
                   <td>
                     <Time value={o.createdAt} />
@@ -119,6 +122,11 @@ export function OperatorsScreen() {
                     ) : (
                       <button type="button" className="btn btn-small" onClick={() => setPending({ kind: 'password', op: o })}>
                         Reset password<span className="sr-only"> of {o.email}</span>
+                      </button>
+                    )}
+                    {o.secondFactor && (
+                      <button type="button" className="btn btn-small" onClick={() => setPending({ kind: 'resetTotp', op: o })}>
+                        Reset two-factor<span className="sr-only"> of {o.email}</span>
                       </button>
                     )}
                     <button type="button" className="btn btn-small" onClick={() => setPending({ kind: 'signOut', op: o })}>
@@ -195,6 +203,23 @@ export function OperatorsScreen() {
           </p>
         </ConfirmDialog>
       )}
+      {pending?.kind === 'resetTotp' && (
+        <ConfirmDialog
+          title="Reset two-factor authentication?"
+          confirmLabel="Reset two-factor"
+          danger
+          onClose={() => setPending(null)}
+          onConfirm={async () => {
+            await api.resetTotp(pending.op.id);
+            setNotice(`Two-factor authentication of ${pending.op.email} removed: they sign in with their password and should set it up again.`);
+            operators.reload();
+          }}
+        >
+          <p>
+            For a lost device: <strong>{pending.op.email}</strong> signs in with the password alone until they set up two-factor authentication again; their recovery codes stop working.
+          </p>
+        </ConfirmDialog>
+      )}
       {pending?.kind === 'signOut' && (
         <ConfirmDialog
           title="Sign out everywhere?"
@@ -211,6 +236,7 @@ export function OperatorsScreen() {
           </p>
         </ConfirmDialog>
       )}
+      <SignInSettings />
     </section>
   );
 }

@@ -273,6 +273,8 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
       res.setHeader('Set-Cookie', 'rxc_session=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0');
       return send(res, 204);
     }
+    // Single sign-on offered, as a control plane with OIDC_ISSUER_URL does (the login page's button).
+    if (m === 'GET' && p === '/api/auth/providers') return send(res, 200, { oidc: { displayName: 'Example SSO', loginUrl: '/api/auth/oidc/login' } });
     session(req);
     if (m !== 'GET') checkOrigin(req);
 

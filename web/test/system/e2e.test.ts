@@ -236,6 +236,13 @@ describe.sequential('operator console in Chromium', () => {
     await shot('07-expired');
   });
 
+  it('offers single sign-on on the login page when the control plane has it', async () => {
+    const sso = page.getByRole('link', { name: 'Sign in with Example SSO' });
+    await sso.waitFor();
+    expect(await sso.getAttribute('href')).toBe(`${api.baseUrl}/api/auth/oidc/login`);
+    await shot('07-sso-button');
+  });
+
   it('says on the login page when the base URL is wrong or the API unreachable', async () => {
     // nginx itself answers /api/... with the SPA's HTML; its origin is 'self' for the CSP.
     configure(false, webOrigin);

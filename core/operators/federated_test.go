@@ -1,0 +1,189 @@
+package operators_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/rxc-project/rxc/core/operators"
+)
+
+func TestParseGroupMap(t *testing.T) {
+	t.Parallel()
+	got, err := operators.ParseGroupMap(" rxc-admins=admin, noc=operator:acme|globex ,auditors=viewer:acme,")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := operators.GroupMap{
+		{Group: "rxc-admins", Role: operators.RoleAdmin},
+		{Group: "noc", Role: operators.RoleOperator, Tenants: []string{"acme", "globex"}},
+		{Group: "auditors", Role: operators.RoleViewer, Tenants: []string{"acme"}},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("ParseGroupMap (-want +got):\n%s", d)
+	}
+	for _, bad := range []string{"noc", "=admin", "noc=root", "noc=operator:bad tenant", "noc=operator:acme|", "noc=viewer:a.b"} {
+		if _, err := operators.ParseGroupMap(bad); !errors.Is(err, operators.ErrInvalidInput) {
+			t.Errorf("ParseGroupMap(%q) = %v, want ErrInvalidInput", bad, err)
+		}
+	}
+}
+
+func TestGroupMapResolve(t *testing.T) {
+	t.Parallel()
+	m, err := operators.ParseGroupMap("admins=admin,noc=operator:acme,noc-eu=operator:globex|acme,audit=viewer:initech")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name        string
+		groups      []string
+		wantRole    operators.Role
+		wantTenants []string
+		wantOK      bool
+	}{
+		{"no group", nil, "", nil, false},
+		{"unmapped groups", []string{"engineering", "Admins"}, "", nil, false},
+		{"admin, tenants ignored", []string{"noc", "admins"}, operators.RoleAdmin, nil, true},
+		{"operator of two rules", []string{"noc", "noc-eu"}, operators.RoleOperator, []string{"acme", "globex"}, true},
+		{"the highest role wins; a lower role's tenants are not granted at the higher role", []string{"audit", "noc"}, operators.RoleOperator, []string{"acme"}, true},
+		{"viewer", []string{"audit"}, operators.RoleViewer, []string{"initech"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			role, tenants, ok := m.Resolve(tc.groups)
+			if role != tc.wantRole || ok != tc.wantOK || !cmp.Equal(tenants, tc.wantTenants) {
+				t.Errorf("Resolve = %q %v %v, want %q %v %v", role, tenants, ok, tc.wantRole, tc.wantTenants, tc.wantOK)
+			}
+		})
+	}
+}
+
+func TestSignInFederated(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.operator(t, "root@example.com", operators.RoleAdmin)
+	groups, _ := operators.ParseGroupMap("admins=admin,noc=operator:acme")
+	id := operators.Identity{Issuer: "https://idp.example", Subject: "u1", Email: "Ada@Example.com", EmailVerified: true, Groups: []string{"noc"}}
+
+	// No mapped group: refused, nothing created.
+	none := id
+	none.Groups = []string{"engineering"}
+	if _, _, _, err := f.svc.SignInFederated(f.ctx, none, groups); !errors.Is(err, operators.ErrNoRole) {
+		t.Fatalf("no mapped group: %v", err)
+	}
+	if _, _, err := f.store.OperatorByEmail(f.ctx, "ada@example.com"); !errors.Is(err, operators.ErrNotFound) {
+		t.Fatalf("an operator was created for a person without a role: %v", err)
+	}
+	unverified := id
+	unverified.EmailVerified = false
+	if _, _, _, err := f.svc.SignInFederated(f.ctx, unverified, groups); !errors.Is(err, operators.ErrFederationRefused) {
+		t.Errorf("unverified e-mail: %v", err)
+	}
+
+	o, token, _, err := f.svc.SignInFederated(f.ctx, id, groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Email != "ada@example.com" || o.Role != operators.RoleOperator || !cmp.Equal(o.Tenants, []string{"acme"}) {
+		t.Errorf("created %+v", o)
+	}
+	p, err := f.svc.Authenticate(f.ctx, token)
+	if err != nil || p.Operator.ID != o.ID {
+		t.Fatalf("session of the SSO sign-in: %+v, %v", p, err)
+	}
+	// No password works for an operator created by SSO.
+	if _, _, _, err := f.svc.Login(f.ctx, "ada@example.com", "!sso", "192.0.2.1"); !errors.Is(err, operators.ErrInvalidCredentials) {
+		t.Errorf("password login of an SSO operator: %v", err)
+	}
+
+	// Groups changed at the provider: the next sign-in updates the operator.
+	id.Groups = []string{"admins"}
+	o2, _, _, err := f.svc.SignInFederated(f.ctx, id, groups)
+	if err != nil || o2.ID != o.ID || o2.Role != operators.RoleAdmin || o2.Tenants != nil {
+		t.Errorf("promoted by groups: %+v, %v", o2, err)
+	}
+	// Groups gone: refused, and the operator is left as it was.
+	if _, _, _, err := f.svc.SignInFederated(f.ctx, none, groups); !errors.Is(err, operators.ErrNoRole) {
+		t.Errorf("groups gone: %v", err)
+	}
+	// A disabled operator stays out.
+	root, _ := f.login(t, "root@example.com")
+	yes := true
+	if _, err := f.svc.UpdateOperator(f.ctx, root, o.ID, operators.Update{Disabled: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := f.svc.SignInFederated(f.ctx, id, groups); !errors.Is(err, operators.ErrInvalidCredentials) {
+		t.Errorf("disabled operator by SSO: %v", err)
+	}
+}
+
+func TestSSOOnly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.operator(t, "root@example.com", operators.RoleAdmin)
+	f.operator(t, "ops@example.com", operators.RoleOperator, "acme")
+	root, _ := f.login(t, "root@example.com")
+	if err := f.svc.SetAuthSettings(f.ctx, root, operators.AuthSettings{SSOOnly: true}); !errors.Is(err, operators.ErrInvalidInput) {
+		t.Errorf("SSO-only without a break-glass account: %v", err)
+	}
+	if err := f.svc.SetAuthSettings(f.ctx, root, operators.AuthSettings{SSOOnly: true, BreakGlassEmail: "ops@example.com"}); !errors.Is(err, operators.ErrInvalidInput) {
+		t.Errorf("SSO-only with a non-admin break-glass account: %v", err)
+	}
+	if err := f.svc.SetAuthSettings(f.ctx, root, operators.AuthSettings{SSOOnly: true, BreakGlassEmail: "Root@Example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	before := f.hasher.Verifies()
+	if _, _, _, err := f.svc.Login(f.ctx, "ops@example.com", password, "192.0.2.1"); !errors.Is(err, operators.ErrPasswordLoginDisabled) {
+		t.Errorf("password login in SSO-only mode: %v", err)
+	}
+	if f.hasher.Verifies() != before {
+		t.Error("a refused SSO-only login hashed the password")
+	}
+	if _, _, _, err := f.svc.Login(f.ctx, "root@example.com", password, "192.0.2.1"); err != nil {
+		t.Errorf("the break-glass account: %v", err)
+	}
+}
+
+func FuzzParseGroupMap(f *testing.F) {
+	f.Add("admins=admin,noc=operator:acme|globex")
+	f.Add("=,:|")
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := operators.ParseGroupMap(s)
+		if err != nil {
+			return
+		}
+		for _, r := range m {
+			if r.Group == "" || !r.Role.Valid() {
+				t.Errorf("ParseGroupMap(%q) accepted rule %+v", s, r)
+			}
+		}
+	})
+}
+
+// Where admins must have a second factor, an admin created by single
+// sign-on (no password of theirs) is not held to enrol one: the identity
+// provider's factor is theirs. A local admin still is.
+func TestRequireAdminSecondFactorSparesSSOAdmins(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.operator(t, "root@example.com", operators.RoleAdmin)
+	f.operator(t, "local@example.com", operators.RoleAdmin)
+	root, _ := f.login(t, "root@example.com")
+	if err := f.svc.SetAuthSettings(f.ctx, root, operators.AuthSettings{RequireAdminSecondFactor: true}); err != nil {
+		t.Fatal(err)
+	}
+	groups, _ := operators.ParseGroupMap("admins=admin")
+	_, token, _, err := f.svc.SignInFederated(f.ctx, operators.Identity{Email: "sso@example.com", EmailVerified: true, Groups: []string{"admins"}}, groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.svc.Authenticate(f.ctx, token)
+	if err != nil || p.EnrolmentOnly || !p.Can(operators.PermAdmin, "") {
+		t.Errorf("SSO admin: %+v, %v; want a full admin", p, err)
+	}
+	if local, _ := f.login(t, "local@example.com"); !local.EnrolmentOnly {
+		t.Error("a local admin without a factor is not held to enrol (positive control)")
+	}
+}
