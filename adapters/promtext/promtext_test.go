@@ -21,14 +21,14 @@ var update = flag.Bool("update", false, "rewrite testdata/golden.prom")
 // label values needing escapes, a labelled gauge, single samples, an empty
 // family, and a help text needing escapes.
 func write(w *promtext.Writer) {
-	w.Family("rxc_http_requests_total", promtext.Counter, "HTTP requests by route pattern and status class.")
-	w.Sample("rxc_http_requests_total", 3, "route", "GET /api/sensors/{id}", "status", "2xx")
-	w.Sample("rxc_http_requests_total", 1, "route", `odd "route" \ with`+"\nnewline", "status", "4xx")
+	w.Family("rxc_controlplane_http_requests_total", promtext.Counter, "HTTP requests by route pattern and status class.")
+	w.Sample("rxc_controlplane_http_requests_total", 3, "route", "GET /api/sensors/{id}", "status", "2xx")
+	w.Sample("rxc_controlplane_http_requests_total", 1, "route", `odd "route" \ with`+"\nnewline", "status", "4xx")
 	w.Family("rxc_controlplane_feature_enabled", promtext.Gauge, "Whether an optional integration is switched on (1) or off (0).")
 	w.Sample("rxc_controlplane_feature_enabled", promtext.Bool(true), "feature", "chat")
 	w.Sample("rxc_controlplane_feature_enabled", promtext.Bool(false), "feature", "messaging")
-	w.Single("rxc_login_failures_total", promtext.Counter, "Failed or held-back operator logins.", 0)
-	w.Single("rxc_events_written_total", promtext.Counter, "Events inserted into PostgreSQL.", 18446744073709551615>>1)
+	w.Single("rxc_controlplane_login_failures_total", promtext.Counter, "Failed or held-back operator logins.", 0)
+	w.Single("rxc_controlplane_events_written_total", promtext.Counter, "Events inserted into PostgreSQL.", 18446744073709551615>>1)
 	w.Family("rxc_empty_total", promtext.Counter, "A family without samples yet.")
 	w.Single("rxc_gauge", promtext.Gauge, `A negative gauge; its help has a backslash \ and`+"\na newline.", -2)
 }
@@ -65,9 +65,9 @@ func TestParses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("not valid exposition text: %v", err)
 	}
-	req := families["rxc_http_requests_total"]
+	req := families["rxc_controlplane_http_requests_total"]
 	if req == nil || len(req.GetMetric()) != 2 {
-		t.Fatalf("rxc_http_requests_total: %v", req)
+		t.Fatalf("rxc_controlplane_http_requests_total: %v", req)
 	}
 	got := req.GetMetric()[1].GetLabel()[0].GetValue()
 	if want := `odd "route" \ with` + "\nnewline"; got != want {

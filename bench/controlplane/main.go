@@ -407,7 +407,7 @@ func (p *plane) appliedStatus() (int64, error) {
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, `rxc_status_messages_total{outcome="applied"} `); ok {
+		if v, ok := strings.CutPrefix(l, `rxc_controlplane_status_messages_total{outcome="applied"} `); ok {
 			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		}
 	}

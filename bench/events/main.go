@@ -119,13 +119,13 @@ func run(t *benchenv.T, total, batch int, out string) error {
 		return fmt.Errorf("stream: %w", err)
 	}
 	ingest := time.Since(start)
-	writtenAtIngestEnd, err := p.metric("rxc_events_written_total")
+	writtenAtIngestEnd, err := p.metric("rxc_controlplane_events_written_total")
 	if err != nil {
 		return err
 	}
 	var loaded time.Duration
 	for {
-		n, err := p.metric("rxc_events_written_total")
+		n, err := p.metric("rxc_controlplane_events_written_total")
 		if err != nil {
 			return err
 		}

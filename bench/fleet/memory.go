@@ -169,9 +169,9 @@ func (r *replica) gauges() (conns, streams float64) {
 			continue
 		}
 		switch name {
-		case "rxc_grpc_connections":
+		case "rxc_controlplane_grpc_connections":
 			conns = v
-		case "rxc_grpc_event_streams":
+		case "rxc_controlplane_grpc_event_streams":
 			streams = v
 		}
 	}

@@ -63,7 +63,7 @@ func (a *API) metrics(w http.ResponseWriter, _ *http.Request) {
 	}{{"chat", a.analytics != nil && a.analytics.ChatConfigured()}, {"messaging", a.messaging}, {"provisioning", a.provisioning}} {
 		p.Sample("rxc_controlplane_feature_enabled", promtext.Bool(f.on), "feature", f.name)
 	}
-	p.Single("rxc_login_failures_total", promtext.Counter, "Failed or held-back operator logins.", a.loginFailures.Load())
+	p.Single("rxc_controlplane_login_failures_total", promtext.Counter, "Failed or held-back operator logins.", a.loginFailures.Load())
 	if a.extraMetrics != nil {
 		a.extraMetrics(bw)
 	}
@@ -109,8 +109,8 @@ func (m *requestMetrics) write(p *promtext.Writer) {
 		}
 		return keys[i].class < keys[j].class
 	})
-	p.Family("rxc_http_requests_total", promtext.Counter, "HTTP requests by route pattern and status class.")
+	p.Family("rxc_controlplane_http_requests_total", promtext.Counter, "HTTP requests by route pattern and status class.")
 	for _, k := range keys {
-		p.Sample("rxc_http_requests_total", int64(counts[k]), "route", k.route, "status", k.class)
+		p.Sample("rxc_controlplane_http_requests_total", int64(counts[k]), "route", k.route, "status", k.class)
 	}
 }

@@ -54,12 +54,12 @@ func TestHealthReadinessMetrics(t *testing.T) {
 		t.Fatalf("metrics: %d %s", res.status, res.header.Get("Content-Type"))
 	}
 	for _, line := range []string{
-		"# TYPE rxc_http_requests_total counter",
-		`rxc_http_requests_total{route="POST /api/auth/login",status="2xx"} 1`,
-		`rxc_http_requests_total{route="GET /healthz",status="2xx"} 1`,
-		`rxc_http_requests_total{route="GET /readyz",status="2xx"} 1`,
-		`rxc_http_requests_total{route="GET /readyz",status="5xx"} 1`,
-		`rxc_http_requests_total{route="unmatched",status="4xx"} 2`,
+		"# TYPE rxc_controlplane_http_requests_total counter",
+		`rxc_controlplane_http_requests_total{route="POST /api/auth/login",status="2xx"} 1`,
+		`rxc_controlplane_http_requests_total{route="GET /healthz",status="2xx"} 1`,
+		`rxc_controlplane_http_requests_total{route="GET /readyz",status="2xx"} 1`,
+		`rxc_controlplane_http_requests_total{route="GET /readyz",status="5xx"} 1`,
+		`rxc_controlplane_http_requests_total{route="unmatched",status="4xx"} 2`,
 		`rxc_controlplane_feature_enabled{feature="messaging"} 1`,
 		`rxc_controlplane_feature_enabled{feature="provisioning"} 0`,
 		"rxc_test_breaker_state 2",

@@ -67,7 +67,7 @@ func TestLoginThrottling(t *testing.T) {
 	login("nobody@example.com", operatorPassword).expect(t, "unknown, held", http.StatusTooManyRequests, "login_throttled")
 
 	res = e.metrics()
-	if want := fmt.Sprintf("rxc_login_failures_total %d\n", failures); !strings.Contains(string(res.body), want) {
+	if want := fmt.Sprintf("rxc_controlplane_login_failures_total %d\n", failures); !strings.Contains(string(res.body), want) {
 		t.Errorf("/metrics lacks %q: %s", want, res.body)
 	}
 }

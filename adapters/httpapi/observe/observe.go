@@ -35,7 +35,7 @@ type Metrics struct {
 	text     []func(io.Writer)
 }
 
-// New registers the Go and process collectors, rxc_build_info and the
+// New registers the Go and process collectors, rxc_controlplane_build_info and the
 // request duration histogram for service.
 func New(service, version string) *Metrics {
 	reg := prometheus.NewRegistry()
@@ -44,11 +44,11 @@ func New(service, version string) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "rxc_build_info", Help: "Build of the running service (always 1).",
+		Name: "rxc_controlplane_build_info", Help: "Build of the running service (always 1).",
 	}, []string{"service", "version"})
 	build.WithLabelValues(service, version).Set(1)
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "rxc_http_request_duration_seconds",
+		Name:    "rxc_controlplane_http_request_duration_seconds",
 		Help:    "HTTP requests by route (the registered pattern, or unmatched/preflight), method and status code, from the first byte read to the last written.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"route", "method", "code"})
@@ -101,10 +101,10 @@ func (m *Metrics) gatherText() ([]*dto.MetricFamily, error) {
 // GaugeFunc registers a gauge family with one label whose values read
 // reports on each scrape (at most every minAge; read gets a bounded
 // context). A failed read keeps the last values and counts in
-// rxc_metrics_read_errors_total.
+// rxc_controlplane_metrics_read_errors_total.
 func (m *Metrics) GaugeFunc(name, help string, labels []string, minAge time.Duration, read func(ctx context.Context) (map[string]float64, error)) {
 	c := &gaugeFunc{desc: prometheus.NewDesc(name, help, labels, nil), labels: len(labels), read: read, minAge: minAge,
-		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "rxc_metrics_read_errors_total", Help: "Failed reads of gauges computed at scrape time.", ConstLabels: prometheus.Labels{"family": name}})}
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "rxc_controlplane_metrics_read_errors_total", Help: "Failed reads of gauges computed at scrape time.", ConstLabels: prometheus.Labels{"family": name}})}
 	m.reg.MustRegister(c)
 }
 
@@ -188,7 +188,7 @@ func Wrap(next http.Handler, log *slog.Logger, m *Metrics) http.Handler {
 
 // Options tune WrapWith.
 type Options struct {
-	// Metrics records every request in rxc_http_request_duration_seconds
+	// Metrics records every request in rxc_controlplane_http_request_duration_seconds
 	// (nil: not).
 	Metrics *Metrics
 	// Observe, when set, is called once per request with its status and

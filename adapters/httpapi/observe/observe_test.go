@@ -88,7 +88,7 @@ func TestWrapLogsAndMeasuresByRoute(t *testing.T) {
 	}
 
 	fams := scrape(t, m.Handler())
-	hist := fams["rxc_http_request_duration_seconds"]
+	hist := fams["rxc_controlplane_http_request_duration_seconds"]
 	for _, want := range []string{`value:"GET /things/{id}"`, `value:"POST /login"`, `value:"unmatched"`, `sample_count:2`} {
 		if !strings.Contains(hist, want) {
 			t.Errorf("histogram lacks %s:\n%s", want, hist)
@@ -97,8 +97,8 @@ func TestWrapLogsAndMeasuresByRoute(t *testing.T) {
 	if strings.Contains(hist, "/nope/x1") || strings.Contains(hist, "/things/1") {
 		t.Errorf("raw paths became labels:\n%s", hist)
 	}
-	if !strings.Contains(fams["rxc_build_info"], `value:"v1.2.3"`) || fams["go_goroutines"] == "" || fams["process_cpu_seconds_total"] == "" {
-		t.Errorf("build, Go or process metrics missing: %v", fams["rxc_build_info"])
+	if !strings.Contains(fams["rxc_controlplane_build_info"], `value:"v1.2.3"`) || fams["go_goroutines"] == "" || fams["process_cpu_seconds_total"] == "" {
+		t.Errorf("build, Go or process metrics missing: %v", fams["rxc_controlplane_build_info"])
 	}
 }
 
@@ -127,8 +127,8 @@ func TestTextFamiliesAndGaugeFuncs(t *testing.T) {
 	}
 	fail = true
 	fams = scrape(t, m.Handler())
-	if !strings.Contains(fams["things"], "value:1") || !strings.Contains(fams["rxc_metrics_read_errors_total"], "value:1") {
-		t.Fatalf("after a failed read: %v %v", fams["things"], fams["rxc_metrics_read_errors_total"])
+	if !strings.Contains(fams["things"], "value:1") || !strings.Contains(fams["rxc_controlplane_metrics_read_errors_total"], "value:1") {
+		t.Fatalf("after a failed read: %v %v", fams["things"], fams["rxc_controlplane_metrics_read_errors_total"])
 	}
 
 	cached := New("test", "dev")

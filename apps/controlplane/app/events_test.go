@@ -174,7 +174,7 @@ func TestEventsReachPostgresOnce(t *testing.T) {
 	if n, err := sendAll(ctx, acmeConn, batch1); err != nil || n != 300 {
 		t.Fatalf("resend: accepted %d, %v; want 300, nil", n, err)
 	}
-	if got := metric(t, a, `rxc_events_received_total{outcome="duplicate"}`); got != 300 {
+	if got := metric(t, a, `rxc_controlplane_events_received_total{outcome="duplicate"}`); got != 300 {
 		t.Errorf("duplicates acknowledged by the stream: %d, want 300", got)
 	}
 	a.stop()
@@ -220,7 +220,7 @@ func TestEventsReachPostgresOnce(t *testing.T) {
 	b.caPEM = caPEM
 	acme.enr.GRPC.Address = b.grpc
 	waitUntil(t, 60*time.Second, "redelivered events skipped", func() bool {
-		return metric(t, b, "rxc_events_duplicates_skipped_total") == 100
+		return metric(t, b, "rxc_controlplane_events_duplicates_skipped_total") == 100
 	})
 	if n, err := sendAll(ctx, b.grpcConn(acme), alerts("after-restart", 100, nil)); err != nil || n != 100 {
 		t.Fatalf("stream after restart: accepted %d, %v; want 100, nil", n, err)
@@ -245,7 +245,7 @@ func TestEventsReachPostgresOnce(t *testing.T) {
 	waitUntil(t, 60*time.Second, "accepted events of the refused call in PostgreSQL", func() bool {
 		return count(t, db, "event_id LIKE 'full-%'") == int(n)
 	})
-	if got := metric(t, b, `rxc_events_received_total{outcome="refused"}`); got == 0 {
+	if got := metric(t, b, `rxc_controlplane_events_received_total{outcome="refused"}`); got == 0 {
 		t.Error("refused events not counted")
 	}
 }

@@ -24,13 +24,13 @@ import (
 func observed(api, legacy http.Handler, store *controlplanestore.Store, sensors *grpcmtls.Server, log *slog.Logger) (apiHandler, metricsHandler http.Handler) {
 	m := observe.New("controlplane", buildinfo.Version)
 	m.Registry().MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rxc_grpc_connections", Help: "Sensors' gRPC connections open on this replica."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rxc_controlplane_grpc_connections", Help: "Sensors' gRPC connections open on this replica."},
 			func() float64 { return float64(sensors.Stats().Connections) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rxc_grpc_event_streams", Help: "Sensors' event streams open on this replica."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rxc_controlplane_grpc_event_streams", Help: "Sensors' event streams open on this replica."},
 			func() float64 { return float64(sensors.Stats().EventStreams) }),
 	)
 	m.Text(func(w io.Writer) { textMetrics(legacy, w) })
-	m.GaugeFunc("rxc_sensors", "Sensors by lifecycle state, as PostgreSQL holds them.", []string{"state"}, 10*time.Second,
+	m.GaugeFunc("rxc_controlplane_sensors", "Sensors by lifecycle state, as PostgreSQL holds them.", []string{"state"}, 10*time.Second,
 		func(ctx context.Context) (map[string]float64, error) {
 			counts, err := store.SensorsByState(ctx)
 			if err != nil {
@@ -42,7 +42,7 @@ func observed(api, legacy http.Handler, store *controlplanestore.Store, sensors 
 			}
 			return out, nil
 		})
-	m.GaugeFunc("rxc_commands", "Commands by delivery status (pending, accepted, failed, expired) and the outcome the sensor reported (applied, refused, none).",
+	m.GaugeFunc("rxc_controlplane_commands", "Commands by delivery status (pending, accepted, failed, expired) and the outcome the sensor reported (applied, refused, none).",
 		[]string{"status", "outcome"}, 10*time.Second,
 		func(ctx context.Context) (map[string]float64, error) {
 			counts, err := store.CommandsByOutcome(ctx)

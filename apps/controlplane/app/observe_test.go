@@ -53,9 +53,12 @@ func TestLogsAccessLogAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatalf("/metrics is not valid exposition text: %v\n%s", err, body)
 	}
+	for _, bad := range badMetricNames(fams, "controlplane") {
+		t.Errorf("/metrics: %s", bad)
+	}
 	for _, name := range []string{
-		"rxc_http_request_duration_seconds", "go_goroutines", "process_cpu_seconds_total", "rxc_build_info",
-		"rxc_sensors", "rxc_commands", "rxc_http_requests_total", "rxc_status_messages_total", "rxc_provisioner_breaker_state",
+		"rxc_controlplane_http_request_duration_seconds", "go_goroutines", "process_cpu_seconds_total", "rxc_controlplane_build_info",
+		"rxc_controlplane_sensors", "rxc_controlplane_commands", "rxc_controlplane_http_requests_total", "rxc_controlplane_status_messages_total", "rxc_controlplane_provisioner_breaker_state",
 	} {
 		if fams[name] == nil {
 			t.Errorf("/metrics has no %s", name)
@@ -89,29 +92,29 @@ func TestLogsAccessLogAndMetrics(t *testing.T) {
 		}
 		return -1
 	}
-	if n := label("rxc_http_request_duration_seconds", map[string]string{"route": "POST /api/tenants", "method": "POST", "code": "201"}); n != 1 {
+	if n := label("rxc_controlplane_http_request_duration_seconds", map[string]string{"route": "POST /api/tenants", "method": "POST", "code": "201"}); n != 1 {
 		t.Errorf("latency histogram for POST /api/tenants 201 counts %v, want 1", n)
 	}
-	if n := label("rxc_http_request_duration_seconds", map[string]string{"route": "unmatched", "code": "404"}); n != 1 {
+	if n := label("rxc_controlplane_http_request_duration_seconds", map[string]string{"route": "unmatched", "code": "404"}); n != 1 {
 		t.Errorf("latency histogram for unmatched 404 counts %v, want 1", n)
 	}
-	if n := label("rxc_sensors", map[string]string{"state": "pending"}); n != 0 {
-		t.Errorf("rxc_sensors{state=pending} = %v, want 0", n)
+	if n := label("rxc_controlplane_sensors", map[string]string{"state": "pending"}); n != 0 {
+		t.Errorf("rxc_controlplane_sensors{state=pending} = %v, want 0", n)
 	}
 	var sensors float64
 	for _, st := range []string{"online", "offline", "running"} {
-		if v := label("rxc_sensors", map[string]string{"state": st}); v > 0 {
+		if v := label("rxc_controlplane_sensors", map[string]string{"state": st}); v > 0 {
 			sensors += v
 		}
 	}
 	if sensors != 1 {
-		t.Errorf("rxc_sensors over enrolled states = %v, want the one sensor\n%s", sensors, body)
+		t.Errorf("rxc_controlplane_sensors over enrolled states = %v, want the one sensor\n%s", sensors, body)
 	}
-	if n := label("rxc_commands", map[string]string{"status": "accepted", "outcome": "none"}) + label("rxc_commands", map[string]string{"status": "accepted", "outcome": "applied"}); n < 0 {
-		t.Errorf("rxc_commands has no accepted command\n%s", body)
+	if n := label("rxc_controlplane_commands", map[string]string{"status": "accepted", "outcome": "none"}) + label("rxc_controlplane_commands", map[string]string{"status": "accepted", "outcome": "applied"}); n < 0 {
+		t.Errorf("rxc_controlplane_commands has no accepted command\n%s", body)
 	}
-	if n := label("rxc_build_info", map[string]string{"service": "controlplane"}); n != 1 {
-		t.Errorf("rxc_build_info{service=controlplane} = %v", n)
+	if n := label("rxc_controlplane_build_info", map[string]string{"service": "controlplane"}); n != 1 {
+		t.Errorf("rxc_controlplane_build_info{service=controlplane} = %v", n)
 	}
 	names := map[string]bool{}
 	for name, f := range fams {
@@ -217,5 +220,40 @@ func checkDashboard(t *testing.T, exported map[string]bool) {
 				t.Errorf("%s uses %s, which the control plane does not export", where, m)
 			}
 		}
+	}
+}
+
+// badMetricNames holds every family to the one naming scheme both services follow:
+// rxc_<service>_<name> (Go's and the process's own families aside), counters ending in _total,
+// durations and sizes in base units (seconds, bytes).
+func badMetricNames(fams map[string]*dto.MetricFamily, service string) []string {
+	var bad []string
+	unit := regexp.MustCompile(`_(ms|msec|millis|milliseconds|us|microseconds|minutes|hours|kb|kib|mb|mib)(_|$)`)
+	for name, f := range fams {
+		switch {
+		case strings.HasPrefix(name, "go_"), strings.HasPrefix(name, "process_"), strings.HasPrefix(name, "promhttp_"):
+			continue
+		case !strings.HasPrefix(name, "rxc_"+service+"_"):
+			bad = append(bad, name+" is not rxc_"+service+"_…")
+		case f.GetType() == dto.MetricType_COUNTER && !strings.HasSuffix(name, "_total"):
+			bad = append(bad, name+" is a counter without _total")
+		case unit.MatchString(name):
+			bad = append(bad, name+" is not in base units")
+		}
+	}
+	return bad
+}
+
+func TestBadMetricNamesFindsThem(t *testing.T) {
+	counter, gauge := dto.MetricType_COUNTER, dto.MetricType_GAUGE
+	fams := map[string]*dto.MetricFamily{
+		"rxc_sensors":                        {Type: &gauge},
+		"rxc_controlplane_logins":            {Type: &counter},
+		"rxc_controlplane_wait_milliseconds": {Type: &gauge},
+		"rxc_controlplane_ok_total":          {Type: &counter},
+		"go_goroutines":                      {Type: &gauge},
+	}
+	if got := badMetricNames(fams, "controlplane"); len(got) != 3 {
+		t.Fatalf("found %v, want the three wrong names", got)
 	}
 }

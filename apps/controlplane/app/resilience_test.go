@@ -37,7 +37,7 @@ func TestBreakerOpensWhileProvisionerIsDownAndClosesAfter(t *testing.T) {
 		c.Provisioner.BreakerOpenSeconds = 1
 		c.Provisioner.TimeoutSeconds = 2
 	})
-	const breaker = `rxc_provisioner_breaker_state{name="nats-provisioner"}`
+	const breaker = `rxc_controlplane_provisioner_breaker_state{name="nats-provisioner"}`
 	if got := p.metric(breaker); got != "0" {
 		t.Fatalf("breaker at start: %s, want 0 (closed)", got)
 	}

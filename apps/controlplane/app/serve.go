@@ -406,20 +406,20 @@ func (s *Server) readiness() []controlapi.Check {
 func (s *Server) metrics(w io.Writer) {
 	p := promtext.NewWriter(w)
 	state := map[string]int64{"closed": 0, "half-open": 1, "open": 2}[s.provisioner.BreakerState()]
-	p.Family("rxc_provisioner_breaker_state", promtext.Gauge, "Circuit breaker nats-provisioner: 0 closed, 1 half-open, 2 open.")
-	p.Sample("rxc_provisioner_breaker_state", state, "name", "nats-provisioner")
+	p.Family("rxc_controlplane_provisioner_breaker_state", promtext.Gauge, "Circuit breaker nats-provisioner: 0 closed, 1 half-open, 2 open.")
+	p.Sample("rxc_controlplane_provisioner_breaker_state", state, "name", "nats-provisioner")
 	st := s.status.Stats()
-	p.Family("rxc_status_messages_total", promtext.Counter, "Sensor status messages by outcome.")
+	p.Family("rxc_controlplane_status_messages_total", promtext.Counter, "Sensor status messages by outcome.")
 	for _, o := range []struct {
 		outcome string
 		n       uint64
 	}{{"applied", st.Applied}, {"stale", st.Stale}, {"rejected", st.Rejected}, {"dropped", st.Dropped}} {
-		p.Sample("rxc_status_messages_total", int64(o.n), "outcome", o.outcome)
+		p.Sample("rxc_controlplane_status_messages_total", int64(o.n), "outcome", o.outcome)
 	}
 	if s.messaging != nil {
 		st := s.messaging.Stats()
-		p.Single("rxc_commands_published_total", promtext.Counter, "Commands acknowledged by the stream.", int64(st.Published))
-		p.Single("rxc_status_dropped_total", promtext.Counter, "Oversized status messages dropped.", int64(st.StatusDropped))
+		p.Single("rxc_controlplane_commands_published_total", promtext.Counter, "Commands acknowledged by the stream.", int64(st.Published))
+		p.Single("rxc_controlplane_status_dropped_total", promtext.Counter, "Oversized status messages dropped.", int64(st.StatusDropped))
 	}
 	s.events.metrics(p)
 }

@@ -48,6 +48,17 @@ func TestMetrics(t *testing.T) {
 	account(t, s, "acme")
 	u := sensorUser(t, s, "acme", "s1")
 	getJWT(t, s.URL, u.AccountID)
+	// One naming scheme for both services: rxc_<service>_<name>, counters in _total.
+	for _, m := range regexp.MustCompile(`(?m)^# TYPE (\S+) (\S+)$`).FindAllStringSubmatch(scrape(t, s), -1) {
+		name, typ := m[1], m[2]
+		switch {
+		case strings.HasPrefix(name, "go_"), strings.HasPrefix(name, "process_"), strings.HasPrefix(name, "promhttp_"):
+		case !strings.HasPrefix(name, "rxc_provisioner_"):
+			t.Errorf("/metrics: %s is not rxc_provisioner_…", name)
+		case typ == "counter" && !strings.HasSuffix(name, "_total"):
+			t.Errorf("/metrics: the counter %s does not end in _total", name)
+		}
+	}
 	want := map[string]string{
 		"rxc_provisioner_accounts":             "3", // SYS, CONTROL, acme
 		`rxc_provisioner_users{kind="sensor"}`: "1",

@@ -717,10 +717,10 @@ func (p *plane) grpcGauges() (conns, streams int) {
 	}
 	conns, streams = -1, -1
 	for line := range strings.Lines(string(body)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "rxc_grpc_connections "); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "rxc_controlplane_grpc_connections "); ok {
 			conns, _ = strconv.Atoi(v)
 		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "rxc_grpc_event_streams "); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "rxc_controlplane_grpc_event_streams "); ok {
 			streams, _ = strconv.Atoi(v)
 		}
 	}
