@@ -24,6 +24,7 @@ type Store interface {
 	StatusStore
 	CommandStore
 	BatchStore
+	BatchLister
 	RevokeStore
 }
 

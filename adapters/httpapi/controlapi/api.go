@@ -241,6 +241,7 @@ func (a *API) routes() {
 	m.HandleFunc("GET /api/sensors", a.operator(a.listSensors))
 	m.HandleFunc("GET /api/sensors/summary", a.operator(a.sensorSummary))
 	m.HandleFunc("POST /api/commands", a.audited("command.batch", a.operator(a.createBatch)))
+	m.HandleFunc("GET /api/commands/batches", a.operator(a.listBatches))
 	m.HandleFunc("GET /api/commands/batches/{id}", a.operator(a.getBatch))
 	m.HandleFunc("GET /api/sensors/{id}", a.operator(a.getSensor))
 	m.HandleFunc("POST /api/sensors/{id}/commands", a.audited("sensor.command", a.operator(a.issueCommand)))

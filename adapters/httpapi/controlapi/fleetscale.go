@@ -209,6 +209,43 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 	problem.WriteJSON(w, status, batchOut(b))
 }
 
+// batchPage is one page of GET /api/commands/batches; nextCursor is null
+// on the last page.
+type batchPage struct {
+	Items      []batchJSON `json:"items"`
+	NextCursor *string     `json:"nextCursor"`
+}
+
+// listBatches lists the batches the caller may read, newest first: those
+// whose every tenant is in scope, and their own that touched none.
+func (a *API) listBatches(w http.ResponseWriter, r *http.Request, p operators.Principal) {
+	q := r.URL.Query()
+	l := fleet.BatchListing{OperatorID: p.Operator.ID, Cursor: q.Get("cursor")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			a.fail(w, r, fmt.Errorf("%w: limit must be a whole number between 1 and %d", fleet.ErrInvalidLimit, fleet.MaxBatchPage))
+			return
+		}
+		l.Limit = n
+	}
+	scope, ok := a.scopeOf(w, r, p, q.Get("tenantId"), operators.PermView)
+	if !ok {
+		return
+	}
+	l.Tenants = scope
+	page, err := a.fleet.ListBatches(r.Context(), l)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := batchPage{Items: make([]batchJSON, 0, len(page.Items)), NextCursor: optString(page.NextCursor)}
+	for _, b := range page.Items {
+		out.Items = append(out.Items, batchOut(b))
+	}
+	problem.WriteJSON(w, http.StatusOK, out)
+}
+
 func (a *API) getBatch(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	id := r.PathValue("id")
 	notFound := fmt.Errorf("batch %s: %w", id, fleet.ErrNotFound)

@@ -7,6 +7,7 @@ package fleetmem
 import (
 	"bytes"
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -427,6 +428,10 @@ func (s *Store) Sensor(_ context.Context, id string) (fleet.Sensor, error) {
 
 func (s *Store) view(sn *sensor) fleet.Sensor {
 	out := sn.Sensor
+	out.Labels = maps.Clone(sn.Labels)
+	if len(out.Labels) == 0 {
+		out.Labels = nil
+	}
 	for _, c := range s.certs {
 		if c.sensorID == sn.ID && c.active {
 			out.Certificate = fleet.Certificate{Serial: c.serial, NotAfter: c.notAfter, IssuedAt: c.issuedAt}

@@ -19,6 +19,7 @@ const (
 	sensorColumns = `
 	       s.id, s.tenant_id, s.name, s.hostname, s.state, s.last_seen_at,
 	       s.nats_user_pub_key, s.nats_account_pub_key, s.created_at, s.agent_version, s.address,
+	       s.labels, s.decommissioned_at, COALESCE(s.decommissioned_by, ''),
 	       c.serial, c.not_after, c.issued_at,
 	       m.id, m.action, m.issued_at, m.issued_by, m.expires_at, m.idempotency_key, m.status,
 	       m.accepted_at, m.stream_seq, m.failed_at, m.acknowledged_at, m.outcome, m.outcome_reason, m.outcome_detail,
@@ -42,9 +43,11 @@ func scanSensor(row pgx.Row, extra ...any) (fleet.Sensor, error) {
 		batch                                   *string
 		firstSent                               *time.Time
 		seq                                     *int64
+		decommissioned                          *time.Time
 	)
 	dest := append([]any{&s.ID, &s.TenantID, &s.Name, &s.Hostname, &s.State, &lastSeen,
 		&s.NATSUserPubKey, &s.NATSAccountPubKey, &s.CreatedAt, &s.AgentVersion, &s.Address,
+		&s.Labels, &decommissioned, &s.DecommissionedBy,
 		&serial, &notAfter, &certIssued,
 		&cmdID, &action, &issued, &by, &expires, &key, &status,
 		&accepted, &seq, &failed, &ackd, &outcome, &reason, &detail, &batch, &firstSent}, extra...)
@@ -52,7 +55,10 @@ func scanSensor(row pgx.Row, extra ...any) (fleet.Sensor, error) {
 	if err != nil {
 		return fleet.Sensor{}, err
 	}
-	s.CreatedAt, s.LastSeenAt = s.CreatedAt.UTC(), utc(lastSeen)
+	s.CreatedAt, s.LastSeenAt, s.DecommissionedAt = s.CreatedAt.UTC(), utc(lastSeen), utc(decommissioned)
+	if len(s.Labels) == 0 {
+		s.Labels = nil
+	}
 	if serial != nil {
 		s.Certificate = fleet.Certificate{Serial: *serial, NotAfter: utc(notAfter), IssuedAt: utc(certIssued)}
 	}

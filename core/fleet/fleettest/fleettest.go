@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"CountSensors", testCountSensors},
 		{"Batches", testBatches},
 		{"BatchConcurrent", testBatchConcurrent},
+		{"ListBatches", testListBatches},
 		{"Locker", testLocker},
 	}
 	for _, tt := range tests {
