@@ -26,6 +26,7 @@ type Store interface {
 	BatchStore
 	BatchLister
 	RevokeStore
+	LifecycleStore
 }
 
 // Defaults and bounds of Config.

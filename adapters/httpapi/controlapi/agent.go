@@ -42,29 +42,28 @@ func (a *API) redeem(w http.ResponseWriter, r *http.Request) {
 
 // sensorRequest reads what enrol and renew share: the sensor id, the bearer
 // token and the CSR. On failure it has answered.
-func (a *API) sensorRequest(w http.ResponseWriter, r *http.Request) (id, token string, csr []byte, ok bool) {
+func (a *API) sensorRequest(w http.ResponseWriter, r *http.Request) (id, token string, req agentwire.EnrollRequest, ok bool) {
 	if id, ok = a.pathID(w, r); !ok {
-		return "", "", nil, false
+		return "", "", req, false
 	}
 	token, ok = bearer(r)
 	if !ok {
 		a.failSensor(w, r, fleet.ErrInvalidToken)
-		return "", "", nil, false
+		return "", "", req, false
 	}
-	var req agentwire.EnrollRequest
 	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
 		problem.Write(w, r, p)
-		return "", "", nil, false
+		return "", "", req, false
 	}
-	return id, token, []byte(req.CSR), true
+	return id, token, req, true
 }
 
 func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
-	id, token, csr, ok := a.sensorRequest(w, r)
+	id, token, req, ok := a.sensorRequest(w, r)
 	if !ok {
 		return
 	}
-	e, err := a.fleet.Enroll(r.Context(), id, token, csr)
+	e, err := a.fleet.EnrollLabeled(r.Context(), id, token, []byte(req.CSR), req.Labels)
 	if err != nil {
 		a.failSensor(w, r, err)
 		return

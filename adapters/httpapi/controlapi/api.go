@@ -244,6 +244,8 @@ func (a *API) routes() {
 	m.HandleFunc("GET /api/commands/batches", a.operator(a.listBatches))
 	m.HandleFunc("GET /api/commands/batches/{id}", a.operator(a.getBatch))
 	m.HandleFunc("GET /api/sensors/{id}", a.operator(a.getSensor))
+	m.HandleFunc("PATCH /api/sensors/{id}", a.audited("sensor.update", a.operator(a.patchSensor)))
+	m.HandleFunc("DELETE /api/sensors/{id}", a.audited("sensor.decommission", a.operator(a.decommissionSensor)))
 	m.HandleFunc("POST /api/sensors/{id}/commands", a.audited("sensor.command", a.operator(a.issueCommand)))
 	m.HandleFunc("GET /api/sensors/{id}/commands", a.operator(a.listCommands))
 	m.HandleFunc("POST /api/sensors/{id}/revoke", a.audited("sensor.revoke", a.operator(a.revokeSensor)))

@@ -52,6 +52,15 @@ func (a *API) listSensors(w http.ResponseWriter, r *http.Request, p operators.Pr
 		Sort:        fleet.SensorSort(q.Get("sort")),
 		Cursor:      q.Get("cursor"),
 	}
+	var err error
+	if l.Labels, err = labelSelectors(q); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if l.IncludeDecommissioned, err = includeDecommissioned(q); err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -103,6 +112,8 @@ type batchFilterJSON struct {
 	TenantID string `json:"tenantId"`
 	State    string `json:"state"`
 	Q        string `json:"q"`
+	// Labels the sensors must all carry (as GET /api/sensors?label=).
+	Labels map[string]string `json:"labels"`
 }
 
 type createBatchRequest struct {
@@ -178,7 +189,7 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 	}
 	br.Scope = scope
 	if f := req.Filter; f != nil {
-		m := fleet.SensorMatch{State: fleet.State(f.State), Q: f.Q}
+		m := fleet.SensorMatch{State: fleet.State(f.State), Q: f.Q, Labels: f.Labels}
 		if f.TenantID != "" {
 			if m.Tenants, ok = a.scopeOf(w, r, p, f.TenantID, operators.PermOperate); !ok {
 				return

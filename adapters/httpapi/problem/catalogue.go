@@ -29,6 +29,7 @@ const (
 	CodeInvalidID              Code = "invalid_id"
 	CodeInvalidInput           Code = "invalid_input"
 	CodeInvalidJSON            Code = "invalid_json"
+	CodeInvalidLabels          Code = "invalid_labels"
 	CodeInvalidLimit           Code = "invalid_limit"
 	CodeInvalidName            Code = "invalid_name"
 	CodeInvalidProof           Code = "invalid_proof"
@@ -51,6 +52,7 @@ const (
 	CodeProvisioningDisabled   Code = "provisioning_disabled"
 	CodeRateLimited            Code = "rate_limited"
 	CodeRouteNotFound          Code = "route_not_found"
+	CodeSensorDecommissioned   Code = "sensor_decommissioned"
 	CodeSensorNotEnrolled      Code = "sensor_not_enrolled"
 	CodeSensorRevoked          Code = "sensor_revoked"
 	CodeSnapshotTooLarge       Code = "snapshot_too_large"
@@ -94,6 +96,7 @@ var Catalogue = []Entry{
 	{CodeInvalidID, http.StatusBadRequest, "Invalid identifier", "ids must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"},
 	{CodeInvalidInput, http.StatusBadRequest, "Invalid input", "a field is missing or out of bounds; detail says which"},
 	{CodeInvalidJSON, http.StatusBadRequest, "Malformed JSON body", "the body is not the JSON object the route takes"},
+	{CodeInvalidLabels, http.StatusBadRequest, "Invalid labels", "at most 16 labels; keys 1-63 of a-z 0-9 . _ - starting with a letter or digit, values 0-63 of A-Z a-z 0-9 . _ -; detail names the offending key"},
 	{CodeInvalidLimit, http.StatusBadRequest, "Invalid limit", "a page size outside the route's bounds (GET /api/sensors: 1–500)"},
 	{CodeInvalidName, http.StatusBadRequest, "Invalid name", "provisioner: a name is too long or holds control characters"},
 	{CodeInvalidProof, http.StatusForbidden, "Invalid proof of possession", "the renewal is not signed by the key of the sensor's current certificate"},
@@ -116,6 +119,7 @@ var Catalogue = []Entry{
 	{CodeProvisioningDisabled, http.StatusServiceUnavailable, "NATS provisioning disabled", "this control plane does not call the provisioner"},
 	{CodeRateLimited, http.StatusTooManyRequests, "Too many requests", "a per-address or per-operator rate limit; retry after Retry-After"},
 	{CodeRouteNotFound, http.StatusNotFound, "Not found", "no such route"},
+	{CodeSensorDecommissioned, http.StatusConflict, "Sensor decommissioned", "the sensor was decommissioned (retired for good); nothing about it can change any more"},
 	{CodeSensorNotEnrolled, http.StatusConflict, "Sensor not enrolled", "the sensor redeemed a claim code but has not enrolled"},
 	{CodeSensorRevoked, http.StatusConflict, "Sensor revoked", "revoked for good (403 on the sensor's own routes); enrol again with a new claim code"},
 	{CodeSnapshotTooLarge, http.StatusRequestEntityTooLarge, "Snapshot too large", "the chat's snapshot exceeds 16 KiB"},

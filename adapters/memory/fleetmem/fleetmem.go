@@ -299,6 +299,9 @@ func (s *Store) CompleteEnrollment(_ context.Context, e fleet.EnrollmentRecord) 
 	s.replaceCertificate(e.SensorID, e.Certificate, e.At)
 	s.rotateToken(e.SensorID, e.SensorTokenHash, e.SensorTokenExpiresAt)
 	sn.State, sn.NATSUserPubKey, sn.NATSAccountPubKey = e.State, e.NATSUserPubKey, e.NATSAccountPubKey
+	if e.Labels != nil {
+		sn.Labels = maps.Clone(e.Labels)
+	}
 	return nil
 }
 
@@ -551,6 +554,13 @@ func (s *Store) RevokeSensor(_ context.Context, sensorID, _ string, at time.Time
 	if !ok {
 		return fleet.Sensor{}, fleet.ErrNotFound
 	}
+	s.revoke(sn, at)
+	return s.view(sn), nil
+}
+
+// revoke revokes sn (s.mu held).
+func (s *Store) revoke(sn *sensor, at time.Time) {
+	sensorID := sn.ID
 	if sn.revokedAt.IsZero() {
 		sn.revokedAt = at
 	}
@@ -565,7 +575,43 @@ func (s *Store) RevokeSensor(_ context.Context, sensorID, _ string, at time.Time
 			t.revoked = true
 		}
 	}
+}
+
+// EditSensor implements fleet.LifecycleStore.
+func (s *Store) EditSensor(_ context.Context, sensorID string, edit func(fleet.Sensor) (fleet.SensorEdit, error)) (fleet.Sensor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.sensors[sensorID]
+	if !ok {
+		return fleet.Sensor{}, fleet.ErrNotFound
+	}
+	e, err := edit(s.view(sn))
+	if err != nil {
+		return fleet.Sensor{}, err
+	}
+	sn.Name, sn.Labels = e.Name, maps.Clone(e.Labels)
 	return s.view(sn), nil
+}
+
+// DecommissionSensor implements fleet.LifecycleStore.
+func (s *Store) DecommissionSensor(_ context.Context, sensorID, by string, at time.Time) (fleet.Sensor, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.sensors[sensorID]
+	if !ok {
+		return fleet.Sensor{}, false, fleet.ErrNotFound
+	}
+	if !sn.DecommissionedAt.IsZero() {
+		return s.view(sn), true, nil
+	}
+	s.revoke(sn, at)
+	sn.DecommissionedAt, sn.DecommissionedBy = at, by
+	for _, c := range s.commands {
+		if c.SensorID == sensorID && c.Status == fleet.CommandPending && c.AcknowledgedAt.IsZero() {
+			c.Status = fleet.CommandExpired
+		}
+	}
+	return s.view(sn), false, nil
 }
 
 // CreateCommand implements fleet.CommandStore.

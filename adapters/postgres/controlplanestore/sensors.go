@@ -282,29 +282,102 @@ func (s *Store) MarkSilent(ctx context.Context, seenBefore time.Time, from []fle
 func (s *Store) RevokeSensor(ctx context.Context, sensorID, by string, at time.Time) (fleet.Sensor, error) {
 	var sensor fleet.Sensor
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
-			UPDATE sensors SET state = 'revoked', revoked_at = COALESCE(revoked_at, $2), revoked_by = COALESCE(revoked_by, $3)
-			WHERE id = $1`, sensorID, at, by)
+		if err := revokeTx(ctx, tx, sensorID, by, at); err != nil {
+			return err
+		}
+		var err error
+		sensor, err = sensorByID(ctx, tx, sensorID)
+		return err
+	})
+	return sensor, err
+}
+
+// revokeTx revokes a sensor within tx: state, certificates, tokens, and
+// the notification that ends its streams on every replica once tx commits.
+func revokeTx(ctx context.Context, tx pgx.Tx, sensorID, by string, at time.Time) error {
+	tag, err := tx.Exec(ctx, `
+		UPDATE sensors SET state = 'revoked', revoked_at = COALESCE(revoked_at, $2), revoked_by = COALESCE(revoked_by, $3)
+		WHERE id = $1`, sensorID, at, by)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fleet.ErrNotFound
+	}
+	if _, err := tx.Exec(ctx, `UPDATE sensor_certificates SET active = false WHERE sensor_id = $1 AND active`, sensorID); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `
+		UPDATE sensor_tokens SET revoked_at = $2
+		WHERE sensor_id = $1 AND used_at IS NULL AND revoked_at IS NULL`, sensorID, at); err != nil {
+		return err
+	}
+	return notifyCredentials(ctx, tx, sensorID)
+}
+
+// EditSensor implements fleet.LifecycleStore.
+func (s *Store) EditSensor(ctx context.Context, sensorID string, edit func(fleet.Sensor) (fleet.SensorEdit, error)) (fleet.Sensor, error) {
+	var sensor fleet.Sensor
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := lockSensorRow(ctx, tx, sensorID); err != nil {
+			return err
+		}
+		cur, err := sensorByID(ctx, tx, sensorID)
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return fleet.ErrNotFound
-		}
-		if _, err := tx.Exec(ctx, `UPDATE sensor_certificates SET active = false WHERE sensor_id = $1 AND active`, sensorID); err != nil {
+		e, err := edit(cur)
+		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `
-			UPDATE sensor_tokens SET revoked_at = $2
-			WHERE sensor_id = $1 AND used_at IS NULL AND revoked_at IS NULL`, sensorID, at); err != nil {
-			return err
+		labels := e.Labels
+		if labels == nil {
+			labels = map[string]string{}
 		}
-		// Every replica ends the sensor's streams once this commits.
-		if err := notifyCredentials(ctx, tx, sensorID); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE sensors SET name = $2, labels = $3 WHERE id = $1`, sensorID, e.Name, labels); err != nil {
 			return err
 		}
 		sensor, err = sensorByID(ctx, tx, sensorID)
 		return err
 	})
 	return sensor, err
+}
+
+// lockSensorRow locks a sensor's row and returns when it was
+// decommissioned (nil: never); ErrNotFound when there is none.
+func lockSensorRow(ctx context.Context, tx pgx.Tx, sensorID string) (*time.Time, error) {
+	var at *time.Time
+	err := tx.QueryRow(ctx, `SELECT decommissioned_at FROM sensors WHERE id = $1 FOR UPDATE`, sensorID).Scan(&at)
+	return at, classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+}
+
+// DecommissionSensor implements fleet.LifecycleStore.
+func (s *Store) DecommissionSensor(ctx context.Context, sensorID, by string, at time.Time) (fleet.Sensor, bool, error) {
+	var (
+		sensor  fleet.Sensor
+		already bool
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		done, err := lockSensorRow(ctx, tx, sensorID)
+		if err != nil {
+			return err
+		}
+		if already = done != nil; !already {
+			if err := revokeTx(ctx, tx, sensorID, by, at); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE sensors SET decommissioned_at = $2, decommissioned_by = $3 WHERE id = $1`, sensorID, at, by); err != nil {
+				return err
+			}
+			// Nothing will ever act on them: they are shown as expired.
+			if _, err := tx.Exec(ctx, `
+				UPDATE commands SET status = 'expired'
+				WHERE sensor_id = $1 AND status = 'pending' AND acknowledged_at IS NULL`, sensorID); err != nil {
+				return err
+			}
+		}
+		sensor, err = sensorByID(ctx, tx, sensorID)
+		return err
+	})
+	return sensor, already, err
 }

@@ -60,6 +60,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Batches", testBatches},
 		{"BatchConcurrent", testBatchConcurrent},
 		{"ListBatches", testListBatches},
+		{"Labels", testLabels},
+		{"Decommission", testDecommission},
 		{"Locker", testLocker},
 	}
 	for _, tt := range tests {
