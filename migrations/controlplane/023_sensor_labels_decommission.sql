@@ -10,3 +10,10 @@ ALTER TABLE sensors
     ADD COLUMN decommissioned_by text,
     ADD CONSTRAINT sensors_decommissioned_revoked CHECK (decommissioned_at IS NULL OR state = 'revoked');
 CREATE INDEX sensors_labels_idx ON sensors USING gin (labels jsonb_path_ops);
+
+-- A deleted tenant (it had no live sensors left) is kept for the history
+-- of its decommissioned sensors, its commands and the audit, and hidden
+-- everywhere else; its id is not reused.
+ALTER TABLE tenants
+    ADD COLUMN deleted_at timestamptz,
+    ADD COLUMN deleted_by text;

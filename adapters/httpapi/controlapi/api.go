@@ -235,6 +235,7 @@ func (a *API) routes() {
 	m.HandleFunc("GET /api/tenants", a.operator(a.listTenants))
 	m.HandleFunc("POST /api/tenants", a.audited("tenant.create", a.operator(a.createTenant)))
 	m.HandleFunc("GET /api/tenants/{id}", a.operator(a.getTenant))
+	m.HandleFunc("DELETE /api/tenants/{id}", a.audited("tenant.delete", a.operator(a.deleteTenant)))
 	m.HandleFunc("POST /api/tenants/{id}/claim-codes", a.audited("claim_code.issue", a.operator(a.issueClaimCode)))
 	m.HandleFunc("GET /api/tenants/{id}/claim-codes", a.operator(a.listClaimCodes))
 	m.HandleFunc("DELETE /api/claim-codes/{id}", a.audited("claim_code.revoke", a.operator(a.revokeClaimCode)))

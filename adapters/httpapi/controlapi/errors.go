@@ -161,6 +161,8 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 		p = problem.New(http.StatusBadRequest, problem.CodeInvalidSort, "Invalid sort", detail(err))
 	case errors.Is(err, fleet.ErrInvalidLabels):
 		p = problem.New(http.StatusBadRequest, problem.CodeInvalidLabels, "Invalid labels", detail(err))
+	case errors.Is(err, fleet.ErrTenantHasSensors):
+		p = problem.New(http.StatusConflict, problem.CodeTenantHasSensors, "Tenant has live sensors", detail(err))
 	case errors.Is(err, fleet.ErrDecommissioned):
 		p = problem.New(http.StatusConflict, problem.CodeSensorDecommissioned, "Sensor decommissioned", detail(err))
 	case errors.Is(err, fleet.ErrBatchTooLarge):

@@ -130,3 +130,21 @@ func (a *API) decommissionSensor(w http.ResponseWriter, r *http.Request, p opera
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// deleteTenant deletes a tenant without live sensors: admins only (others
+// who see the tenant 403, the rest 404); 409 tenant_has_sensors while a
+// sensor is not decommissioned.
+func (a *API) deleteTenant(w http.ResponseWriter, r *http.Request, p operators.Principal) {
+	id, ok := a.pathID(w, r)
+	if !ok {
+		return
+	}
+	if !a.allow(w, r, p, operators.PermView, id, tenantNotFound(id)) || !a.allow(w, r, p, operators.PermAdmin, "", nil) {
+		return
+	}
+	if err := a.fleet.DeleteTenant(r.Context(), id, p.Actor()); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

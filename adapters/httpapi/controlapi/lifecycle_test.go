@@ -310,3 +310,40 @@ func TestDecommissionRevokesNATSUser(t *testing.T) {
 		t.Errorf("NATS revocations (-want +got):\n%s", diff)
 	}
 }
+
+func TestDeleteTenant(t *testing.T) {
+	w := newRBACWorld(t)
+	del := func(who, tenant string) response {
+		return w.as(who, request{method: "DELETE", path: "/api/tenants/" + tenant})
+	}
+	del("operator", "acme").expect(t, "operator deletes its tenant", http.StatusForbidden, "forbidden")
+	del("viewer-token", "acme").expect(t, "viewer token deletes its tenant", http.StatusForbidden, "forbidden")
+	del("operator", "globex").expect(t, "operator deletes another tenant", http.StatusNotFound, "not_found")
+	res := del("admin", "globex")
+	res.expect(t, "admin deletes a tenant with a live sensor", http.StatusConflict, "tenant_has_sensors")
+	if !strings.Contains(string(res.body), "1 sensors") {
+		t.Errorf("the refusal does not say how many: %s", res.body)
+	}
+	w.as("admin", request{method: "GET", path: "/api/tenants/globex"}).expectStatus(t, "globex after the refusals", http.StatusOK)
+
+	w.as("admin", request{method: "DELETE", path: "/api/sensors/" + w.sensor["globex"]}).expectStatus(t, "decommission globex's sensor", http.StatusNoContent)
+	del("admin", "globex").expectStatus(t, "delete globex", http.StatusNoContent)
+	w.as("admin", request{method: "GET", path: "/api/tenants/globex"}).expect(t, "deleted tenant", http.StatusNotFound, "not_found")
+	del("admin", "globex").expect(t, "delete twice", http.StatusNotFound, "not_found")
+	w.as("admin", request{method: "POST", path: "/api/tenants", body: `{"id":"globex","name":"globex"}`}).expect(t, "reuse the id", http.StatusConflict, "conflict")
+	w.as("admin", request{method: "POST", path: "/api/tenants/globex/claim-codes", body: `{}`}).expect(t, "claim code of a deleted tenant", http.StatusNotFound, "not_found")
+	if n := w.count(t, `SELECT count(*) FROM claim_codes WHERE tenant_id = 'globex' AND used_at IS NULL AND revoked_at IS NULL`); n != 0 {
+		t.Errorf("%d usable claim codes of the deleted tenant", n)
+	}
+	var tenants struct{ Items []struct{ ID string } }
+	if err := json.Unmarshal(w.as("admin", request{method: "GET", path: "/api/tenants"}).body, &tenants); err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, tn := range tenants.Items {
+		listed = append(listed, tn.ID)
+	}
+	if slices.Contains(listed, "globex") || !slices.Contains(listed, "acme") {
+		t.Errorf("tenants listed %v, want acme and not the deleted globex", listed)
+	}
+}

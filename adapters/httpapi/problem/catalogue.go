@@ -57,6 +57,7 @@ const (
 	CodeSensorRevoked          Code = "sensor_revoked"
 	CodeSnapshotTooLarge       Code = "snapshot_too_large"
 	CodeTenantHasNoAccount     Code = "tenant_has_no_account"
+	CodeTenantHasSensors       Code = "tenant_has_sensors"
 	CodeTenantNotProvisioned   Code = "tenant_not_provisioned"
 	CodeTimeout                Code = "timeout"
 	CodeUnauthenticated        Code = "unauthenticated"
@@ -124,6 +125,7 @@ var Catalogue = []Entry{
 	{CodeSensorRevoked, http.StatusConflict, "Sensor revoked", "revoked for good (403 on the sensor's own routes); enrol again with a new claim code"},
 	{CodeSnapshotTooLarge, http.StatusRequestEntityTooLarge, "Snapshot too large", "the chat's snapshot exceeds 16 KiB"},
 	{CodeTenantHasNoAccount, http.StatusNotFound, "Tenant has no account", "provisioner: create the tenant's account first"},
+	{CodeTenantHasSensors, http.StatusConflict, "Tenant has live sensors", "a tenant is deleted only when every sensor of it is decommissioned; detail says how many are not"},
 	{CodeTenantNotProvisioned, http.StatusServiceUnavailable, "Tenant not provisioned yet", "the tenant's NATS account is still being made in the background; retry after Retry-After (30 s)"},
 	{CodeTimeout, http.StatusServiceUnavailable, "Timed out", "the request did not complete in time; retry"},
 	{CodeUnauthenticated, http.StatusUnauthorized, "Not logged in", "no valid session cookie or API token"},

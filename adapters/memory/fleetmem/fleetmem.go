@@ -50,6 +50,7 @@ type token struct {
 type Store struct {
 	mu       sync.Mutex
 	tenants  map[string]fleet.Tenant
+	deleted  map[string]bool // tenants deleted
 	claims   map[string]*claim
 	sensors  map[string]*sensor
 	certs    map[string]*cert
@@ -62,7 +63,7 @@ type Store struct {
 // New returns an empty Store.
 func New(Config) (*Store, error) {
 	return &Store{
-		tenants: map[string]fleet.Tenant{}, claims: map[string]*claim{}, sensors: map[string]*sensor{},
+		tenants: map[string]fleet.Tenant{}, deleted: map[string]bool{}, claims: map[string]*claim{}, sensors: map[string]*sensor{},
 		certs: map[string]*cert{}, commands: map[string]*fleet.Command{}, batches: map[string]*fleet.Batch{}, locks: map[string]bool{},
 	}, nil
 }
@@ -76,6 +77,9 @@ var (
 func (s *Store) CreateTenant(_ context.Context, t fleet.Tenant) (fleet.Tenant, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.deleted[t.ID] {
+		return fleet.Tenant{}, false, fleet.ErrConflict
+	}
 	if old, ok := s.tenants[t.ID]; ok {
 		return old, false, nil
 	}
@@ -88,10 +92,35 @@ func (s *Store) Tenant(_ context.Context, id string) (fleet.Tenant, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tenants[id]
-	if !ok {
+	if !ok || s.deleted[id] {
 		return fleet.Tenant{}, fleet.ErrNotFound
 	}
 	return t, nil
+}
+
+// DeleteTenant implements fleet.TenantStore.
+func (s *Store) DeleteTenant(_ context.Context, id, _ string, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.tenants[id]; !ok || s.deleted[id] {
+		return fleet.ErrNotFound
+	}
+	live := 0
+	for _, sn := range s.sensors {
+		if sn.TenantID == id && sn.DecommissionedAt.IsZero() {
+			live++
+		}
+	}
+	if live > 0 {
+		return &fleet.TenantHasSensorsError{Live: live}
+	}
+	for _, c := range s.claims {
+		if c.TenantID == id && c.UsedAt.IsZero() && c.RevokedAt.IsZero() {
+			c.RevokedAt = at
+		}
+	}
+	s.deleted[id] = true
+	return nil
 }
 
 // ListTenants implements fleet.TenantStore.
@@ -109,7 +138,7 @@ func (s *Store) listTenants(keep func(fleet.Tenant) bool) []fleet.Tenant {
 	defer s.mu.Unlock()
 	var out []fleet.Tenant
 	for _, t := range s.tenants {
-		if keep(t) {
+		if keep(t) && !s.deleted[t.ID] {
 			out = append(out, t)
 		}
 	}

@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ListBatches", testListBatches},
 		{"Labels", testLabels},
 		{"Decommission", testDecommission},
+		{"DeleteTenant", testDeleteTenant},
 		{"Locker", testLocker},
 	}
 	for _, tt := range tests {

@@ -178,3 +178,58 @@ func testDecommission(t *testing.T, s Store) {
 		t.Errorf("the decommissioned sensor is still on record: %+v, %v", kept, err)
 	}
 }
+
+// testDeleteTenant: refused while a sensor is not decommissioned (nothing
+// changes), then hidden, its unused codes revoked, its id never reused.
+func testDeleteTenant(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	tenant(t, s, "beta")
+	enrolled(t, s, "acme", "s1", "a7")
+	pending(t, s, "acme", "p1")
+	code(t, s, "acme", "unused", "")
+	err := s.DeleteTenant(ctx, "acme", "ops", t0)
+	var has *fleet.TenantHasSensorsError
+	if !errors.As(err, &has) || has.Live != 2 || !errors.Is(err, fleet.ErrTenantHasSensors) {
+		t.Fatalf("delete with live sensors: %v, want 2 live", err)
+	}
+	if _, err := s.Tenant(ctx, "acme"); err != nil {
+		t.Fatalf("a refused deletion hid the tenant: %v", err)
+	}
+	for _, id := range []string{"s1", "p1"} {
+		if _, _, err := s.DecommissionSensor(ctx, id, "ops", t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteTenant(ctx, "acme", "ops", t0.Add(time.Minute)); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	_, err = s.Tenant(ctx, "acme")
+	is(t, "a deleted tenant", err, fleet.ErrNotFound)
+	all, _ := s.ListTenants(ctx)
+	if len(all) != 1 || all[0].ID != "beta" {
+		t.Errorf("tenants %+v, want beta only", all)
+	}
+	pend, _ := s.PendingTenants(ctx)
+	for _, p := range pend {
+		if p.ID == "acme" {
+			t.Error("the deleted tenant is still reconciled")
+		}
+	}
+	codes, err := s.ClaimCodes(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range codes {
+		if c.UsedAt.IsZero() && c.RevokedAt.IsZero() {
+			t.Errorf("claim code %s still usable", c.ID)
+		}
+	}
+	_, _, err = s.CreateTenant(ctx, fleet.Tenant{ID: "acme", Name: "acme", NATSStatus: fleet.NATSPending, CreatedAt: t0})
+	is(t, "reuse a deleted tenant's id", err, fleet.ErrConflict)
+	is(t, "delete twice", s.DeleteTenant(ctx, "acme", "ops", t0), fleet.ErrNotFound)
+	is(t, "delete an unknown tenant", s.DeleteTenant(ctx, "ghost", "ops", t0), fleet.ErrNotFound)
+	if kept, err := s.Sensor(ctx, "s1"); err != nil || kept.TenantID != "acme" {
+		t.Errorf("the deleted tenant's sensor is kept on record: %+v, %v", kept, err)
+	}
+}
