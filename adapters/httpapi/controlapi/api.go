@@ -265,9 +265,9 @@ func (a *API) routes() {
 	m.HandleFunc("DELETE /api/tokens/{id}", a.audited("token.revoke", a.operator(a.revokeToken)))
 	m.HandleFunc("GET /api/audit", a.operator(a.listAudit))
 
-	m.HandleFunc("POST /api/sensors/claim/redeem", a.redeem)
-	m.HandleFunc("POST /api/sensors/{id}/agent/enroll", a.enroll)
-	m.HandleFunc("POST /api/sensors/{id}/agent/renew", a.renew)
+	m.HandleFunc("POST /api/sensors/claim/redeem", a.audited("sensor.redeem", a.redeem))
+	m.HandleFunc("POST /api/sensors/{id}/agent/enroll", a.audited("sensor.enroll", a.enroll))
+	m.HandleFunc("POST /api/sensors/{id}/agent/renew", a.audited("sensor.renew", a.renew))
 }
 
 // routeRecorder registers routes and remembers their patterns.
