@@ -9,7 +9,7 @@ import (
 
 type auditRecord struct {
 	Actor, ActorID, Action, TenantID, Target, Outcome, Source, Detail string
-	Status                                                          int
+	Status                                                            int
 }
 
 func (w *rbacWorld) audit(t *testing.T, who string, q url.Values) []auditRecord {
