@@ -67,11 +67,12 @@ function fleetApi(me: Me, all: Sensor[]) {
       return json(202, { batchId: id, ...batches.get(id) });
     },
     'GET /api/commands/batches/batch-1': () => {
-      // Each poll half of what is left is accepted, one fails; the last poll takes the rest.
+      // Each poll half of what is left is accepted, one fails; the last poll takes the rest. The
+      // sensors acknowledge half of the accepted while some are pending, the rest a poll later.
       const p = batches.get('batch-1')!;
       const step = p.pending <= 2 ? p.pending : Math.ceil(p.pending / 2);
       const failed = p.failed === 0 && step > 0 ? 1 : 0;
-      const next = { ...p, accepted: p.accepted + step - failed, failed: p.failed + failed, acknowledged: Math.floor((p.accepted + step - failed) / 2), pending: p.pending - step };
+      const next = { ...p, accepted: p.accepted + step - failed, failed: p.failed + failed, acknowledged: p.pending === 0 ? p.accepted : Math.floor((p.accepted + step - failed) / 2), pending: p.pending - step };
       batches.set('batch-1', next);
       return json(200, next);
     },
@@ -116,7 +117,7 @@ describe('sensors at fleet scale', () => {
 
   it('starts again at the first page when the API no longer takes the cursor', async () => {
     const api = fleetApi(ADMIN, makeFleet(60, 'acme'));
-    renderApp({ pathname: '/sensors', state: { pages: { key: JSON.stringify([JSON.stringify(['', '', '']), 'name', 50]), cursors: ['stale'] } } }, api.f);
+    renderApp({ pathname: '/sensors', state: { pages: { key: JSON.stringify([JSON.stringify(['', '', '', '{}']), 'name', 50]), cursors: ['stale'] } } }, api.f);
     await waitFor(() => expect(screen.getByTestId('page-range')).toHaveTextContent('1–50 of 60 · page 1'));
     expect(api.sensorCalls().map((p) => p.get('cursor'))).toEqual(['stale', null]);
     expect(screen.queryByRole('alert')).toBeNull();
@@ -192,8 +193,10 @@ describe('sensors at fleet scale', () => {
     await waitFor(() => expect(screen.getByTestId('batch')).toHaveAttribute('data-done', 'true'), { timeout: 15_000 });
     expect(bar).toHaveAttribute('aria-valuenow', '120');
     expect(bar).toHaveAttribute('aria-valuemax', '120');
-    expect(screen.getByText('Finished with failures.')).toBeInTheDocument();
+    // Followed past "nothing pending" until every sensor answered: all 119 accepted acknowledged.
+    expect(screen.getByText('Finished: not every sensor applied it.')).toBeInTheDocument();
     expect(screen.getByText('1 failed')).toBeInTheDocument();
+    expect(screen.getByText('119 acknowledged by the sensor')).toBeInTheDocument();
     expect(screen.getByText('skipped (no command): 2 revoked, 0 never enrolled')).toBeInTheDocument();
     // Once over, the batch is no longer polled.
     const polls = api.f.calls.filter((c) => c.url.pathname.startsWith('/api/commands/batches/')).length;
