@@ -244,6 +244,52 @@ func (s *Service) withCounts(ctx context.Context, b Batch) (Batch, bool, error) 
 	return cur, false, nil
 }
 
+// BatchPreview is what a batch request would send now: the sensors named
+// or matched, how many would get a command, and why the rest would not.
+type BatchPreview struct {
+	Matched            int
+	Total              int
+	SkippedRevoked     int
+	SkippedNotEnrolled int
+}
+
+// PreviewBatch validates req exactly as CreateBatch does and counts its
+// targets without recording anything (a sensor revoked meanwhile is
+// skipped when the batch is made). The idempotency key is ignored.
+func (s *Service) PreviewBatch(ctx context.Context, req BatchRequest) (BatchPreview, error) {
+	if !req.Action.Valid() {
+		return BatchPreview{}, fmt.Errorf("%w: action %q (want start or stop)", ErrInvalidInput, req.Action)
+	}
+	if (req.Filter == nil) == (req.SensorIDs == nil) {
+		return BatchPreview{}, fmt.Errorf("%w: give exactly one of sensorIds and filter", ErrInvalidInput)
+	}
+	ids, match, _, err := normalizeTargets(req)
+	if err != nil {
+		return BatchPreview{}, err
+	}
+	var targets []SensorTarget
+	if match != nil {
+		targets, err = s.matchTargets(ctx, *match)
+	} else {
+		targets, err = s.namedTargets(ctx, ids, req.Scope)
+	}
+	if err != nil {
+		return BatchPreview{}, err
+	}
+	p := BatchPreview{Matched: len(targets)}
+	for _, t := range targets {
+		switch t.State {
+		case StateRevoked:
+			p.SkippedRevoked++
+		case StatePending:
+			p.SkippedNotEnrolled++
+		default:
+			p.Total++
+		}
+	}
+	return p, nil
+}
+
 // normalizeTargets validates a batch's targets: the sorted, distinct
 // sensor ids, or the filter within scope; and digests the request.
 func normalizeTargets(req BatchRequest) ([]string, *SensorMatch, []byte, error) {

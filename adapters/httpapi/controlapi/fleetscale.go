@@ -203,6 +203,21 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 		a.fail(w, r, fleet.ErrMessagingDisabled)
 		return
 	}
+	if dry := r.URL.Query().Get("dryRun"); dry != "" {
+		if dry != "true" {
+			a.fail(w, r, fmt.Errorf("%w: dryRun is true or absent", fleet.ErrInvalidInput))
+			return
+		}
+		pv, err := a.fleet.PreviewBatch(r.Context(), br)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		problem.WriteJSON(w, http.StatusOK, batchPreviewJSON{
+			Matched: pv.Matched, Total: pv.Total, SkippedRevoked: pv.SkippedRevoked, SkippedNotEnrolled: pv.SkippedNotEnrolled,
+		})
+		return
+	}
 	b, created, err := a.fleet.CreateBatch(r.Context(), br)
 	if err != nil {
 		a.fail(w, r, err)
@@ -218,6 +233,15 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 		status = http.StatusOK
 	}
 	problem.WriteJSON(w, status, batchOut(b))
+}
+
+// batchPreviewJSON answers POST /api/commands?dryRun=true: what the batch
+// would send now, and why the rest would get nothing.
+type batchPreviewJSON struct {
+	Matched            int `json:"matched"`
+	Total              int `json:"total"`
+	SkippedRevoked     int `json:"skippedRevoked"`
+	SkippedNotEnrolled int `json:"skippedNotEnrolled"`
 }
 
 // batchPage is one page of GET /api/commands/batches; nextCursor is null

@@ -713,3 +713,37 @@ func TestBatchListing(t *testing.T) {
 	_, res = w.batches(t, "operator", "cursor="+url.QueryEscape(*adminPage.NextCursor))
 	res.expect(t, "the admin's cursor used by the operator", http.StatusBadRequest, "invalid_cursor")
 }
+
+// TestBatchDryRun: the preview counts exactly what the batch then sends
+// and why the rest are skipped, and records nothing.
+func TestBatchDryRun(t *testing.T) {
+	w := newRBACWorld(t)
+	for range 3 {
+		w.e.enroll("acme")
+	}
+	revoked, _ := w.e.enroll("acme")
+	w.as("admin", request{method: "POST", path: "/api/sensors/" + revoked + "/revoke"}).expectStatus(t, "revoke", http.StatusOK)
+	w.e.redeem("acme")
+	body := `{"action":"stop","filter":{"tenantId":"acme"}}`
+	res := w.as("operator", request{method: "POST", path: "/api/commands?dryRun=true", body: body})
+	res.expectStatus(t, "dry run", http.StatusOK)
+	var pv struct{ Matched, Total, SkippedRevoked, SkippedNotEnrolled int }
+	if err := json.Unmarshal(res.body, &pv); err != nil {
+		t.Fatal(err)
+	}
+	// acme: the world's own sensor, 3 more, 1 revoked, 1 never enrolled.
+	if pv.Total != 4 || pv.SkippedRevoked != 1 || pv.SkippedNotEnrolled != 1 || pv.Matched != 6 {
+		t.Errorf("preview %+v, want 4 to send, 1 revoked, 1 never enrolled of 6", pv)
+	}
+	if n := w.count(t, `SELECT count(*) FROM command_batches`); n != 0 {
+		t.Fatalf("the dry run recorded %d batches", n)
+	}
+	b, res := w.batch(t, "operator", body, "")
+	res.expectStatus(t, "the batch itself", http.StatusAccepted)
+	if b.Total != pv.Total || b.SkippedRevoked != pv.SkippedRevoked || b.SkippedNotEnrolled != pv.SkippedNotEnrolled {
+		t.Errorf("batch %+v differs from its preview %+v", b, pv)
+	}
+	w.as("viewer", request{method: "POST", path: "/api/commands?dryRun=true", body: body}).expect(t, "viewer dry run", http.StatusForbidden, "forbidden")
+	w.as("operator", request{method: "POST", path: "/api/commands?dryRun=true", body: `{"action":"stop","filter":{"tenantId":"globex"}}`}).expect(t, "dry run on another tenant", http.StatusNotFound, "not_found")
+	w.as("operator", request{method: "POST", path: "/api/commands?dryRun=yes", body: body}).expect(t, "dryRun=yes", http.StatusBadRequest, "invalid_input")
+}

@@ -233,6 +233,10 @@ export class ApiClient {
   sendBulkCommand(req: BulkCommand, idempotencyKey?: string) {
     return this.json<BatchProgress & { batchId: string }>('POST', '/commands', { body: req, headers: idempotencyKey ? { 'Idempotency-Key': idempotencyKey } : undefined });
   }
+  /** What a batch would send now (POST /api/commands?dryRun=true): nothing is recorded. */
+  previewBulkCommand(req: BulkCommand, signal?: AbortSignal) {
+    return this.json<{ matched: number; total: number; skippedRevoked: number; skippedNotEnrolled: number }>('POST', '/commands', { body: req, query: { dryRun: 'true' }, signal });
+  }
   batchProgress(batchId: string, signal?: AbortSignal) {
     return this.json<BatchProgress>('GET', `/commands/batches/${encodeURIComponent(batchId)}`, { signal });
   }

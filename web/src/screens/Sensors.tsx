@@ -149,8 +149,24 @@ export function SensorsScreen() {
     setConfirming({ action, key: newIdempotencyKey() });
   }
 
+  const bulkRequest = (action: CommandAction) => (sel.all ? { action, filter: filterOf({ tenantId, state, q, labels }) } : { action, sensorIds: [...sel.ids] });
+  // The exact count, asked for when the dialog opens: how many get the command and why any are skipped.
+  const [preview, setPreview] = useState<{ key: string; total: number; skippedRevoked: number; skippedNotEnrolled: number } | { key: string; error: unknown } | null>(null);
+  const confirmKey = confirming?.key;
+  useEffect(() => {
+    if (!confirming) return;
+    const ctl = new AbortController();
+    api.previewBulkCommand(bulkRequest(confirming.action), ctl.signal).then(
+      (p) => setPreview({ key: confirming.key, ...p }),
+      (error) => !ctl.signal.aborted && setPreview({ key: confirming.key, error }),
+    );
+    return () => ctl.abort();
+  }, [confirmKey]);
+  const shown = preview && preview.key === confirmKey ? preview : null;
+  const exact = shown && 'total' in shown ? shown : null;
+
   async function sendBulk(action: CommandAction, key: string) {
-    const req = sel.all ? { action, filter: filterOf({ tenantId, state, q, labels }) } : { action, sensorIds: [...sel.ids] };
+    const req = bulkRequest(action);
     const res = await api.sendBulkCommand(req, key);
     setBatch({ batchId: res.batchId, action });
     setSel(NONE);
@@ -309,7 +325,7 @@ export function SensorsScreen() {
       {confirming && (
         <ConfirmDialog
           title={`${confirming.action === 'start' ? 'Start' : 'Stop'} ${what}?`}
-          confirmLabel={`${confirming.action === 'start' ? 'Start' : 'Stop'} ${sel.all ? 'all matching' : selectedCount === 1 ? '1 sensor' : `${(selectedCount ?? 0).toLocaleString()} sensors`}`}
+          confirmLabel={`${confirming.action === 'start' ? 'Start' : 'Stop'} ${exact ? (exact.total === 1 ? '1 sensor' : `${exact.total.toLocaleString()} sensors`) : sel.all ? 'all matching' : selectedCount === 1 ? '1 sensor' : `${(selectedCount ?? 0).toLocaleString()} sensors`}`}
           danger={confirming.action === 'stop'}
           onClose={() => setConfirming(null)}
           onConfirm={() => sendBulk(confirming.action, confirming.key)}
@@ -317,6 +333,19 @@ export function SensorsScreen() {
           <p>
             {confirming.action === 'start' ? 'Each sensor will be told to start capturing.' : 'Each sensor will stop capturing until it is started again.'} The commands go out as one batch; its
             progress shows here as the sensors answer.
+          </p>
+          <p data-testid="batch-preview" role="status">
+            {exact ? (
+              <>
+                <strong>{exact.total.toLocaleString()}</strong> {exact.total === 1 ? 'sensor gets' : 'sensors get'} the command now.
+                {exact.skippedRevoked + exact.skippedNotEnrolled > 0 &&
+                  ` ${(exact.skippedRevoked + exact.skippedNotEnrolled).toLocaleString()} skipped: ${exact.skippedRevoked.toLocaleString()} revoked, ${exact.skippedNotEnrolled.toLocaleString()} never enrolled (no command can reach them).`}
+              </>
+            ) : shown ? (
+              <span className="muted">The exact count could not be read; the batch reports it once sent.</span>
+            ) : (
+              <span className="muted">Counting the sensors…</span>
+            )}
           </p>
           {sel.all && (
             <p className="muted small">

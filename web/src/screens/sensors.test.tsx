@@ -58,10 +58,11 @@ function fleetApi(me: Me, all: Sensor[]) {
       const nextCursor = start + limit < rows.length ? key(items[items.length - 1]) : null;
       return json(200, { items, nextCursor });
     },
-    'POST /api/commands': ({ body }) => {
-      bodies.push(body);
+    'POST /api/commands': ({ body, url }) => {
       const b = body as { sensorIds?: string[]; filter?: { tenantId?: string; state?: string; q?: string } };
       const total = b.sensorIds ? b.sensorIds.length : match(new URL(`http://x/?${new URLSearchParams(b.filter as Record<string, string>)}`)).length;
+      if (url.searchParams.get('dryRun') === 'true') return json(200, { matched: total + 2, total, skippedRevoked: 2, skippedNotEnrolled: 0 });
+      bodies.push(body);
       const id = `batch-${bodies.length}`;
       batches.set(id, { total, accepted: 0, acknowledged: 0, failed: 0, pending: total, matched: total + 2, skippedRevoked: 2, skippedNotEnrolled: 0 });
       return json(202, { batchId: id, ...batches.get(id) });
@@ -185,7 +186,10 @@ describe('sensors at fleet scale', () => {
     await user.click(within(screen.getByRole('toolbar', { name: 'Bulk actions' })).getByRole('button', { name: 'Stop' }));
     const dialog = screen.getByRole('dialog', { name: 'Stop all 120 matching sensors?' });
     expect(dialog).toHaveTextContent('tenant acme');
-    await user.click(within(dialog).getByRole('button', { name: 'Stop all matching' }));
+    // The exact number and the skipped ones are stated before anything is sent.
+    await waitFor(() => expect(within(dialog).getByTestId('batch-preview')).toHaveTextContent('120 sensors get the command now. 2 skipped: 2 revoked, 0 never enrolled'));
+    expect(api.bodies).toEqual([]);
+    await user.click(within(dialog).getByRole('button', { name: 'Stop 120 sensors' }));
     expect(api.bodies).toEqual([{ action: 'stop', filter: { tenantId: 'acme' } }]);
 
     const bar = await screen.findByRole('progressbar', { name: 'Batch progress' });
