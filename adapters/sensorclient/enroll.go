@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -134,6 +135,8 @@ type EnrollerConfig struct {
 	UserAgent string
 	// Client replaces the HTTP client built from RootCAs and Timeout.
 	Client *http.Client
+	// Labels are declared for the sensor at enrolment (nil: none).
+	Labels map[string]string
 }
 
 // Enroller talks to the control plane's sensor routes.
@@ -141,6 +144,7 @@ type Enroller struct {
 	base   *url.URL
 	client *http.Client
 	ua     string
+	labels map[string]string
 }
 
 // NewEnroller checks cfg.
@@ -167,7 +171,7 @@ func NewEnroller(cfg EnrollerConfig) (*Enroller, error) {
 	if ua == "" {
 		ua = "rxc-sensorclient"
 	}
-	return &Enroller{base: u, client: client, ua: ua}, nil
+	return &Enroller{base: u, client: client, ua: ua, labels: maps.Clone(cfg.Labels)}, nil
 }
 
 // Redemption is a redeemed claim code: the sensor's id and its single-use
@@ -200,7 +204,7 @@ func (e *Enroller) Enroll(ctx context.Context, r Redemption) (*State, error) {
 	}
 	var a certificateAnswer
 	path := "/api/sensors/" + url.PathEscape(r.SensorID) + "/agent/enroll"
-	if err := e.call(ctx, path, r.EnrollmentToken, agentwire.EnrollRequest{CSR: csr}, http.StatusCreated, &a); err != nil {
+	if err := e.call(ctx, path, r.EnrollmentToken, agentwire.EnrollRequest{CSR: csr, Labels: e.labels}, http.StatusCreated, &a); err != nil {
 		return nil, fmt.Errorf("enrol sensor %s: %w", r.SensorID, err)
 	}
 	if a.SensorToken == "" || a.GRPC.Address == "" {

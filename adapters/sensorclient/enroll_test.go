@@ -408,3 +408,30 @@ func certState(t *testing.T, token string) *State {
 		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 	}
 }
+
+// TestEnrollerDeclaresLabels: the configured labels go with the enrolment
+// request, and only with it.
+func TestEnrollerDeclaresLabels(t *testing.T) {
+	t.Parallel()
+	got := make(chan map[string]json.RawMessage, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]json.RawMessage
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		got <- body
+		http.Error(w, "stop here", http.StatusTeapot)
+	}))
+	t.Cleanup(srv.Close)
+	e, err := NewEnroller(EnrollerConfig{BaseURL: srv.URL, Timeout: 5 * time.Second, Labels: map[string]string{"site": "ams", "role": "edge"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = e.Enroll(context.Background(), Redemption{SensorID: "s-1", TenantID: "acme", EnrollmentToken: "tok"})
+	body := <-got
+	var labels map[string]string
+	if err := json.Unmarshal(body["labels"], &labels); err != nil || labels["site"] != "ams" || labels["role"] != "edge" || len(labels) != 2 {
+		t.Errorf("enrolment body labels %s (%v), want site=ams, role=edge", body["labels"], err)
+	}
+	if _, ok := body["csr"]; !ok {
+		t.Error("enrolment body without csr")
+	}
+}

@@ -166,7 +166,7 @@ func (s *Service) CreateBatch(ctx context.Context, req BatchRequest) (Batch, boo
 			// see, as GET /api/commands/batches/{id} says.
 			return Batch{}, false, fmt.Errorf("batch of idempotency key: %w", ErrNotFound)
 		case err == nil:
-			return b, false, nil
+			return s.withCounts(ctx, b)
 		case !errors.Is(err, ErrNotFound):
 			return Batch{}, false, fmt.Errorf("look up batch: %w", err)
 		}
@@ -186,7 +186,7 @@ func (s *Service) CreateBatch(ctx context.Context, req BatchRequest) (Batch, boo
 	}
 	now := s.now()
 	b := Batch{
-		ID: id, Action: req.Action, CreatedAt: now, CreatedBy: req.IssuedBy, OperatorID: req.OperatorID,
+		ID: id, Action: req.Action, CreatedAt: now.Truncate(time.Microsecond), CreatedBy: req.IssuedBy, OperatorID: req.OperatorID,
 		IdempotencyKey: req.IdempotencyKey, RequestHash: hash, Matched: len(targets),
 	}
 	tenants := map[string]bool{}
@@ -227,8 +227,67 @@ func (s *Service) CreateBatch(ctx context.Context, req BatchRequest) (Batch, boo
 		s.log.InfoContext(ctx, "command batch recorded", "batch_id", stored.ID, "action", string(stored.Action),
 			"total", stored.Total, "skipped_revoked", stored.SkippedRevoked, "skipped_not_enrolled", stored.SkippedNotEnrolled, "by", stored.CreatedBy)
 		s.wakePublisher()
+		// Nothing is sent before the batch is on record: every command is
+		// pending, and the answer says so (done only when none is).
+		stored.Counts = BatchCounts{Pending: stored.Total}
+		return stored, true, nil
 	}
-	return stored, created, nil
+	return s.withCounts(ctx, stored)
+}
+
+// withCounts answers a repeated batch request with the batch as it stands.
+func (s *Service) withCounts(ctx context.Context, b Batch) (Batch, bool, error) {
+	cur, err := s.store.Batch(ctx, b.ID)
+	if err != nil {
+		return Batch{}, false, fmt.Errorf("read batch: %w", err)
+	}
+	return cur, false, nil
+}
+
+// BatchPreview is what a batch request would send now: the sensors named
+// or matched, how many would get a command, and why the rest would not.
+type BatchPreview struct {
+	Matched            int
+	Total              int
+	SkippedRevoked     int
+	SkippedNotEnrolled int
+}
+
+// PreviewBatch validates req exactly as CreateBatch does and counts its
+// targets without recording anything (a sensor revoked meanwhile is
+// skipped when the batch is made). The idempotency key is ignored.
+func (s *Service) PreviewBatch(ctx context.Context, req BatchRequest) (BatchPreview, error) {
+	if !req.Action.Valid() {
+		return BatchPreview{}, fmt.Errorf("%w: action %q (want start or stop)", ErrInvalidInput, req.Action)
+	}
+	if (req.Filter == nil) == (req.SensorIDs == nil) {
+		return BatchPreview{}, fmt.Errorf("%w: give exactly one of sensorIds and filter", ErrInvalidInput)
+	}
+	ids, match, _, err := normalizeTargets(req)
+	if err != nil {
+		return BatchPreview{}, err
+	}
+	var targets []SensorTarget
+	if match != nil {
+		targets, err = s.matchTargets(ctx, *match)
+	} else {
+		targets, err = s.namedTargets(ctx, ids, req.Scope)
+	}
+	if err != nil {
+		return BatchPreview{}, err
+	}
+	p := BatchPreview{Matched: len(targets)}
+	for _, t := range targets {
+		switch t.State {
+		case StateRevoked:
+			p.SkippedRevoked++
+		case StatePending:
+			p.SkippedNotEnrolled++
+		default:
+			p.Total++
+		}
+	}
+	return p, nil
 }
 
 // normalizeTargets validates a batch's targets: the sorted, distinct
@@ -252,7 +311,12 @@ func normalizeTargets(req BatchRequest) ([]string, *SensorMatch, []byte, error) 
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		return nil, &m, requestHash(req.Action, "filter", []string{filterTenant, string(m.State), m.Q}), nil
+		parts := []string{filterTenant, string(m.State), m.Q}
+		if len(m.Labels) > 0 {
+			// Only then: requests before labels existed keep their digest.
+			parts = append(parts, labelsString(m.Labels))
+		}
+		return nil, &m, requestHash(req.Action, "filter", parts), nil
 	}
 	if len(req.SensorIDs) == 0 {
 		return nil, nil, nil, fmt.Errorf("%w: sensorIds is empty", ErrInvalidInput)
@@ -470,4 +534,103 @@ func (s *Service) recordPublished(ctx context.Context, cmds []Command, results [
 	if len(failed) > 0 || unsure > 0 {
 		s.log.WarnContext(ctx, "batch commands not all stored", "accepted", len(acks), "failed", len(failed), "unconfirmed", unsure)
 	}
+}
+
+// BatchQuery is one page of the batch listing as stores see it.
+type BatchQuery struct {
+	// Tenants is the reader's scope (nil: every tenant, an admin): a batch
+	// is listed when every tenant it touched is in scope and it touched one
+	// at least, or it touched none and OperatorID made it.
+	Tenants    []string
+	OperatorID string
+	// After is the position the page starts after (CreatedAt in Time, the
+	// batch id in ID); nil for the first page.
+	After *SensorKey
+	Limit int
+}
+
+// BatchLister pages batches, newest first.
+type BatchLister interface {
+	// ListBatches returns at most q.Limit batches visible within q, newest
+	// first (creation time, then id, both descending), strictly after
+	// q.After, each with its counts.
+	ListBatches(ctx context.Context, q BatchQuery) ([]Batch, error)
+}
+
+// Bounds of the batch listing.
+const (
+	DefaultBatchPage = 50
+	MaxBatchPage     = 200
+)
+
+// BatchListing is a request for one page of batches.
+type BatchListing struct {
+	// Tenants is the reader's scope (nil: every tenant).
+	Tenants    []string
+	OperatorID string
+	Limit      int
+	// Cursor is the previous page's NextCursor; "" for the first page.
+	Cursor string
+}
+
+// BatchPage is one page of batches; NextCursor is "" on the last page.
+type BatchPage struct {
+	Items      []Batch
+	NextCursor string
+}
+
+// ListBatches returns one page of the batches the reader may see, newest
+// first. Its cursors are bound to the scope like the sensor listing's.
+func (s *Service) ListBatches(ctx context.Context, l BatchListing) (BatchPage, error) {
+	if l.Limit == 0 {
+		l.Limit = DefaultBatchPage
+	}
+	if l.Limit < 1 || l.Limit > MaxBatchPage {
+		return BatchPage{}, fmt.Errorf("%w: limit must lie between 1 and %d", ErrInvalidLimit, MaxBatchPage)
+	}
+	m, err := checkMatch(SensorMatch{Tenants: l.Tenants})
+	if err != nil {
+		return BatchPage{}, err
+	}
+	q := BatchQuery{Tenants: m.Tenants, OperatorID: l.OperatorID, Limit: l.Limit + 1}
+	binding := bindingOf("batches", SensorMatch{Tenants: m.Tenants, Q: l.OperatorID})
+	if l.Cursor != "" {
+		k, err := decodeSensorCursor(l.Cursor, SortCreatedAtDesc, binding)
+		if err != nil {
+			return BatchPage{}, err
+		}
+		q.After = &k
+	}
+	items, err := s.store.ListBatches(ctx, q)
+	if err != nil {
+		return BatchPage{}, fmt.Errorf("list batches: %w", err)
+	}
+	page := BatchPage{Items: items}
+	if len(items) > l.Limit {
+		page.Items = items[:l.Limit]
+		last := page.Items[l.Limit-1]
+		page.NextCursor = encodeSensorCursor(SortCreatedAtDesc, binding, SensorKey{Time: last.CreatedAt, ID: last.ID})
+	}
+	return page, nil
+}
+
+// BatchVisible reports whether a reader of scope tenants (nil: every
+// tenant) who is operatorID sees b: the reference of what stores select.
+func BatchVisible(b Batch, tenants []string, operatorID string) bool {
+	if tenants == nil {
+		return true
+	}
+	if len(b.TenantIDs) == 0 {
+		return b.OperatorID == operatorID
+	}
+	return !slices.ContainsFunc(b.TenantIDs, func(t string) bool { return !slices.Contains(tenants, t) })
+}
+
+// BatchAfter reports whether a comes after position k in the newest-first
+// order: older, or as old with a smaller id.
+func BatchAfter(a Batch, k SensorKey) bool {
+	if c := a.CreatedAt.Compare(k.Time); c != 0 {
+		return c < 0
+	}
+	return a.ID < k.ID
 }

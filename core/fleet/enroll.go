@@ -132,6 +132,8 @@ type EnrollmentRecord struct {
 	NATSAccountPubKey    string
 	State                State
 	At                   time.Time
+	// Labels the agent declared; nil leaves the sensor's labels as they are.
+	Labels map[string]string
 }
 
 // Enrollment is what an enrolled sensor receives; the HTTP layer adds the
@@ -153,6 +155,16 @@ type Enrollment struct {
 // calls only one stores anything. The sensor is "offline" afterwards and
 // turns "online" with its first status report or health check.
 func (s *Service) Enroll(ctx context.Context, sensorID, enrollmentToken string, csrPEM []byte) (Enrollment, error) {
+	return s.EnrollLabeled(ctx, sensorID, enrollmentToken, csrPEM, nil)
+}
+
+// EnrollLabeled is Enroll with the labels the agent declares (nil: none
+// declared). Labels outside ValidateLabels are refused before the token is
+// looked at, so the token stays usable.
+func (s *Service) EnrollLabeled(ctx context.Context, sensorID, enrollmentToken string, csrPEM []byte, labels map[string]string) (Enrollment, error) {
+	if err := ValidateLabels(labels); err != nil {
+		return Enrollment{}, err
+	}
 	cred, err := s.authenticate(ctx, sensorID, enrollmentToken, TokenEnrollment)
 	if err != nil {
 		return Enrollment{}, err
@@ -180,6 +192,7 @@ func (s *Service) Enroll(ctx context.Context, sensorID, enrollmentToken string, 
 	rec := EnrollmentRecord{
 		SensorID: sensor.ID, EnrollmentTokenHash: hashToken(enrollmentToken), Certificate: cert,
 		SensorTokenHash: tokenHash, SensorTokenExpiresAt: cert.NotAfter, State: StateOffline, At: s.now(),
+		Labels: labels,
 	}
 	if creds != nil {
 		rec.NATSUserPubKey, rec.NATSAccountPubKey = creds.UserPubKey, creds.AccountPubKey

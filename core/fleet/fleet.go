@@ -104,6 +104,12 @@ type Sensor struct {
 	// came from. "" until known.
 	AgentVersion string
 	Address      string
+	// Labels group sensors (ValidateLabels); nil when there are none.
+	Labels map[string]string
+	// DecommissionedAt is set when the sensor was retired for good (it is
+	// revoked too); zero otherwise.
+	DecommissionedAt time.Time
+	DecommissionedBy string
 }
 
 // Action is what a command asks a sensor to do.

@@ -115,6 +115,11 @@ type SensorMatch struct {
 	// Q is a case-insensitive substring of the name, hostname or id; ""
 	// matches everything. It is plain text: % and _ have no meaning.
 	Q string
+	// Labels the sensor must all carry with these values (nil: any).
+	Labels map[string]string
+	// IncludeDecommissioned selects decommissioned sensors too; they are
+	// left out otherwise.
+	IncludeDecommissioned bool
 }
 
 // Matches reports whether s is selected by m (the in-memory reference of
@@ -124,6 +129,12 @@ func (m SensorMatch) Matches(s Sensor) bool {
 		return false
 	}
 	if m.State != "" && s.State != m.State {
+		return false
+	}
+	if !m.IncludeDecommissioned && !s.DecommissionedAt.IsZero() {
+		return false
+	}
+	if !labelsMatch(s.Labels, m.Labels) {
 		return false
 	}
 	if m.Q == "" {
@@ -259,6 +270,12 @@ func checkMatch(m SensorMatch) (SensorMatch, error) {
 	if err := validateLabel("q", m.Q, MaxSensorQuery); err != nil {
 		return m, err
 	}
+	if err := ValidateLabels(m.Labels); err != nil {
+		return m, err
+	}
+	if len(m.Labels) == 0 {
+		m.Labels = nil
+	}
 	return m, nil
 }
 
@@ -274,7 +291,7 @@ func sortNames() string {
 // the scope.
 func bindingOf(sort SensorSort, m SensorMatch) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "sort=%s\x00state=%s\x00q=%s\x00", sort, m.State, m.Q)
+	fmt.Fprintf(h, "sort=%s\x00state=%s\x00q=%s\x00labels=%s\x00all=%t\x00", sort, m.State, m.Q, labelsString(m.Labels), m.IncludeDecommissioned)
 	if m.Tenants == nil {
 		h.Write([]byte("scope=*"))
 	} else {

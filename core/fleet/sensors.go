@@ -396,8 +396,15 @@ func (s *Service) RevokeSensor(ctx context.Context, sensorID, by string) error {
 	if err != nil {
 		return fmt.Errorf("revoke sensor %s: %w", sensorID, err)
 	}
-	s.terminator.Terminate(sensor.TenantID, sensor.ID)
 	s.log.InfoContext(ctx, "sensor revoked", logkey.Tenant, sensor.TenantID, logkey.Sensor, sensor.ID, "by", by)
+	return s.revokeHeld(ctx, sensor)
+}
+
+// revokeHeld ends what a locally revoked sensor still holds outside the
+// store: its live streams and its NATS user (through the provisioner).
+func (s *Service) revokeHeld(ctx context.Context, sensor Sensor) error {
+	sensorID := sensor.ID
+	s.terminator.Terminate(sensor.TenantID, sensor.ID)
 	if sensor.NATSUserPubKey == "" {
 		return nil
 	}

@@ -24,7 +24,9 @@ type Store interface {
 	StatusStore
 	CommandStore
 	BatchStore
+	BatchLister
 	RevokeStore
+	LifecycleStore
 }
 
 // Defaults and bounds of Config.

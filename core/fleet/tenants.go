@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/rxc-project/rxc/core/logkey"
 )
@@ -16,6 +17,39 @@ type TenantStore interface {
 	CreateTenant(ctx context.Context, t Tenant) (stored Tenant, created bool, err error)
 	Tenant(ctx context.Context, id string) (Tenant, error)
 	ListTenants(ctx context.Context) ([]Tenant, error)
+	// DeleteTenant, in one transaction, refuses a tenant with sensors not
+	// decommissioned (a *TenantHasSensorsError), else marks it deleted
+	// (by, at) and revokes its unused claim codes. Tenant, ListTenants and
+	// PendingTenants leave a deleted tenant out (ErrNotFound); CreateTenant
+	// of its id is ErrConflict; DeleteTenant of it ErrNotFound.
+	DeleteTenant(ctx context.Context, id, by string, at time.Time) error
+}
+
+// ErrTenantHasSensors refuses to delete a tenant with live sensors.
+var ErrTenantHasSensors = errors.New("tenant has live sensors")
+
+// TenantHasSensorsError says how many sensors stand in the way.
+type TenantHasSensorsError struct{ Live int }
+
+func (e *TenantHasSensorsError) Error() string {
+	return fmt.Sprintf("the tenant has %d sensors that are not decommissioned; decommission them first", e.Live)
+}
+
+// Unwrap makes it ErrTenantHasSensors.
+func (e *TenantHasSensorsError) Unwrap() error { return ErrTenantHasSensors }
+
+// DeleteTenant deletes a tenant without live sensors: every sensor must be
+// decommissioned first (ErrTenantHasSensors otherwise, nothing changed).
+// The tenant and its history stay on record, hidden.
+func (s *Service) DeleteTenant(ctx context.Context, id, by string) error {
+	if err := validateID("tenant id", id); err != nil {
+		return err
+	}
+	if err := s.store.DeleteTenant(ctx, id, by, s.now()); err != nil {
+		return fmt.Errorf("delete tenant %s: %w", id, err)
+	}
+	s.log.InfoContext(ctx, "tenant deleted", logkey.Tenant, id, "by", by)
+	return nil
 }
 
 // TenantProvisioningStore is what tenant reconciliation reads and writes.

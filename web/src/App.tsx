@@ -4,6 +4,7 @@ import { RequireSession } from './components/Layout';
 import { Loading } from './components/Status';
 import { AccountScreen } from './screens/Account';
 import { AuditScreen } from './screens/Audit';
+import { BatchesScreen } from './screens/Batches';
 import { LoginScreen } from './screens/Login';
 import { OperatorsScreen } from './screens/Operators';
 import { SensorDetailScreen } from './screens/SensorDetail';
@@ -32,6 +33,7 @@ export function AppRoutes() {
         <Route index element={<Navigate to="/sensors" replace />} />
         <Route path="/sensors" element={<SensorsScreen />} />
         <Route path="/sensors/:sensorId" element={<SensorDetailScreen />} />
+        <Route path="/batches" element={<BatchesScreen />} />
         <Route path="/tenants" element={<TenantsScreen />} />
         <Route path="/tenants/:tenantId" element={<TenantDetailScreen />} />
         <Route

@@ -25,6 +25,10 @@ type RedeemResponse struct {
 // enrolment token).
 type EnrollRequest struct {
 	CSR string `json:"csr"`
+	// Labels the agent declares for its sensor (optional): at most 16,
+	// keys 1-63 of a-z 0-9 . _ - starting with a letter or digit, values
+	// 0-63 of A-Z a-z 0-9 . _ -.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // RenewRequest is POST /api/sensors/{id}/agent/renew (bearer: the sensor

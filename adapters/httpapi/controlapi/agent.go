@@ -11,6 +11,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/httpapi/agentwire"
 	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/ids"
 )
 
 // maxBearerLen bounds the Authorization value looked at; real tokens are 43
@@ -18,16 +19,20 @@ import (
 const maxBearerLen = 512
 
 func (a *API) redeem(w http.ResponseWriter, r *http.Request) {
+	// Audited with the sensor as the actor once it has an id; a refused
+	// attempt as "sensor" from its address (the code is a secret, never
+	// recorded).
+	a.noteSensor(r, "", "")
 	if ok, wait := a.redeemLimiter.allow(clientKey(r, a.trustProxy)); !ok {
 		secs := int((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		problem.Write(w, r, problem.New(http.StatusTooManyRequests, problem.CodeRateLimited, "Too many attempts",
+		a.fail(w, r, problem.New(http.StatusTooManyRequests, problem.CodeRateLimited, "Too many attempts",
 			"too many claim code attempts from this address; retry after the time in Retry-After"))
 		return
 	}
 	var req agentwire.RedeemRequest
 	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-		problem.Write(w, r, p)
+		a.fail(w, r, p)
 		return
 	}
 	red, err := a.fleet.RedeemClaimCode(r.Context(), req.ClaimCode, req.Hostname)
@@ -35,6 +40,7 @@ func (a *API) redeem(w http.ResponseWriter, r *http.Request) {
 		a.failSensor(w, r, err)
 		return
 	}
+	a.noteSensor(r, red.SensorID, red.TenantID)
 	problem.WriteJSON(w, http.StatusCreated, agentwire.RedeemResponse{
 		SensorID: red.SensorID, TenantID: red.TenantID, EnrollmentToken: red.EnrollmentToken, ExpiresAt: red.ExpiresAt.UTC(),
 	})
@@ -42,29 +48,28 @@ func (a *API) redeem(w http.ResponseWriter, r *http.Request) {
 
 // sensorRequest reads what enrol and renew share: the sensor id, the bearer
 // token and the CSR. On failure it has answered.
-func (a *API) sensorRequest(w http.ResponseWriter, r *http.Request) (id, token string, csr []byte, ok bool) {
-	if id, ok = a.pathID(w, r); !ok {
-		return "", "", nil, false
+func (a *API) sensorRequest(w http.ResponseWriter, r *http.Request) (id, token string, req agentwire.EnrollRequest, ok bool) {
+	if id, ok = a.sensorCaller(w, r); !ok {
+		return "", "", req, false
 	}
 	token, ok = bearer(r)
 	if !ok {
 		a.failSensor(w, r, fleet.ErrInvalidToken)
-		return "", "", nil, false
+		return "", "", req, false
 	}
-	var req agentwire.EnrollRequest
 	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-		problem.Write(w, r, p)
-		return "", "", nil, false
+		a.fail(w, r, p)
+		return "", "", req, false
 	}
-	return id, token, []byte(req.CSR), true
+	return id, token, req, true
 }
 
 func (a *API) enroll(w http.ResponseWriter, r *http.Request) {
-	id, token, csr, ok := a.sensorRequest(w, r)
+	id, token, req, ok := a.sensorRequest(w, r)
 	if !ok {
 		return
 	}
-	e, err := a.fleet.Enroll(r.Context(), id, token, csr)
+	e, err := a.fleet.EnrollLabeled(r.Context(), id, token, []byte(req.CSR), req.Labels)
 	if err != nil {
 		a.failSensor(w, r, err)
 		return
@@ -95,7 +100,7 @@ func (a *API) natsJSON(n *fleet.NATSCredentials) *agentwire.NATS {
 }
 
 func (a *API) renew(w http.ResponseWriter, r *http.Request) {
-	id, ok := a.pathID(w, r)
+	id, ok := a.sensorCaller(w, r)
 	if !ok {
 		return
 	}
@@ -106,7 +111,7 @@ func (a *API) renew(w http.ResponseWriter, r *http.Request) {
 	}
 	var req agentwire.RenewRequest
 	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-		problem.Write(w, r, p)
+		a.fail(w, r, p)
 		return
 	}
 	var proof *fleet.PossessionProof
@@ -142,4 +147,40 @@ func bearer(r *http.Request) (string, bool) {
 		return "", false
 	}
 	return token, true
+}
+
+// SensorActorPrefix begins the audit actor of a sensor's own call:
+// "sensor:<id>", or "sensor" alone before it has an id (a redemption).
+const SensorActorPrefix = "sensor"
+
+// noteSensor names the sensor (and its tenant, once known) as the actor of
+// an audited call.
+func (a *API) noteSensor(r *http.Request, sensorID, tenantID string) {
+	n := noteOf(r)
+	if n == nil {
+		return
+	}
+	n.actor, n.target, n.tenant = SensorActorPrefix, sensorID, tenantID
+	if sensorID != "" {
+		n.actor = SensorActorPrefix + ":" + sensorID
+	}
+}
+
+// sensorCaller reads the {id} of a sensor's own route and notes the sensor
+// as the audit actor, with its tenant when it exists, so that a refused
+// attempt on a tenant's sensor is in that tenant's trail too. On failure
+// it has answered.
+func (a *API) sensorCaller(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if err := ids.Validate(id); err != nil {
+		a.noteSensor(r, "", "")
+		a.fail(w, r, err)
+		return "", false
+	}
+	tenant := ""
+	if s, err := a.fleet.Sensor(r.Context(), id); err == nil {
+		tenant = s.TenantID
+	}
+	a.noteSensor(r, id, tenant)
+	return id, true
 }

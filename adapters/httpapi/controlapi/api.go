@@ -274,14 +274,18 @@ func (a *API) routes() {
 	m.HandleFunc("GET /api/tenants", a.operator(a.listTenants))
 	m.HandleFunc("POST /api/tenants", a.audited("tenant.create", a.operator(a.createTenant)))
 	m.HandleFunc("GET /api/tenants/{id}", a.operator(a.getTenant))
+	m.HandleFunc("DELETE /api/tenants/{id}", a.audited("tenant.delete", a.operator(a.deleteTenant)))
 	m.HandleFunc("POST /api/tenants/{id}/claim-codes", a.audited("claim_code.issue", a.operator(a.issueClaimCode)))
 	m.HandleFunc("GET /api/tenants/{id}/claim-codes", a.operator(a.listClaimCodes))
 	m.HandleFunc("DELETE /api/claim-codes/{id}", a.audited("claim_code.revoke", a.operator(a.revokeClaimCode)))
 	m.HandleFunc("GET /api/sensors", a.operator(a.listSensors))
 	m.HandleFunc("GET /api/sensors/summary", a.operator(a.sensorSummary))
 	m.HandleFunc("POST /api/commands", a.audited("command.batch", a.operator(a.createBatch)))
+	m.HandleFunc("GET /api/commands/batches", a.operator(a.listBatches))
 	m.HandleFunc("GET /api/commands/batches/{id}", a.operator(a.getBatch))
 	m.HandleFunc("GET /api/sensors/{id}", a.operator(a.getSensor))
+	m.HandleFunc("PATCH /api/sensors/{id}", a.audited("sensor.update", a.operator(a.patchSensor)))
+	m.HandleFunc("DELETE /api/sensors/{id}", a.audited("sensor.decommission", a.operator(a.decommissionSensor)))
 	m.HandleFunc("POST /api/sensors/{id}/commands", a.audited("sensor.command", a.operator(a.issueCommand)))
 	m.HandleFunc("GET /api/sensors/{id}/commands", a.operator(a.listCommands))
 	m.HandleFunc("POST /api/sensors/{id}/revoke", a.audited("sensor.revoke", a.operator(a.revokeSensor)))
@@ -301,9 +305,9 @@ func (a *API) routes() {
 	m.HandleFunc("DELETE /api/tokens/{id}", a.audited("token.revoke", a.operator(a.revokeToken)))
 	m.HandleFunc("GET /api/audit", a.operator(a.listAudit))
 
-	m.HandleFunc("POST /api/sensors/claim/redeem", a.redeem)
-	m.HandleFunc("POST /api/sensors/{id}/agent/enroll", a.enroll)
-	m.HandleFunc("POST /api/sensors/{id}/agent/renew", a.renew)
+	m.HandleFunc("POST /api/sensors/claim/redeem", a.audited("sensor.redeem", a.redeem))
+	m.HandleFunc("POST /api/sensors/{id}/agent/enroll", a.audited("sensor.enroll", a.enroll))
+	m.HandleFunc("POST /api/sensors/{id}/agent/renew", a.audited("sensor.renew", a.renew))
 }
 
 // routeRecorder registers routes and remembers their patterns.

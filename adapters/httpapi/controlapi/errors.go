@@ -184,6 +184,12 @@ func (a *API) problemFor(w http.ResponseWriter, r *http.Request, err error) *pro
 		p = problem.New(http.StatusBadRequest, problem.CodeInvalidLimit, "Invalid limit", detail(err))
 	case errors.Is(err, fleet.ErrInvalidSort):
 		p = problem.New(http.StatusBadRequest, problem.CodeInvalidSort, "Invalid sort", detail(err))
+	case errors.Is(err, fleet.ErrInvalidLabels):
+		p = problem.New(http.StatusBadRequest, problem.CodeInvalidLabels, "Invalid labels", detail(err))
+	case errors.Is(err, fleet.ErrTenantHasSensors):
+		p = problem.New(http.StatusConflict, problem.CodeTenantHasSensors, "Tenant has live sensors", detail(err))
+	case errors.Is(err, fleet.ErrDecommissioned):
+		p = problem.New(http.StatusConflict, problem.CodeSensorDecommissioned, "Sensor decommissioned", detail(err))
 	case errors.Is(err, fleet.ErrBatchTooLarge):
 		p = problem.New(http.StatusBadRequest, problem.CodeBatchTooLarge, "Batch too large", detail(err))
 	case errors.Is(err, fleet.ErrInvalidInput), errors.Is(err, operators.ErrInvalidInput), errors.Is(err, analytics.ErrInvalidInput), errors.Is(err, audit.ErrInvalidInput):

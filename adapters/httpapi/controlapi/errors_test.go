@@ -117,7 +117,7 @@ func TestBadInput(t *testing.T) {
 
 		{"unknown route", request{method: "GET", path: "/api/nothing"}, 404, "route_not_found", nil},
 		{"wrong method", request{method: "PUT", path: "/api/tenants", operator: true}, 405, "method_not_allowed", map[string]string{"Allow": "GET, POST"}},
-		{"wrong method on a sensor", request{method: "DELETE", path: "/api/sensors/" + enrolledID, operator: true}, 405, "method_not_allowed", map[string]string{"Allow": "GET"}},
+		{"wrong method on a sensor", request{method: "PUT", path: "/api/sensors/" + enrolledID, operator: true}, 405, "method_not_allowed", map[string]string{"Allow": "GET, PATCH, DELETE"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package controlapi
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -132,6 +133,9 @@ type sensorJSON struct {
 	// where its last health check came from. Null until known.
 	AgentVersion *string `json:"agentVersion"`
 	Address      *string `json:"address"`
+	// Labels is {} when the sensor has none.
+	Labels           map[string]string `json:"labels"`
+	DecommissionedAt *time.Time        `json:"decommissionedAt"`
 }
 
 func sensorOut(s fleet.Sensor) sensorJSON {
@@ -139,6 +143,10 @@ func sensorOut(s fleet.Sensor) sensorJSON {
 		ID: s.ID, TenantID: s.TenantID, Name: s.Name, Hostname: optString(s.Hostname),
 		State: string(s.State), LastSeenAt: optTime(s.LastSeenAt), CreatedAt: optTime(s.CreatedAt),
 		AgentVersion: optString(s.AgentVersion), Address: optString(s.Address),
+		Labels: maps.Clone(s.Labels), DecommissionedAt: optTime(s.DecommissionedAt),
+	}
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
 	}
 	if s.Certificate.Serial != "" {
 		out.Certificate = &certificateJSON{Serial: s.Certificate.Serial, NotAfter: s.Certificate.NotAfter.UTC()}

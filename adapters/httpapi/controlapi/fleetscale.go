@@ -52,6 +52,15 @@ func (a *API) listSensors(w http.ResponseWriter, r *http.Request, p operators.Pr
 		Sort:        fleet.SensorSort(q.Get("sort")),
 		Cursor:      q.Get("cursor"),
 	}
+	var err error
+	if l.Labels, err = labelSelectors(q); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if l.IncludeDecommissioned, err = includeDecommissioned(q); err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -103,6 +112,8 @@ type batchFilterJSON struct {
 	TenantID string `json:"tenantId"`
 	State    string `json:"state"`
 	Q        string `json:"q"`
+	// Labels the sensors must all carry (as GET /api/sensors?label=).
+	Labels map[string]string `json:"labels"`
 }
 
 type createBatchRequest struct {
@@ -178,7 +189,7 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 	}
 	br.Scope = scope
 	if f := req.Filter; f != nil {
-		m := fleet.SensorMatch{State: fleet.State(f.State), Q: f.Q}
+		m := fleet.SensorMatch{State: fleet.State(f.State), Q: f.Q, Labels: f.Labels}
 		if f.TenantID != "" {
 			if m.Tenants, ok = a.scopeOf(w, r, p, f.TenantID, operators.PermOperate); !ok {
 				return
@@ -190,6 +201,21 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 		// Refused before anything is recorded: with messaging off no
 		// command could ever leave.
 		a.fail(w, r, fleet.ErrMessagingDisabled)
+		return
+	}
+	if dry := r.URL.Query().Get("dryRun"); dry != "" {
+		if dry != "true" {
+			a.fail(w, r, fmt.Errorf("%w: dryRun is true or absent", fleet.ErrInvalidInput))
+			return
+		}
+		pv, err := a.fleet.PreviewBatch(r.Context(), br)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		problem.WriteJSON(w, http.StatusOK, batchPreviewJSON{
+			Matched: pv.Matched, Total: pv.Total, SkippedRevoked: pv.SkippedRevoked, SkippedNotEnrolled: pv.SkippedNotEnrolled,
+		})
 		return
 	}
 	b, created, err := a.fleet.CreateBatch(r.Context(), br)
@@ -207,6 +233,52 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 		status = http.StatusOK
 	}
 	problem.WriteJSON(w, status, batchOut(b))
+}
+
+// batchPreviewJSON answers POST /api/commands?dryRun=true: what the batch
+// would send now, and why the rest would get nothing.
+type batchPreviewJSON struct {
+	Matched            int `json:"matched"`
+	Total              int `json:"total"`
+	SkippedRevoked     int `json:"skippedRevoked"`
+	SkippedNotEnrolled int `json:"skippedNotEnrolled"`
+}
+
+// batchPage is one page of GET /api/commands/batches; nextCursor is null
+// on the last page.
+type batchPage struct {
+	Items      []batchJSON `json:"items"`
+	NextCursor *string     `json:"nextCursor"`
+}
+
+// listBatches lists the batches the caller may read, newest first: those
+// whose every tenant is in scope, and their own that touched none.
+func (a *API) listBatches(w http.ResponseWriter, r *http.Request, p operators.Principal) {
+	q := r.URL.Query()
+	l := fleet.BatchListing{OperatorID: p.Operator.ID, Cursor: q.Get("cursor")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			a.fail(w, r, fmt.Errorf("%w: limit must be a whole number between 1 and %d", fleet.ErrInvalidLimit, fleet.MaxBatchPage))
+			return
+		}
+		l.Limit = n
+	}
+	scope, ok := a.scopeOf(w, r, p, q.Get("tenantId"), operators.PermView)
+	if !ok {
+		return
+	}
+	l.Tenants = scope
+	page, err := a.fleet.ListBatches(r.Context(), l)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := batchPage{Items: make([]batchJSON, 0, len(page.Items)), NextCursor: optString(page.NextCursor)}
+	for _, b := range page.Items {
+		out.Items = append(out.Items, batchOut(b))
+	}
+	problem.WriteJSON(w, http.StatusOK, out)
 }
 
 func (a *API) getBatch(w http.ResponseWriter, r *http.Request, p operators.Principal) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
 	"github.com/rxc-project/rxc/internal/fleetseed"
@@ -382,6 +383,15 @@ func (w *rbacWorld) batchStatus(t *testing.T, who, id string) (batchAnswer, resp
 	return b, res
 }
 
+// checkBatchRule holds an answer to the Batch schema's rule: the statuses
+// add up to total, and done means nothing is pending.
+func checkBatchRule(t *testing.T, what string, b batchAnswer) {
+	t.Helper()
+	if b.Pending+b.Accepted+b.Failed+b.Expired != b.Total || b.Done != (b.Pending == 0) {
+		t.Errorf("%s breaks the batch rule: %+v", what, b)
+	}
+}
+
 func (w *rbacWorld) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
 	var n int
@@ -453,6 +463,12 @@ func TestCommandBatches(t *testing.T) {
 	if b.Total != 4 || b.Matched != 6 || b.SkippedRevoked != 1 || b.SkippedNotEnrolled != 1 || b.Action != "stop" ||
 		b.CreatedBy != "operator@acme.example" || !slices.Equal(b.TenantIDs, []string{"acme"}) {
 		t.Errorf("batch %+v", b)
+	}
+	// The 202 tells the truth: nothing is sent yet, so every command is
+	// pending and the batch is not done.
+	checkBatchRule(t, "202", b)
+	if b.Pending != 4 || b.Done {
+		t.Errorf("202 answer %+v, want 4 pending, not done", b)
 	}
 	if loc := res.header.Get("Location"); loc != "/api/commands/batches/"+b.BatchID {
 		t.Errorf("Location %q", loc)
@@ -549,6 +565,19 @@ func TestCommandBatchIdempotency(t *testing.T) {
 	if again.BatchID != first.BatchID || again.Total != 3 {
 		t.Errorf("repeat gave %+v, want batch %s", again, first.BatchID)
 	}
+	checkBatchRule(t, "first", first)
+	checkBatchRule(t, "repeat before publishing", again)
+	if first.Pending != 3 || again.Pending != 3 || again.Done {
+		t.Errorf("first %+v, repeat %+v: want 3 pending in both", first, again)
+	}
+	if _, err := w.e.fleet.PublishQueued(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	again, _ = w.batch(t, "operator", body, "key-1")
+	checkBatchRule(t, "repeat after publishing", again)
+	if again.Accepted != 3 || again.Pending != 0 || !again.Done {
+		t.Errorf("repeat after publishing %+v, want the batch as it stands: 3 accepted, done", again)
+	}
 	// The same targets in another order and with a duplicate are the same request.
 	reordered := `{"action":"start","sensorIds":["` + acme[2] + `","` + acme[0] + `","` + acme[1] + `","` + acme[0] + `"]}`
 	if b, res := w.batch(t, "operator", reordered, "key-1"); res.status != http.StatusOK || b.BatchID != first.BatchID {
@@ -593,4 +622,128 @@ func TestCommandBatchIdempotency(t *testing.T) {
 	if n := w.count(t, `SELECT count(*) FROM command_batches WHERE idempotency_key = 'key-2'`); n != 1 {
 		t.Errorf("%d batches with key-2, want 1", n)
 	}
+}
+
+type batchListPage struct {
+	Items      []batchAnswer
+	NextCursor *string
+}
+
+func (w *rbacWorld) batches(t *testing.T, who, query string) (batchListPage, response) {
+	t.Helper()
+	res := w.as(who, request{method: "GET", path: "/api/commands/batches?" + query})
+	var p batchListPage
+	if res.status == http.StatusOK {
+		if err := json.Unmarshal(res.body, &p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p, res
+}
+
+// TestBatchListing: past batches newest first, paged by cursor, each
+// obeying the batch rule, and never another tenant's.
+func TestBatchListing(t *testing.T) {
+	w := newRBACWorld(t)
+	var acme []string
+	for range 2 {
+		id, _ := w.e.enroll("acme")
+		acme = append(acme, id)
+	}
+	var made []string
+	for i := range 3 {
+		b, res := w.batch(t, "operator", `{"action":"stop","sensorIds":["`+acme[i%2]+`"]}`, "")
+		res.expectStatus(t, "operator batch", http.StatusAccepted)
+		made = append(made, b.BatchID)
+		w.e.clock.Advance(time.Second)
+	}
+	gb, res := w.batch(t, "admin", `{"action":"start","filter":{"tenantId":"globex"}}`, "")
+	res.expectStatus(t, "admin batch on globex", http.StatusAccepted)
+
+	// Newest first across pages of 2, as the viewer of acme.
+	var got []string
+	cursor := ""
+	for range 10 {
+		q := "limit=2"
+		if cursor != "" {
+			q += "&cursor=" + url.QueryEscape(cursor)
+		}
+		p, res := w.batches(t, "viewer", q)
+		res.expectStatus(t, "viewer lists", http.StatusOK)
+		for _, b := range p.Items {
+			checkBatchRule(t, "listed "+b.BatchID, b)
+			got = append(got, b.BatchID)
+		}
+		if p.NextCursor == nil {
+			break
+		}
+		cursor = *p.NextCursor
+	}
+	want := []string{made[2], made[1], made[0]}
+	if !slices.Equal(got, want) {
+		t.Errorf("viewer of acme lists %v, want %v (newest first, no globex batch)", got, want)
+	}
+	p, _ := w.batches(t, "admin", "")
+	if len(p.Items) != 4 || p.Items[0].BatchID != gb.BatchID || p.Items[0].Pending != p.Items[0].Total {
+		t.Errorf("admin lists %+v, want 4 batches, the globex one first and pending", p.Items)
+	}
+	// Published: the listing shows where each stands.
+	if _, err := w.e.fleet.PublishQueued(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p, _ = w.batches(t, "operator", "")
+	for _, b := range p.Items {
+		checkBatchRule(t, "after publishing", b)
+		if !b.Done || b.Accepted != 1 {
+			t.Errorf("after publishing %+v, want accepted, done", b)
+		}
+	}
+	// Another tenant's scope is answered like a tenant that does not exist;
+	// bad limits and foreign cursors are refused.
+	_, res = w.batches(t, "operator", "tenantId=globex")
+	res.expect(t, "operator asks for globex's batches", http.StatusNotFound, "not_found")
+	_, res = w.batches(t, "operator", "limit=0")
+	res.expect(t, "limit 0", http.StatusBadRequest, "invalid_limit")
+	_, res = w.batches(t, "operator", "limit=201")
+	res.expect(t, "limit 201", http.StatusBadRequest, "invalid_limit")
+	adminPage, _ := w.batches(t, "admin", "limit=1")
+	if adminPage.NextCursor == nil {
+		t.Fatal("admin's first page of 1 has no cursor")
+	}
+	_, res = w.batches(t, "operator", "cursor="+url.QueryEscape(*adminPage.NextCursor))
+	res.expect(t, "the admin's cursor used by the operator", http.StatusBadRequest, "invalid_cursor")
+}
+
+// TestBatchDryRun: the preview counts exactly what the batch then sends
+// and why the rest are skipped, and records nothing.
+func TestBatchDryRun(t *testing.T) {
+	w := newRBACWorld(t)
+	for range 3 {
+		w.e.enroll("acme")
+	}
+	revoked, _ := w.e.enroll("acme")
+	w.as("admin", request{method: "POST", path: "/api/sensors/" + revoked + "/revoke"}).expectStatus(t, "revoke", http.StatusOK)
+	w.e.redeem("acme")
+	body := `{"action":"stop","filter":{"tenantId":"acme"}}`
+	res := w.as("operator", request{method: "POST", path: "/api/commands?dryRun=true", body: body})
+	res.expectStatus(t, "dry run", http.StatusOK)
+	var pv struct{ Matched, Total, SkippedRevoked, SkippedNotEnrolled int }
+	if err := json.Unmarshal(res.body, &pv); err != nil {
+		t.Fatal(err)
+	}
+	// acme: the world's own sensor, 3 more, 1 revoked, 1 never enrolled.
+	if pv.Total != 4 || pv.SkippedRevoked != 1 || pv.SkippedNotEnrolled != 1 || pv.Matched != 6 {
+		t.Errorf("preview %+v, want 4 to send, 1 revoked, 1 never enrolled of 6", pv)
+	}
+	if n := w.count(t, `SELECT count(*) FROM command_batches`); n != 0 {
+		t.Fatalf("the dry run recorded %d batches", n)
+	}
+	b, res := w.batch(t, "operator", body, "")
+	res.expectStatus(t, "the batch itself", http.StatusAccepted)
+	if b.Total != pv.Total || b.SkippedRevoked != pv.SkippedRevoked || b.SkippedNotEnrolled != pv.SkippedNotEnrolled {
+		t.Errorf("batch %+v differs from its preview %+v", b, pv)
+	}
+	w.as("viewer", request{method: "POST", path: "/api/commands?dryRun=true", body: body}).expect(t, "viewer dry run", http.StatusForbidden, "forbidden")
+	w.as("operator", request{method: "POST", path: "/api/commands?dryRun=true", body: `{"action":"stop","filter":{"tenantId":"globex"}}`}).expect(t, "dry run on another tenant", http.StatusNotFound, "not_found")
+	w.as("operator", request{method: "POST", path: "/api/commands?dryRun=yes", body: body}).expect(t, "dryRun=yes", http.StatusBadRequest, "invalid_input")
 }

@@ -128,7 +128,7 @@ func TestFlow(t *testing.T) {
 	sensor := map[string]any{
 		"id": sensorID, "tenantId": "acme", "name": "edge-1", "hostname": "edge-host", "state": "pending",
 		"lastSeenAt": nil, "certificate": nil, "lastCommand": nil, "createdAt": ts(t0),
-		"agentVersion": nil, "address": nil,
+		"agentVersion": nil, "address": nil, "labels": map[string]any{}, "decommissionedAt": nil,
 	}
 	wantObject(t, "pending sensor", e.do(request{method: "GET", path: "/api/sensors/" + sensorID, operator: true}), http.StatusOK, sensor)
 

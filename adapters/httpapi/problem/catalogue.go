@@ -29,6 +29,7 @@ const (
 	CodeInvalidID              Code = "invalid_id"
 	CodeInvalidInput           Code = "invalid_input"
 	CodeInvalidJSON            Code = "invalid_json"
+	CodeInvalidLabels          Code = "invalid_labels"
 	CodeInvalidLimit           Code = "invalid_limit"
 	CodeInvalidName            Code = "invalid_name"
 	CodeInvalidProof           Code = "invalid_proof"
@@ -56,12 +57,14 @@ const (
 	CodeRouteNotFound          Code = "route_not_found"
 	CodeSecondFactorRequired   Code = "second_factor_required"
 	CodeSecondFactorUnavail    Code = "second_factor_unavailable"
+	CodeSensorDecommissioned   Code = "sensor_decommissioned"
 	CodeSensorNotEnrolled      Code = "sensor_not_enrolled"
 	CodeSensorRevoked          Code = "sensor_revoked"
 	CodeSnapshotTooLarge       Code = "snapshot_too_large"
 	CodeSSORefused             Code = "sso_refused"
 	CodeSSOUnavailable         Code = "sso_unavailable"
 	CodeTenantHasNoAccount     Code = "tenant_has_no_account"
+	CodeTenantHasSensors       Code = "tenant_has_sensors"
 	CodeTenantNotProvisioned   Code = "tenant_not_provisioned"
 	CodeTimeout                Code = "timeout"
 	CodeTOTPRequired           Code = "totp_required"
@@ -102,6 +105,7 @@ var Catalogue = []Entry{
 	{CodeInvalidID, http.StatusBadRequest, "Invalid identifier", "ids must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"},
 	{CodeInvalidInput, http.StatusBadRequest, "Invalid input", "a field is missing or out of bounds; detail says which"},
 	{CodeInvalidJSON, http.StatusBadRequest, "Malformed JSON body", "the body is not the JSON object the route takes"},
+	{CodeInvalidLabels, http.StatusBadRequest, "Invalid labels", "at most 16 labels; keys 1-63 of a-z 0-9 . _ - starting with a letter or digit, values 0-63 of A-Z a-z 0-9 . _ -; detail names the offending key"},
 	{CodeInvalidLimit, http.StatusBadRequest, "Invalid limit", "a page size outside the route's bounds (GET /api/sensors: 1–500)"},
 	{CodeInvalidName, http.StatusBadRequest, "Invalid name", "provisioner: a name is too long or holds control characters"},
 	{CodeInvalidProof, http.StatusForbidden, "Invalid proof of possession", "the renewal is not signed by the key of the sensor's current certificate"},
@@ -129,12 +133,14 @@ var Catalogue = []Entry{
 	{CodeRouteNotFound, http.StatusNotFound, "Not found", "no such route"},
 	{CodeSecondFactorRequired, http.StatusForbidden, "Second factor required", "this deployment requires admins to have a second factor: enrol one (POST /api/auth/me/totp) before anything else"},
 	{CodeSecondFactorUnavail, http.StatusServiceUnavailable, "Second factor unavailable", "no OPERATOR_SECRET_ENCRYPTION_KEY is configured, so TOTP cannot be enrolled or checked"},
+	{CodeSensorDecommissioned, http.StatusConflict, "Sensor decommissioned", "the sensor was decommissioned (retired for good); nothing about it can change any more"},
 	{CodeSensorNotEnrolled, http.StatusConflict, "Sensor not enrolled", "the sensor redeemed a claim code but has not enrolled"},
 	{CodeSensorRevoked, http.StatusConflict, "Sensor revoked", "revoked for good (403 on the sensor's own routes); enrol again with a new claim code"},
 	{CodeSnapshotTooLarge, http.StatusRequestEntityTooLarge, "Snapshot too large", "the chat's snapshot exceeds 16 KiB"},
 	{CodeSSORefused, http.StatusUnauthorized, "Single sign-on refused", "the sign-in's state, code, nonce or ID token (signature, issuer, audience, expiry) was refused"},
 	{CodeSSOUnavailable, http.StatusServiceUnavailable, "Identity provider unreachable", "the OIDC provider's discovery document could not be read; retry after Retry-After"},
 	{CodeTenantHasNoAccount, http.StatusNotFound, "Tenant has no account", "provisioner: create the tenant's account first"},
+	{CodeTenantHasSensors, http.StatusConflict, "Tenant has live sensors", "a tenant is deleted only when every sensor of it is decommissioned; detail says how many are not"},
 	{CodeTenantNotProvisioned, http.StatusServiceUnavailable, "Tenant not provisioned yet", "the tenant's NATS account is still being made in the background; retry after Retry-After (30 s)"},
 	{CodeTimeout, http.StatusServiceUnavailable, "Timed out", "the request did not complete in time; retry"},
 	{CodeTOTPRequired, http.StatusUnauthorized, "TOTP code required", "the password is right and the account has a second factor: send totp (or recoveryCode) with the login"},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/rxc-project/rxc/core/fleet"
@@ -150,9 +151,15 @@ func (s *Store) Batch(_ context.Context, id string) (fleet.Batch, error) {
 	if !ok {
 		return fleet.Batch{}, fleet.ErrNotFound
 	}
-	out := *b
+	return s.counted(*b), nil
+}
+
+// counted returns b with its counts (s.mu held).
+func (s *Store) counted(b fleet.Batch) fleet.Batch {
+	out := b
+	out.TenantIDs = slices.Clone(b.TenantIDs)
 	for _, c := range s.commands {
-		if c.BatchID != id {
+		if c.BatchID != b.ID {
 			continue
 		}
 		switch c.Status {
@@ -171,6 +178,32 @@ func (s *Store) Batch(_ context.Context, id string) (fleet.Batch, error) {
 		case fleet.OutcomeRefused:
 			out.Counts.Refused++
 		}
+	}
+	return out
+}
+
+// ListBatches implements fleet.BatchLister.
+func (s *Store) ListBatches(_ context.Context, q fleet.BatchQuery) ([]fleet.Batch, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []fleet.Batch
+	for _, b := range s.batches {
+		if !fleet.BatchVisible(*b, q.Tenants, q.OperatorID) || (q.After != nil && !fleet.BatchAfter(*b, *q.After)) {
+			continue
+		}
+		out = append(out, *b)
+	}
+	slices.SortFunc(out, func(a, b fleet.Batch) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	if len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	for i := range out {
+		out[i] = s.counted(out[i])
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ package fleetmem
 import (
 	"bytes"
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -49,6 +50,7 @@ type token struct {
 type Store struct {
 	mu       sync.Mutex
 	tenants  map[string]fleet.Tenant
+	deleted  map[string]bool // tenants deleted
 	claims   map[string]*claim
 	sensors  map[string]*sensor
 	certs    map[string]*cert
@@ -61,7 +63,7 @@ type Store struct {
 // New returns an empty Store.
 func New(Config) (*Store, error) {
 	return &Store{
-		tenants: map[string]fleet.Tenant{}, claims: map[string]*claim{}, sensors: map[string]*sensor{},
+		tenants: map[string]fleet.Tenant{}, deleted: map[string]bool{}, claims: map[string]*claim{}, sensors: map[string]*sensor{},
 		certs: map[string]*cert{}, commands: map[string]*fleet.Command{}, batches: map[string]*fleet.Batch{}, locks: map[string]bool{},
 	}, nil
 }
@@ -75,6 +77,9 @@ var (
 func (s *Store) CreateTenant(_ context.Context, t fleet.Tenant) (fleet.Tenant, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.deleted[t.ID] {
+		return fleet.Tenant{}, false, fleet.ErrConflict
+	}
 	if old, ok := s.tenants[t.ID]; ok {
 		return old, false, nil
 	}
@@ -87,10 +92,35 @@ func (s *Store) Tenant(_ context.Context, id string) (fleet.Tenant, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tenants[id]
-	if !ok {
+	if !ok || s.deleted[id] {
 		return fleet.Tenant{}, fleet.ErrNotFound
 	}
 	return t, nil
+}
+
+// DeleteTenant implements fleet.TenantStore.
+func (s *Store) DeleteTenant(_ context.Context, id, _ string, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.tenants[id]; !ok || s.deleted[id] {
+		return fleet.ErrNotFound
+	}
+	live := 0
+	for _, sn := range s.sensors {
+		if sn.TenantID == id && sn.DecommissionedAt.IsZero() {
+			live++
+		}
+	}
+	if live > 0 {
+		return &fleet.TenantHasSensorsError{Live: live}
+	}
+	for _, c := range s.claims {
+		if c.TenantID == id && c.UsedAt.IsZero() && c.RevokedAt.IsZero() {
+			c.RevokedAt = at
+		}
+	}
+	s.deleted[id] = true
+	return nil
 }
 
 // ListTenants implements fleet.TenantStore.
@@ -108,7 +138,7 @@ func (s *Store) listTenants(keep func(fleet.Tenant) bool) []fleet.Tenant {
 	defer s.mu.Unlock()
 	var out []fleet.Tenant
 	for _, t := range s.tenants {
-		if keep(t) {
+		if keep(t) && !s.deleted[t.ID] {
 			out = append(out, t)
 		}
 	}
@@ -298,6 +328,9 @@ func (s *Store) CompleteEnrollment(_ context.Context, e fleet.EnrollmentRecord) 
 	s.replaceCertificate(e.SensorID, e.Certificate, e.At)
 	s.rotateToken(e.SensorID, e.SensorTokenHash, e.SensorTokenExpiresAt)
 	sn.State, sn.NATSUserPubKey, sn.NATSAccountPubKey = e.State, e.NATSUserPubKey, e.NATSAccountPubKey
+	if e.Labels != nil {
+		sn.Labels = maps.Clone(e.Labels)
+	}
 	return nil
 }
 
@@ -427,6 +460,10 @@ func (s *Store) Sensor(_ context.Context, id string) (fleet.Sensor, error) {
 
 func (s *Store) view(sn *sensor) fleet.Sensor {
 	out := sn.Sensor
+	out.Labels = maps.Clone(sn.Labels)
+	if len(out.Labels) == 0 {
+		out.Labels = nil
+	}
 	for _, c := range s.certs {
 		if c.sensorID == sn.ID && c.active {
 			out.Certificate = fleet.Certificate{Serial: c.serial, NotAfter: c.notAfter, IssuedAt: c.issuedAt}
@@ -546,6 +583,13 @@ func (s *Store) RevokeSensor(_ context.Context, sensorID, _ string, at time.Time
 	if !ok {
 		return fleet.Sensor{}, fleet.ErrNotFound
 	}
+	s.revoke(sn, at)
+	return s.view(sn), nil
+}
+
+// revoke revokes sn (s.mu held).
+func (s *Store) revoke(sn *sensor, at time.Time) {
+	sensorID := sn.ID
 	if sn.revokedAt.IsZero() {
 		sn.revokedAt = at
 	}
@@ -560,7 +604,43 @@ func (s *Store) RevokeSensor(_ context.Context, sensorID, _ string, at time.Time
 			t.revoked = true
 		}
 	}
+}
+
+// EditSensor implements fleet.LifecycleStore.
+func (s *Store) EditSensor(_ context.Context, sensorID string, edit func(fleet.Sensor) (fleet.SensorEdit, error)) (fleet.Sensor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.sensors[sensorID]
+	if !ok {
+		return fleet.Sensor{}, fleet.ErrNotFound
+	}
+	e, err := edit(s.view(sn))
+	if err != nil {
+		return fleet.Sensor{}, err
+	}
+	sn.Name, sn.Labels = e.Name, maps.Clone(e.Labels)
 	return s.view(sn), nil
+}
+
+// DecommissionSensor implements fleet.LifecycleStore.
+func (s *Store) DecommissionSensor(_ context.Context, sensorID, by string, at time.Time) (fleet.Sensor, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.sensors[sensorID]
+	if !ok {
+		return fleet.Sensor{}, false, fleet.ErrNotFound
+	}
+	if !sn.DecommissionedAt.IsZero() {
+		return s.view(sn), true, nil
+	}
+	s.revoke(sn, at)
+	sn.DecommissionedAt, sn.DecommissionedBy = at, by
+	for _, c := range s.commands {
+		if c.SensorID == sensorID && c.Status == fleet.CommandPending && c.AcknowledgedAt.IsZero() {
+			c.Status = fleet.CommandExpired
+		}
+	}
+	return s.view(sn), false, nil
 }
 
 // CreateCommand implements fleet.CommandStore.

@@ -137,25 +137,57 @@ func batchByKey(ctx context.Context, q interface {
 	return b, classify(err, fleet.ErrNotFound, fleet.ErrConflict)
 }
 
-// Batch implements fleet.BatchStore.
-func (s *Store) Batch(ctx context.Context, id string) (fleet.Batch, error) {
-	var c fleet.BatchCounts
-	b, err := scanBatch(s.pool.QueryRow(ctx, `
-		SELECT `+batchColumns+`, n.pending, n.accepted, n.failed, n.expired, n.acknowledged, n.refused
-		FROM command_batches b,
+// batchCounted selects a batch with its counts; batchCountsFrom joins them.
+const (
+	batchCounted    = batchColumns + `, n.pending, n.accepted, n.failed, n.expired, n.acknowledged, n.refused`
+	batchCountsFrom = `FROM command_batches b,
 		LATERAL (SELECT count(*) FILTER (WHERE status = 'pending') AS pending,
 		                count(*) FILTER (WHERE status = 'accepted') AS accepted,
 		                count(*) FILTER (WHERE status = 'failed') AS failed,
 		                count(*) FILTER (WHERE status = 'expired') AS expired,
 		                count(*) FILTER (WHERE outcome = 'applied') AS acknowledged,
 		                count(*) FILTER (WHERE outcome = 'refused') AS refused
-		         FROM commands WHERE batch_id = b.id) AS n
-		WHERE b.id = $1`, id), &c.Pending, &c.Accepted, &c.Failed, &c.Expired, &c.Acknowledged, &c.Refused)
+		         FROM commands WHERE batch_id = b.id) AS n`
+)
+
+func scanCountedBatch(row pgx.Row) (fleet.Batch, error) {
+	var c fleet.BatchCounts
+	b, err := scanBatch(row, &c.Pending, &c.Accepted, &c.Failed, &c.Expired, &c.Acknowledged, &c.Refused)
 	if err != nil {
-		return fleet.Batch{}, classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+		return fleet.Batch{}, err
 	}
 	b.Counts = c
 	return b, nil
+}
+
+// Batch implements fleet.BatchStore.
+func (s *Store) Batch(ctx context.Context, id string) (fleet.Batch, error) {
+	b, err := scanCountedBatch(s.pool.QueryRow(ctx, `SELECT `+batchCounted+` `+batchCountsFrom+` WHERE b.id = $1`, id))
+	if err != nil {
+		return fleet.Batch{}, classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+	}
+	return b, nil
+}
+
+// ListBatches implements fleet.BatchLister: newest first along
+// command_batches_created_idx, counting only the page's batches.
+func (s *Store) ListBatches(ctx context.Context, q fleet.BatchQuery) ([]fleet.Batch, error) {
+	var (
+		afterAt *time.Time
+		afterID string
+	)
+	if q.After != nil {
+		afterAt, afterID = &q.After.Time, q.After.ID
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+batchCounted+` `+batchCountsFrom+`
+		WHERE ($1::text[] IS NULL OR (b.tenant_ids <@ $1 AND (cardinality(b.tenant_ids) > 0 OR b.operator_id = $2)))
+		  AND ($3::timestamptz IS NULL OR (b.created_at, b.id COLLATE "C") < ($3, $4::text COLLATE "C"))
+		ORDER BY b.created_at DESC, b.id COLLATE "C" DESC
+		LIMIT $5`, q.Tenants, q.OperatorID, afterAt, afterID, q.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (fleet.Batch, error) { return scanCountedBatch(r) })
 }
 
 // ClaimUnsentCommands implements fleet.BatchStore. SKIP LOCKED lets every

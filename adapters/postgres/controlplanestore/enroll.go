@@ -87,7 +87,7 @@ const completeEnrollmentSQL = `
 		INSERT INTO sensor_tokens (token_hash, sensor_id, kind, created_at, expires_at)
 		SELECT $6, sensor_id, 'sensor', $3, $7 FROM token WHERE (SELECT count(*) FROM old_token) >= 0
 	), enrolled AS (
-		UPDATE sensors SET state = $8, nats_user_pub_key = $9, nats_account_pub_key = $10
+		UPDATE sensors SET state = $8, nats_user_pub_key = $9, nats_account_pub_key = $10, labels = COALESCE($12::jsonb, labels)
 		WHERE id = (SELECT sensor_id FROM token)
 	)
 	SELECT sensor.state, token.sensor_id IS NOT NULL,
@@ -105,7 +105,7 @@ func (s *Store) CompleteEnrollment(ctx context.Context, e fleet.EnrollmentRecord
 	err := s.pool.QueryRow(ctx, completeEnrollmentSQL,
 		e.SensorID, e.EnrollmentTokenHash, e.At, e.Certificate.Serial, e.Certificate.NotAfter,
 		e.SensorTokenHash, nullTime(e.SensorTokenExpiresAt), string(e.State), e.NATSUserPubKey, e.NATSAccountPubKey,
-		credentialsChannel).Scan(&state, &consumed, &notified)
+		credentialsChannel, jsonOrNull(e.Labels)).Scan(&state, &consumed, &notified)
 	switch {
 	case err != nil:
 		return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
@@ -115,6 +115,14 @@ func (s *Store) CompleteEnrollment(ctx context.Context, e fleet.EnrollmentRecord
 		return fleet.ErrInvalidToken
 	}
 	return nil
+}
+
+// jsonOrNull passes labels as a jsonb parameter, SQL NULL when nil.
+func jsonOrNull(l map[string]string) any {
+	if l == nil {
+		return nil
+	}
+	return l
 }
 
 // RenewCertificate implements fleet.EnrollStore.

@@ -43,6 +43,13 @@ func whereMatch(m fleet.SensorMatch, args []any) (string, []any) {
 		args = append(args, string(m.State))
 		conds = append(conds, fmt.Sprintf("s.state = $%d", len(args)))
 	}
+	if !m.IncludeDecommissioned {
+		conds = append(conds, "s.decommissioned_at IS NULL")
+	}
+	if len(m.Labels) > 0 {
+		args = append(args, m.Labels)
+		conds = append(conds, fmt.Sprintf("s.labels @> $%d::jsonb", len(args)))
+	}
 	if m.Q != "" {
 		args = append(args, likeEscape(m.Q))
 		n := len(args)

@@ -19,6 +19,7 @@ const (
 	sensorColumns = `
 	       s.id, s.tenant_id, s.name, s.hostname, s.state, s.last_seen_at,
 	       s.nats_user_pub_key, s.nats_account_pub_key, s.created_at, s.agent_version, s.address,
+	       s.labels, s.decommissioned_at, COALESCE(s.decommissioned_by, ''),
 	       c.serial, c.not_after, c.issued_at,
 	       m.id, m.action, m.issued_at, m.issued_by, m.expires_at, m.idempotency_key, m.status,
 	       m.accepted_at, m.stream_seq, m.failed_at, m.acknowledged_at, m.outcome, m.outcome_reason, m.outcome_detail,
@@ -42,9 +43,11 @@ func scanSensor(row pgx.Row, extra ...any) (fleet.Sensor, error) {
 		batch                                   *string
 		firstSent                               *time.Time
 		seq                                     *int64
+		decommissioned                          *time.Time
 	)
 	dest := append([]any{&s.ID, &s.TenantID, &s.Name, &s.Hostname, &s.State, &lastSeen,
 		&s.NATSUserPubKey, &s.NATSAccountPubKey, &s.CreatedAt, &s.AgentVersion, &s.Address,
+		&s.Labels, &decommissioned, &s.DecommissionedBy,
 		&serial, &notAfter, &certIssued,
 		&cmdID, &action, &issued, &by, &expires, &key, &status,
 		&accepted, &seq, &failed, &ackd, &outcome, &reason, &detail, &batch, &firstSent}, extra...)
@@ -52,7 +55,10 @@ func scanSensor(row pgx.Row, extra ...any) (fleet.Sensor, error) {
 	if err != nil {
 		return fleet.Sensor{}, err
 	}
-	s.CreatedAt, s.LastSeenAt = s.CreatedAt.UTC(), utc(lastSeen)
+	s.CreatedAt, s.LastSeenAt, s.DecommissionedAt = s.CreatedAt.UTC(), utc(lastSeen), utc(decommissioned)
+	if len(s.Labels) == 0 {
+		s.Labels = nil
+	}
 	if serial != nil {
 		s.Certificate = fleet.Certificate{Serial: *serial, NotAfter: utc(notAfter), IssuedAt: utc(certIssued)}
 	}
@@ -276,29 +282,102 @@ func (s *Store) MarkSilent(ctx context.Context, seenBefore time.Time, from []fle
 func (s *Store) RevokeSensor(ctx context.Context, sensorID, by string, at time.Time) (fleet.Sensor, error) {
 	var sensor fleet.Sensor
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
-			UPDATE sensors SET state = 'revoked', revoked_at = COALESCE(revoked_at, $2), revoked_by = COALESCE(revoked_by, $3)
-			WHERE id = $1`, sensorID, at, by)
+		if err := revokeTx(ctx, tx, sensorID, by, at); err != nil {
+			return err
+		}
+		var err error
+		sensor, err = sensorByID(ctx, tx, sensorID)
+		return err
+	})
+	return sensor, err
+}
+
+// revokeTx revokes a sensor within tx: state, certificates, tokens, and
+// the notification that ends its streams on every replica once tx commits.
+func revokeTx(ctx context.Context, tx pgx.Tx, sensorID, by string, at time.Time) error {
+	tag, err := tx.Exec(ctx, `
+		UPDATE sensors SET state = 'revoked', revoked_at = COALESCE(revoked_at, $2), revoked_by = COALESCE(revoked_by, $3)
+		WHERE id = $1`, sensorID, at, by)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fleet.ErrNotFound
+	}
+	if _, err := tx.Exec(ctx, `UPDATE sensor_certificates SET active = false WHERE sensor_id = $1 AND active`, sensorID); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `
+		UPDATE sensor_tokens SET revoked_at = $2
+		WHERE sensor_id = $1 AND used_at IS NULL AND revoked_at IS NULL`, sensorID, at); err != nil {
+		return err
+	}
+	return notifyCredentials(ctx, tx, sensorID)
+}
+
+// EditSensor implements fleet.LifecycleStore.
+func (s *Store) EditSensor(ctx context.Context, sensorID string, edit func(fleet.Sensor) (fleet.SensorEdit, error)) (fleet.Sensor, error) {
+	var sensor fleet.Sensor
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := lockSensorRow(ctx, tx, sensorID); err != nil {
+			return err
+		}
+		cur, err := sensorByID(ctx, tx, sensorID)
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return fleet.ErrNotFound
-		}
-		if _, err := tx.Exec(ctx, `UPDATE sensor_certificates SET active = false WHERE sensor_id = $1 AND active`, sensorID); err != nil {
+		e, err := edit(cur)
+		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `
-			UPDATE sensor_tokens SET revoked_at = $2
-			WHERE sensor_id = $1 AND used_at IS NULL AND revoked_at IS NULL`, sensorID, at); err != nil {
-			return err
+		labels := e.Labels
+		if labels == nil {
+			labels = map[string]string{}
 		}
-		// Every replica ends the sensor's streams once this commits.
-		if err := notifyCredentials(ctx, tx, sensorID); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE sensors SET name = $2, labels = $3 WHERE id = $1`, sensorID, e.Name, labels); err != nil {
 			return err
 		}
 		sensor, err = sensorByID(ctx, tx, sensorID)
 		return err
 	})
 	return sensor, err
+}
+
+// lockSensorRow locks a sensor's row and returns when it was
+// decommissioned (nil: never); ErrNotFound when there is none.
+func lockSensorRow(ctx context.Context, tx pgx.Tx, sensorID string) (*time.Time, error) {
+	var at *time.Time
+	err := tx.QueryRow(ctx, `SELECT decommissioned_at FROM sensors WHERE id = $1 FOR UPDATE`, sensorID).Scan(&at)
+	return at, classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+}
+
+// DecommissionSensor implements fleet.LifecycleStore.
+func (s *Store) DecommissionSensor(ctx context.Context, sensorID, by string, at time.Time) (fleet.Sensor, bool, error) {
+	var (
+		sensor  fleet.Sensor
+		already bool
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		done, err := lockSensorRow(ctx, tx, sensorID)
+		if err != nil {
+			return err
+		}
+		if already = done != nil; !already {
+			if err := revokeTx(ctx, tx, sensorID, by, at); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE sensors SET decommissioned_at = $2, decommissioned_by = $3 WHERE id = $1`, sensorID, at, by); err != nil {
+				return err
+			}
+			// Nothing will ever act on them: they are shown as expired.
+			if _, err := tx.Exec(ctx, `
+				UPDATE commands SET status = 'expired'
+				WHERE sensor_id = $1 AND status = 'pending' AND acknowledged_at IS NULL`, sensorID); err != nil {
+				return err
+			}
+		}
+		sensor, err = sensorByID(ctx, tx, sensorID)
+		return err
+	})
+	return sensor, already, err
 }

@@ -3,6 +3,8 @@ package controlplanestore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,23 +36,27 @@ func (s *Store) CreateTenant(ctx context.Context, t fleet.Tenant) (fleet.Tenant,
 		return fleet.Tenant{}, false, classify(err, fleet.ErrNotFound, fleet.ErrConflict)
 	}
 	stored, err = s.Tenant(ctx, t.ID)
+	if errors.Is(err, fleet.ErrNotFound) {
+		// The id belonged to a deleted tenant: never reused.
+		return fleet.Tenant{}, false, fmt.Errorf("tenant %s was deleted; its id is not reused: %w", t.ID, fleet.ErrConflict)
+	}
 	return stored, false, err
 }
 
 // Tenant implements fleet.TenantStore.
 func (s *Store) Tenant(ctx context.Context, id string) (fleet.Tenant, error) {
-	t, err := scanTenant(s.pool.QueryRow(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id = $1`, id))
+	t, err := scanTenant(s.pool.QueryRow(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE id = $1 AND deleted_at IS NULL`, id))
 	return t, classify(err, fleet.ErrNotFound, fleet.ErrConflict)
 }
 
 // ListTenants implements fleet.TenantStore.
 func (s *Store) ListTenants(ctx context.Context) ([]fleet.Tenant, error) {
-	return s.tenants(ctx, `SELECT `+tenantColumns+` FROM tenants ORDER BY created_at, id`)
+	return s.tenants(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE deleted_at IS NULL ORDER BY created_at, id`)
 }
 
 // PendingTenants implements fleet.TenantProvisioningStore.
 func (s *Store) PendingTenants(ctx context.Context) ([]fleet.Tenant, error) {
-	return s.tenants(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE nats_status = 'pending' ORDER BY created_at, id`)
+	return s.tenants(ctx, `SELECT `+tenantColumns+` FROM tenants WHERE nats_status = 'pending' AND deleted_at IS NULL ORDER BY created_at, id`)
 }
 
 func (s *Store) tenants(ctx context.Context, query string) ([]fleet.Tenant, error) {
@@ -59,6 +65,32 @@ func (s *Store) tenants(ctx context.Context, query string) ([]fleet.Tenant, erro
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (fleet.Tenant, error) { return scanTenant(r) })
+}
+
+// DeleteTenant implements fleet.TenantStore. The tenant's row is locked
+// first, so a claim code redeemed or a sensor created meanwhile (both
+// check the tenant's row by foreign key, taking a key-share lock) is
+// either counted or waits and then finds the tenant deleted.
+func (s *Store) DeleteTenant(ctx context.Context, id, by string, at time.Time) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM tenants WHERE id = $1 AND deleted_at IS NULL FOR UPDATE`, id).Scan(&one)
+		if err != nil {
+			return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+		}
+		var live int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM sensors WHERE tenant_id = $1 AND decommissioned_at IS NULL`, id).Scan(&live); err != nil {
+			return err
+		}
+		if live > 0 {
+			return &fleet.TenantHasSensorsError{Live: live}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE claim_codes SET revoked_at = $2 WHERE tenant_id = $1 AND used_at IS NULL AND revoked_at IS NULL`, id, at); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE tenants SET deleted_at = $2, deleted_by = $3 WHERE id = $1`, id, at, by)
+		return err
+	})
 }
 
 // SetTenantAccount implements fleet.TenantProvisioningStore.

@@ -247,7 +247,7 @@ func badMetricNames(fams map[string]*dto.MetricFamily, service string) []string 
 func TestBadMetricNamesFindsThem(t *testing.T) {
 	counter, gauge := dto.MetricType_COUNTER, dto.MetricType_GAUGE
 	fams := map[string]*dto.MetricFamily{
-		"rxc_sensors":                        {Type: &gauge},
+		"rxc_fleet_size":                     {Type: &gauge},
 		"rxc_controlplane_logins":            {Type: &counter},
 		"rxc_controlplane_wait_milliseconds": {Type: &gauge},
 		"rxc_controlplane_ok_total":          {Type: &counter},

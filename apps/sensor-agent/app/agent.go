@@ -40,6 +40,8 @@ type AgentConfig struct {
 	// ClaimCode enrols a directory without state; ignored otherwise.
 	ClaimCode string
 	Hostname  string
+	// Labels are declared for the sensor at enrolment (nil: none).
+	Labels map[string]string
 	// Heartbeat is the period of status reports and health checks.
 	Heartbeat time.Duration
 	// EventBatchInterval bounds how long events wait for confirmation.
@@ -100,7 +102,7 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 		return nil, err
 	}
 	enroller, err := sensorclient.NewEnroller(sensorclient.EnrollerConfig{
-		BaseURL: cfg.API, RootCAs: cfg.APIRootCAs, UserAgent: "rxc-sensor-agent/" + cfg.Version,
+		BaseURL: cfg.API, RootCAs: cfg.APIRootCAs, UserAgent: "rxc-sensor-agent/" + cfg.Version, Labels: cfg.Labels,
 	})
 	if err != nil {
 		return nil, err

@@ -44,6 +44,10 @@ func TestParseRunFlags(t *testing.T) {
 				f.heartbeat, f.eventsPerMinute, f.failAfter, f.batchInterval, f.grpcIdle = 5*time.Second, 120, time.Minute, 2*time.Second, 500*time.Millisecond
 			}},
 		{name: "connection kept open", args: []string{"--grpc-idle-timeout", "0"}, want: func(f *runFlags) { f.grpcIdle = 0 }},
+		{name: "labels, repeatable", args: []string{"--label", "site=ams", "--label", "role=edge", "--label", "rack="},
+			want: func(f *runFlags) { f.labels = labelFlag{"site": "ams", "role": "edge", "rack": ""} }},
+		{name: "label without a value", args: []string{"--label", "site"}, wantErr: "key=value"},
+		{name: "label given twice", args: []string{"--label", "site=a", "--label", "site=b"}, wantErr: "twice"},
 		{name: "negative idle timeout", args: []string{"--grpc-idle-timeout", "-1s"}, wantErr: "--grpc-idle-timeout"},
 		{name: "zero sensors", args: []string{"--count", "0"}, wantErr: "--count"},
 		{name: "many sensors with one code", args: []string{"--count", "2", "--claim-code", "X"}, wantErr: "--claim-codes-file"},

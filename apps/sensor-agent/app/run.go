@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -73,6 +74,38 @@ type runFlags struct {
 	batchInterval   time.Duration
 	grpcIdle        time.Duration
 	logLevel        string
+	labels          labelFlag
+}
+
+// labelFlag collects repeatable --label key=value. The control plane holds
+// them to its rules (400 invalid_labels naming the key) at enrolment.
+type labelFlag map[string]string
+
+func (l *labelFlag) String() string {
+	if l == nil {
+		return ""
+	}
+	parts := make([]string, 0, len(*l))
+	for k, v := range *l {
+		parts = append(parts, k+"="+v)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+func (l *labelFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("label %q: want key=value", s)
+	}
+	if *l == nil {
+		*l = labelFlag{}
+	}
+	if _, dup := (*l)[k]; dup {
+		return fmt.Errorf("label %q given twice", k)
+	}
+	(*l)[k] = v
+	return nil
 }
 
 func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
@@ -92,6 +125,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.DurationVar(&f.failAfter, "simulate-failure-after", 0, "make the simulated capture engine fail this long after each start (0: never)")
 	fs.DurationVar(&f.batchInterval, "event-batch-interval", sensorclient.DefaultBatchInterval, "longest time events wait on a stream before the server confirms them")
 	fs.DurationVar(&f.grpcIdle, "grpc-idle-timeout", sensorclient.DefaultIdleTimeout, "close the gRPC connection to the control plane after this long without a call (health check or event stream); 0: keep it open")
+	fs.Var(&f.labels, "label", "key=value declared for the sensor at enrolment; repeatable (at most 16; keys a-z 0-9 . _ -, values A-Z a-z 0-9 . _ -)")
 	fs.StringVar(&f.logLevel, "log-level", envOr("RXC_LOG_LEVEL", "info"), "debug, info, warn or error (env RXC_LOG_LEVEL)")
 	if len(args) > 0 && args[0] != "-h" {
 		// Mistakes are told in one line by the caller, not with the flag package's dump of every flag.
@@ -193,6 +227,7 @@ func run(ctx context.Context, f runFlags, log *slog.Logger) error {
 	base := AgentConfig{
 		API: f.api, APIRootCAs: roots, Hostname: f.hostname, Heartbeat: f.heartbeat,
 		EventBatchInterval: f.batchInterval, GRPCIdleTimeout: cmp.Or(f.grpcIdle, -1), Version: buildinfo.Version,
+		Labels: f.labels,
 		NewRunner: func(sensorID string, events chan<- *sensorpb.SensorEvent) (Runner, error) {
 			return NewSimulated(SimulatedConfig{
 				SensorID: sensorID, EventsPerMinute: f.eventsPerMinute, Events: events, FailAfter: f.failAfter,

@@ -59,6 +59,10 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"CountSensors", testCountSensors},
 		{"Batches", testBatches},
 		{"BatchConcurrent", testBatchConcurrent},
+		{"ListBatches", testListBatches},
+		{"Labels", testLabels},
+		{"Decommission", testDecommission},
+		{"DeleteTenant", testDeleteTenant},
 		{"Locker", testLocker},
 	}
 	for _, tt := range tests {

@@ -23,6 +23,7 @@ import type {
   Operator,
   OperatorUpdate,
   BatchProgress,
+  BatchSummary,
   BulkCommand,
   Command,
   Overview,
@@ -30,6 +31,7 @@ import type {
   Page,
   Sensor,
   SensorPage,
+  SensorPatch,
   SensorQuery,
   SensorSummary,
   Tenant,
@@ -79,7 +81,7 @@ export interface ApiClientOptions {
   onUnauthorized?: (err: ApiError) => void;
 }
 
-type Query = Record<string, string | undefined>;
+type Query = Record<string, string | string[] | undefined>;
 
 function isJson(contentType: string | null): boolean {
   return !!contentType && /^application\/([\w.+-]+\+)?json\b/i.test(contentType);
@@ -108,7 +110,10 @@ export class ApiClient {
     const u = `${this.baseUrl}/api${path}`;
     if (!query) return u;
     const params = new URLSearchParams();
-    for (const [k, v] of Object.entries(query)) if (v) params.set(k, v);
+    for (const [k, v] of Object.entries(query)) {
+      if (Array.isArray(v)) for (const x of v) params.append(k, x);
+      else if (v) params.set(k, v);
+    }
     const qs = params.toString();
     return qs ? `${u}?${qs}` : u;
   }
@@ -254,6 +259,10 @@ export class ApiClient {
   sendBulkCommand(req: BulkCommand, idempotencyKey?: string) {
     return this.json<BatchProgress & { batchId: string }>('POST', '/commands', { body: req, headers: idempotencyKey ? { 'Idempotency-Key': idempotencyKey } : undefined });
   }
+  /** What a batch would send now (POST /api/commands?dryRun=true): nothing is recorded. */
+  previewBulkCommand(req: BulkCommand, signal?: AbortSignal) {
+    return this.json<{ matched: number; total: number; skippedRevoked: number; skippedNotEnrolled: number }>('POST', '/commands', { body: req, query: { dryRun: 'true' }, signal });
+  }
   batchProgress(batchId: string, signal?: AbortSignal) {
     return this.json<BatchProgress>('GET', `/commands/batches/${encodeURIComponent(batchId)}`, { signal });
   }
@@ -262,6 +271,18 @@ export class ApiClient {
   }
   sendCommand(id: string, action: 'start' | 'stop') {
     return this.json<{ commandId: string }>('POST', `/sensors/${encodeURIComponent(id)}/commands`, { body: { action } });
+  }
+  /** Renames a sensor or changes its labels (a JSON merge patch: a null label removes it). */
+  updateSensor(id: string, patch: SensorPatch) {
+    return this.json<Sensor>('PATCH', `/sensors/${encodeURIComponent(id)}`, { body: patch });
+  }
+  /** Decommissions a sensor: revoked for good and out of the lists. */
+  decommissionSensor(id: string) {
+    return this.noContent('DELETE', `/sensors/${encodeURIComponent(id)}`);
+  }
+  /** Past command batches, newest first. */
+  listBatches(q: { limit?: number; cursor?: string }, signal?: AbortSignal) {
+    return this.json<Page<BatchSummary>>('GET', '/commands/batches', { query: { limit: q.limit === undefined ? undefined : String(q.limit), cursor: q.cursor }, signal });
   }
   revokeSensor(id: string) {
     return this.noContent('POST', `/sensors/${encodeURIComponent(id)}/revoke`);
@@ -315,7 +336,8 @@ export class ApiClient {
 }
 
 function sensorQuery(q: SensorQuery): Query {
-  return { tenantId: q.tenantId, state: q.state, q: q.q, sort: q.sort, limit: q.limit === undefined ? undefined : String(q.limit), cursor: q.cursor };
+  const label = Object.entries(q.labels ?? {}).map(([k, v]) => `${k}=${v}`);
+  return { tenantId: q.tenantId, state: q.state, q: q.q, label: label.length ? label : undefined, sort: q.sort, limit: q.limit === undefined ? undefined : String(q.limit), cursor: q.cursor };
 }
 
 function wrongBaseUrl(baseUrl: string, what: string): ApiError {

@@ -51,6 +51,10 @@ export interface Sensor {
   certificate?: { serial: string; notAfter: string } | null;
   lastCommand?: LastCommand | null;
   createdAt?: string | null;
+  /** Grouping labels (site, role, …); {} when none. */
+  labels?: Record<string, string>;
+  /** Set when the sensor was decommissioned (retired for good). */
+  decommissionedAt?: string | null;
 }
 
 /** One page of GET /api/sensors; nextCursor is empty or null on the last page. */
@@ -64,6 +68,23 @@ export interface SensorFilter {
   tenantId?: string;
   state?: string;
   q?: string;
+  /** Every label must match (key → value). */
+  labels?: Record<string, string>;
+}
+
+/** A sensor's name and labels as PATCH /api/sensors/{id} takes them: a null label removes it. */
+export interface SensorPatch {
+  name?: string;
+  labels?: Record<string, string | null>;
+}
+
+/** One past batch of GET /api/commands/batches. */
+export interface BatchSummary extends BatchProgress {
+  batchId: string;
+  action: string;
+  createdAt: string;
+  createdBy: string;
+  tenantIds: string[];
 }
 
 export interface SensorQuery extends SensorFilter {

@@ -1,7 +1,8 @@
-// A batch of commands (one start or stop sent to many sensors), polled every second until none is
-// pending: each command is pending until the command stream stores it (accepted) or it provably
-// cannot be (failed); a sensor's report on it counts it acknowledged too. The bar ends when every
-// command is accepted or failed; acknowledgements keep coming in as sensors fetch their commands.
+// A batch of commands (one start or stop sent to many sensors), polled every second until every
+// command is settled: acknowledged or refused by its sensor, failed, or expired. A command is
+// pending until the command stream stores it (accepted) or it provably cannot be (failed); the
+// sensors' reports (acknowledged, refused) then come in as they fetch their commands, so the card
+// keeps following an accepted batch until each sensor answered or its command expired.
 
 import { useEffect, useState } from 'react';
 import type { BatchProgress as Progress } from '../api/types';
@@ -11,9 +12,14 @@ import { ErrorBanner } from './Status';
 
 export const BATCH_POLL_MS = 1000;
 
-/** A batch is over when no command waits for the stream any more. */
+/** No command waits for the stream any more (the API's done). */
 export function batchDone(p: Progress | undefined): boolean {
   return !!p && (p.done ?? p.pending === 0);
+}
+
+/** Every command has its end: acknowledged or refused by the sensor, failed, or expired. */
+export function batchSettled(p: Progress | undefined): boolean {
+  return !!p && batchDone(p) && p.acknowledged + (p.refused ?? 0) + p.failed + (p.expired ?? 0) >= p.total;
 }
 
 function pct(n: number, total: number): string {
@@ -25,12 +31,13 @@ export function BatchProgressBar({ batchId, action, onDismiss }: { batchId: stri
   const [over, setOver] = useState(false);
   const progress = usePolling((signal) => api.batchProgress(batchId, signal), [api, batchId], over ? null : BATCH_POLL_MS);
   const p = progress.data;
-  const done = batchDone(p);
+  const done = batchSettled(p);
   useEffect(() => setOver(done), [done]);
   // Pending, accepted, failed and expired add up to the total; acknowledged are among the accepted.
   const finished = p ? Math.max(0, p.total - p.pending) : 0;
   const acked = p ? Math.min(p.acknowledged, p.accepted) : 0;
   const lost = p ? p.failed + (p.expired ?? 0) : 0;
+  const waiting = p ? Math.max(0, p.accepted - p.acknowledged - (p.refused ?? 0)) : 0;
   return (
     <div className="card batch" aria-labelledby={`batch-${batchId}`} data-testid="batch" data-done={done ? 'true' : 'false'}>
       <div className="batch-head">
@@ -64,13 +71,14 @@ export function BatchProgressBar({ batchId, action, onDismiss }: { batchId: stri
             {p.refused ? <span data-count="refused">{p.refused.toLocaleString()} refused by the sensor</span> : null}
             {p.expired ? <span data-count="expired">{p.expired.toLocaleString()} expired</span> : null}
             <span data-count="pending">{p.pending.toLocaleString()} pending</span>
+            {!done && batchDone(p) && waiting > 0 ? <span data-count="waiting">{waiting.toLocaleString()} waiting for their sensor</span> : null}
             {p.skippedRevoked || p.skippedNotEnrolled ? (
               <span data-count="skipped" className="muted">
                 skipped (no command): {p.skippedRevoked ?? 0} revoked, {p.skippedNotEnrolled ?? 0} never enrolled
               </span>
             ) : null}
             <span className="muted">batch {batchId}</span>
-            {done && <strong>{lost > 0 ? 'Finished with failures.' : 'Finished.'}</strong>}
+            {done && <strong>{lost > 0 || p.refused ? 'Finished: not every sensor applied it.' : 'Finished.'}</strong>}
           </p>
         </>
       )}

@@ -49,6 +49,7 @@ function Layout({ me }: { me: Me }) {
           <span className="brand">RXC</span>
           <nav aria-label="Main">
             <NavLink to="/sensors">Sensors</NavLink>
+            <NavLink to="/batches">Batches</NavLink>
             <NavLink to="/tenants">Tenants</NavLink>
             <NavLink to="/analytics">Analytics</NavLink>
             <NavLink to="/audit">Audit</NavLink>

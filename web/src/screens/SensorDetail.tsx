@@ -1,5 +1,8 @@
 import { useCallback, useEffect, useState } from 'react';
-import { Link, useParams } from 'react-router';
+import type { FormEvent } from 'react';
+import { Link, useNavigate, useParams } from 'react-router';
+import type { Sensor } from '../api/types';
+import { formatLabels, LabelChips, labelsPatch, parseLabels } from '../labels';
 import { useAccess, useSession } from '../auth/session';
 import { ConfirmDialog } from '../components/Dialog';
 import { LoadMore } from '../components/LoadMore';
@@ -9,7 +12,7 @@ import { useCursorList } from '../useCursorList';
 import { usePolling } from '../usePolling';
 import { POLL_MS } from './Sensors';
 
-type Pending = 'start' | 'stop' | 'revoke' | null;
+type Pending = 'start' | 'stop' | 'revoke' | 'decommission' | null;
 
 export const HISTORY_PAGE = 20;
 
@@ -21,6 +24,11 @@ const COPY = {
     confirm: 'Revoke sensor',
     text: 'Its certificate and NATS credentials stop working at once and live connections are closed. This cannot be undone: the sensor must be enrolled again with a new claim code.',
   },
+  decommission: {
+    title: 'Decommission sensor?',
+    confirm: 'Decommission sensor',
+    text: 'It is revoked for good (certificate, sensor token, NATS user), its pending commands expire and it leaves the sensor list. Its history stays for the audit. Its ID can never be enrolled again.',
+  },
 };
 
 export function SensorDetailScreen() {
@@ -30,12 +38,20 @@ export function SensorDetailScreen() {
   const [pending, setPending] = useState<Pending>(null);
   const [notice, setNotice] = useState<string | null>(null);
   const s = sensor.data;
+  const navigate = useNavigate();
+  const [editing, setEditing] = useState(false);
+  const decommissioned = !!s?.decommissionedAt;
   const revoked = s?.state === 'revoked';
   const { can } = useAccess();
   // Start, Stop and Revoke need the operator role on the sensor's tenant; they appear once it is known.
   const mayOperate = !!s && can('operate', s.tenantId);
 
   async function act(kind: Exclude<Pending, null>) {
+    if (kind === 'decommission') {
+      await api.decommissionSensor(sensorId);
+      navigate('/sensors', { replace: true });
+      return;
+    }
     if (kind === 'revoke') {
       await api.revokeSensor(sensorId);
       setNotice('Sensor revoked. Its certificate and credentials no longer work.');
@@ -66,10 +82,32 @@ export function SensorDetailScreen() {
             <button type="button" className="btn btn-danger-outline" disabled={revoked} onClick={() => setPending('revoke')}>
               Revoke
             </button>
+            <button type="button" className="btn" disabled={decommissioned} onClick={() => setEditing(true)}>
+              Edit
+            </button>
+            <button type="button" className="btn btn-danger-outline" disabled={decommissioned} onClick={() => setPending('decommission')}>
+              Decommission
+            </button>
           </div>
         )}
       </div>
       {notice && <Notice>{notice}</Notice>}
+      {decommissioned && (
+        <Notice>
+          Decommissioned <Time value={s?.decommissionedAt} />: revoked for good and left out of the sensor list.
+        </Notice>
+      )}
+      {s && editing && (
+        <EditSensor
+          sensor={s}
+          onClose={() => setEditing(false)}
+          onSaved={() => {
+            setEditing(false);
+            setNotice('Name and labels saved.');
+            sensor.reload();
+          }}
+        />
+      )}
       <ErrorBanner error={sensor.error} onRetry={sensor.reload} />
       {sensor.loading && !s ? (
         <Loading label="Loading sensor…" />
@@ -98,6 +136,10 @@ export function SensorDetailScreen() {
               <dd className="mono">{s.agentVersion || <span className="muted">not reported</span>}</dd>
               <dt>Address</dt>
               <dd className="mono break">{s.address || <span className="muted">not known</span>}</dd>
+              <dt>Labels</dt>
+              <dd data-testid="labels">
+                <LabelChips labels={s.labels} />
+              </dd>
               <dt>Enrolled</dt>
               <dd>
                 <Time value={s.createdAt} />
@@ -148,6 +190,65 @@ export function SensorDetailScreen() {
         </ConfirmDialog>
       )}
     </section>
+  );
+}
+
+/** Renames a sensor and edits its labels as "key=value" text; checked here and by the API. */
+function EditSensor({ sensor, onClose, onSaved }: { sensor: Sensor; onClose: () => void; onSaved: () => void }) {
+  const { api } = useSession();
+  const [name, setName] = useState(sensor.name);
+  const [labels, setLabels] = useState(formatLabels(sensor.labels));
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const parsed = parseLabels(labels);
+
+  async function save(e: FormEvent) {
+    e.preventDefault();
+    if ('error' in parsed) return;
+    setBusy(true);
+    setError(null);
+    try {
+      const patch: { name?: string; labels?: Record<string, string | null> } = {};
+      if (name.trim() !== sensor.name) patch.name = name.trim();
+      const lp = labelsPatch(sensor.labels, parsed.labels);
+      if (Object.keys(lp).length > 0) patch.labels = lp;
+      await api.updateSensor(sensor.id, patch);
+      onSaved();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  return (
+    <form className="card form edit-sensor" onSubmit={save} aria-label="Edit sensor">
+      <h2>Edit sensor</h2>
+      <label htmlFor="sensor-name">Name</label>
+      <input id="sensor-name" value={name} required maxLength={200} onChange={(e) => setName(e.target.value)} />
+      <label htmlFor="sensor-labels">Labels</label>
+      <input
+        id="sensor-labels"
+        className="mono"
+        value={labels}
+        placeholder="site=ams role=edge"
+        aria-describedby="sensor-labels-help"
+        aria-invalid={'error' in parsed}
+        onChange={(e) => setLabels(e.target.value)}
+      />
+      <p id="sensor-labels-help" className={'error' in parsed ? 'small bad-text' : 'small muted'} role={'error' in parsed ? 'alert' : undefined}>
+        {'error' in parsed ? parsed.error : 'key=value pairs separated by spaces; at most 16. Remove a pair to remove the label.'}
+      </p>
+      <ErrorBanner error={error} />
+      <div className="actions">
+        <button type="submit" className="btn btn-primary" disabled={busy || 'error' in parsed || !name.trim()}>
+          Save
+        </button>
+        <button type="button" className="btn" onClick={onClose}>
+          Cancel
+        </button>
+      </div>
+    </form>
   );
 }
 

@@ -19,6 +19,7 @@ import { StateSummary } from '../components/StateSummary';
 import { ErrorBanner, Loading, StateBadge } from '../components/Status';
 import { TenantSelect } from '../components/TenantSelect';
 import { Time } from '../components/Time';
+import { LabelChips, parseLabels } from '../labels';
 import { useFilters } from '../useFilters';
 import { usePolling } from '../usePolling';
 
@@ -41,12 +42,16 @@ type Selection = { all: true } | { all: false; ids: Set<string> };
 const NONE: Selection = { all: false, ids: new Set() };
 
 /** The first page's query, from the screen's URL. */
-export function listQuery(params: URLSearchParams): { tenantId: string; state: string; q: string; sort: string; limit: number } {
+export function listQuery(params: URLSearchParams): { tenantId: string; state: string; q: string; labels: Record<string, string>; labelText: string; sort: string; limit: number } {
   const limit = Number(params.get('limit'));
+  const labelText = params.get('labels') ?? '';
+  const parsed = parseLabels(labelText);
   return {
     tenantId: params.get('tenantId') ?? '',
     state: params.get('state') ?? '',
     q: params.get('q') ?? '',
+    labels: 'labels' in parsed ? parsed.labels : {},
+    labelText,
     sort: params.get('sort') || DEFAULT_SORT,
     limit: (PAGE_SIZES as readonly number[]).includes(limit) ? limit : DEFAULT_PAGE_SIZE,
   };
@@ -69,6 +74,7 @@ export function filterOf(f: SensorFilter): SensorFilter {
   if (f.tenantId) out.tenantId = f.tenantId;
   if (f.state) out.state = f.state;
   if (f.q) out.q = f.q;
+  if (f.labels && Object.keys(f.labels).length > 0) out.labels = f.labels;
   return out;
 }
 
@@ -76,15 +82,17 @@ export function SensorsScreen() {
   const { api } = useSession();
   const { me, can } = useAccess();
   const filters = useFilters();
-  const { tenantId, state, q, sort, limit } = listQuery(filters.params);
-  const filterKey = JSON.stringify([tenantId, state, q]);
+  const { tenantId, state, q, labels, labelText, sort, limit } = listQuery(filters.params);
+  const labelError = 'error' in parseLabels(labelText) ? (parseLabels(labelText) as { error: string }).error : '';
+  const labelKey = JSON.stringify(labels);
+  const filterKey = JSON.stringify([tenantId, state, q, labelKey]);
   const trail = useCursorTrail(JSON.stringify([filterKey, sort, limit]));
 
   const tenants = usePolling((_s) => api.listTenants(), [api], null);
   const summary = usePolling((signal) => api.sensorSummary(tenantId || undefined, signal), [api, tenantId], POLL_MS, { keepData: true });
   const sensors = usePolling(
-    (signal) => api.listSensors({ tenantId, state, q, sort, limit, cursor: trail.cursor || undefined }, signal),
-    [api, tenantId, state, q, sort, limit, trail.cursor],
+    (signal) => api.listSensors({ tenantId, state, q, labels, sort, limit, cursor: trail.cursor || undefined }, signal),
+    [api, tenantId, state, q, labelKey, sort, limit, trail.cursor],
     POLL_MS,
     { keepData: true },
   );
@@ -111,7 +119,8 @@ export function SensorsScreen() {
   const selectable = items.filter((s) => can('operate', s.tenantId));
   const nextCursor = sensors.data?.nextCursor ?? '';
   // Without a search, the summary says how many match; a search's count is not known in advance.
-  const matching = q || !summary.data ? undefined : state ? (summary.data.byState[state] ?? 0) : summary.data.total;
+  const filtered = q || Object.keys(labels).length > 0;
+  const matching = filtered || !summary.data ? undefined : state ? (summary.data.byState[state] ?? 0) : summary.data.total;
   const pageAllSelected = !sel.all && selectable.length > 0 && selectable.every((s) => sel.ids.has(s.id));
   const selectedCount = sel.all ? matching : sel.ids.size;
   const anySelected = sel.all || sel.ids.size > 0;
@@ -140,8 +149,24 @@ export function SensorsScreen() {
     setConfirming({ action, key: newIdempotencyKey() });
   }
 
+  const bulkRequest = (action: CommandAction) => (sel.all ? { action, filter: filterOf({ tenantId, state, q, labels }) } : { action, sensorIds: [...sel.ids] });
+  // The exact count, asked for when the dialog opens: how many get the command and why any are skipped.
+  const [preview, setPreview] = useState<{ key: string; total: number; skippedRevoked: number; skippedNotEnrolled: number } | { key: string; error: unknown } | null>(null);
+  const confirmKey = confirming?.key;
+  useEffect(() => {
+    if (!confirming) return;
+    const ctl = new AbortController();
+    api.previewBulkCommand(bulkRequest(confirming.action), ctl.signal).then(
+      (p) => setPreview({ key: confirming.key, ...p }),
+      (error) => !ctl.signal.aborted && setPreview({ key: confirming.key, error }),
+    );
+    return () => ctl.abort();
+  }, [confirmKey]);
+  const shown = preview && preview.key === confirmKey ? preview : null;
+  const exact = shown && 'total' in shown ? shown : null;
+
   async function sendBulk(action: CommandAction, key: string) {
-    const req = sel.all ? { action, filter: filterOf({ tenantId, state, q }) } : { action, sensorIds: [...sel.ids] };
+    const req = bulkRequest(action);
     const res = await api.sendBulkCommand(req, key);
     setBatch({ batchId: res.batchId, action });
     setSel(NONE);
@@ -162,10 +187,16 @@ export function SensorsScreen() {
       <StateSummary summary={summary.data} active={state} onPick={(s) => setFilter({ state: s })} />
       <div className="filters" role="group" aria-label="Filters">
         <SearchBox id="filter-q" label="Search" value={q} placeholder="name, hostname or ID" onSearch={(v) => setFilter({ q: v })} />
+        <SearchBox id="filter-labels" label="Labels" value={labelText} placeholder="site=ams role=edge" onSearch={(v) => setFilter({ labels: v.trim() })} />
         <TenantSelect id="filter-tenant" value={tenantId} tenants={tenants.data?.items} allLabel="All tenants" onChange={(v) => setFilter({ tenantId: v })} />
         <SelectField id="filter-state" label="State" value={state} choices={SENSOR_STATES} allLabel="All states" onChange={(v) => setFilter({ state: v })} />
         <SelectField id="sort" label="Sort by" value={sort} choices={SORTS} onChange={(v) => setFilter({ sort: v === DEFAULT_SORT ? '' : v })} />
       </div>
+      {labelError && (
+        <p className="small bad-text" role="alert">
+          Labels filter not applied: {labelError}
+        </p>
+      )}
       {batch && <BatchProgressBar key={batch.batchId} batchId={batch.batchId} action={batch.action} onDismiss={() => setBatch(null)} />}
       {mayBulk && anySelected && (
         <div className="bulk" role="toolbar" aria-label="Bulk actions">
@@ -185,7 +216,7 @@ export function SensorsScreen() {
         <p className="select-all" role="status">
           {sel.all ? (
             <>
-              All {matching !== undefined ? matching.toLocaleString() : ''} sensors matching {q || tenantId || state ? 'these filters' : 'in the fleet'} are selected.{' '}
+              All {matching !== undefined ? matching.toLocaleString() : ''} sensors matching {q || tenantId || state || filtered ? 'these filters' : 'in the fleet'} are selected.{' '}
               <button type="button" className="link" onClick={() => setSel(NONE)}>
                 Clear selection
               </button>
@@ -205,7 +236,7 @@ export function SensorsScreen() {
         sensors.loading ? <Loading label="Loading sensors…" /> : null
       ) : items.length === 0 && trail.page === 1 ? (
         <p className="empty">
-          {tenantId || state || q ? 'No sensors match these filters.' : <>No sensors yet. Issue a claim code from a <Link to="/tenants">tenant</Link> and run the sensor agent with it.</>}
+          {tenantId || state || q || filtered ? 'No sensors match these filters.' : <>No sensors yet. Issue a claim code from a <Link to="/tenants">tenant</Link> and run the sensor agent with it.</>}
         </p>
       ) : (
         <>
@@ -238,6 +269,7 @@ export function SensorsScreen() {
                   </SortHeader>
                   <th scope="col">Hostname</th>
                   <th scope="col">Tenant</th>
+                  <th scope="col">Labels</th>
                   <SortHeader field="state" sort={sort} onSort={(s) => setFilter({ sort: s })}>
                     State
                   </SortHeader>
@@ -267,6 +299,9 @@ export function SensorsScreen() {
                     <td data-label="Tenant">
                       <Link to={`/tenants/${encodeURIComponent(s.tenantId)}`}>{s.tenantId}</Link>
                     </td>
+                    <td data-label="Labels">
+                      <LabelChips labels={s.labels} />
+                    </td>
                     <td data-label="State">
                       <StateBadge state={s.state} />
                     </td>
@@ -290,7 +325,7 @@ export function SensorsScreen() {
       {confirming && (
         <ConfirmDialog
           title={`${confirming.action === 'start' ? 'Start' : 'Stop'} ${what}?`}
-          confirmLabel={`${confirming.action === 'start' ? 'Start' : 'Stop'} ${sel.all ? 'all matching' : selectedCount === 1 ? '1 sensor' : `${(selectedCount ?? 0).toLocaleString()} sensors`}`}
+          confirmLabel={`${confirming.action === 'start' ? 'Start' : 'Stop'} ${exact ? (exact.total === 1 ? '1 sensor' : `${exact.total.toLocaleString()} sensors`) : sel.all ? 'all matching' : selectedCount === 1 ? '1 sensor' : `${(selectedCount ?? 0).toLocaleString()} sensors`}`}
           danger={confirming.action === 'stop'}
           onClose={() => setConfirming(null)}
           onConfirm={() => sendBulk(confirming.action, confirming.key)}
@@ -299,9 +334,22 @@ export function SensorsScreen() {
             {confirming.action === 'start' ? 'Each sensor will be told to start capturing.' : 'Each sensor will stop capturing until it is started again.'} The commands go out as one batch; its
             progress shows here as the sensors answer.
           </p>
+          <p data-testid="batch-preview" role="status">
+            {exact ? (
+              <>
+                <strong>{exact.total.toLocaleString()}</strong> {exact.total === 1 ? 'sensor gets' : 'sensors get'} the command now.
+                {exact.skippedRevoked + exact.skippedNotEnrolled > 0 &&
+                  ` ${(exact.skippedRevoked + exact.skippedNotEnrolled).toLocaleString()} skipped: ${exact.skippedRevoked.toLocaleString()} revoked, ${exact.skippedNotEnrolled.toLocaleString()} never enrolled (no command can reach them).`}
+              </>
+            ) : shown ? (
+              <span className="muted">The exact count could not be read; the batch reports it once sent.</span>
+            ) : (
+              <span className="muted">Counting the sensors…</span>
+            )}
+          </p>
           {sel.all && (
             <p className="muted small">
-              Filter: {[tenantId && `tenant ${tenantId}`, state && `state ${state}`, q && `search "${q}"`].filter(Boolean).join(', ') || 'none (the whole fleet you can operate)'}. Sensors that match when the batch
+              Filter: {[tenantId && `tenant ${tenantId}`, state && `state ${state}`, q && `search "${q}"`, Object.keys(labels).length > 0 && `labels ${labelText}`].filter(Boolean).join(', ') || 'none (the whole fleet you can operate)'}. Sensors that match when the batch
               is created are included.
             </p>
           )}

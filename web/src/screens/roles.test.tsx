@@ -125,7 +125,7 @@ describe('action buttons by role and tenant', () => {
   it('offers Start, Stop and Revoke to an operator of the sensor’s tenant', async () => {
     renderApp('/sensors/s-acme', fleet(OPERATOR));
     const group = await screen.findByRole('group', { name: 'Sensor actions' });
-    expect(within(group).getAllByRole('button').map((b) => b.textContent)).toEqual(['Start', 'Stop', 'Revoke']);
+    expect(within(group).getAllByRole('button').map((b) => b.textContent)).toEqual(['Start', 'Stop', 'Revoke', 'Edit', 'Decommission']);
   });
 
   it.each([
@@ -136,7 +136,7 @@ describe('action buttons by role and tenant', () => {
     expect(await screen.findByRole('heading', { name })).toBeInTheDocument();
     await screen.findByText('Sensor');
     expect(screen.queryByRole('group', { name: 'Sensor actions' })).toBeNull();
-    for (const b of ['Start', 'Stop', 'Revoke']) expect(screen.queryByRole('button', { name: b })).toBeNull();
+    for (const b of ['Start', 'Stop', 'Revoke', 'Edit', 'Decommission']) expect(screen.queryByRole('button', { name: b })).toBeNull();
   });
 });
 

@@ -58,20 +58,22 @@ function fleetApi(me: Me, all: Sensor[]) {
       const nextCursor = start + limit < rows.length ? key(items[items.length - 1]) : null;
       return json(200, { items, nextCursor });
     },
-    'POST /api/commands': ({ body }) => {
-      bodies.push(body);
+    'POST /api/commands': ({ body, url }) => {
       const b = body as { sensorIds?: string[]; filter?: { tenantId?: string; state?: string; q?: string } };
       const total = b.sensorIds ? b.sensorIds.length : match(new URL(`http://x/?${new URLSearchParams(b.filter as Record<string, string>)}`)).length;
+      if (url.searchParams.get('dryRun') === 'true') return json(200, { matched: total + 2, total, skippedRevoked: 2, skippedNotEnrolled: 0 });
+      bodies.push(body);
       const id = `batch-${bodies.length}`;
       batches.set(id, { total, accepted: 0, acknowledged: 0, failed: 0, pending: total, matched: total + 2, skippedRevoked: 2, skippedNotEnrolled: 0 });
       return json(202, { batchId: id, ...batches.get(id) });
     },
     'GET /api/commands/batches/batch-1': () => {
-      // Each poll half of what is left is accepted, one fails; the last poll takes the rest.
+      // Each poll half of what is left is accepted, one fails; the last poll takes the rest. The
+      // sensors acknowledge half of the accepted while some are pending, the rest a poll later.
       const p = batches.get('batch-1')!;
       const step = p.pending <= 2 ? p.pending : Math.ceil(p.pending / 2);
       const failed = p.failed === 0 && step > 0 ? 1 : 0;
-      const next = { ...p, accepted: p.accepted + step - failed, failed: p.failed + failed, acknowledged: Math.floor((p.accepted + step - failed) / 2), pending: p.pending - step };
+      const next = { ...p, accepted: p.accepted + step - failed, failed: p.failed + failed, acknowledged: p.pending === 0 ? p.accepted : Math.floor((p.accepted + step - failed) / 2), pending: p.pending - step };
       batches.set('batch-1', next);
       return json(200, next);
     },
@@ -116,7 +118,7 @@ describe('sensors at fleet scale', () => {
 
   it('starts again at the first page when the API no longer takes the cursor', async () => {
     const api = fleetApi(ADMIN, makeFleet(60, 'acme'));
-    renderApp({ pathname: '/sensors', state: { pages: { key: JSON.stringify([JSON.stringify(['', '', '']), 'name', 50]), cursors: ['stale'] } } }, api.f);
+    renderApp({ pathname: '/sensors', state: { pages: { key: JSON.stringify([JSON.stringify(['', '', '', '{}']), 'name', 50]), cursors: ['stale'] } } }, api.f);
     await waitFor(() => expect(screen.getByTestId('page-range')).toHaveTextContent('1–50 of 60 · page 1'));
     expect(api.sensorCalls().map((p) => p.get('cursor'))).toEqual(['stale', null]);
     expect(screen.queryByRole('alert')).toBeNull();
@@ -184,7 +186,10 @@ describe('sensors at fleet scale', () => {
     await user.click(within(screen.getByRole('toolbar', { name: 'Bulk actions' })).getByRole('button', { name: 'Stop' }));
     const dialog = screen.getByRole('dialog', { name: 'Stop all 120 matching sensors?' });
     expect(dialog).toHaveTextContent('tenant acme');
-    await user.click(within(dialog).getByRole('button', { name: 'Stop all matching' }));
+    // The exact number and the skipped ones are stated before anything is sent.
+    await waitFor(() => expect(within(dialog).getByTestId('batch-preview')).toHaveTextContent('120 sensors get the command now. 2 skipped: 2 revoked, 0 never enrolled'));
+    expect(api.bodies).toEqual([]);
+    await user.click(within(dialog).getByRole('button', { name: 'Stop 120 sensors' }));
     expect(api.bodies).toEqual([{ action: 'stop', filter: { tenantId: 'acme' } }]);
 
     const bar = await screen.findByRole('progressbar', { name: 'Batch progress' });
@@ -192,8 +197,10 @@ describe('sensors at fleet scale', () => {
     await waitFor(() => expect(screen.getByTestId('batch')).toHaveAttribute('data-done', 'true'), { timeout: 15_000 });
     expect(bar).toHaveAttribute('aria-valuenow', '120');
     expect(bar).toHaveAttribute('aria-valuemax', '120');
-    expect(screen.getByText('Finished with failures.')).toBeInTheDocument();
+    // Followed past "nothing pending" until every sensor answered: all 119 accepted acknowledged.
+    expect(screen.getByText('Finished: not every sensor applied it.')).toBeInTheDocument();
     expect(screen.getByText('1 failed')).toBeInTheDocument();
+    expect(screen.getByText('119 acknowledged by the sensor')).toBeInTheDocument();
     expect(screen.getByText('skipped (no command): 2 revoked, 0 never enrolled')).toBeInTheDocument();
     // Once over, the batch is no longer polled.
     const polls = api.f.calls.filter((c) => c.url.pathname.startsWith('/api/commands/batches/')).length;

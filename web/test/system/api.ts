@@ -83,6 +83,8 @@ interface FakeSensor {
   address: string;
   createdAt: string;
   history: FakeCommand[];
+  labels?: Record<string, string>;
+  decommissionedAt?: string | null;
 }
 
 interface FakeCommand {
@@ -154,6 +156,7 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
   const codes: { id: string; tenantId: string; code: string; expiresAt: string; sensorName?: string; usedAt?: string; revokedAt?: string }[] = [];
   const sensors: FakeSensor[] = [];
   const batches = new Map<string, FakeCommand[]>();
+  const batchLog: { batchId: string; action: string; createdAt: string }[] = [];
   const timers = new Set<NodeJS.Timeout>();
   let chatEnabled = true;
   const later = (ms: number, fn: () => void) => {
@@ -168,7 +171,15 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
     const tenantId = q.get('tenantId');
     const state = q.get('state');
     const text = q.get('q')?.toLowerCase();
-    return sensors.filter((s) => (!tenantId || s.tenantId === tenantId) && (!state || s.state === state) && (!text || [s.id, s.name, s.hostname].some((v) => v.toLowerCase().includes(text))));
+    const labels = q.getAll('label').map((l) => l.split('='));
+    return sensors.filter(
+      (s) =>
+        !s.decommissionedAt &&
+        labels.every(([k, v]) => s.labels?.[k] === v) &&
+        (!tenantId || s.tenantId === tenantId) &&
+        (!state || s.state === state) &&
+        (!text || [s.id, s.name, s.hostname].some((v) => v.toLowerCase().includes(text))),
+    );
   };
   /** A command to one sensor: the stream takes it at once, the sensor acknowledges a moment later (a revoked one fails). */
   const command = (s: FakeSensor, action: string): FakeCommand => {
@@ -201,7 +212,7 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
     }
     if (req.method === 'OPTIONS') {
       res.setHeader('Access-Control-Allow-Methods', 'GET, POST, PATCH, DELETE');
-      res.setHeader('Access-Control-Allow-Headers', 'Content-Type, Accept');
+      res.setHeader('Access-Control-Allow-Headers', 'Content-Type, Accept, Idempotency-Key');
       res.setHeader('Access-Control-Max-Age', '600');
       res.writeHead(204).end();
       return;
@@ -343,10 +354,21 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
       if (b.action !== 'start' && b.action !== 'stop') throw new HttpProblem(400, 'invalid_action', 'Action must be start or stop');
       const filter = (b.filter ?? {}) as Record<string, string>;
       const targets = Array.isArray(b.sensorIds) ? sensors.filter((s) => (b.sensorIds as string[]).includes(s.id)) : matching(new URLSearchParams(filter));
+      if (url.searchParams.get('dryRun') === 'true') return send(res, 200, { matched: targets.length, total: targets.length, skippedRevoked: 0, skippedNotEnrolled: 0 });
       const batchId = randomUUID();
       const cmds = targets.map((s) => command(s, b.action as string));
       batches.set(batchId, cmds);
-      return send(res, 202, { batchId, total: cmds.length });
+      batchLog.unshift({ batchId, action: b.action as string, createdAt: new Date().toISOString() });
+      return send(res, 202, { batchId, total: cmds.length, pending: cmds.length, accepted: 0, acknowledged: 0, failed: 0, done: cmds.length === 0 });
+    }
+    if (m === 'GET' && p === '/api/commands/batches') {
+      const items = batchLog.map((b) => {
+        const cmds = batches.get(b.batchId)!;
+        const count = (f: (c: FakeCommand) => boolean) => cmds.filter(f).length;
+        const pending = count((c) => c.status === 'pending');
+        return { ...b, createdBy: 'admin', tenantIds: [], matched: cmds.length, total: cmds.length, pending, accepted: count((c) => c.status === 'accepted'), acknowledged: count((c) => !!c.acknowledgedAt), failed: count((c) => c.status === 'failed'), done: pending === 0 };
+      });
+      return send(res, 200, { items, nextCursor: null });
     }
     if (m === 'GET' && (g = /^\/api\/commands\/batches\/([^/]+)$/.exec(p))) {
       const cmds = batches.get(decodeURIComponent(g[1]));
@@ -363,7 +385,26 @@ async function fakeApi(webOrigin: string): Promise<E2eApi> {
     if ((g = /^\/api\/sensors\/([^/]+)(\/commands|\/revoke)?$/.exec(p))) {
       const s = sensors.find((x) => x.id === decodeURIComponent(g![1]));
       if (!s) throw new HttpProblem(404, 'sensor_not_found', 'Sensor not found');
-      if (m === 'GET' && !g[2]) return send(res, 200, { ...s, history: undefined });
+      if (m === 'GET' && !g[2]) return send(res, 200, { ...s, labels: s.labels ?? {}, history: undefined });
+      if (m === 'PATCH' && !g[2]) {
+        if (s.decommissionedAt) throw new HttpProblem(409, 'sensor_decommissioned', 'Sensor decommissioned');
+        const b = await body(req);
+        const labels = { ...(s.labels ?? {}) };
+        for (const [k, v] of Object.entries((b.labels ?? {}) as Record<string, string | null>)) {
+          if (!/^[a-z0-9][a-z0-9._-]{0,62}$/.test(k) || (v !== null && !/^[A-Za-z0-9._-]{0,63}$/.test(v))) throw new HttpProblem(400, 'invalid_labels', 'Invalid labels', `key "${k}"`);
+          if (v === null) delete labels[k];
+          else labels[k] = v;
+        }
+        s.labels = labels;
+        if (typeof b.name === 'string' && b.name) s.name = b.name;
+        return send(res, 200, { ...s, history: undefined });
+      }
+      if (m === 'DELETE' && !g[2]) {
+        if (s.decommissionedAt) throw new HttpProblem(409, 'sensor_decommissioned', 'Sensor decommissioned');
+        s.state = 'revoked';
+        s.decommissionedAt = new Date().toISOString();
+        return send(res, 204);
+      }
       if (m === 'GET' && g[2] === '/commands') {
         const start = Number(url.searchParams.get('cursor') || 0);
         const limit = Number(url.searchParams.get('limit') || 50);
