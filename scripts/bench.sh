@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make bench: Go micro-benchmarks and the load drivers. Results are printed
-# and appended to docs/benchmarks.md together with the machine they ran on.
+# and appended to docs/benchmarks-history.md together with the machine they ran on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

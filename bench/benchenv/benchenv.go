@@ -1,7 +1,7 @@
 // Package benchenv holds what RXC's load drivers share: a description of the
 // machine a result was measured on, a wrk runner that reports throughput and
 // tail latency, child-process management, a bounded worker pool, and
-// appending results to docs/benchmarks.md. Drivers only ever target loopback addresses.
+// appending results to docs/benchmarks-history.md. Drivers only ever target loopback addresses.
 package benchenv
 
 import (

@@ -54,7 +54,7 @@ func main() {
 	flag.IntVar(&o.fanout, "fanout", 10000, "sensors that each receive one start command (includes the enrolled ones)")
 	flag.IntVar(&o.latencyRuns, "latency-runs", 300, "single commands timed from API call to sensor receipt")
 	flag.IntVar(&o.statusTotal, "status", 100000, "status messages published for the apply-rate measurement")
-	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
+	flag.StringVar(&o.out, "out", "docs/benchmarks-history.md", "append results here (empty: print only)")
 	flag.StringVar(&o.retention, "retention", "workqueue", "command stream retention: workqueue or limits")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the enrolment phase to this file")
 	traceOut := flag.String("trace", "", "write an execution trace of the enrolment phase to this file")

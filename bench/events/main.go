@@ -46,7 +46,7 @@ const (
 func main() {
 	total := flag.Int("events", 200000, "events streamed on one gRPC stream")
 	batch := flag.Int("batch", 2000, "EVENTS_WRITER_BATCH")
-	out := flag.String("out", "docs/benchmarks.md", "append results here (empty: print only)")
+	out := flag.String("out", "docs/benchmarks-history.md", "append results here (empty: print only)")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the streaming phase to this file")
 	flag.Parse()
 	t := &benchenv.T{}

@@ -126,7 +126,7 @@ func main() {
 	flag.BoolVar(&o.rss, "rss", true, "measure the control plane's memory with every sensor connected (after the last retention); same as leaving rss out of -phases when false")
 	flag.StringVar(&ph, "phases", "enrol,fanout,rss", "measurements to make, comma-separated: enrol (against bare consumer creation), fanout (one batch command to every sensor against bare publishing), rss (control-plane memory, after the last retention)")
 	flag.BoolVar(&o.single, "single-commands", false, "fan out with one POST /api/sensors/{id}/commands per sensor instead of one POST /api/commands for the tenant")
-	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
+	flag.StringVar(&o.out, "out", "docs/benchmarks-history.md", "append results here (empty: print only)")
 	flag.BoolVar(&o.statements, "pg-statements", false, "list every PostgreSQL statement of the first enrolment chunk, calls per enrolment, and of the product fan-out (restarts the throwaway cluster with pg_stat_statements)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the first enrolment chunk to this file")
 	flag.StringVar(&o.fanoutProf, "fanout-cpuprofile", "", "write a CPU profile of the product fan-out to this file (the last retention's)")

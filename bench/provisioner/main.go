@@ -64,7 +64,7 @@ func main() {
 	flag.StringVar(&o.logLevel, "log-level", "info", "the provisioner's LOG_LEVEL (info, the default in production, writes the access log; it goes to a file)")
 	flag.StringVar(&o.baseline, "baseline-bin", "", "a second provisioner binary (an older build) served beside -bin on the same database and nats-server: its resolver takes turns with the other two in every round, and the sensor users are split over both in four turns (baseline, bin, bin, baseline)")
 	flag.StringVar(&o.profile, "profile", "", "run serve in this process instead of the binary and write CPU, block and mutex profiles of the resolver load and of POST /users into this directory (the rates measured that way are not the binary's)")
-	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "append results here (empty: print only)")
+	flag.StringVar(&o.out, "out", "docs/benchmarks-history.md", "append results here (empty: print only)")
 	flag.StringVar(&o.natsBin, "nats-server-bin", os.Getenv("RXC_NATS_SERVER_BIN"), "run this nats-server binary for the provisioner instead of the in-process one (default $RXC_NATS_SERVER_BIN)")
 	static := flag.String("static-server", "", "(internal) serve the JWT files of dir at addr with a bare net/http server: addr=dir")
 	flag.Parse()
