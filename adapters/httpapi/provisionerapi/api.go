@@ -435,6 +435,14 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		a.log.Warn("consumer name taken by another tenant and sensor", "path", r.URL.Path, logkey.Error, err)
 		p = problem.New(http.StatusConflict, problem.CodeConsumerNameTaken, "Consumer name taken",
 			"the durable consumer name cmd-<tenantId>-<sensorId> of this pair already belongs to another tenant and sensor (ids containing '-' can spell the same name); choose another sensor id")
+	case errors.Is(err, provisioning.ErrNotRevocable):
+		a.log.Warn("refused to revoke a user that may not be revoked", "path", r.URL.Path, logkey.Error, err)
+		p = problem.New(http.StatusForbidden, problem.CodeUserNotRevocable, "User not revocable",
+			"only users of tenant accounts and the control account's backend users can be revoked; the system account's users and the provisioner's own control-admin user never are")
+	case errors.Is(err, provisioning.ErrUndeliverable):
+		a.log.Error("NATS refuses the account JWT; retried in the background", "path", r.URL.Path, logkey.Error, err)
+		p = problem.New(http.StatusBadGateway, problem.CodeAccountJWTUndeliverable, "Account JWT undeliverable",
+			"the change is stored, but NATS refuses the account JWT (larger than its maximum payload); the provisioner retries in the background, repeating the call does not help")
 	case errors.Is(err, provisioning.ErrNotFound):
 		p = problem.New(http.StatusNotFound, problem.CodeAccountNotFound, "Account not found", "no account with that public key")
 	case errors.Is(err, provisioning.ErrConsumerLimit):
