@@ -199,7 +199,19 @@ func (s *Signer) AccountRevocations(accountJWT string) ([]provisioning.Revocatio
 type Pusher struct {
 	mu     sync.Mutex
 	err    error
+	fail   map[string]error
 	pushed map[string][]string
+}
+
+// FailAccount makes every later push of one account fail with err (nil:
+// succeed again).
+func (p *Pusher) FailAccount(pubKey string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fail == nil {
+		p.fail = map[string]error{}
+	}
+	p.fail[pubKey] = err
 }
 
 // Fail makes every later push fail with err (nil: succeed again).
@@ -215,6 +227,9 @@ func (p *Pusher) PushAccount(_ context.Context, pubKey, jwt string) error {
 	defer p.mu.Unlock()
 	if p.err != nil {
 		return p.err
+	}
+	if err := p.fail[pubKey]; err != nil {
+		return err
 	}
 	if p.pushed == nil {
 		p.pushed = map[string][]string{}
