@@ -113,9 +113,10 @@ type UserStore interface {
 	// records rs as RevokeMany does, sets the account's AllUsers entry to
 	// all.RevokedAt (a later time replaces an earlier one), deletes every
 	// other entry revoked at or before dropThrough, marks every active user
-	// of the account revoked at all.RevokedAt (each sensor gets a new user
-	// with its next request) and stores the JWT resign returns for the
-	// remaining list. It returns the account and how many active users it
+	// of the account created before all.RevokedAt plus one second (its JWT
+	// was issued at or before all.RevokedAt: nats-server counts seconds)
+	// revoked at all.RevokedAt (each sensor gets a new user with its next
+	// request) and stores the JWT resign returns for the remaining list. It returns the account and how many active users it
 	// revoked.
 	Reissue(ctx context.Context, all Revocation, rs []Revocation, dropThrough time.Time, resign func(a Account, all []Revocation) (string, error)) (Account, int, error)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -537,22 +536,29 @@ func (s *Service) Reissue(ctx context.Context, tenantID string) (Account, int, e
 }
 
 // reissue is a tenant-wide re-issue: one AllUsers entry at T (the second
-// before now) refuses every user JWT of the account issued at or before T,
-// so every single-user entry revoked a RevocationMargin or more before T
-// is dropped (it can match nothing more). Every active user of the account
+// before the current one) refuses every user JWT of the account issued at
+// or before T,
+// so every single-user entry revoked at or before T is dropped, from the
+// JWT and from the store: the list starts again from nothing and no
+// revocation's cost grows with the tenant's history. What a dropped entry
+// no longer covers is its RevocationMargin: a JWT of a revoked key signed,
+// in a race with the revocation, by a replica whose clock ran more than
+// (T − the revocation's time) ahead. Clocks kept by NTP are far closer
+// than the seconds at least between a revocation and a re-issue.
+// Every active user created before the current second (its JWT issued at
+// or before T) is marked revoked; one created in the current second keeps
+// working, and is kept: its JWT is issued after T. Every active user of the account
 // is marked revoked; a sensor's next POST /users (its agent renews when
 // NATS refuses its credentials, see sensor-agent's probe) mints it a new
 // user whose JWT, issued after T, works. rs are recorded with it.
 func (s *Service) reissue(ctx context.Context, pk string, rs []Revocation) (Account, int, error) {
 	at := s.now().UTC().Truncate(time.Second).Add(-time.Second)
 	all := Revocation{AccountPubKey: pk, UserPubKey: AllUsers, RevokedAt: at}
-	return s.store.Reissue(ctx, all, rs, at.Add(-RevocationMargin), s.resign)
+	return s.store.Reissue(ctx, all, rs, at, s.resign)
 }
 
-// resign signs the account with the revocations in force. A tenant's JWT
-// that would be larger than the bound is signed without the single-user
-// entries its AllUsers entry covers but for the margin; when it is still
-// too large, errOverBound.
+// resign signs the account with the revocations in force; a tenant's JWT
+// that would be larger than the bound gives errOverBound.
 func (s *Service) resign(a Account, all []Revocation) (string, error) {
 	_, tok, err := s.sign(a, all)
 	return tok, err
@@ -560,16 +566,10 @@ func (s *Service) resign(a Account, all []Revocation) (string, error) {
 
 // sign is resign that also returns the revocations it signed.
 func (s *Service) sign(a Account, all []Revocation) ([]Revocation, string, error) {
-	list, star := inForce(all, s.now())
+	list := inForce(all, s.now())
 	tok, err := s.signer.SignAccount(accountSpec(a, list))
 	if err != nil || !s.bounded(a) || len(tok) <= s.maxJWT {
 		return list, tok, err
-	}
-	if !star.IsZero() {
-		list = slices.DeleteFunc(list, func(r Revocation) bool { return r.UserPubKey != AllUsers && !r.RevokedAt.After(star) })
-		if tok, err = s.signer.SignAccount(accountSpec(a, list)); err != nil || len(tok) <= s.maxJWT {
-			return list, tok, err
-		}
 	}
 	return nil, "", fmt.Errorf("%w: %d bytes, bound %d", errOverBound, len(tok), s.maxJWT)
 }
@@ -578,9 +578,8 @@ func (s *Service) bounded(a Account) bool { return a.Kind == KindTenant && s.max
 
 // inForce is the part of a stored revocation list the account JWT carries:
 // without the entries that expired by now and the single-user entries an
-// AllUsers entry covers (revoked RevocationMargin or more before it). It
-// returns the AllUsers entry's time too (zero without one).
-func inForce(all []Revocation, now time.Time) ([]Revocation, time.Time) {
+// AllUsers entry covers (revoked at or before it; Reissue deletes those).
+func inForce(all []Revocation, now time.Time) []Revocation {
 	var star time.Time
 	for _, r := range all {
 		if r.UserPubKey == AllUsers {
@@ -592,12 +591,12 @@ func inForce(all []Revocation, now time.Time) ([]Revocation, time.Time) {
 		if !r.ExpiresAt.IsZero() && !r.ExpiresAt.After(now) {
 			continue
 		}
-		if r.UserPubKey != AllUsers && !star.IsZero() && !r.RevokedAt.Add(RevocationMargin).After(star) {
+		if r.UserPubKey != AllUsers && !star.IsZero() && !r.RevokedAt.After(star) {
 			continue
 		}
 		out = append(out, r)
 	}
-	return out, star
+	return out
 }
 
 // repushDelay is a resolver cache lifetime and a margin.

@@ -389,7 +389,7 @@ func (s *Store) revokeLocked(accountPubKey string, rs []provisioning.Revocation,
 	n := 0
 	if all != nil {
 		for pk, u := range s.users {
-			if u.AccountPubKey == accountPubKey && u.RevokedAt.IsZero() {
+			if u.AccountPubKey == accountPubKey && u.RevokedAt.IsZero() && u.CreatedAt.Before(starAt.Add(time.Second)) {
 				u.RevokedAt = starAt
 				s.users[pk] = u
 				n++

@@ -431,7 +431,8 @@ func (s *Store) Reissue(ctx context.Context, all provisioning.Revocation, rs []p
 			all.AccountPubKey, provisioning.AllUsers, dropThrough); err != nil {
 			return fmt.Errorf("provisionerstore: drop covered revocations: %w", err)
 		}
-		tag, err := tx.Exec(ctx, `UPDATE nats_users SET revoked_at = $2 WHERE account_id = $1 AND revoked_at IS NULL`, all.AccountPubKey, at)
+		tag, err := tx.Exec(ctx, `UPDATE nats_users SET revoked_at = $2
+			WHERE account_id = $1 AND revoked_at IS NULL AND created_at < $3`, all.AccountPubKey, at, at.Add(time.Second))
 		if err != nil {
 			return fmt.Errorf("provisionerstore: revoke the account's users: %w", err)
 		}

@@ -1390,6 +1390,11 @@ func testReissue(t *testing.T, s Store) {
 	u1 := createUser(t, s, sensorUser(acct, "s1"))
 	u2 := createUser(t, s, sensorUser(acct, "s2"))
 	ob := createUser(t, s, sensorUser(other, "s1"))
+	// Created in the second after the re-issue's time: its JWT is issued
+	// after the entry, so it stays active.
+	young := sensorUser(acct, "s3")
+	young.CreatedAt = t0.Add(2*time.Hour + time.Second)
+	young = createUser(t, s, young)
 	rec := &resignRecorder{}
 	oldRev := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: key("U"), RevokedAt: t0}
 	recent := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: key("U"), RevokedAt: t0.Add(90 * time.Minute)}
@@ -1415,6 +1420,9 @@ func testReissue(t *testing.T, s Store) {
 	}
 	if _, err := s.ActiveSensorUser(ctx(t), "beta", "s1"); err != nil {
 		t.Errorf("another tenant's user after the re-issue: %v; want still active (%s)", err, ob.PubKey)
+	}
+	if got, err := s.ActiveSensorUser(ctx(t), "acme", "s3"); err != nil || got.PubKey != young.PubKey {
+		t.Errorf("a user created after the entry's second: %v; want still active", err)
 	}
 	// A later re-issue moves the entry on; an earlier one does not move it back.
 	if _, _, err := s.Reissue(ctx(t), provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: provisioning.AllUsers, RevokedAt: at.Add(-time.Minute)}, nil, t0, rec.resign); err != nil {
