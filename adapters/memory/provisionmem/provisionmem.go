@@ -34,6 +34,11 @@ type Store struct {
 	revocations map[string]map[string]revEntry // account → user → entry
 	consumers   map[string]provisioning.ConsumerClaim
 	retired     map[string]bool // consumer names whose claim a revocation retired
+	// active indexes the active sensor users by (tenant, sensor): fleets of
+	// tens of thousands of users are tested on this store.
+	active map[[2]string]string
+	// claimed indexes the consumer-name claims by (tenant, sensor).
+	claimed map[[2]string]string
 }
 
 // revEntry is one stored revocation: its time and the entry's expiry.
@@ -53,6 +58,8 @@ func New(Config) (*Store, error) {
 		revocations: map[string]map[string]revEntry{},
 		consumers:   map[string]provisioning.ConsumerClaim{},
 		retired:     map[string]bool{},
+		active:      map[[2]string]string{},
+		claimed:     map[[2]string]string{},
 	}, nil
 }
 
@@ -198,10 +205,8 @@ func (s *Store) MarkPushed(_ context.Context, pubKey, jwt string) error {
 func (s *Store) ActiveSensorUser(_ context.Context, tenantID, sensorID string) (provisioning.User, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, u := range s.users {
-		if u.Kind == provisioning.UserSensor && u.RevokedAt.IsZero() && u.TenantID == tenantID && u.SensorID == sensorID {
-			return copyUser(u), nil
-		}
+	if pk, ok := s.active[[2]string{tenantID, sensorID}]; ok {
+		return copyUser(s.users[pk]), nil
 	}
 	return provisioning.User{}, fmt.Errorf("sensor user %s/%s: %w", tenantID, sensorID, provisioning.ErrNotFound)
 }
@@ -242,9 +247,15 @@ func (s *Store) CreateUser(_ context.Context, u provisioning.User) (provisioning
 	if _, ok := s.accounts[u.AccountPubKey]; !ok {
 		return provisioning.User{}, false, fmt.Errorf("account %s: %w", u.AccountPubKey, provisioning.ErrNotFound)
 	}
-	for _, e := range s.users {
-		if sameIdentity(e, u) {
-			return copyUser(e), false, nil
+	if u.Kind == provisioning.UserSensor {
+		if pk, ok := s.active[[2]string{u.TenantID, u.SensorID}]; ok && sameIdentity(s.users[pk], u) {
+			return copyUser(s.users[pk]), false, nil
+		}
+	} else {
+		for _, e := range s.users {
+			if sameIdentity(e, u) {
+				return copyUser(e), false, nil
+			}
 		}
 	}
 	if _, ok := s.users[u.PubKey]; ok {
@@ -254,6 +265,9 @@ func (s *Store) CreateUser(_ context.Context, u provisioning.User) (provisioning
 	u.CreatedAt = stamp(u.CreatedAt, time.Now())
 	u.RevokedAt = time.Time{}
 	s.users[u.PubKey] = u
+	if u.Kind == provisioning.UserSensor {
+		s.active[[2]string{u.TenantID, u.SensorID}] = u.PubKey
+	}
 	return copyUser(u), true, nil
 }
 
@@ -380,7 +394,7 @@ func (s *Store) revokeLocked(accountPubKey string, rs []provisioning.Revocation,
 	for i, r := range stored {
 		if u, ok := s.users[r.UserPubKey]; ok && u.AccountPubKey == accountPubKey && (u.RevokedAt.IsZero() || u.RevokedAt.After(r.RevokedAt)) {
 			u.RevokedAt = r.RevokedAt
-			s.users[r.UserPubKey] = u
+			s.revokedLocked(u)
 		}
 		if u, ok := s.users[r.UserPubKey]; ok && rs[i].RetireSensor && u.AccountPubKey == accountPubKey && u.Kind == provisioning.UserSensor {
 			s.retireLocked(u.TenantID, u.SensorID)
@@ -392,6 +406,7 @@ func (s *Store) revokeLocked(accountPubKey string, rs []provisioning.Revocation,
 			if u.AccountPubKey == accountPubKey && u.RevokedAt.IsZero() && u.CreatedAt.Before(starAt.Add(time.Second)) {
 				u.RevokedAt = starAt
 				s.users[pk] = u
+				s.revokedLocked(u)
 				n++
 			}
 		}
@@ -400,17 +415,23 @@ func (s *Store) revokeLocked(accountPubKey string, rs []provisioning.Revocation,
 	return stored, copyAccount(a.Account), n, nil
 }
 
+// revokedLocked stores u, just marked revoked, and takes it out of the
+// index of active sensor users.
+func (s *Store) revokedLocked(u provisioning.User) {
+	s.users[u.PubKey] = u
+	k := [2]string{u.TenantID, u.SensorID}
+	if u.Kind == provisioning.UserSensor && s.active[k] == u.PubKey {
+		delete(s.active, k)
+	}
+}
+
 // retireLocked retires the pair's claim unless the pair has an active user.
 func (s *Store) retireLocked(tenantID, sensorID string) {
-	for _, u := range s.users {
-		if u.Kind == provisioning.UserSensor && u.RevokedAt.IsZero() && u.TenantID == tenantID && u.SensorID == sensorID {
-			return
-		}
+	if _, ok := s.active[[2]string{tenantID, sensorID}]; ok {
+		return
 	}
-	for name, c := range s.consumers {
-		if c.TenantID == tenantID && c.SensorID == sensorID {
-			s.retired[name] = true
-		}
+	if name, ok := s.claimed[[2]string{tenantID, sensorID}]; ok {
+		s.retired[name] = true
 	}
 }
 
@@ -430,16 +451,10 @@ func (s *Store) User(_ context.Context, pubKey string) (provisioning.User, error
 func (s *Store) RetiredClaims(context.Context) ([]provisioning.ConsumerClaim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	active := map[[2]string]bool{}
-	for _, u := range s.users {
-		if u.Kind == provisioning.UserSensor && u.RevokedAt.IsZero() {
-			active[[2]string{u.TenantID, u.SensorID}] = true
-		}
-	}
 	var out []provisioning.ConsumerClaim
 	for name := range s.retired {
 		c := s.consumers[name]
-		if !active[[2]string{c.TenantID, c.SensorID}] {
+		if _, ok := s.active[[2]string{c.TenantID, c.SensorID}]; !ok {
 			out = append(out, c)
 		}
 	}
@@ -468,12 +483,9 @@ func (s *Store) ClaimSensor(_ context.Context, consumer, tenantID, sensorID stri
 		return provisioning.SensorClaim{}, err
 	}
 	claim := provisioning.SensorClaim{Account: copyAccount(s.accounts[pk].Account)}
-	for _, u := range s.users {
-		if u.Kind == provisioning.UserSensor && u.RevokedAt.IsZero() && u.TenantID == tenantID && u.SensorID == sensorID {
-			c := copyUser(u)
-			claim.User = &c
-			break
-		}
+	if upk, ok := s.active[[2]string{tenantID, sensorID}]; ok {
+		c := copyUser(s.users[upk])
+		claim.User = &c
 	}
 	return claim, nil
 }
@@ -481,12 +493,11 @@ func (s *Store) ClaimSensor(_ context.Context, consumer, tenantID, sensorID stri
 func (s *Store) claimLocked(consumer, tenantID, sensorID string) error {
 	c, ok := s.consumers[consumer]
 	if !ok {
-		for _, other := range s.consumers {
-			if other.TenantID == tenantID && other.SensorID == sensorID {
-				return fmt.Errorf("provisionmem: %s/%s already claims %s", tenantID, sensorID, other.Consumer)
-			}
+		if other, ok := s.claimed[[2]string{tenantID, sensorID}]; ok {
+			return fmt.Errorf("provisionmem: %s/%s already claims %s", tenantID, sensorID, other)
 		}
 		s.consumers[consumer] = provisioning.ConsumerClaim{Consumer: consumer, TenantID: tenantID, SensorID: sensorID}
+		s.claimed[[2]string{tenantID, sensorID}] = consumer
 		return nil
 	}
 	if c.TenantID != tenantID || c.SensorID != sensorID {
