@@ -325,3 +325,38 @@ func TestRepairReportsProgress(t *testing.T) {
 		t.Errorf("reported %v, want %v", seen, want)
 	}
 }
+
+// A bound lowered between restarts re-issues, at start, the tenants whose
+// JWT is over it.
+func TestLoweredBoundReissuesAtStart(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *provisioning.Config) { c.AccountJWTMaxBytes = -1 })
+	acme := f.tenant(t, "acme")
+	for i := range 100 {
+		u := f.sensorUser(t, "acme", fmt.Sprintf("s%d", i))
+		if _, _, err := f.svc.Revoke(f.ctx, acme.PubKey, u.User.PubKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.now = f.now.Add(time.Minute)
+	const bound = 4 << 10
+	if a, _ := f.store.Account(f.ctx, acme.PubKey); len(a.JWT) <= bound {
+		t.Fatalf("JWT %d bytes before the restart; the test needs more than %d", len(a.JWT), bound)
+	}
+	svc, err := provisioning.New(provisioning.Config{
+		Store: f.store, Signer: f.signer, Claims: f.signer, Pusher: f.pusher, Consumers: f.consumers,
+		Stream: topology.DefaultStream, Clock: func() time.Time { return f.now }, AccountJWTMaxBytes: bound,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resigned, err := svc.RefreshAccounts(f.ctx)
+	if err != nil || !slices.Contains(resigned, acme.PubKey) {
+		t.Fatalf("RefreshAccounts = %v, %v; want acme re-issued", resigned, err)
+	}
+	a, _ := f.store.Account(f.ctx, acme.PubKey)
+	spec, _ := provisioningtest.AccountClaims(a.JWT)
+	if len(a.JWT) > bound || len(spec.Revocations) != 1 || spec.Revocations[0].UserPubKey != provisioning.AllUsers {
+		t.Errorf("after the restart: %d bytes, revocations %+v; want one * entry under %d bytes", len(a.JWT), spec.Revocations, bound)
+	}
+}
