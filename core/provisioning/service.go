@@ -547,14 +547,30 @@ func (s *Service) Reissue(ctx context.Context, tenantID string) (Account, int, e
 // than the seconds at least between a revocation and a re-issue.
 // Every active user created before the current second (its JWT issued at
 // or before T) is marked revoked; one created in the current second keeps
-// working, and is kept: its JWT is issued after T. Every active user of the account
+// working, and is kept: its JWT is issued after T. When the entries of the
+// current second alone pass the bound (a burst), the re-issue waits for
+// the next second (at most one) and covers them too. Every active user of the account
 // is marked revoked; a sensor's next POST /users (its agent renews when
 // NATS refuses its credentials, see sensor-agent's probe) mints it a new
 // user whose JWT, issued after T, works. rs are recorded with it.
 func (s *Service) reissue(ctx context.Context, pk string, rs []Revocation) (Account, int, error) {
-	at := s.now().UTC().Truncate(time.Second).Add(-time.Second)
-	all := Revocation{AccountPubKey: pk, UserPubKey: AllUsers, RevokedAt: at}
-	return s.store.Reissue(ctx, all, rs, at, s.resign)
+	for attempt := 0; ; attempt++ {
+		now := s.now().UTC()
+		at := now.Truncate(time.Second).Add(-time.Second)
+		all := Revocation{AccountPubKey: pk, UserPubKey: AllUsers, RevokedAt: at}
+		a, n, err := s.store.Reissue(ctx, all, rs, at, s.resign)
+		if !errors.Is(err, errOverBound) || attempt > 0 {
+			return a, n, err
+		}
+		// The entries of the current second alone pass the bound (a burst
+		// of revocations): in the next second the entry covers them.
+		wait := min(now.Truncate(time.Second).Add(time.Second).Sub(now), time.Second)
+		select {
+		case <-ctx.Done():
+			return Account{}, 0, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
 
 // resign signs the account with the revocations in force; a tenant's JWT

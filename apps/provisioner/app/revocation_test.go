@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/rxc-project/rxc/internal/natstest"
 	"github.com/rxc-project/rxc/internal/provisionertest"
@@ -245,5 +246,28 @@ func TestRevokedSensorLeavesNoConsumer(t *testing.T) {
 	back := sensorUser(t, s, "acme", "gone")
 	if _, err := admin.Consumer(ctx, back.Stream, back.Consumer); err != nil {
 		t.Errorf("the pair asking again has no consumer: %v", err)
+	}
+}
+
+// A burst of revocations within one second can pass the bound with the
+// current second's entries alone: the re-issue then waits for the next
+// second and covers them, and every revocation answers 200.
+func TestRevocationBurstAtTheBound(t *testing.T) {
+	s := provisionertest.Start(t, provisionertest.Options{AccountJWTMaxBytes: 4 << 10})
+	account(t, s, "acme")
+	u := sensorUser(t, s, "acme", "s1")
+	for i := range 100 {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, _ := kp.PublicKey()
+		status, body := s.Post("/revoke", map[string]string{"accountId": u.AccountID, "userPubKey": pub})
+		if status != 200 {
+			t.Fatalf("revocation %d: %d %s", i, status, body)
+		}
+		if _, n := accountClaims(t, s, u.AccountID); n > 4<<10 {
+			t.Fatalf("revocation %d: account JWT %d bytes", i, n)
+		}
 	}
 }
