@@ -40,7 +40,7 @@ func BenchmarkStopWithConsumers(b *testing.B) {
 			b.Fatal(err)
 		}
 		ctx := context.Background()
-		st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "CMD", Subjects: []string{"cmd.>"}, Retention: retention, Storage: jetstream.FileStorage})
+		st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "CMD", Subjects: []string{"cmd.>"}, Retention: retention, Storage: jetstream.FileStorage, MaxConsumers: n + 1})
 		if err != nil {
 			b.Fatal(err)
 		}
