@@ -18,3 +18,9 @@ ALTER TABLE nats_consumer_names ADD COLUMN IF NOT EXISTS retired_at timestamptz;
 
 CREATE INDEX IF NOT EXISTS nats_consumer_names_retired_idx
     ON nats_consumer_names (consumer) WHERE retired_at IS NOT NULL;
+
+-- expiring: every JWT ever signed for the user's key carries an expiry (it
+-- was minted with one). A key first handed out without expiry (earlier
+-- releases, SENSOR_USER_JWT_TTL=0) and signed again with one later still
+-- has a JWT that never expires: its revocation never expires either.
+ALTER TABLE nats_users ADD COLUMN IF NOT EXISTS expiring boolean NOT NULL DEFAULT false;

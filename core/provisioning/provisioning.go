@@ -113,6 +113,10 @@ type User struct {
 	JWT           string
 	CreatedAt     time.Time
 	RevokedAt     time.Time // zero while active
+	// Expiring: the user was minted with an expiring JWT, so every JWT of
+	// its key expires (a key first handed out without expiry keeps a JWT
+	// that never does, whatever it was signed with later).
+	Expiring bool
 }
 
 // Revocation of one user key in one account (or of every user JWT issued

@@ -360,3 +360,37 @@ func TestLoweredBoundReissuesAtStart(t *testing.T) {
 		t.Errorf("after the restart: %d bytes, revocations %+v; want one * entry under %d bytes", len(a.JWT), spec.Revocations, bound)
 	}
 }
+
+// A key first handed out without expiry keeps a JWT that never expires,
+// even after a renewal signed it again with one: its revocation stays.
+func TestRevocationOfAKeyOnceWithoutExpiryStays(t *testing.T) {
+	t.Parallel()
+	const ttl = 24 * time.Hour
+	f := newFixture(t)
+	acme := f.tenant(t, "acme")
+	first := f.sensorUser(t, "acme", "s1") // no expiry
+	svc, err := provisioning.New(provisioning.Config{
+		Store: f.store, Signer: f.signer, Claims: f.signer, Pusher: f.pusher, Consumers: f.consumers,
+		Stream: topology.DefaultStream, Clock: func() time.Time { return f.now }, SensorUserTTL: ttl,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewed, _, err := svc.EnsureSensorUser(f.ctx, "acme", "s1")
+	if err != nil || renewed.User.PubKey != first.User.PubKey {
+		t.Fatalf("renewal = %+v, %v; want the same key signed again", renewed.User, err)
+	}
+	if exp, _ := f.signer.UserExpiry(renewed.User.JWT); exp.IsZero() {
+		t.Fatal("the renewal signed no expiry")
+	}
+	if _, _, err := svc.Revoke(f.ctx, acme.PubKey, first.User.PubKey); err != nil {
+		t.Fatal(err)
+	}
+	f.now = f.now.Add(10 * ttl)
+	if _, _, err := svc.Revoke(f.ctx, acme.PubKey, f.sensorUser(t, "acme", "s2").User.PubKey); err != nil {
+		t.Fatal(err)
+	}
+	if !f.revokedIn(t, acme.PubKey, first.User.PubKey) {
+		t.Error("the revocation of a key whose first JWT never expires left the list")
+	}
+}

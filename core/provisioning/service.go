@@ -242,7 +242,7 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 		// A tenant's account never changes its key, and its seed is
 		// replaced only by reseal, which re-encrypts the same seed: the
 		// account read above signs the user.
-		u, m, err := s.mint(acct, User{Kind: UserSensor, TenantID: tenantID, SensorID: sensorID, Name: sensorID}, s.sensorSpec(sensor))
+		u, m, err := s.mint(acct, User{Kind: UserSensor, TenantID: tenantID, SensorID: sensorID, Name: sensorID, Expiring: s.userTTL > 0}, s.sensorSpec(sensor))
 		minted = m
 		return u, err
 	})
@@ -463,11 +463,11 @@ func (s *Service) revokeTime() time.Time { return s.now().UTC().Truncate(time.Se
 // match is issued by at plus RevocationMargin and expires SensorUserTTL
 // later, or at the stored JWT's expiry when that is later; another margin
 // covers the clocks of the servers that check it. After that the entry is
-// dropped. A user whose JWT never expires keeps its entry until an
-// AllUsers entry covers it.
+// dropped. A user one of whose JWTs never expires (minted without expiry,
+// User.Expiring false) keeps its entry until an AllUsers entry covers it.
 func (s *Service) revocationOf(u User, at time.Time) Revocation {
 	r := Revocation{AccountPubKey: u.AccountPubKey, UserPubKey: u.PubKey, RevokedAt: at}
-	if u.Kind != UserSensor || s.userTTL <= 0 {
+	if u.Kind != UserSensor || s.userTTL <= 0 || !u.Expiring {
 		return r
 	}
 	exp, err := s.signer.UserExpiry(u.JWT)

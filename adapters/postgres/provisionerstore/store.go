@@ -57,7 +57,7 @@ const createUserAttempts = 3
 
 const (
 	accountCols = `account_id, kind, tenant_id, name, seed_enc, jwt, created_at, updated_at`
-	userCols    = `user_pub_key, account_id, kind, tenant_id, sensor_id, name, seed_enc, jwt, created_at, revoked_at`
+	userCols    = `user_pub_key, account_id, kind, tenant_id, sensor_id, name, seed_enc, jwt, created_at, revoked_at, expiring`
 )
 
 // Ping checks that PostgreSQL answers.
@@ -268,9 +268,9 @@ func (s *Store) CreateUser(ctx context.Context, u provisioning.User) (provisioni
 		return provisioning.User{}, false, fmt.Errorf("provisionerstore: seal user seed: %w", err)
 	}
 	for range createUserAttempts {
-		stored, err := s.scanUser(s.pool.QueryRow(ctx, `INSERT INTO nats_users (user_pub_key, account_id, kind, tenant_id, sensor_id, name, seed_enc, jwt, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9, now())) ON CONFLICT DO NOTHING RETURNING `+userCols,
-			u.PubKey, u.AccountPubKey, string(u.Kind), optString(u.TenantID), optString(u.SensorID), u.Name, sealed, u.JWT, optTime(u.CreatedAt)))
+		stored, err := s.scanUser(s.pool.QueryRow(ctx, `INSERT INTO nats_users (user_pub_key, account_id, kind, tenant_id, sensor_id, name, seed_enc, jwt, created_at, expiring)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9, now()), $10) ON CONFLICT DO NOTHING RETURNING `+userCols,
+			u.PubKey, u.AccountPubKey, string(u.Kind), optString(u.TenantID), optString(u.SensorID), u.Name, sealed, u.JWT, optTime(u.CreatedAt), u.Expiring))
 		if err == nil {
 			return stored, true, nil
 		}
@@ -454,8 +454,8 @@ func (s *Store) User(ctx context.Context, pubKey string) (provisioning.User, err
 		tenantID, sensorID *string
 		revokedAt          *time.Time
 	)
-	err := s.pool.QueryRow(ctx, `SELECT user_pub_key, account_id, kind, tenant_id, sensor_id, name, jwt, created_at, revoked_at
-		FROM nats_users WHERE user_pub_key = $1`, pubKey).Scan(&u.PubKey, &u.AccountPubKey, &kind, &tenantID, &sensorID, &u.Name, &u.JWT, &u.CreatedAt, &revokedAt)
+	err := s.pool.QueryRow(ctx, `SELECT user_pub_key, account_id, kind, tenant_id, sensor_id, name, jwt, created_at, revoked_at, expiring
+		FROM nats_users WHERE user_pub_key = $1`, pubKey).Scan(&u.PubKey, &u.AccountPubKey, &kind, &tenantID, &sensorID, &u.Name, &u.JWT, &u.CreatedAt, &revokedAt, &u.Expiring)
 	if err != nil {
 		return provisioning.User{}, notFound(err, "user "+pubKey)
 	}
@@ -545,7 +545,7 @@ const claimSensorSQL = `
 	)
 	SELECT a.account_id, a.kind, a.tenant_id, a.name, a.seed_enc, a.jwt, a.created_at, a.updated_at,
 	       o.tenant_id, o.sensor_id,
-	       u.user_pub_key, u.account_id, u.kind, u.tenant_id, u.sensor_id, u.name, u.seed_enc, u.jwt, u.created_at, u.revoked_at
+	       u.user_pub_key, u.account_id, u.kind, u.tenant_id, u.sensor_id, u.name, u.seed_enc, u.jwt, u.created_at, u.revoked_at, u.expiring
 	FROM account a LEFT JOIN owner o ON true LEFT JOIN active u ON true`
 
 // ClaimSensor reads the tenant's account, claims the consumer name for
@@ -762,10 +762,11 @@ type userRow struct {
 	pubKey, accountID, kind, tenantID, sensorID, name, jwt *string
 	sealed                                                 []byte
 	createdAt, revokedAt                                   *time.Time
+	expiring                                               *bool
 }
 
 func (r *userRow) dest() []any {
-	return []any{&r.pubKey, &r.accountID, &r.kind, &r.tenantID, &r.sensorID, &r.name, &r.sealed, &r.jwt, &r.createdAt, &r.revokedAt}
+	return []any{&r.pubKey, &r.accountID, &r.kind, &r.tenantID, &r.sensorID, &r.name, &r.sealed, &r.jwt, &r.createdAt, &r.revokedAt, &r.expiring}
 }
 
 func (s *Store) scanUser(row pgx.Row) (provisioning.User, error) {
@@ -788,6 +789,7 @@ func (s *Store) openUser(r *userRow) (provisioning.User, error) {
 	if r.revokedAt != nil {
 		u.RevokedAt = r.revokedAt.UTC()
 	}
+	u.Expiring = r.expiring != nil && *r.expiring
 	seed, err := s.sealer.Open(r.sealed, []byte(u.PubKey))
 	if err != nil {
 		return provisioning.User{}, fmt.Errorf("open seed of user %s (is ACCOUNT_SEED_ENCRYPTION_KEY the one it was stored with?): %w", u.PubKey, err)

@@ -1345,6 +1345,19 @@ func testUser(t *testing.T, s Store) {
 	}
 	_, err = s.User(ctx(t), key("U"))
 	wantErr(t, "User of an unknown key", err, provisioning.ErrNotFound)
+	// Expiring round-trips.
+	e := sensorUser(acct, "s2")
+	e.Expiring = true
+	createUser(t, s, e)
+	if got, err := s.User(ctx(t), e.PubKey); err != nil || !got.Expiring {
+		t.Errorf("User of an expiring user = %+v, %v; want Expiring", got, err)
+	}
+	if got, err := s.ActiveSensorUser(ctx(t), "acme", "s2"); err != nil || !got.Expiring {
+		t.Errorf("ActiveSensorUser of an expiring user = %+v, %v; want Expiring", got, err)
+	}
+	if claim, err := s.ClaimSensor(ctx(t), "cmd-acme-s2", "acme", "s2"); err != nil || claim.User == nil || !claim.User.Expiring {
+		t.Errorf("ClaimSensor of an expiring user = %+v, %v; want Expiring", claim.User, err)
+	}
 }
 
 // Entries whose ExpiresAt has passed by the latest revocation's time leave
