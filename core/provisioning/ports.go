@@ -102,7 +102,23 @@ type UserStore interface {
 	// one resign returns for the full revocation list, all atomically.
 	Revoke(ctx context.Context, r Revocation, resign func(a Account, all []Revocation) (string, error)) (Revocation, Account, error)
 	// RevokeMany is Revoke for several users of one account, signed once.
+	// Revoke and RevokeMany also delete the account's entries whose
+	// ExpiresAt is at or before the latest RevokedAt they are given: those
+	// match no JWT that has not expired.
 	RevokeMany(ctx context.Context, accountPubKey string, rs []Revocation, resign func(a Account, all []Revocation) (string, error)) ([]Revocation, Account, error)
+	// User returns the user with the public key, revoked or not, without
+	// its seed; ErrNotFound when no user has it.
+	User(ctx context.Context, pubKey string) (User, error)
+	// Reissue revokes every user of the account at once, atomically: it
+	// records rs as RevokeMany does, sets the account's AllUsers entry to
+	// all.RevokedAt (a later time replaces an earlier one), deletes every
+	// other entry revoked at or before dropThrough, marks every active user
+	// of the account created before all.RevokedAt plus one second (its JWT
+	// was issued at or before all.RevokedAt: nats-server counts seconds)
+	// revoked at all.RevokedAt (each sensor gets a new user with its next
+	// request) and stores the JWT resign returns for the remaining list. It returns the account and how many active users it
+	// revoked.
+	Reissue(ctx context.Context, all Revocation, rs []Revocation, dropThrough time.Time, resign func(a Account, all []Revocation) (string, error)) (Account, int, error)
 }
 
 // SensorClaim is what Store.ClaimSensor reads: the tenant's account and
@@ -126,6 +142,12 @@ type ConsumerNames interface {
 	ClaimConsumer(ctx context.Context, consumer, tenantID, sensorID string) error
 	// ConsumerClaims lists every claim.
 	ConsumerClaims(ctx context.Context) ([]ConsumerClaim, error)
+	// RetiredClaims lists the claims a revocation with RetireSensor
+	// retired whose pair has no active user: their consumer and pending
+	// commands are to be removed. A claim stays with its pair for good
+	// (retired or not, no other pair can take the name); claiming it again
+	// (ClaimConsumer, ClaimSensor) by its own pair ends its retirement.
+	RetiredClaims(ctx context.Context) ([]ConsumerClaim, error)
 }
 
 // Pusher delivers a changed account JWT to the running nats-servers.
@@ -136,6 +158,14 @@ type Pusher interface {
 // Consumers creates the per-sensor durable pull consumers.
 type Consumers interface {
 	EnsureConsumer(ctx context.Context, s topology.Sensor) error
+}
+
+// ConsumerRemover removes what a revoked sensor leaves in JetStream: its
+// pending commands (the stream purged by the sensor's command subject) and
+// then its durable consumer. Removing what is already gone succeeds. A
+// Consumers adapter that implements it lets a revocation clean up.
+type ConsumerRemover interface {
+	RemoveConsumer(ctx context.Context, s topology.Sensor) error
 }
 
 // ConsumerLister lists the durable consumers the command stream holds. A

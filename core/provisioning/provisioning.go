@@ -31,7 +31,32 @@ var (
 	// "cmd-acme-eu-s1" is both acme/eu-s1 and acme-eu/s1. The first pair
 	// keeps it; the second is refused and nothing is re-pointed.
 	ErrConsumerNameTaken = errors.New("consumer name taken by another tenant and sensor")
+	// ErrNotRevocable: the user belongs to the SYS account, or is a
+	// CONTROL-account user that is not a stored backend user (the
+	// provisioner's own system user, the control-admin user). Revoking
+	// those would silently stop every later revocation or enrolment.
+	ErrNotRevocable = errors.New("user may not be revoked")
+	// ErrUndeliverable: NATS refuses the account JWT itself (larger than
+	// the server's maximum payload); retrying the same JWT cannot succeed.
+	// The change is stored and retried in the background.
+	ErrUndeliverable = errors.New("account JWT undeliverable to NATS")
 )
+
+// AllUsers is the revocation entry's user key that revokes every user JWT
+// of the account issued at or before its time (nats-server's "*").
+const AllUsers = "*"
+
+// RevocationMargin is added to every single-user revocation time signed
+// into an account JWT (see jwtauthority): a JWT of the key signed in the
+// moment of the revocation by a replica whose clock runs ahead is refused
+// too. An AllUsers entry carries no margin: it would refuse every new user
+// of the tenant for that long.
+const RevocationMargin = time.Hour
+
+// DefaultAccountJWTMaxBytes is the default bound on a tenant's account JWT
+// (ACCOUNT_JWT_MAX_BYTES): a quarter of nats-server's default 1 MiB
+// maximum payload.
+const DefaultAccountJWTMaxBytes = 256 << 10
 
 // AccountKind tells the three sorts of account apart.
 type AccountKind string
@@ -88,13 +113,27 @@ type User struct {
 	JWT           string
 	CreatedAt     time.Time
 	RevokedAt     time.Time // zero while active
+	// Expiring: the user was minted with an expiring JWT, so every JWT of
+	// its key expires (a key first handed out without expiry keeps a JWT
+	// that never does, whatever it was signed with later).
+	Expiring bool
 }
 
-// Revocation of one user key in one account.
+// Revocation of one user key in one account (or of every user JWT issued
+// up to RevokedAt when UserPubKey is AllUsers).
 type Revocation struct {
 	AccountPubKey string
 	UserPubKey    string
 	RevokedAt     time.Time
+	// ExpiresAt, when set, is when every JWT the entry can match has
+	// expired: the entry is dropped from the account JWT after it. Zero
+	// keeps it until an AllUsers entry covers it.
+	ExpiresAt time.Time
+	// RetireSensor, on a revocation being stored, marks the consumer-name
+	// claim of the user's sensor retired when the sensor is left without an
+	// active user (its consumer and pending commands are then removed).
+	// Stores do not read it back.
+	RetireSensor bool
 }
 
 // AccountSpec is everything needed to sign an account JWT. The signer derives

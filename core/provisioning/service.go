@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -39,7 +41,12 @@ type Config struct {
 	// one valid that long, signed again for the same key. Zero signs
 	// sensor users without expiry.
 	SensorUserTTL time.Duration
-	Clock         Clock
+	// AccountJWTMaxBytes bounds a tenant's account JWT: a revocation that
+	// would sign a larger one re-issues the tenant instead (one AllUsers
+	// entry; see Revoke). Zero means DefaultAccountJWTMaxBytes; negative
+	// means no bound.
+	AccountJWTMaxBytes int
+	Clock              Clock
 }
 
 // Service implements the provisioner's use cases.
@@ -55,6 +62,15 @@ type Service struct {
 	cache     *jwtCache
 	last      LastKnown
 	userTTL   time.Duration
+	maxJWT    int
+	// undelivered holds the accounts whose current JWT NATS refused as
+	// undeliverable (ErrUndeliverable), with the reason; retried by
+	// PushPending.
+	undeliveredMu sync.Mutex
+	undelivered   map[string]string
+	// cleanupDue is set when removing a revoked sensor's consumer failed:
+	// RemoveRetiredConsumers then has work.
+	cleanupDue atomic.Bool
 	// repushAfter is how long after a revocation the account is pushed
 	// again: a nats-server that loaded the account in between from another
 	// replica's resolver cache (stale for up to its TTL) gets the
@@ -79,6 +95,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.EventStream == "" {
 		cfg.EventStream = topology.DefaultEventStream
 	}
+	if cfg.AccountJWTMaxBytes == 0 {
+		cfg.AccountJWTMaxBytes = DefaultAccountJWTMaxBytes
+	}
 	if err := ids.Validate(cfg.EventStream); err != nil {
 		return nil, fmt.Errorf("provisioning: event stream name: %w", err)
 	}
@@ -86,6 +105,7 @@ func New(cfg Config) (*Service, error) {
 		store: cfg.Store, signer: cfg.Signer, claims: cfg.Claims, pusher: cfg.Pusher, consumers: cfg.Consumers,
 		stream: cfg.Stream, events: cfg.EventStream, now: cfg.Clock, cache: newJWTCache(cfg.ResolverCacheTTL, cfg.Clock),
 		last: cfg.LastKnown, repushAfter: repushDelay(cfg.ResolverCacheTTL), userTTL: cfg.SensorUserTTL,
+		maxJWT: cfg.AccountJWTMaxBytes, undelivered: map[string]string{},
 	}, nil
 }
 
@@ -246,7 +266,7 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 		// A tenant's account never changes its key, and its seed is
 		// replaced only by reseal, which re-encrypts the same seed: the
 		// account read above signs the user.
-		u, m, err := s.mint(acct, User{Kind: UserSensor, TenantID: tenantID, SensorID: sensorID, Name: sensorID}, s.sensorSpec(sensor))
+		u, m, err := s.mint(acct, User{Kind: UserSensor, TenantID: tenantID, SensorID: sensorID, Name: sensorID, Expiring: s.userTTL > 0}, s.sensorSpec(sensor))
 		minted = m
 		return u, err
 	})
@@ -376,7 +396,7 @@ func (s *Service) ensureUser(ctx context.Context, want topology.Permissions, fin
 		if same {
 			return u, false, nil
 		}
-		if _, _, err := s.Revoke(ctx, u.AccountPubKey, u.PubKey); err != nil {
+		if _, _, err := s.revoke(ctx, s.revocationOf(u, s.revokeTime())); err != nil {
 			return User{}, false, fmt.Errorf("replace user %s with outdated permissions: %w", u.PubKey, err)
 		}
 	} else if !errors.Is(err, ErrNotFound) {
@@ -404,22 +424,219 @@ func (s *Service) mint(acct Account, u User, spec UserSpec) (User, MintedUser, e
 // Revoke revokes a user key in an account, re-signs the account JWT and
 // pushes it to NATS so live connections of the user close at once. It is
 // idempotent: a repeat keeps the first revocation time and pushes again.
-// When the push fails the revocation is stored and ErrNATSUnavailable is
-// returned together with the stored result.
+//
+// Only what may be revoked is: any key of a tenant account, and the stored
+// backend users of the CONTROL account. A SYS-account key, or a CONTROL key
+// that is not a stored backend user (the provisioner's system user, the
+// control-admin user), gives ErrNotRevocable and changes nothing.
+//
+// Revoking a sensor's user that leaves the sensor without an active user
+// retires the sensor: its pending commands and its durable consumer are
+// removed (RemoveRetiredConsumers finishes that after a failure or a
+// crash). A revocation that would make the tenant's account JWT larger
+// than its bound re-issues the tenant (see reissue).
+//
+// When the push fails the revocation is stored and ErrNATSUnavailable (or
+// ErrUndeliverable, when NATS refuses the JWT itself) is returned together
+// with the stored result.
 func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) (Revocation, Account, error) {
-	r := Revocation{AccountPubKey: accountPubKey, UserPubKey: userPubKey, RevokedAt: s.now().UTC().Truncate(time.Second)}
-	rev, acct, err := s.store.Revoke(ctx, r, func(a Account, all []Revocation) (string, error) {
-		return s.signer.SignAccount(accountSpec(a, all))
-	})
+	acct, err := s.store.Account(ctx, accountPubKey)
 	if err != nil {
 		return Revocation{}, Account{}, err
 	}
-	s.seen(acct)
+	u, err := s.store.User(ctx, userPubKey)
+	known := err == nil && u.AccountPubKey == accountPubKey
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return Revocation{}, Account{}, err
+	}
+	switch acct.Kind {
+	case KindSystem:
+		return Revocation{}, Account{}, fmt.Errorf("%w: %s is a key of the system account", ErrNotRevocable, userPubKey)
+	case KindControl:
+		if !known || u.Kind != UserBackend {
+			return Revocation{}, Account{}, fmt.Errorf("%w: %s is not a backend user of the control account", ErrNotRevocable, userPubKey)
+		}
+	case KindTenant:
+	default:
+		return Revocation{}, Account{}, fmt.Errorf("%w: account %s has kind %q", ErrNotRevocable, accountPubKey, acct.Kind)
+	}
+	r := Revocation{AccountPubKey: accountPubKey, UserPubKey: userPubKey, RevokedAt: s.revokeTime()}
+	var sensor *topology.Sensor
+	if known {
+		r = s.revocationOf(u, r.RevokedAt)
+		if u.Kind == UserSensor {
+			r.RetireSensor = true
+			sensor = &topology.Sensor{Stream: s.stream, TenantID: u.TenantID, SensorID: u.SensorID}
+		}
+	}
+	rev, acct, err := s.revoke(ctx, r)
+	if sensor != nil && (err == nil || errors.Is(err, ErrNATSUnavailable) || errors.Is(err, ErrUndeliverable)) {
+		if cerr := s.retire(ctx, *sensor); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	return rev, acct, err
+}
+
+// revokeTime is a revocation's time: now, in whole seconds (nats-server
+// compares issue times in seconds).
+func (s *Service) revokeTime() time.Time { return s.now().UTC().Truncate(time.Second) }
+
+// revocationOf is the revocation of a known user at at. A sensor user's
+// JWTs expire (SensorUserTTL): every JWT of its key that the revocation can
+// match is issued by at plus RevocationMargin and expires SensorUserTTL
+// later, or at the stored JWT's expiry when that is later; another margin
+// covers the clocks of the servers that check it. After that the entry is
+// dropped. A user one of whose JWTs never expires (minted without expiry,
+// User.Expiring false) keeps its entry until an AllUsers entry covers it.
+func (s *Service) revocationOf(u User, at time.Time) Revocation {
+	r := Revocation{AccountPubKey: u.AccountPubKey, UserPubKey: u.PubKey, RevokedAt: at}
+	if u.Kind != UserSensor || s.userTTL <= 0 || !u.Expiring {
+		return r
+	}
+	exp, err := s.signer.UserExpiry(u.JWT)
+	if err != nil || exp.IsZero() {
+		return r
+	}
+	last := at.Add(RevocationMargin + s.userTTL)
+	if exp.After(last) {
+		last = exp
+	}
+	r.ExpiresAt = last.Add(RevocationMargin)
+	return r
+}
+
+// revoke records r (re-issuing the tenant when its JWT would outgrow the
+// bound) and pushes the account.
+func (s *Service) revoke(ctx context.Context, r Revocation) (Revocation, Account, error) {
+	stored, acct, err := s.record(ctx, r.AccountPubKey, []Revocation{r})
+	if err != nil {
+		return Revocation{}, Account{}, err
+	}
 	if err := s.push(ctx, acct); err != nil {
-		return rev, acct, err
+		return stored[0], acct, err
 	}
 	s.repushLater(acct.PubKey)
-	return rev, acct, nil
+	return stored[0], acct, nil
+}
+
+// errOverBound: the account JWT would be larger than its bound.
+var errOverBound = errors.New("account JWT over its size bound")
+
+// record stores rs in one account and signs it once; when the JWT would
+// outgrow its bound the tenant is re-issued instead.
+func (s *Service) record(ctx context.Context, pk string, rs []Revocation) ([]Revocation, Account, error) {
+	stored, acct, err := s.store.RevokeMany(ctx, pk, rs, s.resign)
+	if errors.Is(err, errOverBound) {
+		acct, _, err = s.reissue(ctx, pk, rs)
+		stored = rs
+	}
+	if err != nil {
+		return nil, Account{}, err
+	}
+	s.seen(acct)
+	return stored, acct, nil
+}
+
+// Reissue revokes every user of a tenant with one AllUsers entry and
+// returns how many active users it revoked; see reissue.
+func (s *Service) Reissue(ctx context.Context, tenantID string) (Account, int, error) {
+	a, err := s.store.TenantAccount(ctx, tenantID)
+	if errors.Is(err, ErrNotFound) {
+		return Account{}, 0, fmt.Errorf("%w: %s", ErrNoAccount, tenantID)
+	} else if err != nil {
+		return Account{}, 0, err
+	}
+	a, n, err := s.reissue(ctx, a.PubKey, nil)
+	if err != nil {
+		return Account{}, 0, err
+	}
+	s.seen(a)
+	if err := s.push(ctx, a); err != nil {
+		return a, n, err
+	}
+	s.repushLater(a.PubKey)
+	return a, n, nil
+}
+
+// reissue is a tenant-wide re-issue: one AllUsers entry at T (the second
+// before the current one) refuses every user JWT of the account issued at
+// or before T,
+// so every single-user entry revoked at or before T is dropped, from the
+// JWT and from the store: the list starts again from nothing and no
+// revocation's cost grows with the tenant's history. What a dropped entry
+// no longer covers is its RevocationMargin: a JWT of a revoked key signed,
+// in a race with the revocation, by a replica whose clock ran more than
+// (T − the revocation's time) ahead. Clocks kept by NTP are far closer
+// than the seconds at least between a revocation and a re-issue.
+// Every active user created before the current second (its JWT issued at
+// or before T) is marked revoked; one created in the current second keeps
+// working, and is kept: its JWT is issued after T. When the entries of the
+// current second alone pass the bound (a burst), the re-issue waits for
+// the next second (at most one) and covers them too. Every active user of the account
+// is marked revoked; a sensor's next POST /users (its agent renews when
+// NATS refuses its credentials, see sensor-agent's probe) mints it a new
+// user whose JWT, issued after T, works. rs are recorded with it.
+func (s *Service) reissue(ctx context.Context, pk string, rs []Revocation) (Account, int, error) {
+	for attempt := 0; ; attempt++ {
+		now := s.now().UTC()
+		at := now.Truncate(time.Second).Add(-time.Second)
+		all := Revocation{AccountPubKey: pk, UserPubKey: AllUsers, RevokedAt: at}
+		a, n, err := s.store.Reissue(ctx, all, rs, at, s.resign)
+		if !errors.Is(err, errOverBound) || attempt > 0 {
+			return a, n, err
+		}
+		// The entries of the current second alone pass the bound (a burst
+		// of revocations): in the next second the entry covers them.
+		wait := min(now.Truncate(time.Second).Add(time.Second).Sub(now), time.Second)
+		select {
+		case <-ctx.Done():
+			return Account{}, 0, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// resign signs the account with the revocations in force; a tenant's JWT
+// that would be larger than the bound gives errOverBound.
+func (s *Service) resign(a Account, all []Revocation) (string, error) {
+	_, tok, err := s.sign(a, all)
+	return tok, err
+}
+
+// sign is resign that also returns the revocations it signed.
+func (s *Service) sign(a Account, all []Revocation) ([]Revocation, string, error) {
+	list := inForce(all, s.now())
+	tok, err := s.signer.SignAccount(accountSpec(a, list))
+	if err != nil || !s.bounded(a) || len(tok) <= s.maxJWT {
+		return list, tok, err
+	}
+	return nil, "", fmt.Errorf("%w: %d bytes, bound %d", errOverBound, len(tok), s.maxJWT)
+}
+
+func (s *Service) bounded(a Account) bool { return a.Kind == KindTenant && s.maxJWT > 0 }
+
+// inForce is the part of a stored revocation list the account JWT carries:
+// without the entries that expired by now and the single-user entries an
+// AllUsers entry covers (revoked at or before it; Reissue deletes those).
+func inForce(all []Revocation, now time.Time) []Revocation {
+	var star time.Time
+	for _, r := range all {
+		if r.UserPubKey == AllUsers {
+			star = r.RevokedAt
+		}
+	}
+	out := make([]Revocation, 0, len(all))
+	for _, r := range all {
+		if !r.ExpiresAt.IsZero() && !r.ExpiresAt.After(now) {
+			continue
+		}
+		if r.UserPubKey != AllUsers && !star.IsZero() && !r.RevokedAt.After(star) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // repushDelay is a resolver cache lifetime and a margin.
@@ -485,17 +702,13 @@ func (s *Service) RevokeOutdatedUsers(ctx context.Context) ([]User, error) {
 		if _, ok := byAccount[u.AccountPubKey]; !ok {
 			order = append(order, u.AccountPubKey)
 		}
-		byAccount[u.AccountPubKey] = append(byAccount[u.AccountPubKey], Revocation{AccountPubKey: u.AccountPubKey, UserPubKey: u.PubKey, RevokedAt: now})
+		byAccount[u.AccountPubKey] = append(byAccount[u.AccountPubKey], s.revocationOf(u, now))
 		revoked = append(revoked, u)
 	}
 	for _, pk := range order {
-		_, acct, err := s.store.RevokeMany(ctx, pk, byAccount[pk], func(a Account, all []Revocation) (string, error) {
-			return s.signer.SignAccount(accountSpec(a, all))
-		})
-		if err != nil {
+		if _, _, err := s.record(ctx, pk, byAccount[pk]); err != nil {
 			return nil, fmt.Errorf("revoke outdated users of %s: %w", pk, err)
 		}
-		s.seen(acct)
 	}
 	return revoked, nil
 }
@@ -533,20 +746,29 @@ func (s *Service) RefreshAccounts(ctx context.Context) ([]string, error) {
 		// that stores it, so a JWT that matches with its own revocations
 		// is current: no lock, no further query (a restart with thousands
 		// of tenants checks them in one read).
-		if revs, err := s.claims.AccountRevocations(a.JWT); err == nil {
+		if s.bounded(a) && len(a.JWT) > s.maxJWT {
+			// A lowered bound: signed below, or re-issued.
+		} else if revs, err := s.claims.AccountRevocations(a.JWT); err == nil {
 			if ok, err := s.claims.AccountMatches(a.JWT, accountSpec(a, revs)); err == nil && ok {
 				continue
 			}
 		}
 		pk := a.PubKey
 		a, changed, err := s.store.Resign(ctx, pk, func(a Account, all []Revocation) (string, error) {
-			spec := accountSpec(a, all)
-			ok, err := s.claims.AccountMatches(a.JWT, spec)
-			if err != nil || ok {
+			list, tok, err := s.sign(a, all)
+			if err != nil {
 				return "", err
 			}
-			return s.signer.SignAccount(spec)
+			if ok, err := s.claims.AccountMatches(a.JWT, accountSpec(a, list)); err != nil || ok {
+				return "", err
+			}
+			return tok, nil
 		})
+		if errors.Is(err, errOverBound) {
+			// A lowered bound: the tenant is re-issued.
+			a, _, err = s.reissue(ctx, pk, nil)
+			changed = err == nil
+		}
 		if err != nil {
 			return resigned, fmt.Errorf("refresh account %s: %w", pk, err)
 		}
@@ -559,26 +781,52 @@ func (s *Service) RefreshAccounts(ctx context.Context) ([]string, error) {
 }
 
 // PushPending pushes every account JWT that changed without reaching NATS.
-// It runs after each (re)connection to NATS.
+// It runs after each (re)connection to NATS and in the background while
+// accounts await their push. Every account is tried on its own: one that
+// cannot be pushed never delays another. It returns how many were pushed
+// and every failure joined.
 func (s *Service) PushPending(ctx context.Context) (int, error) {
 	accts, err := s.store.UnpushedAccounts(ctx)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
+	var errs []error
 	for _, a := range accts {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
 		if err := s.push(ctx, a); err != nil {
-			return n, err
+			errs = append(errs, err)
+			continue
 		}
 		n++
 	}
-	return n, nil
+	return n, errors.Join(errs...)
+}
+
+// Undelivered lists the accounts whose current JWT NATS refused as
+// undeliverable, with the reason; PushPending retries them.
+func (s *Service) Undelivered() map[string]string {
+	s.undeliveredMu.Lock()
+	defer s.undeliveredMu.Unlock()
+	return maps.Clone(s.undelivered)
 }
 
 func (s *Service) push(ctx context.Context, a Account) error {
 	if err := s.pusher.PushAccount(ctx, a.PubKey, a.JWT); err != nil {
+		if errors.Is(err, ErrUndeliverable) {
+			s.undeliveredMu.Lock()
+			s.undelivered[a.PubKey] = err.Error()
+			s.undeliveredMu.Unlock()
+			return fmt.Errorf("push %s (%d bytes): %w", a.PubKey, len(a.JWT), err)
+		}
 		return fmt.Errorf("%w: push %s: %v", ErrNATSUnavailable, a.PubKey, err)
 	}
+	s.undeliveredMu.Lock()
+	delete(s.undelivered, a.PubKey)
+	s.undeliveredMu.Unlock()
 	if err := s.store.MarkPushed(ctx, a.PubKey, a.JWT); err != nil {
 		return fmt.Errorf("record push of %s: %w", a.PubKey, err)
 	}
@@ -611,6 +859,75 @@ func validateName(name string) error {
 	return nil
 }
 
+// retire removes a revoked sensor's pending commands and durable consumer
+// when the store retired its claim (no active user left). A failure is
+// left to RemoveRetiredConsumers and reported as ErrNATSUnavailable.
+func (s *Service) retire(ctx context.Context, sensor topology.Sensor) error {
+	remover, ok := s.consumers.(ConsumerRemover)
+	if !ok {
+		return nil
+	}
+	if _, err := s.store.ActiveSensorUser(ctx, sensor.TenantID, sensor.SensorID); err == nil {
+		return nil // the sensor has another active user: it keeps its consumer
+	} else if !errors.Is(err, ErrNotFound) {
+		s.cleanupDue.Store(true)
+		return err
+	}
+	if err := remover.RemoveConsumer(ctx, sensor); err != nil {
+		s.cleanupDue.Store(true)
+		return fmt.Errorf("%w: remove consumer %s: %v", ErrNATSUnavailable, sensor.Consumer(), err)
+	}
+	return nil
+}
+
+// CleanupDue reports whether removing a revoked sensor's consumer failed
+// since the last RemoveRetiredConsumers that finished.
+func (s *Service) CleanupDue() bool { return s.cleanupDue.Load() }
+
+// RemoveRetiredConsumers is the repair pass of revocations: every sensor a
+// revocation retired (its claim retired, no active user) whose consumer
+// the stream still holds has its pending commands and consumer removed, as
+// Revoke does. It finishes what a crash or a NATS failure between Revoke's
+// steps left. It returns how many consumers it removed.
+func (s *Service) RemoveRetiredConsumers(ctx context.Context) (int, error) {
+	remover, ok := s.consumers.(ConsumerRemover)
+	lister, ok2 := s.consumers.(ConsumerLister)
+	if !ok || !ok2 {
+		return 0, errors.New("provisioning: the consumers adapter cannot list and remove consumers")
+	}
+	retired, err := s.store.RetiredClaims(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if len(retired) == 0 {
+		s.cleanupDue.Store(false)
+		return 0, nil
+	}
+	names, err := lister.ConsumerNames(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("%w: list consumers: %v", ErrNATSUnavailable, err)
+	}
+	have := make(map[string]bool, len(names))
+	for _, n := range names {
+		have[n] = true
+	}
+	n := 0
+	var errs []error
+	for _, c := range retired {
+		sensor := topology.Sensor{Stream: s.stream, TenantID: c.TenantID, SensorID: c.SensorID}
+		if c.Consumer != sensor.Consumer() || !have[c.Consumer] {
+			continue
+		}
+		if err := remover.RemoveConsumer(ctx, sensor); err != nil {
+			errs = append(errs, fmt.Errorf("%w: remove consumer %s: %v", ErrNATSUnavailable, c.Consumer, err))
+			continue
+		}
+		n++
+	}
+	s.cleanupDue.Store(len(errs) > 0)
+	return n, errors.Join(errs...)
+}
+
 // ConsumerRepair is what RepairConsumers found and did.
 type ConsumerRepair struct {
 	// Missing is the number of active sensor users without a consumer.
@@ -627,6 +944,16 @@ type ConsumerRepair struct {
 // with the active sensor users; the serve wiring runs it after each (re)
 // connect to NATS, next to PushPending.
 func (s *Service) RepairConsumers(ctx context.Context, workers int) (ConsumerRepair, error) {
+	return s.RepairConsumersReporting(ctx, workers, nil)
+}
+
+// RepairConsumersReporting is RepairConsumers that calls missing with the
+// number of consumers still missing: once they are counted, then after each
+// one repaired (a metric stays true while the pass runs).
+func (s *Service) RepairConsumersReporting(ctx context.Context, workers int, missing func(n int)) (ConsumerRepair, error) {
+	if missing == nil {
+		missing = func(int) {}
+	}
 	lister, ok := s.consumers.(ConsumerLister)
 	if !ok {
 		return ConsumerRepair{}, errors.New("provisioning: the consumers adapter cannot list consumers")
@@ -643,17 +970,18 @@ func (s *Service) RepairConsumers(ctx context.Context, workers int) (ConsumerRep
 	if err != nil {
 		return ConsumerRepair{}, err
 	}
-	var missing []topology.Sensor
+	var lacking []topology.Sensor
 	for _, u := range users {
 		if u.Kind != UserSensor {
 			continue
 		}
 		sensor := topology.Sensor{Stream: s.stream, TenantID: u.TenantID, SensorID: u.SensorID}
 		if !have[sensor.Consumer()] {
-			missing = append(missing, sensor)
+			lacking = append(lacking, sensor)
 		}
 	}
-	r := ConsumerRepair{Missing: len(missing)}
+	r := ConsumerRepair{Missing: len(lacking)}
+	missing(r.Missing)
 	if workers < 1 {
 		workers = 1
 	}
@@ -669,6 +997,7 @@ func (s *Service) RepairConsumers(ctx context.Context, workers int) (ConsumerRep
 				mu.Lock()
 				if err == nil {
 					r.Repaired++
+					missing(r.Missing - r.Repaired)
 				} else if r.Err == nil {
 					r.Err = fmt.Errorf("consumer %s: %w", sensor.Consumer(), err)
 				}
@@ -676,7 +1005,7 @@ func (s *Service) RepairConsumers(ctx context.Context, workers int) (ConsumerRep
 			}
 		}()
 	}
-	for _, sensor := range missing {
+	for _, sensor := range lacking {
 		if ctx.Err() != nil {
 			break
 		}

@@ -74,6 +74,9 @@ type Options struct {
 	// ResolverSnapshotInterval is RESOLVER_SNAPSHOT_INTERVAL (0: 1s, so
 	// tests see the snapshot soon; a benchmark wants the default, 30s).
 	ResolverSnapshotInterval time.Duration
+	// AccountJWTMaxBytes is ACCOUNT_JWT_MAX_BYTES (0: the provisioner's
+	// default; negative: no bound).
+	AccountJWTMaxBytes int
 	// NATSProfiling opens nats-server's profiling port
 	// (natstest.Options.Profiling).
 	NATSProfiling bool
@@ -143,6 +146,7 @@ func Start(t pgtest.TB, opts Options) *Stack {
 		ResolverSnapshotInterval:   cmp.Or(opts.ResolverSnapshotInterval, time.Second),
 		MigrateOnStart:             true,
 		ShutdownTimeout:            5 * time.Second,
+		AccountJWTMaxBytes:         opts.AccountJWTMaxBytes,
 	}
 	s.StartServe()
 	t.Cleanup(s.StopServe)

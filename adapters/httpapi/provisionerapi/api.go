@@ -86,6 +86,11 @@ type Config struct {
 type Check struct {
 	Name string
 	Fn   func(ctx context.Context) error
+	// Advisory checks report "degraded" and their error in details when
+	// they fail, without making the provisioner unready: the condition is
+	// worked on in the background and taking the replica out of service
+	// would not help.
+	Advisory bool
 }
 
 // Retry-After values: how long a caller should wait after an outage.
@@ -221,6 +226,8 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 type readiness struct {
 	Ready  bool              `json:"ready"`
 	Checks map[string]string `json:"checks"`
+	// Details says why an advisory check is degraded.
+	Details map[string]string `json:"details,omitempty"`
 }
 
 // readyz runs every readiness check at once and reports each: 200 when all
@@ -233,14 +240,22 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(r.Context(), a.healthTimeout)
 			defer cancel()
-			state := "ok"
-			if err := c.Fn(ctx); err != nil {
+			state, detail := "ok", ""
+			if err := c.Fn(ctx); err != nil && c.Advisory {
+				state, detail = "degraded", err.Error()
+			} else if err != nil {
 				a.log.Warn("readiness check failed", "check", c.Name, logkey.Error, err)
 				state = "unavailable"
 			}
 			mu.Lock()
 			out.Checks[c.Name] = state
-			out.Ready = out.Ready && state == "ok"
+			out.Ready = out.Ready && state != "unavailable"
+			if detail != "" {
+				if out.Details == nil {
+					out.Details = map[string]string{}
+				}
+				out.Details[c.Name] = detail
+			}
 			mu.Unlock()
 		})
 	}
@@ -449,6 +464,14 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		a.log.Warn("consumer name taken by another tenant and sensor", "path", r.URL.Path, logkey.Error, err)
 		p = problem.New(http.StatusConflict, problem.CodeConsumerNameTaken, "Consumer name taken",
 			"the durable consumer name cmd-<tenantId>-<sensorId> of this pair already belongs to another tenant and sensor (ids containing '-' can spell the same name); choose another sensor id")
+	case errors.Is(err, provisioning.ErrNotRevocable):
+		a.log.Warn("refused to revoke a user that may not be revoked", "path", r.URL.Path, logkey.Error, err)
+		p = problem.New(http.StatusForbidden, problem.CodeUserNotRevocable, "User not revocable",
+			"only users of tenant accounts and the control account's backend users can be revoked; the system account's users and the provisioner's own control-admin user never are")
+	case errors.Is(err, provisioning.ErrUndeliverable):
+		a.log.Error("NATS refuses the account JWT; retried in the background", "path", r.URL.Path, logkey.Error, err)
+		p = problem.New(http.StatusBadGateway, problem.CodeAccountJWTUndeliverable, "Account JWT undeliverable",
+			"the change is stored, but NATS refuses the account JWT (larger than its maximum payload); the provisioner retries in the background, repeating the call does not help")
 	case errors.Is(err, provisioning.ErrNotFound):
 		p = problem.New(http.StatusNotFound, problem.CodeAccountNotFound, "Account not found", "no account with that public key")
 	case errors.Is(err, provisioning.ErrConsumerLimit):

@@ -31,9 +31,18 @@ type Store struct {
 	accounts    map[string]*account // by public key
 	tenants     map[string]string   // tenant id → account public key
 	users       map[string]provisioning.User
-	revocations map[string]map[string]time.Time // account → user → time
+	revocations map[string]map[string]revEntry // account → user → entry
 	consumers   map[string]provisioning.ConsumerClaim
+	retired     map[string]bool // consumer names whose claim a revocation retired
+	// active indexes the active sensor users by (tenant, sensor): fleets of
+	// tens of thousands of users are tested on this store.
+	active map[[2]string]string
+	// claimed indexes the consumer-name claims by (tenant, sensor).
+	claimed map[[2]string]string
 }
+
+// revEntry is one stored revocation: its time and the entry's expiry.
+type revEntry struct{ at, expires time.Time }
 
 type account struct {
 	provisioning.Account
@@ -46,8 +55,11 @@ func New(Config) (*Store, error) {
 		accounts:    map[string]*account{},
 		tenants:     map[string]string{},
 		users:       map[string]provisioning.User{},
-		revocations: map[string]map[string]time.Time{},
+		revocations: map[string]map[string]revEntry{},
 		consumers:   map[string]provisioning.ConsumerClaim{},
+		retired:     map[string]bool{},
+		active:      map[[2]string]string{},
+		claimed:     map[[2]string]string{},
 	}, nil
 }
 
@@ -193,10 +205,8 @@ func (s *Store) MarkPushed(_ context.Context, pubKey, jwt string) error {
 func (s *Store) ActiveSensorUser(_ context.Context, tenantID, sensorID string) (provisioning.User, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, u := range s.users {
-		if u.Kind == provisioning.UserSensor && u.RevokedAt.IsZero() && u.TenantID == tenantID && u.SensorID == sensorID {
-			return copyUser(u), nil
-		}
+	if pk, ok := s.active[[2]string{tenantID, sensorID}]; ok {
+		return copyUser(s.users[pk]), nil
 	}
 	return provisioning.User{}, fmt.Errorf("sensor user %s/%s: %w", tenantID, sensorID, provisioning.ErrNotFound)
 }
@@ -237,9 +247,15 @@ func (s *Store) CreateUser(_ context.Context, u provisioning.User) (provisioning
 	if _, ok := s.accounts[u.AccountPubKey]; !ok {
 		return provisioning.User{}, false, fmt.Errorf("account %s: %w", u.AccountPubKey, provisioning.ErrNotFound)
 	}
-	for _, e := range s.users {
-		if sameIdentity(e, u) {
-			return copyUser(e), false, nil
+	if u.Kind == provisioning.UserSensor {
+		if pk, ok := s.active[[2]string{u.TenantID, u.SensorID}]; ok && sameIdentity(s.users[pk], u) {
+			return copyUser(s.users[pk]), false, nil
+		}
+	} else {
+		for _, e := range s.users {
+			if sameIdentity(e, u) {
+				return copyUser(e), false, nil
+			}
 		}
 	}
 	if _, ok := s.users[u.PubKey]; ok {
@@ -249,6 +265,9 @@ func (s *Store) CreateUser(_ context.Context, u provisioning.User) (provisioning
 	u.CreatedAt = stamp(u.CreatedAt, time.Now())
 	u.RevokedAt = time.Time{}
 	s.users[u.PubKey] = u
+	if u.Kind == provisioning.UserSensor {
+		s.active[[2]string{u.TenantID, u.SensorID}] = u.PubKey
+	}
 	return copyUser(u), true, nil
 }
 
@@ -292,45 +311,155 @@ func (s *Store) Revoke(ctx context.Context, r provisioning.Revocation, resign fu
 func (s *Store) RevokeMany(_ context.Context, accountPubKey string, rs []provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) ([]provisioning.Revocation, provisioning.Account, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	stored, a, _, err := s.revokeLocked(accountPubKey, rs, nil, time.Time{}, resign)
+	return stored, a, err
+}
+
+// Reissue revokes every user of the account with one AllUsers entry.
+func (s *Store) Reissue(_ context.Context, all provisioning.Revocation, rs []provisioning.Revocation, dropThrough time.Time, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Account, int, error) {
+	if all.UserPubKey != provisioning.AllUsers || all.RevokedAt.IsZero() {
+		return provisioning.Account{}, 0, fmt.Errorf("provisionmem: reissue needs an %q entry with a time", provisioning.AllUsers)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, a, n, err := s.revokeLocked(all.AccountPubKey, rs, &all, dropThrough, resign)
+	return a, n, err
+}
+
+// revokeLocked is RevokeMany, and Reissue when all is set. Nothing changes
+// when resign fails. The caller holds s.mu.
+func (s *Store) revokeLocked(accountPubKey string, rs []provisioning.Revocation, all *provisioning.Revocation, dropThrough time.Time, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) ([]provisioning.Revocation, provisioning.Account, int, error) {
 	a, ok := s.accounts[accountPubKey]
 	if !ok {
-		return nil, provisioning.Account{}, fmt.Errorf("account %s: %w", accountPubKey, provisioning.ErrNotFound)
+		return nil, provisioning.Account{}, 0, fmt.Errorf("account %s: %w", accountPubKey, provisioning.ErrNotFound)
 	}
 	now := time.Now()
-	byUser := map[string]time.Time{}
-	for user, at := range s.revocations[accountPubKey] {
-		byUser[user] = at
+	byUser := map[string]revEntry{}
+	for user, e := range s.revocations[accountPubKey] {
+		byUser[user] = e
 	}
 	stored := make([]provisioning.Revocation, len(rs))
+	var latest time.Time
 	for i, r := range rs {
 		if r.AccountPubKey != accountPubKey {
-			return nil, provisioning.Account{}, fmt.Errorf("provisionmem: revocation of %s names account %s, not %s", r.UserPubKey, r.AccountPubKey, accountPubKey)
+			return nil, provisioning.Account{}, 0, fmt.Errorf("provisionmem: revocation of %s names account %s, not %s", r.UserPubKey, r.AccountPubKey, accountPubKey)
 		}
 		r.RevokedAt = stamp(r.RevokedAt, now)
-		if prev, ok := byUser[r.UserPubKey]; ok && prev.Before(r.RevokedAt) {
-			r.RevokedAt = prev
+		if !r.ExpiresAt.IsZero() {
+			r.ExpiresAt = stamp(r.ExpiresAt, now)
 		}
-		byUser[r.UserPubKey] = r.RevokedAt
+		if prev, ok := byUser[r.UserPubKey]; ok {
+			if prev.at.Before(r.RevokedAt) {
+				r.RevokedAt = prev.at
+			}
+			if prev.expires.IsZero() || (!r.ExpiresAt.IsZero() && prev.expires.After(r.ExpiresAt)) {
+				r.ExpiresAt = prev.expires
+			}
+		}
+		byUser[r.UserPubKey] = revEntry{at: r.RevokedAt, expires: r.ExpiresAt}
+		if r.RevokedAt.After(latest) {
+			latest = r.RevokedAt
+		}
+		r.RetireSensor = false
 		stored[i] = r
 	}
-	all := make([]provisioning.Revocation, 0, len(byUser))
-	for user, at := range byUser {
-		all = append(all, provisioning.Revocation{AccountPubKey: accountPubKey, UserPubKey: user, RevokedAt: at})
+	for user, e := range byUser {
+		if !e.expires.IsZero() && !e.expires.After(latest) {
+			delete(byUser, user)
+		}
 	}
-	slices.SortFunc(all, func(x, y provisioning.Revocation) int { return strings.Compare(x.UserPubKey, y.UserPubKey) })
-	jwt, err := resign(copyAccount(a.Account), all)
+	var starAt time.Time
+	if all != nil {
+		starAt = stamp(all.RevokedAt, now)
+		if prev, ok := byUser[provisioning.AllUsers]; ok && prev.at.After(starAt) {
+			starAt = prev.at
+		}
+		for user, e := range byUser {
+			if user != provisioning.AllUsers && !e.at.After(dropThrough) {
+				delete(byUser, user)
+			}
+		}
+		byUser[provisioning.AllUsers] = revEntry{at: starAt}
+	}
+	list := make([]provisioning.Revocation, 0, len(byUser))
+	for user, e := range byUser {
+		list = append(list, provisioning.Revocation{AccountPubKey: accountPubKey, UserPubKey: user, RevokedAt: e.at, ExpiresAt: e.expires})
+	}
+	slices.SortFunc(list, func(x, y provisioning.Revocation) int { return strings.Compare(x.UserPubKey, y.UserPubKey) })
+	jwt, err := resign(copyAccount(a.Account), list)
 	if err != nil {
-		return nil, provisioning.Account{}, fmt.Errorf("re-sign account %s: %w", accountPubKey, err)
+		return nil, provisioning.Account{}, 0, fmt.Errorf("re-sign account %s: %w", accountPubKey, err)
 	}
 	s.revocations[accountPubKey] = byUser
-	for _, r := range stored {
+	for i, r := range stored {
 		if u, ok := s.users[r.UserPubKey]; ok && u.AccountPubKey == accountPubKey && (u.RevokedAt.IsZero() || u.RevokedAt.After(r.RevokedAt)) {
 			u.RevokedAt = r.RevokedAt
-			s.users[r.UserPubKey] = u
+			s.revokedLocked(u)
+		}
+		if u, ok := s.users[r.UserPubKey]; ok && rs[i].RetireSensor && u.AccountPubKey == accountPubKey && u.Kind == provisioning.UserSensor {
+			s.retireLocked(u.TenantID, u.SensorID)
+		}
+	}
+	n := 0
+	if all != nil {
+		for pk, u := range s.users {
+			if u.AccountPubKey == accountPubKey && u.RevokedAt.IsZero() && u.CreatedAt.Before(starAt.Add(time.Second)) {
+				u.RevokedAt = starAt
+				s.users[pk] = u
+				s.revokedLocked(u)
+				n++
+			}
 		}
 	}
 	a.JWT, a.UpdatedAt, a.pushed = jwt, stamp(time.Time{}, now), false
-	return stored, copyAccount(a.Account), nil
+	return stored, copyAccount(a.Account), n, nil
+}
+
+// revokedLocked stores u, just marked revoked, and takes it out of the
+// index of active sensor users.
+func (s *Store) revokedLocked(u provisioning.User) {
+	s.users[u.PubKey] = u
+	k := [2]string{u.TenantID, u.SensorID}
+	if u.Kind == provisioning.UserSensor && s.active[k] == u.PubKey {
+		delete(s.active, k)
+	}
+}
+
+// retireLocked retires the pair's claim unless the pair has an active user.
+func (s *Store) retireLocked(tenantID, sensorID string) {
+	if _, ok := s.active[[2]string{tenantID, sensorID}]; ok {
+		return
+	}
+	if name, ok := s.claimed[[2]string{tenantID, sensorID}]; ok {
+		s.retired[name] = true
+	}
+}
+
+// User returns the user with the key, without its seed.
+func (s *Store) User(_ context.Context, pubKey string) (provisioning.User, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.users[pubKey]
+	if !ok {
+		return provisioning.User{}, fmt.Errorf("user %s: %w", pubKey, provisioning.ErrNotFound)
+	}
+	u.Seed = nil
+	return u, nil
+}
+
+// RetiredClaims lists retired claims whose pair has no active user.
+func (s *Store) RetiredClaims(context.Context) ([]provisioning.ConsumerClaim, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []provisioning.ConsumerClaim
+	for name := range s.retired {
+		c := s.consumers[name]
+		if _, ok := s.active[[2]string{c.TenantID, c.SensorID}]; !ok {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(x, y provisioning.ConsumerClaim) int { return strings.Compare(x.Consumer, y.Consumer) })
+	return out, nil
 }
 
 // ClaimConsumer records that consumer belongs to (tenantID, sensorID)
@@ -354,12 +483,9 @@ func (s *Store) ClaimSensor(_ context.Context, consumer, tenantID, sensorID stri
 		return provisioning.SensorClaim{}, err
 	}
 	claim := provisioning.SensorClaim{Account: copyAccount(s.accounts[pk].Account)}
-	for _, u := range s.users {
-		if u.Kind == provisioning.UserSensor && u.RevokedAt.IsZero() && u.TenantID == tenantID && u.SensorID == sensorID {
-			c := copyUser(u)
-			claim.User = &c
-			break
-		}
+	if upk, ok := s.active[[2]string{tenantID, sensorID}]; ok {
+		c := copyUser(s.users[upk])
+		claim.User = &c
 	}
 	return claim, nil
 }
@@ -367,17 +493,17 @@ func (s *Store) ClaimSensor(_ context.Context, consumer, tenantID, sensorID stri
 func (s *Store) claimLocked(consumer, tenantID, sensorID string) error {
 	c, ok := s.consumers[consumer]
 	if !ok {
-		for _, other := range s.consumers {
-			if other.TenantID == tenantID && other.SensorID == sensorID {
-				return fmt.Errorf("provisionmem: %s/%s already claims %s", tenantID, sensorID, other.Consumer)
-			}
+		if other, ok := s.claimed[[2]string{tenantID, sensorID}]; ok {
+			return fmt.Errorf("provisionmem: %s/%s already claims %s", tenantID, sensorID, other)
 		}
 		s.consumers[consumer] = provisioning.ConsumerClaim{Consumer: consumer, TenantID: tenantID, SensorID: sensorID}
+		s.claimed[[2]string{tenantID, sensorID}] = consumer
 		return nil
 	}
 	if c.TenantID != tenantID || c.SensorID != sensorID {
 		return fmt.Errorf("consumer %s: %w", consumer, provisioning.ErrConsumerNameTaken)
 	}
+	delete(s.retired, consumer)
 	return nil
 }
 
@@ -453,9 +579,9 @@ func (s *Store) revocationList(pubKey string, extra provisioning.Revocation) []p
 	if extra.UserPubKey != "" {
 		all = append(all, extra)
 	}
-	for user, at := range s.revocations[pubKey] {
+	for user, e := range s.revocations[pubKey] {
 		if user != extra.UserPubKey {
-			all = append(all, provisioning.Revocation{AccountPubKey: pubKey, UserPubKey: user, RevokedAt: at})
+			all = append(all, provisioning.Revocation{AccountPubKey: pubKey, UserPubKey: user, RevokedAt: e.at, ExpiresAt: e.expires})
 		}
 	}
 	slices.SortFunc(all, func(x, y provisioning.Revocation) int { return strings.Compare(x.UserPubKey, y.UserPubKey) })

@@ -193,10 +193,11 @@ func (s *Signer) AccountMatches(accountJWT string, spec provisioning.AccountSpec
 // a later issue time and outlive it until it expires. A revoked key is never
 // signed again (the store refuses it), so refusing its JWTs issued up to the
 // margin later costs nothing. An hour covers any clock that is kept at all.
-const RevocationMargin = time.Hour
+const RevocationMargin = provisioning.RevocationMargin
 
 // AccountRevocations returns the revocations in accountJWT's claims, sorted
-// by user key, at the times they were made (RevocationMargin taken off). It reads the claims without checking the signature, which
+// by user key, at the times they were made (RevocationMargin taken off; an
+// AllUsers entry carries none). It reads the claims without checking the signature, which
 // AccountMatches does.
 func (s *Signer) AccountRevocations(accountJWT string) ([]provisioning.Revocation, error) {
 	parts := strings.Split(accountJWT, ".")
@@ -213,7 +214,11 @@ func (s *Signer) AccountRevocations(accountJWT string) ([]provisioning.Revocatio
 	}
 	out := make([]provisioning.Revocation, 0, len(ac.Revocations))
 	for user, at := range ac.Revocations {
-		out = append(out, provisioning.Revocation{AccountPubKey: ac.Subject, UserPubKey: user, RevokedAt: time.Unix(at, 0).Add(-RevocationMargin).UTC()})
+		t := time.Unix(at, 0).UTC()
+		if user != provisioning.AllUsers {
+			t = t.Add(-RevocationMargin)
+		}
+		out = append(out, provisioning.Revocation{AccountPubKey: ac.Subject, UserPubKey: user, RevokedAt: t})
 	}
 	slices.SortFunc(out, func(a, b provisioning.Revocation) int { return strings.Compare(a.UserPubKey, b.UserPubKey) })
 	return out, nil
@@ -272,11 +277,16 @@ func (s *Signer) accountClaims(spec provisioning.AccountSpec) (*jwt.AccountClaim
 		if r.AccountPubKey != spec.PubKey {
 			return nil, fmt.Errorf("jwtauthority: %w: revocation for account %s signed into %s", ErrInvalidClaims, r.AccountPubKey, spec.PubKey)
 		}
-		if !IsUserKey(r.UserPubKey) {
+		if r.UserPubKey != provisioning.AllUsers && !IsUserKey(r.UserPubKey) {
 			return nil, fmt.Errorf("jwtauthority: revoked user %q: %w", r.UserPubKey, provisioning.ErrInvalidPublicKey)
 		}
 		if r.RevokedAt.IsZero() {
 			return nil, fmt.Errorf("jwtauthority: %w: revocation of %s has no time", ErrInvalidClaims, r.UserPubKey)
+		}
+		if r.UserPubKey == provisioning.AllUsers {
+			// No margin: every user minted after the entry must work.
+			ac.RevokeAt(jwt.All, r.RevokedAt)
+			continue
 		}
 		ac.RevokeAt(r.UserPubKey, r.RevokedAt.Add(RevocationMargin))
 	}

@@ -808,3 +808,55 @@ func TestOperatorSigningKeys(t *testing.T) {
 		t.Fatalf("tampered operator JWT: %v", err)
 	}
 }
+
+// The tenant-wide entry is signed as nats-server's "*" at its own time,
+// without the margin single-user entries carry (it would refuse every new
+// user for that long), and reads back unchanged.
+func TestAllUsersRevocationCarriesNoMargin(t *testing.T) {
+	k := newKeys(t)
+	s := newSigner(t, k)
+	acct, _, err := accountKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	one := userKey(t)
+	spec := provisioning.AccountSpec{PubKey: acct, Name: "acme", Kind: provisioning.KindTenant, TenantID: "acme", Revocations: []provisioning.Revocation{
+		{AccountPubKey: acct, UserPubKey: provisioning.AllUsers, RevokedAt: at},
+		{AccountPubKey: acct, UserPubKey: one, RevokedAt: at.Add(time.Minute)},
+	}}
+	tok, err := s.SignAccount(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac, err := jwt.DecodeAccountClaims(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ac.Revocations[jwt.All]; got != at.Unix() {
+		t.Errorf("* entry at %d, want %d (no margin)", got, at.Unix())
+	}
+	if got := ac.Revocations[one]; got != at.Add(time.Minute+jwtauthority.RevocationMargin).Unix() {
+		t.Errorf("single-user entry at %d, want the time plus the margin", got)
+	}
+	// A JWT issued at the entry's second is refused, one a second later is not.
+	if !ac.Revocations.IsRevoked(userKey(t), at) || ac.Revocations.IsRevoked(userKey(t), at.Add(time.Second)) {
+		t.Error("the * entry does not refuse exactly the JWTs issued at or before it")
+	}
+	back, err := s.AccountRevocations(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range back {
+		want := spec.Revocations[1].RevokedAt
+		if r.UserPubKey == provisioning.AllUsers {
+			want = at
+		}
+		if !r.RevokedAt.Equal(want) {
+			t.Errorf("read back %s at %s, want %s", r.UserPubKey, r.RevokedAt, want)
+		}
+	}
+	if ok, err := s.AccountMatches(tok, spec); err != nil || !ok {
+		t.Errorf("AccountMatches = %v, %v; want the JWT to match its spec", ok, err)
+	}
+}

@@ -48,6 +48,11 @@ func (c *Client) PushAccount(ctx context.Context, pubKey, accountJWT string) err
 	if errors.Is(err, nats.ErrNoResponders) {
 		return fmt.Errorf("serveradmin: push %s: no server answers claim updates (is this the system account?): %w", pubKey, err)
 	}
+	if errors.Is(err, nats.ErrMaxPayload) {
+		// Not an outage: the same JWT is refused again however often it
+		// is sent.
+		return fmt.Errorf("serveradmin: push %s (%d bytes): %w: %w", pubKey, len(accountJWT), provisioning.ErrUndeliverable, err)
+	}
 	if err != nil {
 		return fmt.Errorf("serveradmin: push %s: %w", pubKey, err)
 	}
@@ -266,6 +271,52 @@ func consumerConfig(cfg Config, s topology.Sensor) jetstream.ConsumerConfig {
 		MaxDeliver:    cfg.ConsumerMaxDeliver,
 		MaxAckPending: cfg.ConsumerMaxAckPending,
 	}
+}
+
+// RemoveConsumer removes what a revoked sensor leaves in the command
+// stream: its pending commands (the stream purged by its command subject)
+// first, then its durable consumer, so a crash in between leaves a
+// consumer that the repair pass finds. It removes only a consumer that
+// filters the sensor's own subject (a name is never another pair's, but a
+// consumer re-pointed by hand is left alone); what is already gone is
+// success.
+func (c *Client) RemoveConsumer(ctx context.Context, s topology.Sensor) error {
+	if s.Stream != c.cfg.Stream.Name {
+		return fmt.Errorf("serveradmin: consumer %s: %w: %q, managing %q", s.Consumer(), ErrStreamMismatch, s.Stream, c.cfg.Stream.Name)
+	}
+	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {
+		st, err := js.Stream(ctx, s.Stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		cons, err := st.Consumer(ctx, s.Consumer())
+		switch {
+		case errors.Is(err, jetstream.ErrConsumerNotFound):
+			cons = nil
+		case err != nil:
+			return err
+		case filterOf(cons.CachedInfo().Config) != s.CommandSubject():
+			return fmt.Errorf("%w: it filters %q, not %q", provisioning.ErrConsumerNameTaken, filterOf(cons.CachedInfo().Config), s.CommandSubject())
+		}
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject(s.CommandSubject())); err != nil {
+			return fmt.Errorf("purge %s: %w", s.CommandSubject(), err)
+		}
+		if cons == nil {
+			return nil
+		}
+		if err := st.DeleteConsumer(ctx, s.Consumer()); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("serveradmin: remove consumer %s: %w", s.Consumer(), err)
+	}
+	c.log.Info("removed a revoked sensor's consumer and pending commands", "consumer", s.Consumer())
+	return nil
 }
 
 // ConsumerNames lists the names of the command stream's consumers.

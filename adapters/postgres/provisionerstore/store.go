@@ -57,7 +57,7 @@ const createUserAttempts = 3
 
 const (
 	accountCols = `account_id, kind, tenant_id, name, seed_enc, jwt, created_at, updated_at`
-	userCols    = `user_pub_key, account_id, kind, tenant_id, sensor_id, name, seed_enc, jwt, created_at, revoked_at`
+	userCols    = `user_pub_key, account_id, kind, tenant_id, sensor_id, name, seed_enc, jwt, created_at, revoked_at, expiring`
 )
 
 // Ping checks that PostgreSQL answers.
@@ -268,9 +268,9 @@ func (s *Store) CreateUser(ctx context.Context, u provisioning.User) (provisioni
 		return provisioning.User{}, false, fmt.Errorf("provisionerstore: seal user seed: %w", err)
 	}
 	for range createUserAttempts {
-		stored, err := s.scanUser(s.pool.QueryRow(ctx, `INSERT INTO nats_users (user_pub_key, account_id, kind, tenant_id, sensor_id, name, seed_enc, jwt, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9, now())) ON CONFLICT DO NOTHING RETURNING `+userCols,
-			u.PubKey, u.AccountPubKey, string(u.Kind), optString(u.TenantID), optString(u.SensorID), u.Name, sealed, u.JWT, optTime(u.CreatedAt)))
+		stored, err := s.scanUser(s.pool.QueryRow(ctx, `INSERT INTO nats_users (user_pub_key, account_id, kind, tenant_id, sensor_id, name, seed_enc, jwt, created_at, expiring)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9, now()), $10) ON CONFLICT DO NOTHING RETURNING `+userCols,
+			u.PubKey, u.AccountPubKey, string(u.Kind), optString(u.TenantID), optString(u.SensorID), u.Name, sealed, u.JWT, optTime(u.CreatedAt), u.Expiring))
 		if err == nil {
 			return stored, true, nil
 		}
@@ -332,28 +332,14 @@ func (s *Store) Revoke(ctx context.Context, r provisioning.Revocation, resign fu
 // RevokeMany is Revoke for several users of one account with one re-signing.
 func (s *Store) RevokeMany(ctx context.Context, accountPubKey string, rs []provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) ([]provisioning.Revocation, provisioning.Account, error) {
 	var acct provisioning.Account
-	stored := make([]provisioning.Revocation, len(rs))
+	var stored []provisioning.Revocation
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		a, err := s.lockAccount(ctx, tx, accountPubKey)
 		if err != nil {
 			return err
 		}
-		for i, r := range rs {
-			if r.AccountPubKey != accountPubKey {
-				return fmt.Errorf("provisionerstore: revocation of %s names account %s, not %s", r.UserPubKey, r.AccountPubKey, accountPubKey)
-			}
-			if err := tx.QueryRow(ctx, `INSERT INTO nats_revocations (account_id, user_pub_key, revoked_at) VALUES ($1, $2, COALESCE($3, now()))
-				ON CONFLICT (account_id, user_pub_key) DO UPDATE SET revoked_at = LEAST(nats_revocations.revoked_at, EXCLUDED.revoked_at)
-				RETURNING revoked_at`, accountPubKey, r.UserPubKey, optTime(r.RevokedAt)).Scan(&r.RevokedAt); err != nil {
-				return fmt.Errorf("provisionerstore: record revocation: %w", err)
-			}
-			r.RevokedAt = r.RevokedAt.UTC()
-			if _, err := tx.Exec(ctx, `UPDATE nats_users SET revoked_at = $3
-				WHERE user_pub_key = $2 AND account_id = $1 AND (revoked_at IS NULL OR revoked_at > $3)`,
-				accountPubKey, r.UserPubKey, r.RevokedAt); err != nil {
-				return fmt.Errorf("provisionerstore: mark user revoked: %w", err)
-			}
-			stored[i] = r
+		if stored, err = recordRevocations(ctx, tx, accountPubKey, rs); err != nil {
+			return err
 		}
 		acct, _, err = resignLocked(ctx, tx, a, resign)
 		return err
@@ -362,6 +348,141 @@ func (s *Store) RevokeMany(ctx context.Context, accountPubKey string, rs []provi
 		return nil, provisioning.Account{}, err
 	}
 	return stored, acct, nil
+}
+
+// recordRevocations stores rs (keeping each key's earliest time and latest
+// expiry), marks their users revoked, retires the claims rs asks to and
+// deletes the entries that expired by the latest of rs's times. The caller
+// holds the account's lock.
+func recordRevocations(ctx context.Context, tx pgx.Tx, accountPubKey string, rs []provisioning.Revocation) ([]provisioning.Revocation, error) {
+	stored := make([]provisioning.Revocation, len(rs))
+	var latest time.Time
+	for i, r := range rs {
+		if r.AccountPubKey != accountPubKey {
+			return nil, fmt.Errorf("provisionerstore: revocation of %s names account %s, not %s", r.UserPubKey, r.AccountPubKey, accountPubKey)
+		}
+		var exp *time.Time
+		if err := tx.QueryRow(ctx, `INSERT INTO nats_revocations (account_id, user_pub_key, revoked_at, expires_at) VALUES ($1, $2, COALESCE($3, now()), $4)
+			ON CONFLICT (account_id, user_pub_key) DO UPDATE SET revoked_at = LEAST(nats_revocations.revoked_at, EXCLUDED.revoked_at),
+				expires_at = CASE WHEN nats_revocations.expires_at IS NULL OR EXCLUDED.expires_at IS NULL THEN NULL
+					ELSE GREATEST(nats_revocations.expires_at, EXCLUDED.expires_at) END
+			RETURNING revoked_at, expires_at`, accountPubKey, r.UserPubKey, optTime(r.RevokedAt), optTime(r.ExpiresAt)).Scan(&r.RevokedAt, &exp); err != nil {
+			return nil, fmt.Errorf("provisionerstore: record revocation: %w", err)
+		}
+		r.RevokedAt, r.ExpiresAt = r.RevokedAt.UTC(), time.Time{}
+		if exp != nil {
+			r.ExpiresAt = exp.UTC()
+		}
+		if r.RevokedAt.After(latest) {
+			latest = r.RevokedAt
+		}
+		if _, err := tx.Exec(ctx, `UPDATE nats_users SET revoked_at = $3
+			WHERE user_pub_key = $2 AND account_id = $1 AND (revoked_at IS NULL OR revoked_at > $3)`,
+			accountPubKey, r.UserPubKey, r.RevokedAt); err != nil {
+			return nil, fmt.Errorf("provisionerstore: mark user revoked: %w", err)
+		}
+		if r.RetireSensor {
+			if _, err := tx.Exec(ctx, `UPDATE nats_consumer_names c SET retired_at = COALESCE(c.retired_at, now())
+				FROM nats_users u
+				WHERE u.user_pub_key = $2 AND u.account_id = $1 AND u.kind = 'sensor'
+				  AND c.tenant_id = u.tenant_id AND c.sensor_id = u.sensor_id
+				  AND NOT EXISTS (SELECT 1 FROM nats_users a WHERE a.kind = 'sensor' AND a.revoked_at IS NULL
+				                  AND a.tenant_id = u.tenant_id AND a.sensor_id = u.sensor_id)`,
+				accountPubKey, r.UserPubKey); err != nil {
+				return nil, fmt.Errorf("provisionerstore: retire consumer claim: %w", err)
+			}
+		}
+		r.RetireSensor = false
+		stored[i] = r
+	}
+	if !latest.IsZero() {
+		if _, err := tx.Exec(ctx, `DELETE FROM nats_revocations WHERE account_id = $1 AND expires_at IS NOT NULL AND expires_at <= $2`,
+			accountPubKey, latest); err != nil {
+			return nil, fmt.Errorf("provisionerstore: drop expired revocations: %w", err)
+		}
+	}
+	return stored, nil
+}
+
+// Reissue revokes every user of the account with one AllUsers entry.
+func (s *Store) Reissue(ctx context.Context, all provisioning.Revocation, rs []provisioning.Revocation, dropThrough time.Time, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Account, int, error) {
+	if all.UserPubKey != provisioning.AllUsers || all.RevokedAt.IsZero() {
+		return provisioning.Account{}, 0, fmt.Errorf("provisionerstore: reissue needs an %q entry with a time", provisioning.AllUsers)
+	}
+	var (
+		acct provisioning.Account
+		n    int
+	)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		a, err := s.lockAccount(ctx, tx, all.AccountPubKey)
+		if err != nil {
+			return err
+		}
+		if _, err := recordRevocations(ctx, tx, all.AccountPubKey, rs); err != nil {
+			return err
+		}
+		var at time.Time
+		if err := tx.QueryRow(ctx, `INSERT INTO nats_revocations (account_id, user_pub_key, revoked_at) VALUES ($1, $2, $3)
+			ON CONFLICT (account_id, user_pub_key) DO UPDATE SET revoked_at = GREATEST(nats_revocations.revoked_at, EXCLUDED.revoked_at), expires_at = NULL
+			RETURNING revoked_at`, all.AccountPubKey, provisioning.AllUsers, all.RevokedAt).Scan(&at); err != nil {
+			return fmt.Errorf("provisionerstore: record tenant-wide revocation: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM nats_revocations WHERE account_id = $1 AND user_pub_key <> $2 AND revoked_at <= $3`,
+			all.AccountPubKey, provisioning.AllUsers, dropThrough); err != nil {
+			return fmt.Errorf("provisionerstore: drop covered revocations: %w", err)
+		}
+		tag, err := tx.Exec(ctx, `UPDATE nats_users SET revoked_at = $2
+			WHERE account_id = $1 AND revoked_at IS NULL AND created_at < $3`, all.AccountPubKey, at, at.Add(time.Second))
+		if err != nil {
+			return fmt.Errorf("provisionerstore: revoke the account's users: %w", err)
+		}
+		n = int(tag.RowsAffected())
+		acct, _, err = resignLocked(ctx, tx, a, resign)
+		return err
+	})
+	if err != nil {
+		return provisioning.Account{}, 0, err
+	}
+	return acct, n, nil
+}
+
+// User returns the user with the key, revoked or not, without its seed.
+func (s *Store) User(ctx context.Context, pubKey string) (provisioning.User, error) {
+	var (
+		u                  provisioning.User
+		kind               string
+		tenantID, sensorID *string
+		revokedAt          *time.Time
+	)
+	err := s.pool.QueryRow(ctx, `SELECT user_pub_key, account_id, kind, tenant_id, sensor_id, name, jwt, created_at, revoked_at, expiring
+		FROM nats_users WHERE user_pub_key = $1`, pubKey).Scan(&u.PubKey, &u.AccountPubKey, &kind, &tenantID, &sensorID, &u.Name, &u.JWT, &u.CreatedAt, &revokedAt, &u.Expiring)
+	if err != nil {
+		return provisioning.User{}, notFound(err, "user "+pubKey)
+	}
+	u.Kind, u.TenantID, u.SensorID, u.CreatedAt = provisioning.UserKind(kind), deref(tenantID), deref(sensorID), u.CreatedAt.UTC()
+	if revokedAt != nil {
+		u.RevokedAt = revokedAt.UTC()
+	}
+	return u, nil
+}
+
+// RetiredClaims lists retired claims whose pair has no active user.
+func (s *Store) RetiredClaims(ctx context.Context) ([]provisioning.ConsumerClaim, error) {
+	rows, err := s.pool.Query(ctx, `SELECT c.consumer, c.tenant_id, c.sensor_id FROM nats_consumer_names c
+		WHERE c.retired_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM nats_users u WHERE u.kind = 'sensor' AND u.revoked_at IS NULL
+			AND u.tenant_id = c.tenant_id AND u.sensor_id = c.sensor_id)
+		ORDER BY c.consumer COLLATE "C"`)
+	if err != nil {
+		return nil, fmt.Errorf("provisionerstore: list retired claims: %w", err)
+	}
+	claims, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (provisioning.ConsumerClaim, error) {
+		var c provisioning.ConsumerClaim
+		return c, row.Scan(&c.Consumer, &c.TenantID, &c.SensorID)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("provisionerstore: list retired claims: %w", err)
+	}
+	return claims, nil
 }
 
 // ClaimConsumer records that consumer belongs to (tenantID, sensorID)
@@ -376,6 +497,9 @@ func (s *Store) ClaimConsumer(ctx context.Context, consumer, tenantID, sensorID 
 		WITH claimed AS (
 			INSERT INTO nats_consumer_names (consumer, tenant_id, sensor_id) VALUES ($1, $2, $3)
 			ON CONFLICT DO NOTHING RETURNING tenant_id, sensor_id
+		), unretired AS (
+			UPDATE nats_consumer_names SET retired_at = NULL
+			WHERE consumer = $1 AND tenant_id = $2 AND sensor_id = $3 AND retired_at IS NOT NULL
 		)
 		SELECT tenant_id, sensor_id FROM claimed
 		UNION ALL
@@ -406,6 +530,10 @@ const claimSensorSQL = `
 		INSERT INTO nats_consumer_names (consumer, tenant_id, sensor_id)
 		SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM account)
 		ON CONFLICT DO NOTHING RETURNING tenant_id, sensor_id
+	), unretired AS (
+		UPDATE nats_consumer_names SET retired_at = NULL
+		WHERE consumer = $1 AND tenant_id = $2 AND sensor_id = $3 AND retired_at IS NOT NULL
+		  AND EXISTS (SELECT 1 FROM account)
 	), owner AS (
 		SELECT tenant_id, sensor_id FROM claimed
 		UNION ALL
@@ -417,7 +545,7 @@ const claimSensorSQL = `
 	)
 	SELECT a.account_id, a.kind, a.tenant_id, a.name, a.seed_enc, a.jwt, a.created_at, a.updated_at,
 	       o.tenant_id, o.sensor_id,
-	       u.user_pub_key, u.account_id, u.kind, u.tenant_id, u.sensor_id, u.name, u.seed_enc, u.jwt, u.created_at, u.revoked_at
+	       u.user_pub_key, u.account_id, u.kind, u.tenant_id, u.sensor_id, u.name, u.seed_enc, u.jwt, u.created_at, u.revoked_at, u.expiring
 	FROM account a LEFT JOIN owner o ON true LEFT JOIN active u ON true`
 
 // ClaimSensor reads the tenant's account, claims the consumer name for
@@ -575,14 +703,18 @@ func resignLocked(ctx context.Context, tx pgx.Tx, a provisioning.Account, resign
 }
 
 func revocations(ctx context.Context, q querier, accountPubKey string) ([]provisioning.Revocation, error) {
-	rows, err := q.Query(ctx, `SELECT user_pub_key, revoked_at FROM nats_revocations WHERE account_id = $1 ORDER BY user_pub_key COLLATE "C"`, accountPubKey)
+	rows, err := q.Query(ctx, `SELECT user_pub_key, revoked_at, expires_at FROM nats_revocations WHERE account_id = $1 ORDER BY user_pub_key COLLATE "C"`, accountPubKey)
 	if err != nil {
 		return nil, fmt.Errorf("provisionerstore: list revocations: %w", err)
 	}
 	all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (provisioning.Revocation, error) {
 		r := provisioning.Revocation{AccountPubKey: accountPubKey}
-		err := row.Scan(&r.UserPubKey, &r.RevokedAt)
+		var exp *time.Time
+		err := row.Scan(&r.UserPubKey, &r.RevokedAt, &exp)
 		r.RevokedAt = r.RevokedAt.UTC()
+		if exp != nil {
+			r.ExpiresAt = exp.UTC()
+		}
 		return r, err
 	})
 	if err != nil {
@@ -630,10 +762,11 @@ type userRow struct {
 	pubKey, accountID, kind, tenantID, sensorID, name, jwt *string
 	sealed                                                 []byte
 	createdAt, revokedAt                                   *time.Time
+	expiring                                               *bool
 }
 
 func (r *userRow) dest() []any {
-	return []any{&r.pubKey, &r.accountID, &r.kind, &r.tenantID, &r.sensorID, &r.name, &r.sealed, &r.jwt, &r.createdAt, &r.revokedAt}
+	return []any{&r.pubKey, &r.accountID, &r.kind, &r.tenantID, &r.sensorID, &r.name, &r.sealed, &r.jwt, &r.createdAt, &r.revokedAt, &r.expiring}
 }
 
 func (s *Store) scanUser(row pgx.Row) (provisioning.User, error) {
@@ -656,6 +789,7 @@ func (s *Store) openUser(r *userRow) (provisioning.User, error) {
 	if r.revokedAt != nil {
 		u.RevokedAt = r.revokedAt.UTC()
 	}
+	u.Expiring = r.expiring != nil && *r.expiring
 	seed, err := s.sealer.Open(r.sealed, []byte(u.PubKey))
 	if err != nil {
 		return provisioning.User{}, fmt.Errorf("open seed of user %s (is ACCOUNT_SEED_ENCRYPTION_KEY the one it was stored with?): %w", u.PubKey, err)

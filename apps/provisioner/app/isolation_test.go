@@ -685,3 +685,111 @@ func mustOperatorSeed(t *testing.T, s *provisionertest.Stack) []byte {
 	}
 	return []byte(strings.TrimSpace(string(seed)))
 }
+
+// liveUserKeys reads, from nats-server's monitoring page (where anyone who
+// can reach it sees them), the user keys connected in an account.
+func liveUserKeys(t *testing.T, s *provisionertest.Stack, account string) []string {
+	t.Helper()
+	var connz struct {
+		Conns []struct {
+			Account        string `json:"account"`
+			AuthorizedUser string `json:"authorized_user"`
+		} `json:"connections"`
+	}
+	if err := s.NATS.Monitor("/connz?auth=true&acc="+account, &connz); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, c := range connz.Conns {
+		if c.Account == account && c.AuthorizedUser != "" {
+			keys = append(keys, c.AuthorizedUser)
+		}
+	}
+	return keys
+}
+
+// POST /revoke refuses the provisioner's own users: the SYS account's system
+// user (revoking it would silently stop every later revocation) and the
+// CONTROL account's control-admin user (enrolment would answer 503), with
+// their live keys read off the monitoring page as an attacker would, and
+// any other key of those accounts that is not a stored backend user. The
+// positive controls revoke a tenant's sensor user and a backend user, and
+// show the provisioner still revokes and enrols after the attempts.
+func TestAttackRevokeTheProvisionersOwnUsers(t *testing.T) {
+	s := provisionertest.Start(t, provisionertest.Options{})
+	account(t, s, "acme")
+	victim := sensorUser(t, s, "acme", "s1")
+	later := sensorUser(t, s, "acme", "s2")
+	status, body := s.Post("/backend-user", map[string]string{"name": "backend"})
+	be := decode[backendResp](t, status, body, 200, 201)
+
+	sysKeys := liveUserKeys(t, s, s.Operator.SystemAccount)
+	ctlKeys := liveUserKeys(t, s, s.Operator.ControlAccount)
+	if len(sysKeys) == 0 || len(ctlKeys) == 0 {
+		t.Fatalf("monitoring page shows SYS users %v and CONTROL users %v; want the provisioner's own", sysKeys, ctlKeys)
+	}
+	sysSeed := func() []byte {
+		_, store := storeOf(t, context.Background(), s)
+		a, err := store.Account(context.Background(), s.Operator.SystemAccount)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Seed
+	}()
+	otherSys, _, err := jwtauthority.SystemUser(sysSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherSysKey, err := jwt.DecodeUserClaims(otherSys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type attempt struct{ name, account, user string }
+	var attempts []attempt
+	for _, k := range sysKeys {
+		attempts = append(attempts, attempt{"live SYS user " + k, s.Operator.SystemAccount, k})
+	}
+	for _, k := range ctlKeys {
+		if k != be.UserPubKey {
+			attempts = append(attempts, attempt{"live CONTROL user " + k, s.Operator.ControlAccount, k})
+		}
+	}
+	attempts = append(attempts,
+		attempt{"another SYS key", s.Operator.SystemAccount, otherSysKey.Subject},
+		attempt{"a tenant's sensor key named in the CONTROL account", s.Operator.ControlAccount, later.UserPubKey},
+	)
+	for _, a := range attempts {
+		status, body := s.Post("/revoke", map[string]string{"accountId": a.account, "userPubKey": a.user})
+		if status != 403 || !strings.Contains(string(body), `"user_not_revocable"`) {
+			t.Errorf("revoke %s: %d %s; want 403 user_not_revocable", a.name, status, body)
+		}
+	}
+
+	// Positive controls: a sensor is revoked and disconnected, a backend
+	// user is revoked, and both still work after the refused attempts:
+	// the SYS user pushes the revocation, the control admin creates the
+	// consumer of a new sensor.
+	vc, err := connectSensor(t, s, victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, body = s.Post("/revoke", map[string]string{"accountId": victim.AccountID, "userPubKey": victim.UserPubKey})
+	decode[map[string]any](t, status, body, 200)
+	deadline := time.Now().Add(5 * time.Second)
+	for vc.nc.IsConnected() {
+		if time.Now().After(deadline) {
+			t.Fatal("revoked sensor still connected 5 s after POST /revoke: the SYS user no longer pushes")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	status, body = s.Post("/revoke", map[string]string{"accountId": be.AccountID, "userPubKey": be.UserPubKey})
+	decode[map[string]any](t, status, body, 200)
+	status, body = s.Post("/users", map[string]string{"tenantId": "acme", "sensorId": "s3"})
+	fresh := decode[userResp](t, status, body, 201)
+	if _, err := connectSensor(t, s, fresh); err != nil {
+		t.Fatalf("a sensor enrolled after the attempts cannot connect: %v", err)
+	}
+	if keys := liveUserKeys(t, s, s.Operator.SystemAccount); len(keys) == 0 {
+		t.Fatal("the provisioner's SYS user is gone")
+	}
+}

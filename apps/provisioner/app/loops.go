@@ -22,8 +22,11 @@ func (s *Server) repairConsumers(ctx context.Context) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	r, err := s.svc.RepairConsumers(ctx, 4)
-	s.consumersMissing.Store(int64(r.Missing - r.Repaired))
+	// The gauge follows the pass: the count found, then each repair.
+	r, err := s.svc.RepairConsumersReporting(ctx, 4, func(n int) { s.consumersMissing.Store(int64(n)) })
+	if err == nil {
+		s.consumersMissing.Store(int64(r.Missing - r.Repaired))
+	}
 	switch {
 	case err != nil:
 		s.log.Warn("repair missing consumers", logkey.Error, err)
@@ -31,6 +34,47 @@ func (s *Server) repairConsumers(ctx context.Context) {
 		s.log.Warn("repair missing consumers", "missing", r.Missing, "repaired", r.Repaired, logkey.Error, r.Err)
 	case r.Missing > 0:
 		s.log.Info("repaired missing consumers", "count", r.Repaired)
+	}
+}
+
+// retryInterval is how often the background retry looks for account JWTs
+// that did not reach NATS and revoked sensors' consumers left behind.
+const retryInterval = 5 * time.Second
+
+// retryLoop pushes, while NATS is connected, every account JWT that has not
+// reached it (a push that failed: NATS refused it as undeliverable, or a
+// timeout) and finishes removing revoked sensors' consumers when an
+// earlier removal failed. Each account is pushed on its own.
+func (s *Server) retryLoop(ctx context.Context, every time.Duration) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		if !s.nats.Ready() {
+			continue
+		}
+		if n, err := s.svc.PushPending(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("push pending account JWTs", "pushed", n, logkey.Error, err)
+		} else if n > 0 {
+			s.log.Info("pushed pending account JWTs", "count", n)
+		}
+		if s.svc.CleanupDue() {
+			s.removeRetired(ctx)
+		}
+	}
+}
+
+// removeRetired removes the consumers and pending commands revoked sensors
+// left behind (a failure or a crash between a revocation's steps).
+func (s *Server) removeRetired(ctx context.Context) {
+	n, err := s.svc.RemoveRetiredConsumers(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("remove revoked sensors' consumers", "removed", n, logkey.Error, err)
+	case n > 0:
+		s.log.Info("removed revoked sensors' consumers", "count", n)
 	}
 }
 

@@ -56,8 +56,17 @@ func newMetrics(s *Server) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.latency, m.accounts, m.users, m.unpushed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "rxc_provisioner_consumers_missing", Help: "Active sensor users without their durable consumer after the last repair pass.",
+			Name: "rxc_provisioner_consumers_missing", Help: "Active sensor users without their durable consumer: as of the last repair pass, and while one runs the ones it has not created yet.",
 		}, func() float64 { return float64(s.consumersMissing.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "rxc_provisioner_undeliverable_accounts",
+			Help: "Accounts whose current JWT NATS refused as undeliverable (over its maximum payload): their latest revocations are not in force; retried in the background.",
+		}, func() float64 {
+			if !s.built.Load() {
+				return 0
+			}
+			return float64(len(s.svc.Undelivered()))
+		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "rxc_provisioner_nats_connected", Help: "1 while both NATS connections (SYS and CONTROL admin) are up.",
 		}, func() float64 { return boolGauge(s.NATSReady()) }),

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,7 +82,25 @@ func (s *Server) readiness() []provisionerapi.Check {
 			}
 			return nil
 		}},
+		// Account JWTs NATS refuses (over its maximum payload): their
+		// revocations are not in force; retried in the background.
+		{Name: "account_jwts", Advisory: true, Fn: func(context.Context) error {
+			if !s.built.Load() {
+				return nil
+			}
+			return undeliveredError(s.svc.Undelivered())
+		}},
 	}
+}
+
+// undeliveredError describes the accounts NATS refuses, nil when none.
+func undeliveredError(u map[string]string) error {
+	if len(u) == 0 {
+		return nil
+	}
+	keys := slices.Sorted(maps.Keys(u))
+	shown := keys[:min(len(keys), 5)]
+	return fmt.Errorf("%d account JWTs undeliverable to NATS, retried in the background: %s (%s)", len(keys), strings.Join(shown, ", "), u[keys[0]])
 }
 
 // pgWaitWithSnapshot bounds the wait for PostgreSQL at start when a
@@ -226,7 +246,7 @@ func (s *Server) build(ctx context.Context, wait time.Duration) (err error) {
 	s.svc, err = provisioning.New(provisioning.Config{
 		Store: store, Signer: signer, Claims: signer, Pusher: s.nats, Consumers: s.nats,
 		Stream: cfg.CommandStreamName, EventStream: eventStream, ResolverCacheTTL: cfg.ResolverCacheTTL,
-		LastKnown: s.last, SensorUserTTL: cfg.SensorUserJWTTTL,
+		LastKnown: s.last, SensorUserTTL: cfg.SensorUserJWTTTL, AccountJWTMaxBytes: cfg.AccountJWTMaxBytes,
 	})
 	if err != nil {
 		return err
@@ -435,6 +455,7 @@ func (s *Server) activate(ctx context.Context, bg *sync.WaitGroup) error {
 			s.log.Info("pushed pending account JWTs", "count", n)
 		}
 		s.repairConsumers(ctx)
+		s.removeRetired(ctx)
 	})
 	if err := s.nats.Start(ctx); err != nil {
 		return err
@@ -443,6 +464,11 @@ func (s *Server) activate(ctx context.Context, bg *sync.WaitGroup) error {
 	go func() {
 		defer bg.Done()
 		s.keepSnapshot(ctx)
+	}()
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		s.retryLoop(ctx, retryInterval)
 	}()
 	return nil
 }

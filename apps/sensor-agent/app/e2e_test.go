@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/rxc-project/rxc/adapters/sensorclient"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
@@ -772,5 +773,76 @@ func TestIdleAgentHoldsNoConnection(t *testing.T) {
 	p.must("POST", "/api/sensors/"+id+"/revoke", nil, 200, nil)
 	if code := a.exit(t, 20*time.Second); code != 1 {
 		t.Fatalf("agent exit code %d after revocation, want 1", code)
+	}
+}
+
+// A tenant-wide re-issue (the tenant's revocation list reached
+// ACCOUNT_JWT_MAX_BYTES) refuses every user JWT of the tenant issued before
+// it; the agent settles the refusal through a renewal, as after an
+// upgrade, and carries on with a new NATS user: no re-enrolment, no
+// operator.
+func TestAgentTakesNewNATSCredentialsAfterATenantReissue(t *testing.T) {
+	prov := provisionertest.Start(t, provisionertest.Options{AccountJWTMaxBytes: 4 << 10})
+	p := newPlane(t, prov, 168*time.Hour)
+	p.setUpTenant()
+	stateDir := filepath.Join(t.TempDir(), "sensor")
+	a, id := p.enrolAgent(stateDir)
+	user := func() *jwt.UserClaims {
+		creds, err := os.ReadFile(filepath.Join(stateDir, "nats.creds"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := jwt.ParseDecoratedJWT(creds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uc, err := jwt.DecodeUserClaims(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uc
+	}
+	old := user()
+	mark := a.log.len()
+	account := old.IssuerAccount
+	if account == "" {
+		account = old.Issuer
+	}
+	// Revocations of other keys of the tenant until the list passes its
+	// bound and the tenant is re-issued with a "*" entry.
+	for i := 0; ; i++ {
+		if i > 200 {
+			t.Fatal("200 revocations did not re-issue the tenant")
+		}
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, _ := kp.PublicKey()
+		status, body := prov.Post("/revoke", map[string]string{"accountId": account, "userPubKey": pub})
+		if status != 200 {
+			t.Fatalf("revoke: %d %s", status, body)
+		}
+		var rr struct{ AccountJWT string }
+		if err := json.Unmarshal(body, &rr); err != nil {
+			t.Fatal(err)
+		}
+		ac, err := jwt.DecodeAccountClaims(rr.AccountJWT)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := ac.Revocations[jwt.All]; ok {
+			break
+		}
+	}
+	waitUntil(t, 30*time.Second, "the agent renewed and took a new NATS user", func() bool {
+		return user().Subject != old.Subject
+	})
+	if !a.log.has(mark, "the control plane still accepts the sensor", nil) {
+		t.Error("the agent did not settle the NATS refusal through a renewal")
+	}
+	p.command(id, "start", "running")
+	if v := p.sensor(id); v.State != "running" {
+		t.Fatalf("sensor %s, want running", v.State)
 	}
 }

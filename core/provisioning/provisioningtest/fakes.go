@@ -199,7 +199,19 @@ func (s *Signer) AccountRevocations(accountJWT string) ([]provisioning.Revocatio
 type Pusher struct {
 	mu     sync.Mutex
 	err    error
+	fail   map[string]error
 	pushed map[string][]string
+}
+
+// FailAccount makes every later push of one account fail with err (nil:
+// succeed again).
+func (p *Pusher) FailAccount(pubKey string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fail == nil {
+		p.fail = map[string]error{}
+	}
+	p.fail[pubKey] = err
 }
 
 // Fail makes every later push fail with err (nil: succeed again).
@@ -215,6 +227,9 @@ func (p *Pusher) PushAccount(_ context.Context, pubKey, jwt string) error {
 	defer p.mu.Unlock()
 	if p.err != nil {
 		return p.err
+	}
+	if err := p.fail[pubKey]; err != nil {
+		return err
 	}
 	if p.pushed == nil {
 		p.pushed = map[string][]string{}
@@ -233,15 +248,53 @@ func (p *Pusher) Pushed(pubKey string) []string {
 // Consumers is a provisioning.Consumers and ConsumerLister over a set of
 // consumer names.
 type Consumers struct {
-	mu    sync.Mutex
-	err   error
-	names map[string]bool
+	mu        sync.Mutex
+	err       error
+	removeErr error
+	names     map[string]bool
+	purged    []string
 }
 
 var (
-	_ provisioning.Consumers      = (*Consumers)(nil)
-	_ provisioning.ConsumerLister = (*Consumers)(nil)
+	_ provisioning.Consumers       = (*Consumers)(nil)
+	_ provisioning.ConsumerLister  = (*Consumers)(nil)
+	_ provisioning.ConsumerRemover = (*Consumers)(nil)
 )
+
+// FailRemove makes every later RemoveConsumer fail with err (nil: succeed
+// again).
+func (c *Consumers) FailRemove(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removeErr = err
+}
+
+// RemoveConsumer implements provisioning.ConsumerRemover: it records the
+// purge of the sensor's subject and forgets the consumer.
+func (c *Consumers) RemoveConsumer(_ context.Context, s topology.Sensor) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.removeErr != nil {
+		return c.removeErr
+	}
+	c.purged = append(c.purged, s.CommandSubject())
+	delete(c.names, s.Consumer())
+	return nil
+}
+
+// Purged lists the subjects RemoveConsumer purged, in order.
+func (c *Consumers) Purged() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.purged)
+}
+
+// Has reports whether the consumer exists.
+func (c *Consumers) Has(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.names[name]
+}
 
 // Fail makes every later EnsureConsumer fail with err (nil: succeed again).
 func (c *Consumers) Fail(err error) {

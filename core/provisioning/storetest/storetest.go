@@ -78,6 +78,11 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ClaimSensorConcurrent", testClaimSensorConcurrent},
 		{"ClaimSensorAcrossTenants", testClaimSensorAcrossTenants},
 		{"ClaimSensorConcurrentOnePair", testClaimSensorConcurrentOnePair},
+		{"User", testUser},
+		{"RevokeDropsExpiredEntries", testRevokeDropsExpired},
+		{"Reissue", testReissue},
+		{"ReissueResignFailureChangesNothing", testReissueResignFailure},
+		{"RetireSensorClaim", testRetireSensorClaim},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1316,5 +1321,230 @@ func testClaimSensorConcurrentOnePair(t *testing.T, s Store) {
 	claims, err := s.ConsumerClaims(ctx(t))
 	if err != nil || len(claims) != 2 {
 		t.Fatalf("claims = %+v, %v; want one for each tenant's s1", claims, err)
+	}
+}
+
+// User reads any user by key, revoked or not, without its seed.
+func testUser(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	u := createUser(t, s, sensorUser(acct, "s1"))
+	got, err := s.User(ctx(t), u.PubKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := u
+	want.Seed = nil
+	diff(t, "User", want, got)
+	r := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u.PubKey, RevokedAt: t0.Add(time.Hour)}
+	if _, _, err := s.Revoke(ctx(t), r, (&resignRecorder{}).resign); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.User(ctx(t), u.PubKey)
+	if err != nil || !got.RevokedAt.Equal(r.RevokedAt) {
+		t.Errorf("User of a revoked user = %+v, %v; want revoked at %s", got, err, r.RevokedAt)
+	}
+	_, err = s.User(ctx(t), key("U"))
+	wantErr(t, "User of an unknown key", err, provisioning.ErrNotFound)
+	// Expiring round-trips.
+	e := sensorUser(acct, "s2")
+	e.Expiring = true
+	createUser(t, s, e)
+	if got, err := s.User(ctx(t), e.PubKey); err != nil || !got.Expiring {
+		t.Errorf("User of an expiring user = %+v, %v; want Expiring", got, err)
+	}
+	if got, err := s.ActiveSensorUser(ctx(t), "acme", "s2"); err != nil || !got.Expiring {
+		t.Errorf("ActiveSensorUser of an expiring user = %+v, %v; want Expiring", got, err)
+	}
+	if claim, err := s.ClaimSensor(ctx(t), "cmd-acme-s2", "acme", "s2"); err != nil || claim.User == nil || !claim.User.Expiring {
+		t.Errorf("ClaimSensor of an expiring user = %+v, %v; want Expiring", claim.User, err)
+	}
+}
+
+// Entries whose ExpiresAt has passed by the latest revocation's time leave
+// the list; entries without one stay; a repeat keeps the later expiry and
+// "never" over any time.
+func testRevokeDropsExpired(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	rec := &resignRecorder{}
+	old := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: key("U"), RevokedAt: t0, ExpiresAt: t0.Add(10 * time.Hour)}
+	never := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: key("U"), RevokedAt: t0}
+	extended := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: key("U"), RevokedAt: t0, ExpiresAt: t0.Add(10 * time.Hour)}
+	if _, _, err := s.RevokeMany(ctx(t), acct.PubKey, []provisioning.Revocation{old, never, extended}, rec.resign); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "list with nothing expired", sortRevs([]provisioning.Revocation{old, never, extended}), rec.all)
+	again := extended
+	again.RevokedAt, again.ExpiresAt = t0.Add(time.Hour), t0.Add(20*time.Hour)
+	if _, _, err := s.Revoke(ctx(t), again, rec.resign); err != nil {
+		t.Fatal(err)
+	}
+	extended.ExpiresAt = again.ExpiresAt // the later expiry, the earlier time
+	diff(t, "list after a repeat", sortRevs([]provisioning.Revocation{old, never, extended}), rec.all)
+
+	later := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: key("U"), RevokedAt: t0.Add(10 * time.Hour)}
+	if _, _, err := s.Revoke(ctx(t), later, rec.resign); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "list once the first expired", sortRevs([]provisioning.Revocation{never, extended, later}), rec.all)
+	// Gone from the store, not only from one list.
+	if _, _, err := s.Resign(ctx(t), acct.PubKey, rec.resign); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "list given to Resign", sortRevs([]provisioning.Revocation{never, extended, later}), rec.all)
+}
+
+// Reissue sets the account's AllUsers entry (a later time replaces an
+// earlier one), drops the entries revoked at or before dropThrough, records
+// the revocations given with it and marks every active user of the account
+// (and of no other) revoked.
+func testReissue(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	other := createAccount(t, s, "beta")
+	u1 := createUser(t, s, sensorUser(acct, "s1"))
+	u2 := createUser(t, s, sensorUser(acct, "s2"))
+	ob := createUser(t, s, sensorUser(other, "s1"))
+	// Created in the second after the re-issue's time: its JWT is issued
+	// after the entry, so it stays active.
+	young := sensorUser(acct, "s3")
+	young.CreatedAt = t0.Add(2*time.Hour + time.Second)
+	young = createUser(t, s, young)
+	rec := &resignRecorder{}
+	oldRev := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: key("U"), RevokedAt: t0}
+	recent := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: key("U"), RevokedAt: t0.Add(90 * time.Minute)}
+	if _, _, err := s.RevokeMany(ctx(t), acct.PubKey, []provisioning.Revocation{oldRev, recent}, rec.resign); err != nil {
+		t.Fatal(err)
+	}
+	at := t0.Add(2 * time.Hour)
+	all := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: provisioning.AllUsers, RevokedAt: at}
+	with := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u1.PubKey, RevokedAt: at.Add(time.Second)}
+	a, n, err := s.Reissue(ctx(t), all, []provisioning.Revocation{with}, at.Add(-time.Hour), rec.resign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("Reissue revoked %d active users, want 1 (u2; u1 was revoked with it)", n)
+	}
+	if !strings.HasPrefix(a.JWT, "resigned-") {
+		t.Errorf("account JWT %q, want the one resign returned", a.JWT)
+	}
+	diff(t, "list after the re-issue", sortRevs([]provisioning.Revocation{all, recent, with}), rec.all)
+	if got, err := s.User(ctx(t), u2.PubKey); err != nil || !got.RevokedAt.Equal(at) {
+		t.Errorf("active user after the re-issue = %+v, %v; want revoked at %s", got, err, at)
+	}
+	if _, err := s.ActiveSensorUser(ctx(t), "beta", "s1"); err != nil {
+		t.Errorf("another tenant's user after the re-issue: %v; want still active (%s)", err, ob.PubKey)
+	}
+	if got, err := s.ActiveSensorUser(ctx(t), "acme", "s3"); err != nil || got.PubKey != young.PubKey {
+		t.Errorf("a user created after the entry's second: %v; want still active", err)
+	}
+	// A later re-issue moves the entry on; an earlier one does not move it back.
+	if _, _, err := s.Reissue(ctx(t), provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: provisioning.AllUsers, RevokedAt: at.Add(-time.Minute)}, nil, t0, rec.resign); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "list after an earlier re-issue", sortRevs([]provisioning.Revocation{all, recent, with}), rec.all)
+	later := all
+	later.RevokedAt = at.Add(3 * time.Hour)
+	if _, _, err := s.Reissue(ctx(t), later, nil, later.RevokedAt.Add(-time.Hour), rec.resign); err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "list after a later re-issue", []provisioning.Revocation{later}, rec.all)
+	_, _, err = s.Reissue(ctx(t), provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: key("U"), RevokedAt: at}, nil, at, rec.resign)
+	if err == nil {
+		t.Error("Reissue without an AllUsers entry succeeded")
+	}
+	_, _, err = s.Reissue(ctx(t), provisioning.Revocation{AccountPubKey: key("A"), UserPubKey: provisioning.AllUsers, RevokedAt: at}, nil, at, rec.resign)
+	wantErr(t, "Reissue of an unknown account", err, provisioning.ErrNotFound)
+}
+
+func testReissueResignFailure(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	u := createUser(t, s, sensorUser(acct, "s1"))
+	boom := errors.New("boom")
+	all := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: provisioning.AllUsers, RevokedAt: t0.Add(time.Hour)}
+	_, _, err := s.Reissue(ctx(t), all, nil, t0.Add(time.Hour), func(provisioning.Account, []provisioning.Revocation) (string, error) { return "", boom })
+	wantErr(t, "Reissue with a failing resign", err, boom)
+	if got, err := s.ActiveSensorUser(ctx(t), "acme", "s1"); err != nil || got.PubKey != u.PubKey {
+		t.Errorf("user after a failed re-issue: %v; want still active", err)
+	}
+	rec := &resignRecorder{}
+	if _, _, err := s.Resign(ctx(t), acct.PubKey, rec.resign); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.all) != 0 {
+		t.Errorf("revocations after a failed re-issue: %+v", rec.all)
+	}
+}
+
+// A revocation with RetireSensor retires the pair's claim when the pair is
+// left without an active user; RetiredClaims lists it until the pair
+// claims its name again; the name stays the pair's.
+func testRetireSensorClaim(t *testing.T, s Store) {
+	acct := createAccount(t, s, "acme")
+	createAccount(t, s, "acme-eu")
+	const name = "cmd-acme-eu-s1"
+	if _, err := s.ClaimSensor(ctx(t), name, "acme", "eu-s1"); err != nil {
+		t.Fatal(err)
+	}
+	u := createUser(t, s, sensorUser(acct, "eu-s1"))
+	if _, err := s.ClaimSensor(ctx(t), "cmd-acme-s2", "acme", "s2"); err != nil {
+		t.Fatal(err)
+	}
+	u2 := createUser(t, s, sensorUser(acct, "s2"))
+	// Without RetireSensor nothing is retired (an upgrade replacing a user).
+	if _, _, err := s.Revoke(ctx(t), provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u2.PubKey, RevokedAt: t0.Add(time.Hour)}, (&resignRecorder{}).resign); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.RetiredClaims(ctx(t)); err != nil || len(got) != 0 {
+		t.Fatalf("RetiredClaims after a plain revocation = %v, %v; want none", got, err)
+	}
+	r := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u.PubKey, RevokedAt: t0.Add(time.Hour), RetireSensor: true}
+	stored, _, err := s.Revoke(ctx(t), r, (&resignRecorder{}).resign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.RetireSensor {
+		t.Error("the stored revocation reads back RetireSensor")
+	}
+	want := []provisioning.ConsumerClaim{{Consumer: name, TenantID: "acme", SensorID: "eu-s1"}}
+	got, err := s.RetiredClaims(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "RetiredClaims", want, got)
+	// Retired, the name still belongs to its pair.
+	if _, err := s.ClaimSensor(ctx(t), name, "acme-eu", "s1"); !errors.Is(err, provisioning.ErrConsumerNameTaken) {
+		t.Errorf("another pair claims a retired name: %v", err)
+	}
+	if err := s.ClaimConsumer(ctx(t), name, "acme-eu", "s1"); !errors.Is(err, provisioning.ErrConsumerNameTaken) {
+		t.Errorf("another pair claims a retired name with ClaimConsumer: %v", err)
+	}
+	// The pair claiming again ends the retirement.
+	if _, err := s.ClaimSensor(ctx(t), name, "acme", "eu-s1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.RetiredClaims(ctx(t)); err != nil || len(got) != 0 {
+		t.Errorf("RetiredClaims after the pair claimed again = %v, %v; want none", got, err)
+	}
+	// Retiring with another active user of the sensor left retires nothing.
+	fresh := createUser(t, s, sensorUser(acct, "eu-s1"))
+	old := provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u.PubKey, RevokedAt: t0.Add(2 * time.Hour), RetireSensor: true}
+	if _, _, err := s.Revoke(ctx(t), old, (&resignRecorder{}).resign); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.RetiredClaims(ctx(t)); err != nil || len(got) != 0 {
+		t.Errorf("RetiredClaims with an active user left = %v, %v; want none", got, err)
+	}
+	// ClaimConsumer by the pair also ends a retirement.
+	if _, _, err := s.Revoke(ctx(t), provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: fresh.PubKey, RevokedAt: t0.Add(3 * time.Hour), RetireSensor: true}, (&resignRecorder{}).resign); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.RetiredClaims(ctx(t)); len(got) != 1 {
+		t.Fatalf("RetiredClaims = %v; want the sensor", got)
+	}
+	if err := s.ClaimConsumer(ctx(t), name, "acme", "eu-s1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.RetiredClaims(ctx(t)); len(got) != 0 {
+		t.Errorf("RetiredClaims after ClaimConsumer = %v; want none", got)
 	}
 }
