@@ -1,0 +1,44 @@
+package operators_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/rxc-project/rxc/core/operators"
+)
+
+// TestAttackSSOUnicodeSpellingOfLocalAdmin: an identity provider vouches
+// for "\u212Aate@example.com" (KELVIN SIGN) or "adm\u0130n@example.com"
+// (LATIN CAPITAL I WITH DOT ABOVE): different mailboxes, which Go's
+// strings.ToLower folds onto the local accounts kate@ and admin@. Single
+// sign-on must not open the local account for them, nor re-role it.
+func TestAttackSSOUnicodeSpellingOfLocalAdmin(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	kate := f.operator(t, "kate@example.com", operators.RoleAdmin)
+	admin := f.operator(t, "admin@example.com", operators.RoleAdmin)
+	groups, _ := operators.ParseGroupMap("staff=viewer:acme")
+	for _, c := range []struct {
+		email string
+		local operators.Operator
+	}{
+		{"\u212Aate@example.com", kate},
+		{"adm\u0130n@example.com", admin},
+	} {
+		id := operators.Identity{Issuer: "https://idp.example", Subject: c.email, Email: c.email, EmailVerified: true, Groups: []string{"staff"}}
+		o, _, _, err := f.svc.SignInFederated(f.ctx, id, groups)
+		if err == nil && o.ID == c.local.ID {
+			t.Errorf("SSO as %q signed in as the local %s (role now %s)", c.email, c.local.Email, o.Role)
+		} else if !errors.Is(err, operators.ErrFederationRefused) {
+			t.Errorf("SSO as %q: %v, want ErrFederationRefused", c.email, err)
+		}
+		got, err := f.store.OperatorByID(f.ctx, c.local.ID)
+		if err != nil || got.Role != operators.RoleAdmin {
+			t.Errorf("local %s after SSO as %q: %+v, %v; want an untouched admin", c.local.Email, c.email, got, err)
+		}
+	}
+	// The same spellings cannot name a new account either.
+	if _, err := f.svc.CreateOperator(f.ctx, operators.NewOperator{Email: "\u212Aim@example.com", Password: password, Role: operators.RoleViewer}); !errors.Is(err, operators.ErrInvalidInput) {
+		t.Errorf("create \\u212Aim@example.com: %v, want ErrInvalidInput", err)
+	}
+}
