@@ -42,3 +42,23 @@ func TestAttackSSOUnicodeSpellingOfLocalAdmin(t *testing.T) {
 		t.Errorf("create \\u212Aim@example.com: %v, want ErrInvalidInput", err)
 	}
 }
+
+// TestAttackBreakGlassWithoutAPassword: a careless admin names as the
+// break-glass account an admin created by single sign-on, who has no
+// password: SSO-only would then leave no way in when the identity
+// provider is down. Refused.
+func TestAttackBreakGlassWithoutAPassword(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.operator(t, "root@example.com", operators.RoleAdmin)
+	groups, _ := operators.ParseGroupMap("admins=admin")
+	id := operators.Identity{Issuer: "https://idp.example", Subject: "u1", Email: "sso-admin@example.com", EmailVerified: true, Groups: []string{"admins"}}
+	if _, _, _, err := f.svc.SignInFederated(f.ctx, id, groups); err != nil {
+		t.Fatal(err)
+	}
+	root, _ := f.login(t, "root@example.com")
+	err := f.svc.SetAuthSettings(f.ctx, root, operators.AuthSettings{SSOOnly: true, BreakGlassEmail: "sso-admin@example.com"})
+	if !errors.Is(err, operators.ErrInvalidInput) {
+		t.Errorf("SSO-only with a break-glass account that has no password: %v, want ErrInvalidInput", err)
+	}
+}
