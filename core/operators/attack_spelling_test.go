@@ -62,3 +62,41 @@ func TestAttackBreakGlassWithoutAPassword(t *testing.T) {
 		t.Errorf("SSO-only with a break-glass account that has no password: %v, want ErrInvalidInput", err)
 	}
 }
+
+// TestAttackBreakGlassDisabledOrDemotedUnderSSOOnly: while SSO-only is
+// on, the break-glass account is the only way in with the identity
+// provider down. Neither an admin (disable, demote) nor an SSO sign-in
+// whose groups map the same person lower may take that away.
+func TestAttackBreakGlassDisabledOrDemotedUnderSSOOnly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.operator(t, "root@example.com", operators.RoleAdmin)
+	glass := f.operator(t, "glass@example.com", operators.RoleAdmin)
+	root, _ := f.login(t, "root@example.com")
+	if err := f.svc.SetAuthSettings(f.ctx, root, operators.AuthSettings{SSOOnly: true, BreakGlassEmail: "glass@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	yes, viewer := true, operators.RoleViewer
+	if _, err := f.svc.UpdateOperator(f.ctx, root, glass.ID, operators.Update{Disabled: &yes}); !errors.Is(err, operators.ErrInvalidInput) {
+		t.Errorf("disable the break-glass account under SSO-only: %v, want ErrInvalidInput", err)
+	}
+	if _, err := f.svc.UpdateOperator(f.ctx, root, glass.ID, operators.Update{Role: &viewer}); !errors.Is(err, operators.ErrInvalidInput) {
+		t.Errorf("demote the break-glass account under SSO-only: %v, want ErrInvalidInput", err)
+	}
+	groups, _ := operators.ParseGroupMap("staff=viewer:acme")
+	id := operators.Identity{Issuer: "https://idp.example", Subject: "g", Email: "glass@example.com", EmailVerified: true, Groups: []string{"staff"}}
+	if _, _, _, err := f.svc.SignInFederated(f.ctx, id, groups); !errors.Is(err, operators.ErrFederationRefused) {
+		t.Errorf("SSO sign-in that would demote the break-glass account: %v, want ErrFederationRefused", err)
+	}
+	if o, err := f.store.OperatorByID(f.ctx, glass.ID); err != nil || o.Role != operators.RoleAdmin || !o.Enabled() {
+		t.Errorf("break-glass account afterwards: %+v, %v; want an enabled admin", o, err)
+	}
+	// Without SSO-only the same changes are ordinary.
+	no := false
+	if err := f.svc.SetAuthSettings(f.ctx, root, operators.AuthSettings{SSOOnly: no}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.UpdateOperator(f.ctx, root, glass.ID, operators.Update{Role: &viewer}); err != nil {
+		t.Errorf("demote the former break-glass account without SSO-only: %v", err)
+	}
+}

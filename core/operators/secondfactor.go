@@ -283,6 +283,20 @@ func (s *Service) checkSecondFactor(ctx context.Context, o Operator, c Credentia
 	return ErrSecondFactorRequired
 }
 
+// isBreakGlass reports whether email is the break-glass account of an
+// SSO-only deployment: the one way in while the identity provider is
+// down, which must stay an enabled admin.
+func (s *Service) isBreakGlass(ctx context.Context, email string) (bool, error) {
+	set, err := s.store.AuthSettings(ctx)
+	if err != nil {
+		return false, err
+	}
+	return set.SSOOnly && set.BreakGlassEmail != "" && email == set.BreakGlassEmail, nil
+}
+
+// errBreakGlassKept refuses to disable or demote the break-glass account.
+var errBreakGlassKept = fmt.Errorf("%w: it is the break-glass account of SSO-only sign-in; name another one (or turn SSO-only off) first", ErrInvalidInput)
+
 // checkPasswordLoginAllowed refuses password sign-in in SSO-only mode,
 // except for the break-glass account.
 func (s *Service) checkPasswordLoginAllowed(ctx context.Context, email string) error {
