@@ -155,14 +155,27 @@ func (p *Provider) Finish(ctx context.Context, a Attempt, code string) (operator
 		return operators.Identity{}, fmt.Errorf("%w: ID token claims: %v", operators.ErrFederationRefused, err)
 	}
 	email, _ := claims["email"].(string)
-	verified := true
-	if v, ok := claims["email_verified"].(bool); ok {
-		verified = v
-	}
 	return operators.Identity{
-		Issuer: idt.Issuer, Subject: idt.Subject, Email: email, EmailVerified: verified,
+		Issuer: idt.Issuer, Subject: idt.Subject, Email: email, EmailVerified: emailVerified(claims),
 		Groups: stringsOf(claims[p.cfg.GroupsClaim]),
 	}, nil
+}
+
+// emailVerified reads the email_verified claim: absent, the address
+// counts as verified; a boolean, or the string "true" or "false" (some
+// providers send a string), says so; anything else is not a verification.
+func emailVerified(claims map[string]any) bool {
+	v, ok := claims["email_verified"]
+	if !ok {
+		return true
+	}
+	switch t := v.(type) {
+	case bool:
+		return t
+	case string:
+		return strings.EqualFold(strings.TrimSpace(t), "true")
+	}
+	return false
 }
 
 // stringsOf reads a claim that is a list of strings, or one string.

@@ -61,3 +61,34 @@ func TestNewChecksConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackEmailVerifiedNotABoolean: a provider that sends
+// email_verified as the string "false" (or null, or a number) has not
+// verified the address; only an absent claim, true or "true" count as
+// verified.
+func TestAttackEmailVerifiedNotABoolean(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		claim any
+		set   bool
+		want  bool
+	}{
+		{nil, false, true},
+		{true, true, true},
+		{false, true, false},
+		{"true", true, true},
+		{"false", true, false},
+		{"", true, false},
+		{nil, true, false},
+		{float64(0), true, false},
+		{float64(1), true, false},
+	} {
+		claims := map[string]any{"email": "ada@example.com"}
+		if tc.set {
+			claims["email_verified"] = tc.claim
+		}
+		if got := emailVerified(claims); got != tc.want {
+			t.Errorf("email_verified %#v (present %v): verified %v, want %v", tc.claim, tc.set, got, tc.want)
+		}
+	}
+}

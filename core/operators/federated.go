@@ -146,6 +146,11 @@ func (s *Service) SignInFederated(ctx context.Context, id Identity, groups Group
 			return Operator{}, "", time.Time{}, ErrInvalidCredentials
 		}
 		if o.Role != role || !slices.Equal(o.Tenants, tenants) {
+			if glass, err := s.isBreakGlass(ctx, o.Email); err != nil {
+				return Operator{}, "", time.Time{}, fmt.Errorf("sso: %w", err)
+			} else if glass && role != RoleAdmin {
+				return Operator{}, "", time.Time{}, fmt.Errorf("%w: the identity provider's groups would demote the break-glass account; it signs in with its password", ErrFederationRefused)
+			}
 			o, err = s.store.UpdateOperator(ctx, o.ID, func(op *Operator) error {
 				op.Role, op.Tenants = role, tenants
 				return nil

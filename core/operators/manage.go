@@ -48,7 +48,15 @@ func (s *Service) UpdateOperator(ctx context.Context, p Principal, id string, u 
 		return Operator{}, fmt.Errorf("update operator: %w", ErrForbidden)
 	}
 	now := s.now()
+	set, err := s.store.AuthSettings(ctx)
+	if err != nil {
+		return Operator{}, fmt.Errorf("update operator: %w", err)
+	}
 	o, err := s.store.UpdateOperator(ctx, id, func(o *Operator) error {
+		glass := set.SSOOnly && set.BreakGlassEmail != "" && o.Email == set.BreakGlassEmail
+		if glass && (u.Role != nil && *u.Role != RoleAdmin || u.Disabled != nil && *u.Disabled) {
+			return errBreakGlassKept
+		}
 		role, tenants := o.Role, o.Tenants
 		if u.Role != nil {
 			role = *u.Role

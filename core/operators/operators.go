@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/rxc-project/rxc/core/ids"
@@ -221,6 +222,13 @@ func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Microse
 // one "@" with something on both sides, no spaces or control characters.
 func NormalizeEmail(email string) (string, error) {
 	if !utf8.ValidString(email) {
+		return "", fmt.Errorf("%w: email address", ErrInvalidInput)
+	}
+	// A character outside ASCII whose lower case is ASCII (KELVIN SIGN
+	// to k, DOTTED CAPITAL I to i) would fold another mailbox's address
+	// onto an existing account's: refused, so no spelling of an address
+	// signs in, or is vouched for by an identity provider, as another.
+	if strings.ContainsFunc(email, func(r rune) bool { return r > unicode.MaxASCII && unicode.ToLower(r) <= unicode.MaxASCII }) {
 		return "", fmt.Errorf("%w: email address", ErrInvalidInput)
 	}
 	e := strings.ToLower(strings.TrimSpace(email))

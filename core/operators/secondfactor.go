@@ -200,7 +200,7 @@ func (s *Service) AuthSettings(ctx context.Context, p Principal) (AuthSettings, 
 }
 
 // SetAuthSettings changes the sign-in settings (admins). SSO-only needs a
-// break-glass account: an enabled admin.
+// break-glass account: an enabled admin with a password.
 func (s *Service) SetAuthSettings(ctx context.Context, p Principal, set AuthSettings) error {
 	if !p.Can(PermAdmin, "") {
 		return ErrForbidden
@@ -219,6 +219,11 @@ func (s *Service) SetAuthSettings(ctx context.Context, p Principal, set AuthSett
 		o, _, err := s.store.OperatorByEmail(ctx, set.BreakGlassEmail)
 		if errors.Is(err, ErrNotFound) || err == nil && (o.Role != RoleAdmin || !o.Enabled()) {
 			return fmt.Errorf("%w: the break-glass account must be an enabled admin", ErrInvalidInput)
+		}
+		if err == nil && o.External {
+			// Created by single sign-on: no password, so no way in when
+			// the identity provider is down, which is what it is for.
+			return fmt.Errorf("%w: the break-glass account must have a password (it was created by single sign-on; set one first)", ErrInvalidInput)
 		}
 		if err != nil {
 			return fmt.Errorf("auth settings: %w", err)
@@ -277,6 +282,20 @@ func (s *Service) checkSecondFactor(ctx context.Context, o Operator, c Credentia
 	}
 	return ErrSecondFactorRequired
 }
+
+// isBreakGlass reports whether email is the break-glass account of an
+// SSO-only deployment: the one way in while the identity provider is
+// down, which must stay an enabled admin.
+func (s *Service) isBreakGlass(ctx context.Context, email string) (bool, error) {
+	set, err := s.store.AuthSettings(ctx)
+	if err != nil {
+		return false, err
+	}
+	return set.SSOOnly && set.BreakGlassEmail != "" && email == set.BreakGlassEmail, nil
+}
+
+// errBreakGlassKept refuses to disable or demote the break-glass account.
+var errBreakGlassKept = fmt.Errorf("%w: it is the break-glass account of SSO-only sign-in; name another one (or turn SSO-only off) first", ErrInvalidInput)
 
 // checkPasswordLoginAllowed refuses password sign-in in SSO-only mode,
 // except for the break-glass account.

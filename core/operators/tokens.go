@@ -134,7 +134,14 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principa
 	if !t.RevokedAt.IsZero() || !s.now().Before(t.ExpiresAt) || !o.Enabled() {
 		return Principal{}, ErrUnauthenticated
 	}
-	return scoped(o, t), nil
+	p := scoped(o, t)
+	// A token minted before the deployment required a second factor for
+	// admins (or before an admin's factor was reset) must not outlive
+	// the rule: its operator is held to enrolment, which a token cannot do.
+	if p.EnrolmentOnly, err = s.enrolmentOnly(ctx, o); err != nil {
+		return Principal{}, fmt.Errorf("authenticate token: %w", err)
+	}
+	return p, nil
 }
 
 // scoped is the token's grant within its operator's current one.

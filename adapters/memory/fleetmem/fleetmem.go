@@ -168,7 +168,7 @@ func (s *Store) SetTenantAccount(_ context.Context, tenantID, accountPubKey stri
 func (s *Store) CreateClaimCode(_ context.Context, c fleet.ClaimCode, codeHash []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.tenants[c.TenantID]; !ok {
+	if _, ok := s.tenants[c.TenantID]; !ok || s.deleted[c.TenantID] {
 		return fleet.ErrNotFound
 	}
 	if _, ok := s.claims[c.ID]; ok {

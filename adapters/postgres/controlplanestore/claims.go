@@ -12,11 +12,20 @@ import (
 
 // CreateClaimCode implements fleet.ClaimStore.
 func (s *Store) CreateClaimCode(ctx context.Context, c fleet.ClaimCode, codeHash []byte) error {
-	_, err := s.pool.Exec(ctx, `
+	// Only into a tenant not deleted: FOR SHARE waits for a DeleteTenant
+	// in progress (it holds the row FOR UPDATE) and then sees its
+	// deleted_at, so a code issued during a deletion is not left usable.
+	tag, err := s.pool.Exec(ctx, `
 		INSERT INTO claim_codes (id, tenant_id, code_hash, sensor_name, created_at, created_by, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		SELECT $1, t.id, $3, $4, $5, $6, $7 FROM tenants t WHERE t.id = $2 AND t.deleted_at IS NULL FOR SHARE`,
 		c.ID, c.TenantID, codeHash, c.SensorName, c.CreatedAt, c.CreatedBy, c.ExpiresAt)
-	return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+	if err != nil {
+		return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+	}
+	if tag.RowsAffected() == 0 {
+		return fleet.ErrNotFound
+	}
+	return nil
 }
 
 // ClaimCodes implements fleet.ClaimStore.

@@ -227,6 +227,11 @@ func testDeleteTenant(t *testing.T, s Store) {
 	}
 	_, _, err = s.CreateTenant(ctx, fleet.Tenant{ID: "acme", Name: "acme", NATSStatus: fleet.NATSPending, CreatedAt: t0})
 	is(t, "reuse a deleted tenant's id", err, fleet.ErrConflict)
+	// A claim code issued while the tenant was being deleted (the service
+	// read it live a moment before) must not land in it: it would enrol a
+	// live sensor into a deleted tenant that DeleteTenant never counted.
+	late := fleet.ClaimCode{ID: "late", TenantID: "acme", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour), CreatedBy: "ops"}
+	is(t, "a claim code for a deleted tenant", s.CreateClaimCode(ctx, late, hash("code late")), fleet.ErrNotFound)
 	is(t, "delete twice", s.DeleteTenant(ctx, "acme", "ops", t0), fleet.ErrNotFound)
 	is(t, "delete an unknown tenant", s.DeleteTenant(ctx, "ghost", "ops", t0), fleet.ErrNotFound)
 	if kept, err := s.Sensor(ctx, "s1"); err != nil || kept.TenantID != "acme" {

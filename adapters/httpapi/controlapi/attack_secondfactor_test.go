@@ -1,0 +1,126 @@
+package controlapi_test
+
+import (
+	"crypto/rand"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
+	"github.com/rxc-project/rxc/adapters/passwords"
+	"github.com/rxc-project/rxc/adapters/seal"
+	"github.com/rxc-project/rxc/core/operators"
+)
+
+// TestAttackAdminTokenMintedBeforeSecondFactorRequirement: an admin
+// without a second factor mints an admin API token (allowed while the
+// setting is off: a password alone opens the session). Once the deployment
+// requires a second factor for admins, that token must not act as an admin
+// either, or a stolen password used earlier keeps full admin through the
+// token while every session of the same account is held to enrolment.
+func TestAttackAdminTokenMintedBeforeSecondFactorRequirement(t *testing.T) {
+	t.Parallel()
+	e := withSecondFactors(t, newEnv(t, options{}), false)
+	e.enrolTOTP(t, e.session)
+	res := e.do(request{method: "POST", path: "/api/operators", session: e.session,
+		body: `{"email":"nofactor@example.com","password":"another long passphrase","role":"admin","tenants":[]}`})
+	res.expect(t, "create a second admin", http.StatusCreated, "")
+	second := e.loginAs("nofactor@example.com", "another long passphrase")
+	res = e.do(request{method: "POST", path: "/api/tokens", session: second, body: `{"name":"script","role":"admin","tenants":[]}`})
+	res.expect(t, "admin token minted with the password alone", http.StatusCreated, "")
+	bearer := map[string]string{"Authorization": "Bearer " + str(t, res.object(t), "token")}
+
+	e.do(request{method: "PATCH", path: "/api/auth/settings", session: e.session, body: `{"requireAdminSecondFactor":true}`}).
+		expect(t, "require a second factor for admins", http.StatusOK, "")
+	e.do(request{method: "GET", path: "/api/tenants", session: second}).
+		expect(t, "the session of the admin without a factor", http.StatusForbidden, "second_factor_required")
+	for _, rq := range []request{
+		{method: "GET", path: "/api/operators"},
+		{method: "POST", path: "/api/tenants", body: `{"id":"sneaky","name":"Sneaky"}`},
+		{method: "PATCH", path: "/api/auth/settings", body: `{"requireAdminSecondFactor":false}`},
+		{method: "POST", path: "/api/tokens", body: `{"name":"y","role":"admin","tenants":[]}`},
+	} {
+		rq.header = bearer
+		e.do(rq).expect(t, "token of an admin without a factor: "+rq.method+" "+rq.path, http.StatusForbidden, "second_factor_required")
+	}
+}
+
+// twoReplicas serves two control planes over one database, each with its
+// own operators service sealing with the same key, as two replicas behind
+// a load balancer are.
+func twoReplicas(t *testing.T) (*env, *env) {
+	t.Helper()
+	base := newEnv(t, options{})
+	key := make([]byte, seal.KeySize)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := seal.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasher, err := passwords.New(passwords.Config{MemoryKiB: 64, Time: 1, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := func() *env {
+		ops, err := operators.New(operators.Config{Store: base.store, Hasher: hasher, Sealer: sealer, Clock: base.clock.Now, MaxConcurrentHashes: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := base.variant(t, func(c *controlapi.Config) { c.Operators = ops })
+		v.ops = ops
+		return v
+	}
+	return replica(), replica()
+}
+
+// TestAttackSecondFactorReplayAcrossReplicas: the same TOTP code, and the
+// same recovery code, sent at once to two replicas signs in exactly once.
+func TestAttackSecondFactorReplayAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	r1, r2 := twoReplicas(t)
+	secret, recovery := r1.enrolTOTP(t, r1.session)
+	r1.clock.Advance(30 * time.Second)
+	code, err := operators.TOTPCode(secret, r1.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	race := func(what, field, value string) {
+		t.Helper()
+		// Fewer than the pair threshold (5), so no refusal is a throttle.
+		const n = 4
+		statuses := make(chan response, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := r1
+				if i%2 == 1 {
+					r = r2
+				}
+				statuses <- r.do(request{method: "POST", path: "/api/auth/login", body: totpLogin(operatorEmail, operatorPassword, field, value)})
+			}()
+		}
+		wg.Wait()
+		close(statuses)
+		ok := 0
+		for res := range statuses {
+			switch {
+			case res.status == http.StatusNoContent:
+				ok++
+			case res.status == http.StatusUnauthorized && res.problemCode() == "invalid_second_factor":
+			default:
+				t.Errorf("%s: %d %s", what, res.status, res.body)
+			}
+		}
+		if ok != 1 {
+			t.Errorf("%s sent %d times at once to two replicas signed in %d times, want once", what, n, ok)
+		}
+	}
+	race("one TOTP code", "totp", code)
+	r1.clock.Advance(2 * time.Hour) // the failures above are forgotten
+	race("one recovery code", "recoveryCode", recovery[0])
+}
