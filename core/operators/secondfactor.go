@@ -128,9 +128,11 @@ func (s *Service) BeginTOTP(ctx context.Context, p Principal) (TOTPEnrolment, er
 
 // ConfirmTOTP enables the pending TOTP secret when code is one of its
 // current codes, and returns the new one-time recovery codes (shown once,
-// stored hashed; earlier ones stop working). Wrong codes count as failed
-// logins of the account.
-func (s *Service) ConfirmTOTP(ctx context.Context, p Principal, code string) ([]string, error) {
+// stored hashed; earlier ones stop working). Replacing a factor that is on
+// also takes currentCode, a current code of that factor: a session left open
+// cannot swap the account's factor for its own (an admin resets a lost one).
+// Wrong codes count as failed logins of the account.
+func (s *Service) ConfirmTOTP(ctx context.Context, p Principal, code, currentCode string) ([]string, error) {
 	if p.TokenID != "" {
 		return nil, fmt.Errorf("%w: enrol a second factor from a signed-in session, not with an API token", ErrForbidden)
 	}
@@ -147,6 +149,21 @@ func (s *Service) ConfirmTOTP(ctx context.Context, p Principal, code string) ([]
 	}
 	if rec.Pending == nil {
 		return nil, fmt.Errorf("%w: no TOTP enrolment in progress; start one first", ErrInvalidInput)
+	}
+	if rec.Active != nil {
+		if currentCode == "" {
+			return nil, fmt.Errorf("%w: two-factor authentication is on: send currentCode, a current code of it, to replace it (an admin can reset a lost one)", ErrInvalidInput)
+		}
+		active, err := s.sealer.Open(rec.Active, totpAAD(p.Operator.ID))
+		if err != nil {
+			return nil, fmt.Errorf("confirm totp: %w", err)
+		}
+		if _, ok := matchTOTP(active, currentCode, s.now()); !ok {
+			if err := s.recordFailure(ctx, keys); err != nil {
+				return nil, err
+			}
+			return nil, ErrInvalidSecondFactor
+		}
 	}
 	key, err := s.sealer.Open(rec.Pending, totpAAD(p.Operator.ID))
 	if err != nil {

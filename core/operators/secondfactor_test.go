@@ -32,7 +32,7 @@ func (f *fixture) enrol(t *testing.T, p operators.Principal) (string, []string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	codes, err := f.svc.ConfirmTOTP(f.ctx, p, code)
+	codes, err := f.svc.ConfirmTOTP(f.ctx, p, code, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,11 +79,11 @@ func TestTOTPEnrolmentAndLogin(t *testing.T) {
 	}
 
 	wrong, _ := operators.TOTPCode(en.Secret, f.clock.Now().Add(5*time.Minute))
-	if _, err := f.svc.ConfirmTOTP(f.ctx, p, wrong); !errors.Is(err, operators.ErrInvalidSecondFactor) {
+	if _, err := f.svc.ConfirmTOTP(f.ctx, p, wrong, ""); !errors.Is(err, operators.ErrInvalidSecondFactor) {
 		t.Fatalf("confirm with a wrong code: %v", err)
 	}
 	now, _ := operators.TOTPCode(en.Secret, f.clock.Now())
-	codes, err := f.svc.ConfirmTOTP(f.ctx, p, now)
+	codes, err := f.svc.ConfirmTOTP(f.ctx, p, now, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestTOTPRefusals(t *testing.T) {
 		if _, err := f.svc.BeginTOTP(f.ctx, p); !errors.Is(err, operators.ErrForbidden) {
 			t.Errorf("BeginTOTP with a token: %v", err)
 		}
-		if _, err := f.svc.ConfirmTOTP(f.ctx, p, "123456"); !errors.Is(err, operators.ErrForbidden) {
+		if _, err := f.svc.ConfirmTOTP(f.ctx, p, "123456", ""); !errors.Is(err, operators.ErrForbidden) {
 			t.Errorf("ConfirmTOTP with a token: %v", err)
 		}
 	})
@@ -181,7 +181,7 @@ func TestTOTPRefusals(t *testing.T) {
 		f := newFixture(t, withSealer(t))
 		f.operator(t, "ada@example.com", operators.RoleViewer, "acme")
 		p, _ := f.login(t, "ada@example.com")
-		if _, err := f.svc.ConfirmTOTP(f.ctx, p, "123456"); !errors.Is(err, operators.ErrInvalidInput) {
+		if _, err := f.svc.ConfirmTOTP(f.ctx, p, "123456", ""); !errors.Is(err, operators.ErrInvalidInput) {
 			t.Errorf("ConfirmTOTP with nothing pending: %v", err)
 		}
 	})
@@ -202,7 +202,7 @@ func TestTOTPRefusals(t *testing.T) {
 		if err := f.store.SetPendingTOTP(f.ctx, eve.Operator.ID, rec.Pending); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.svc.ConfirmTOTP(f.ctx, eve, "123456"); err == nil || errors.Is(err, operators.ErrInvalidSecondFactor) {
+		if _, err := f.svc.ConfirmTOTP(f.ctx, eve, "123456", ""); err == nil || errors.Is(err, operators.ErrInvalidSecondFactor) {
 			t.Errorf("confirming a secret sealed for another operator: %v; want it not to open", err)
 		}
 	})
@@ -261,4 +261,46 @@ func TestRequireAdminSecondFactor(t *testing.T) {
 	if p, _ := f.svc.Authenticate(f.ctx, bobToken); p.EnrolmentOnly {
 		t.Error("enrolment only with the rule off")
 	}
+}
+
+// A session left open cannot swap the account's factor for its own: replacing a factor that is
+// on takes a current code of it, and a wrong one counts as a failed login.
+func TestReplacingTOTPNeedsTheCurrentFactor(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, withSealer(t))
+	f.operator(t, "ada@example.com", operators.RoleOperator, "acme")
+	p, _ := f.login(t, "ada@example.com")
+	oldSecret, oldCodes := f.enrol(t, p)
+
+	en, err := f.svc.BeginTOTP(f.ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newCode, _ := operators.TOTPCode(en.Secret, f.clock.Now())
+	if _, err := f.svc.ConfirmTOTP(f.ctx, p, newCode, ""); !errors.Is(err, operators.ErrInvalidInput) {
+		t.Fatalf("replace without the current factor: %v, want invalid input", err)
+	}
+	wrongCurrent, _ := operators.TOTPCode(oldSecret, f.clock.Now().Add(10*time.Minute))
+	if _, err := f.svc.ConfirmTOTP(f.ctx, p, newCode, wrongCurrent); !errors.Is(err, operators.ErrInvalidSecondFactor) {
+		t.Fatalf("replace with a wrong current code: %v, want invalid second factor", err)
+	}
+	if _, err := f.svc.ConfirmTOTP(f.ctx, p, newCode, newCode); !errors.Is(err, operators.ErrInvalidSecondFactor) {
+		t.Fatalf("replace with the new secret's code as the current one: %v, want invalid second factor", err)
+	}
+	// Nothing changed: the old factor and its recovery codes still sign in.
+	ada := operators.Credentials{Email: "ada@example.com", Password: password, RecoveryCode: oldCodes[0]}
+	if err := f.loginWith(ada); err != nil {
+		t.Fatalf("old recovery code after refused replacements: %v", err)
+	}
+
+	current, _ := operators.TOTPCode(oldSecret, f.clock.Now())
+	codes, err := f.svc.ConfirmTOTP(f.ctx, p, newCode, current)
+	if err != nil {
+		t.Fatalf("replace with the current factor: %v", err)
+	}
+	if len(codes) != operators.RecoveryCodes {
+		t.Fatalf("%d recovery codes after the replacement", len(codes))
+	}
+	ada.RecoveryCode = oldCodes[1]
+	wantErr(t, "an old recovery code after the replacement", f.loginWith(ada), operators.ErrInvalidSecondFactor)
 }

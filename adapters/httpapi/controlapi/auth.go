@@ -280,6 +280,8 @@ func (a *API) beginTOTP(w http.ResponseWriter, r *http.Request, p operators.Prin
 
 type totpConfirmRequest struct {
 	Code string `json:"code"`
+	// CurrentCode, a code of the factor that is on, is needed to replace it.
+	CurrentCode string `json:"currentCode"`
 }
 
 type recoveryCodesResponse struct {
@@ -295,7 +297,7 @@ func (a *API) confirmTOTP(w http.ResponseWriter, r *http.Request, p operators.Pr
 		problem.Write(w, r, pr)
 		return
 	}
-	codes, err := a.operators.ConfirmTOTP(r.Context(), p, req.Code)
+	codes, err := a.operators.ConfirmTOTP(r.Context(), p, req.Code, req.CurrentCode)
 	if err != nil {
 		a.fail(w, r, err)
 		return

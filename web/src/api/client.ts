@@ -212,8 +212,9 @@ export class ApiClient {
   beginTotp() {
     return this.json<TotpEnrolment>('POST', '/auth/me/totp');
   }
-  confirmTotp(code: string) {
-    return this.json<{ recoveryCodes: string[] }>('POST', '/auth/me/totp/confirm', { body: { code } });
+  /** currentCode: a code of the factor that is on, needed to replace it. */
+  confirmTotp(code: string, currentCode?: string) {
+    return this.json<{ recoveryCodes: string[] }>('POST', '/auth/me/totp/confirm', { body: currentCode ? { code, currentCode } : { code } });
   }
   logout() {
     return this.noContent('POST', '/auth/logout');

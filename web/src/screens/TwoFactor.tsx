@@ -15,6 +15,7 @@ export function TwoFactorCard() {
   const { me } = useAccess();
   const [enrolment, setEnrolment] = useState<TotpEnrolment | null>(null);
   const [code, setCode] = useState('');
+  const [currentCode, setCurrentCode] = useState('');
   const [recovery, setRecovery] = useState<string[] | null>(null);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
@@ -40,7 +41,7 @@ export function TwoFactorCard() {
     setError(null);
     setBusy(true);
     try {
-      const { recoveryCodes } = await api.confirmTotp(code.replace(/\s/g, ''));
+      const { recoveryCodes } = await api.confirmTotp(code.replace(/\s/g, ''), me.secondFactor ? currentCode.replace(/\s/g, '') : undefined);
       setRecovery(recoveryCodes);
       setEnrolment(null);
     } catch (err) {
@@ -107,7 +108,14 @@ export function TwoFactorCard() {
             <label htmlFor="totp-code">Code from the app</label>
             <input id="totp-code" inputMode="numeric" autoComplete="one-time-code" value={code} onChange={(e) => setCode(e.target.value)} aria-invalid={!!codeError} />
           </div>
-          <button type="submit" className="btn btn-primary" disabled={busy || code.replace(/\s/g, '').length !== 6}>
+          {me.secondFactor && (
+            <div className="field">
+              <label htmlFor="totp-current-code">Code from your current authenticator</label>
+              <input id="totp-current-code" inputMode="numeric" autoComplete="one-time-code" value={currentCode} onChange={(e) => setCurrentCode(e.target.value)} />
+              <span className="help">Replacing two-factor authentication needs the device you use now; an admin can reset a lost one.</span>
+            </div>
+          )}
+          <button type="submit" className="btn btn-primary" disabled={busy || code.replace(/\s/g, '').length !== 6 || (me.secondFactor && currentCode.replace(/\s/g, '').length !== 6)}>
             {busy ? 'Checking…' : 'Turn on'}
           </button>
           {codeError && (
