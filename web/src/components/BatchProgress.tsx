@@ -39,7 +39,7 @@ export function BatchProgressBar({ batchId, action, onDismiss }: { batchId: stri
   const lost = p ? p.failed + (p.expired ?? 0) : 0;
   const waiting = p ? Math.max(0, p.accepted - p.acknowledged - (p.refused ?? 0)) : 0;
   return (
-    <div className="card batch" aria-labelledby={`batch-${batchId}`} data-testid="batch" data-done={done ? 'true' : 'false'}>
+    <div className="card batch" aria-labelledby={`batch-${batchId}`} data-testid="batch" data-done={done ? 'true' : 'false'} data-sent={batchDone(p) ? 'true' : 'false'}>
       <div className="batch-head">
         <h2 id={`batch-${batchId}`}>
           {action === 'start' ? 'Start' : action === 'stop' ? 'Stop' : action} sent to {p ? p.total.toLocaleString() : '…'} {p?.total === 1 ? 'sensor' : 'sensors'}
