@@ -160,15 +160,10 @@ func (s *Service) SignInFederated(ctx context.Context, id Identity, groups Group
 			}
 		}
 	}
-	token, tokenHash, err := newToken("")
+	token, expires, err := s.startSession(ctx, o)
 	if err != nil {
-		return Operator{}, "", time.Time{}, err
-	}
-	now := s.now()
-	sess := Session{TokenHash: tokenHash, OperatorID: o.ID, CreatedAt: now, ExpiresAt: now.Add(s.sessionTTL)}
-	if err := s.store.CreateSession(ctx, sess); err != nil {
 		return Operator{}, "", time.Time{}, fmt.Errorf("sso: %w", err)
 	}
 	s.log.InfoContext(ctx, "operator signed in by single sign-on", "operator_id", o.ID)
-	return o, token, sess.ExpiresAt, nil
+	return o, token, expires, nil
 }

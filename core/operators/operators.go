@@ -361,17 +361,27 @@ func (s *Service) LoginWith(ctx context.Context, c Credentials) (Operator, strin
 	if err := s.resetFailures(ctx, keys); err != nil {
 		return Operator{}, "", time.Time{}, err
 	}
+	token, expires, err := s.startSession(ctx, o)
+	if err != nil {
+		return Operator{}, "", time.Time{}, fmt.Errorf("login: %w", err)
+	}
+	s.log.InfoContext(ctx, "operator logged in", "operator_id", o.ID)
+	return o, token, expires, nil
+}
+
+// startSession stores a new session of o and returns its token (shown to the
+// caller once, stored as a hash) and when it expires.
+func (s *Service) startSession(ctx context.Context, o Operator) (string, time.Time, error) {
 	token, tokenHash, err := newToken("")
 	if err != nil {
-		return Operator{}, "", time.Time{}, err
+		return "", time.Time{}, err
 	}
 	now := s.now()
 	sess := Session{TokenHash: tokenHash, OperatorID: o.ID, CreatedAt: now, ExpiresAt: now.Add(s.sessionTTL)}
 	if err := s.store.CreateSession(ctx, sess); err != nil {
-		return Operator{}, "", time.Time{}, fmt.Errorf("login: %w", err)
+		return "", time.Time{}, err
 	}
-	s.log.InfoContext(ctx, "operator logged in", "operator_id", o.ID)
-	return o, token, sess.ExpiresAt, nil
+	return token, sess.ExpiresAt, nil
 }
 
 // verify checks email and password within the hashing bound.

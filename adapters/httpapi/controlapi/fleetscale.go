@@ -3,6 +3,7 @@ package controlapi
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -61,13 +62,9 @@ func (a *API) listSensors(w http.ResponseWriter, r *http.Request, p operators.Pr
 		a.fail(w, r, err)
 		return
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			a.fail(w, r, fmt.Errorf("%w: limit must be a whole number between 1 and %d", fleet.ErrInvalidLimit, fleet.MaxSensorPage))
-			return
-		}
-		l.Limit = n
+	if l.Limit, err = pageLimit(q, fleet.MaxSensorPage); err != nil {
+		a.fail(w, r, err)
+		return
 	}
 	scope, ok := a.scopeOf(w, r, p, q.Get("tenantId"), operators.PermView)
 	if !ok {
@@ -256,13 +253,10 @@ type batchPage struct {
 func (a *API) listBatches(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	q := r.URL.Query()
 	l := fleet.BatchListing{OperatorID: p.Operator.ID, Cursor: q.Get("cursor")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			a.fail(w, r, fmt.Errorf("%w: limit must be a whole number between 1 and %d", fleet.ErrInvalidLimit, fleet.MaxBatchPage))
-			return
-		}
-		l.Limit = n
+	var err error
+	if l.Limit, err = pageLimit(q, fleet.MaxBatchPage); err != nil {
+		a.fail(w, r, err)
+		return
 	}
 	scope, ok := a.scopeOf(w, r, p, q.Get("tenantId"), operators.PermView)
 	if !ok {
@@ -306,4 +300,18 @@ func batchVisible(p operators.Principal, b fleet.Batch) bool {
 		return b.OperatorID == p.Operator.ID
 	}
 	return !slices.ContainsFunc(b.TenantIDs, func(t string) bool { return !p.Sees(t) })
+}
+
+// pageLimit reads a list route's limit (0 when absent: the use case's default); a value that is
+// not a positive whole number is fleet.ErrInvalidLimit, and the use case refuses one above max.
+func pageLimit(q url.Values, max int) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%w: limit must be a whole number between 1 and %d", fleet.ErrInvalidLimit, max)
+	}
+	return n, nil
 }
