@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -261,6 +262,10 @@ func filterOf(c jetstream.ConsumerConfig) string {
 }
 
 func consumerConfig(cfg Config, s topology.Sensor) jetstream.ConsumerConfig {
+	replicas := 0 // the stream's, as consumers of earlier releases
+	if cfg.Stream.ConsumerReplicas != cfg.Stream.Replicas {
+		replicas = cfg.Stream.ConsumerReplicas
+	}
 	return jetstream.ConsumerConfig{
 		Durable:       s.Consumer(),
 		Description:   "commands of sensor " + s.SensorID + " of tenant " + s.TenantID,
@@ -270,6 +275,7 @@ func consumerConfig(cfg Config, s topology.Sensor) jetstream.ConsumerConfig {
 		AckWait:       cfg.ConsumerAckWait,
 		MaxDeliver:    cfg.ConsumerMaxDeliver,
 		MaxAckPending: cfg.ConsumerMaxAckPending,
+		Replicas:      replicas,
 	}
 }
 
@@ -337,4 +343,127 @@ func (c *Client) ConsumerNames(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("serveradmin: consumers of %s: %w", c.cfg.Stream.Name, err)
 	}
 	return names, nil
+}
+
+// OfflineConsumers names the command stream's consumers that no live node
+// holds: nats-server lists a consumer under "missing" when none of its
+// peers answered (all of them are offline, or none answered within its
+// 4 s). With consumers of fewer replicas than the stream (ConsumerReplicas)
+// these are the consumers whose only node was lost. It asks the stream
+// first and lists the consumers only while a replica of the stream is
+// offline or behind, or when full is set: the stream is on every node of a
+// cluster as large as its replicas, so a lost node shows there at the cost
+// of one request.
+func (c *Client) OfflineConsumers(ctx context.Context, full bool) ([]string, error) {
+	var missing []string
+	err := c.call(ctx, adminConn, func(ctx context.Context, nc *nats.Conn) error {
+		if !full {
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			st, err := js.Stream(ctx, c.cfg.Stream.Name)
+			if err != nil {
+				return err
+			}
+			if !degraded(st.CachedInfo().Cluster) {
+				return nil
+			}
+		}
+		for offset := 0; ; {
+			req, err := json.Marshal(struct {
+				Offset int `json:"offset"`
+			}{offset})
+			if err != nil {
+				return err
+			}
+			msg, err := nc.RequestWithContext(ctx, "$JS.API.CONSUMER.LIST."+c.cfg.Stream.Name, req)
+			if err != nil {
+				return err
+			}
+			var resp struct {
+				Total     int               `json:"total"`
+				Consumers []json.RawMessage `json:"consumers"`
+				Missing   []string          `json:"missing"`
+				Error     *struct {
+					Code        int    `json:"code"`
+					Description string `json:"description"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(msg.Data, &resp); err != nil {
+				return fmt.Errorf("unreadable consumer list: %w", err)
+			}
+			if resp.Error != nil {
+				return fmt.Errorf("consumer list: %s (code %d)", resp.Error.Description, resp.Error.Code)
+			}
+			missing = append(missing, resp.Missing...)
+			// Offline consumers are listed among the consumers too, so the
+			// page size counts them.
+			got := len(resp.Consumers)
+			if got == 0 || offset+got >= resp.Total {
+				return nil
+			}
+			offset += got
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("serveradmin: offline consumers of %s: %w", c.cfg.Stream.Name, err)
+	}
+	slices.Sort(missing)
+	return slices.Compact(missing), nil
+}
+
+// degraded reports whether a replica of a clustered stream is offline or
+// not current, or the stream has no leader.
+func degraded(ci *jetstream.ClusterInfo) bool {
+	if ci == nil {
+		return false
+	}
+	if ci.Leader == "" {
+		return true
+	}
+	for _, r := range ci.Replicas {
+		if r.Offline || !r.Current {
+			return true
+		}
+	}
+	return false
+}
+
+// RecreateConsumer deletes the sensor's consumer and creates it again with
+// the configured settings, for a consumer no live node holds
+// (OfflineConsumers): nats-server's meta leader removes the assignment
+// without the lost node and places the new consumer on live ones. The new
+// consumer starts from the first command the stream keeps for the sensor,
+// so commands the lost consumer had delivered are delivered again: no
+// command is lost, and agents recognise the ones they applied (the agent's
+// applied-commands file). A node that returns later drops the old consumer.
+func (c *Client) RecreateConsumer(ctx context.Context, s topology.Sensor) error {
+	if s.Stream != c.cfg.Stream.Name {
+		return fmt.Errorf("serveradmin: consumer %s: %w: %q, managing %q", s.Consumer(), ErrStreamMismatch, s.Stream, c.cfg.Stream.Name)
+	}
+	alive := false
+	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {
+		// A consumer that answers was only slow to answer the list: it
+		// keeps its state.
+		if _, err := js.Consumer(ctx, s.Stream, s.Consumer()); err == nil {
+			alive = true
+			return nil
+		}
+		if err := js.DeleteConsumer(ctx, s.Stream, s.Consumer()); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("delete: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("serveradmin: recreate consumer %s: %w", s.Consumer(), err)
+	}
+	if alive {
+		return nil
+	}
+	if err := c.EnsureConsumer(ctx, s); err != nil {
+		return err
+	}
+	c.log.Info("recreated a consumer no live node held", "consumer", s.Consumer())
+	return nil
 }

@@ -58,6 +58,9 @@ func newMetrics(s *Server) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "rxc_provisioner_consumers_missing", Help: "Active sensor users without their durable consumer: as of the last repair pass, and while one runs the ones it has not created yet.",
 		}, func() float64 { return float64(s.consumersMissing.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "rxc_provisioner_consumers_recreated_total", Help: "Sensor consumers recreated on a live NATS node because no live node held them (a node loss with COMMAND_CONSUMER_REPLICAS below COMMAND_STREAM_REPLICAS).",
+		}, func() float64 { return float64(s.consumersRecreated.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "rxc_provisioner_undeliverable_accounts",
 			Help: "Accounts whose current JWT NATS refused as undeliverable (over its maximum payload): their latest revocations are not in force; retried in the background.",

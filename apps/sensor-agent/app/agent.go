@@ -84,6 +84,9 @@ type Agent struct {
 	// resultsMu orders the writes of results to disk.
 	resultsMu sync.Mutex
 	grpcDown  bool
+	// applied are the commands applied and not expired
+	// (sensorclient.AppliedFile).
+	applied appliedSet
 }
 
 // NewAgent checks cfg; nothing is contacted until Run.
@@ -137,6 +140,7 @@ func (a *Agent) start(ctx context.Context) error {
 	if a.results, err = a.dir.LoadResults(); err != nil {
 		a.log.Warn("command results kept before the restart are unreadable; starting without them", logkey.Error, err)
 	}
+	a.loadApplied()
 	if err := a.ensureCertificate(ctx); err != nil {
 		return err
 	}

@@ -1,0 +1,395 @@
+// Command cluster measures the NATS cluster shapes a command stream with one
+// durable consumer per sensor can take, each on its own fresh servers in the
+// same run: enrolment (durable consumers created, 32 at a time) and one
+// command to every sensor (published, then fetched and acked by every
+// sensor's consumer, timed to the last ack). The shapes:
+//
+//   - single: one node, the stream and its consumers at one replica (the
+//     baseline the done-when figures of issue 21 are relative to), with
+//     work-queue and with limits retention;
+//   - the three-node shapes: work-queue + R3 consumers (what deploy/ shipped
+//     before), work-queue + R3 consumers with their state in memory, limits +
+//     R3 consumers, and limits + R1 consumers (what deploy/ ships now:
+//     COMMAND_STREAM_RETENTION=limits, COMMAND_CONSUMER_REPLICAS=1).
+//
+// With -kill it also stops one node of the chosen shape after the fan-out
+// and reports how many consumers the cluster lists as missing and how long
+// recreating them on the live nodes takes (what the provisioner's repair
+// pass does). The servers run as processes ($RXC_NATS_SERVER_BIN, else in
+// this process), plain (no operator mode), JetStream on the same disk.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxc-project/rxc/bench/benchenv"
+	"github.com/rxc-project/rxc/internal/natstest"
+)
+
+type shape struct {
+	name      string
+	nodes     int
+	retention jetstream.RetentionPolicy
+	consumerR int
+	memState  bool
+}
+
+var shapes = map[string]shape{
+	"single-wq":     {"1 node, work-queue, R1", 1, jetstream.WorkQueuePolicy, 1, false},
+	"single-limits": {"1 node, limits, R1", 1, jetstream.LimitsPolicy, 1, false},
+	"wq-r3":         {"3 nodes, work-queue R3 stream, R3 consumers (shipped before)", 3, jetstream.WorkQueuePolicy, 3, false},
+	"wq-r3-mem":     {"3 nodes, work-queue R3 stream, R3 consumers, consumer state in memory", 3, jetstream.WorkQueuePolicy, 3, true},
+	"limits-r3":     {"3 nodes, limits R3 stream, R3 consumers", 3, jetstream.LimitsPolicy, 3, false},
+	"limits-r1":     {"3 nodes, limits R3 stream, R1 consumers (shipped now)", 3, jetstream.LimitsPolicy, 1, false},
+}
+
+type result struct {
+	shape            shape
+	create, fanout   time.Duration
+	createdPerSecond float64
+	missing          int
+	recreate         time.Duration
+	err              error
+}
+
+func main() {
+	sensors := flag.Int("sensors", 2000, "sensors (durable consumers) per shape")
+	list := flag.String("shapes", "single-wq,single-limits,limits-r1,wq-r3", "shapes to measure, in order: "+names())
+	kill := flag.String("kill", "limits-r1", "shape whose node is stopped after the fan-out (empty: none)")
+	flag.Parse()
+	ctx := context.Background()
+	fmt.Printf("machine: %s; %d sensors per shape; nats-server %s\n", benchenv.Machine(), *sensors, serverKind())
+	var results []result
+	for _, n := range strings.Split(*list, ",") {
+		sh, ok := shapes[strings.TrimSpace(n)]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "unknown shape %q (%s)\n", n, names())
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "== %s\n", sh.name)
+		r := measure(ctx, sh, *sensors, strings.TrimSpace(n) == *kill)
+		if r.err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", sh.name, r.err)
+		}
+		results = append(results, r)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d sensors, one durable pull consumer each (32 created at a time), then one command to every sensor (each consumer fetches and acks; time to the last ack). Fresh servers per shape, same disk, load average at the start %s.\n\n", *sensors, loadavg())
+	b.WriteString("| shape | consumers created | /s | one command to every sensor | node stopped: consumers missing, recreated in |\n|---|---|---|---|---|\n")
+	var base *result
+	for i := range results {
+		r := &results[i]
+		if r.shape.nodes == 1 && r.shape.retention == jetstream.LimitsPolicy {
+			base = r
+		}
+	}
+	for _, r := range results {
+		if r.err != nil {
+			fmt.Fprintf(&b, "| %s | failed: %v | | | |\n", r.shape.name, r.err)
+			continue
+		}
+		kill := ""
+		if r.recreate > 0 || r.missing > 0 {
+			kill = fmt.Sprintf("%d, %s", r.missing, r.recreate.Round(time.Millisecond))
+		}
+		rel := ""
+		if base != nil && base.err == nil {
+			rel = fmt.Sprintf(" (%.2f of single limits)", r.createdPerSecond/base.createdPerSecond)
+		}
+		frel := ""
+		if base != nil && base.err == nil {
+			frel = fmt.Sprintf(" (%.2f× single limits)", r.fanout.Seconds()/base.fanout.Seconds())
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f%s | %s%s | %s |\n", r.shape.name, r.create.Round(time.Millisecond), r.createdPerSecond, rel, r.fanout.Round(time.Millisecond), frel, kill)
+	}
+	fmt.Print(b.String())
+	if err := benchenv.AppendResults("docs/benchmarks-history.md", "NATS cluster shapes (bench/cluster)", b.String()); err != nil {
+		fmt.Fprintln(os.Stderr, "append results:", err)
+	}
+}
+
+func names() string {
+	var ns []string
+	for n := range shapes {
+		ns = append(ns, n)
+	}
+	return strings.Join(ns, ", ")
+}
+
+func serverKind() string {
+	if bin := os.Getenv(natstest.BinEnv); bin != "" {
+		return "process " + bin
+	}
+	return "in process (" + runtime.Version() + ")"
+}
+
+func loadavg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func measure(ctx context.Context, sh shape, n int, kill bool) (r result) {
+	r.shape = sh
+	t := &benchenv.T{}
+	defer t.Close()
+	nodes, err := startNodes(t, sh.nodes)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	var urls []string
+	for _, s := range nodes {
+		urls = append(urls, s.URL())
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		r.err = err
+		return r
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	scfg := jetstream.StreamConfig{
+		Name: "RXC_CMD", Subjects: []string{"cmd.*.*"}, Retention: sh.retention, Storage: jetstream.FileStorage,
+		Replicas: sh.nodes, MaxAge: 168 * time.Hour, Duplicates: 2 * time.Minute, MaxConsumers: n + 10,
+	}
+	if sh.retention == jetstream.LimitsPolicy {
+		scfg.MaxMsgsPerSubject = 64
+	}
+	if err := retry(ctx, 30*time.Second, func() error { _, err := js.CreateStream(ctx, scfg); return err }); err != nil {
+		r.err = fmt.Errorf("stream: %w", err)
+		return r
+	}
+	consumer := func(i int) jetstream.ConsumerConfig {
+		return jetstream.ConsumerConfig{
+			Durable: fmt.Sprintf("s-%06d", i), FilterSubject: fmt.Sprintf("cmd.t%d.s-%06d", i%10, i),
+			DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: 30 * time.Second, MaxDeliver: 10, MaxAckPending: 16, Replicas: sh.consumerR, MemoryStorage: sh.memState,
+		}
+	}
+	var failed atomic.Int64
+	start := time.Now()
+	_ = benchenv.Parallel(ctx, n, 32, func(i int) error {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if _, err := js.CreateOrUpdateConsumer(cctx, "RXC_CMD", consumer(i)); err != nil {
+			failed.Add(1)
+		}
+		return nil
+	})
+	r.create = time.Since(start)
+	r.createdPerSecond = float64(n) / r.create.Seconds()
+	if f := failed.Load(); f > 0 {
+		r.err = fmt.Errorf("%d of %d consumers not created", f, n)
+		return r
+	}
+	fmt.Fprintf(os.Stderr, "created %d consumers in %s\n", n, r.create.Round(time.Millisecond))
+
+	// One command to every sensor, then every sensor fetches and acks.
+	start = time.Now()
+	var futs []jetstream.PubAckFuture
+	for i := range n {
+		f, err := js.PublishAsync(fmt.Sprintf("cmd.t%d.s-%06d", i%10, i), []byte(`{"action":"start"}`), jetstream.WithMsgID(fmt.Sprintf("c-%d", i)))
+		if err != nil {
+			r.err = fmt.Errorf("publish: %w", err)
+			return r
+		}
+		futs = append(futs, f)
+	}
+	for _, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			r.err = fmt.Errorf("publish: %w", err)
+			return r
+		case <-time.After(60 * time.Second):
+			r.err = errors.New("publish: no acknowledgement in 60s")
+			return r
+		}
+	}
+	var unacked atomic.Int64
+	_ = benchenv.Parallel(ctx, n, 64, func(i int) error {
+		err := retry(ctx, 60*time.Second, func() error {
+			cons, err := js.Consumer(ctx, "RXC_CMD", fmt.Sprintf("s-%06d", i))
+			if err != nil {
+				return err
+			}
+			b, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+			if err != nil {
+				return err
+			}
+			got := false
+			for m := range b.Messages() {
+				if err := m.DoubleAck(ctx); err != nil {
+					return err
+				}
+				got = true
+			}
+			if !got {
+				return errors.New("no message")
+			}
+			return nil
+		})
+		if err != nil {
+			unacked.Add(1)
+		}
+		return nil
+	})
+	r.fanout = time.Since(start)
+	if u := unacked.Load(); u > 0 {
+		r.err = fmt.Errorf("%d of %d sensors did not get their command", u, n)
+		return r
+	}
+	fmt.Fprintf(os.Stderr, "fan-out to %d sensors in %s\n", n, r.fanout.Round(time.Millisecond))
+	if !kill || sh.nodes < 3 {
+		return r
+	}
+	// Stop the last node, then do what the provisioner's repair does:
+	// list the consumers the cluster cannot reach, delete and create them.
+	nodes[2].Kill()
+	time.Sleep(2 * time.Second)
+	start = time.Now()
+	var missing []string
+	if err := retry(ctx, 30*time.Second, func() error {
+		var err error
+		missing, err = missingConsumers(ctx, nc, "RXC_CMD")
+		return err
+	}); err != nil {
+		r.err = fmt.Errorf("list after the node loss: %w", err)
+		return r
+	}
+	r.missing = len(missing)
+	idx := map[string]int{}
+	for i := range n {
+		idx[fmt.Sprintf("s-%06d", i)] = i
+	}
+	var mu sync.Mutex
+	var errs []error
+	_ = benchenv.Parallel(ctx, len(missing), 32, func(k int) error {
+		name := missing[k]
+		err := retry(ctx, 60*time.Second, func() error {
+			if err := js.DeleteConsumer(ctx, "RXC_CMD", name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return err
+			}
+			_, err := js.CreateOrUpdateConsumer(ctx, "RXC_CMD", consumer(idx[name]))
+			return err
+		})
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+		return nil
+	})
+	r.recreate = time.Since(start)
+	if len(errs) > 0 {
+		r.err = fmt.Errorf("%d consumers not recreated: %v", len(errs), errs[0])
+	}
+	return r
+}
+
+// missingConsumers pages through the stream's consumer list: nats-server
+// names the consumers none of whose peers answered under "missing".
+func missingConsumers(ctx context.Context, nc *nats.Conn, stream string) ([]string, error) {
+	var out []string
+	for offset := 0; ; {
+		req, _ := json.Marshal(map[string]int{"offset": offset})
+		msg, err := nc.RequestWithContext(ctx, "$JS.API.CONSUMER.LIST."+stream, req)
+		if err != nil {
+			return nil, err
+		}
+		var resp struct {
+			Total     int               `json:"total"`
+			Limit     int               `json:"limit"`
+			Consumers []json.RawMessage `json:"consumers"`
+			Missing   []string          `json:"missing"`
+			Error     *struct {
+				Description string `json:"description"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(msg.Data, &resp); err != nil {
+			return nil, err
+		}
+		if resp.Error != nil {
+			return nil, errors.New(resp.Error.Description)
+		}
+		out = append(out, resp.Missing...)
+		got := len(resp.Consumers)
+		if got == 0 || offset+got >= resp.Total {
+			return out, nil
+		}
+		offset += got
+	}
+}
+
+func startNodes(t *benchenv.T, n int) ([]*natstest.Server, error) {
+	clientPorts, routePorts := make([]int, n), make([]int, n)
+	for i := range n {
+		var err error
+		if clientPorts[i], err = benchenv.FreePort(); err != nil {
+			return nil, err
+		}
+		if routePorts[i], err = benchenv.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	nodes := make([]*natstest.Server, n)
+	for i := range n {
+		conf := ""
+		if n > 1 {
+			var routes []string
+			for j, p := range routePorts {
+				if j != i {
+					routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+				}
+			}
+			conf = fmt.Sprintf("cluster {\n  name: rxc\n  listen: 127.0.0.1:%d\n  routes: [%s]\n}\n", routePorts[i], strings.Join(routes, ", "))
+		}
+		nodes[i] = natstest.New(t, natstest.Options{Dir: t.TempDir(), Name: fmt.Sprintf("nats-%d", i+1), Port: clientPorts[i], Config: conf, ReadyTimeout: 60 * time.Second})
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = nodes[i].TryStart()
+		}()
+	}
+	wg.Wait()
+	return nodes, errors.Join(errs...)
+}
+
+func retry(ctx context.Context, d time.Duration, fn func() error) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := fn()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
