@@ -507,11 +507,16 @@ func (c *Client) session(r role) (link, error) {
 // also ends when the connection drops, so a call caught by an outage fails
 // with ErrNotConnected at once instead of waiting for its timeout.
 func (c *Client) call(ctx context.Context, r role, fn func(ctx context.Context, nc *nats.Conn) error) error {
+	return c.callWithin(ctx, r, c.cfg.RequestTimeout, fn)
+}
+
+// callWithin is call bounded by d instead of RequestTimeout.
+func (c *Client) callWithin(ctx context.Context, r role, d time.Duration, fn func(ctx context.Context, nc *nats.Conn) error) error {
 	l, err := c.session(r)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	ctx, drop := context.WithCancelCause(ctx)
 	defer drop(nil)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -355,9 +356,9 @@ func (c *Client) ConsumerNames(ctx context.Context) ([]string, error) {
 // cluster as large as its replicas, so a lost node shows there at the cost
 // of one request.
 func (c *Client) OfflineConsumers(ctx context.Context, full bool) ([]string, error) {
-	var missing []string
-	err := c.call(ctx, adminConn, func(ctx context.Context, nc *nats.Conn) error {
-		if !full {
+	if !full {
+		var whole bool
+		err := c.callWithin(ctx, adminConn, deleteWait, func(ctx context.Context, nc *nats.Conn) error {
 			js, err := jetstream.New(nc)
 			if err != nil {
 				return err
@@ -366,11 +367,22 @@ func (c *Client) OfflineConsumers(ctx context.Context, full bool) ([]string, err
 			if err != nil {
 				return err
 			}
-			if !degraded(st.CachedInfo().Cluster) {
-				return nil
-			}
+			whole = !degraded(st.CachedInfo().Cluster)
+			return nil
+		})
+		// A stream that does not answer within deleteWait (no leader yet
+		// after a loss) is looked at through the list, which the meta
+		// leader answers.
+		if err == nil && whole {
+			return nil, nil
 		}
-		for offset := 0; ; {
+	}
+	var missing []string
+	for offset := 0; ; {
+		var page consumerListPage
+		// nats-server waits up to 4 s for the consumers of a page to
+		// answer before naming the others missing.
+		err := c.callWithin(ctx, adminConn, c.cfg.RequestTimeout+5*time.Second, func(ctx context.Context, nc *nats.Conn) error {
 			req, err := json.Marshal(struct {
 				Offset int `json:"offset"`
 			}{offset})
@@ -381,36 +393,39 @@ func (c *Client) OfflineConsumers(ctx context.Context, full bool) ([]string, err
 			if err != nil {
 				return err
 			}
-			var resp struct {
-				Total     int               `json:"total"`
-				Consumers []json.RawMessage `json:"consumers"`
-				Missing   []string          `json:"missing"`
-				Error     *struct {
-					Code        int    `json:"code"`
-					Description string `json:"description"`
-				} `json:"error"`
-			}
-			if err := json.Unmarshal(msg.Data, &resp); err != nil {
+			if err := json.Unmarshal(msg.Data, &page); err != nil {
 				return fmt.Errorf("unreadable consumer list: %w", err)
 			}
-			if resp.Error != nil {
-				return fmt.Errorf("consumer list: %s (code %d)", resp.Error.Description, resp.Error.Code)
+			if page.Error != nil {
+				return fmt.Errorf("consumer list: %s (code %d)", page.Error.Description, page.Error.Code)
 			}
-			missing = append(missing, resp.Missing...)
-			// Offline consumers are listed among the consumers too, so the
-			// page size counts them.
-			got := len(resp.Consumers)
-			if got == 0 || offset+got >= resp.Total {
-				return nil
-			}
-			offset += got
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("serveradmin: offline consumers of %s: %w", c.cfg.Stream.Name, err)
 		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("serveradmin: offline consumers of %s: %w", c.cfg.Stream.Name, err)
+		missing = append(missing, page.Missing...)
+		// Offline consumers are listed among the consumers too, so the
+		// page size counts them.
+		got := len(page.Consumers)
+		if got == 0 || offset+got >= page.Total {
+			break
+		}
+		offset += got
 	}
 	slices.Sort(missing)
 	return slices.Compact(missing), nil
+}
+
+// consumerListPage is nats-server's answer to $JS.API.CONSUMER.LIST.
+type consumerListPage struct {
+	Total     int               `json:"total"`
+	Consumers []json.RawMessage `json:"consumers"`
+	Missing   []string          `json:"missing"`
+	Error     *struct {
+		Code        int    `json:"code"`
+		Description string `json:"description"`
+	} `json:"error"`
 }
 
 // degraded reports whether a replica of a clustered stream is offline or
@@ -433,33 +448,34 @@ func degraded(ci *jetstream.ClusterInfo) bool {
 // RecreateConsumer deletes the sensor's consumer and creates it again with
 // the configured settings, for a consumer no live node holds
 // (OfflineConsumers): nats-server's meta leader removes the assignment
-// without the lost node and places the new consumer on live ones. The new
-// consumer starts from the first command the stream keeps for the sensor,
-// so commands the lost consumer had delivered are delivered again: no
-// command is lost, and agents recognise the ones they applied (the agent's
-// applied-commands file). A node that returns later drops the old consumer.
+// without the lost node and places the new consumer on a live, caught-up
+// one. The new consumer starts from the first command the stream keeps for
+// the sensor, so commands the lost consumer had delivered are delivered
+// again: no command is lost, and agents recognise the ones they applied
+// (the agent's applied-commands file). A node that returns later drops the
+// old consumer.
+//
+// Until nats-server marks a killed node offline (its peers wait for its
+// heartbeats for minutes) the meta leader applies the delete without
+// answering it, so a delete that gets no answer within deleteWait is taken
+// as done and the create tells: it fails while the old assignment stands.
 func (c *Client) RecreateConsumer(ctx context.Context, s topology.Sensor) error {
 	if s.Stream != c.cfg.Stream.Name {
 		return fmt.Errorf("serveradmin: consumer %s: %w: %q, managing %q", s.Consumer(), ErrStreamMismatch, s.Stream, c.cfg.Stream.Name)
 	}
-	alive := false
-	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {
-		// A consumer that answers was only slow to answer the list: it
-		// keeps its state.
-		if _, err := js.Consumer(ctx, s.Stream, s.Consumer()); err == nil {
-			alive = true
+	err := c.callWithin(ctx, adminConn, deleteWait, func(ctx context.Context, nc *nats.Conn) error {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		err = js.DeleteConsumer(ctx, s.Stream, s.Consumer())
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 			return nil
 		}
-		if err := js.DeleteConsumer(ctx, s.Stream, s.Consumer()); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return fmt.Errorf("delete: %w", err)
-		}
-		return nil
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("serveradmin: recreate consumer %s: %w", s.Consumer(), err)
-	}
-	if alive {
-		return nil
+		return fmt.Errorf("serveradmin: recreate consumer %s: delete: %w", s.Consumer(), err)
 	}
 	if err := c.EnsureConsumer(ctx, s); err != nil {
 		return err
@@ -467,3 +483,6 @@ func (c *Client) RecreateConsumer(ctx context.Context, s topology.Sensor) error 
 	c.log.Info("recreated a consumer no live node held", "consumer", s.Consumer())
 	return nil
 }
+
+// deleteWait bounds the delete of a consumer no live node holds.
+const deleteWait = 2 * time.Second

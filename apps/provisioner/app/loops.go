@@ -142,7 +142,7 @@ func (s *Server) offlineLoop(ctx context.Context, every time.Duration, fullEvery
 		if !s.nats.Ready() {
 			continue
 		}
-		n, err := s.svc.RecreateOfflineConsumers(ctx, tick%fullEvery == 0, 8)
+		n, err := s.svc.RecreateOfflineConsumers(ctx, tick%fullEvery == 0, 32)
 		s.consumersRecreated.Add(int64(n))
 		switch {
 		case err != nil && ctx.Err() == nil:
