@@ -37,6 +37,8 @@ import (
 
 	"github.com/rxc-project/rxc/bench/benchenv"
 	"github.com/rxc-project/rxc/internal/natstest"
+	"github.com/rxc-project/rxc/internal/pgtest"
+	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 type shape struct {
@@ -70,6 +72,7 @@ func main() {
 	sensors := flag.Int("sensors", 2000, "sensors (durable consumers) per shape")
 	list := flag.String("shapes", "single-wq,single-limits,limits-r1,wq-r3", "shapes to measure, in order: "+names())
 	kill := flag.String("kill", "limits-r1", "shape whose node is stopped after the fan-out (empty: none)")
+	shipped := flag.Bool("shipped", true, "also enrol the sensors through the provisioner on the shipped shape (three nodes, COMMAND_STREAM_RETENTION=limits, COMMAND_CONSUMER_REPLICAS=1, PostgreSQL)")
 	flag.Parse()
 	ctx := context.Background()
 	fmt.Printf("machine: %s; %d sensors per shape; nats-server %s\n", benchenv.Machine(), *sensors, serverKind())
@@ -86,6 +89,14 @@ func main() {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", sh.name, r.err)
 		}
 		results = append(results, r)
+	}
+	var prov provResult
+	if *shipped {
+		fmt.Fprintln(os.Stderr, "== the shipped shape through the provisioner")
+		prov = provisioned(ctx, *sensors)
+		if prov.err != nil {
+			fmt.Fprintln(os.Stderr, "shipped:", prov.err)
+		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d sensors, one durable pull consumer each (32 created at a time), then one command to every sensor (each consumer fetches and acks; time to the last ack). Fresh servers per shape, same disk, load average at the start %s.\n\n", *sensors, loadavg())
@@ -115,6 +126,18 @@ func main() {
 			frel = fmt.Sprintf(" (%.2f× single limits)", r.fanout.Seconds()/base.fanout.Seconds())
 		}
 		fmt.Fprintf(&b, "| %s | %s | %.0f%s | %s%s | %s |\n", r.shape.name, r.create.Round(time.Millisecond), r.createdPerSecond, rel, r.fanout.Round(time.Millisecond), frel, kill)
+	}
+	if *shipped {
+		switch {
+		case prov.err != nil:
+			fmt.Fprintf(&b, "| the shipped shape through the provisioner (POST /users) | failed: %v | | | |\n", prov.err)
+		default:
+			rel := ""
+			if base != nil && base.err == nil {
+				rel = fmt.Sprintf(" (%.2f of single limits consumer creation)", prov.rate/base.createdPerSecond)
+			}
+			fmt.Fprintf(&b, "| the shipped shape through the provisioner: POST /users (user JWT, PostgreSQL, consumer; 32 at a time) | %s | %.0f%s | (bare row above) | |\n", prov.total.Round(time.Millisecond), prov.rate, rel)
+		}
 	}
 	fmt.Print(b.String())
 	if err := benchenv.AppendResults("docs/benchmarks-history.md", "NATS cluster shapes (bench/cluster)", b.String()); err != nil {
@@ -400,4 +423,59 @@ func retry(ctx context.Context, d time.Duration, fn func() error) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+type provResult struct {
+	total time.Duration
+	rate  float64
+	err   error
+}
+
+// provisioned enrols n sensors through the provisioner (POST /users, 32 at
+// a time, over ten tenants) on three nats-servers in the shape deploy/
+// ships, PostgreSQL on the same disk.
+func provisioned(ctx context.Context, n int) (r provResult) {
+	t := &benchenv.T{}
+	defer t.Close()
+	pg, err := pgtest.Start()
+	if err != nil {
+		r.err = err
+		return r
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	pgtest.Use(pg.DSN("postgres"))
+	prov := provisionertest.Start(t, provisionertest.Options{
+		LogLevel: "error", ClusterNodes: 3, ConsumerReplicas: 1, CommandStreamRetention: "limits", CommandStreamMaxConsumers: n + 10,
+	})
+	for i := range 10 {
+		if status, body := prov.Post("/accounts", map[string]string{"tenantId": fmt.Sprintf("t%d", i)}); status != 200 && status != 201 {
+			r.err = fmt.Errorf("POST /accounts: %d %s", status, body)
+			return r
+		}
+	}
+	var failed atomic.Int64
+	var first atomic.Value
+	start := time.Now()
+	_ = benchenv.Parallel(ctx, n, 32, func(i int) error {
+		for attempt := 0; ; attempt++ {
+			status, _, body := prov.Request("POST", "/users", map[string]string{"tenantId": fmt.Sprintf("t%d", i%10), "sensorId": fmt.Sprintf("s-%06d", i)})
+			if status == 200 || status == 201 {
+				return nil
+			}
+			if status == 503 && attempt < 5 {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			failed.Add(1)
+			first.CompareAndSwap(nil, fmt.Sprintf("%d %s", status, body))
+			return nil
+		}
+	})
+	r.total = time.Since(start)
+	r.rate = float64(n) / r.total.Seconds()
+	if f := failed.Load(); f > 0 {
+		r.err = fmt.Errorf("%d of %d sensors not provisioned (first: %v)", f, n, first.Load())
+	}
+	fmt.Fprintf(os.Stderr, "provisioned %d sensors in %s\n", n, r.total.Round(time.Millisecond))
+	return r
 }

@@ -174,6 +174,9 @@ type Client struct {
 	// the current connection and the stream stayed crowded since.
 	crowdedWarned bool
 
+	// upgradeMu serialises stream upgrades (upgrade.go).
+	upgradeMu sync.Mutex
+
 	hookKick   chan struct{}
 	streamKick chan struct{}
 	wg         sync.WaitGroup

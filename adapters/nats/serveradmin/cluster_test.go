@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -446,5 +447,130 @@ func TestClusterR1ConsumersSurviveANodeLoss(t *testing.T) {
 	}
 	if len(problems) > 0 {
 		t.Errorf("deliveries by message id; want c2 and c3 once each, c1 once (twice from a recreated consumer):\n%s", strings.Join(problems, "\n"))
+	}
+}
+
+// The upgrade path from the shape deploy/ shipped before (a work-queue
+// stream of three replicas, R3 consumers) to the current one (limits
+// retention, R1 consumers): the provisioner started with the new settings
+// replaces the stream under its name, carrying over every pending command
+// (never fetched, or delivered and not acknowledged); acknowledged ones
+// stay gone; every sensor then receives new commands on its new consumer.
+func TestClusterUpgradeFromWorkQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cl := newCluster(e)
+	urls := cl.urls()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	oldCfg := e.config(urls)
+	oldCfg.Stream.Replicas, oldCfg.Stream.Retention = 3, serveradmin.RetentionWorkQueue
+	old := e.client(oldCfg)
+	eventually(t, 15*time.Second, "EnsureStream with 3 replicas", func() bool { return old.EnsureStream(ctx) == nil })
+	adm := e.admin(urls)
+	eventually(t, 15*time.Second, "three current stream replicas", func() bool { return streamHealthy(ctx, adm, 3) })
+
+	tPub, tSeed := e.tenant("acme")
+	var sensors []topology.Sensor
+	sjs := map[string]jetstream.JetStream{}
+	for i := range 6 {
+		s := topology.Sensor{Stream: stream, TenantID: "acme", SensorID: fmt.Sprintf("s-%d", i)}
+		must(t, old.EnsureConsumer(ctx, s))
+		sensors = append(sensors, s)
+		u := e.user(tPub, tSeed, s.SensorID, s.Permissions())
+		snc, err := connect(urls, u, nats.CustomInboxPrefix(s.InboxPrefix()), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		must(t, err)
+		t.Cleanup(snc.Close)
+		js, err := jetstream.NewWithAPIPrefix(snc, topology.APIPrefix)
+		must(t, err)
+		sjs[s.Consumer()] = js
+	}
+	backend := e.user(e.ctlPub, e.ctlSeed, "backend", topology.BackendPermissions())
+	creds, err := e.signer.Creds(backend.JWT, backend.Seed)
+	must(t, err)
+	msg, err := sensorbus.New(sensorbus.Config{
+		URL: urls, Creds: func(context.Context) (string, error) { return string(creds), nil },
+		ReconnectWait: 50 * time.Millisecond, PublishTimeout: 2 * time.Second, DrainTimeout: 2 * time.Second,
+	})
+	must(t, err)
+	t.Cleanup(msg.Close)
+	msg.Start(ctx)
+	eventually(t, 10*time.Second, "sensorbus ready", msg.Ready)
+	publish := func(prefix string) {
+		t.Helper()
+		for _, s := range sensors {
+			id := prefix + "-" + s.SensorID
+			eventually(t, 15*time.Second, "command "+id+" stored", func() bool {
+				_, err := msg.PublishCommand(ctx, fleet.CommandMessage{TenantID: s.TenantID, SensorID: s.SensorID, CommandID: id, Payload: []byte(`{"commandId":"` + id + `"}`)})
+				return err == nil
+			})
+		}
+	}
+	// fetch returns the message ids one pull brings, acking them when ack.
+	fetch := func(s topology.Sensor, ack bool) []string {
+		t.Helper()
+		cons, err := sjs[s.Consumer()].Consumer(ctx, stream, s.Consumer())
+		must(t, err)
+		b, err := cons.Fetch(10, jetstream.FetchMaxWait(time.Second))
+		must(t, err)
+		var ids []string
+		for m := range b.Messages() {
+			ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
+			if ack {
+				must(t, m.DoubleAck(ctx))
+			}
+		}
+		return ids
+	}
+
+	publish("c1")
+	for _, s := range sensors[:3] { // acknowledged: gone
+		if got := fetch(s, true); len(got) != 1 {
+			t.Fatalf("%s before the upgrade got %v", s.SensorID, got)
+		}
+	}
+	if got := fetch(sensors[3], false); len(got) != 1 { // delivered, not acknowledged
+		t.Fatalf("%s before the upgrade got %v", sensors[3].SensorID, got)
+	}
+	publish("c2")
+	old.Close()
+
+	newCfg := e.config(urls)
+	newCfg.Stream.Replicas, newCfg.Stream.ConsumerReplicas, newCfg.Stream.Retention = 3, 1, serveradmin.RetentionLimits
+	upgraded := e.client(newCfg)
+	must(t, upgraded.EnsureStream(ctx))
+	st, err := adm.Stream(ctx, stream)
+	must(t, err)
+	if cfg := st.CachedInfo().Config; cfg.Retention != jetstream.LimitsPolicy || cfg.Replicas != 3 || len(cfg.Sources) != 0 || !slices.Equal(cfg.Subjects, []string{topology.CommandWildcard}) {
+		t.Fatalf("stream after the upgrade: retention %v, replicas %d, sources %v, subjects %v", cfg.Retention, cfg.Replicas, cfg.Sources, cfg.Subjects)
+	}
+	if _, err := adm.Stream(ctx, stream+"_UPGRADE"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("holding stream after the upgrade: %v, want gone", err)
+	}
+	// Again: nothing to do.
+	must(t, upgraded.EnsureStream(ctx))
+	for _, s := range sensors { // the repair pass
+		must(t, upgraded.EnsureConsumer(ctx, s))
+		cons, err := adm.Consumer(ctx, stream, s.Consumer())
+		must(t, err)
+		if ci := cons.CachedInfo(); ci.Config.Replicas != 1 {
+			t.Errorf("%s replicas %d after the upgrade, want 1", s.Consumer(), ci.Config.Replicas)
+		}
+	}
+	for i, s := range sensors {
+		want := []string{"c2-" + s.SensorID}
+		if i >= 3 {
+			want = []string{"c1-" + s.SensorID, "c2-" + s.SensorID}
+		}
+		if got := fetch(s, true); !slices.Equal(got, want) {
+			t.Errorf("%s after the upgrade received %v, want %v", s.SensorID, got, want)
+		}
+	}
+	publish("c3")
+	for _, s := range sensors {
+		if got := fetch(s, true); !slices.Equal(got, []string{"c3-" + s.SensorID}) {
+			t.Errorf("%s after the upgrade, a new command: received %v", s.SensorID, got)
+		}
 	}
 }

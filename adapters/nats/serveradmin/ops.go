@@ -111,6 +111,11 @@ func (c *Client) EnsureStream(ctx context.Context) error {
 	case RetentionInterest:
 		cfg.Retention = jetstream.InterestPolicy
 	}
+	// A work-queue or interest stream of an earlier release is carried
+	// over to limits retention first (upgrade.go).
+	if _, err := c.upgradeStream(ctx, cfg); err != nil {
+		return err
+	}
 	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {
 		_, err := js.CreateOrUpdateStream(ctx, cfg)
 		if !isMaxConsumersChangeRefused(err) {
