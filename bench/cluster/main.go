@@ -25,7 +25,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -63,9 +65,12 @@ type result struct {
 	create, fanout   time.Duration
 	createdPerSecond float64
 	missing          int
-	listed           time.Duration
-	recreate         time.Duration
-	err              error
+	// rss and disk are the largest node's resident memory (peak) and
+	// JetStream store after the fan-out; 0 when unknown (in process).
+	rss, disk int64
+	listed    time.Duration
+	recreate  time.Duration
+	err       error
 }
 
 func main() {
@@ -100,7 +105,7 @@ func main() {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d sensors, one durable pull consumer each (32 created at a time), then one command to every sensor (each consumer fetches and acks; time to the last ack). Fresh servers per shape, same disk, load average at the start %s.\n\n", *sensors, loadavg())
-	b.WriteString("| shape | consumers created | /s | one command to every sensor | one node killed after the fan-out (SIGKILL), then what the provisioner does |\n|---|---|---|---|---|\n")
+	b.WriteString("| shape | consumers created | /s | one command to every sensor | largest node: peak RSS, JetStream store | one node killed after the fan-out (SIGKILL), then what the provisioner does |\n|---|---|---|---|---|---|\n")
 	var base *result
 	for i := range results {
 		r := &results[i]
@@ -110,7 +115,7 @@ func main() {
 	}
 	for _, r := range results {
 		if r.err != nil {
-			fmt.Fprintf(&b, "| %s | failed: %v | | | |\n", r.shape.name, r.err)
+			fmt.Fprintf(&b, "| %s | failed: %v | | | | |\n", r.shape.name, r.err)
 			continue
 		}
 		kill := ""
@@ -125,18 +130,22 @@ func main() {
 		if base != nil && base.err == nil {
 			frel = fmt.Sprintf(" (%.2f× single limits)", r.fanout.Seconds()/base.fanout.Seconds())
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f%s | %s%s | %s |\n", r.shape.name, r.create.Round(time.Millisecond), r.createdPerSecond, rel, r.fanout.Round(time.Millisecond), frel, kill)
+		mem := fmt.Sprintf("%d MiB, %d MiB", r.rss>>20, r.disk>>20)
+		if r.rss == 0 {
+			mem = fmt.Sprintf("(in process), %d MiB", r.disk>>20)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f%s | %s%s | %s | %s |\n", r.shape.name, r.create.Round(time.Millisecond), r.createdPerSecond, rel, r.fanout.Round(time.Millisecond), frel, mem, kill)
 	}
 	if *shipped {
 		switch {
 		case prov.err != nil:
-			fmt.Fprintf(&b, "| the shipped shape through the provisioner (POST /users) | failed: %v | | | |\n", prov.err)
+			fmt.Fprintf(&b, "| the shipped shape through the provisioner (POST /users) | failed: %v | | | | |\n", prov.err)
 		default:
 			rel := ""
 			if base != nil && base.err == nil {
 				rel = fmt.Sprintf(" (%.2f of single limits consumer creation)", prov.rate/base.createdPerSecond)
 			}
-			fmt.Fprintf(&b, "| the shipped shape through the provisioner: POST /users (user JWT, PostgreSQL, consumer; 32 at a time) | %s | %.0f%s | (bare row above) | |\n", prov.total.Round(time.Millisecond), prov.rate, rel)
+			fmt.Fprintf(&b, "| the shipped shape through the provisioner: POST /users (user JWT, PostgreSQL, consumer; 32 at a time) | %s | %.0f%s | (bare row above) | | |\n", prov.total.Round(time.Millisecond), prov.rate, rel)
 		}
 	}
 	fmt.Print(b.String())
@@ -288,6 +297,13 @@ func measure(ctx context.Context, sh shape, n int, kill bool) (r result) {
 		return r
 	}
 	fmt.Fprintf(os.Stderr, "fan-out to %d sensors in %s\n", n, r.fanout.Round(time.Millisecond))
+	for _, node := range nodes {
+		if node.External() {
+			_, peak := benchenv.RSS(node.PID())
+			r.rss = max(r.rss, peak)
+		}
+		r.disk = max(r.disk, dirSize(node.StoreDir()))
+	}
 	if !kill || sh.nodes < 3 {
 		return r
 	}
@@ -342,38 +358,75 @@ func measure(ctx context.Context, sh shape, n int, kill bool) (r result) {
 	return r
 }
 
-// missingConsumers pages through the stream's consumer list: nats-server
-// names the consumers none of whose peers answered under "missing".
+// missingConsumers pages through the stream's consumer list as
+// serveradmin.OfflineConsumers does (the first page, then the others 8 at a
+// time): nats-server names the consumers none of whose peers answered
+// under "missing".
 func missingConsumers(ctx context.Context, nc *nats.Conn, stream string) ([]string, error) {
-	var out []string
-	for offset := 0; ; {
-		req, _ := json.Marshal(map[string]int{"offset": offset})
-		msg, err := nc.RequestWithContext(ctx, "$JS.API.CONSUMER.LIST."+stream, req)
-		if err != nil {
-			return nil, err
-		}
-		var resp struct {
-			Total     int               `json:"total"`
-			Limit     int               `json:"limit"`
-			Consumers []json.RawMessage `json:"consumers"`
-			Missing   []string          `json:"missing"`
-			Error     *struct {
-				Description string `json:"description"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(msg.Data, &resp); err != nil {
-			return nil, err
-		}
-		if resp.Error != nil {
-			return nil, errors.New(resp.Error.Description)
-		}
-		out = append(out, resp.Missing...)
-		got := len(resp.Consumers)
-		if got == 0 || offset+got >= resp.Total {
-			return out, nil
-		}
-		offset += got
+	type page struct {
+		Total     int               `json:"total"`
+		Consumers []json.RawMessage `json:"consumers"`
+		Missing   []string          `json:"missing"`
+		Error     *struct {
+			Description string `json:"description"`
+		} `json:"error"`
 	}
+	get := func(offset int) (page, error) {
+		var p page
+		req, _ := json.Marshal(map[string]int{"offset": offset})
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		msg, err := nc.RequestWithContext(rctx, "$JS.API.CONSUMER.LIST."+stream, req)
+		if err != nil {
+			return p, err
+		}
+		if err := json.Unmarshal(msg.Data, &p); err != nil {
+			return p, err
+		}
+		if p.Error != nil {
+			return p, errors.New(p.Error.Description)
+		}
+		return p, nil
+	}
+	first, err := get(0)
+	if err != nil {
+		return nil, err
+	}
+	out := first.Missing
+	size := len(first.Consumers)
+	if size == 0 || size >= first.Total {
+		return out, nil
+	}
+	var offsets []int
+	for o := size; o < first.Total; o += size {
+		offsets = append(offsets, o)
+	}
+	var mu sync.Mutex
+	err = benchenv.Parallel(ctx, len(offsets), 8, func(i int) error {
+		p, err := get(offsets[i])
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out = append(out, p.Missing...)
+		mu.Unlock()
+		return nil
+	})
+	return out, err
+}
+
+// dirSize is the bytes of the files under dir.
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 func startNodes(t *benchenv.T, n int) ([]*natstest.Server, error) {

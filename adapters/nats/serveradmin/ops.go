@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -382,44 +383,72 @@ func (c *Client) OfflineConsumers(ctx context.Context, full bool) ([]string, err
 			return nil, nil
 		}
 	}
-	var missing []string
-	for offset := 0; ; {
-		var page consumerListPage
-		// nats-server waits up to 4 s for the consumers of a page to
-		// answer before naming the others missing.
-		err := c.callWithin(ctx, adminConn, c.cfg.RequestTimeout+5*time.Second, func(ctx context.Context, nc *nats.Conn) error {
-			req, err := json.Marshal(struct {
-				Offset int `json:"offset"`
-			}{offset})
-			if err != nil {
-				return err
-			}
-			msg, err := nc.RequestWithContext(ctx, "$JS.API.CONSUMER.LIST."+c.cfg.Stream.Name, req)
-			if err != nil {
-				return err
-			}
-			if err := json.Unmarshal(msg.Data, &page); err != nil {
-				return fmt.Errorf("unreadable consumer list: %w", err)
-			}
-			if page.Error != nil {
-				return fmt.Errorf("consumer list: %s (code %d)", page.Error.Description, page.Error.Code)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("serveradmin: offline consumers of %s: %w", c.cfg.Stream.Name, err)
+	// The first page tells how many there are; the others are asked for
+	// at once: each page waits up to 4 s for its consumers' answers.
+	first, err := c.consumerPage(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	missing := first.Missing
+	size := len(first.Consumers)
+	if size > 0 && size < first.Total {
+		var (
+			mu   sync.Mutex
+			wg   sync.WaitGroup
+			errs []error
+		)
+		sem := make(chan struct{}, 8)
+		for offset := size; offset < first.Total; offset += size {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				page, err := c.consumerPage(ctx, offset)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				missing = append(missing, page.Missing...)
+			})
 		}
-		missing = append(missing, page.Missing...)
-		// Offline consumers are listed among the consumers too, so the
-		// page size counts them.
-		got := len(page.Consumers)
-		if got == 0 || offset+got >= page.Total {
-			break
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
 		}
-		offset += got
 	}
 	slices.Sort(missing)
 	return slices.Compact(missing), nil
+}
+
+// consumerPage asks for one page of the command stream's consumer list.
+func (c *Client) consumerPage(ctx context.Context, offset int) (consumerListPage, error) {
+	var page consumerListPage
+	// nats-server waits up to 4 s for the consumers of a page to answer
+	// before naming the others missing.
+	err := c.callWithin(ctx, adminConn, c.cfg.RequestTimeout+5*time.Second, func(ctx context.Context, nc *nats.Conn) error {
+		req, err := json.Marshal(struct {
+			Offset int `json:"offset"`
+		}{offset})
+		if err != nil {
+			return err
+		}
+		msg, err := nc.RequestWithContext(ctx, "$JS.API.CONSUMER.LIST."+c.cfg.Stream.Name, req)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(msg.Data, &page); err != nil {
+			return fmt.Errorf("unreadable consumer list: %w", err)
+		}
+		if page.Error != nil {
+			return fmt.Errorf("consumer list: %s (code %d)", page.Error.Description, page.Error.Code)
+		}
+		return nil
+	})
+	if err != nil {
+		return page, fmt.Errorf("serveradmin: offline consumers of %s: %w", c.cfg.Stream.Name, err)
+	}
+	return page, nil
 }
 
 // consumerListPage is nats-server's answer to $JS.API.CONSUMER.LIST.
