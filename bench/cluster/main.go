@@ -66,7 +66,8 @@ type result struct {
 	createdPerSecond float64
 	missing          int
 	// rss and disk are the largest node's resident memory (peak) and
-	// JetStream store after the fan-out; 0 when unknown (in process).
+	// directory (JetStream store, configuration, log) after the fan-out;
+	// rss is 0 when unknown (in process).
 	rss, disk int64
 	listed    time.Duration
 	recreate  time.Duration
@@ -105,7 +106,7 @@ func main() {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d sensors, one durable pull consumer each (32 created at a time), then one command to every sensor (each consumer fetches and acks; time to the last ack). Fresh servers per shape, same disk, load average at the start %s.\n\n", *sensors, loadavg())
-	b.WriteString("| shape | consumers created | /s | one command to every sensor | largest node: peak RSS, JetStream store | one node killed after the fan-out (SIGKILL), then what the provisioner does |\n|---|---|---|---|---|---|\n")
+	b.WriteString("| shape | consumers created | /s | one command to every sensor | largest node: peak RSS, its directory (store, log) | one node killed after the fan-out (SIGKILL), then what the provisioner does |\n|---|---|---|---|---|---|\n")
 	var base *result
 	for i := range results {
 		r := &results[i]
@@ -302,7 +303,7 @@ func measure(ctx context.Context, sh shape, n int, kill bool) (r result) {
 			_, peak := benchenv.RSS(node.PID())
 			r.rss = max(r.rss, peak)
 		}
-		r.disk = max(r.disk, dirSize(node.StoreDir()))
+		r.disk = max(r.disk, dirSize(filepath.Dir(node.StoreDir())))
 	}
 	if !kill || sh.nodes < 3 {
 		return r
@@ -498,7 +499,7 @@ func provisioned(ctx context.Context, n int) (r provResult) {
 	t.Cleanup(func() { _ = pg.Stop() })
 	pgtest.Use(pg.DSN("postgres"))
 	prov := provisionertest.Start(t, provisionertest.Options{
-		LogLevel: "error", ClusterNodes: 3, ConsumerReplicas: 1, CommandStreamRetention: "limits", CommandStreamMaxConsumers: n + 10,
+		LogLevel: "warn", ClusterNodes: 3, ConsumerReplicas: 1, CommandStreamRetention: "limits", CommandStreamMaxConsumers: n + 10,
 	})
 	for i := range 10 {
 		if status, body := prov.Post("/accounts", map[string]string{"tenantId": fmt.Sprintf("t%d", i)}); status != 200 && status != 201 {

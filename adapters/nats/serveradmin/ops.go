@@ -462,8 +462,11 @@ type consumerListPage struct {
 	} `json:"error"`
 }
 
-// degraded reports whether a replica of a clustered stream is offline or
-// not current, or the stream has no leader.
+// degraded reports whether a clustered stream has no leader or a replica
+// that is offline or that its leader has not heard from for replicaSilence.
+// A replica that is only behind (not current) is not: under a heavy load,
+// an enrolment for one, followers lag without being lost, and listing every
+// consumer then would only add to the load.
 func degraded(ci *jetstream.ClusterInfo) bool {
 	if ci == nil {
 		return false
@@ -472,12 +475,17 @@ func degraded(ci *jetstream.ClusterInfo) bool {
 		return true
 	}
 	for _, r := range ci.Replicas {
-		if r.Offline || !r.Current {
+		if r.Offline || r.Active > replicaSilence {
 			return true
 		}
 	}
 	return false
 }
+
+// replicaSilence is how long a stream replica may go unheard before the
+// consumers are listed (a live one is heard from about every second;
+// nats-server marks a killed node offline only after minutes).
+const replicaSilence = 5 * time.Second
 
 // RecreateConsumer deletes the sensor's consumer and creates it again with
 // the configured settings, for a consumer no live node holds
