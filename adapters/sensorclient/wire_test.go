@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/sdk/sensorwire"
 )
 
 var testTime = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
@@ -90,24 +91,27 @@ func TestCommandExpired(t *testing.T) {
 	}
 }
 
-// The control plane parses status strictly; what this package sends must
-// pass its parser, including long details and odd command ids.
+// The control plane decodes status strictly (sensorwire.DecodeStatus, no
+// unknown fields, at most MaxStatusBytes); what this package sends must
+// pass, including long details and odd command ids. The values it then
+// checks (reportable state, ids) are held by core/fleet's tests and the
+// end-to-end agent tests.
 func TestStatusIsAcceptedByTheControlPlane(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 21, 9, 0, 0, 123456000, time.FixedZone("CET", 3600))
 	tests := []struct {
 		name string
 		in   Status
-		want fleet.StatusReport
+		want Status
 	}{
 		{"heartbeat", Status{State: StateOnline, At: at},
-			fleet.StatusReport{State: fleet.StateOnline, At: at.UTC()}},
+			Status{State: StateOnline, At: at.UTC()}},
 		{"command result", Status{State: StateRunning, CommandID: "0b6a3f0e-8c1d", At: at, AgentVersion: "v1.2.3"},
-			fleet.StatusReport{State: fleet.StateRunning, CommandID: "0b6a3f0e-8c1d", At: at.UTC(), AgentVersion: "v1.2.3"}},
+			Status{State: StateRunning, CommandID: "0b6a3f0e-8c1d", At: at.UTC(), AgentVersion: "v1.2.3"}},
 		{"long detail is cut on a rune boundary", Status{State: StateError, At: at, Detail: strings.Repeat("é", 3000)},
-			fleet.StatusReport{State: fleet.StateError, At: at.UTC(), Detail: strings.Repeat("é", maxDetail/2)}},
+			Status{State: StateError, At: at.UTC(), Detail: strings.Repeat("é", maxDetail/2)}},
 		{"invalid command id is dropped", Status{State: StateStopped, CommandID: "x.y", At: at},
-			fleet.StatusReport{State: fleet.StateStopped, At: at.UTC()}},
+			Status{State: StateStopped, At: at.UTC()}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,12 +120,12 @@ func TestStatusIsAcceptedByTheControlPlane(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := fleet.ParseStatusReport(data)
+			got, err := sensorwire.DecodeStatus(data)
 			if err != nil {
 				t.Fatalf("control plane refuses %s: %v", data, err)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("parsed status (-want +got):\n%s", diff)
+				t.Errorf("decoded status (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -461,41 +461,30 @@ func (s *Service) PublishQueued(ctx context.Context) (int, error) {
 // publishClaimed publishes claimed commands, pipelined when the publisher
 // can, and returns each one's outcome.
 func (s *Service) publishClaimed(ctx context.Context, cmds []Command) []PublishResult {
-	results := make([]PublishResult, len(cmds))
-	msgs := make([]CommandMessage, 0, len(cmds))
-	index := make([]int, 0, len(cmds)) // msgs[k] is cmds[index[k]]
-	for i, c := range cmds {
-		m, err := s.commandMessage(c)
-		if err != nil {
-			results[i].Err = err
-			continue
-		}
-		msgs = append(msgs, m)
-		index = append(index, i)
-	}
 	if bp, ok := s.publisher.(CommandBatchPublisher); ok {
-		got := bp.PublishCommands(ctx, msgs, s.batchConcurrency)
-		for k := range msgs {
-			if len(got) != len(msgs) {
-				// Not an answer per command: none is known stored.
-				results[index[k]].Err = fmt.Errorf("%w: %d outcomes for %d commands", ErrPublishUnknown, len(got), len(msgs))
-				continue
-			}
-			results[index[k]] = got[k]
+		got := bp.PublishCommands(ctx, cmds, s.batchConcurrency)
+		if len(got) == len(cmds) {
+			return got
 		}
-	} else {
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, s.batchConcurrency)
-		for k, m := range msgs {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				r := &results[index[k]]
-				r.Ack, r.Err = s.publisher.PublishCommand(ctx, m)
-			})
+		// Not an answer per command: none is known stored.
+		results := make([]PublishResult, len(cmds))
+		for i := range results {
+			results[i].Err = fmt.Errorf("%w: %d outcomes for %d commands", ErrPublishUnknown, len(got), len(cmds))
 		}
-		wg.Wait()
+		return results
 	}
+	results := make([]PublishResult, len(cmds))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, s.batchConcurrency)
+	for i, c := range cmds {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r := &results[i]
+			r.Ack, r.Err = s.publisher.PublishCommand(ctx, c)
+		})
+	}
+	wg.Wait()
 	return results
 }
 

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -36,15 +35,11 @@ type PublishAck struct {
 // Errors wrap ErrMessagingUnavailable or ErrMessagingDisabled, and
 // ErrNotPublished or ErrPublishUnknown.
 type CommandPublisher interface {
-	PublishCommand(ctx context.Context, m CommandMessage) (PublishAck, error)
-}
-
-// CommandMessage is one command as published: the sensor it is for, its
-// id and its encoded body (SensorControlCommand in JSON). Where it goes on
-// the wire is the publisher's business.
-type CommandMessage struct {
-	TenantID, SensorID, CommandID string
-	Payload                       []byte
+	// PublishCommand publishes c to its sensor (c.TenantID, c.SensorID)
+	// with c.ID as the deduplication id. What the sensor is sent (id,
+	// tenant, sensor, action, issuedAt, issuedBy, expiresAt) and where it
+	// goes on the wire are the publisher's business.
+	PublishCommand(ctx context.Context, c Command) (PublishAck, error)
 }
 
 // PublishResult is one command's outcome: Ack when Err is nil, else Err as
@@ -62,7 +57,7 @@ type CommandBatchPublisher interface {
 	CommandPublisher
 	// PublishCommands publishes msgs and returns each one's outcome, in
 	// order, with the guarantees and errors of PublishCommand.
-	PublishCommands(ctx context.Context, msgs []CommandMessage, window int) []PublishResult
+	PublishCommands(ctx context.Context, cmds []Command, window int) []PublishResult
 }
 
 // CommandStore persists commands.
@@ -169,11 +164,7 @@ func (s *Service) IssueCommand(ctx context.Context, sensorID string, action Acti
 // the stream answered. A refusal marks the command failed only when first
 // is set: otherwise an earlier publication may be stored.
 func (s *Service) publish(ctx context.Context, c Command, first bool) (Command, error) {
-	m, err := s.commandMessage(c)
-	if err != nil {
-		return c, err
-	}
-	ack, err := s.publisher.PublishCommand(ctx, m)
+	ack, err := s.publisher.PublishCommand(ctx, c)
 	wctx := context.WithoutCancel(ctx)
 	switch {
 	case err == nil:
@@ -200,19 +191,6 @@ func (s *Service) publish(ctx context.Context, c Command, first bool) (Command, 
 		s.log.WarnContext(ctx, "command publication unconfirmed; reconciling", logkey.Command, c.ID, logkey.Error, err)
 		return c, nil
 	}
-}
-
-// commandMessage is c as published: its sensor, its id (the message's
-// deduplication id) and the encoded command.
-func (s *Service) commandMessage(c Command) (CommandMessage, error) {
-	payload, err := json.Marshal(SensorControlCommand{
-		CommandID: c.ID, TenantID: c.TenantID, SensorID: c.SensorID, Action: c.Action,
-		IssuedAt: c.IssuedAt, IssuedBy: c.IssuedBy, ExpiresAt: c.ExpiresAt,
-	})
-	if err != nil {
-		return CommandMessage{}, fmt.Errorf("encode command: %w", err)
-	}
-	return CommandMessage{TenantID: c.TenantID, SensorID: c.SensorID, CommandID: c.ID, Payload: payload}, nil
 }
 
 // ReconcileCommands settles pending commands: those first sent within the

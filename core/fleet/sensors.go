@@ -99,27 +99,29 @@ func (s *Service) Sensors(ctx context.Context, f SensorFilter) ([]Sensor, error)
 	return s.store.Sensors(ctx, f)
 }
 
-// StatusMessage is one status report as received: the sensor it came from,
-// as the channel it arrived on names it (never the payload), and its body.
-type StatusMessage struct {
-	TenantID, SensorID string
-	Payload            []byte
+// StatusUpdate is one status report as received: the sensor it came from,
+// as the channel it arrived on names it (never the report), and the report
+// its transport decoded.
+type StatusUpdate struct {
+	Sensor SensorRef
+	Report StatusReport
 }
 
 // HandleStatus applies one status report; see HandleStatusBatch.
-func (s *Service) HandleStatus(ctx context.Context, tenantID, sensorID string, payload []byte) error {
-	return s.HandleStatusBatch(ctx, []StatusMessage{{TenantID: tenantID, SensorID: sensorID, Payload: payload}})[0]
+func (s *Service) HandleStatus(ctx context.Context, tenantID, sensorID string, r StatusReport) error {
+	return s.HandleStatusBatch(ctx, []StatusUpdate{{Sensor: SensorRef{TenantID: tenantID, SensorID: sensorID}, Report: r}})[0]
 }
 
-// HandleStatusBatch applies status messages and returns one error per
-// message (nil when applied). A sensor's identity comes only from the
-// message's ids, which the transport takes from where the message arrived. Reports older than the last applied one give ErrStale, unknown
+// HandleStatusBatch applies status updates and returns one error per
+// update (nil when applied). A sensor's identity comes only from the
+// update's ids, which the transport takes from where the report arrived.
+// Reports older than the last applied one give ErrStale, unknown
 // sensors ErrNotFound, revoked sensors ErrRevoked, malformed ones
 // ErrInvalidInput; none of them changes anything. A report naming a command
 // of its sensor marks that command acknowledged. Reports of one sensor are
 // applied in the order of their "at", so a batch gives the same result as
 // applying its messages one by one in that order.
-func (s *Service) HandleStatusBatch(ctx context.Context, msgs []StatusMessage) []error {
+func (s *Service) HandleStatusBatch(ctx context.Context, msgs []StatusUpdate) []error {
 	errs := make([]error, len(msgs))
 	now := s.now()
 	type report struct {
@@ -187,16 +189,16 @@ func (s *Service) HandleStatusBatch(ctx context.Context, msgs []StatusMessage) [
 	return errs
 }
 
-// parseStatus validates a status message: ids, payload and clock.
-func (s *Service) parseStatus(m StatusMessage, now time.Time) (SensorRef, StatusReport, error) {
-	tenantID, sensorID := m.TenantID, m.SensorID
+// parseStatus validates a status update: ids, report and clock.
+func (s *Service) parseStatus(m StatusUpdate, now time.Time) (SensorRef, StatusReport, error) {
+	tenantID, sensorID := m.Sensor.TenantID, m.Sensor.SensorID
 	if err := validateID("tenant id", tenantID); err != nil {
 		return SensorRef{}, StatusReport{}, err
 	}
 	if err := validateID("sensor id", sensorID); err != nil {
 		return SensorRef{}, StatusReport{}, err
 	}
-	r, err := ParseStatusReport(m.Payload)
+	r, err := checkStatusReport(m.Report)
 	if err != nil {
 		return SensorRef{}, StatusReport{}, err
 	}

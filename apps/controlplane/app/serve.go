@@ -409,17 +409,23 @@ func (s *Server) metrics(w io.Writer) {
 	p.Family("rxc_controlplane_provisioner_breaker_state", promtext.Gauge, "Circuit breaker nats-provisioner: 0 closed, 1 half-open, 2 open.")
 	p.Sample("rxc_controlplane_provisioner_breaker_state", state, "name", "nats-provisioner")
 	st := s.status.Stats()
+	// A status the NATS adapter could not decode is rejected too, before
+	// it reaches the batcher.
+	var messaging sensorbus.Stats
+	if s.messaging != nil {
+		messaging = s.messaging.Stats()
+	}
+	malformed := messaging.StatusMalformed
 	p.Family("rxc_controlplane_status_messages_total", promtext.Counter, "Sensor status messages by outcome.")
 	for _, o := range []struct {
 		outcome string
 		n       uint64
-	}{{"applied", st.Applied}, {"stale", st.Stale}, {"rejected", st.Rejected}, {"dropped", st.Dropped}} {
+	}{{"applied", st.Applied}, {"stale", st.Stale}, {"rejected", st.Rejected + malformed}, {"dropped", st.Dropped}} {
 		p.Sample("rxc_controlplane_status_messages_total", int64(o.n), "outcome", o.outcome)
 	}
 	if s.messaging != nil {
-		st := s.messaging.Stats()
-		p.Single("rxc_controlplane_commands_published_total", promtext.Counter, "Commands acknowledged by the stream.", int64(st.Published))
-		p.Single("rxc_controlplane_status_dropped_total", promtext.Counter, "Oversized status messages dropped.", int64(st.StatusDropped))
+		p.Single("rxc_controlplane_commands_published_total", promtext.Counter, "Commands acknowledged by the stream.", int64(messaging.Published))
+		p.Single("rxc_controlplane_status_dropped_total", promtext.Counter, "Oversized status messages dropped.", int64(messaging.StatusDropped))
 	}
 	s.events.metrics(p)
 }
@@ -427,7 +433,7 @@ func (s *Server) metrics(w io.Writer) {
 // disabledPublisher answers every command with ErrMessagingDisabled.
 type disabledPublisher struct{}
 
-func (disabledPublisher) PublishCommand(context.Context, fleet.CommandMessage) (fleet.PublishAck, error) {
+func (disabledPublisher) PublishCommand(context.Context, fleet.Command) (fleet.PublishAck, error) {
 	return fleet.PublishAck{}, fmt.Errorf("%w: %w: set NATS_MESSAGING_ENABLED=true", fleet.ErrMessagingDisabled, fleet.ErrNotPublished)
 }
 
