@@ -3,7 +3,6 @@ package fleet
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -55,8 +54,13 @@ type Config struct {
 	ProvisioningEnabled bool
 	CA                  CertificateAuthority
 	Publisher           CommandPublisher
-	Terminator          SessionTerminator
-	Locker              Locker
+	// Terminator ends sensors' live gRPC streams (Revocation's). It is
+	// the gRPC edge, built before the Service on Status.
+	Terminator SessionTerminator
+	// Status is the status side the gRPC edge was built on; nil builds
+	// one on Store.
+	Status *StatusService
+	Locker Locker
 	// Stream is the command stream's name (default topology.DefaultStream).
 	Stream             string
 	SensorCertTTL      time.Duration
@@ -73,7 +77,12 @@ type Config struct {
 	Clock            func() time.Time
 }
 
-// Service implements the control plane's fleet use cases.
+// Service implements the control plane's fleet use cases. It is cut
+// along its seams: the status side (StatusService: status reports, health
+// checks, certificate authorisation) and revocation (Revocation: the only
+// part holding the session terminator) are services of their own with
+// only their ports, embedded here so the operator API reaches them
+// through one value; the gRPC edge gets the StatusService alone.
 //
 // Decisions the code makes (see also docs/architecture.md):
 //   - An enrolled sensor is "offline" until its first status report or
@@ -96,12 +105,14 @@ type Config struct {
 //   - A redeemed sensor is named after the claim code's sensor name, else the
 //     hostname it reported, else its id.
 type Service struct {
+	*StatusService
+	*Revocation
+
 	store         Store
 	provisioner   Provisioner
 	provisioning  bool
 	ca            CertificateAuthority
 	publisher     CommandPublisher
-	terminator    SessionTerminator
 	locker        Locker
 	stream        string
 	certTTL       time.Duration
@@ -112,9 +123,30 @@ type Service struct {
 	// batchConcurrency bounds PublishQueued; wake signals it.
 	batchConcurrency int
 	wake             chan struct{}
-	log              *slog.Logger
-	clock            func() time.Time
+	clocked
 }
+
+// clocked is the logger and clock every part of the fleet shares.
+type clocked struct {
+	log   *slog.Logger
+	clock func() time.Time
+}
+
+// newClocked defaults a nil logger to one that discards and a nil clock
+// to time.Now.
+func newClocked(log *slog.Logger, clock func() time.Time) clocked {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if clock == nil {
+		clock = time.Now
+	}
+	return clocked{log: log, clock: clock}
+}
+
+// now is the clock at PostgreSQL's precision, so stored and returned values
+// compare equal.
+func (c clocked) now() time.Time { return c.clock().UTC().Truncate(time.Microsecond) }
 
 // New checks cfg and returns a Service.
 func New(cfg Config) (*Service, error) {
@@ -153,25 +185,31 @@ func New(cfg Config) (*Service, error) {
 	if cfg.BatchConcurrency == 0 {
 		cfg.BatchConcurrency = DefaultBatchConcurrency
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	base := newClocked(cfg.Logger, cfg.Clock)
+	status := cfg.Status
+	if status == nil {
+		var err error
+		if status, err = NewStatusService(StatusConfig{Store: cfg.Store, MaxClockSkew: cfg.MaxClockSkew, Logger: base.log, Clock: base.clock}); err != nil {
+			return nil, err
+		}
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
+	revocation, err := NewRevocation(RevocationConfig{
+		Store: cfg.Store, Provisioner: cfg.Provisioner, ProvisioningEnabled: cfg.ProvisioningEnabled,
+		Terminator: cfg.Terminator, Logger: base.log, Clock: base.clock,
+	})
+	if err != nil {
+		return nil, err
 	}
 	return &Service{
+		StatusService: status, Revocation: revocation,
 		store: cfg.Store, provisioner: cfg.Provisioner, provisioning: cfg.ProvisioningEnabled,
-		ca: cfg.CA, publisher: cfg.Publisher, terminator: cfg.Terminator, locker: cfg.Locker,
+		ca: cfg.CA, publisher: cfg.Publisher, locker: cfg.Locker,
 		stream: cfg.Stream, certTTL: cfg.SensorCertTTL, commandTTL: cfg.CommandTTL,
 		enrollmentTTL: cfg.EnrollmentTokenTTL, maxSkew: cfg.MaxClockSkew, minRenew: cfg.MinRenewInterval,
 		batchConcurrency: cfg.BatchConcurrency, wake: make(chan struct{}, 1),
-		log: cfg.Logger, clock: cfg.Clock,
+		clocked: base,
 	}, nil
 }
-
-// now is the clock at PostgreSQL's precision, so stored and returned values
-// compare equal.
-func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Microsecond) }
 
 // validateLabel checks a human-readable name: bounded, printable.
 func validateLabel(what, v string, maxRunes int) error {
