@@ -112,7 +112,7 @@ const (
 // the publisher's error is returned too). With an idempotency key the
 // sensor used before, the existing command is returned and not published
 // again unless it is still pending; created says which.
-func (s *Service) IssueCommand(ctx context.Context, sensorID string, action Action, issuedBy, idempotencyKey string) (c Command, created bool, err error) {
+func (s *Commands) IssueCommand(ctx context.Context, sensorID string, action Action, issuedBy, idempotencyKey string) (c Command, created bool, err error) {
 	if !action.Valid() {
 		return Command{}, false, fmt.Errorf("%w: action %q (want start or stop)", ErrInvalidInput, action)
 	}
@@ -122,7 +122,7 @@ func (s *Service) IssueCommand(ctx context.Context, sensorID string, action Acti
 	if err := validateIdempotencyKey(idempotencyKey); err != nil {
 		return Command{}, false, err
 	}
-	sensor, err := s.Sensor(ctx, sensorID)
+	sensor, err := readSensor(ctx, s.store, sensorID)
 	if err != nil {
 		return Command{}, false, err
 	}
@@ -163,7 +163,7 @@ func (s *Service) IssueCommand(ctx context.Context, sensorID string, action Acti
 // publish sends c (again) with its id as the message id and records what
 // the stream answered. A refusal marks the command failed only when first
 // is set: otherwise an earlier publication may be stored.
-func (s *Service) publish(ctx context.Context, c Command, first bool) (Command, error) {
+func (s *Commands) publish(ctx context.Context, c Command, first bool) (Command, error) {
 	ack, err := s.publisher.PublishCommand(ctx, c)
 	wctx := context.WithoutCancel(ctx)
 	switch {
@@ -199,7 +199,7 @@ func (s *Service) publish(ctx context.Context, c Command, first bool) (Command, 
 // expiresAt plus the clock-skew allowance, which agents refuse, become
 // expired. A sensor's report on a command accepts it as well. It returns
 // how many it settled.
-func (s *Service) ReconcileCommands(ctx context.Context) (int, error) {
+func (s *Commands) ReconcileCommands(ctx context.Context) (int, error) {
 	now := s.now()
 	pending, err := s.store.PendingCommands(ctx, now.Add(-republishWindow), 500)
 	if err != nil {
@@ -238,7 +238,7 @@ func (s *Service) ReconcileCommands(ctx context.Context) (int, error) {
 // commands and returns how many it accepted. A republication that failed
 // says nothing about the first one (which may be stored): those stay
 // pending, never failed.
-func (s *Service) recordRepublished(ctx context.Context, cmds []Command, results []PublishResult) int {
+func (s *Commands) recordRepublished(ctx context.Context, cmds []Command, results []PublishResult) int {
 	at := s.now()
 	var acks []CommandAck
 	for i, r := range results {
@@ -262,8 +262,8 @@ func (s *Service) recordRepublished(ctx context.Context, cmds []Command, results
 }
 
 // SensorCommands pages a sensor's command history, newest first.
-func (s *Service) SensorCommands(ctx context.Context, sensorID string, after CommandCursor, limit int) ([]Command, error) {
-	if _, err := s.Sensor(ctx, sensorID); err != nil {
+func (s *Commands) SensorCommands(ctx context.Context, sensorID string, after CommandCursor, limit int) ([]Command, error) {
+	if _, err := readSensor(ctx, s.store, sensorID); err != nil {
 		return nil, err
 	}
 	if limit < 1 || limit > MaxCommandPage {

@@ -62,10 +62,22 @@ type StatusStore interface {
 
 // Sensor returns one sensor.
 func (s *Service) Sensor(ctx context.Context, id string) (Sensor, error) {
+	return readSensor(ctx, s.store, id)
+}
+
+// SensorReader reads one sensor with its active certificate and last
+// command (SensorStore's Sensor); the seams that only look a sensor up
+// take it instead of the whole SensorStore.
+type SensorReader interface {
+	Sensor(ctx context.Context, id string) (Sensor, error)
+}
+
+// readSensor validates id and reads the sensor.
+func readSensor(ctx context.Context, r SensorReader, id string) (Sensor, error) {
 	if err := validateID("sensor id", id); err != nil {
 		return Sensor{}, err
 	}
-	return s.store.Sensor(ctx, id)
+	return r.Sensor(ctx, id)
 }
 
 // Sensors lists sensors, optionally of one tenant and in one state.

@@ -78,11 +78,21 @@ type Config struct {
 }
 
 // Service implements the control plane's fleet use cases. It is cut
-// along its seams: the status side (StatusService: status reports, health
-// checks, certificate authorisation) and revocation (Revocation: the only
-// part holding the session terminator) are services of their own with
-// only their ports, embedded here so the operator API reaches them
-// through one value; the gRPC edge gets the StatusService alone.
+// along its seams, each a service of its own with only its ports:
+//   - Tenants (tenants.go): tenants and their NATS accounts;
+//   - Claims (claims.go): one-time claim codes and their redemption;
+//   - Enrolment (enroll.go): certificates, tokens and NATS credentials;
+//   - Commands (commands.go, batches.go): commands to one sensor or many,
+//     their publication and settlement;
+//   - StatusService (statusservice.go): status reports, health checks and
+//     certificate authorisation, on its store alone, so the gRPC edge is
+//     built on it before anything that needs the edge;
+//   - Revocation (revocation.go): revocation and decommissioning, the only
+//     part holding the session terminator.
+//
+// Service embeds them, so the operator API reaches every use case through
+// one value, and keeps the sensor registry (reading, listing, editing
+// sensors) as its own.
 //
 // Decisions the code makes (see also docs/architecture.md):
 //   - An enrolled sensor is "offline" until its first status report or
@@ -105,24 +115,16 @@ type Config struct {
 //   - A redeemed sensor is named after the claim code's sensor name, else the
 //     hostname it reported, else its id.
 type Service struct {
+	*Tenants
+	*Claims
+	*Enrolment
+	*Commands
 	*StatusService
 	*Revocation
 
-	store         Store
-	provisioner   Provisioner
-	provisioning  bool
-	ca            CertificateAuthority
-	publisher     CommandPublisher
-	locker        Locker
-	stream        string
-	certTTL       time.Duration
-	commandTTL    time.Duration
-	enrollmentTTL time.Duration
-	maxSkew       time.Duration
-	minRenew      time.Duration
-	// batchConcurrency bounds PublishQueued; wake signals it.
-	batchConcurrency int
-	wake             chan struct{}
+	// store is the sensor registry's part: reading, listing and editing
+	// sensors are Service's own use cases.
+	store RegistryPorts
 	clocked
 }
 
@@ -202,12 +204,20 @@ func New(cfg Config) (*Service, error) {
 	}
 	return &Service{
 		StatusService: status, Revocation: revocation,
-		store: cfg.Store, provisioner: cfg.Provisioner, provisioning: cfg.ProvisioningEnabled,
-		ca: cfg.CA, publisher: cfg.Publisher, locker: cfg.Locker,
-		stream: cfg.Stream, certTTL: cfg.SensorCertTTL, commandTTL: cfg.CommandTTL,
-		enrollmentTTL: cfg.EnrollmentTokenTTL, maxSkew: cfg.MaxClockSkew, minRenew: cfg.MinRenewInterval,
-		batchConcurrency: cfg.BatchConcurrency, wake: make(chan struct{}, 1),
-		clocked: base,
+		Enrolment: &Enrolment{
+			store: cfg.Store, ca: cfg.CA, provisioner: cfg.Provisioner, provisioning: cfg.ProvisioningEnabled,
+			certTTL: cfg.SensorCertTTL, minRenew: cfg.MinRenewInterval, clocked: base,
+		},
+		Commands: &Commands{
+			store: cfg.Store, publisher: cfg.Publisher, commandTTL: cfg.CommandTTL, maxSkew: cfg.MaxClockSkew,
+			batchConcurrency: cfg.BatchConcurrency, wake: make(chan struct{}, 1), clocked: base,
+		},
+		Tenants: &Tenants{
+			store: cfg.Store, provisioner: cfg.Provisioner, provisioning: cfg.ProvisioningEnabled,
+			locker: cfg.Locker, clocked: base,
+		},
+		Claims: &Claims{store: cfg.Store, enrollmentTTL: cfg.EnrollmentTokenTTL, clocked: base},
+		store:  cfg.Store, clocked: base,
 	}, nil
 }
 
