@@ -25,8 +25,8 @@ import (
 
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
-	"github.com/rxc-project/rxc/core/logkey"
 	sensorpb "github.com/rxc-project/rxc/proto"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // Authorizer decides whether a certificate serial is the active one of the

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/agentwire"
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/sdk/agentwire"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // maxBearerLen bounds the Authorization value looked at; real tokens are 43

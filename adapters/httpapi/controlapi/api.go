@@ -44,12 +44,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/adapters/oidcsignin"
 	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/operators"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // MaxBodyBytes is the largest request body accepted (64 KiB).

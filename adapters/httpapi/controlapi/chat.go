@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/core/operators"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // chatStatus answers GET /api/analytics/chat/status from the analytics

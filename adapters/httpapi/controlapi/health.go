@@ -9,9 +9,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/adapters/promtext"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // healthz is liveness: the process answers. It checks no dependency, so a

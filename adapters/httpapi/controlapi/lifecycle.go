@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/operators"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // MergePatchType is the media type of an RFC 7396 JSON merge patch.

@@ -5,10 +5,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/adapters/oidcsignin"
-	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/operators"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // oidcCookie keeps a sign-in attempt (state, nonce, PKCE verifier) between

@@ -20,12 +20,12 @@ import (
 
 	"github.com/nats-io/nkeys"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	wire "github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/core/ids"
-	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // MaxBodyBytes is the largest request body accepted (64 KiB).
