@@ -9,7 +9,6 @@ require (
 	github.com/nats-io/nkeys v0.4.16
 	github.com/rxc-project/rxc/proto v0.0.0-00010101000000-000000000000
 	google.golang.org/grpc v1.85.0
-	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -20,6 +19,7 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace github.com/rxc-project/rxc/proto => ../proto
