@@ -1,10 +1,14 @@
 package archtest
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -135,5 +139,118 @@ func TestLiteralCodeIsFound(t *testing.T) {
 		if literalCode.MatchString(line) {
 			t.Errorf("%q recognised as a literal code", line)
 		}
+	}
+}
+
+// literalStatusNews reports, for one parsed file, the calls of the
+// catalogue's problem.New whose status is a literal (a number or an
+// http.Status… constant): outside the catalogue package a problem comes
+// from problem.For(code, detail), which takes status and title from the
+// one catalogue.
+func literalStatusNews(fset *token.FileSet, f *ast.File) []string {
+	name := ""
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p == "github.com/rxc-project/rxc/sdk/problem" {
+			name = "problem"
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+		}
+	}
+	if name == "" {
+		return nil
+	}
+	var bad []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) == 0 {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok || sel.Sel.Name != "New" {
+			return true
+		}
+		if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != name {
+			return true
+		}
+		literal := false
+		switch arg := call.Args[0].(type) {
+		case *ast.BasicLit:
+			literal = true
+		case *ast.SelectorExpr:
+			literal = strings.HasPrefix(arg.Sel.Name, "Status")
+		}
+		if literal {
+			bad = append(bad, fset.Position(call.Pos()).String()+": problem.New with a literal status; use problem.For(code, detail)")
+		}
+		return true
+	})
+	return bad
+}
+
+// TestProblemsComeFromTheCatalogue: no Go file outside the catalogue
+// package (sdk/problem) builds a problem with a literal status.
+func TestProblemsComeFromTheCatalogue(t *testing.T) {
+	root := repoRoot(t)
+	catalogue := filepath.Join(root, "sdk", "problem")
+	files, importers := 0, 0
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path == catalogue || (path != root && (strings.HasPrefix(n, ".") || n == "node_modules" || n == "testdata" || n == "vendor")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		for _, imp := range f.Imports {
+			if imp.Path.Value == `"github.com/rxc-project/rxc/sdk/problem"` {
+				importers++
+			}
+		}
+		for _, b := range literalStatusNews(fset, f) {
+			t.Error(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 || importers < 10 {
+		t.Fatalf("parsed %d files, %d importing the catalogue; the check would pass vacuously", files, importers)
+	}
+}
+
+func TestLiteralStatusNewsFindsThem(t *testing.T) {
+	src := `package p
+import (
+	"net/http"
+	pr "github.com/rxc-project/rxc/sdk/problem"
+)
+func f(status int) {
+	_ = pr.New(http.StatusNotFound, pr.CodeNotFound, "Not found", "d")
+	_ = pr.New(409, pr.CodeConflict, "Conflict", "d")
+	_ = pr.New(status, pr.CodeConflict, "Conflict", "d")
+	_ = pr.For(pr.CodeNotFound, "d")
+	_ = errors.New("x")
+}
+`
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "p.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := literalStatusNews(fset, f); len(got) != 2 {
+		t.Errorf("found %d, want 2 (the http.Status constant and the number): %q", len(got), got)
 	}
 }

@@ -42,8 +42,7 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(names) > 0 {
-		problem.Write(w, r, problem.New(http.StatusServiceUnavailable, problem.CodeNotReady, "Not ready",
-			"failing checks: "+strings.Join(names, ", ")))
+		problem.Write(w, r, problem.For(problem.CodeNotReady, "failing checks: "+strings.Join(names, ", ")))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

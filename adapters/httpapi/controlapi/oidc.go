@@ -49,7 +49,7 @@ func (a *API) oidcAttemptCookie(value string, maxAge int) *http.Cookie {
 func (a *API) withOIDC(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if a.oidc == nil {
-			problem.Write(w, r, problem.New(http.StatusNotFound, problem.CodeRouteNotFound, "Not found", "single sign-on is not configured (OIDC_ISSUER_URL)"))
+			problem.Write(w, r, problem.For(problem.CodeRouteNotFound, "single sign-on is not configured (OIDC_ISSUER_URL)"))
 			return
 		}
 		h(w, r)
