@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // RevokeStore performs a revocation atomically.

@@ -53,11 +53,11 @@ const (
 	maxResultDetail = 512
 )
 
-// checkStatusReport checks a decoded report: a reportable state, a
-// timestamp, ids in the id grammar, at most MaxResults valid results; it
-// returns it with its times in UTC at PostgreSQL's precision. Failures
-// wrap ErrInvalidInput.
-func checkStatusReport(r StatusReport) (StatusReport, error) {
+// CheckStatusReport checks a decoded report (HandleStatusBatch applies it
+// to every update): a reportable state, a timestamp, ids in the id
+// grammar, at most MaxResults valid results; it returns it with its times
+// in UTC at PostgreSQL's precision. Failures wrap ErrInvalidInput.
+func CheckStatusReport(r StatusReport) (StatusReport, error) {
 	if !Reportable(r.State) {
 		return StatusReport{}, fmt.Errorf("%w: status state %q (want online, running, stopped or error)", ErrInvalidInput, r.State)
 	}

@@ -122,15 +122,15 @@ func TestCheckStatusReport(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := checkStatusReport(tt.in)
+			got, err := CheckStatusReport(tt.in)
 			if tt.wantErr {
 				if !errors.Is(err, ErrInvalidInput) {
-					t.Errorf("checkStatusReport = %+v, %v; want ErrInvalidInput", got, err)
+					t.Errorf("CheckStatusReport = %+v, %v; want ErrInvalidInput", got, err)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("checkStatusReport: %v", err)
+				t.Fatalf("CheckStatusReport: %v", err)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("mismatch (-want +got):\n%s", diff)
@@ -148,7 +148,7 @@ func FuzzCheckStatusReport(f *testing.F) {
 		if outcome != "" {
 			in.Results = []CommandResult{{CommandID: commandID, Outcome: Outcome(outcome), Reason: reason, At: in.At}}
 		}
-		r, err := checkStatusReport(in)
+		r, err := CheckStatusReport(in)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidInput) {
 				t.Fatalf("error %v does not wrap ErrInvalidInput", err)

@@ -155,7 +155,7 @@ func (s *StatusService) parseStatus(m StatusUpdate, now time.Time) (SensorRef, S
 	if err := validateID("sensor id", sensorID); err != nil {
 		return SensorRef{}, StatusReport{}, err
 	}
-	r, err := checkStatusReport(m.Report)
+	r, err := CheckStatusReport(m.Report)
 	if err != nil {
 		return SensorRef{}, StatusReport{}, err
 	}

@@ -17,10 +17,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/agentwire"
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/sdk/agentwire"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // MaxBodyBytes is the largest request body accepted (64 KiB).
@@ -108,8 +108,8 @@ func (a *Routes) redeem(w http.ResponseWriter, r *http.Request) {
 	if ok, wait := a.host.AllowRedeem(r); !ok {
 		secs := int((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		a.host.Fail(w, r, problem.New(http.StatusTooManyRequests, problem.CodeRateLimited, "Too many attempts",
-			"too many claim code attempts from this address; retry after the time in Retry-After"))
+		a.host.Fail(w, r, problem.For(problem.CodeRateLimited,
+			"too many claim code attempts from this address; retry after the time in Retry-After").WithTitle("Too many attempts"))
 		return
 	}
 	var req agentwire.RedeemRequest
