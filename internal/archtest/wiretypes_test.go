@@ -163,3 +163,100 @@ type Untagged struct{ A, B, C int }
 		t.Errorf("jsonStructs = %v, want %v", got, want)
 	}
 }
+
+// coreJSONTypes lists the exported structs declared under core/ (test
+// helper packages, named *test, left out) that carry JSON tags, as
+// "package.Type".
+func coreJSONTypes(t *testing.T, root string) (found []string, files int) {
+	t.Helper()
+	err := filepath.WalkDir(filepath.Join(root, "core"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if strings.HasSuffix(d.Name(), "test") && path != filepath.Join(root, "core") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		found = append(found, exportedJSONStructs(f)...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found, files
+}
+
+// exportedJSONStructs names the exported struct types of f with a JSON tag.
+func exportedJSONStructs(f *ast.File) []string {
+	var out []string
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.TYPE {
+			continue
+		}
+		for _, sp := range gd.Specs {
+			ts := sp.(*ast.TypeSpec)
+			st, ok := ts.Type.(*ast.StructType)
+			if !ok || !ts.Name.IsExported() {
+				continue
+			}
+			for _, fld := range st.Fields.List {
+				if fld.Tag != nil && strings.Contains(fld.Tag.Value, `json:"`) {
+					out = append(out, f.Name.Name+"."+ts.Name.Name)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// coreJSONNotWire lists the exported core types with JSON tags that are no
+// wire format, each with why; an entry that no longer matches fails.
+var coreJSONNotWire = map[string]string{
+	"analytics.Snapshot": "rendered into the model's prompt (see sameShapeNotWire)",
+}
+
+// TestCoreDeclaresNoJSONWireType: core's ports carry decoded domain values;
+// how they look on a wire (NATS, HTTP) is an adapter's or the SDK's
+// (sdk/sensorwire, sdk/agentwire) business. It fails on an exported struct
+// with JSON tags in a core package (test helper packages aside).
+func TestCoreDeclaresNoJSONWireType(t *testing.T) {
+	found, files := coreJSONTypes(t, repoRoot(t))
+	if files < 20 {
+		t.Fatalf("parsed %d core files; the check would pass vacuously", files)
+	}
+	seen := map[string]bool{}
+	for _, name := range found {
+		seen[name] = true
+		if coreJSONNotWire[name] == "" {
+			t.Errorf("core declares %s with JSON tags: declare the wire type in the adapter or the SDK (a *wire package) and give core a tag-free domain type", name)
+		}
+	}
+	for name := range coreJSONNotWire {
+		if !seen[name] {
+			t.Errorf("coreJSONNotWire lists %s, which no longer has JSON tags: remove the entry", name)
+		}
+	}
+}
+
+func TestExportedJSONStructsFindsThem(t *testing.T) {
+	src := "package p\ntype Wire struct{ A int `json:\"a\"` }\ntype plain struct{ A int `json:\"a\"` }\ntype Domain struct{ A int }\n"
+	f, err := parser.ParseFile(token.NewFileSet(), "p.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := exportedJSONStructs(f); !reflect.DeepEqual(got, []string{"p.Wire"}) {
+		t.Errorf("exportedJSONStructs = %v, want [p.Wire]", got)
+	}
+}
