@@ -162,7 +162,7 @@ func TestClusterCommandsSurviveANodeOutage(t *testing.T) {
 		t.Helper()
 		var err error
 		eventually(t, 10*time.Second, "command "+id+" acknowledged", func() bool {
-			_, err = msg.PublishCommand(ctx, fleet.CommandMessage{TenantID: s.TenantID, SensorID: s.SensorID, CommandID: id, Payload: []byte(`{"commandId":"` + id + `","action":"start"}`)})
+			_, err = msg.PublishCommand(ctx, fleet.Command{ID: id, TenantID: s.TenantID, SensorID: s.SensorID, Action: fleet.ActionStart})
 			return err == nil
 		})
 	}
@@ -362,7 +362,7 @@ func TestClusterR1ConsumersSurviveANodeLoss(t *testing.T) {
 		for _, s := range sensors {
 			id := prefix + "-" + s.SensorID
 			eventually(t, 15*time.Second, "command "+id+" stored", func() bool {
-				_, err := msg.PublishCommand(ctx, fleet.CommandMessage{TenantID: s.TenantID, SensorID: s.SensorID, CommandID: id, Payload: []byte(`{"commandId":"` + id + `"}`)})
+				_, err := msg.PublishCommand(ctx, fleet.Command{ID: id, TenantID: s.TenantID, SensorID: s.SensorID, Action: fleet.ActionStart})
 				return err == nil
 			})
 		}
@@ -502,7 +502,7 @@ func TestClusterUpgradeFromWorkQueue(t *testing.T) {
 		for _, s := range sensors {
 			id := prefix + "-" + s.SensorID
 			eventually(t, 15*time.Second, "command "+id+" stored", func() bool {
-				_, err := msg.PublishCommand(ctx, fleet.CommandMessage{TenantID: s.TenantID, SensorID: s.SensorID, CommandID: id, Payload: []byte(`{"commandId":"` + id + `"}`)})
+				_, err := msg.PublishCommand(ctx, fleet.Command{ID: id, TenantID: s.TenantID, SensorID: s.SensorID, Action: fleet.ActionStart})
 				return err == nil
 			})
 		}

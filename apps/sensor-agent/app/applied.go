@@ -4,8 +4,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 // appliedSet is what the agent applied, kept on disk

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 // A recreated consumer delivers again every command the stream keeps for
