@@ -505,6 +505,27 @@ func (c *Client) RecreateConsumer(ctx context.Context, s topology.Sensor) error 
 	if s.Stream != c.cfg.Stream.Name {
 		return fmt.Errorf("serveradmin: consumer %s: %w: %q, managing %q", s.Consumer(), ErrStreamMismatch, s.Stream, c.cfg.Stream.Name)
 	}
+	// nats-server before 2.15 may place the new consumer on the lost node
+	// again while it is not marked offline (it picks among the stream's
+	// peers at random): that create gets no answer, and the next attempt
+	// deletes and places it again.
+	var err error
+	for attempt := range recreateAttempts {
+		if attempt > 0 && ctx.Err() != nil {
+			break
+		}
+		if err = c.recreateOnce(ctx, s); err == nil {
+			c.log.Info("recreated a consumer no live node held", "consumer", s.Consumer(), "attempt", attempt+1)
+			return nil
+		}
+	}
+	return err
+}
+
+// recreateAttempts bounds RecreateConsumer's delete-and-create rounds.
+const recreateAttempts = 4
+
+func (c *Client) recreateOnce(ctx context.Context, s topology.Sensor) error {
 	err := c.callWithin(ctx, adminConn, deleteWait, func(ctx context.Context, nc *nats.Conn) error {
 		js, err := jetstream.New(nc)
 		if err != nil {
@@ -519,12 +540,14 @@ func (c *Client) RecreateConsumer(ctx context.Context, s topology.Sensor) error 
 	if err != nil {
 		return fmt.Errorf("serveradmin: recreate consumer %s: delete: %w", s.Consumer(), err)
 	}
-	if err := c.EnsureConsumer(ctx, s); err != nil {
-		return err
-	}
-	c.log.Info("recreated a consumer no live node held", "consumer", s.Consumer())
-	return nil
+	cctx, cancel := context.WithTimeout(ctx, createWait)
+	defer cancel()
+	return c.EnsureConsumer(cctx, s)
 }
+
+// createWait bounds the create of a recreated consumer: a live node answers
+// within it; a create placed on the lost node never does.
+const createWait = 3 * time.Second
 
 // deleteWait bounds the delete of a consumer no live node holds.
 const deleteWait = 2 * time.Second

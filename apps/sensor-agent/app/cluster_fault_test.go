@@ -50,6 +50,15 @@ func consumersOn(node *natstest.Server, account string) int {
 func TestClusterNodeLoss(t *testing.T) {
 	const sensors = 12
 	prov := provisionertest.Start(t, provisionertest.Options{ClusterNodes: 3, ConsumerReplicas: 1, CommandStreamRetention: "limits"})
+	// nats-server 2.11 left the command stream without a leader for more
+	// than 30 s after the second kill (its publishes answered "no response
+	// from stream"), and places a new R1 consumer on the lost node until it
+	// marks that node offline: the shape's node-loss guarantees are
+	// measured from 2.15 (go.mod's) on. The serveradmin cluster tests run on
+	// both.
+	if v, err := prov.NATS.Version(); err == nil && (strings.HasPrefix(v, "2.11.") || strings.HasPrefix(v, "2.10.")) {
+		t.Skipf("nats-server %s: the node-loss timings need 2.15 or later (docs/operations.md, \"Cluster shape\")", v)
+	}
 	cp := startPlane(t, agentPlaneConfig(t, prov))
 	cp.setUpTenant()
 	ctl := prov.Operator.ControlAccount
@@ -93,7 +102,10 @@ func TestClusterNodeLoss(t *testing.T) {
 	t.Logf("enrolment: killing nats-%d (%d sensor consumers)", lost+1, consumersOn(prov.Nodes[lost], ctl))
 	prov.Nodes[lost].Kill()
 	var ids []string
-	waitUntil(t, 60*time.Second, "every sensor enrolled and online with a node lost", func() bool {
+	// Enrolment retries with the agents' back-off (up to 30 s) behind the
+	// control plane's circuit breaker; nats-server before 2.15 may place a
+	// new consumer on the lost node, which the provisioner then recreates.
+	waitUntil(t, 120*time.Second, "every sensor enrolled and online with a node lost", func() bool {
 		ids = online()
 		return len(ids) == sensors
 	})
