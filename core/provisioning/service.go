@@ -76,6 +76,10 @@ type Service struct {
 	// replica's resolver cache (stale for up to its TTL) gets the
 	// revocation too. Zero without a cache.
 	repushAfter time.Duration
+	// repushDue holds, per account with a re-push pending, when it is due
+	// (see repushLater).
+	repushMu  sync.Mutex
+	repushDue map[string]time.Time
 }
 
 // New checks cfg and returns a Service.
@@ -105,7 +109,7 @@ func New(cfg Config) (*Service, error) {
 		store: cfg.Store, signer: cfg.Signer, claims: cfg.Claims, pusher: cfg.Pusher, consumers: cfg.Consumers,
 		stream: cfg.Stream, events: cfg.EventStream, now: cfg.Clock, cache: newJWTCache(cfg.ResolverCacheTTL, cfg.Clock),
 		last: cfg.LastKnown, repushAfter: repushDelay(cfg.ResolverCacheTTL), userTTL: cfg.SensorUserTTL,
-		maxJWT: cfg.AccountJWTMaxBytes, undelivered: map[string]string{},
+		maxJWT: cfg.AccountJWTMaxBytes, undelivered: map[string]string{}, repushDue: map[string]time.Time{},
 	}, nil
 }
 
@@ -654,17 +658,45 @@ func repushDelay(cacheTTL time.Duration) time.Duration {
 // the first push would otherwise keep the revoked user's access. The
 // current JWT is read again, so a newer change is never overwritten by an
 // older one; a failure is left to the unpushed re-push after a reconnect.
+//
+// An account has at most one re-push pending: a revocation while one is
+// pending moves it to repushAfter from now. What a revocation needs is a
+// push of a JWT that carries it at least repushAfter after its own push;
+// the one re-push, after the last revocation of a burst, is that for every
+// revocation of the burst (each push in between sends the current JWT
+// too). A burst of revocations of a tenant then costs one re-push, not one
+// per revocation: each is the read and the decoding, by every nats-server,
+// of a JWT of up to the bound.
 func (s *Service) repushLater(pubKey string) {
 	if s.repushAfter <= 0 {
 		return
 	}
-	time.AfterFunc(s.repushAfter, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if a, err := s.store.Account(ctx, pubKey); err == nil {
-			_ = s.pusher.PushAccount(ctx, a.PubKey, a.JWT)
-		}
-	})
+	due := time.Now().Add(s.repushAfter)
+	s.repushMu.Lock()
+	defer s.repushMu.Unlock()
+	_, pending := s.repushDue[pubKey]
+	s.repushDue[pubKey] = due
+	if !pending {
+		time.AfterFunc(s.repushAfter, func() { s.repush(pubKey) })
+	}
+}
+
+// repush is repushLater's timer: it waits on while a later revocation
+// moved the account's re-push, then pushes the current JWT.
+func (s *Service) repush(pubKey string) {
+	s.repushMu.Lock()
+	if wait := time.Until(s.repushDue[pubKey]); wait > 0 {
+		s.repushMu.Unlock()
+		time.AfterFunc(wait, func() { s.repush(pubKey) })
+		return
+	}
+	delete(s.repushDue, pubKey)
+	s.repushMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if a, err := s.store.Account(ctx, pubKey); err == nil {
+		_ = s.pusher.PushAccount(ctx, a.PubKey, a.JWT)
+	}
 }
 
 // RevokeOutdatedUsers revokes every active user whose JWT grants other
