@@ -13,6 +13,7 @@
 package lastknown
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,10 +22,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
 
 	"github.com/rxc-project/rxc/adapters/atomicfile"
 	"github.com/rxc-project/rxc/core/provisioning"
@@ -170,10 +173,40 @@ func (s *Store) Trust(operatorJWT string) error {
 // Callers hold s.mu or own s alone.
 func (s *Store) verify(pub, tok string) (int64, error) { return verify(s.trusted, pub, tok) }
 
+// It reads only the claims it checks (subject, issuer, issue time, type and
+// version), not the whole account: a tenant's JWT carries up to the bound
+// (ACCOUNT_JWT_MAX_BYTES) of revocations, and Observe sees every JWT a
+// revocation signs. The signature covers the whole JWT all the same.
 func verify(trusted []string, pub, tok string) (int64, error) {
-	c, err := jwt.DecodeAccountClaims(tok)
-	if err != nil {
-		return 0, err
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return 0, errors.New("not a JWT: want three parts")
+	}
+	header, claims, sig := parts[0], parts[1], parts[2]
+	var h struct {
+		Type      string `json:"typ"`
+		Algorithm string `json:"alg"`
+	}
+	if err := decodePart(header, &h); err != nil {
+		return 0, fmt.Errorf("JWT header: %w", err)
+	}
+	if !strings.EqualFold(h.Type, jwt.TokenTypeJwt) || (h.Algorithm != jwt.AlgorithmNkey && h.Algorithm != jwt.AlgorithmNkeyOld) {
+		return 0, fmt.Errorf("JWT header: type %q, algorithm %q", h.Type, h.Algorithm)
+	}
+	var c struct {
+		Subject  string `json:"sub"`
+		Issuer   string `json:"iss"`
+		IssuedAt int64  `json:"iat"`
+		Nats     struct {
+			Type    string `json:"type"`
+			Version int    `json:"version"`
+		} `json:"nats"`
+	}
+	if err := decodePart(claims, &c); err != nil {
+		return 0, fmt.Errorf("JWT claims: %w", err)
+	}
+	if c.Nats.Type != string(jwt.AccountClaim) || c.Nats.Version != 2 {
+		return 0, fmt.Errorf("not a version 2 account JWT (type %q, version %d)", c.Nats.Type, c.Nats.Version)
 	}
 	if c.Subject != pub {
 		return 0, fmt.Errorf("JWT of %s filed under %s", c.Subject, pub)
@@ -181,7 +214,27 @@ func verify(trusted []string, pub, tok string) (int64, error) {
 	if !slices.Contains(trusted, c.Issuer) {
 		return 0, fmt.Errorf("account %s: issued by %s, not a key of the operator", pub, c.Issuer)
 	}
+	signature, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		return 0, fmt.Errorf("JWT signature: %w", err)
+	}
+	issuer, err := nkeys.FromPublicKey(c.Issuer)
+	if err != nil {
+		return 0, fmt.Errorf("account %s: issuer: %w", pub, err)
+	}
+	if err := issuer.Verify([]byte(tok[:len(header)+1+len(claims)]), signature); err != nil {
+		return 0, fmt.Errorf("account %s: signature: %w", pub, err)
+	}
 	return c.IssuedAt, nil
+}
+
+// decodePart decodes a base64url JSON part of a JWT into v.
+func decodePart(part string, v any) error {
+	data, err := base64.RawURLEncoding.DecodeString(part)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
 }
 
 // Observe records an account JWT read from or written to the database. It
