@@ -1,0 +1,99 @@
+package provisionerstore
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/rxc-project/rxc/core/provisioning"
+)
+
+// maxIncremental is how many changed entries a revocation applies to the
+// list held in memory; a larger change (a re-issue, the revocation of
+// every outdated user at start) reads the list again.
+const maxIncremental = 64
+
+// maxCachedRevocations bounds the entries held for all accounts together
+// (about 100 bytes each): a tenant's list is at most its bound's worth
+// (2,800 entries at 256 KiB), so this holds about a hundred full tenants.
+const maxCachedRevocations = 1 << 18
+
+// lists keeps, per account, the revocation list this store last read or
+// wrote, with the generation (nats_accounts.revocations_gen) the account
+// was at then. A trigger moves the generation with every statement that
+// changes the account's revocations, so a list whose generation is the one
+// found under the account's lock is the table's list: a revocation then
+// neither reads the account's revocations again nor grows in cost with
+// them. Any other generation (another replica, an older release, an
+// operator by hand changed the list) reads the list again.
+type lists struct {
+	mu        sync.Mutex
+	byAccount map[string]cachedList
+	held, max int
+}
+
+type cachedList struct {
+	gen int64
+	all []provisioning.Revocation // sorted by user key, in byte order
+}
+
+// get returns a copy of the account's list if it is held at generation gen.
+func (l *lists) get(pubKey string, gen int64) ([]provisioning.Revocation, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c, ok := l.byAccount[pubKey]
+	if !ok || c.gen != gen {
+		return nil, false
+	}
+	return slices.Clone(c.all), true
+}
+
+// put holds a copy of all as the account's list at generation gen, unless
+// a later generation is held; a negative gen (unknown) drops the account's
+// list.
+func (l *lists) put(pubKey string, gen int64, all []provisioning.Revocation) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c, ok := l.byAccount[pubKey]
+	if ok && c.gen > gen && gen >= 0 {
+		return
+	}
+	if ok {
+		l.held -= len(c.all)
+		delete(l.byAccount, pubKey)
+	}
+	if gen < 0 || len(all) > l.max {
+		return
+	}
+	for other, c := range l.byAccount {
+		if l.held+len(all) <= l.max {
+			break
+		}
+		l.held -= len(c.all)
+		delete(l.byAccount, other)
+	}
+	l.byAccount[pubKey] = cachedList{gen: gen, all: slices.Clone(all)}
+	l.held += len(all)
+}
+
+// applyChanges is base (sorted by user key) with the entries stored
+// replacing or joining those of their keys and the deleted keys taken out,
+// in the order recordRevocations made the changes: the list the table
+// holds after them.
+func applyChanges(base, stored []provisioning.Revocation, deleted []string) []provisioning.Revocation {
+	all := base
+	byKey := func(r provisioning.Revocation, key string) int { return strings.Compare(r.UserPubKey, key) }
+	for _, r := range stored {
+		if i, found := slices.BinarySearchFunc(all, r.UserPubKey, byKey); found {
+			all[i] = r
+		} else {
+			all = slices.Insert(all, i, r)
+		}
+	}
+	for _, key := range deleted {
+		if i, found := slices.BinarySearchFunc(all, key, byKey); found {
+			all = slices.Delete(all, i, i+1)
+		}
+	}
+	return all
+}
