@@ -37,3 +37,11 @@ CREATE TRIGGER nats_revocations_gen_delete AFTER DELETE ON nats_revocations
 DROP TRIGGER IF EXISTS nats_revocations_gen_truncate ON nats_revocations;
 CREATE TRIGGER nats_revocations_gen_truncate AFTER TRUNCATE ON nats_revocations
     FOR EACH STATEMENT EXECUTE FUNCTION nats_revocations_bump_gen();
+
+-- An account JWT is stored as it is, not compressed: a tenant's carries up
+-- to its bound (ACCOUNT_JWT_MAX_BYTES, 256 KiB by default) of revocations,
+-- base64 of user keys that do not compress, and every revocation stores a
+-- new one. Measured on 2 cores, a 256 KiB JWT: 7–9 ms an UPDATE with the
+-- default (PostgreSQL tries to compress it and keeps it as it is), 2.2–2.5
+-- ms without trying. Applies to values written from now on.
+ALTER TABLE nats_accounts ALTER COLUMN jwt SET STORAGE EXTERNAL;

@@ -80,6 +80,9 @@ type Service struct {
 	// (see repushLater).
 	repushMu  sync.Mutex
 	repushDue map[string]time.Time
+	// kinds holds the kind of every account Revoke has seen (AccountKind
+	// by public key; see accountKind).
+	kinds sync.Map
 }
 
 // New checks cfg and returns a Service.
@@ -444,7 +447,7 @@ func (s *Service) mint(acct Account, u User, spec UserSpec) (User, MintedUser, e
 // ErrUndeliverable, when NATS refuses the JWT itself) is returned together
 // with the stored result.
 func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) (Revocation, Account, error) {
-	acct, err := s.store.Account(ctx, accountPubKey)
+	kind, err := s.accountKind(ctx, accountPubKey)
 	if err != nil {
 		return Revocation{}, Account{}, err
 	}
@@ -453,7 +456,7 @@ func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) 
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Revocation{}, Account{}, err
 	}
-	switch acct.Kind {
+	switch kind {
 	case KindSystem:
 		return Revocation{}, Account{}, fmt.Errorf("%w: %s is a key of the system account", ErrNotRevocable, userPubKey)
 	case KindControl:
@@ -462,7 +465,7 @@ func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) 
 		}
 	case KindTenant:
 	default:
-		return Revocation{}, Account{}, fmt.Errorf("%w: account %s has kind %q", ErrNotRevocable, accountPubKey, acct.Kind)
+		return Revocation{}, Account{}, fmt.Errorf("%w: account %s has kind %q", ErrNotRevocable, accountPubKey, kind)
 	}
 	r := Revocation{AccountPubKey: accountPubKey, UserPubKey: userPubKey, RevokedAt: s.revokeTime()}
 	var sensor *topology.Sensor
@@ -480,6 +483,21 @@ func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) 
 		}
 	}
 	return rev, acct, err
+}
+
+// accountKind is the kind of the account with the key. An account never
+// changes its kind: it is read from the store once (the whole account,
+// with a JWT of up to the bound) and then held.
+func (s *Service) accountKind(ctx context.Context, pubKey string) (AccountKind, error) {
+	if k, ok := s.kinds.Load(pubKey); ok {
+		return k.(AccountKind), nil
+	}
+	a, err := s.store.Account(ctx, pubKey)
+	if err != nil {
+		return "", err
+	}
+	s.kinds.Store(pubKey, a.Kind)
+	return a.Kind, nil
 }
 
 // revokeTime is a revocation's time: now, in whole seconds (nats-server
