@@ -13,6 +13,7 @@
 package lastknown
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -173,11 +174,17 @@ func (s *Store) Trust(operatorJWT string) error {
 // Callers hold s.mu or own s alone.
 func (s *Store) verify(pub, tok string) (int64, error) { return verify(s.trusted, pub, tok) }
 
-// It reads only the claims it checks (subject, issuer, issue time, type and
-// version), not the whole account: a tenant's JWT carries up to the bound
-// (ACCOUNT_JWT_MAX_BYTES) of revocations, and Observe sees every JWT a
-// revocation signs. The signature covers the whole JWT all the same.
+// verify is Store.verify with the keys given. It reads only the claims it
+// checks (subject, issuer, issue time), not the account's: a tenant's JWT
+// carries up to its bound (ACCOUNT_JWT_MAX_BYTES) of revocations, and
+// Observe sees every JWT a revocation signs. The signature covers the whole
+// JWT all the same. The subject must be pub and pub an account key: the
+// operator's keys sign no other JWT about an account key than the
+// account's own.
 func verify(trusted []string, pub, tok string) (int64, error) {
+	if !nkeys.IsValidPublicAccountKey(pub) {
+		return 0, fmt.Errorf("%q is not an account key", pub)
+	}
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 {
 		return 0, errors.New("not a JWT: want three parts")
@@ -187,26 +194,22 @@ func verify(trusted []string, pub, tok string) (int64, error) {
 		Type      string `json:"typ"`
 		Algorithm string `json:"alg"`
 	}
-	if err := decodePart(header, &h); err != nil {
+	data, err := base64.RawURLEncoding.DecodeString(header)
+	if err == nil {
+		err = json.Unmarshal(data, &h)
+	}
+	if err != nil {
 		return 0, fmt.Errorf("JWT header: %w", err)
 	}
-	if !strings.EqualFold(h.Type, jwt.TokenTypeJwt) || (h.Algorithm != jwt.AlgorithmNkey && h.Algorithm != jwt.AlgorithmNkeyOld) {
+	if !strings.EqualFold(h.Type, jwt.TokenTypeJwt) || h.Algorithm != jwt.AlgorithmNkey {
 		return 0, fmt.Errorf("JWT header: type %q, algorithm %q", h.Type, h.Algorithm)
 	}
-	var c struct {
-		Subject  string `json:"sub"`
-		Issuer   string `json:"iss"`
-		IssuedAt int64  `json:"iat"`
-		Nats     struct {
-			Type    string `json:"type"`
-			Version int    `json:"version"`
-		} `json:"nats"`
-	}
-	if err := decodePart(claims, &c); err != nil {
+	if data, err = base64.RawURLEncoding.DecodeString(claims); err != nil {
 		return 0, fmt.Errorf("JWT claims: %w", err)
 	}
-	if c.Nats.Type != string(jwt.AccountClaim) || c.Nats.Version != 2 {
-		return 0, fmt.Errorf("not a version 2 account JWT (type %q, version %d)", c.Nats.Type, c.Nats.Version)
+	c, err := topClaims(data)
+	if err != nil {
+		return 0, fmt.Errorf("JWT claims: %w", err)
 	}
 	if c.Subject != pub {
 		return 0, fmt.Errorf("JWT of %s filed under %s", c.Subject, pub)
@@ -222,19 +225,55 @@ func verify(trusted []string, pub, tok string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("account %s: issuer: %w", pub, err)
 	}
+	// A version 2 JWT signs its header and claims (as jwt.Decode checks).
 	if err := issuer.Verify([]byte(tok[:len(header)+1+len(claims)]), signature); err != nil {
 		return 0, fmt.Errorf("account %s: signature: %w", pub, err)
 	}
 	return c.IssuedAt, nil
 }
 
-// decodePart decodes a base64url JSON part of a JWT into v.
-func decodePart(part string, v any) error {
-	data, err := base64.RawURLEncoding.DecodeString(part)
-	if err != nil {
-		return err
+// jwtTop is what verify reads of a JWT's claims.
+type jwtTop struct {
+	Subject  string `json:"sub"`
+	Issuer   string `json:"iss"`
+	IssuedAt int64  `json:"iat"`
+}
+
+// topClaims reads the subject, issuer and issue time from the top level
+// of a JWT's claims and stops there: the library writes them before the
+// "nats" object that holds the account (read past only when they come
+// after it).
+func topClaims(data []byte) (jwtTop, error) {
+	var c jwtTop
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return c, errors.New("claims are not an object")
 	}
-	return json.Unmarshal(data, v)
+	var have [3]bool
+	for dec.More() && !(have[0] && have[1] && have[2]) {
+		tok, err := dec.Token()
+		if err != nil {
+			return c, err
+		}
+		var dst any
+		switch tok {
+		case "sub":
+			dst, have[0] = &c.Subject, true
+		case "iss":
+			dst, have[1] = &c.Issuer, true
+		case "iat":
+			dst, have[2] = &c.IssuedAt, true
+		default:
+			dst = &json.RawMessage{}
+		}
+		if err := dec.Decode(dst); err != nil {
+			return c, err
+		}
+	}
+	if !(have[0] && have[1] && have[2]) {
+		return c, errors.New("claims lack a subject, an issuer or an issue time")
+	}
+	return c, nil
 }
 
 // Observe records an account JWT read from or written to the database. It
