@@ -26,10 +26,48 @@ const maxCachedRevocations = 1 << 18
 // neither reads the account's revocations again nor grows in cost with
 // them. Any other generation (another replica, an older release, an
 // operator by hand changed the list) reads the list again.
+//
+// It also holds each account's JWT as this store last signed it, with its
+// hash: the account's lock reads the JWT only when the row's jwt_hash is
+// another.
 type lists struct {
 	mu        sync.Mutex
 	byAccount map[string]cachedList
 	held, max int
+	jwts      map[string]heldJWT
+	jwtBytes  int
+}
+
+type heldJWT struct{ jwt, hash string }
+
+// maxHeldJWTBytes bounds the JWTs held for all accounts together.
+const maxHeldJWTBytes = 64 << 20
+
+// jwt returns the account's JWT held and its hash ("" and "" when none).
+func (l *lists) jwt(pubKey string) (string, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.jwts[pubKey]
+	return h.jwt, h.hash
+}
+
+// putJWT holds jwt, whose hash is hash, as the account's.
+func (l *lists) putJWT(pubKey, jwt, hash string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.jwtBytes -= len(l.jwts[pubKey].jwt)
+	delete(l.jwts, pubKey)
+	for other, h := range l.jwts {
+		if l.jwtBytes+len(jwt) <= maxHeldJWTBytes {
+			break
+		}
+		l.jwtBytes -= len(h.jwt)
+		delete(l.jwts, other)
+	}
+	if l.jwtBytes+len(jwt) <= maxHeldJWTBytes {
+		l.jwts[pubKey] = heldJWT{jwt: jwt, hash: hash}
+		l.jwtBytes += len(jwt)
+	}
 }
 
 type cachedList struct {

@@ -31,9 +31,17 @@ func TestRevocationListsStayRightAcrossReplicas(t *testing.T) {
 	at := time.Now().UTC().Truncate(time.Second)
 	var given []provisioning.Revocation
 	var signed atomic.Int64
-	resign := func(_ provisioning.Account, all []provisioning.Revocation) (string, error) {
+	// Each store holds the JWT it signed last and reads the row's only
+	// when it is another: the account handed to resign carries the
+	// current one, whichever replica signed it.
+	current := "acme"
+	resign := func(a provisioning.Account, all []provisioning.Revocation) (string, error) {
+		if a.JWT != current {
+			t.Errorf("account handed to resign carries JWT %q, the row holds %q", a.JWT, current)
+		}
 		given = slices.Clone(all)
-		return fmt.Sprintf("jwt-%d", signed.Add(1)), nil
+		current = fmt.Sprintf("jwt-%d", signed.Add(1))
+		return current, nil
 	}
 	// fromTable is what a replica that holds nothing reads.
 	fromTable := func() []provisioning.Revocation {

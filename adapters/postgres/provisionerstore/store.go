@@ -42,7 +42,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Pool == nil || cfg.Sealer == nil {
 		return nil, errors.New("provisionerstore: pool and sealer are required")
 	}
-	return &Store{pool: cfg.Pool, sealer: cfg.Sealer, lists: lists{byAccount: map[string]cachedList{}, max: maxCachedRevocations}}, nil
+	return &Store{pool: cfg.Pool, sealer: cfg.Sealer, lists: lists{byAccount: map[string]cachedList{}, max: maxCachedRevocations, jwts: map[string]heldJWT{}}}, nil
 }
 
 // querier is what both a pool and a transaction offer.
@@ -357,7 +357,7 @@ func (s *Store) RevokeMany(ctx context.Context, accountPubKey string, rs []provi
 		} else if all, err = revocations(ctx, tx, accountPubKey); err != nil {
 			return err
 		}
-		acct, _, gen, err = resignLocked(ctx, tx, a, all, resign)
+		acct, _, gen, err = s.resignLocked(ctx, tx, a, all, resign)
 		return err
 	})
 	if err != nil {
@@ -466,7 +466,7 @@ func (s *Store) Reissue(ctx context.Context, all provisioning.Revocation, rs []p
 		if list, err = revocations(ctx, tx, all.AccountPubKey); err != nil {
 			return err
 		}
-		acct, _, gen, err = resignLocked(ctx, tx, a, list, resign)
+		acct, _, gen, err = s.resignLocked(ctx, tx, a, list, resign)
 		return err
 	})
 	if err != nil {
@@ -697,7 +697,7 @@ func (s *Store) Resign(ctx context.Context, pubKey string, resign func(provision
 			// becomes of this transaction.
 			s.lists.put(pubKey, gen, all)
 		}
-		acct, changed, _, err = resignLocked(ctx, tx, a, all, resign)
+		acct, changed, _, err = s.resignLocked(ctx, tx, a, all, resign)
 		return err
 	})
 	if err != nil {
@@ -711,11 +711,24 @@ func (s *Store) Resign(ctx context.Context, pubKey string, resign func(provision
 // that reference it. It returns the generation of the account's
 // revocations too.
 func (s *Store) lockAccount(ctx context.Context, tx pgx.Tx, pubKey string) (provisioning.Account, int64, error) {
-	var r accountRow
-	var gen int64
-	err := tx.QueryRow(ctx, `SELECT `+accountCols+`, revocations_gen FROM nats_accounts WHERE account_id = $1 FOR NO KEY UPDATE`, pubKey).Scan(append(r.dest(), &gen)...)
+	// The JWT (up to the bound, a quarter MiB) comes back only when it is
+	// not the one this store holds for the account (same hash).
+	held, heldHash := s.lists.jwt(pubKey)
+	var (
+		r   accountRow
+		tok *string
+		gen int64
+	)
+	err := tx.QueryRow(ctx, `SELECT account_id, kind, tenant_id, name, seed_enc, CASE WHEN jwt_hash = $2 THEN NULL ELSE jwt END,
+			created_at, updated_at, revocations_gen
+		FROM nats_accounts WHERE account_id = $1 FOR NO KEY UPDATE`, pubKey, heldHash).
+		Scan(&r.a.PubKey, &r.kind, &r.tenantID, &r.a.Name, &r.sealed, &tok, &r.a.CreatedAt, &r.a.UpdatedAt, &gen)
 	if err != nil {
 		return provisioning.Account{}, 0, notFound(err, "account "+pubKey)
+	}
+	r.a.JWT = held
+	if tok != nil {
+		r.a.JWT = *tok
 	}
 	a, err := s.openAccount(&r)
 	return a, gen, err
@@ -726,7 +739,7 @@ func (s *Store) lockAccount(ctx context.Context, tx pgx.Tx, pubKey string) (prov
 // pushed; "" keeps the account as it is. It returns the generation of the
 // account's revocations after the transaction's changes, -1 when it kept
 // the account as it is.
-func resignLocked(ctx context.Context, tx pgx.Tx, a provisioning.Account, all []provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Account, bool, int64, error) {
+func (s *Store) resignLocked(ctx context.Context, tx pgx.Tx, a provisioning.Account, all []provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Account, bool, int64, error) {
 	jwt, err := resign(a, all)
 	if err != nil {
 		return a, false, -1, fmt.Errorf("re-sign account %s: %w", a.PubKey, err)
@@ -736,10 +749,14 @@ func resignLocked(ctx context.Context, tx pgx.Tx, a provisioning.Account, all []
 	}
 	a.JWT = jwt
 	var gen int64
+	hash := jwtHash(jwt)
 	if err := tx.QueryRow(ctx, `UPDATE nats_accounts SET jwt = $2, jwt_hash = $3, updated_at = now(), pushed_at = NULL
-		WHERE account_id = $1 RETURNING updated_at, revocations_gen`, a.PubKey, jwt, jwtHash(jwt)).Scan(&a.UpdatedAt, &gen); err != nil {
+		WHERE account_id = $1 RETURNING updated_at, revocations_gen`, a.PubKey, jwt, hash).Scan(&a.UpdatedAt, &gen); err != nil {
 		return a, false, -1, fmt.Errorf("provisionerstore: store re-signed JWT: %w", err)
 	}
+	// Held by its hash, which only the row's jwt_hash can select: should
+	// the transaction not commit, it is never used.
+	s.lists.putJWT(a.PubKey, jwt, hash)
 	a.UpdatedAt = a.UpdatedAt.UTC()
 	return a, true, gen, nil
 }
