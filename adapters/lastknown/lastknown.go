@@ -204,12 +204,21 @@ func verify(trusted []string, pub, tok string) (int64, error) {
 	if !strings.EqualFold(h.Type, jwt.TokenTypeJwt) || h.Algorithm != jwt.AlgorithmNkey {
 		return 0, fmt.Errorf("JWT header: type %q, algorithm %q", h.Type, h.Algorithm)
 	}
-	if data, err = base64.RawURLEncoding.DecodeString(claims); err != nil {
-		return 0, fmt.Errorf("JWT claims: %w", err)
+	// The top of the claims first (the library writes them there), all
+	// of them only when that does not hold what verify reads.
+	c, err := jwtTop{}, errors.New("no claims")
+	if len(claims) > claimsHead {
+		if data, err = base64.RawURLEncoding.DecodeString(claims[:claimsHead]); err == nil {
+			c, err = topClaims(data)
+		}
 	}
-	c, err := topClaims(data)
 	if err != nil {
-		return 0, fmt.Errorf("JWT claims: %w", err)
+		if data, err = base64.RawURLEncoding.DecodeString(claims); err != nil {
+			return 0, fmt.Errorf("JWT claims: %w", err)
+		}
+		if c, err = topClaims(data); err != nil {
+			return 0, fmt.Errorf("JWT claims: %w", err)
+		}
 	}
 	if c.Subject != pub {
 		return 0, fmt.Errorf("JWT of %s filed under %s", c.Subject, pub)
@@ -232,6 +241,11 @@ func verify(trusted []string, pub, tok string) (int64, error) {
 	return c.IssuedAt, nil
 }
 
+// claimsHead is how much of a JWT's encoded claims verify decodes first (a
+// multiple of 4 base64 characters): the subject, issuer and issue time
+// come within the first few hundred bytes.
+const claimsHead = 1024
+
 // jwtTop is what verify reads of a JWT's claims.
 type jwtTop struct {
 	Subject  string `json:"sub"`
@@ -250,7 +264,10 @@ func topClaims(data []byte) (jwtTop, error) {
 		return c, errors.New("claims are not an object")
 	}
 	var have [3]bool
-	for dec.More() && !(have[0] && have[1] && have[2]) {
+	for !(have[0] && have[1] && have[2]) {
+		if !dec.More() {
+			break
+		}
 		tok, err := dec.Token()
 		if err != nil {
 			return c, err
@@ -272,6 +289,12 @@ func topClaims(data []byte) (jwtTop, error) {
 	}
 	if !(have[0] && have[1] && have[2]) {
 		return c, errors.New("claims lack a subject, an issuer or an issue time")
+	}
+	// A value that ran to the end of the data may have been cut (a
+	// number at the end of a head reads as a smaller one): only the whole
+	// claims may end there.
+	if dec.InputOffset() >= int64(len(data)) {
+		return c, errors.New("claims end within what verify reads")
 	}
 	return c, nil
 }

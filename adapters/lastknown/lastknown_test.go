@@ -3,6 +3,7 @@ package lastknown_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -355,5 +356,45 @@ func TestObserveChecksTheWholeSignature(t *testing.T) {
 	s.Observe(good)
 	if tok, ok := s.Get(good.PubKey); !ok || tok != good.JWT {
 		t.Fatal("the operator's account JWT as signed was not kept")
+	}
+}
+
+// verify reads the issue time from the head of the claims when it is
+// there: an issue time that the head cuts in two is read from the whole,
+// never as the smaller number the head holds (which would let an older JWT
+// replace it).
+func TestIssueTimeAtTheEdgeOfTheHead(t *testing.T) {
+	op := newOperator(t)
+	okp, err := nkeys.FromSeed(op.seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, _, err := op.signer.NewAccountKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := base64.RawURLEncoding.EncodeToString([]byte(`{"typ":"JWT","alg":"ed25519-nkey"}`))
+	sign := func(pad int, iat int64) string {
+		claims := fmt.Sprintf(`{"jti":"x","pad":%q,"iat":%d,"iss":%q,"sub":%q,"nats":{"type":"account","version":2}}`,
+			strings.Repeat("p", pad), iat, op.pub, acct)
+		tok := header + "." + base64.RawURLEncoding.EncodeToString([]byte(claims))
+		sig, err := okp.Sign([]byte(tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok + "." + base64.RawURLEncoding.EncodeToString(sig)
+	}
+	// The head is 1,024 base64 characters, 768 bytes: put the issue time's
+	// digits across byte 768 ("{"jti":"x","pad":"" is 18 bytes, then the
+	// pad, then ","iat":", 8 more).
+	const late, early = 1_800_000_999, 1_800_000_500
+	for pad := 768 - 18 - 8 - 9; pad <= 768-18-8; pad++ {
+		s, _ := lastknown.Open("", op.pub)
+		newer := sign(pad, late)
+		s.Observe(provisioning.Account{PubKey: acct, Kind: provisioning.KindTenant, JWT: newer})
+		s.Observe(provisioning.Account{PubKey: acct, Kind: provisioning.KindTenant, JWT: sign(0, early)})
+		if tok, ok := s.Get(acct); !ok || tok != newer {
+			t.Fatalf("pad %d: an older JWT replaced one whose issue time crosses the head (or it was not kept)", pad)
+		}
 	}
 }

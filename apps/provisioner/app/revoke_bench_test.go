@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -16,14 +17,20 @@ import (
 // RXC_REVOKE_HISTORY revocations (default 12,000) of distinct keys in one
 // tenant, end to end (PostgreSQL, signing, the push to nats-server), and
 // reports the mean of the first 500, of the last 500 and of the slowest
-// 500 (of the windows 1–500, 501–1000, …) and the largest account JWT. Run it once: go test -run - -bench RevokeHistory -benchtime 1x.
+// 500 (of the windows 1–500, 501–1000, …) and the largest account JWT;
+// RXC_REVOKE_BOUND sets ACCOUNT_JWT_MAX_BYTES (default: the provisioner's).
+// Run it once: go test -run - -bench RevokeHistory -benchtime 1x.
 func BenchmarkRevokeHistory(b *testing.B) {
 	total := 12000
 	if n, err := strconv.Atoi(os.Getenv("RXC_REVOKE_HISTORY")); err == nil && n >= 1000 {
 		total = n
 	}
+	bound := 0 // the provisioner's default
+	if n, err := strconv.Atoi(os.Getenv("RXC_REVOKE_BOUND")); err == nil {
+		bound = n
+	}
 	for range b.N {
-		s := provisionertest.Start(b, provisionertest.Options{})
+		s := provisionertest.Start(b, provisionertest.Options{AccountJWTMaxBytes: bound})
 		status, body := s.Post("/accounts", map[string]string{"tenantId": "bench"})
 		if status != 201 {
 			b.Fatalf("%d %s", status, body)
@@ -60,7 +67,8 @@ func BenchmarkRevokeHistory(b *testing.B) {
 			window += took
 			if (i+1)%500 == 0 {
 				peak = max(peak, window)
-				b.Logf("revocations %5d-%5d: %6.2f ms each, account JWT %7d B", i-498, i+1, float64(window.Microseconds())/500/1000, len(rr.AccountJWT))
+				// Every window, not b.Logf (which keeps ten lines).
+				fmt.Printf("revocations %5d-%5d: %6.2f ms each, account JWT %7d B\n", i-498, i+1, float64(window.Microseconds())/500/1000, len(rr.AccountJWT))
 				window = 0
 			}
 		}
