@@ -15,7 +15,8 @@ const maxIncremental = 64
 
 // maxCachedRevocations bounds the entries held for all accounts together
 // (about 100 bytes each): a tenant's list is at most its bound's worth
-// (2,800 entries at 256 KiB), so this holds about a hundred full tenants.
+// (700 entries at the default 64 KiB, 2,800 at 256 KiB), so this holds a
+// few hundred full tenants; others are read from the table.
 const maxCachedRevocations = 1 << 18
 
 // lists keeps, per account, the revocation list this store last read or
