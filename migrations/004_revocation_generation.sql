@@ -1,24 +1,26 @@
 -- A generation of each account's revocation list (issue 21: POST /revoke
 -- flat in time as history grows).
 --
--- revocations_gen moves with every statement that inserts, updates or
--- deletes revocations of the account, whoever runs it: a trigger bumps it,
--- so an older release during a rolling upgrade, or an operator by hand,
--- moves it too. A provisioner keeps the list it last read or wrote in memory
+-- revocations_gen is set anew (a random UUID) by every statement that
+-- inserts, updates or deletes revocations of the account, whoever runs it:
+-- a trigger sets it, so an older release during a rolling upgrade, or an
+-- operator by hand, moves it too. Random rather than counted: a database
+-- restored from a backup and changed again never shows a generation a
+-- running provisioner saw with other contents. A provisioner keeps the list it last read or wrote in memory
 -- with the generation it was at, and reads the list again from this table
 -- only when the generation it finds under the account's lock is not that
 -- one (another replica revoked meanwhile).
-ALTER TABLE nats_accounts ADD COLUMN IF NOT EXISTS revocations_gen bigint NOT NULL DEFAULT 0;
+ALTER TABLE nats_accounts ADD COLUMN IF NOT EXISTS revocations_gen text NOT NULL DEFAULT gen_random_uuid()::text;
 
 CREATE OR REPLACE FUNCTION nats_revocations_bump_gen() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'TRUNCATE' THEN
-        UPDATE nats_accounts SET revocations_gen = revocations_gen + 1;
+        UPDATE nats_accounts SET revocations_gen = gen_random_uuid()::text;
     ELSIF TG_OP = 'DELETE' THEN
-        UPDATE nats_accounts SET revocations_gen = revocations_gen + 1
+        UPDATE nats_accounts SET revocations_gen = gen_random_uuid()::text
          WHERE account_id IN (SELECT account_id FROM old_rows);
     ELSE
-        UPDATE nats_accounts SET revocations_gen = revocations_gen + 1
+        UPDATE nats_accounts SET revocations_gen = gen_random_uuid()::text
          WHERE account_id IN (SELECT account_id FROM new_rows);
     END IF;
     RETURN NULL;

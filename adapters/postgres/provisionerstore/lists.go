@@ -21,9 +21,12 @@ const maxCachedRevocations = 1 << 18
 
 // lists keeps, per account, the revocation list this store last read or
 // wrote, with the generation (nats_accounts.revocations_gen) the account
-// was at then. A trigger moves the generation with every statement that
-// changes the account's revocations, so a list whose generation is the one
-// found under the account's lock is the table's list: a revocation then
+// was at then. A trigger sets a new random generation with every statement
+// that changes the account's revocations (random, not counted: a database
+// restored from a backup and changed again never comes back to a
+// generation this store saw with other contents), so a list whose
+// generation is the one found under the account's lock is the table's
+// list: a revocation then
 // neither reads the account's revocations again nor grows in cost with
 // them. Any other generation (another replica, an older release, an
 // operator by hand changed the list) reads the list again.
@@ -72,36 +75,33 @@ func (l *lists) putJWT(pubKey, jwt, hash string) {
 }
 
 type cachedList struct {
-	gen int64
+	gen string
 	all []provisioning.Revocation // sorted by user key, in byte order
 }
 
 // get returns a copy of the account's list if it is held at generation gen.
-func (l *lists) get(pubKey string, gen int64) ([]provisioning.Revocation, bool) {
+func (l *lists) get(pubKey, gen string) ([]provisioning.Revocation, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c, ok := l.byAccount[pubKey]
-	if !ok || c.gen != gen {
+	if !ok || gen == "" || c.gen != gen {
 		return nil, false
 	}
 	return slices.Clone(c.all), true
 }
 
-// put holds a copy of all as the account's list at generation gen, unless
-// a later generation is held; a negative gen (unknown) drops the account's
-// list.
-func (l *lists) put(pubKey string, gen int64, all []provisioning.Revocation) {
+// put holds a copy of all as the account's list at generation gen; an
+// empty gen (unknown) drops the account's list. Generations are not
+// ordered: a put that comes after a later transaction's only costs that
+// transaction's successor a read (its generation is another).
+func (l *lists) put(pubKey, gen string, all []provisioning.Revocation) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c, ok := l.byAccount[pubKey]
-	if ok && c.gen > gen && gen >= 0 {
-		return
-	}
-	if ok {
+	if c, ok := l.byAccount[pubKey]; ok {
 		l.held -= len(c.all)
 		delete(l.byAccount, pubKey)
 	}
-	if gen < 0 || len(all) > l.max {
+	if gen == "" || len(all) > l.max {
 		return
 	}
 	for other, c := range l.byAccount {

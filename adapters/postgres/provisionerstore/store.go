@@ -340,7 +340,7 @@ func (s *Store) RevokeMany(ctx context.Context, accountPubKey string, rs []provi
 		acct   provisioning.Account
 		stored []provisioning.Revocation
 		all    []provisioning.Revocation
-		gen    int64
+		gen    string
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		a, held, err := s.lockAccount(ctx, tx, accountPubKey)
@@ -436,7 +436,7 @@ func (s *Store) Reissue(ctx context.Context, all provisioning.Revocation, rs []p
 		acct provisioning.Account
 		n    int
 		list []provisioning.Revocation
-		gen  int64
+		gen  string
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		a, _, err := s.lockAccount(ctx, tx, all.AccountPubKey)
@@ -710,21 +710,21 @@ func (s *Store) Resign(ctx context.Context, pubKey string, resign func(provision
 // serialises the account's re-signings without blocking inserts of users
 // that reference it. It returns the generation of the account's
 // revocations too.
-func (s *Store) lockAccount(ctx context.Context, tx pgx.Tx, pubKey string) (provisioning.Account, int64, error) {
+func (s *Store) lockAccount(ctx context.Context, tx pgx.Tx, pubKey string) (provisioning.Account, string, error) {
 	// The JWT (up to the bound, a quarter MiB) comes back only when it is
 	// not the one this store holds for the account (same hash).
 	held, heldHash := s.lists.jwt(pubKey)
 	var (
 		r   accountRow
 		tok *string
-		gen int64
+		gen string
 	)
 	err := tx.QueryRow(ctx, `SELECT account_id, kind, tenant_id, name, seed_enc, CASE WHEN jwt_hash = $2 THEN NULL ELSE jwt END,
 			created_at, updated_at, revocations_gen
 		FROM nats_accounts WHERE account_id = $1 FOR NO KEY UPDATE`, pubKey, heldHash).
 		Scan(&r.a.PubKey, &r.kind, &r.tenantID, &r.a.Name, &r.sealed, &tok, &r.a.CreatedAt, &r.a.UpdatedAt, &gen)
 	if err != nil {
-		return provisioning.Account{}, 0, notFound(err, "account "+pubKey)
+		return provisioning.Account{}, "", notFound(err, "account "+pubKey)
 	}
 	r.a.JWT = held
 	if tok != nil {
@@ -737,22 +737,22 @@ func (s *Store) lockAccount(ctx context.Context, tx pgx.Tx, pubKey string) (prov
 // resignLocked hands a, whose row the caller has locked, and its full
 // revocation list all to resign, and stores the JWT it returns as not yet
 // pushed; "" keeps the account as it is. It returns the generation of the
-// account's revocations after the transaction's changes, -1 when it kept
+// account's revocations after the transaction's changes, "" when it kept
 // the account as it is.
-func (s *Store) resignLocked(ctx context.Context, tx pgx.Tx, a provisioning.Account, all []provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Account, bool, int64, error) {
+func (s *Store) resignLocked(ctx context.Context, tx pgx.Tx, a provisioning.Account, all []provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Account, bool, string, error) {
 	jwt, err := resign(a, all)
 	if err != nil {
-		return a, false, -1, fmt.Errorf("re-sign account %s: %w", a.PubKey, err)
+		return a, false, "", fmt.Errorf("re-sign account %s: %w", a.PubKey, err)
 	}
 	if jwt == "" {
-		return a, false, -1, nil
+		return a, false, "", nil
 	}
 	a.JWT = jwt
-	var gen int64
+	var gen string
 	hash := jwtHash(jwt)
 	if err := tx.QueryRow(ctx, `UPDATE nats_accounts SET jwt = $2, jwt_hash = $3, updated_at = now(), pushed_at = NULL
 		WHERE account_id = $1 RETURNING updated_at, revocations_gen`, a.PubKey, jwt, hash).Scan(&a.UpdatedAt, &gen); err != nil {
-		return a, false, -1, fmt.Errorf("provisionerstore: store re-signed JWT: %w", err)
+		return a, false, "", fmt.Errorf("provisionerstore: store re-signed JWT: %w", err)
 	}
 	// Held by its hash, which only the row's jwt_hash can select: should
 	// the transaction not commit, it is never used.
