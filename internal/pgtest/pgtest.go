@@ -27,8 +27,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rxc-project/rxc/adapters/loopback"
 	"github.com/rxc-project/rxc/adapters/postgres/pgserver"
-	"github.com/rxc-project/rxc/internal/loopback"
 )
 
 var (

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
-	"github.com/rxc-project/rxc/internal/fleetseed"
+	"github.com/rxc-project/rxc/adapters/postgres/fleetseed"
 )
 
 type listedSensor struct {

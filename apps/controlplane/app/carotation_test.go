@@ -12,7 +12,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/sensorclient"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxc-project/rxc/internal/loopback"
+	"github.com/rxc-project/rxc/adapters/loopback"
 )
 
 type sample struct {

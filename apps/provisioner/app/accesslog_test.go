@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/loopback"
 	"github.com/rxc-project/rxc/apps/provisioner/app"
 	"github.com/rxc-project/rxc/internal/logbuf"
-	"github.com/rxc-project/rxc/internal/loopback"
 )
 
 // serve logs one info access record per request (route, status, never the

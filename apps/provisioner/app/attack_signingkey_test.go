@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // Attack: an account JWT signed by a key the operator does not list — a

@@ -25,9 +25,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 // ackBodies are every body nats-server acts on at an ack subject.

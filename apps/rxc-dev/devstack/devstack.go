@@ -25,10 +25,10 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/atomicfile"
+	"github.com/rxc-project/rxc/adapters/loopback"
+	"github.com/rxc-project/rxc/adapters/postgres/fleetseed"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/core/ids"
-	"github.com/rxc-project/rxc/internal/fleetseed"
-	"github.com/rxc-project/rxc/internal/loopback"
 )
 
 // Web modes of Config.Web.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/sensorclient"
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // answerDropper stands between the agent and the control plane and loses

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rxc-project/rxc/adapters/postgres/fleetseed"
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
-	"github.com/rxc-project/rxc/internal/fleetseed"
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/migrations"
 )
