@@ -29,6 +29,9 @@ type Store interface {
 	// InitOperator stores the operator record with its SYS and CONTROL
 	// accounts in one step, or returns provisioning.ErrOperatorExists.
 	InitOperator(ctx context.Context, op provisioning.Operator, sys, control provisioning.Account) error
+	// ReplaceOperatorJWT replaces the operator's JWT when the stored one
+	// is still oldJWT (provisioning.SigningKeyRecords).
+	ReplaceOperatorJWT(ctx context.Context, pubKey, oldJWT, newJWT string) error
 	// Ping reports whether the store answers.
 	Ping(ctx context.Context) error
 }
@@ -44,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"InitOperator", testInitOperator},
 		{"InitOperatorTwice", testInitOperatorTwice},
 		{"InitOperatorRejectsMismatch", testInitOperatorRejectsMismatch},
+		{"ReplaceOperatorJWT", testReplaceOperatorJWT},
 		{"AccountNotFound", testAccountNotFound},
 		{"CreateTenantAccount", testCreateTenantAccount},
 		{"CreateTenantAccountConcurrent", testCreateTenantAccountConcurrent},
@@ -256,6 +260,35 @@ func testInitOperatorTwice(t *testing.T, s Store) {
 	diff(t, "Operator after a refused second init", first.op, got)
 	if _, err := s.Account(ctx(t), second.sys.PubKey); !errors.Is(err, provisioning.ErrNotFound) {
 		t.Errorf("refused init stored its SYS account: Account error = %v, want ErrNotFound", err)
+	}
+}
+
+// testReplaceOperatorJWT: the JWT is replaced only while it is the one the
+// caller read, and only for the stored operator.
+func testReplaceOperatorJWT(t *testing.T, s Store) {
+	f := initOperator(t, s)
+	old := f.op.JWT
+	if err := s.ReplaceOperatorJWT(ctx(t), f.op.PubKey, "not.the.stored.jwt", "eyJ.stale.x"); !errors.Is(err, provisioning.ErrOperatorChanged) {
+		t.Errorf("ReplaceOperatorJWT from a stale JWT: %v, want ErrOperatorChanged", err)
+	}
+	if err := s.ReplaceOperatorJWT(ctx(t), key("O"), old, "eyJ.other.x"); !errors.Is(err, provisioning.ErrOperatorChanged) {
+		t.Errorf("ReplaceOperatorJWT of another operator key: %v, want ErrOperatorChanged", err)
+	}
+	if got, err := s.Operator(ctx(t)); err != nil || got.JWT != old {
+		t.Fatalf("after refused replacements the operator JWT is %q (%v), want the original", got.JWT, err)
+	}
+	if err := s.ReplaceOperatorJWT(ctx(t), f.op.PubKey, old, "eyJ.new.x"); err != nil {
+		t.Fatalf("ReplaceOperatorJWT: %v", err)
+	}
+	want := f.op
+	want.JWT = "eyJ.new.x"
+	got, err := s.Operator(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "Operator after ReplaceOperatorJWT", want, got)
+	if err := s.ReplaceOperatorJWT(ctx(t), f.op.PubKey, old, "eyJ.again.x"); !errors.Is(err, provisioning.ErrOperatorChanged) {
+		t.Errorf("second ReplaceOperatorJWT from the replaced JWT: %v, want ErrOperatorChanged", err)
 	}
 }
 
