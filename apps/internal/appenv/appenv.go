@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/rxc-project/rxc/apps/internal/appmain"
 	"github.com/rxc-project/rxc/core/logkey"
 )
 
@@ -126,20 +127,6 @@ func Variables(cfg any) ([]Variable, error) {
 		out = append(out, Variable{Key: f[0], Alt: f[1], Type: f[2], Default: f[3], Required: req, Description: f[5]})
 	}
 	return out, nil
-}
-
-// WantsHelp tells whether args ask for help (-h, -help, --help or help
-// before any "--").
-func WantsHelp(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "--":
-			return false
-		case "-h", "-help", "--help", "help":
-			return true
-		}
-	}
-	return false
 }
 
 // Help writes a subcommand's help to w: usage (its first line and what it
@@ -356,7 +343,7 @@ func Dispatch(binary, usage string, commands map[string]Command, args []string, 
 		fmt.Fprintf(stderr, "%s: unknown command %q\n\n%s", binary, cmd, usage)
 		return "", 2, true
 	}
-	if WantsHelp(args[1:]) {
+	if appmain.WantsHelp(args[1:]) {
 		var fl *flag.FlagSet
 		if c.Flags != nil {
 			fl = c.Flags()

@@ -93,17 +93,6 @@ func TestHelpListsFlagsAndVariables(t *testing.T) {
 	}
 }
 
-func TestWantsHelp(t *testing.T) {
-	for args, want := range map[string]bool{
-		"-h": true, "--help": true, "-help": true, "help": true, "--dns x -h": true,
-		"": false, "--dns x": false, "-- -h": false, "--hostname": false,
-	} {
-		if got := WantsHelp(strings.Fields(args)); got != want {
-			t.Errorf("WantsHelp(%q) = %v, want %v", args, got, want)
-		}
-	}
-}
-
 // An unreachable database is reported while Connect waits, never with the
 // password, and the final error says how long and how often it tried.
 func TestConnectLogsProgress(t *testing.T) {

@@ -2,10 +2,13 @@ package appenv
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
+	"github.com/rxc-project/rxc/apps/internal/buildinfo"
+	"github.com/rxc-project/rxc/apps/internal/healthprobe"
 	"github.com/rxc-project/rxc/core/logkey"
 )
 
@@ -64,4 +67,28 @@ func Drain(log *slog.Logger, timeout time.Duration, servers ...Drainer) {
 			log.Warn(s.Name+" shutdown", logkey.Error, err)
 		}
 	}
+}
+
+// Listener is a service's configuration for `healthcheck`: the address it
+// listens on (LISTEN_ADDR, with the service's default).
+type Listener interface{ ListenAddress() string }
+
+// ServiceTail runs the two commands every service's list ends with and
+// returns the exit status: `healthcheck` reads C from the environment and
+// probes path on loopback at its listen address's port (healthprobe), and
+// `version` prints the binary's name and version.
+func ServiceTail[C Listener](ctx context.Context, binary, cmd, path string, stdout, stderr io.Writer) int {
+	switch cmd {
+	case "version":
+		fmt.Fprintln(stdout, binary, buildinfo.Version)
+		return 0
+	case "healthcheck":
+		var cfg C
+		err := Load(&cfg)
+		if err == nil {
+			err = healthprobe.Check(ctx, cfg.ListenAddress(), path)
+		}
+		return Exit(binary, err, stderr)
+	}
+	return Exit(binary, fmt.Errorf("no command %q", cmd), stderr)
 }
