@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rxc-project/rxc/core/contracttest"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -33,10 +34,7 @@ type Store interface {
 
 // Run runs the suite; newStore returns a fresh, empty store per subtest.
 func Run(t *testing.T, newStore func(t *testing.T) Store) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s Store)
-	}{
+	contracttest.Run(t, newStore, contracttest.Cases[Store]{
 		{"CreateTenantCreateOrReturn", testCreateTenant},
 		{"CreateTenantConcurrent", testCreateTenantConcurrent},
 		{"TenantProvisioning", testTenantProvisioning},
@@ -64,13 +62,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Decommission", testDecommission},
 		{"DeleteTenant", testDeleteTenant},
 		{"Locker", testLocker},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			tt.fn(t, newStore(t))
-		})
-	}
+	})
 }
 
 var t0 = time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)

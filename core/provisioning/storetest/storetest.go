@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxc-project/rxc/core/contracttest"
 	"github.com/rxc-project/rxc/core/provisioning"
 )
 
@@ -39,10 +40,7 @@ type Store interface {
 // Run runs the contract suite. newStore returns a fresh, empty store for
 // each subtest; subtests run in parallel.
 func Run(t *testing.T, newStore func(t *testing.T) Store) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s Store)
-	}{
+	contracttest.Run(t, newStore, contracttest.Cases[Store]{
 		{"OperatorMissing", testOperatorMissing},
 		{"InitOperator", testInitOperator},
 		{"InitOperatorTwice", testInitOperatorTwice},
@@ -87,13 +85,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Reissue", testReissue},
 		{"ReissueResignFailureChangesNothing", testReissueResignFailure},
 		{"RetireSensorClaim", testRetireSensorClaim},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newStore(t))
-		})
-	}
+	})
 }
 
 // Fixtures.
