@@ -37,20 +37,21 @@ func testClaimConsumer(t *testing.T, s Store) {
 	}, claims)
 }
 
-// testClaimConsumerConcurrent races the two pairs that spell one name:
-// exactly one pair owns it afterwards, and every call of the other fails.
-func testClaimConsumerConcurrent(t *testing.T, s Store) {
+// raceForOneName has 2×20 callers claim the consumer name cmd-acme-eu-s1
+// for the two pairs that spell it (acme/eu-s1, acme-eu/s1) with claim: one
+// pair owns it, every call of that pair succeeds and every call of the
+// other gets ErrConsumerNameTaken.
+func raceForOneName(t *testing.T, s Store, claim func(tenantID, sensorID string) error) {
+	t.Helper()
 	const n = 20
 	pairs := [2][2]string{{"acme", "eu-s1"}, {"acme-eu", "s1"}}
 	errs := make([]error, 2*n)
 	var wg sync.WaitGroup
 	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			p := pairs[i%2]
-			errs[i] = s.ClaimConsumer(ctx(t), "cmd-acme-eu-s1", p[0], p[1])
-		}()
+			errs[i] = claim(p[0], p[1])
+		})
 	}
 	wg.Wait()
 	claims, err := s.ConsumerClaims(ctx(t))
@@ -67,6 +68,14 @@ func testClaimConsumerConcurrent(t *testing.T, s Store) {
 			t.Errorf("non-owner %v got %v, want ErrConsumerNameTaken", p, err)
 		}
 	}
+}
+
+// testClaimConsumerConcurrent races the two pairs that spell one name:
+// exactly one pair owns it afterwards, and every call of the other fails.
+func testClaimConsumerConcurrent(t *testing.T, s Store) {
+	raceForOneName(t, s, func(tenantID, sensorID string) error {
+		return s.ClaimConsumer(ctx(t), "cmd-acme-eu-s1", tenantID, sensorID)
+	})
 }
 
 // testClaimSensor: the one call before minting a sensor's user reads the
@@ -130,31 +139,10 @@ func testClaimSensor(t *testing.T, s Store) {
 func testClaimSensorConcurrent(t *testing.T, s Store) {
 	createAccount(t, s, "acme")
 	createAccount(t, s, "acme-eu")
-	const n = 20
-	pairs := [2][2]string{{"acme", "eu-s1"}, {"acme-eu", "s1"}}
-	errs := make([]error, 2*n)
-	var wg sync.WaitGroup
-	for i := range errs {
-		wg.Go(func() {
-			p := pairs[i%2]
-			_, errs[i] = s.ClaimSensor(ctx(t), "cmd-acme-eu-s1", p[0], p[1])
-		})
-	}
-	wg.Wait()
-	claims, err := s.ConsumerClaims(ctx(t))
-	if err != nil || len(claims) != 1 {
-		t.Fatalf("claims = %+v, %v; want exactly one", claims, err)
-	}
-	for i, err := range errs {
-		p := pairs[i%2]
-		owns := claims[0].TenantID == p[0] && claims[0].SensorID == p[1]
-		if owns && err != nil {
-			t.Errorf("owner %v got %v", p, err)
-		}
-		if !owns && !errors.Is(err, provisioning.ErrConsumerNameTaken) {
-			t.Errorf("non-owner %v got %v, want ErrConsumerNameTaken", p, err)
-		}
-	}
+	raceForOneName(t, s, func(tenantID, sensorID string) error {
+		_, err := s.ClaimSensor(ctx(t), "cmd-acme-eu-s1", tenantID, sensorID)
+		return err
+	})
 }
 
 // testClaimSensorAcrossTenants: one sensor id in two tenants is two
