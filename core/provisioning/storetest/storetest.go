@@ -2,7 +2,10 @@
 // implementation (PostgreSQL, in-memory) runs the same Run, so they stay
 // interchangeable: create-or-return under concurrency, not-found errors,
 // active and revoked users, atomic revocations, sealed seeds that round-trip
-// byte-exact, the single operator record and push tracking.
+// byte-exact, the single operator record and push tracking. The cases sit
+// by port: operator.go (the operator record), accounts.go, users.go,
+// revocation.go and consumers.go (consumer names); this file holds Run and
+// the fixtures they share.
 package storetest
 
 import (
