@@ -268,6 +268,22 @@ func Migrate(ctx context.Context, stdout, stderr io.Writer, apply func(context.C
 	return nil
 }
 
+// ConnectMigrated is what every command that works on a service's database
+// starts with: a pool on dsn that waits up to 30 s for the database
+// (telling log how it goes), with apply's migrations applied. The caller
+// closes the pool.
+func ConnectMigrated(ctx context.Context, dsn string, log *slog.Logger, apply func(context.Context, *pgxpool.Pool) ([]string, error)) (*pgxpool.Pool, error) {
+	pool, err := Connect(ctx, dsn, 30*time.Second, log)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := apply(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
 // ErrUsage is a command line already explained on standard error; Exit
 // answers it with exit status 2.
 var ErrUsage = errors.New("usage")

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
@@ -93,23 +92,19 @@ func openRotator(ctx context.Context, cfg SigningKeyConfig, stderr io.Writer) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	pool, err := appenv.Connect(ctx, cfg.PGDSN, 30*time.Second, appenv.CLILogger(stderr))
+	pool, err := appenv.ConnectMigrated(ctx, cfg.PGDSN, appenv.CLILogger(stderr), applyMigrations)
 	if err != nil {
 		return nil, nil, err
 	}
-	fail := func(err error) (*provisioning.KeyRotator, func(), error) { pool.Close(); return nil, nil, err }
-	if _, err := applyMigrations(ctx, pool); err != nil {
-		return fail(err)
-	}
 	store, err := provisionerstore.New(provisionerstore.Config{Pool: pool, Sealer: sealer})
-	if err != nil {
-		return fail(err)
+	if err == nil {
+		var r *provisioning.KeyRotator
+		if r, err = provisioning.NewKeyRotator(provisioning.KeyRotationConfig{Store: store, Authority: jwtauthority.Authority{}, Files: seedfile.Files{}}); err == nil {
+			return r, pool.Close, nil
+		}
 	}
-	r, err := provisioning.NewKeyRotator(provisioning.KeyRotationConfig{Store: store, Authority: jwtauthority.Authority{}, Files: seedfile.Files{}})
-	if err != nil {
-		return fail(err)
-	}
-	return r, pool.Close, nil
+	pool.Close()
+	return nil, nil, err
 }
 
 func (o SigningKeyOptions) request() provisioning.SigningKeyRequest {
