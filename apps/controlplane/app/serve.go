@@ -409,13 +409,9 @@ func (s *Server) metrics(w io.Writer) {
 	p.Family("rxc_controlplane_provisioner_breaker_state", promtext.Gauge, "Circuit breaker nats-provisioner: 0 closed, 1 half-open, 2 open.")
 	p.Sample("rxc_controlplane_provisioner_breaker_state", state, "name", "nats-provisioner")
 	st := s.status.Stats()
-	p.Family("rxc_controlplane_status_messages_total", promtext.Counter, "Sensor status messages by outcome.")
-	for _, o := range []struct {
-		outcome string
-		n       uint64
-	}{{"applied", st.Applied}, {"stale", st.Stale}, {"rejected", st.Rejected}, {"dropped", st.Dropped}} {
-		p.Sample("rxc_controlplane_status_messages_total", int64(o.n), "outcome", o.outcome)
-	}
+	p.Counts("rxc_controlplane_status_messages_total", promtext.Counter, "Sensor status messages by outcome.", "outcome",
+		promtext.Count{Value: "applied", N: st.Applied}, promtext.Count{Value: "stale", N: st.Stale},
+		promtext.Count{Value: "rejected", N: st.Rejected}, promtext.Count{Value: "dropped", N: st.Dropped})
 	if s.messaging != nil {
 		st := s.messaging.Stats()
 		p.Single("rxc_controlplane_commands_published_total", promtext.Counter, "Commands acknowledged by the stream.", int64(st.Published))
