@@ -30,12 +30,10 @@ import (
 )
 
 func serve(ctx context.Context, stderr io.Writer) error {
-	var cfg ServeConfig
-	if err := appenv.Load(&cfg); err != nil {
-		return err
-	}
-	return appenv.Serve(ctx, cfg, cfg.LogLevel, stderr, NewServer)
+	return appenv.ServeCommand(ctx, stderr, appenv.Loaded[ServeConfig], ServeConfig.level, NewServer)
 }
+
+func (c ServeConfig) level() string { return c.LogLevel }
 
 // Server is a wired control plane.
 type Server struct {

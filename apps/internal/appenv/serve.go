@@ -32,6 +32,23 @@ func Serve[C any, S Server](ctx context.Context, cfg C, level string, stderr io.
 	return srv.Run(ctx)
 }
 
+// ServeCommand is a service's serve command: load reads its configuration,
+// level names the log level in it, and Serve runs what build wires.
+func ServeCommand[C any, S Server](ctx context.Context, stderr io.Writer, load func() (C, error), level func(C) string, build func(context.Context, C, *slog.Logger) (S, error)) error {
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	return Serve(ctx, cfg, level(cfg), stderr, build)
+}
+
+// Loaded reads a C from the environment with Load.
+func Loaded[C any]() (C, error) {
+	var cfg C
+	err := Load(&cfg)
+	return cfg, err
+}
+
 // Closers release what a server holds (pools, connections, listeners), in
 // the reverse order they were added. The zero value is ready.
 type Closers []func()
