@@ -18,6 +18,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/loopback"
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/natstest"
+	"github.com/rxc-project/rxc/internal/waitfor"
 )
 
 const stream = topology.DefaultStream
@@ -273,13 +274,7 @@ func freePort(t *testing.T) int {
 
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, limit, what, cond)
 }
 
 func sensorT1(id string) topology.Sensor {

@@ -27,6 +27,7 @@ import (
 	"github.com/rxc-project/rxc/apps/sensor-agent/app"
 	"github.com/rxc-project/rxc/internal/logbuf"
 	"github.com/rxc-project/rxc/internal/pgtest"
+	"github.com/rxc-project/rxc/internal/waitfor"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
@@ -80,13 +81,7 @@ func (b *logBuffer) len() int { return len(b.String()) }
 
 func waitUntil(t *testing.T, limit time.Duration, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	waitfor.Until(t, limit, what, ok)
 }
 
 // plane is the real control plane (controlplanetest) on a fixed HTTP port,
