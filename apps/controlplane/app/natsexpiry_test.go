@@ -17,15 +17,7 @@ import (
 
 func userClaims(t *testing.T, creds []byte) *jwt.UserClaims {
 	t.Helper()
-	tok, err := jwt.ParseDecoratedJWT(creds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uc, err := jwt.DecodeUserClaims(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return uc
+	return provisionertest.UserClaims(t, creds)
 }
 
 func connectWith(url string, creds []byte) error {
