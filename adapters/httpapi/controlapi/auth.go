@@ -7,10 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/adapters/httpapi/sensorapi"
 	"github.com/rxc-project/rxc/core/audit"
-	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/operators"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // operatorHandler is a route that needs an authenticated principal.
@@ -54,7 +55,7 @@ var enrolmentRoutes = map[string]bool{"/api/auth/me": true, "/api/auth/me/totp":
 
 // apiToken returns the API token of an "Authorization: Bearer rxc_…" header.
 func apiToken(r *http.Request) (string, bool) {
-	tok, ok := bearer(r)
+	tok, ok := sensorapi.Bearer(r)
 	if !ok || !strings.HasPrefix(tok, operators.TokenPrefix) {
 		return "", false
 	}

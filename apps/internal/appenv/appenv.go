@@ -23,7 +23,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/rxc-project/rxc/apps/internal/appmain"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // Load fills cfg (a pointer to a struct with envconfig tags) from the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rxc-project/rxc/apps/internal/buildinfo"
 	"github.com/rxc-project/rxc/apps/internal/healthprobe"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // Server is a wired service that serves until ctx ends.

@@ -24,11 +24,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/atomicfile"
 	"github.com/rxc-project/rxc/adapters/loopback"
 	"github.com/rxc-project/rxc/adapters/postgres/fleetseed"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/sdk/atomicfile"
 )
 
 // Web modes of Config.Web.

@@ -15,10 +15,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
 	"github.com/rxc-project/rxc/internal/logbuf"
 	"github.com/rxc-project/rxc/internal/waitfor"
 	sensorpb "github.com/rxc-project/rxc/proto"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 func TestParseRunFlags(t *testing.T) {

@@ -20,7 +20,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/apps/controlplane/controlplanetest"
 	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
@@ -29,6 +28,7 @@ import (
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/internal/waitfor"
 	sensorpb "github.com/rxc-project/rxc/proto"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
