@@ -104,6 +104,10 @@ func (s *Service) Sensors(ctx context.Context, f SensorFilter) ([]Sensor, error)
 type StatusMessage struct {
 	TenantID, SensorID string
 	Payload            []byte
+	// Confirm, when set, is called with the report's settled results once
+	// they are durable (see ResultsConfirmation); nil when the sensor
+	// asked for no confirmation (agents before the outbox).
+	Confirm func(ResultsConfirmation)
 }
 
 // HandleStatus applies one status report; see HandleStatusBatch.
@@ -142,6 +146,7 @@ func (s *Service) HandleStatusBatch(ctx context.Context, msgs []StatusMessage) [
 	if len(refs) == 0 {
 		return errs
 	}
+	recorded := make([][]string, len(msgs))
 	err := s.store.UpdateSensorStatuses(ctx, refs, func(ref SensorRef, cur SensorStatus, found bool) (SensorStatus, bool) {
 		reports := bySensor[ref]
 		if !found {
@@ -154,6 +159,7 @@ func (s *Service) HandleStatusBatch(ctx context.Context, msgs []StatusMessage) [
 		next, changed := cur, false
 		next.Results = nil
 		for _, rp := range reports {
+			recorded[rp.idx] = nil // apply may run again when the transaction is retried
 			if next.State == StateRevoked {
 				errs[rp.idx] = ErrRevoked
 				continue
@@ -162,6 +168,7 @@ func (s *Service) HandleStatusBatch(ctx context.Context, msgs []StatusMessage) [
 			// may be the repeat of one that could not be recorded.
 			if res := rp.r.results(); len(res) > 0 {
 				next.Results, next.AcknowledgedAt, changed = append(next.Results, res...), now, true
+				recorded[rp.idx] = resultIDs(res)
 			}
 			switch st, ok := Transition(next.State, rp.r.State); {
 			case rp.r.At.Before(next.LastStatusAt):
@@ -183,7 +190,9 @@ func (s *Service) HandleStatusBatch(ctx context.Context, msgs []StatusMessage) [
 				errs[i] = err
 			}
 		}
+		return errs
 	}
+	confirmRecorded(msgs, recorded)
 	return errs
 }
 

@@ -88,7 +88,7 @@ func NewStatusBatcher(cfg StatusBatcherConfig) (*StatusBatcher, error) {
 // Handle queues one status message; it never blocks. The payload is
 // copied, so the caller may reuse it.
 func (b *StatusBatcher) Handle(_ context.Context, m StatusMessage) {
-	msg := StatusMessage{TenantID: m.TenantID, SensorID: m.SensorID, Payload: append([]byte(nil), m.Payload...)}
+	msg := StatusMessage{TenantID: m.TenantID, SensorID: m.SensorID, Payload: append([]byte(nil), m.Payload...), Confirm: m.Confirm}
 	select {
 	case b.in <- msg:
 	default:
