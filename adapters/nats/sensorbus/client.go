@@ -472,6 +472,6 @@ func (c *Client) deliver(ctx context.Context, h statusHandler) nats.MsgHandler {
 				c.log.Error("status handler panicked", "subject", m.Subject, "panic", fmt.Sprint(r))
 			}
 		}()
-		h(ctx, fleet.StatusMessage{TenantID: tenantID, SensorID: sensorID, Payload: m.Data})
+		h(ctx, fleet.StatusMessage{TenantID: tenantID, SensorID: sensorID, Payload: m.Data, Confirm: c.confirmer(m)})
 	}
 }
