@@ -100,12 +100,12 @@ const (
 
 // Status is the JSON a sensor publishes on rxc.<t>.<s>.status.
 //
-// Results carry the outcomes of the sensor's latest commands. Status is
-// fire-and-forget over core NATS, so an agent repeats them in every report:
-// the control plane records the first one it can (a report it could not
-// store while its database was down is followed by the next heartbeat's
-// repeat). Control planes older than Results refuse reports carrying them:
-// upgrade the control plane first.
+// Results carry outcomes of the sensor's commands not yet confirmed by the
+// control plane (at most MaxResults, from an Outbox). Status is
+// fire-and-forget over core NATS, so they are reported again until a
+// Confirmation says they are recorded; the control plane records the first
+// report of each command. Control planes older than Results refuse reports
+// carrying them: upgrade the control plane first.
 type Status struct {
 	State        ReportedState   `json:"state"`
 	CommandID    string          `json:"commandId,omitempty"`
