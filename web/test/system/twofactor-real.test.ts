@@ -12,7 +12,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isRealApi, startApi } from './api';
 import type { E2eApi } from './api';
-import { openBrowser } from './browser';
+import { atPhoneWidth, openBrowser } from './browser';
 import { RESULTS, startNginx } from './tools';
 import type { Nginx } from './tools';
 
@@ -28,6 +28,13 @@ let origin: string;
 let secret = '';
 let recovery: string[] = [];
 let enrolledStep = 0;
+
+/** The page as it is, then at phone width: nothing may stick out sideways. */
+async function shots(page: Page, name: string) {
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+  const overflow = await atPhoneWidth(page, path.join(SHOTS, `${name}-360.png`));
+  expect(overflow, `${name}: the page scrolls sideways at 360 px`).toBeLessThanOrEqual(0);
+}
 
 function base32Decode(s: string): Buffer {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
@@ -108,7 +115,7 @@ describe.skipIf(!isRealApi()).sequential('two-factor authentication against the 
     secret = (await page.getByTestId('totp-secret').textContent())!.trim();
     expect(secret).toMatch(/^[A-Z2-7]{32}$/);
     expect(await page.getByTestId('totp-url').getAttribute('href')).toContain(`secret=${secret}`);
-    await page.screenshot({ path: path.join(SHOTS, '40-totp-setup.png'), fullPage: true });
+    await shots(page, '40-totp-setup');
     await page.getByLabel('Code from the app').fill('000000');
     await page.getByRole('button', { name: 'Turn on' }).click();
     await page.getByRole('alert').filter({ hasText: 'That code is wrong' }).waitFor();
@@ -119,7 +126,7 @@ describe.skipIf(!isRealApi()).sequential('two-factor authentication against the 
     await list.waitFor();
     recovery = (await list.getByRole('listitem').allTextContents()).map((c) => c.trim());
     expect(recovery).toHaveLength(10);
-    await page.screenshot({ path: path.join(SHOTS, '41-totp-recovery-codes.png'), fullPage: true });
+    await shots(page, '41-totp-recovery-codes');
     await page.getByRole('button', { name: 'I have saved them' }).click();
     await expect.poll(() => page.getByTestId('totp-state').textContent()).toMatch(/^On/);
   });
@@ -127,7 +134,7 @@ describe.skipIf(!isRealApi()).sequential('two-factor authentication against the 
   it('asks for the code at sign-in and signs in with the current one', async () => {
     const { page } = browser;
     await signInToCode(page);
-    await page.screenshot({ path: path.join(SHOTS, '42-totp-sign-in.png'), fullPage: true });
+    await shots(page, '42-totp-sign-in');
     // The step used to turn TOTP on is spent: wait for the next code, as a person would.
     while (stepNow() <= enrolledStep) await new Promise((r) => setTimeout(r, 500));
     await page.getByLabel('Code from your authenticator app').fill(totp(secret));
