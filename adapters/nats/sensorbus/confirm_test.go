@@ -76,3 +76,48 @@ func TestStatusConfirmationReachesTheSensor(t *testing.T) {
 		})
 	}
 }
+
+// A sensor cannot forge a sibling's confirmation: publishing into the
+// sibling's inbox is refused by its permissions, and pointing its own
+// report's reply at the sibling's inbox gets the sibling a confirmation
+// naming the sender (which the agent ignores: sensorclient's
+// decodeConfirmation).
+func TestStatusConfirmationCannotBeForged(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	url := w.start(freePort(t))
+	s1, s2 := sensorT1("s1"), sensorT1("s2")
+	w.admin(url, s1, s2)
+	c := newClient(t, url, static(w.backendCreds()))
+	c.SubscribeStatus(func(_ context.Context, m fleet.StatusMessage) {
+		if m.Confirm != nil {
+			m.Confirm(fleet.ResultsConfirmation{TenantID: m.TenantID, SensorID: m.SensorID, Recorded: []string{"cmd-of-s2"}})
+		}
+	})
+	startReady(t, c)
+	n1, _ := w.sensor(url, s1)
+	n2, _ := w.sensor(url, s2)
+	victim, err := n2.SubscribeSync(s2.InboxPrefix() + ".results")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	forged := []byte(`{"tenantId":"t1","sensorId":"s2","recorded":["cmd-of-s2"]}`)
+	_ = n1.Publish(s2.InboxPrefix()+".results", forged)
+	if err := n1.PublishMsg(&nats.Msg{Subject: s1.StatusSubject(), Reply: s2.InboxPrefix() + ".results", Data: []byte("report")}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := victim.NextMsg(3 * time.Second)
+	if err != nil {
+		t.Fatalf("the redirected confirmation did not arrive: %v", err)
+	}
+	var conf fleet.ResultsConfirmation
+	if err := json.Unmarshal(msg.Data, &conf); err != nil || conf.SensorID != "s1" {
+		t.Fatalf("s2 received %s: want only the confirmation naming s1", msg.Data)
+	}
+	if extra, err := victim.NextMsg(500 * time.Millisecond); err == nil {
+		t.Fatalf("s2 received a message s1 published into its inbox: %s", extra.Data)
+	}
+}
