@@ -105,8 +105,10 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Read again, with a warning when unreadable, once the sensor starts.
+	outbox, _ := dir.OpenOutbox(nil)
 	return &Agent{
-		cfg: cfg, log: cfg.Logger, dir: dir, enroller: enroller,
+		cfg: cfg, log: cfg.Logger, dir: dir, enroller: enroller, outbox: outbox,
 		events: make(chan *sensorpb.SensorEvent, eventQueueSize), changed: make(chan struct{}, 1),
 	}, nil
 }
