@@ -27,7 +27,7 @@ build: ## build every binary into bin/
 test: test-go test-nats-compat test-faults test-web ## run every test (Go, the NATS-facing ones again on the oldest nats-server, the fault suite with a nats-server process, then web)
 
 test-go: ## Go unit and integration tests (real PostgreSQL, real nats-server)
-	$(GO) test $(GO_TEST_FLAGS) ./... ./proto/...
+	$(GO) test $(GO_TEST_FLAGS) ./... ./proto/... ./sdk/...
 
 test-nats-compat: $(NATS_COMPAT_BIN) ## NATS-facing integration tests against the oldest supported nats-server (NATS_COMPAT_VERSION)
 	RXC_NATS_SERVER_BIN=$(abspath $(NATS_COMPAT_BIN)) $(GO) test $(GO_TEST_FLAGS) $(NATS_COMPAT_PKGS)
@@ -50,14 +50,16 @@ test-web: build ## web unit, nginx, entrypoint and browser tests (the real-API e
 
 lint: ## gofmt, go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./... ./proto/...
-	$(GO) tool staticcheck ./... ./proto/...
+	$(GO) vet ./... ./proto/... ./sdk/...
+	$(GO) tool staticcheck ./... ./proto/... ./sdk/...
 
-tidy-check: ## go.mod and go.sum are tidy
-	@cp go.mod /tmp/rxc-go.mod.bak; cp go.sum /tmp/rxc-go.sum.bak
-	@$(GO) mod tidy
-	@if ! diff -q go.mod /tmp/rxc-go.mod.bak >/dev/null || ! diff -q go.sum /tmp/rxc-go.sum.bak >/dev/null; then \
-		cp /tmp/rxc-go.mod.bak go.mod; cp /tmp/rxc-go.sum.bak go.sum; echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; fi
+tidy-check: ## go.mod and go.sum of every module (root, proto, sdk) are tidy
+	@for m in . proto sdk; do \
+		cp $$m/go.mod /tmp/rxc-go.mod.bak; cp $$m/go.sum /tmp/rxc-go.sum.bak; \
+		(cd $$m && GOWORK=off $(GO) mod tidy) || exit 1; \
+		if ! diff -q $$m/go.mod /tmp/rxc-go.mod.bak >/dev/null || ! diff -q $$m/go.sum /tmp/rxc-go.sum.bak >/dev/null; then \
+			cp /tmp/rxc-go.mod.bak $$m/go.mod; cp /tmp/rxc-go.sum.bak $$m/go.sum; echo "$$m: go.mod/go.sum not tidy: run go mod tidy there"; exit 1; fi; \
+	done
 
 generate: ## regenerate protobuf stubs (needs protoc)
 	@if ls proto/*.proto >/dev/null 2>&1 && grep -q '^service' proto/*.proto; then \

@@ -71,9 +71,12 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/rxc-project/rxc/proto v0.0.0-00010101000000-000000000000
+	github.com/rxc-project/rxc/sdk v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/oauth2 v0.38.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1
 )
 
 replace github.com/rxc-project/rxc/proto => ./proto
+
+replace github.com/rxc-project/rxc/sdk => ./sdk

@@ -85,7 +85,7 @@ func checkDockerfile(app dockerApp, text, goVersion string) []string {
 		add("builds with %s, want golang:%s (go.mod)", img, goVersion)
 	}
 	copyAll, download := slices.Index(build, instruction{"COPY", ". ."}), -1
-	for _, want := range []string{"go.mod go.sum", "proto/go.mod proto/go.sum"} {
+	for _, want := range []string{"go.mod go.sum", "proto/go.mod proto/go.sum", "sdk/go.mod sdk/go.sum"} {
 		at := slices.IndexFunc(build, func(in instruction) bool { return in.op == "COPY" && strings.HasPrefix(in.args, want) })
 		if at < 0 || copyAll < 0 || at > copyAll {
 			add("does not copy %s before the sources (module download cache)", want)
@@ -238,7 +238,7 @@ func TestDockerignoreKeepsWhatTheBuildNeeds(t *testing.T) {
 				t.Errorf("%s.Dockerfile.dockerignore leaves out %s, which ./apps/%s needs", app.name, rel, app.name)
 			}
 		}
-		for _, f := range []string{"go.mod", "go.sum", "go.work", "go.work.sum", "proto"} {
+		for _, f := range []string{"go.mod", "go.sum", "go.work", "go.work.sum", "proto", "sdk"} {
 			if !kept[f] {
 				t.Errorf("%s.Dockerfile.dockerignore leaves out %s", app.name, f)
 			}

@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # The provisioner: NATS operator authority and URL account resolver, HTTP :8080.
-# Build from the repository root (the build context must hold go.work and proto/):
+# Build from the repository root (the build context must hold go.work, proto/ and sdk/):
 #   docker build -f deploy/provisioner.Dockerfile --build-arg VERSION="$(git describe --tags --always --dirty)" -t rxc-provisioner .
 
 FROM golang:1.26-bookworm AS build
@@ -8,6 +8,7 @@ WORKDIR /src
 # Module files first: the download layer is reused until a go.mod or go.sum changes.
 COPY go.mod go.sum go.work go.work.sum ./
 COPY proto/go.mod proto/go.sum ./proto/
+COPY sdk/go.mod sdk/go.sum ./sdk/
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG VERSION=dev

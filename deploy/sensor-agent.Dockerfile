@@ -2,7 +2,7 @@
 # The reference sensor agent (apps/sensor-agent). It only dials out (control
 # plane HTTPS and gRPC, NATS), so it exposes no port. Its key, certificate,
 # token and NATS creds live in RXC_STATE_DIR: keep that on a volume.
-# Build from the repository root (the build context must hold go.work and proto/):
+# Build from the repository root (the build context must hold go.work, proto/ and sdk/):
 #   docker build -f deploy/sensor-agent.Dockerfile --build-arg VERSION="$(git describe --tags --always --dirty)" -t rxc-sensor-agent .
 #   docker run --read-only -v rxc-sensor:/var/lib/rxc -e RXC_API_BASE_URL=https://rxc.example.com -e RXC_CLAIM_CODE=… rxc-sensor-agent
 
@@ -11,6 +11,7 @@ WORKDIR /src
 # Module files first: the download layer is reused until a go.mod or go.sum changes.
 COPY go.mod go.sum go.work go.work.sum ./
 COPY proto/go.mod proto/go.sum ./proto/
+COPY sdk/go.mod sdk/go.sum ./sdk/
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG VERSION=dev

@@ -14,12 +14,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
-	"github.com/rxc-project/rxc/core/logkey"
 	sensorpb "github.com/rxc-project/rxc/proto"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // Identity is the sensor a call comes from, read from its verified client
@@ -144,46 +144,77 @@ func (s *identifiedStream) Context() context.Context { return s.ctx }
 // unavailable dependency, sent as google.rpc.RetryInfo.
 const retryDelay = 5 * time.Second
 
-// statusFor is the one place errors become gRPC statuses. Messages for
-// internal failures stay generic: details go to the log, not the sensor. An
-// outage of a dependency is Unavailable with a stable reason
-// (google.rpc.ErrorInfo: database_unavailable, nats_unavailable,
-// provisioner_unavailable) and a retry delay (google.rpc.RetryInfo), never
-// Internal.
+// statusFor is the one place errors become gRPC statuses: a status passes
+// through, anything else meets the rows of s.statusTable in order, and what
+// matches none is Internal. Messages for internal failures stay generic:
+// details go to the log, not the sensor. An outage of a dependency is
+// Unavailable with a stable reason (google.rpc.ErrorInfo:
+// database_unavailable, nats_unavailable, provisioner_unavailable) and a
+// retry delay (google.rpc.RetryInfo), never Internal.
 func (s *Server) statusFor(err error) *status.Status {
-	switch {
-	case err == nil:
+	if err == nil {
 		return status.New(codes.OK, "")
-	case isStatus(err):
+	}
+	if isStatus(err) {
 		// Already a status, e.g. from the transport: keep it.
 		st, _ := status.FromError(err)
 		return st
-	case errors.Is(err, errUnauthenticated):
-		return status.New(codes.Unauthenticated, "a valid sensor certificate is required")
-	case errors.Is(err, errTerminated):
-		return status.New(codes.PermissionDenied, "sensor session terminated")
-	case errors.Is(err, errSuperseded):
-		return status.New(codes.PermissionDenied, "sensor certificate superseded: reconnect with the current certificate")
-	case errors.Is(err, fleet.ErrRevoked), errors.Is(err, fleet.ErrNotFound), errors.Is(err, fleet.ErrInvalidToken):
-		return status.New(codes.PermissionDenied, "sensor certificate is not authorised")
-	case errors.Is(err, fleet.ErrInvalidInput), errors.Is(err, events.ErrInvalidEvent):
-		return status.New(codes.InvalidArgument, err.Error())
-	case errors.Is(err, events.ErrLogFull):
-		return status.New(codes.ResourceExhausted, "event stream full: resend the events of this call later")
-	case errors.Is(err, events.ErrUnavailable):
-		return unavailable(problem.CodeNATSUnavailable, "event stream unavailable: resend the events of this call later")
-	case s.dbDown(err):
-		return unavailable(problem.CodeDatabaseUnavailable, "the control plane's database is unavailable: retry later")
-	case errors.Is(err, context.Canceled):
-		return status.New(codes.Canceled, "call cancelled")
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.New(codes.DeadlineExceeded, "deadline exceeded")
-	case errors.Is(err, fleet.ErrMessagingUnavailable):
-		return unavailable(problem.CodeNATSUnavailable, "NATS unavailable: retry later")
-	case errors.Is(err, fleet.ErrProvisionerUnavailable):
-		return unavailable(problem.CodeProvisionerUnavailable, "NATS provisioner unavailable: retry later")
-	default:
-		return status.New(codes.Internal, "internal error")
+	}
+	for _, rule := range s.statusTable {
+		if !rule.match(err) {
+			continue
+		}
+		msg := rule.msg
+		if msg == "" {
+			msg = err.Error()
+		}
+		if rule.reason != "" {
+			return unavailable(rule.reason, msg)
+		}
+		return status.New(rule.code, msg)
+	}
+	return status.New(codes.Internal, "internal error")
+}
+
+// statusRule is one row of the table that maps errors to gRPC statuses.
+type statusRule struct {
+	match func(error) bool
+	code  codes.Code
+	// msg is the status message; empty, the error's own message.
+	msg string
+	// reason, when set, makes the status Unavailable with this stable
+	// reason from the problem catalogue and a retry delay.
+	reason problem.Code
+}
+
+// statusTable is the gRPC edge's error → status table, first match wins.
+// dbDown tells the store's outage errors.
+func statusTable(dbDown func(error) bool) []statusRule {
+	return []statusRule{
+		{match: is(errUnauthenticated), code: codes.Unauthenticated, msg: "a valid sensor certificate is required"},
+		{match: is(errTerminated), code: codes.PermissionDenied, msg: "sensor session terminated"},
+		{match: is(errSuperseded), code: codes.PermissionDenied, msg: "sensor certificate superseded: reconnect with the current certificate"},
+		{match: is(fleet.ErrRevoked, fleet.ErrNotFound, fleet.ErrInvalidToken), code: codes.PermissionDenied, msg: "sensor certificate is not authorised"},
+		{match: is(fleet.ErrInvalidInput, events.ErrInvalidEvent), code: codes.InvalidArgument},
+		{match: is(events.ErrLogFull), code: codes.ResourceExhausted, msg: "event stream full: resend the events of this call later"},
+		{match: is(events.ErrUnavailable), reason: problem.CodeNATSUnavailable, msg: "event stream unavailable: resend the events of this call later"},
+		{match: dbDown, reason: problem.CodeDatabaseUnavailable, msg: "the control plane's database is unavailable: retry later"},
+		{match: is(context.Canceled), code: codes.Canceled, msg: "call cancelled"},
+		{match: is(context.DeadlineExceeded), code: codes.DeadlineExceeded, msg: "deadline exceeded"},
+		{match: is(fleet.ErrMessagingUnavailable), reason: problem.CodeNATSUnavailable, msg: "NATS unavailable: retry later"},
+		{match: is(fleet.ErrProvisionerUnavailable), reason: problem.CodeProvisionerUnavailable, msg: "NATS provisioner unavailable: retry later"},
+	}
+}
+
+// is matches an error that is any of targets (errors.Is).
+func is(targets ...error) func(error) bool {
+	return func(err error) bool {
+		for _, t := range targets {
+			if errors.Is(err, t) {
+				return true
+			}
+		}
+		return false
 	}
 }
 

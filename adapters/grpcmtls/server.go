@@ -25,8 +25,8 @@ import (
 
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
-	"github.com/rxc-project/rxc/core/logkey"
 	sensorpb "github.com/rxc-project/rxc/proto"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // Authorizer decides whether a certificate serial is the active one of the
@@ -125,7 +125,7 @@ type Server struct {
 	beats        Heartbeats
 	events       EventSink
 	ingest       EventIngest
-	dbDown       func(error) bool
+	statusTable  []statusRule
 	recheckEvery time.Duration
 
 	mu      sync.Mutex
@@ -186,7 +186,7 @@ func New(cfg Config) (*Server, error) {
 		beats:        cfg.Heartbeats,
 		events:       events,
 		ingest:       cfg.Ingest,
-		dbDown:       cfg.DatabaseUnavailable,
+		statusTable:  statusTable(cfg.DatabaseUnavailable),
 		recheckEvery: cfg.RecheckInterval,
 		streams:      map[sensorKey]map[*liveStream]struct{}{},
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/rxc-project/rxc/adapters/eventpb"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
-	"github.com/rxc-project/rxc/core/logkey"
 	sensorpb "github.com/rxc-project/rxc/proto"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 type healthService struct {

@@ -26,8 +26,8 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
-	"github.com/rxc-project/rxc/adapters/atomicfile"
 	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/sdk/atomicfile"
 )
 
 // fileVersion is the snapshot file's format.

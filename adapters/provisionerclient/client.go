@@ -24,12 +24,12 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
-	catalogue "github.com/rxc-project/rxc/adapters/httpapi/problem"
 	wire "github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
-	"github.com/rxc-project/rxc/core/backoff"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/backoff"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	catalogue "github.com/rxc-project/rxc/sdk/problem"
 )
 
 // BreakerName is the circuit breaker's name in logs.

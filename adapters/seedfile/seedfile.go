@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/rxc-project/rxc/adapters/atomicfile"
+	"github.com/rxc-project/rxc/sdk/atomicfile"
 )
 
 // Read reads the operator seed file, refusing one that others can read.

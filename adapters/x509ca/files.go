@@ -22,9 +22,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/atomicfile"
 	"github.com/rxc-project/rxc/core/fleet"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/atomicfile"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // InitOptions describe the CA and server certificate Init creates.

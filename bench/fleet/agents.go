@@ -22,9 +22,9 @@ import (
 
 	"google.golang.org/grpc/status"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
 	"github.com/rxc-project/rxc/bench/benchenv"
 	sensorpb "github.com/rxc-project/rxc/proto"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 // agentSpec is what one played agent needs: its identity, key, certificate,

@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rxc-project/rxc/core/ids"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // Limits of a chat request.

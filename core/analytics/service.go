@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // Defaults of Config.

@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // Outcomes.

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rxc-project/rxc/core/backoff"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/backoff"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // Source hands out batches of logged events to writers; several writers may

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // ErrBatchTooLarge refuses a batch naming or matching more sensors than

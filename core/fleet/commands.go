@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // Errors of command publication. A publisher wraps exactly one of them

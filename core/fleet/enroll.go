@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/core/ids"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // CertificateAuthority signs sensor client certificates. Errors caused by

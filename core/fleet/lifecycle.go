@@ -7,7 +7,7 @@ import (
 	"maps"
 	"time"
 
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // ErrDecommissioned refuses a change to a decommissioned sensor, a second

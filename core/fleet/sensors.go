@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/core/ids"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // SensorStore reads sensors.

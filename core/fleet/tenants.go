@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // TenantStore persists tenants.

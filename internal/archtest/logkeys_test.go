@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// sharedLogKeys are the attribute keys core/logkey names; a slog call must
+// sharedLogKeys are the attribute keys sdk/logkey names; a slog call must
 // use the constant, not a literal (which drifted into "err" beside "error"
 // and "tenant" beside "tenant_id").
 var sharedLogKeys = map[string]string{
@@ -114,7 +114,7 @@ func loggerLike(e ast.Expr) bool {
 func TestLogKeysAreShared(t *testing.T) {
 	root := repoRoot(t)
 	files := 0
-	for _, dir := range []string{"core", "adapters", "apps"} {
+	for _, dir := range []string{"core", "adapters", "apps", "sdk"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 				return err

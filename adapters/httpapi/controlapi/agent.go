@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/agentwire"
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
+	"github.com/rxc-project/rxc/sdk/agentwire"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // maxBearerLen bounds the Authorization value looked at; real tokens are 43
@@ -26,8 +26,8 @@ func (a *API) redeem(w http.ResponseWriter, r *http.Request) {
 	if ok, wait := a.redeemLimiter.allow(clientKey(r, a.trustProxy)); !ok {
 		secs := int((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		a.fail(w, r, problem.New(http.StatusTooManyRequests, problem.CodeRateLimited, "Too many attempts",
-			"too many claim code attempts from this address; retry after the time in Retry-After"))
+		a.fail(w, r, problem.For(problem.CodeRateLimited,
+			"too many claim code attempts from this address; retry after the time in Retry-After").WithTitle("Too many attempts"))
 		return
 	}
 	var req agentwire.RedeemRequest

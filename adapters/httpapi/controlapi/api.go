@@ -44,12 +44,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/adapters/oidcsignin"
 	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/operators"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // MaxBodyBytes is the largest request body accepted (64 KiB).
@@ -159,7 +159,7 @@ type API struct {
 	readyTimeout   time.Duration
 	extraMetrics   func(io.Writer)
 	redeemLimiter  *limiter
-	dbDown         func(error) bool
+	errorTable     []errorRule
 	audit          *audit.Service
 	oidc           *oidcsignin.Provider
 	oidcName       string
@@ -231,7 +231,7 @@ func New(cfg Config) (*API, error) {
 		analytics: cfg.Analytics, chatLimiter: newLimiter(chatRate, cfg.Clock), provisioning: cfg.ProvisioningEnabled, messaging: cfg.MessagingEnabled,
 		readiness: slices.Clone(cfg.Readiness), readyTimeout: cfg.ReadinessTimeout,
 		extraMetrics:  cfg.Metrics,
-		redeemLimiter: newLimiter(rate, cfg.Clock), dbDown: cfg.DatabaseUnavailable, audit: cfg.Audit,
+		redeemLimiter: newLimiter(rate, cfg.Clock), errorTable: errorTable(cfg.DatabaseUnavailable), audit: cfg.Audit,
 		log: cfg.Logger, clock: cfg.Clock,
 		mux: http.NewServeMux(),
 	}
@@ -380,10 +380,10 @@ func (a *API) unrouted(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(allowed) > 0 {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		problem.Write(w, r, problem.New(http.StatusMethodNotAllowed, problem.CodeMethodNotAllowed, "Method not allowed", r.Method+" is not allowed here; use "+strings.Join(allowed, " or ")))
+		problem.Write(w, r, problem.For(problem.CodeMethodNotAllowed, r.Method+" is not allowed here; use "+strings.Join(allowed, " or ")))
 		return
 	}
-	problem.Write(w, r, problem.New(http.StatusNotFound, problem.CodeRouteNotFound, "Not found", "no such route"))
+	problem.Write(w, r, problem.For(problem.CodeRouteNotFound, "no such route"))
 }
 
 // statusRecorder remembers the status a handler wrote, for metrics.

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/core/operators"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // chatStatus answers GET /api/analytics/chat/status from the analytics
@@ -72,8 +72,8 @@ func (a *API) askChat(w http.ResponseWriter, r *http.Request, p operators.Princi
 	if ok, wait := a.chatLimiter.allow(p.Operator.ID); !ok {
 		secs := int((wait + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		problem.Write(w, r, problem.New(http.StatusTooManyRequests, problem.CodeRateLimited, "Too many questions",
-			"too many chat questions from this operator; retry after the time in Retry-After"))
+		problem.Write(w, r, problem.For(problem.CodeRateLimited,
+			"too many chat questions from this operator; retry after the time in Retry-After").WithTitle("Too many questions"))
 		return
 	}
 	if a.analytics == nil {
@@ -127,8 +127,7 @@ func (a *API) askChat(w http.ResponseWriter, r *http.Request, p operators.Princi
 // snapshot is an empty one.
 func decodeSnapshot(raw json.RawMessage) (analytics.Snapshot, *problem.Problem) {
 	if len(raw) > analytics.MaxSnapshotBytes {
-		return analytics.Snapshot{}, problem.New(http.StatusRequestEntityTooLarge, problem.CodeSnapshotTooLarge, "Snapshot too large",
-			fmt.Sprintf("the snapshot must not exceed %d bytes of JSON", analytics.MaxSnapshotBytes))
+		return analytics.Snapshot{}, problem.For(problem.CodeSnapshotTooLarge, fmt.Sprintf("the snapshot must not exceed %d bytes of JSON", analytics.MaxSnapshotBytes))
 	}
 	var snap snapshotJSON
 	if len(raw) > 0 && string(raw) != "null" {

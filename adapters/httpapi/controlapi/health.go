@@ -9,9 +9,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/adapters/promtext"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // healthz is liveness: the process answers. It checks no dependency, so a
@@ -42,8 +42,7 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(names) > 0 {
-		problem.Write(w, r, problem.New(http.StatusServiceUnavailable, problem.CodeNotReady, "Not ready",
-			"failing checks: "+strings.Join(names, ", ")))
+		problem.Write(w, r, problem.For(problem.CodeNotReady, "failing checks: "+strings.Join(names, ", ")))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/operators"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // MergePatchType is the media type of an RFC 7396 JSON merge patch.
@@ -60,8 +60,7 @@ func (a *API) patchSensor(w http.ResponseWriter, r *http.Request, p operators.Pr
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != MergePatchType && mt != "application/json") {
-			problem.Write(w, r, problem.New(http.StatusUnsupportedMediaType, problem.CodeUnsupportedMediaType,
-				"Unsupported media type", "send "+MergePatchType+" (or application/json)"))
+			problem.Write(w, r, problem.For(problem.CodeUnsupportedMediaType, "send "+MergePatchType+" (or application/json)"))
 			return
 		}
 		r.Header.Set("Content-Type", "application/json")

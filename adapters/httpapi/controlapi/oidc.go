@@ -5,10 +5,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/adapters/oidcsignin"
-	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/operators"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // oidcCookie keeps a sign-in attempt (state, nonce, PKCE verifier) between
@@ -49,7 +49,7 @@ func (a *API) oidcAttemptCookie(value string, maxAge int) *http.Cookie {
 func (a *API) withOIDC(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if a.oidc == nil {
-			problem.Write(w, r, problem.New(http.StatusNotFound, problem.CodeRouteNotFound, "Not found", "single sign-on is not configured (OIDC_ISSUER_URL)"))
+			problem.Write(w, r, problem.For(problem.CodeRouteNotFound, "single sign-on is not configured (OIDC_ISSUER_URL)"))
 			return
 		}
 		h(w, r)

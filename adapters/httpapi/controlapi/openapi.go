@@ -8,7 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // openAPISource is the API's OpenAPI 3.1 description; a test holds it to

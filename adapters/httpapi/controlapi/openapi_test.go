@@ -17,7 +17,7 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 func openAPIValidator(t *testing.T) (validator.Validator, map[string]any) {

@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/operators"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 type operatorJSON struct {

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 const (
@@ -95,6 +95,5 @@ func (a *API) trustedOrigin(r *http.Request) bool {
 }
 
 func originProblem() *problem.Problem {
-	return problem.New(http.StatusForbidden, problem.CodeOriginNotAllowed, "Origin not allowed",
-		"requests from this origin are refused; add it to CORS_ALLOWED_ORIGINS if it serves the console")
+	return problem.For(problem.CodeOriginNotAllowed, "requests from this origin are refused; add it to CORS_ALLOWED_ORIGINS if it serves the console")
 }

@@ -20,12 +20,12 @@ import (
 
 	"github.com/nats-io/nkeys"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/problem"
 	wire "github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/core/ids"
-	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // MaxBodyBytes is the largest request body accepted (64 KiB).
@@ -107,7 +107,7 @@ type API struct {
 	secret        [sha256.Size]byte
 	log           *slog.Logger
 	healthTimeout time.Duration
-	dbDown        func(error) bool
+	errorTable    []errorRule
 	readiness     []Check
 	mux           *http.ServeMux
 	etags         etags
@@ -136,7 +136,7 @@ func New(cfg Config) (*API, error) {
 		cfg.DatabaseUnavailable = func(error) bool { return false }
 	}
 	a := &API{
-		svc: cfg.Service, resolver: cfg.Resolver, health: cfg.Health, log: cfg.Logger, healthTimeout: cfg.HealthTimeout, dbDown: cfg.DatabaseUnavailable, readiness: cfg.Readiness,
+		svc: cfg.Service, resolver: cfg.Resolver, health: cfg.Health, log: cfg.Logger, healthTimeout: cfg.HealthTimeout, errorTable: errorTable(cfg.DatabaseUnavailable), readiness: cfg.Readiness,
 		// Hashing both sides gives equal-length inputs to the constant-time
 		// comparison, so the secret's length does not leak either.
 		secret: sha256.Sum256([]byte(cfg.SharedSecret)),
@@ -180,11 +180,11 @@ func (a *API) unrouted(w http.ResponseWriter, r *http.Request) {
 		probe.Method = m
 		if _, pattern := a.mux.Handler(probe); pattern != "" {
 			w.Header().Set("Allow", m)
-			problem.Write(w, r, problem.New(http.StatusMethodNotAllowed, problem.CodeMethodNotAllowed, "Method not allowed", r.Method+" is not allowed here"))
+			problem.Write(w, r, problem.For(problem.CodeMethodNotAllowed, r.Method+" is not allowed here"))
 			return
 		}
 	}
-	problem.Write(w, r, problem.New(http.StatusNotFound, problem.CodeRouteNotFound, "Not found", "no such route"))
+	problem.Write(w, r, problem.For(problem.CodeRouteNotFound, "no such route"))
 }
 
 func (a *API) authorized(next http.HandlerFunc) http.Handler {
@@ -195,7 +195,7 @@ func (a *API) authorized(next http.HandlerFunc) http.Handler {
 		}
 		sum := sha256.Sum256([]byte(given))
 		if given == "" || subtle.ConstantTimeCompare(sum[:], a.secret[:]) != 1 {
-			problem.Write(w, r, problem.New(http.StatusUnauthorized, problem.CodeUnauthorized, "Unauthorized", "missing or wrong shared secret"))
+			problem.Write(w, r, problem.For(problem.CodeUnauthorized, "missing or wrong shared secret"))
 			return
 		}
 		if a.svc == nil {
@@ -216,7 +216,7 @@ func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.log.Warn("health check failed", logkey.Error, err)
 		w.Header().Set("Retry-After", retryDatabase)
-		problem.Write(w, r, problem.New(http.StatusServiceUnavailable, problem.CodeDatabaseUnavailable, "Database unavailable", "PostgreSQL did not answer in time"))
+		problem.Write(w, r, problem.For(problem.CodeDatabaseUnavailable, "PostgreSQL did not answer in time"))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -281,7 +281,7 @@ func (a *API) account(w http.ResponseWriter, r *http.Request, pk string) {
 	// A key served before was checked then: the check decodes the key
 	// (base32, CRC) and allocates, on every request of the hot path.
 	if !a.etags.known(pk) && !nkeys.IsValidPublicAccountKey(pk) {
-		problem.Write(w, r, problem.New(http.StatusBadRequest, problem.CodeInvalidPublicKey, "Invalid account public key", "the path must end in an account public key"))
+		problem.Write(w, r, problem.For(problem.CodeInvalidPublicKey, "the path must end in an account public key").WithTitle("Invalid account public key"))
 		return
 	}
 	tok, err := a.resolver.AccountJWT(r.Context(), pk)
@@ -427,11 +427,11 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !nkeys.IsValidPublicAccountKey(req.AccountID) {
-		problem.Write(w, r, problem.New(http.StatusBadRequest, problem.CodeInvalidPublicKey, "Invalid account public key", "accountId must be an account public key"))
+		problem.Write(w, r, problem.For(problem.CodeInvalidPublicKey, "accountId must be an account public key").WithTitle("Invalid account public key"))
 		return
 	}
 	if !nkeys.IsValidPublicUserKey(req.UserPubKey) {
-		problem.Write(w, r, problem.New(http.StatusBadRequest, problem.CodeInvalidPublicKey, "Invalid user public key", "userPubKey must be a user public key"))
+		problem.Write(w, r, problem.For(problem.CodeInvalidPublicKey, "userPubKey must be a user public key").WithTitle("Invalid user public key"))
 		return
 	}
 	rev, acct, err := a.svc.Revoke(r.Context(), req.AccountID, req.UserPubKey)
@@ -450,54 +450,93 @@ func status(created bool) int {
 	return http.StatusOK
 }
 
-// fail is the one place where core errors become HTTP problems.
+// fail is the one place where core errors become HTTP problems: err meets
+// the rows of a.errorTable in order, and what matches none is an internal
+// error.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var p *problem.Problem
-	switch {
-	case errors.Is(err, ids.ErrInvalidID):
-		p = problem.New(http.StatusBadRequest, problem.CodeInvalidID, "Invalid identifier", err.Error())
-	case errors.Is(err, provisioning.ErrInvalidName):
-		p = problem.New(http.StatusBadRequest, problem.CodeInvalidName, "Invalid name", err.Error())
-	case errors.Is(err, provisioning.ErrNoAccount):
-		p = problem.New(http.StatusNotFound, problem.CodeTenantHasNoAccount, "Tenant has no account", "create the tenant's account with POST /accounts first")
-	case errors.Is(err, provisioning.ErrConsumerNameTaken):
-		a.log.Warn("consumer name taken by another tenant and sensor", "path", r.URL.Path, logkey.Error, err)
-		p = problem.New(http.StatusConflict, problem.CodeConsumerNameTaken, "Consumer name taken",
-			"the durable consumer name cmd-<tenantId>-<sensorId> of this pair already belongs to another tenant and sensor (ids containing '-' can spell the same name); choose another sensor id")
-	case errors.Is(err, provisioning.ErrNotRevocable):
-		a.log.Warn("refused to revoke a user that may not be revoked", "path", r.URL.Path, logkey.Error, err)
-		p = problem.New(http.StatusForbidden, problem.CodeUserNotRevocable, "User not revocable",
-			"only users of tenant accounts and the control account's backend users can be revoked; the system account's users and the provisioner's own control-admin user never are")
-	case errors.Is(err, provisioning.ErrUndeliverable):
-		a.log.Error("NATS refuses the account JWT; retried in the background", "path", r.URL.Path, logkey.Error, err)
-		p = problem.New(http.StatusBadGateway, problem.CodeAccountJWTUndeliverable, "Account JWT undeliverable",
-			"the change is stored, but NATS refuses the account JWT (larger than its maximum payload); the provisioner retries in the background, repeating the call does not help")
-	case errors.Is(err, provisioning.ErrNotFound):
-		p = problem.New(http.StatusNotFound, problem.CodeAccountNotFound, "Account not found", "no account with that public key")
-	case errors.Is(err, provisioning.ErrConsumerLimit):
+	for _, rule := range a.errorTable {
+		if !rule.match(err) {
+			continue
+		}
+		if rule.log != "" {
+			a.log.Log(r.Context(), rule.level, rule.log, "path", r.URL.Path, logkey.Error, err)
+		}
+		if rule.retryAfter != "" {
+			w.Header().Set("Retry-After", rule.retryAfter)
+		}
+		d := rule.detail
+		if d == "" {
+			d = err.Error()
+		}
+		p := problem.For(rule.code, d)
+		if rule.title != "" {
+			p = p.WithTitle(rule.title)
+		}
+		problem.Write(w, r, p)
+		return
+	}
+	a.log.Error("request failed", "path", r.URL.Path, logkey.Error, err)
+	problem.Write(w, r, problem.For(problem.CodeInternal, "the request failed; see the provisioner's log"))
+}
+
+// errorRule is one row of the table that maps errors to problem codes; the
+// catalogue gives the code's status and title.
+type errorRule struct {
+	match func(error) bool
+	code  problem.Code
+	// detail is the problem's detail; empty, the error's own message.
+	detail string
+	// title, when set, replaces the catalogue's title for this answer.
+	title      string
+	retryAfter string
+	// log, when set, is logged at level with the path and the error.
+	log   string
+	level slog.Level
+}
+
+// errorTable is the provisioner's error → code table, first match wins.
+// dbDown tells the store's outage errors.
+func errorTable(dbDown func(error) bool) []errorRule {
+	return []errorRule{
+		{match: is(ids.ErrInvalidID), code: problem.CodeInvalidID},
+		{match: is(provisioning.ErrInvalidName), code: problem.CodeInvalidName},
+		{match: is(provisioning.ErrNoAccount), code: problem.CodeTenantHasNoAccount, detail: "create the tenant's account with POST /accounts first"},
+		{match: is(provisioning.ErrConsumerNameTaken), code: problem.CodeConsumerNameTaken,
+			log: "consumer name taken by another tenant and sensor", level: slog.LevelWarn,
+			detail: "the durable consumer name cmd-<tenantId>-<sensorId> of this pair already belongs to another tenant and sensor (ids containing '-' can spell the same name); choose another sensor id"},
+		{match: is(provisioning.ErrNotRevocable), code: problem.CodeUserNotRevocable,
+			log: "refused to revoke a user that may not be revoked", level: slog.LevelWarn,
+			detail: "only users of tenant accounts and the control account's backend users can be revoked; the system account's users and the provisioner's own control-admin user never are"},
+		{match: is(provisioning.ErrUndeliverable), code: problem.CodeAccountJWTUndeliverable,
+			log: "NATS refuses the account JWT; retried in the background", level: slog.LevelError,
+			detail: "the change is stored, but NATS refuses the account JWT (larger than its maximum payload); the provisioner retries in the background, repeating the call does not help"},
+		{match: is(provisioning.ErrNotFound), code: problem.CodeAccountNotFound, detail: "no account with that public key"},
 		// Not retryable: the stream stays full until an operator raises
 		// COMMAND_STREAM_MAX_CONSUMERS (or the account's limit).
-		a.log.Error("command stream consumer limit reached", "path", r.URL.Path, logkey.Error, err)
-		p = problem.New(http.StatusConflict, problem.CodeConsumerLimitReached, "Command stream full",
-			"the command stream holds its maximum of consumers; an operator must raise COMMAND_STREAM_MAX_CONSUMERS (the user is kept; a retry after that finishes)")
-	case a.dbDown(err), errors.Is(err, ErrStarting):
-		a.log.Warn("database unavailable", "path", r.URL.Path, logkey.Error, err)
-		w.Header().Set("Retry-After", retryDatabase)
-		p = problem.New(http.StatusServiceUnavailable, problem.CodeDatabaseUnavailable, "Database unavailable",
-			"PostgreSQL did not answer; nothing was changed unless the answer to a retry says so, retry later")
-	case errors.Is(err, provisioning.ErrNATSUnavailable):
-		a.log.Warn("nats unavailable", "path", r.URL.Path, logkey.Error, err)
-		w.Header().Set("Retry-After", retryNATS)
-		p = problem.New(http.StatusServiceUnavailable, problem.CodeNATSUnavailable, "NATS unavailable", "the change is stored; retry the request to finish it")
-	case errors.Is(err, provisioning.ErrNoOperator):
-		p = problem.New(http.StatusServiceUnavailable, problem.CodeNoOperator, "Operator not initialised", "run provisioner init-operator")
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		a.log.Warn("request cancelled or timed out", "path", r.URL.Path, logkey.Error, err)
-		w.Header().Set("Retry-After", retryNATS)
-		p = problem.New(http.StatusServiceUnavailable, problem.CodeTimeout, "Timed out", "the request did not complete in time; retry")
-	default:
-		a.log.Error("request failed", "path", r.URL.Path, logkey.Error, err)
-		p = problem.New(http.StatusInternalServerError, problem.CodeInternal, "Internal error", "the request failed; see the provisioner's log")
+		{match: is(provisioning.ErrConsumerLimit), code: problem.CodeConsumerLimitReached, title: "Command stream full",
+			log: "command stream consumer limit reached", level: slog.LevelError,
+			detail: "the command stream holds its maximum of consumers; an operator must raise COMMAND_STREAM_MAX_CONSUMERS (the user is kept; a retry after that finishes)"},
+		{match: func(err error) bool { return dbDown(err) || errors.Is(err, ErrStarting) }, code: problem.CodeDatabaseUnavailable,
+			log: "database unavailable", level: slog.LevelWarn, retryAfter: retryDatabase,
+			detail: "PostgreSQL did not answer; nothing was changed unless the answer to a retry says so, retry later"},
+		{match: is(provisioning.ErrNATSUnavailable), code: problem.CodeNATSUnavailable,
+			log: "nats unavailable", level: slog.LevelWarn, retryAfter: retryNATS,
+			detail: "the change is stored; retry the request to finish it"},
+		{match: is(provisioning.ErrNoOperator), code: problem.CodeNoOperator, detail: "run provisioner init-operator"},
+		{match: is(context.Canceled, context.DeadlineExceeded), code: problem.CodeTimeout,
+			log: "request cancelled or timed out", level: slog.LevelWarn, retryAfter: retryNATS,
+			detail: "the request did not complete in time; retry"},
 	}
-	problem.Write(w, r, p)
+}
+
+// is matches an error that is any of targets (errors.Is).
+func is(targets ...error) func(error) bool {
+	return func(err error) bool {
+		for _, t := range targets {
+			if errors.Is(err, t) {
+				return true
+			}
+		}
+		return false
+	}
 }

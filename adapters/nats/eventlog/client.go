@@ -27,8 +27,8 @@ import (
 	"github.com/rxc-project/rxc/adapters/nats/backendconn"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/ids"
-	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/topology"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // Defaults applied by New to zero Config fields.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/ids"
-	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/topology"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // Fetch pulls up to max events from the writer consumer, waiting up to

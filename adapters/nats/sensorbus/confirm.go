@@ -6,7 +6,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxc-project/rxc/core/fleet"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // confirmer answers a status report published with a reply subject (an

@@ -23,10 +23,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/rxc-project/rxc/core/backoff"
 	"github.com/rxc-project/rxc/core/ids"
-	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/sdk/backoff"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // Errors of the client.

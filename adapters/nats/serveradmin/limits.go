@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // DefaultMaxConsumers is the command stream's consumer limit when

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/rxc-project/rxc/core/backoff"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/backoff"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // credentialsChannel is the PostgreSQL notification channel on which every

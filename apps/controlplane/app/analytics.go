@@ -11,7 +11,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/playbooks"
 	"github.com/rxc-project/rxc/adapters/postgres/analyticsstore"
 	"github.com/rxc-project/rxc/core/analytics"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // newAnalytics wires the analytics service from the ANALYTICS_CHAT_ group.

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // startBackground starts, each on wg, the workers that run beside the

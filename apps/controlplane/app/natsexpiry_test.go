@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 func userClaims(t *testing.T, creds []byte) *jwt.UserClaims {

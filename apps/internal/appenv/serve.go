@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // Server is a wired service that serves until ctx ends.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // repairConsumers gives every active sensor user whose consumer is missing

@@ -28,9 +28,9 @@ import (
 	"github.com/rxc-project/rxc/adapters/seedfile"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/apps/internal/buildinfo"
-	"github.com/rxc-project/rxc/core/logkey"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // serve runs the resolver and the API until ctx ends.

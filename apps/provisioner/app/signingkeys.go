@@ -13,12 +13,12 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
-	"github.com/rxc-project/rxc/adapters/atomicfile"
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/adapters/seedfile"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
 	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/sdk/atomicfile"
 )
 
 // SigningKeyConfig is what add-signing-key and remove-signing-key read: the

@@ -24,11 +24,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/atomicfile"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/internal/fleetseed"
 	"github.com/rxc-project/rxc/internal/loopback"
+	"github.com/rxc-project/rxc/sdk/atomicfile"
 )
 
 // Web modes of Config.Web.

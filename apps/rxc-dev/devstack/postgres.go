@@ -18,8 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/rxc-project/rxc/adapters/atomicfile"
 	"github.com/rxc-project/rxc/adapters/postgres/pgserver"
+	"github.com/rxc-project/rxc/sdk/atomicfile"
 )
 
 // postgres is the stack's PostgreSQL cluster in STATE/pg, started with the

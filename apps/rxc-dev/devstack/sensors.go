@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/atomicfile"
+	"github.com/rxc-project/rxc/sdk/atomicfile"
 )
 
 // startSensors creates the demo tenant through the control plane's API,

@@ -11,11 +11,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/atomicfile"
 	"github.com/rxc-project/rxc/adapters/nats/embedded"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	provapp "github.com/rxc-project/rxc/apps/provisioner/app"
+	"github.com/rxc-project/rxc/sdk/atomicfile"
 )
 
 const (

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
-	"github.com/rxc-project/rxc/core/logkey"
 	sensorpb "github.com/rxc-project/rxc/proto"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 // ErrRevoked means the control plane refuses this sensor for good; only a

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 // apply carries out a command and reports the outcome naming it. A

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 // connect builds the gRPC and NATS clients from the current state.

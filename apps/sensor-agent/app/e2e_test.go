@@ -20,7 +20,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/apps/sensor-agent/app"
 	"github.com/rxc-project/rxc/internal/controlplanetest"
@@ -28,6 +27,7 @@ import (
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/internal/provisionertest"
 	sensorpb "github.com/rxc-project/rxc/proto"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }

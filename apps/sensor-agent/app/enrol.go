@@ -7,9 +7,9 @@ import (
 	"io/fs"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
-	"github.com/rxc-project/rxc/core/backoff"
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/backoff"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 // enrolled loads the state or enrols with the claim code.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
 	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 // OutageEnv sets the PostgreSQL outage of TestOutageLosesNoOutcome (a Go

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
 	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 // answerDropper stands between the agent and the control plane and loses

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/sensorclient"
-	"github.com/rxc-project/rxc/core/logkey"
 	sensorpb "github.com/rxc-project/rxc/proto"
+	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 // statusLoop publishes status on every change and every heartbeat, and

@@ -1,17 +1,22 @@
 package sensorclient
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/rxc-project/rxc/core/fleet"
 )
+
+// update rewrites the golden files of the wire tests.
+var update = flag.Bool("update", false, "rewrite testdata/ from what this package sends")
 
 var testTime = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
 
@@ -90,41 +95,57 @@ func TestCommandExpired(t *testing.T) {
 	}
 }
 
-// The control plane parses status strictly; what this package sends must
-// pass its parser, including long details and odd command ids.
-func TestStatusIsAcceptedByTheControlPlane(t *testing.T) {
-	t.Parallel()
-	at := time.Date(2026, 11, 21, 9, 0, 0, 123456000, time.FixedZone("CET", 3600))
-	tests := []struct {
-		name string
-		in   Status
-		want fleet.StatusReport
-	}{
-		{"heartbeat", Status{State: StateOnline, At: at},
-			fleet.StatusReport{State: fleet.StateOnline, At: at.UTC()}},
-		{"command result", Status{State: StateRunning, CommandID: "0b6a3f0e-8c1d", At: at, AgentVersion: "v1.2.3"},
-			fleet.StatusReport{State: fleet.StateRunning, CommandID: "0b6a3f0e-8c1d", At: at.UTC(), AgentVersion: "v1.2.3"}},
-		{"long detail is cut on a rune boundary", Status{State: StateError, At: at, Detail: strings.Repeat("é", 3000)},
-			fleet.StatusReport{State: fleet.StateError, At: at.UTC(), Detail: strings.Repeat("é", maxDetail/2)}},
-		{"invalid command id is dropped", Status{State: StateStopped, CommandID: "x.y", At: at},
-			fleet.StatusReport{State: fleet.StateStopped, At: at.UTC()}},
+// statusGolden are the status reports held in testdata/status.jsonl, one
+// "name<TAB>JSON" line each. The control plane parses status strictly; its
+// parser reads the same file (core/fleet's TestStatusFromTheSDKIsAccepted),
+// so the two ends are held to one text without this module linking the
+// control plane.
+var statusGolden = []struct {
+	name string
+	in   Status
+}{
+	{"heartbeat", Status{State: StateOnline, At: goldenTime}},
+	{"command result", Status{State: StateRunning, CommandID: "0b6a3f0e-8c1d", At: goldenTime, AgentVersion: "v1.2.3"}},
+	{"long detail is cut on a rune boundary", Status{State: StateError, At: goldenTime, Detail: strings.Repeat("é", 3000)}},
+	{"invalid command id is dropped", Status{State: StateStopped, CommandID: "x.y", At: goldenTime}},
+}
+
+var goldenTime = time.Date(2026, 11, 21, 9, 0, 0, 123456000, time.FixedZone("CET", 3600))
+
+// golden compares got with testdata/name, or writes it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			data, err := encodeStatus(tc.in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := fleet.ParseStatusReport(data)
-			if err != nil {
-				t.Fatalf("control plane refuses %s: %v", data, err)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("parsed status (-want +got):\n%s", diff)
-			}
-		})
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s changed: the control plane's test reads it; run go test -run %s -update and check core/fleet's test\ngot:  %s\nwant: %s", path, t.Name(), got, want)
+	}
+}
+
+func TestStatusGolden(t *testing.T) {
+	var out bytes.Buffer
+	for _, tc := range statusGolden {
+		data, err := encodeStatus(tc.in)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if strings.Contains(tc.name, "cut") && !strings.Contains(string(data), strings.Repeat("é", maxDetail/2)+`"`) {
+			t.Errorf("%s: detail not cut to %d bytes on a rune boundary: %s", tc.name, maxDetail, data)
+		}
+		if strings.Contains(tc.name, "dropped") && strings.Contains(string(data), "x.y") {
+			t.Errorf("%s: the invalid command id was sent: %s", tc.name, data)
+		}
+		fmt.Fprintf(&out, "%s\t%s\n", tc.name, data)
+	}
+	golden(t, "status.jsonl", out.Bytes())
 	if _, err := encodeStatus(Status{State: StateOnline}); err == nil {
 		t.Error("a status without at was encoded")
 	}
@@ -189,13 +210,10 @@ func TestRefusalReason(t *testing.T) {
 	}
 }
 
-// TestRenewalMessageMatchesTheControlPlane: the agent signs exactly what the
-// control plane verifies.
-func TestRenewalMessageMatchesTheControlPlane(t *testing.T) {
-	t.Parallel()
+// TestRenewalMessageGolden: the agent signs exactly what the control plane
+// verifies; core/fleet's TestRenewalMessageOfTheSDK reads the same file.
+func TestRenewalMessageGolden(t *testing.T) {
 	at := time.Date(2026, 11, 21, 9, 0, 0, 123456789, time.FixedZone("x", 3600))
 	csr := []byte("-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n")
-	if got, want := string(RenewalMessage("s-1", csr, at)), string(fleet.RenewalMessage("s-1", csr, at)); got != want {
-		t.Errorf("agent signs %q, control plane verifies %q", got, want)
-	}
+	golden(t, "renewal-message.txt", RenewalMessage("s-1", csr, at))
 }

@@ -14,8 +14,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/atomicfile"
-	"github.com/rxc-project/rxc/adapters/httpapi/agentwire"
+	"github.com/rxc-project/rxc/sdk/agentwire"
+	"github.com/rxc-project/rxc/sdk/atomicfile"
 )
 
 // Files of a state directory. The key, the creds, the sensor token (in

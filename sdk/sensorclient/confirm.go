@@ -3,7 +3,7 @@ package sensorclient
 import (
 	"github.com/nats-io/nats.go"
 
-	"github.com/rxc-project/rxc/core/logkey"
+	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // confirmSubject is where, in the sensor's private inbox, the control

@@ -1,6 +1,6 @@
 package sensorclient
 
-import "github.com/rxc-project/rxc/core/backoff"
+import "github.com/rxc-project/rxc/sdk/backoff"
 
 // Backoff paces reconnections and retries: exponential from Min to Max with
 // equal jitter, the rule every RXC client follows (package backoff). The

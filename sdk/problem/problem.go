@@ -31,7 +31,9 @@ type Problem struct {
 // Error lets a Problem travel as an error until an edge writes it.
 func (p *Problem) Error() string { return string(p.Code) + ": " + p.Detail }
 
-// New returns a problem whose type is derived from its code.
+// New returns a problem whose type is derived from its code. Outside this
+// package problems come from For, which takes status and title from the
+// catalogue (internal/archtest forbids New with a literal status elsewhere).
 func New(status int, code Code, title, detail string) *Problem {
 	return &Problem{Type: "urn:rxc:problem:" + string(code), Title: title, Status: status, Detail: detail, Code: code}
 }
@@ -50,12 +52,12 @@ func Write(w http.ResponseWriter, r *http.Request, p *Problem) {
 
 // Common problems shared by every edge.
 func BodyTooLarge(limit int64) *Problem {
-	return New(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "Request body too large", fmt.Sprintf("the body must not exceed %d bytes", limit))
+	return For(CodeBodyTooLarge, fmt.Sprintf("the body must not exceed %d bytes", limit))
 }
 
 // InvalidJSON is answered for malformed bodies.
 func InvalidJSON(detail string) *Problem {
-	return New(http.StatusBadRequest, CodeInvalidJSON, "Malformed JSON body", detail)
+	return For(CodeInvalidJSON, detail)
 }
 
 // DecodeJSON reads at most limit bytes of r's body into dst. It insists on a
@@ -65,7 +67,7 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) *P
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return New(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Unsupported media type", "send application/json")
+			return For(CodeUnsupportedMediaType, "send application/json")
 		}
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)

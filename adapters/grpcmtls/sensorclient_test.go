@@ -1,7 +1,17 @@
-package sensorclient
+package grpcmtls_test
+
+// The SDK's gRPC client (sdk/sensorclient) against this server: the two
+// ends of the health check and the event stream meet here, in the root
+// module, because the SDK's own module links none of the servers' code.
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -10,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -19,6 +28,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/core/fleet"
 	sensorpb "github.com/rxc-project/rxc/proto"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 // sensorServer is the control plane's real gRPC endpoint with the fleet
@@ -35,6 +45,9 @@ type sensorServer struct {
 	// failOn makes the sink refuse this event id once.
 	failOn string
 	beats  int
+	// resumed records, per health check, whether its TLS connection
+	// resumed an earlier session.
+	resumed []bool
 }
 
 func (s *sensorServer) AuthorizeSensor(_ context.Context, _, _, serial string) error {
@@ -52,10 +65,21 @@ func (s *sensorServer) CheckIn(ctx context.Context, tenantID, sensorID, serial s
 	if err := s.AuthorizeSensor(ctx, tenantID, sensorID, serial); err != nil {
 		return err
 	}
+	p, _ := peer.FromContext(ctx)
+	info, _ := p.AuthInfo.(credentials.TLSInfo)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.beats++
+	s.resumed = append(s.resumed, info.State.DidResume)
 	return nil
+}
+
+// lastResumed tells whether the latest health check came on a resumed TLS
+// session.
+func (s *sensorServer) lastResumed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.resumed) > 0 && s.resumed[len(s.resumed)-1]
 }
 
 func (s *sensorServer) AcceptEvent(_ context.Context, _ grpcmtls.Identity, ev *sensorpb.SensorEvent) error {
@@ -114,32 +138,41 @@ func startSensorServer(t *testing.T) *sensorServer {
 	return s
 }
 
-// issue returns a client certificate for a new key, as enrolment would.
-func (s *sensorServer) issue(t *testing.T) (*State, string) {
+// issue returns a client certificate for a new key, as enrolment would,
+// in the state an enrolled agent keeps.
+func (s *sensorServer) issue(t *testing.T) (*sensorclient.State, string) {
 	t.Helper()
-	key, keyPEM, csr, err := newKeyAndCSR("s-1")
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.ca.SignCSR(fleet.CertRequest{CSRPEM: []byte(csr), TenantID: "acme", SensorID: "s-1", TTL: time.Hour})
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &State{SensorID: "s-1", TenantID: "acme", GRPCAddress: s.addr}
-	if err := st.setCertificate(key, keyPEM, certificateAnswer{Certificate: string(c.CertificatePEM), CACertificate: string(s.ca.CACertificatePEM())}); err != nil {
+	csrDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "s-1"}}, key)
+	if err != nil {
 		t.Fatal(err)
 	}
+	csr := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csrDER})
+	c, err := s.ca.SignCSR(fleet.CertRequest{CSRPEM: csr, TenantID: "acme", SensorID: "s-1", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &sensorclient.State{SensorID: "s-1", TenantID: "acme", GRPCAddress: s.addr, Serial: c.Serial, NotAfter: c.NotAfter,
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		CertPEM: c.CertificatePEM, CAPEM: s.ca.CACertificatePEM()}
 	return st, c.Serial
 }
 
-func newTestGRPC(t *testing.T, st *State) *GRPC {
+func newTestGRPC(t *testing.T, st *sensorclient.State) *sensorclient.GRPC {
 	t.Helper()
 	cert, err := st.TLSCertificate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := NewGRPC(GRPCConfig{Address: st.GRPCAddress, CAPEM: st.CAPEM, Certificate: cert, Timeout: 5 * time.Second,
-		BatchSize: 4, BatchInterval: 20 * time.Millisecond, Backoff: Backoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond}})
+	g, err := sensorclient.NewGRPC(sensorclient.GRPCConfig{Address: st.GRPCAddress, CAPEM: st.CAPEM, Certificate: cert, Timeout: 5 * time.Second,
+		BatchSize: 4, BatchInterval: 20 * time.Millisecond, Backoff: sensorclient.Backoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,13 +258,13 @@ func TestGRPCSwitchesToARenewedCertificate(t *testing.T) {
 
 	// Revocation: nothing is accepted any more.
 	s.allowOnly("")
-	if _, err := g.Check(ctx, sensorpb.SensorState_SENSOR_STATE_RUNNING, "test"); !errors.Is(err, ErrGRPCRefused) {
+	if _, err := g.Check(ctx, sensorpb.SensorState_SENSOR_STATE_RUNNING, "test"); !errors.Is(err, sensorclient.ErrGRPCRefused) {
 		t.Fatalf("Check after revocation: %v, want ErrGRPCRefused", err)
 	}
 	go func() { events <- &sensorpb.SensorEvent{EventId: "refused", Time: timestamppb.Now(), Kind: "alert"} }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrGRPCRefused) {
+		if !errors.Is(err, sensorclient.ErrGRPCRefused) {
 			t.Fatalf("StreamEvents after revocation: %v, want ErrGRPCRefused", err)
 		}
 	case <-time.After(10 * time.Second):
@@ -251,9 +284,9 @@ func TestGRPCIdleSensorHoldsNothingOnTheServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := NewGRPC(GRPCConfig{Address: st.GRPCAddress, CAPEM: st.CAPEM, Certificate: cert, Timeout: 5 * time.Second,
+	g, err := sensorclient.NewGRPC(sensorclient.GRPCConfig{Address: st.GRPCAddress, CAPEM: st.CAPEM, Certificate: cert, Timeout: 5 * time.Second,
 		BatchSize: 4, BatchInterval: 50 * time.Millisecond, IdleTimeout: 100 * time.Millisecond,
-		Backoff: Backoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond}})
+		Backoff: sensorclient.Backoff{Min: 10 * time.Millisecond, Max: 50 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,16 +308,17 @@ func TestGRPCIdleSensorHoldsNothingOnTheServer(t *testing.T) {
 	if c := open().Connections; c != 1 {
 		t.Fatalf("connections on the server right after a health check: %d, want 1", c)
 	}
+	if s.lastResumed() {
+		t.Fatal("the first health check came on a resumed TLS session; the check below could not fail")
+	}
 	// StreamEvents is waiting for an event: no stream keeps the connection.
 	idle("the idle connection closed")
 	// The next call connects again, resuming the TLS session.
-	conn, _ := g.current()
-	var p peer.Peer
-	if _, err := sensorpb.NewSensorHealthcheckServiceClient(conn).Check(ctx, &sensorpb.CheckRequest{}, grpc.Peer(&p)); err != nil {
+	if _, err := g.Check(ctx, sensorpb.SensorState_SENSOR_STATE_RUNNING, "test"); err != nil {
 		t.Fatalf("Check after idle: %v", err)
 	}
-	if info, ok := p.AuthInfo.(credentials.TLSInfo); !ok || !info.State.DidResume {
-		t.Errorf("the connection after idle did not resume the TLS session (%T)", p.AuthInfo)
+	if !s.lastResumed() {
+		t.Error("the connection after idle did not resume the TLS session")
 	}
 	idle("the idle connection closed again")
 
@@ -296,7 +330,7 @@ func TestGRPCIdleSensorHoldsNothingOnTheServer(t *testing.T) {
 
 	// A stream stays open while its batch is (here a second client whose
 	// batch waits an hour or 4 events): the server counts it.
-	long, err := NewGRPC(GRPCConfig{Address: st.GRPCAddress, CAPEM: st.CAPEM, Certificate: cert, Timeout: 5 * time.Second,
+	long, err := sensorclient.NewGRPC(sensorclient.GRPCConfig{Address: st.GRPCAddress, CAPEM: st.CAPEM, Certificate: cert, Timeout: 5 * time.Second,
 		BatchSize: 4, BatchInterval: time.Hour, IdleTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -327,20 +361,20 @@ func TestGRPCIdleSensorHoldsNothingOnTheServer(t *testing.T) {
 	// Revocation while idle: the health check on a new connection is
 	// refused, and so is the next event, which stays unconfirmed.
 	s.allowOnly("")
-	if _, err := g.Check(ctx, sensorpb.SensorState_SENSOR_STATE_RUNNING, "test"); !errors.Is(err, ErrGRPCRefused) {
+	if _, err := g.Check(ctx, sensorpb.SensorState_SENSOR_STATE_RUNNING, "test"); !errors.Is(err, sensorclient.ErrGRPCRefused) {
 		t.Fatalf("Check after revocation: %v, want ErrGRPCRefused", err)
 	}
 	events <- &sensorpb.SensorEvent{EventId: "refused", Time: timestamppb.Now(), Kind: "alert"}
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrGRPCRefused) {
+		if !errors.Is(err, sensorclient.ErrGRPCRefused) {
 			t.Fatalf("StreamEvents after revocation: %v, want ErrGRPCRefused", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("StreamEvents kept going after the certificate was refused")
 	}
-	if st := g.Stats(); st.Accepted != 2 || g.pendingLen() != 1 {
-		t.Fatalf("after the refusal: %+v, %d pending; want 2 accepted and the refused event kept", st, g.pendingLen())
+	if st := g.Stats(); st.Accepted != 2 || st.Dropped != 0 {
+		t.Fatalf("after the refusal: %+v; want 2 accepted and the refused event kept, not dropped", st)
 	}
 	got := s.received()
 	for _, id := range []string{"after-idle", "long-batch-1", "long-batch-4", "after-renewal"} {

@@ -25,8 +25,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/agentwire"
-	catalogue "github.com/rxc-project/rxc/adapters/httpapi/problem"
+	"github.com/rxc-project/rxc/sdk/agentwire"
+	catalogue "github.com/rxc-project/rxc/sdk/problem"
 )
 
 // DefaultHTTPTimeout bounds one call to the control plane's HTTP API.

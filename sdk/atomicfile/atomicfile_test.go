@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rxc-project/rxc/adapters/atomicfile"
+	"github.com/rxc-project/rxc/sdk/atomicfile"
 )
 
 func TestWriteReplacesWithModeAndLeavesNoTemp(t *testing.T) {

@@ -154,12 +154,56 @@ var Catalogue = []Entry{
 	{CodeWrongPassword, http.StatusForbidden, "Wrong current password", "changing one's own password needs the current one (currentPassword), and it was missing or wrong"},
 }
 
+// byCode indexes Catalogue.
+var byCode = func() map[Code]Entry {
+	m := make(map[Code]Entry, len(Catalogue))
+	for _, e := range Catalogue {
+		m[e.Code] = e
+	}
+	return m
+}()
+
 // Lookup returns the catalogue entry of code.
 func Lookup(code Code) (Entry, bool) {
-	for _, e := range Catalogue {
-		if e.Code == code {
-			return e, true
-		}
+	e, ok := byCode[code]
+	return e, ok
+}
+
+// For returns the problem of code with the status and title the catalogue
+// gives it, and detail. Errors know their code; the catalogue knows what
+// the code answers, so no edge restates a status or a title. A code the
+// catalogue lacks (internal/archtest keeps every code the source names in
+// it) answers 500 rather than a status nobody chose.
+func For(code Code, detail string) *Problem {
+	e, ok := byCode[code]
+	if !ok {
+		return New(http.StatusInternalServerError, code, "Internal error", detail)
 	}
-	return Entry{}, false
+	return New(e.Status, code, e.Title, detail)
+}
+
+// sensorStatus lists the codes a sensor is answered with another status on
+// its own routes (redeem, enrol, renew) than Catalogue's: its own
+// revocation refuses it its credentials (403), where an operator acting on
+// a revoked sensor meets a state conflict (409).
+var sensorStatus = map[Code]int{
+	CodeSensorRevoked: http.StatusForbidden,
+}
+
+// ForSensor is For on a sensor's own routes: a code in sensorStatus
+// answers that status there.
+func ForSensor(code Code, detail string) *Problem {
+	p := For(code, detail)
+	if status, ok := sensorStatus[code]; ok {
+		p.Status = status
+	}
+	return p
+}
+
+// WithTitle replaces the catalogue's title of p for this occurrence; status,
+// code and type stay the catalogue's. The few answers that name what was
+// limited or refused more closely than their code's title use it.
+func (p *Problem) WithTitle(title string) *Problem {
+	p.Title = title
+	return p
 }

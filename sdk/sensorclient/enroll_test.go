@@ -11,24 +11,19 @@ import (
 	"errors"
 	"io"
 	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/rxc-project/rxc/adapters/x509ca"
-	"github.com/rxc-project/rxc/core/fleet"
 )
 
 // fakePlane answers the sensor routes of the control plane's HTTP API with
-// a real sensor CA, recording what it was sent.
+// a sensor CA that signs as the control plane's does, recording what it was sent.
 type fakePlane struct {
 	t   *testing.T
-	ca  *x509ca.CA
+	ca  *testCA
 	srv *httptest.Server
 
 	mu       sync.Mutex
@@ -49,15 +44,7 @@ type recorded struct {
 
 func newFakePlane(t *testing.T) *fakePlane {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "ca")
-	if _, err := x509ca.Init(dir, x509ca.InitOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509ca.Load(x509ca.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &fakePlane{t: t, ca: ca, answer: map[string]int{}}
+	p := &fakePlane{t: t, ca: newTestCA(t), answer: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/sensors/claim/redeem", p.redeem)
 	mux.HandleFunc("POST /api/sensors/{id}/agent/enroll", p.certificate(http.StatusCreated))
@@ -131,7 +118,7 @@ func (p *fakePlane) certificate(ok int) http.HandlerFunc {
 			other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 			csr = []byte(csrFor(p.t, other))
 		}
-		c, err := p.ca.SignCSR(fleet.CertRequest{CSRPEM: csr, TenantID: "acme", SensorID: r.PathValue("id"), TTL: time.Hour})
+		c, err := p.ca.SignCSR(csr, "acme", r.PathValue("id"), time.Hour)
 		if err != nil {
 			problem(w, http.StatusBadRequest, "invalid_csr")
 			return
