@@ -134,7 +134,7 @@ type BatchRequest struct {
 // nothing is done and ErrNotFound names none of them. Revoked and
 // never-enrolled sensors are skipped and counted. created is false for a
 // repeat with the same idempotency key.
-func (s *Service) CreateBatch(ctx context.Context, req BatchRequest) (Batch, bool, error) {
+func (s *Commands) CreateBatch(ctx context.Context, req BatchRequest) (Batch, bool, error) {
 	if !req.Action.Valid() {
 		return Batch{}, false, fmt.Errorf("%w: action %q (want start or stop)", ErrInvalidInput, req.Action)
 	}
@@ -236,7 +236,7 @@ func (s *Service) CreateBatch(ctx context.Context, req BatchRequest) (Batch, boo
 }
 
 // withCounts answers a repeated batch request with the batch as it stands.
-func (s *Service) withCounts(ctx context.Context, b Batch) (Batch, bool, error) {
+func (s *Commands) withCounts(ctx context.Context, b Batch) (Batch, bool, error) {
 	cur, err := s.store.Batch(ctx, b.ID)
 	if err != nil {
 		return Batch{}, false, fmt.Errorf("read batch: %w", err)
@@ -256,7 +256,7 @@ type BatchPreview struct {
 // PreviewBatch validates req exactly as CreateBatch does and counts its
 // targets without recording anything (a sensor revoked meanwhile is
 // skipped when the batch is made). The idempotency key is ignored.
-func (s *Service) PreviewBatch(ctx context.Context, req BatchRequest) (BatchPreview, error) {
+func (s *Commands) PreviewBatch(ctx context.Context, req BatchRequest) (BatchPreview, error) {
 	if !req.Action.Valid() {
 		return BatchPreview{}, fmt.Errorf("%w: action %q (want start or stop)", ErrInvalidInput, req.Action)
 	}
@@ -336,7 +336,7 @@ func normalizeTargets(req BatchRequest) ([]string, *SensorMatch, []byte, error) 
 }
 
 // namedTargets resolves a batch's sensor ids: all must exist within scope.
-func (s *Service) namedTargets(ctx context.Context, ids, scope []string) ([]SensorTarget, error) {
+func (s *Commands) namedTargets(ctx context.Context, ids, scope []string) ([]SensorTarget, error) {
 	found, err := s.store.SensorTargets(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("look up sensors: %w", err)
@@ -357,7 +357,7 @@ func (s *Service) namedTargets(ctx context.Context, ids, scope []string) ([]Sens
 }
 
 // matchTargets resolves a batch's filter.
-func (s *Service) matchTargets(ctx context.Context, m SensorMatch) ([]SensorTarget, error) {
+func (s *Commands) matchTargets(ctx context.Context, m SensorMatch) ([]SensorTarget, error) {
 	if m.Tenants != nil && len(m.Tenants) == 0 {
 		return nil, nil
 	}
@@ -379,7 +379,7 @@ func requestHash(a Action, kind string, parts []string) []byte {
 }
 
 // Batch returns a batch with its counts.
-func (s *Service) Batch(ctx context.Context, id string) (Batch, error) {
+func (s *Commands) Batch(ctx context.Context, id string) (Batch, error) {
 	if err := validateBatchID(id); err != nil {
 		return Batch{}, err
 	}
@@ -394,7 +394,7 @@ func validateBatchID(id string) error {
 }
 
 // wakePublisher tells this replica's publisher loop there is work.
-func (s *Service) wakePublisher() {
+func (s *Commands) wakePublisher() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -402,7 +402,7 @@ func (s *Service) wakePublisher() {
 }
 
 // PublisherWake is signalled when this replica recorded a batch.
-func (s *Service) PublisherWake() <-chan struct{} { return s.wake }
+func (s *Commands) PublisherWake() <-chan struct{} { return s.wake }
 
 // PublishQueued publishes batch commands no replica has sent yet, a claim
 // of batchClaim at a time with at most the configured concurrency, until
@@ -413,7 +413,7 @@ func (s *Service) PublisherWake() <-chan struct{} { return s.wake }
 // same message id). A replica that dies mid-claim leaves its commands
 // pending with their first send recorded: the reconciliation of any replica
 // takes them over. It returns how many it published.
-func (s *Service) PublishQueued(ctx context.Context) (int, error) {
+func (s *Commands) PublishQueued(ctx context.Context) (int, error) {
 	sent := 0
 	// The stream's answers of one claim are recorded while the next claim
 	// is taken and published; at most one recording runs at a time.
@@ -460,49 +460,38 @@ func (s *Service) PublishQueued(ctx context.Context) (int, error) {
 
 // publishClaimed publishes claimed commands, pipelined when the publisher
 // can, and returns each one's outcome.
-func (s *Service) publishClaimed(ctx context.Context, cmds []Command) []PublishResult {
-	results := make([]PublishResult, len(cmds))
-	msgs := make([]CommandMessage, 0, len(cmds))
-	index := make([]int, 0, len(cmds)) // msgs[k] is cmds[index[k]]
-	for i, c := range cmds {
-		m, err := s.commandMessage(c)
-		if err != nil {
-			results[i].Err = err
-			continue
-		}
-		msgs = append(msgs, m)
-		index = append(index, i)
-	}
+func (s *Commands) publishClaimed(ctx context.Context, cmds []Command) []PublishResult {
 	if bp, ok := s.publisher.(CommandBatchPublisher); ok {
-		got := bp.PublishCommands(ctx, msgs, s.batchConcurrency)
-		for k := range msgs {
-			if len(got) != len(msgs) {
-				// Not an answer per command: none is known stored.
-				results[index[k]].Err = fmt.Errorf("%w: %d outcomes for %d commands", ErrPublishUnknown, len(got), len(msgs))
-				continue
-			}
-			results[index[k]] = got[k]
+		got := bp.PublishCommands(ctx, cmds, s.batchConcurrency)
+		if len(got) == len(cmds) {
+			return got
 		}
-	} else {
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, s.batchConcurrency)
-		for k, m := range msgs {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				r := &results[index[k]]
-				r.Ack, r.Err = s.publisher.PublishCommand(ctx, m)
-			})
+		// Not an answer per command: none is known stored.
+		results := make([]PublishResult, len(cmds))
+		for i := range results {
+			results[i].Err = fmt.Errorf("%w: %d outcomes for %d commands", ErrPublishUnknown, len(got), len(cmds))
 		}
-		wg.Wait()
+		return results
 	}
+	results := make([]PublishResult, len(cmds))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, s.batchConcurrency)
+	for i, c := range cmds {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r := &results[i]
+			r.Ack, r.Err = s.publisher.PublishCommand(ctx, c)
+		})
+	}
+	wg.Wait()
 	return results
 }
 
 // recordPublished records what the stream answered for claimed commands:
 // stored ones accepted, provably unsent ones failed, the rest left pending
 // for the reconciliation.
-func (s *Service) recordPublished(ctx context.Context, cmds []Command, results []PublishResult) {
+func (s *Commands) recordPublished(ctx context.Context, cmds []Command, results []PublishResult) {
 	at := s.now()
 	var (
 		acks   []CommandAck
@@ -581,7 +570,7 @@ type BatchPage struct {
 
 // ListBatches returns one page of the batches the reader may see, newest
 // first. Its cursors are bound to the scope like the sensor listing's.
-func (s *Service) ListBatches(ctx context.Context, l BatchListing) (BatchPage, error) {
+func (s *Commands) ListBatches(ctx context.Context, l BatchListing) (BatchPage, error) {
 	if l.Limit == 0 {
 		l.Limit = DefaultBatchPage
 	}

@@ -56,23 +56,23 @@ type batchPublisher struct {
 	short   bool
 }
 
-func (p *batchPublisher) PublishCommand(context.Context, CommandMessage) (PublishAck, error) {
+func (p *batchPublisher) PublishCommand(context.Context, Command) (PublishAck, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.single++
 	return PublishAck{}, ErrPublishUnknown
 }
 
-func (p *batchPublisher) PublishCommands(_ context.Context, msgs []CommandMessage, window int) []PublishResult {
+func (p *batchPublisher) PublishCommands(_ context.Context, msgs []Command, window int) []PublishResult {
 	p.mu.Lock()
 	p.windows = append(p.windows, window)
 	p.mu.Unlock()
 	out := make([]PublishResult, len(msgs))
 	for i, m := range msgs {
 		switch {
-		case len(m.CommandID) > 5 && m.CommandID[:5] == "fail-":
+		case len(m.ID) > 5 && m.ID[:5] == "fail-":
 			out[i].Err = fmt.Errorf("refused: %w: %w", ErrMessagingUnavailable, ErrNotPublished)
-		case len(m.CommandID) > 5 && m.CommandID[:5] == "lost-":
+		case len(m.ID) > 5 && m.ID[:5] == "lost-":
 			out[i].Err = fmt.Errorf("no answer: %w: %w", ErrMessagingUnavailable, ErrPublishUnknown)
 		default:
 			out[i].Ack = PublishAck{Sequence: uint64(1000 + i)}
@@ -189,7 +189,7 @@ type hookPublisher struct {
 	before func(call int)
 }
 
-func (p *hookPublisher) PublishCommands(ctx context.Context, msgs []CommandMessage, window int) []PublishResult {
+func (p *hookPublisher) PublishCommands(ctx context.Context, msgs []Command, window int) []PublishResult {
 	p.mu.Lock()
 	p.calls++
 	call := p.calls

@@ -59,7 +59,7 @@ const (
 // IssueClaimCode creates a one-time code for tenantID. ttl 0 means 24h;
 // otherwise it must lie between one minute and 30 days. The clear code is
 // returned once and never stored.
-func (s *Service) IssueClaimCode(ctx context.Context, tenantID string, ttl time.Duration, sensorName, issuedBy string) (ClaimCode, string, error) {
+func (s *Claims) IssueClaimCode(ctx context.Context, tenantID string, ttl time.Duration, sensorName, issuedBy string) (ClaimCode, string, error) {
 	if ttl == 0 {
 		ttl = DefaultClaimCodeTTL
 	}
@@ -73,7 +73,7 @@ func (s *Service) IssueClaimCode(ctx context.Context, tenantID string, ttl time.
 	if err := validateLabel("issuer", issuedBy, maxIssuer); err != nil {
 		return ClaimCode{}, "", err
 	}
-	if _, err := s.Tenant(ctx, tenantID); err != nil {
+	if _, err := readTenant(ctx, s.store, tenantID); err != nil {
 		return ClaimCode{}, "", fmt.Errorf("issue claim code: %w", err)
 	}
 	code, err := NewClaimCode()
@@ -98,8 +98,8 @@ func (s *Service) IssueClaimCode(ctx context.Context, tenantID string, ttl time.
 }
 
 // ListClaimCodes returns a tenant's claim codes (never the codes themselves).
-func (s *Service) ListClaimCodes(ctx context.Context, tenantID string) ([]ClaimCode, error) {
-	if _, err := s.Tenant(ctx, tenantID); err != nil {
+func (s *Claims) ListClaimCodes(ctx context.Context, tenantID string) ([]ClaimCode, error) {
+	if _, err := readTenant(ctx, s.store, tenantID); err != nil {
 		return nil, err
 	}
 	return s.store.ClaimCodes(ctx, tenantID)
@@ -107,7 +107,7 @@ func (s *Service) ListClaimCodes(ctx context.Context, tenantID string) ([]ClaimC
 
 // ClaimCode returns one claim code's record (never the code itself); the
 // API resolves its tenant before letting anyone act on it.
-func (s *Service) ClaimCode(ctx context.Context, id string) (ClaimCode, error) {
+func (s *Claims) ClaimCode(ctx context.Context, id string) (ClaimCode, error) {
 	if err := validateID("claim code id", id); err != nil {
 		return ClaimCode{}, err
 	}
@@ -119,7 +119,7 @@ func (s *Service) ClaimCode(ctx context.Context, id string) (ClaimCode, error) {
 }
 
 // RevokeClaimCode makes a code unusable. Unknown ids give ErrNotFound.
-func (s *Service) RevokeClaimCode(ctx context.Context, id string) error {
+func (s *Claims) RevokeClaimCode(ctx context.Context, id string) error {
 	if err := validateID("claim code id", id); err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func (s *Service) RevokeClaimCode(ctx context.Context, id string) error {
 // RedeemClaimCode consumes a code and creates a pending sensor with a
 // single-use enrolment token. Unknown, malformed, expired, used and revoked
 // codes all give the same ErrInvalidClaimCode.
-func (s *Service) RedeemClaimCode(ctx context.Context, code, hostname string) (Redemption, error) {
+func (s *Claims) RedeemClaimCode(ctx context.Context, code, hostname string) (Redemption, error) {
 	hash, err := HashClaimCode(code)
 	if err != nil {
 		return Redemption{}, ErrInvalidClaimCode

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -36,15 +35,11 @@ type PublishAck struct {
 // Errors wrap ErrMessagingUnavailable or ErrMessagingDisabled, and
 // ErrNotPublished or ErrPublishUnknown.
 type CommandPublisher interface {
-	PublishCommand(ctx context.Context, m CommandMessage) (PublishAck, error)
-}
-
-// CommandMessage is one command as published: the sensor it is for, its
-// id and its encoded body (SensorControlCommand in JSON). Where it goes on
-// the wire is the publisher's business.
-type CommandMessage struct {
-	TenantID, SensorID, CommandID string
-	Payload                       []byte
+	// PublishCommand publishes c to its sensor (c.TenantID, c.SensorID)
+	// with c.ID as the deduplication id. What the sensor is sent (id,
+	// tenant, sensor, action, issuedAt, issuedBy, expiresAt) and where it
+	// goes on the wire are the publisher's business.
+	PublishCommand(ctx context.Context, c Command) (PublishAck, error)
 }
 
 // PublishResult is one command's outcome: Ack when Err is nil, else Err as
@@ -62,7 +57,7 @@ type CommandBatchPublisher interface {
 	CommandPublisher
 	// PublishCommands publishes msgs and returns each one's outcome, in
 	// order, with the guarantees and errors of PublishCommand.
-	PublishCommands(ctx context.Context, msgs []CommandMessage, window int) []PublishResult
+	PublishCommands(ctx context.Context, cmds []Command, window int) []PublishResult
 }
 
 // CommandStore persists commands.
@@ -120,7 +115,7 @@ const (
 // the publisher's error is returned too). With an idempotency key the
 // sensor used before, the existing command is returned and not published
 // again unless it is still pending; created says which.
-func (s *Service) IssueCommand(ctx context.Context, sensorID string, action Action, issuedBy, idempotencyKey string) (c Command, created bool, err error) {
+func (s *Commands) IssueCommand(ctx context.Context, sensorID string, action Action, issuedBy, idempotencyKey string) (c Command, created bool, err error) {
 	if !action.Valid() {
 		return Command{}, false, fmt.Errorf("%w: action %q (want start or stop)", ErrInvalidInput, action)
 	}
@@ -130,7 +125,7 @@ func (s *Service) IssueCommand(ctx context.Context, sensorID string, action Acti
 	if err := validateIdempotencyKey(idempotencyKey); err != nil {
 		return Command{}, false, err
 	}
-	sensor, err := s.Sensor(ctx, sensorID)
+	sensor, err := readSensor(ctx, s.store, sensorID)
 	if err != nil {
 		return Command{}, false, err
 	}
@@ -171,12 +166,8 @@ func (s *Service) IssueCommand(ctx context.Context, sensorID string, action Acti
 // publish sends c (again) with its id as the message id and records what
 // the stream answered. A refusal marks the command failed only when first
 // is set: otherwise an earlier publication may be stored.
-func (s *Service) publish(ctx context.Context, c Command, first bool) (Command, error) {
-	m, err := s.commandMessage(c)
-	if err != nil {
-		return c, err
-	}
-	ack, err := s.publisher.PublishCommand(ctx, m)
+func (s *Commands) publish(ctx context.Context, c Command, first bool) (Command, error) {
+	ack, err := s.publisher.PublishCommand(ctx, c)
 	wctx := context.WithoutCancel(ctx)
 	switch {
 	case err == nil:
@@ -205,19 +196,6 @@ func (s *Service) publish(ctx context.Context, c Command, first bool) (Command, 
 	}
 }
 
-// commandMessage is c as published: its sensor, its id (the message's
-// deduplication id) and the encoded command.
-func (s *Service) commandMessage(c Command) (CommandMessage, error) {
-	payload, err := json.Marshal(SensorControlCommand{
-		CommandID: c.ID, TenantID: c.TenantID, SensorID: c.SensorID, Action: c.Action,
-		IssuedAt: c.IssuedAt, IssuedBy: c.IssuedBy, ExpiresAt: c.ExpiresAt,
-	})
-	if err != nil {
-		return CommandMessage{}, fmt.Errorf("encode command: %w", err)
-	}
-	return CommandMessage{TenantID: c.TenantID, SensorID: c.SensorID, CommandID: c.ID, Payload: payload}, nil
-}
-
 // ReconcileCommands settles pending commands: those first sent within the
 // republish window are published again with the same message id (a stored
 // one is acknowledged as a duplicate, never stored twice); those past their
@@ -226,7 +204,7 @@ func (s *Service) commandMessage(c Command) (CommandMessage, error) {
 // (shown as expired, not as accepted forever). A sensor's report on a
 // command accepts it as well, even an expired one. It returns
 // how many it settled.
-func (s *Service) ReconcileCommands(ctx context.Context) (int, error) {
+func (s *Commands) ReconcileCommands(ctx context.Context) (int, error) {
 	now := s.now()
 	pending, err := s.store.PendingCommands(ctx, now.Add(-republishWindow), 500)
 	if err != nil {
@@ -265,7 +243,7 @@ func (s *Service) ReconcileCommands(ctx context.Context) (int, error) {
 // commands and returns how many it accepted. A republication that failed
 // says nothing about the first one (which may be stored): those stay
 // pending, never failed.
-func (s *Service) recordRepublished(ctx context.Context, cmds []Command, results []PublishResult) int {
+func (s *Commands) recordRepublished(ctx context.Context, cmds []Command, results []PublishResult) int {
 	at := s.now()
 	var acks []CommandAck
 	for i, r := range results {
@@ -289,8 +267,8 @@ func (s *Service) recordRepublished(ctx context.Context, cmds []Command, results
 }
 
 // SensorCommands pages a sensor's command history, newest first.
-func (s *Service) SensorCommands(ctx context.Context, sensorID string, after CommandCursor, limit int) ([]Command, error) {
-	if _, err := s.Sensor(ctx, sensorID); err != nil {
+func (s *Commands) SensorCommands(ctx context.Context, sensorID string, after CommandCursor, limit int) ([]Command, error) {
+	if _, err := readSensor(ctx, s.store, sensorID); err != nil {
 		return nil, err
 	}
 	if limit < 1 || limit > MaxCommandPage {

@@ -47,8 +47,8 @@ func TestIssueCommandIdempotency(t *testing.T) {
 		t.Errorf("repeat of a pending command = %+v, created %v, %v; want it accepted", settled, created, err)
 	}
 	msgs := f.pub.Messages()
-	if last := msgs[len(msgs)-1]; last.CommandID != pending.ID {
-		t.Errorf("republished with id %q, want %q", last.CommandID, pending.ID)
+	if last := msgs[len(msgs)-1]; last.ID != pending.ID {
+		t.Errorf("republished with id %q, want %q", last.ID, pending.ID)
 	}
 }
 
@@ -81,8 +81,8 @@ func TestReconcileCommands(t *testing.T) {
 		t.Fatalf("ReconcileCommands = %d, %v; want 1", n, err)
 	}
 	msgs := f.pub.Messages()
-	if len(msgs) != published+1 || msgs[len(msgs)-1].CommandID != young.ID {
-		t.Errorf("publications %d (was %d), last %q; want one more with id %s", len(msgs), published, msgs[len(msgs)-1].CommandID, young.ID)
+	if len(msgs) != published+1 || msgs[len(msgs)-1].ID != young.ID {
+		t.Errorf("publications %d (was %d), last %q; want one more with id %s", len(msgs), published, msgs[len(msgs)-1].ID, young.ID)
 	}
 	if last := f.sensor(t, r.SensorID).LastCommand; last.Status != fleet.CommandAccepted {
 		t.Errorf("command after reconciliation %+v, want accepted", last)

@@ -1,7 +1,8 @@
 package fleet
 
 // ResultsConfirmation is the control plane's answer to a status report that
-// asked for one (over NATS: a report published with a reply subject): the
+// asked for one (over NATS: a report published with a reply subject, the
+// answer encoded as sdk/sensorwire's Confirmation by sensorbus): the
 // command ids of the report's results that are now settled in the store —
 // recorded by this report, recorded earlier (the first report of a command
 // wins), or naming no command of this sensor, which will never be recorded.
@@ -11,20 +12,20 @@ package fleet
 // ignores a confirmation naming another sensor (a sensor cannot confirm
 // another's results by pointing its reply subject at the other's inbox).
 type ResultsConfirmation struct {
-	TenantID string   `json:"tenantId"`
-	SensorID string   `json:"sensorId"`
-	Recorded []string `json:"recorded"`
+	TenantID string
+	SensorID string
+	Recorded []string
 }
 
-// confirmRecorded calls the confirmations of the messages whose results a
-// committed batch settled: recorded[i] are message i's, nil when it
+// confirmRecorded calls the confirmations of the updates whose results a
+// committed batch settled: recorded[i] are update i's, nil when it
 // settled none or asked for no confirmation.
-func confirmRecorded(msgs []StatusMessage, recorded [][]string) {
+func confirmRecorded(msgs []StatusUpdate, recorded [][]string) {
 	for i, m := range msgs {
 		if m.Confirm == nil || recorded[i] == nil {
 			continue
 		}
-		m.Confirm(ResultsConfirmation{TenantID: m.TenantID, SensorID: m.SensorID, Recorded: recorded[i]})
+		m.Confirm(ResultsConfirmation{TenantID: m.Sensor.TenantID, SensorID: m.Sensor.SensorID, Recorded: recorded[i]})
 	}
 }
 

@@ -1,7 +1,7 @@
 package fleet_test
 
 import (
-	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -9,9 +9,8 @@ import (
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
-func resultsReport(at time.Time, results ...fleet.CommandResult) []byte {
-	b, _ := json.Marshal(fleet.StatusReport{State: fleet.StateRunning, At: at, Results: results})
-	return b
+func resultsReport(at time.Time, results ...fleet.CommandResult) fleet.StatusReport {
+	return fleet.StatusReport{State: fleet.StateRunning, At: at, Results: results}
 }
 
 func applied(id string, at time.Time) fleet.CommandResult {
@@ -22,7 +21,7 @@ func applied(id string, at time.Time) fleet.CommandResult {
 // stored, naming its own sensor and the results settled; repeats are
 // confirmed again without changing the record (the first report wins); a
 // result naming another sensor's command is confirmed to its sender only
-// and changes nothing; unknown and revoked sensors, malformed reports and
+// and changes nothing; unknown and revoked sensors, invalid reports and
 // reports without results get no confirmation.
 func TestStatusResultsConfirmed(t *testing.T) {
 	t.Parallel()
@@ -44,24 +43,29 @@ func TestStatusResultsConfirmed(t *testing.T) {
 	}
 	var got []fleet.ResultsConfirmation
 	confirm := func(c fleet.ResultsConfirmation) { got = append(got, c) }
-	msg := func(id string, payload []byte) fleet.StatusMessage {
-		return fleet.StatusMessage{TenantID: "acme", SensorID: id, Payload: payload, Confirm: confirm}
+	msg := func(id string, r fleet.StatusReport) fleet.StatusUpdate {
+		return fleet.StatusUpdate{Sensor: fleet.SensorRef{TenantID: "acme", SensorID: id}, Report: r, Confirm: confirm}
 	}
 	t0 := f.clock.Now()
 	f.clock.Advance(time.Second)
-	errs := f.svc.HandleStatusBatch(f.ctx, []fleet.StatusMessage{
+	errs := f.svc.HandleStatusBatch(f.ctx, []fleet.StatusUpdate{
 		msg(a.SensorID, resultsReport(t0, applied(cmdA.ID, t0), applied(cmdA.ID, t0))),
 		// a names b's command: a's report is confirmed to a, b's command untouched.
 		msg(a.SensorID, resultsReport(t0.Add(time.Millisecond), applied(cmdB.ID, t0))),
 		msg(gone.SensorID, resultsReport(t0, applied(cmdA.ID, t0))),
 		msg("s-0000000000000000", resultsReport(t0, applied(cmdA.ID, t0))),
 		msg(b.SensorID, status(fleet.StateRunning, t0, "")),
-		msg(b.SensorID, []byte(`{"state":`)),
+		// An invalid report (a state no sensor reports) is not confirmed,
+		// even with results.
+		msg(b.SensorID, fleet.StatusReport{State: fleet.StateRevoked, At: t0, Results: []fleet.CommandResult{applied(cmdB.ID, t0)}}),
 	})
 	for i, err := range errs[:2] {
 		if err != nil {
 			t.Fatalf("report %d: %v", i, err)
 		}
+	}
+	if !errors.Is(errs[5], fleet.ErrInvalidInput) {
+		t.Fatalf("report in a state no sensor reports: %v, want ErrInvalidInput", errs[5])
 	}
 	want := []fleet.ResultsConfirmation{
 		{TenantID: "acme", SensorID: a.SensorID, Recorded: []string{cmdA.ID}},
@@ -85,7 +89,7 @@ func TestStatusResultsConfirmed(t *testing.T) {
 	got = nil
 	f.clock.Advance(time.Second)
 	refused := fleet.CommandResult{CommandID: cmdA.ID, Outcome: fleet.OutcomeRefused, Reason: fleet.ReasonExpired, At: t0}
-	if err := f.svc.HandleStatusBatch(f.ctx, []fleet.StatusMessage{msg(a.SensorID, resultsReport(f.clock.Now(), refused))})[0]; err != nil {
+	if err := f.svc.HandleStatusBatch(f.ctx, []fleet.StatusUpdate{msg(a.SensorID, resultsReport(f.clock.Now(), refused))})[0]; err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || !slices.Equal(got[0].Recorded, []string{cmdA.ID}) {

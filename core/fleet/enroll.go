@@ -154,14 +154,14 @@ type Enrollment struct {
 // unreachable provisioner leaves it usable for a retry, and of two racing
 // calls only one stores anything. The sensor is "offline" afterwards and
 // turns "online" with its first status report or health check.
-func (s *Service) Enroll(ctx context.Context, sensorID, enrollmentToken string, csrPEM []byte) (Enrollment, error) {
+func (s *Enrolment) Enroll(ctx context.Context, sensorID, enrollmentToken string, csrPEM []byte) (Enrollment, error) {
 	return s.EnrollLabeled(ctx, sensorID, enrollmentToken, csrPEM, nil)
 }
 
 // EnrollLabeled is Enroll with the labels the agent declares (nil: none
 // declared). Labels outside ValidateLabels are refused before the token is
 // looked at, so the token stays usable.
-func (s *Service) EnrollLabeled(ctx context.Context, sensorID, enrollmentToken string, csrPEM []byte, labels map[string]string) (Enrollment, error) {
+func (s *Enrolment) EnrollLabeled(ctx context.Context, sensorID, enrollmentToken string, csrPEM []byte, labels map[string]string) (Enrollment, error) {
 	if err := ValidateLabels(labels); err != nil {
 		return Enrollment{}, err
 	}
@@ -279,7 +279,7 @@ func RenewalMessage(sensorID string, csrPEM []byte, signedAt time.Time) []byte {
 // proved. That is answered as a renewal of the certificate it never
 // received (see resumable), exempt from the rate limit, so a lost answer
 // never strands a sensor.
-func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPEM []byte, proof *PossessionProof) (Renewal, error) {
+func (s *Enrolment) Renew(ctx context.Context, sensorID, sensorToken string, csrPEM []byte, proof *PossessionProof) (Renewal, error) {
 	cred, err := s.authenticate(ctx, sensorID, sensorToken, TokenSensor)
 	sensor := cred.Sensor
 	var lost *ActiveRenewal
@@ -367,7 +367,7 @@ func (s *Service) Renew(ctx context.Context, sensorID, sensorToken string, csrPE
 // the CSR is byte for byte the one that renewal certified (the caller then
 // checks the proof is by the key it proved). Anything else is
 // ErrInvalidToken, as before. The returned sensor is the live one.
-func (s *Service) resumable(ctx context.Context, sensorID, token string, csrPEM []byte) (Sensor, *ActiveRenewal, error) {
+func (s *Enrolment) resumable(ctx context.Context, sensorID, token string, csrPEM []byte) (Sensor, *ActiveRenewal, error) {
 	sensor, err := s.liveSensor(ctx, sensorID)
 	if err != nil {
 		return Sensor{}, nil, err
@@ -391,7 +391,7 @@ func (s *Service) resumable(ctx context.Context, sensorID, token string, csrPEM 
 // the sensor, its token and its tenant's NATS status at once. Malformed and
 // unknown sensor ids and wrong, used or expired tokens all give
 // ErrInvalidToken; a revoked sensor gives ErrRevoked, whatever the token.
-func (s *Service) authenticate(ctx context.Context, sensorID, token string, kind TokenKind) (SensorCredential, error) {
+func (s *Enrolment) authenticate(ctx context.Context, sensorID, token string, kind TokenKind) (SensorCredential, error) {
 	if ids.Validate(sensorID) != nil {
 		return SensorCredential{}, ErrInvalidToken
 	}
@@ -415,7 +415,7 @@ func (s *Service) authenticate(ctx context.Context, sensorID, token string, kind
 // liveSensor reads a sensor a credential names: malformed and unknown ids
 // are ErrInvalidToken (a caller learns nothing about which ids exist), a
 // revoked sensor ErrRevoked.
-func (s *Service) liveSensor(ctx context.Context, sensorID string) (Sensor, error) {
+func (s *Enrolment) liveSensor(ctx context.Context, sensorID string) (Sensor, error) {
 	if ids.Validate(sensorID) != nil {
 		return Sensor{}, ErrInvalidToken
 	}
@@ -432,7 +432,7 @@ func (s *Service) liveSensor(ctx context.Context, sensorID string) (Sensor, erro
 	return sensor, nil
 }
 
-func (s *Service) sign(sensor Sensor, csrPEM []byte) (IssuedCertificate, error) {
+func (s *Enrolment) sign(sensor Sensor, csrPEM []byte) (IssuedCertificate, error) {
 	if len(csrPEM) == 0 {
 		return IssuedCertificate{}, fmt.Errorf("%w: empty", ErrInvalidCSR)
 	}

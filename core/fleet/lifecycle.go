@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"time"
-
-	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
 // ErrDecommissioned refuses a change to a decommissioned sensor, a second
@@ -96,33 +94,4 @@ func deref(p *string) string {
 		return ""
 	}
 	return *p
-}
-
-// DecommissionSensor retires a sensor for good: everything it holds is
-// revoked (certificate, sensor token, live streams, NATS user through the
-// provisioner, as RevokeSensor does), its pending commands expire, and it
-// leaves the lists; its history stays. A decommissioned id never enrols
-// again (it is revoked). A second call retries a NATS revocation that
-// failed and then answers ErrDecommissioned.
-func (s *Service) DecommissionSensor(ctx context.Context, sensorID, by string) (Sensor, error) {
-	if err := validateID("sensor id", sensorID); err != nil {
-		return Sensor{}, err
-	}
-	if err := validateLabel("decommissioned by", by, maxIssuer); err != nil {
-		return Sensor{}, err
-	}
-	sn, already, err := s.store.DecommissionSensor(ctx, sensorID, by, s.now())
-	if err != nil {
-		return Sensor{}, fmt.Errorf("decommission sensor %s: %w", sensorID, err)
-	}
-	if !already {
-		s.log.InfoContext(ctx, "sensor decommissioned", logkey.Tenant, sn.TenantID, logkey.Sensor, sn.ID, "by", by)
-	}
-	if err := s.revokeHeld(ctx, sn); err != nil {
-		return sn, err
-	}
-	if already {
-		return sn, fmt.Errorf("sensor %s was decommissioned at %s: %w", sensorID, sn.DecommissionedAt.Format(time.RFC3339), ErrDecommissioned)
-	}
-	return sn, nil
 }

@@ -20,7 +20,7 @@ type batchPublisher struct {
 	calls []int
 }
 
-func (p *batchPublisher) PublishCommands(ctx context.Context, msgs []fleet.CommandMessage, _ int) []fleet.PublishResult {
+func (p *batchPublisher) PublishCommands(ctx context.Context, msgs []fleet.Command, _ int) []fleet.PublishResult {
 	p.mu.Lock()
 	p.calls = append(p.calls, len(msgs))
 	p.mu.Unlock()
@@ -96,8 +96,8 @@ func TestReconcileRepublishesPendingCommandsTogether(t *testing.T) {
 		t.Fatalf("second ReconcileCommands = %d, %v; want 1", n, err)
 	}
 	msgs := pub.Messages()
-	if last := msgs[len(msgs)-1]; last.CommandID != cmds[0].ID {
-		t.Errorf("republished with id %q, want %q", last.CommandID, cmds[0].ID)
+	if last := msgs[len(msgs)-1]; last.ID != cmds[0].ID {
+		t.Errorf("republished with id %q, want %q", last.ID, cmds[0].ID)
 	}
 	if got := f.sensor(t, cmds[0].SensorID).LastCommand; got.Status != fleet.CommandAccepted {
 		t.Errorf("command after the second pass: %s, want accepted", got.Status)

@@ -1,7 +1,6 @@
 package fleet_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -25,21 +24,17 @@ func TestIssueCommand(t *testing.T) {
 		t.Fatalf("%d messages published, want 1", len(f.pub.Messages()))
 	}
 	msg := f.pub.Messages()[0]
-	if msg.TenantID != "acme" || msg.SensorID != r.SensorID || msg.CommandID != c.ID {
-		t.Errorf("published to %s/%s with id %q; want acme/%s, %s", msg.TenantID, msg.SensorID, msg.CommandID, r.SensorID, c.ID)
-	}
-	var wire map[string]any
-	if err := json.Unmarshal(msg.Payload, &wire); err != nil {
-		t.Fatal(err)
-	}
+	// What goes on the wire is the publisher's (sensorbus tests it).
 	now := f.clock.Now()
-	wantWire := map[string]any{
-		"commandId": c.ID, "tenantId": "acme", "sensorId": r.SensorID, "action": "start",
-		"issuedAt": now.Format(time.RFC3339Nano), "issuedBy": "ops@example.com",
-		"expiresAt": now.Add(10 * time.Minute).Format(time.RFC3339Nano),
+	type sent struct {
+		ID, TenantID, SensorID, IssuedBy string
+		Action                           fleet.Action
+		IssuedAt, ExpiresAt              time.Time
 	}
-	if diff := cmp.Diff(wantWire, wire); diff != "" {
-		t.Errorf("wire command (-want +got):\n%s", diff)
+	want := sent{c.ID, "acme", r.SensorID, "ops@example.com", fleet.ActionStart, now, now.Add(10 * time.Minute)}
+	got := sent{msg.ID, msg.TenantID, msg.SensorID, msg.IssuedBy, msg.Action, msg.IssuedAt, msg.ExpiresAt}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("published command (-want +got):\n%s", diff)
 	}
 	if got := f.sensor(t, r.SensorID).LastCommand; got == nil || *got != c {
 		t.Errorf("last command %+v, want %+v", got, c)
@@ -99,9 +94,8 @@ func TestIssueCommand(t *testing.T) {
 	}
 }
 
-func status(state fleet.State, at time.Time, commandID string) []byte {
-	b, _ := json.Marshal(fleet.StatusReport{State: state, At: at, CommandID: commandID})
-	return b
+func status(state fleet.State, at time.Time, commandID string) fleet.StatusReport {
+	return fleet.StatusReport{State: state, At: at, CommandID: commandID}
 }
 
 func TestHandleStatus(t *testing.T) {
@@ -119,25 +113,24 @@ func TestHandleStatus(t *testing.T) {
 	steps := []struct {
 		name           string
 		tenant, sensor string
-		payload        []byte
+		report         fleet.StatusReport
 		wantErr        error
 		wantState      fleet.State
 		wantSeen       time.Time
 	}{
-		{name: "running acknowledges the command", tenant: "acme", sensor: r.SensorID, payload: status(fleet.StateRunning, t0, cmd.ID), wantState: fleet.StateRunning, wantSeen: t0},
-		{name: "older report is stale", tenant: "acme", sensor: r.SensorID, payload: status(fleet.StateStopped, t0.Add(-time.Second), ""), wantErr: fleet.ErrStale, wantState: fleet.StateRunning, wantSeen: t0},
-		{name: "same time is applied", tenant: "acme", sensor: r.SensorID, payload: status(fleet.StateError, t0, ""), wantState: fleet.StateError, wantSeen: t0},
-		{name: "newer report", tenant: "acme", sensor: r.SensorID, payload: status(fleet.StateStopped, t0.Add(time.Second), ""), wantState: fleet.StateStopped, wantSeen: t0},
-		{name: "report from the future", tenant: "acme", sensor: r.SensorID, payload: status(fleet.StateRunning, t0.Add(time.Hour), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
-		{name: "unreportable state", tenant: "acme", sensor: r.SensorID, payload: status(fleet.StateRevoked, t0.Add(2*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
-		{name: "other tenant's name", tenant: "other", sensor: r.SensorID, payload: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrNotFound, wantState: fleet.StateStopped, wantSeen: t0},
-		{name: "wildcard as sensor id", tenant: "acme", sensor: "*", payload: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
-		{name: "empty tenant id", tenant: "", sensor: r.SensorID, payload: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
-		{name: "payload names another sensor", tenant: "acme", sensor: r.SensorID, payload: []byte(`{"state":"running","at":"2026-05-04T10:00:05Z","sensorId":"x"}`), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "running acknowledges the command", tenant: "acme", sensor: r.SensorID, report: status(fleet.StateRunning, t0, cmd.ID), wantState: fleet.StateRunning, wantSeen: t0},
+		{name: "older report is stale", tenant: "acme", sensor: r.SensorID, report: status(fleet.StateStopped, t0.Add(-time.Second), ""), wantErr: fleet.ErrStale, wantState: fleet.StateRunning, wantSeen: t0},
+		{name: "same time is applied", tenant: "acme", sensor: r.SensorID, report: status(fleet.StateError, t0, ""), wantState: fleet.StateError, wantSeen: t0},
+		{name: "newer report", tenant: "acme", sensor: r.SensorID, report: status(fleet.StateStopped, t0.Add(time.Second), ""), wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "report from the future", tenant: "acme", sensor: r.SensorID, report: status(fleet.StateRunning, t0.Add(time.Hour), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "unreportable state", tenant: "acme", sensor: r.SensorID, report: status(fleet.StateRevoked, t0.Add(2*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "other tenant's name", tenant: "other", sensor: r.SensorID, report: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrNotFound, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "wildcard as sensor id", tenant: "acme", sensor: "*", report: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
+		{name: "empty tenant id", tenant: "", sensor: r.SensorID, report: status(fleet.StateRunning, t0.Add(3*time.Second), ""), wantErr: fleet.ErrInvalidInput, wantState: fleet.StateStopped, wantSeen: t0},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			err := f.svc.HandleStatus(f.ctx, st.tenant, st.sensor, st.payload)
+			err := f.svc.HandleStatus(f.ctx, st.tenant, st.sensor, st.report)
 			if st.wantErr == nil && err != nil || st.wantErr != nil && !errors.Is(err, st.wantErr) {
 				t.Fatalf("HandleStatus error = %v, want %v", err, st.wantErr)
 			}
@@ -238,7 +231,7 @@ func TestMarkSilentOfflineAndCheckIn(t *testing.T) {
 	}
 	// A status report's agent version is recorded too.
 	f.clock.Advance(time.Second)
-	if err := f.svc.HandleStatus(f.ctx, "acme", quiet.SensorID, []byte(`{"state":"running","at":"`+f.clock.Now().Format(time.RFC3339Nano)+`","agentVersion":"2.1.0"}`)); err != nil {
+	if err := f.svc.HandleStatus(f.ctx, "acme", quiet.SensorID, fleet.StatusReport{State: fleet.StateRunning, At: f.clock.Now(), AgentVersion: "2.1.0"}); err != nil {
 		t.Fatal(err)
 	}
 	if s := f.sensor(t, quiet.SensorID); s.AgentVersion != "2.1.0" || s.Address != "192.0.2.7" {
@@ -294,13 +287,15 @@ func FuzzHandleStatus(f *testing.F) {
 	fx := newFixture(f)
 	fx.provisionedTenant(f, "acme")
 	r, _ := fx.enrolled(f, "acme")
-	f.Add("acme", r.SensorID, []byte(`{"state":"running","at":"2026-05-04T10:00:00Z"}`))
-	f.Add("acme", r.SensorID, []byte(`{"state":"stopped","at":"2026-05-04T09:00:00Z","commandId":"x","detail":"d","agentVersion":"1"}`))
-	f.Add("acme", r.SensorID, []byte(`{"state":"revoked","at":"2026-05-04T10:00:00Z"}`))
-	f.Add("acme", "s-0000000000000000", []byte(`{"state":"online","at":"2026-05-04T10:00:00Z"}`))
-	f.Add("", "x.y", []byte(`{}`))
-	f.Fuzz(func(t *testing.T, tenantID, sensorID string, payload []byte) {
-		err := fx.svc.HandleStatus(fx.ctx, tenantID, sensorID, payload)
+	at := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC).Unix()
+	f.Add("acme", r.SensorID, "running", at, "", "")
+	f.Add("acme", r.SensorID, "stopped", at-3600, "x", "1")
+	f.Add("acme", r.SensorID, "revoked", at, "", "")
+	f.Add("acme", "s-0000000000000000", "online", at, "", "")
+	f.Add("", "x.y", "", int64(0), "", "")
+	f.Fuzz(func(t *testing.T, tenantID, sensorID, state string, at int64, commandID, version string) {
+		report := fleet.StatusReport{State: fleet.State(state), At: time.Unix(at, 0), CommandID: commandID, AgentVersion: version}
+		err := fx.svc.HandleStatus(fx.ctx, tenantID, sensorID, report)
 		known := []error{fleet.ErrInvalidInput, fleet.ErrStale, fleet.ErrNotFound, fleet.ErrRevoked}
 		if err != nil {
 			for _, k := range known {
@@ -308,7 +303,7 @@ func FuzzHandleStatus(f *testing.F) {
 					return
 				}
 			}
-			t.Fatalf("HandleStatus(%q, %q, %q): unexpected error %v", tenantID, sensorID, payload, err)
+			t.Fatalf("HandleStatus(%q, %q, %+v): unexpected error %v", tenantID, sensorID, report, err)
 		}
 		if s := fx.sensor(t, r.SensorID); !fleet.Reportable(s.State) {
 			t.Fatalf("accepted report left the sensor in state %s", s.State)
@@ -331,16 +326,16 @@ func TestHandleStatusBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := f.clock.Now()
-	msg := func(id string, payload []byte) fleet.StatusMessage {
-		return fleet.StatusMessage{TenantID: "acme", SensorID: id, Payload: payload}
+	msg := func(id string, r fleet.StatusReport) fleet.StatusUpdate {
+		return fleet.StatusUpdate{Sensor: fleet.SensorRef{TenantID: "acme", SensorID: id}, Report: r}
 	}
-	msgs := []fleet.StatusMessage{
+	msgs := []fleet.StatusUpdate{
 		// a's reports arrive out of order: they are applied by "at".
 		msg(a.SensorID, status(fleet.StateStopped, t0.Add(2*time.Second), "")),
 		msg(a.SensorID, status(fleet.StateRunning, t0, cmdA.ID)),
 		msg(b.SensorID, status(fleet.StateStopped, t0, cmdB.ID)),
 		msg("s-0000000000000000", status(fleet.StateRunning, t0, "")),
-		msg(b.SensorID, []byte(`{"state":`)),
+		msg(b.SensorID, fleet.StatusReport{State: fleet.StateRunning}),
 		msg("x.y", status(fleet.StateRunning, t0, "")),
 	}
 	errs := f.svc.HandleStatusBatch(f.ctx, msgs)

@@ -3,7 +3,6 @@ package fleet
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -55,8 +54,13 @@ type Config struct {
 	ProvisioningEnabled bool
 	CA                  CertificateAuthority
 	Publisher           CommandPublisher
-	Terminator          SessionTerminator
-	Locker              Locker
+	// Terminator ends sensors' live gRPC streams (Revocation's). It is
+	// the gRPC edge, built before the Service on Status.
+	Terminator SessionTerminator
+	// Status is the status side the gRPC edge was built on; nil builds
+	// one on Store.
+	Status *StatusService
+	Locker Locker
 	// Stream is the command stream's name (default topology.DefaultStream).
 	Stream             string
 	SensorCertTTL      time.Duration
@@ -73,7 +77,22 @@ type Config struct {
 	Clock            func() time.Time
 }
 
-// Service implements the control plane's fleet use cases.
+// Service implements the control plane's fleet use cases. It is cut
+// along its seams, each a service of its own with only its ports:
+//   - Tenants (tenants.go): tenants and their NATS accounts;
+//   - Claims (claims.go): one-time claim codes and their redemption;
+//   - Enrolment (enroll.go): certificates, tokens and NATS credentials;
+//   - Commands (commands.go, batches.go): commands to one sensor or many,
+//     their publication and settlement;
+//   - StatusService (statusservice.go): status reports, health checks and
+//     certificate authorisation, on its store alone, so the gRPC edge is
+//     built on it before anything that needs the edge;
+//   - Revocation (revocation.go): revocation and decommissioning, the only
+//     part holding the session terminator.
+//
+// Service embeds them, so the operator API reaches every use case through
+// one value, and keeps the sensor registry (reading, listing, editing
+// sensors) as its own.
 //
 // Decisions the code makes (see also docs/architecture.md):
 //   - An enrolled sensor is "offline" until its first status report or
@@ -96,25 +115,40 @@ type Config struct {
 //   - A redeemed sensor is named after the claim code's sensor name, else the
 //     hostname it reported, else its id.
 type Service struct {
-	store         Store
-	provisioner   Provisioner
-	provisioning  bool
-	ca            CertificateAuthority
-	publisher     CommandPublisher
-	terminator    SessionTerminator
-	locker        Locker
-	stream        string
-	certTTL       time.Duration
-	commandTTL    time.Duration
-	enrollmentTTL time.Duration
-	maxSkew       time.Duration
-	minRenew      time.Duration
-	// batchConcurrency bounds PublishQueued; wake signals it.
-	batchConcurrency int
-	wake             chan struct{}
-	log              *slog.Logger
-	clock            func() time.Time
+	*Tenants
+	*Claims
+	*Enrolment
+	*Commands
+	*StatusService
+	*Revocation
+
+	// store is the sensor registry's part: reading, listing and editing
+	// sensors are Service's own use cases.
+	store RegistryPorts
+	clocked
 }
+
+// clocked is the logger and clock every part of the fleet shares.
+type clocked struct {
+	log   *slog.Logger
+	clock func() time.Time
+}
+
+// newClocked defaults a nil logger to one that discards and a nil clock
+// to time.Now.
+func newClocked(log *slog.Logger, clock func() time.Time) clocked {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if clock == nil {
+		clock = time.Now
+	}
+	return clocked{log: log, clock: clock}
+}
+
+// now is the clock at PostgreSQL's precision, so stored and returned values
+// compare equal.
+func (c clocked) now() time.Time { return c.clock().UTC().Truncate(time.Microsecond) }
 
 // New checks cfg and returns a Service.
 func New(cfg Config) (*Service, error) {
@@ -153,25 +187,39 @@ func New(cfg Config) (*Service, error) {
 	if cfg.BatchConcurrency == 0 {
 		cfg.BatchConcurrency = DefaultBatchConcurrency
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	base := newClocked(cfg.Logger, cfg.Clock)
+	status := cfg.Status
+	if status == nil {
+		var err error
+		if status, err = NewStatusService(StatusConfig{Store: cfg.Store, MaxClockSkew: cfg.MaxClockSkew, Logger: base.log, Clock: base.clock}); err != nil {
+			return nil, err
+		}
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
+	revocation, err := NewRevocation(RevocationConfig{
+		Store: cfg.Store, Provisioner: cfg.Provisioner, ProvisioningEnabled: cfg.ProvisioningEnabled,
+		Terminator: cfg.Terminator, Logger: base.log, Clock: base.clock,
+	})
+	if err != nil {
+		return nil, err
 	}
 	return &Service{
-		store: cfg.Store, provisioner: cfg.Provisioner, provisioning: cfg.ProvisioningEnabled,
-		ca: cfg.CA, publisher: cfg.Publisher, terminator: cfg.Terminator, locker: cfg.Locker,
-		stream: cfg.Stream, certTTL: cfg.SensorCertTTL, commandTTL: cfg.CommandTTL,
-		enrollmentTTL: cfg.EnrollmentTokenTTL, maxSkew: cfg.MaxClockSkew, minRenew: cfg.MinRenewInterval,
-		batchConcurrency: cfg.BatchConcurrency, wake: make(chan struct{}, 1),
-		log: cfg.Logger, clock: cfg.Clock,
+		StatusService: status, Revocation: revocation,
+		Enrolment: &Enrolment{
+			store: cfg.Store, ca: cfg.CA, provisioner: cfg.Provisioner, provisioning: cfg.ProvisioningEnabled,
+			certTTL: cfg.SensorCertTTL, minRenew: cfg.MinRenewInterval, clocked: base,
+		},
+		Commands: &Commands{
+			store: cfg.Store, publisher: cfg.Publisher, commandTTL: cfg.CommandTTL, maxSkew: cfg.MaxClockSkew,
+			batchConcurrency: cfg.BatchConcurrency, wake: make(chan struct{}, 1), clocked: base,
+		},
+		Tenants: &Tenants{
+			store: cfg.Store, provisioner: cfg.Provisioner, provisioning: cfg.ProvisioningEnabled,
+			locker: cfg.Locker, clocked: base,
+		},
+		Claims: &Claims{store: cfg.Store, enrollmentTTL: cfg.EnrollmentTokenTTL, clocked: base},
+		store:  cfg.Store, clocked: base,
 	}, nil
 }
-
-// now is the clock at PostgreSQL's precision, so stored and returned values
-// compare equal.
-func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Microsecond) }
 
 // validateLabel checks a human-readable name: bounded, printable.
 func validateLabel(what, v string, maxRunes int) error {

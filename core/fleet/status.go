@@ -1,29 +1,16 @@
 package fleet
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/rxc-project/rxc/core/ids"
 )
 
-// SensorControlCommand is the JSON published on rxc.<t>.<s>.cmd.
-type SensorControlCommand struct {
-	CommandID string    `json:"commandId"`
-	TenantID  string    `json:"tenantId"`
-	SensorID  string    `json:"sensorId"`
-	Action    Action    `json:"action"`
-	IssuedAt  time.Time `json:"issuedAt"`
-	IssuedBy  string    `json:"issuedBy"`
-	ExpiresAt time.Time `json:"expiresAt"`
-}
-
-// StatusReport is the JSON a sensor publishes on rxc.<t>.<s>.status. The
-// subject, not the payload, says which sensor sent it.
+// StatusReport is what a sensor reported about itself, decoded from
+// whatever carried it (the NATS adapter decodes sdk/sensorwire's Status);
+// the ids of the channel it arrived on, never the report, say which sensor
+// sent it.
 //
 // Results are the sensor's outcomes of its commands; an agent reports them
 // again until it learns they are recorded (they are applied once, the first
@@ -31,23 +18,23 @@ type SensorControlCommand struct {
 // ones by repeating their latest results. CommandID alone is what agents
 // before Results sent: the command counts as applied.
 type StatusReport struct {
-	State        State           `json:"state"`
-	CommandID    string          `json:"commandId,omitempty"`
-	At           time.Time       `json:"at"`
-	Detail       string          `json:"detail,omitempty"`
-	AgentVersion string          `json:"agentVersion,omitempty"`
-	Results      []CommandResult `json:"results,omitempty"`
+	State        State
+	CommandID    string
+	At           time.Time
+	Detail       string
+	AgentVersion string
+	Results      []CommandResult
 }
 
 // CommandResult is a sensor's outcome of one command.
 type CommandResult struct {
-	CommandID string  `json:"commandId"`
-	Outcome   Outcome `json:"outcome"`
+	CommandID string
+	Outcome   Outcome
 	// Reason says why a command was refused: expired, malformed,
 	// unknown_action or foreign (addressed to another sensor).
-	Reason string    `json:"reason,omitempty"`
-	Detail string    `json:"detail,omitempty"`
-	At     time.Time `json:"at"`
+	Reason string
+	Detail string
+	At     time.Time
 }
 
 // Refusal reasons of a CommandResult.
@@ -60,30 +47,17 @@ const (
 
 // Limits on status reports.
 const (
-	// MaxStatusPayload is the largest status message accepted.
-	MaxStatusPayload = 4 << 10
 	// MaxResults bounds the results one report carries.
 	MaxResults = 8
 	// maxResultDetail bounds a result's detail, in characters.
 	maxResultDetail = 512
 )
 
-// ParseStatusReport strictly decodes a status payload: at most
-// MaxStatusPayload bytes, one JSON object, no unknown fields, a reportable
-// state and a timestamp. Failures wrap ErrInvalidInput.
-func ParseStatusReport(payload []byte) (StatusReport, error) {
-	if len(payload) > MaxStatusPayload {
-		return StatusReport{}, fmt.Errorf("%w: status payload of %d bytes exceeds %d", ErrInvalidInput, len(payload), MaxStatusPayload)
-	}
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields()
-	var r StatusReport
-	if err := dec.Decode(&r); err != nil {
-		return StatusReport{}, fmt.Errorf("%w: status payload: %v", ErrInvalidInput, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return StatusReport{}, fmt.Errorf("%w: status payload: trailing data", ErrInvalidInput)
-	}
+// CheckStatusReport checks a decoded report (HandleStatusBatch applies it
+// to every update): a reportable state, a timestamp, ids in the id
+// grammar, at most MaxResults valid results; it returns it with its times
+// in UTC at PostgreSQL's precision. Failures wrap ErrInvalidInput.
+func CheckStatusReport(r StatusReport) (StatusReport, error) {
 	if !Reportable(r.State) {
 		return StatusReport{}, fmt.Errorf("%w: status state %q (want online, running, stopped or error)", ErrInvalidInput, r.State)
 	}
@@ -98,12 +72,18 @@ func ParseStatusReport(payload []byte) (StatusReport, error) {
 	if len(r.Results) > MaxResults {
 		return StatusReport{}, fmt.Errorf("%w: more than %d results", ErrInvalidInput, MaxResults)
 	}
+	results := make([]CommandResult, len(r.Results))
 	for i, res := range r.Results {
 		if err := validateResult(res); err != nil {
 			return StatusReport{}, err
 		}
-		r.Results[i].At = res.At.UTC().Truncate(time.Microsecond)
+		res.At = res.At.UTC().Truncate(time.Microsecond)
+		results[i] = res
 	}
+	if len(results) == 0 {
+		results = nil
+	}
+	r.Results = results
 	r.At = r.At.UTC().Truncate(time.Microsecond)
 	return r, nil
 }

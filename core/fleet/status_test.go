@@ -57,51 +57,80 @@ func TestTransition(t *testing.T) {
 	}
 }
 
-func TestParseStatusReport(t *testing.T) {
+// The wire's shape (unknown fields, trailing data, size) is
+// sdk/sensorwire's test; this one is what the values may be.
+func TestCheckStatusReport(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
+	plus2 := time.FixedZone("+02", 7200)
+	ok := StatusReport{State: StateOnline, At: at}
+	with := func(f func(r *StatusReport)) StatusReport { r := ok; f(&r); return r }
+	result := CommandResult{CommandID: "c1", Outcome: OutcomeApplied, At: at}
 	tests := []struct {
 		name    string
-		payload string
+		in      StatusReport
 		want    StatusReport
 		wantErr bool
 	}{
 		{
-			name:    "full",
-			payload: `{"state":"running","commandId":"c1","at":"2026-03-01T12:00:00.123456789Z","detail":"ok","agentVersion":"1.2.3"}`,
-			want:    StatusReport{State: StateRunning, CommandID: "c1", At: at.Truncate(time.Microsecond), Detail: "ok", AgentVersion: "1.2.3"},
+			name: "full",
+			in:   StatusReport{State: StateRunning, CommandID: "c1", At: at, Detail: "ok", AgentVersion: "1.2.3"},
+			want: StatusReport{State: StateRunning, CommandID: "c1", At: at.Truncate(time.Microsecond), Detail: "ok", AgentVersion: "1.2.3"},
 		},
 		{
-			name:    "minimal, other zone",
-			payload: `{"state":"online","at":"2026-03-01T14:00:00+02:00"}`,
-			want:    StatusReport{State: StateOnline, At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)},
+			name: "minimal, other zone",
+			in:   StatusReport{State: StateOnline, At: time.Date(2026, 3, 1, 14, 0, 0, 0, plus2)},
+			want: StatusReport{State: StateOnline, At: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)},
 		},
-		{name: "unknown field", payload: `{"state":"online","at":"2026-03-01T12:00:00Z","sensorId":"x"}`, wantErr: true},
-		{name: "missing at", payload: `{"state":"online"}`, wantErr: true},
-		{name: "missing state", payload: `{"at":"2026-03-01T12:00:00Z"}`, wantErr: true},
-		{name: "revoked not reportable", payload: `{"state":"revoked","at":"2026-03-01T12:00:00Z"}`, wantErr: true},
-		{name: "offline not reportable", payload: `{"state":"offline","at":"2026-03-01T12:00:00Z"}`, wantErr: true},
-		{name: "trailing object", payload: `{"state":"online","at":"2026-03-01T12:00:00Z"}{}`, wantErr: true},
-		{name: "trailing garbage", payload: `{"state":"online","at":"2026-03-01T12:00:00Z"} x`, wantErr: true},
-		{name: "not an object", payload: `["online"]`, wantErr: true},
-		{name: "bad time", payload: `{"state":"online","at":"yesterday"}`, wantErr: true},
-		{name: "long command id", payload: `{"state":"online","at":"2026-03-01T12:00:00Z","commandId":"` + strings.Repeat("c", 65) + `"}`, wantErr: true},
-		{name: "command id with NUL", payload: `{"state":"online","at":"2026-03-01T12:00:00Z","commandId":"a\u0000b"}`, wantErr: true},
-		{name: "too big", payload: `{"state":"online","at":"2026-03-01T12:00:00Z","detail":"` + strings.Repeat("d", MaxStatusPayload) + `"}`, wantErr: true},
-		{name: "empty", payload: ``, wantErr: true},
+		{
+			name: "results in UTC at microseconds",
+			in: with(func(r *StatusReport) {
+				r.Results = []CommandResult{{CommandID: "c2", Outcome: OutcomeRefused, Reason: ReasonExpired, At: at.In(plus2)}}
+			}),
+			want: with(func(r *StatusReport) {
+				r.At = at.Truncate(time.Microsecond)
+				r.Results = []CommandResult{{CommandID: "c2", Outcome: OutcomeRefused, Reason: ReasonExpired, At: at.Truncate(time.Microsecond)}}
+			}),
+		},
+		{name: "missing at", in: StatusReport{State: StateOnline}, wantErr: true},
+		{name: "missing state", in: StatusReport{At: at}, wantErr: true},
+		{name: "revoked not reportable", in: with(func(r *StatusReport) { r.State = StateRevoked }), wantErr: true},
+		{name: "offline not reportable", in: with(func(r *StatusReport) { r.State = StateOffline }), wantErr: true},
+		{name: "long command id", in: with(func(r *StatusReport) { r.CommandID = strings.Repeat("c", 65) }), wantErr: true},
+		{name: "command id with NUL", in: with(func(r *StatusReport) { r.CommandID = "a\x00b" }), wantErr: true},
+		{name: "too many results", in: with(func(r *StatusReport) {
+			for range MaxResults + 1 {
+				r.Results = append(r.Results, result)
+			}
+		}), wantErr: true},
+		{name: "applied with a reason", in: with(func(r *StatusReport) { x := result; x.Reason = ReasonExpired; r.Results = []CommandResult{x} }), wantErr: true},
+		{name: "refused without a known reason", in: with(func(r *StatusReport) {
+			x := result
+			x.Outcome = OutcomeRefused
+			x.Reason = "bored"
+			r.Results = []CommandResult{x}
+		}), wantErr: true},
+		{name: "unknown outcome", in: with(func(r *StatusReport) { x := result; x.Outcome = "maybe"; r.Results = []CommandResult{x} }), wantErr: true},
+		{name: "result without at", in: with(func(r *StatusReport) { x := result; x.At = time.Time{}; r.Results = []CommandResult{x} }), wantErr: true},
+		{name: "result without id", in: with(func(r *StatusReport) { x := result; x.CommandID = ""; r.Results = []CommandResult{x} }), wantErr: true},
+		{name: "result detail too long", in: with(func(r *StatusReport) {
+			x := result
+			x.Detail = strings.Repeat("d", maxResultDetail+1)
+			r.Results = []CommandResult{x}
+		}), wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := ParseStatusReport([]byte(tt.payload))
+			got, err := CheckStatusReport(tt.in)
 			if tt.wantErr {
 				if !errors.Is(err, ErrInvalidInput) {
-					t.Errorf("ParseStatusReport = %+v, %v; want ErrInvalidInput", got, err)
+					t.Errorf("CheckStatusReport = %+v, %v; want ErrInvalidInput", got, err)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("ParseStatusReport: %v", err)
+				t.Fatalf("CheckStatusReport: %v", err)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("mismatch (-want +got):\n%s", diff)
@@ -110,22 +139,24 @@ func TestParseStatusReport(t *testing.T) {
 	}
 }
 
-func FuzzParseStatusReport(f *testing.F) {
-	f.Add([]byte(`{"state":"running","commandId":"c1","at":"2026-03-01T12:00:00Z","detail":"ok","agentVersion":"1"}`))
-	f.Add([]byte(`{"state":"online","at":"2026-03-01T12:00:00Z"}`))
-	f.Add([]byte(`{"state":"revoked","at":"2026-03-01T12:00:00Z"}`))
-	f.Add([]byte(`{}`))
-	f.Add([]byte(`null`))
-	f.Fuzz(func(t *testing.T, payload []byte) {
-		r, err := ParseStatusReport(payload)
+func FuzzCheckStatusReport(f *testing.F) {
+	f.Add("running", "c1", int64(1772366400), "1", "applied", "")
+	f.Add("online", "", int64(0), "", "refused", "expired")
+	f.Add("revoked", "c.1", int64(-1), "", "", "")
+	f.Fuzz(func(t *testing.T, state, commandID string, at int64, version, outcome, reason string) {
+		in := StatusReport{State: State(state), CommandID: commandID, At: time.Unix(at, 0), AgentVersion: version}
+		if outcome != "" {
+			in.Results = []CommandResult{{CommandID: commandID, Outcome: Outcome(outcome), Reason: reason, At: in.At}}
+		}
+		r, err := CheckStatusReport(in)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidInput) {
 				t.Fatalf("error %v does not wrap ErrInvalidInput", err)
 			}
 			return
 		}
-		if len(payload) > MaxStatusPayload || !Reportable(r.State) || r.At.IsZero() || r.At.Location() != time.UTC {
-			t.Fatalf("accepted invalid report %+v from %q", r, payload)
+		if !Reportable(r.State) || r.At.IsZero() || r.At.Location() != time.UTC {
+			t.Fatalf("accepted invalid report %+v from %+v", r, in)
 		}
 	})
 }

@@ -23,7 +23,7 @@ const (
 type StatusBatcherConfig struct {
 	// Apply applies a batch and returns one error per message, as
 	// Service.HandleStatusBatch does. Required.
-	Apply func(context.Context, []StatusMessage) []error
+	Apply func(context.Context, []StatusUpdate) []error
 	// Queue is how many messages wait at most; more are dropped.
 	Queue int
 	// MaxBatch is the most messages applied at once.
@@ -40,8 +40,8 @@ type StatusBatcherConfig struct {
 // messages are dropped and counted; the next heartbeat of the same sensor
 // carries its state again, since a report holds the whole state.
 type StatusBatcher struct {
-	in       chan StatusMessage
-	apply    func(context.Context, []StatusMessage) []error
+	in       chan StatusUpdate
+	apply    func(context.Context, []StatusUpdate) []error
 	maxBatch int
 	maxWait  time.Duration
 	log      *slog.Logger
@@ -80,17 +80,16 @@ func NewStatusBatcher(cfg StatusBatcherConfig) (*StatusBatcher, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &StatusBatcher{
-		in: make(chan StatusMessage, cfg.Queue), apply: cfg.Apply,
+		in: make(chan StatusUpdate, cfg.Queue), apply: cfg.Apply,
 		maxBatch: cfg.MaxBatch, maxWait: cfg.MaxWait, log: cfg.Logger,
 	}, nil
 }
 
-// Handle queues one status message; it never blocks. The payload is
-// copied, so the caller may reuse it.
-func (b *StatusBatcher) Handle(_ context.Context, m StatusMessage) {
-	msg := StatusMessage{TenantID: m.TenantID, SensorID: m.SensorID, Payload: append([]byte(nil), m.Payload...), Confirm: m.Confirm}
+// Handle queues one status update; it never blocks. The caller hands the
+// update over: it must not change its Results afterwards.
+func (b *StatusBatcher) Handle(_ context.Context, m StatusUpdate) {
 	select {
-	case b.in <- msg:
+	case b.in <- m:
 	default:
 		b.dropped.Add(1)
 	}
@@ -104,7 +103,7 @@ func (b *StatusBatcher) Stats() StatusStats {
 // Run applies batches until ctx ends, then applies what is queued within a
 // short grace period.
 func (b *StatusBatcher) Run(ctx context.Context) {
-	batch := make([]StatusMessage, 0, b.maxBatch)
+	batch := make([]StatusUpdate, 0, b.maxBatch)
 	for {
 		select {
 		case <-ctx.Done():
@@ -134,7 +133,7 @@ func (b *StatusBatcher) flushQueued() {
 	ctx, cancel := context.WithTimeout(context.Background(), statusFlushAtShutdown)
 	defer cancel()
 	for {
-		batch := make([]StatusMessage, 0, b.maxBatch)
+		batch := make([]StatusUpdate, 0, b.maxBatch)
 		for len(batch) < b.maxBatch {
 			select {
 			case m := <-b.in:
@@ -151,7 +150,7 @@ func (b *StatusBatcher) flushQueued() {
 	}
 }
 
-func (b *StatusBatcher) applyBatch(ctx context.Context, batch []StatusMessage) {
+func (b *StatusBatcher) applyBatch(ctx context.Context, batch []StatusUpdate) {
 	for i, err := range b.apply(ctx, batch) {
 		switch {
 		case err == nil:
@@ -160,8 +159,8 @@ func (b *StatusBatcher) applyBatch(ctx context.Context, batch []StatusMessage) {
 			b.stale.Add(1)
 		default:
 			b.rejected.Add(1)
-			// The payload is sensor-controlled text: only the ids are logged.
-			b.log.Debug("status ignored", logkey.Tenant, batch[i].TenantID, logkey.Sensor, batch[i].SensorID, logkey.Error, err)
+			// The report is sensor-controlled text: only the ids are logged.
+			b.log.Debug("status ignored", logkey.Tenant, batch[i].Sensor.TenantID, logkey.Sensor, batch[i].Sensor.SensorID, logkey.Error, err)
 		}
 	}
 }

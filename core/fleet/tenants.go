@@ -41,7 +41,7 @@ func (e *TenantHasSensorsError) Unwrap() error { return ErrTenantHasSensors }
 // DeleteTenant deletes a tenant without live sensors: every sensor must be
 // decommissioned first (ErrTenantHasSensors otherwise, nothing changed).
 // The tenant and its history stay on record, hidden.
-func (s *Service) DeleteTenant(ctx context.Context, id, by string) error {
+func (s *Tenants) DeleteTenant(ctx context.Context, id, by string) error {
 	if err := validateID("tenant id", id); err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ const maxTenantName = 200
 // CreateTenant creates a tenant with NATS status pending, or returns the
 // existing one (created=false) when the same id and name exist. The same
 // id with another name is ErrConflict. An empty name defaults to the id.
-func (s *Service) CreateTenant(ctx context.Context, id, name string) (Tenant, bool, error) {
+func (s *Tenants) CreateTenant(ctx context.Context, id, name string) (Tenant, bool, error) {
 	if err := validateID("tenant id", id); err != nil {
 		return Tenant{}, false, err
 	}
@@ -103,15 +103,25 @@ func (s *Service) CreateTenant(ctx context.Context, id, name string) (Tenant, bo
 }
 
 // Tenant returns one tenant.
-func (s *Service) Tenant(ctx context.Context, id string) (Tenant, error) {
+func (s *Tenants) Tenant(ctx context.Context, id string) (Tenant, error) {
+	return readTenant(ctx, s.store, id)
+}
+
+// TenantReader reads one tenant (TenantStore's Tenant).
+type TenantReader interface {
+	Tenant(ctx context.Context, id string) (Tenant, error)
+}
+
+// readTenant validates id and reads the tenant.
+func readTenant(ctx context.Context, r TenantReader, id string) (Tenant, error) {
 	if err := validateID("tenant id", id); err != nil {
 		return Tenant{}, err
 	}
-	return s.store.Tenant(ctx, id)
+	return r.Tenant(ctx, id)
 }
 
 // ListTenants returns every tenant, oldest first.
-func (s *Service) ListTenants(ctx context.Context) ([]Tenant, error) {
+func (s *Tenants) ListTenants(ctx context.Context) ([]Tenant, error) {
 	return s.store.ListTenants(ctx)
 }
 
@@ -120,7 +130,7 @@ func (s *Service) ListTenants(ctx context.Context) ([]Tenant, error) {
 // first provisioner error ends the cycle and is returned with the count done
 // so far; the next cycle retries. With provisioning disabled nothing is
 // called and ErrProvisionerDisabled is returned.
-func (s *Service) ReconcileTenants(ctx context.Context) (int, error) {
+func (s *Tenants) ReconcileTenants(ctx context.Context) (int, error) {
 	if !s.provisioning {
 		return 0, ErrProvisionerDisabled
 	}

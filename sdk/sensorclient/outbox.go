@@ -1,7 +1,6 @@
 package sensorclient
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/rxc-project/rxc/sdk/sensorwire"
 )
 
 // Bounds of the result outbox.
@@ -29,7 +30,7 @@ const (
 	// still remembered, in case the clocks disagree.
 	expirySkew = time.Minute
 	// maxConfirmationBytes bounds a confirmation message.
-	maxConfirmationBytes = 64 << 10
+	maxConfirmationBytes = sensorwire.MaxConfirmationBytes
 )
 
 // outboxEntry is one result in the outbox file: the result itself (so a
@@ -226,21 +227,15 @@ func (o *Outbox) save() error {
 // carried results: the ids of those it has recorded (or will never record:
 // they name no command of this sensor), sent only once they are durable.
 // TenantID and SensorID name the sensor whose report it answers.
-type Confirmation struct {
-	TenantID string   `json:"tenantId"`
-	SensorID string   `json:"sensorId"`
-	Recorded []string `json:"recorded"`
-}
+type Confirmation = sensorwire.Confirmation
 
-// decodeConfirmation parses a confirmation for tenantID/sensorID; one
-// naming another sensor is refused (another sensor of the tenant can point
-// its report's reply subject at this sensor's inbox).
+// decodeConfirmation parses a confirmation for tenantID/sensorID
+// (sensorwire.DecodeConfirmation); one naming another sensor is refused
+// (another sensor of the tenant can point its report's reply subject at
+// this sensor's inbox).
 func decodeConfirmation(data []byte, tenantID, sensorID string) (Confirmation, error) {
-	if len(data) > maxConfirmationBytes {
-		return Confirmation{}, fmt.Errorf("confirmation of %d bytes exceeds %d", len(data), maxConfirmationBytes)
-	}
-	var c Confirmation
-	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&c); err != nil {
+	c, err := sensorwire.DecodeConfirmation(data)
+	if err != nil {
 		return Confirmation{}, fmt.Errorf("confirmation: %w", err)
 	}
 	if c.TenantID != tenantID || c.SensorID != sensorID {

@@ -1,41 +1,34 @@
 package sensorclient
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
-	"time"
 	"unicode/utf8"
+
+	"github.com/rxc-project/rxc/sdk/sensorwire"
 )
 
-// Action is what a command asks the sensor to do.
-type Action string
+// The wire format is sdk/sensorwire's, the one the control plane uses;
+// these names keep the package's API.
+type (
+	// Action is what a command asks the sensor to do.
+	Action = sensorwire.Action
+	// Command is a SensorControlCommand as published on rxc.<t>.<s>.cmd.
+	Command = sensorwire.Command
+	// ReportedState is what a sensor reports about itself.
+	ReportedState = sensorwire.State
+	// Status is the JSON a sensor publishes on rxc.<t>.<s>.status.
+	Status = sensorwire.Status
+	// CommandResult is what the sensor did with one command.
+	CommandResult = sensorwire.CommandResult
+)
 
 // Actions the control plane sends.
 const (
-	ActionStart Action = "start"
-	ActionStop  Action = "stop"
+	ActionStart = sensorwire.ActionStart
+	ActionStop  = sensorwire.ActionStop
 )
-
-// Valid reports whether a is an action this package knows.
-func (a Action) Valid() bool { return a == ActionStart || a == ActionStop }
-
-// Command is a SensorControlCommand as published on rxc.<t>.<s>.cmd.
-type Command struct {
-	CommandID string    `json:"commandId"`
-	TenantID  string    `json:"tenantId"`
-	SensorID  string    `json:"sensorId"`
-	Action    Action    `json:"action"`
-	IssuedAt  time.Time `json:"issuedAt"`
-	IssuedBy  string    `json:"issuedBy"`
-	ExpiresAt time.Time `json:"expiresAt"`
-}
-
-// Expired reports whether the command must no longer be applied at now.
-func (c Command) Expired(now time.Time) bool { return !now.Before(c.ExpiresAt) }
 
 // Errors of DecodeCommand and of command checks.
 var (
@@ -51,7 +44,7 @@ var (
 )
 
 // MaxCommandBytes bounds a command payload; real ones are a few hundred bytes.
-const MaxCommandBytes = 16 << 10
+const MaxCommandBytes = sensorwire.MaxCommandBytes
 
 // idPattern is the id grammar the control plane uses for subject tokens and
 // command ids; a status naming a command id outside it is refused.
@@ -62,16 +55,9 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 // oversized payloads give ErrMalformedCommand, an unknown action
 // ErrUnsupportedAction (with the decoded command).
 func DecodeCommand(data []byte) (Command, error) {
-	if len(data) > MaxCommandBytes {
-		return Command{}, fmt.Errorf("%w: %d bytes exceeds %d", ErrMalformedCommand, len(data), MaxCommandBytes)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var c Command
-	if err := dec.Decode(&c); err != nil {
-		return Command{}, fmt.Errorf("%w: %v", ErrMalformedCommand, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Command{}, fmt.Errorf("%w: trailing data", ErrMalformedCommand)
+	c, err := sensorwire.DecodeCommand(data)
+	if err != nil {
+		return Command{}, fmt.Errorf("%w: %w", ErrMalformedCommand, err)
 	}
 	switch {
 	case !idPattern.MatchString(c.CommandID):
@@ -87,49 +73,18 @@ func DecodeCommand(data []byte) (Command, error) {
 	return c, nil
 }
 
-// ReportedState is what a sensor reports about itself.
-type ReportedState string
-
 // States a sensor may report.
 const (
-	StateOnline  ReportedState = "online"
-	StateRunning ReportedState = "running"
-	StateStopped ReportedState = "stopped"
-	StateError   ReportedState = "error"
+	StateOnline  = sensorwire.StateOnline
+	StateRunning = sensorwire.StateRunning
+	StateStopped = sensorwire.StateStopped
+	StateError   = sensorwire.StateError
 )
-
-// Status is the JSON a sensor publishes on rxc.<t>.<s>.status.
-//
-// Results carry outcomes of the sensor's commands not yet confirmed by the
-// control plane (at most MaxResults, from an Outbox). Status is
-// fire-and-forget over core NATS, so they are reported again until a
-// Confirmation says they are recorded; the control plane records the first
-// report of each command. Control planes older than Results refuse reports
-// carrying them: upgrade the control plane first.
-type Status struct {
-	State        ReportedState   `json:"state"`
-	CommandID    string          `json:"commandId,omitempty"`
-	At           time.Time       `json:"at"`
-	Detail       string          `json:"detail,omitempty"`
-	AgentVersion string          `json:"agentVersion,omitempty"`
-	Results      []CommandResult `json:"results,omitempty"`
-}
-
-// CommandResult is what the sensor did with one command.
-type CommandResult struct {
-	CommandID string `json:"commandId"`
-	// Outcome is OutcomeApplied or OutcomeRefused.
-	Outcome string `json:"outcome"`
-	// Reason says why a command was refused (RefusalReason).
-	Reason string    `json:"reason,omitempty"`
-	Detail string    `json:"detail,omitempty"`
-	At     time.Time `json:"at"`
-}
 
 // Command outcomes.
 const (
-	OutcomeApplied = "applied"
-	OutcomeRefused = "refused"
+	OutcomeApplied = sensorwire.OutcomeApplied
+	OutcomeRefused = sensorwire.OutcomeRefused
 )
 
 // RefusalReason is the reason the control plane records for a command
@@ -137,13 +92,13 @@ const (
 func RefusalReason(err error) string {
 	switch {
 	case errors.Is(err, ErrExpiredCommand):
-		return "expired"
+		return sensorwire.ReasonExpired
 	case errors.Is(err, ErrUnsupportedAction):
-		return "unknown_action"
+		return sensorwire.ReasonUnknownAction
 	case errors.Is(err, ErrForeignCommand):
-		return "foreign"
+		return sensorwire.ReasonForeign
 	default:
-		return "malformed"
+		return sensorwire.ReasonMalformed
 	}
 }
 
@@ -153,9 +108,9 @@ const (
 	maxAgentVersion = 64
 	// MaxResults is how many results a report carries (the control
 	// plane's bound).
-	MaxResults      = 8
+	MaxResults      = sensorwire.MaxResults
 	maxResultDetail = 160
-	maxStatusBytes  = 4 << 10
+	maxStatusBytes  = sensorwire.MaxStatusBytes
 )
 
 // encodeStatus marshals s with at in UTC, detail and version trimmed, and a
@@ -184,7 +139,7 @@ func encodeStatus(s Status) ([]byte, error) {
 	}
 	for {
 		s.Results = results
-		data, err := json.Marshal(s)
+		data, err := sensorwire.EncodeStatus(s)
 		if err != nil || len(data) <= maxStatusBytes || len(results) == 0 {
 			return data, err
 		}

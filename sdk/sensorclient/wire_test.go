@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/rxc-project/rxc/sdk/sensorwire"
 )
 
 // update rewrites the golden files of the wire tests.
@@ -97,7 +99,7 @@ func TestCommandExpired(t *testing.T) {
 
 // statusGolden are the status reports held in testdata/status.jsonl, one
 // "name<TAB>JSON" line each. The control plane parses status strictly; its
-// parser reads the same file (core/fleet's TestStatusFromTheSDKIsAccepted),
+// parser reads the same file (adapters/nats/sensorbus's TestStatusFromTheSDKIsAccepted),
 // so the two ends are held to one text without this module linking the
 // control plane.
 var statusGolden = []struct {
@@ -126,7 +128,7 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s changed: the control plane's test reads it; run go test -run %s -update and check core/fleet's test\ngot:  %s\nwant: %s", path, t.Name(), got, want)
+		t.Errorf("%s changed: the control plane's test reads it; run go test -run %s -update and check adapters/nats/sensorbus's test\ngot:  %s\nwant: %s", path, t.Name(), got, want)
 	}
 }
 
@@ -142,6 +144,10 @@ func TestStatusGolden(t *testing.T) {
 		}
 		if strings.Contains(tc.name, "dropped") && strings.Contains(string(data), "x.y") {
 			t.Errorf("%s: the invalid command id was sent: %s", tc.name, data)
+		}
+		// What the control plane's NATS adapter decodes it with.
+		if _, err := sensorwire.DecodeStatus(data); err != nil {
+			t.Errorf("%s: sensorwire.DecodeStatus refuses %s: %v", tc.name, data, err)
 		}
 		fmt.Fprintf(&out, "%s\t%s\n", tc.name, data)
 	}

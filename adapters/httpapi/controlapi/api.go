@@ -1,7 +1,8 @@
 // Package controlapi is the control plane's HTTP edge (served on :5009): the
 // operators' session-cookie API the SPA uses (tenants, claim codes, sensors,
 // commands, revocation, analytics and chat), the sensors' public routes (claim code
-// redemption, enrolment and renewal with bearer tokens), and liveness,
+// redemption, enrolment and renewal with bearer tokens; package sensorapi,
+// mounted here with this API's audit trail and problems), and liveness,
 // readiness and Prometheus metrics. It validates input at the edge, calls the
 // fleet and operators services, and maps their errors to RFC 9457 problems in
 // one function (fail); the business rules stay in core.
@@ -44,6 +45,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/sensorapi"
 	"github.com/rxc-project/rxc/adapters/oidcsignin"
 	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/core/audit"
@@ -145,9 +147,7 @@ type Config struct {
 type API struct {
 	fleet          *fleet.Service
 	operators      *operators.Service
-	caPEM          func() []byte
-	natsURL        string
-	grpcAddr       string
+	sensors        *sensorapi.Routes
 	origins        map[string]bool
 	localMode      bool
 	trustProxy     proxyTrust
@@ -225,8 +225,7 @@ func New(cfg Config) (*API, error) {
 		cfg.DatabaseUnavailable = func(error) bool { return false }
 	}
 	a := &API{
-		fleet: cfg.Fleet, operators: cfg.Operators, caPEM: cfg.CACertificatePEM,
-		natsURL: cfg.PublicNATSURL, grpcAddr: cfg.PublicGRPCAddr,
+		fleet: cfg.Fleet, operators: cfg.Operators,
 		origins: origins, localMode: cfg.LocalMode, trustProxy: proxyTrust{any: cfg.TrustProxy, nets: slices.Clone(cfg.TrustedProxies)},
 		analytics: cfg.Analytics, chatLimiter: newLimiter(chatRate, cfg.Clock), provisioning: cfg.ProvisioningEnabled, messaging: cfg.MessagingEnabled,
 		readiness: slices.Clone(cfg.Readiness), readyTimeout: cfg.ReadinessTimeout,
@@ -235,6 +234,14 @@ func New(cfg Config) (*API, error) {
 		log: cfg.Logger, clock: cfg.Clock,
 		mux: http.NewServeMux(),
 	}
+	sensors, err := sensorapi.New(sensorapi.Config{
+		Fleet: cfg.Fleet, Host: sensorHost{a}, CACertificatePEM: cfg.CACertificatePEM,
+		PublicNATSURL: cfg.PublicNATSURL, PublicGRPCAddr: cfg.PublicGRPCAddr,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.sensors = sensors
 	doc, err := OpenAPI()
 	if err != nil {
 		return nil, err
@@ -305,9 +312,7 @@ func (a *API) routes() {
 	m.HandleFunc("DELETE /api/tokens/{id}", a.audited("token.revoke", a.operator(a.revokeToken)))
 	m.HandleFunc("GET /api/audit", a.operator(a.listAudit))
 
-	m.HandleFunc("POST /api/sensors/claim/redeem", a.audited("sensor.redeem", a.redeem))
-	m.HandleFunc("POST /api/sensors/{id}/agent/enroll", a.audited("sensor.enroll", a.enroll))
-	m.HandleFunc("POST /api/sensors/{id}/agent/renew", a.audited("sensor.renew", a.renew))
+	a.sensors.Register(m)
 }
 
 // routeRecorder registers routes and remembers their patterns.
@@ -316,7 +321,7 @@ type routeRecorder struct {
 	patterns *[]string
 }
 
-func (r routeRecorder) HandleFunc(pattern string, h http.HandlerFunc) {
+func (r routeRecorder) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
 	*r.patterns = append(*r.patterns, pattern)
 	r.mux.HandleFunc(pattern, h)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/sensorapi"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/operators"
 	"github.com/rxc-project/rxc/sdk/logkey"
@@ -54,7 +55,7 @@ var enrolmentRoutes = map[string]bool{"/api/auth/me": true, "/api/auth/me/totp":
 
 // apiToken returns the API token of an "Authorization: Bearer rxc_…" header.
 func apiToken(r *http.Request) (string, bool) {
-	tok, ok := bearer(r)
+	tok, ok := sensorapi.Bearer(r)
 	if !ok || !strings.HasPrefix(tok, operators.TokenPrefix) {
 		return "", false
 	}

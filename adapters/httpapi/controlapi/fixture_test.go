@@ -50,12 +50,6 @@ const (
 	publicGRPC       = "cp.example:5010"
 )
 
-// lateTerminator lets the fleet service and the gRPC server, which need
-// each other, be built one after the other.
-type lateTerminator struct{ srv *grpcmtls.Server }
-
-func (l *lateTerminator) Terminate(tenantID, sensorID string) { l.srv.Terminate(tenantID, sensorID) }
-
 // options change the environment newEnv builds.
 type options struct {
 	provisioning bool
@@ -124,15 +118,22 @@ func newEnv(t testing.TB, opt options) *env {
 		t.Fatal(err)
 	}
 	// The provisioner and NATS are the fleet's shared fakes (core/fleet/fleettest).
-	prov, pub, term := &fleettest.Provisioner{}, &fleettest.Publisher{}, &lateTerminator{}
-	svc, err := fleet.New(fleet.Config{
-		Store: store, Provisioner: prov, ProvisioningEnabled: opt.provisioning, CA: ca,
-		Publisher: pub, Terminator: term, Locker: store, Clock: clk.Now,
-	})
+	prov, pub := &fleettest.Provisioner{}, &fleettest.Publisher{}
+	// As the control plane builds them: the gRPC server on the fleet's
+	// status side, then the fleet with the server as its terminator.
+	status, err := fleet.NewStatusService(fleet.StatusConfig{Store: store, Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if term.srv, err = grpcmtls.New(grpcmtls.Config{TLS: ca.ServerTLSConfig(), Authorizer: svc, Heartbeats: svc}); err != nil {
+	grpcSrv, err := grpcmtls.New(grpcmtls.Config{TLS: ca.ServerTLSConfig(), Authorizer: status, Heartbeats: status})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := fleet.New(fleet.Config{
+		Store: store, Provisioner: prov, ProvisioningEnabled: opt.provisioning, CA: ca,
+		Publisher: pub, Terminator: grpcSrv, Status: status, Locker: store, Clock: clk.Now,
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	hasher, err := passwords.New(passwords.Config{MemoryKiB: 64, Time: 1, Threads: 1})

@@ -199,17 +199,17 @@ func TestFlow(t *testing.T) {
 	}
 	wantObject(t, "command", res, http.StatusAccepted, command)
 	msgs := e.pub.Messages()
-	if len(msgs) != 1 || msgs[0].TenantID != "acme" || msgs[0].SensorID != sensorID || msgs[0].CommandID != commandID {
-		t.Fatalf("published %+v, want one message on rxc.acme.%s.cmd with id %s", msgs, sensorID, commandID)
+	if len(msgs) != 1 || msgs[0].TenantID != "acme" || msgs[0].SensorID != sensorID || msgs[0].ID != commandID {
+		t.Fatalf("published %+v, want one command to acme/%s with id %s", msgs, sensorID, commandID)
 	}
-	var sent fleet.SensorControlCommand
-	if err := json.Unmarshal(msgs[0].Payload, &sent); err != nil {
-		t.Fatal(err)
+	// What the publisher puts on the wire is sensorbus's test.
+	type sentCommand struct {
+		ID, TenantID, SensorID, IssuedBy string
+		Action                           fleet.Action
+		IssuedAt, ExpiresAt              time.Time
 	}
-	wantSent := fleet.SensorControlCommand{
-		CommandID: commandID, TenantID: "acme", SensorID: sensorID, Action: fleet.ActionStart,
-		IssuedAt: t1, IssuedBy: operatorEmail, ExpiresAt: t1.Add(fleet.DefaultCommandTTL),
-	}
+	sent := sentCommand{msgs[0].ID, msgs[0].TenantID, msgs[0].SensorID, msgs[0].IssuedBy, msgs[0].Action, msgs[0].IssuedAt, msgs[0].ExpiresAt}
+	wantSent := sentCommand{commandID, "acme", sensorID, operatorEmail, fleet.ActionStart, t1, t1.Add(fleet.DefaultCommandTTL)}
 	if diff := cmp.Diff(wantSent, sent); diff != "" {
 		t.Errorf("published command (-want +got):\n%s", diff)
 	}

@@ -13,11 +13,11 @@ import (
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
-func commandsFor(n int, prefix string) []fleet.CommandMessage {
-	msgs := make([]fleet.CommandMessage, n)
+func commandsFor(n int, prefix string) []fleet.Command {
+	msgs := make([]fleet.Command, n)
 	for i := range msgs {
 		s := sensorT1(fmt.Sprintf("s%d", i%7))
-		msgs[i] = command(s, fmt.Sprintf("%s-%d", prefix, i), `{"action":"start"}`)
+		msgs[i] = command(s, fmt.Sprintf("%s-%d", prefix, i), fleet.ActionStart)
 	}
 	return msgs
 }
@@ -36,12 +36,12 @@ func TestPublishCommandsPipelined(t *testing.T) {
 	startReady(t, c)
 	ctx := t.Context()
 
-	first, err := c.PublishCommand(ctx, command(sensorT1("s0"), "cmd-0", `{"action":"start"}`))
+	first, err := c.PublishCommand(ctx, command(sensorT1("s0"), "cmd-0", fleet.ActionStart))
 	if err != nil {
 		t.Fatal(err)
 	}
 	msgs := commandsFor(300, "cmd") // cmd-0 again, then 299 new ones
-	msgs = append(msgs, fleet.CommandMessage{TenantID: "t1", SensorID: "s1.status", CommandID: "cmd-bad", Payload: []byte("{}")})
+	msgs = append(msgs, fleet.Command{TenantID: "t1", SensorID: "s1.status", ID: "cmd-bad"})
 	got := c.PublishCommands(ctx, msgs, 16)
 	if len(got) != len(msgs) {
 		t.Fatalf("%d outcomes for %d commands", len(got), len(msgs))

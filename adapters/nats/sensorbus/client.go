@@ -29,6 +29,7 @@ import (
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/sdk/logkey"
+	"github.com/rxc-project/rxc/sdk/sensorwire"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -41,7 +42,7 @@ const (
 
 // MaxStatusBytes is the largest status message handed to a handler; larger
 // ones are dropped and counted.
-const MaxStatusBytes = 4 << 10
+const MaxStatusBytes = sensorwire.MaxStatusBytes
 
 const (
 	// Pending limits per status subscription: beyond them nats.go drops
@@ -76,7 +77,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-type statusHandler = func(ctx context.Context, m fleet.StatusMessage)
+type statusHandler = func(ctx context.Context, m fleet.StatusUpdate)
 
 // Stats are cumulative counters since New.
 type Stats struct {
@@ -88,6 +89,10 @@ type Stats struct {
 	// they were larger than MaxStatusBytes (or named no sensor, which the
 	// status wildcard never delivers).
 	StatusDropped uint64
+	// StatusMalformed counts status messages not handed to a handler
+	// because they are not a status in sdk/sensorwire's format (not one
+	// JSON object, unknown fields, trailing data).
+	StatusMalformed uint64
 }
 
 // Client is the control plane's NATS connection. It is safe for concurrent use.
@@ -112,7 +117,7 @@ type Client struct {
 	subsUp   bool                // the current connection's subscriptions are registered
 	handlers []statusHandler
 
-	published, received, dropped atomic.Uint64
+	published, received, dropped, malformed atomic.Uint64
 }
 
 // New checks cfg and returns a Client that is not yet connected.
@@ -171,16 +176,17 @@ func (c *Client) Ready() bool {
 
 // Stats returns the counters.
 func (c *Client) Stats() Stats {
-	return Stats{Published: c.published.Load(), StatusReceived: c.received.Load(), StatusDropped: c.dropped.Load()}
+	return Stats{Published: c.published.Load(), StatusReceived: c.received.Load(), StatusDropped: c.dropped.Load(), StatusMalformed: c.malformed.Load()}
 }
 
 // SubscribeStatus has handle called for every sensor status message, in a
 // queue subscription on topology.StatusWildcard shared with the other
-// clients of the same queue group. The message names the sensor its
-// subject ("rxc.<tenantId>.<sensorId>.status") names; its payload is at
-// most MaxStatusBytes. Registered before the connection exists, it is
+// clients of the same queue group. The update names the sensor its
+// subject ("rxc.<tenantId>.<sensorId>.status") names; its report is the
+// payload decoded with sdk/sensorwire (at most MaxStatusBytes, strict).
+// Its values are not checked: that is the fleet service's rule. Registered before the connection exists, it is
 // subscribed once connected; nats.go restores it after reconnects.
-func (c *Client) SubscribeStatus(handle func(ctx context.Context, m fleet.StatusMessage)) {
+func (c *Client) SubscribeStatus(handle func(ctx context.Context, m fleet.StatusUpdate)) {
 	c.mu.Lock()
 	c.handlers = append(c.handlers, handle)
 	c.mu.Unlock()
@@ -190,9 +196,9 @@ func (c *Client) SubscribeStatus(handle func(ctx context.Context, m fleet.Status
 	}
 }
 
-// PublishCommand publishes m's payload on its sensor's command subject
-// ("rxc.<tenantId>.<sensorId>.cmd", from core/topology) with its command id
-// as Nats-Msg-Id and waits for the stream's acknowledgement. Publishing the
+// PublishCommand publishes cmd, encoded with sdk/sensorwire, on its
+// sensor's command subject ("rxc.<tenantId>.<sensorId>.cmd", from
+// core/topology) with its id as Nats-Msg-Id and waits for the stream's acknowledgement. Publishing the
 // same command again within the stream's duplicate window is acknowledged
 // without storing a second copy.
 //
@@ -201,12 +207,12 @@ func (c *Client) SubscribeStatus(handle func(ctx context.Context, m fleet.Status
 // so nothing was sent; no stream listens on the subject; the stream
 // refused it), fleet.ErrPublishUnknown when it was sent and no answer came
 // (a hung or partitioned server may still store it).
-func (c *Client) PublishCommand(ctx context.Context, m fleet.CommandMessage) (fleet.PublishAck, error) {
-	subject, err := commandSubject(m)
+func (c *Client) PublishCommand(ctx context.Context, cmd fleet.Command) (fleet.PublishAck, error) {
+	subject, payload, err := commandMessage(cmd)
 	if err != nil {
 		return fleet.PublishAck{}, err
 	}
-	msgID, payload := m.CommandID, m.Payload
+	msgID := cmd.ID
 	c.mu.Lock()
 	nc, js := c.conn, c.js
 	c.mu.Unlock()
@@ -246,7 +252,7 @@ const asyncMaxPending = 4096
 // the stream refused it; no room to send it), fleet.ErrPublishUnknown when
 // it was sent and no acknowledgement came (a timeout, a reconnect while it
 // was in flight, ctx ending).
-func (c *Client) PublishCommands(ctx context.Context, msgs []fleet.CommandMessage, window int) []fleet.PublishResult {
+func (c *Client) PublishCommands(ctx context.Context, msgs []fleet.Command, window int) []fleet.PublishResult {
 	res := make([]fleet.PublishResult, len(msgs))
 	c.mu.Lock()
 	nc, ajs := c.conn, c.ajs
@@ -268,7 +274,7 @@ func (c *Client) PublishCommands(ctx context.Context, msgs []fleet.CommandMessag
 		}
 	}()
 	for i, m := range msgs {
-		subject, err := commandSubject(m)
+		subject, payload, err := commandMessage(m)
 		switch {
 		case err != nil:
 			res[i].Err = err
@@ -280,8 +286,8 @@ func (c *Client) PublishCommands(ctx context.Context, msgs []fleet.CommandMessag
 		// A full window waits for the oldest publication in flight to
 		// be settled.
 		room <- struct{}{}
-		f, err := ajs.PublishMsgAsync(&nats.Msg{Subject: subject, Data: m.Payload},
-			jetstream.WithMsgID(m.CommandID), jetstream.WithExpectStream(c.stream), jetstream.WithStallWait(c.pubTimeout))
+		f, err := ajs.PublishMsgAsync(&nats.Msg{Subject: subject, Data: payload},
+			jetstream.WithMsgID(m.ID), jetstream.WithExpectStream(c.stream), jetstream.WithStallWait(c.pubTimeout))
 		if err != nil {
 			<-room
 			res[i].Err = fmt.Errorf("sensorbus: publish %s: %w: %w", subject, fleet.ErrMessagingUnavailable, asyncSendOutcome(err))
@@ -295,14 +301,14 @@ func (c *Client) PublishCommands(ctx context.Context, msgs []fleet.CommandMessag
 }
 
 // settleAsync waits for one asynchronous publication's answer.
-func (c *Client) settleAsync(ctx context.Context, m fleet.CommandMessage, f jetstream.PubAckFuture) fleet.PublishResult {
+func (c *Client) settleAsync(ctx context.Context, m fleet.Command, f jetstream.PubAckFuture) fleet.PublishResult {
 	subject := topology.Sensor{TenantID: m.TenantID, SensorID: m.SensorID}.CommandSubject()
 	var err error
 	select {
 	case ack := <-f.Ok():
 		c.published.Add(1)
 		if ack.Duplicate {
-			c.log.Debug("command already in the stream", "subject", subject, "msgId", m.CommandID, "seq", ack.Sequence)
+			c.log.Debug("command already in the stream", "subject", subject, "msgId", m.ID, "seq", ack.Sequence)
 		}
 		return fleet.PublishResult{Ack: fleet.PublishAck{Sequence: ack.Sequence, Duplicate: ack.Duplicate}}
 	case err = <-f.Err():
@@ -312,18 +318,19 @@ func (c *Client) settleAsync(ctx context.Context, m fleet.CommandMessage, f jets
 	return fleet.PublishResult{Err: fmt.Errorf("sensorbus: publish %s: %w: %w", subject, fleet.ErrMessagingUnavailable, publishOutcome(err))}
 }
 
-// commandSubject is the subject m goes on, from core/topology; ids that
-// are not valid (a wildcard, a dot, nothing) and an empty command id are
-// bad input.
-func commandSubject(m fleet.CommandMessage) (string, error) {
+// commandMessage is the subject m goes on, from core/topology, and its
+// payload; ids that are not valid (a wildcard, a dot, nothing) and an
+// empty command id are bad input.
+func commandMessage(m fleet.Command) (subject string, payload []byte, err error) {
 	if ids.Validate(m.TenantID) != nil || ids.Validate(m.SensorID) != nil {
-		return "", fmt.Errorf("sensorbus: publish: tenant %q, sensor %q: not a sensor: %w", m.TenantID, m.SensorID, fleet.ErrInvalidInput)
+		return "", nil, fmt.Errorf("sensorbus: publish: tenant %q, sensor %q: not a sensor: %w", m.TenantID, m.SensorID, fleet.ErrInvalidInput)
 	}
-	subject := topology.Sensor{TenantID: m.TenantID, SensorID: m.SensorID}.CommandSubject()
-	if m.CommandID == "" {
-		return "", fmt.Errorf("sensorbus: publish %s: empty message id: %w", subject, fleet.ErrInvalidInput)
+	subject = topology.Sensor{TenantID: m.TenantID, SensorID: m.SensorID}.CommandSubject()
+	if m.ID == "" {
+		return "", nil, fmt.Errorf("sensorbus: publish %s: empty message id: %w", subject, fleet.ErrInvalidInput)
 	}
-	return subject, nil
+	payload, err = encodeCommand(m)
+	return subject, payload, err
 }
 
 // asyncSendOutcome classifies an error of sending an asynchronous
@@ -472,6 +479,14 @@ func (c *Client) deliver(ctx context.Context, h statusHandler) nats.MsgHandler {
 				c.log.Error("status handler panicked", "subject", m.Subject, "panic", fmt.Sprint(r))
 			}
 		}()
-		h(ctx, fleet.StatusMessage{TenantID: tenantID, SensorID: sensorID, Payload: m.Data, Confirm: c.confirmer(m)})
+		report, err := decodeStatus(m.Data)
+		if err != nil {
+			c.malformed.Add(1)
+			// The payload is sensor-controlled text: only the subject and
+			// the decoder's error are logged.
+			c.log.Debug("status message malformed; dropped", "subject", m.Subject, logkey.Error, err)
+			return
+		}
+		h(ctx, fleet.StatusUpdate{Sensor: fleet.SensorRef{TenantID: tenantID, SensorID: sensorID}, Report: report, Confirm: c.confirmer(m)})
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/logbuf"
+	"github.com/rxc-project/rxc/sdk/sensorwire"
 )
 
 func newClient(t *testing.T, url string, creds func(context.Context) (string, error), mutate ...func(*sensorbus.Config)) *sensorbus.Client {
@@ -51,9 +52,20 @@ type status struct {
 	Data    string
 }
 
-// command is the message of command id for sensor s.
-func command[P string | []byte](s topology.Sensor, id string, payload P) fleet.CommandMessage {
-	return fleet.CommandMessage{TenantID: s.TenantID, SensorID: s.SensorID, CommandID: id, Payload: []byte(payload)}
+// issuedAt is when the test commands were issued.
+var issuedAt = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+
+// command is command id for sensor s asking for action.
+func command(s topology.Sensor, id string, action fleet.Action) fleet.Command {
+	return fleet.Command{
+		ID: id, TenantID: s.TenantID, SensorID: s.SensorID, Action: action,
+		IssuedAt: issuedAt, IssuedBy: "ops@example.com", ExpiresAt: issuedAt.Add(10 * time.Minute),
+	}
+}
+
+// statusJSON is a well-formed status payload whose detail is detail.
+func statusJSON(detail string) string {
+	return `{"state":"online","at":"2026-11-21T09:00:00Z","detail":"` + detail + `"}`
 }
 
 // recorder is a status handler that remembers what it was given.
@@ -62,13 +74,14 @@ type recorder struct {
 	got []status
 }
 
-// handle records the message under the status subject of the sensor it
-// names, so a test compares it with the subject the sensor published on.
-func (r *recorder) handle(_ context.Context, m fleet.StatusMessage) {
+// handle records the report's detail under the status subject of the
+// sensor it names, so a test compares it with the subject the sensor
+// published on.
+func (r *recorder) handle(_ context.Context, m fleet.StatusUpdate) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	subject := topology.Sensor{TenantID: m.TenantID, SensorID: m.SensorID}.StatusSubject()
-	r.got = append(r.got, status{subject, string(m.Payload)})
+	subject := topology.Sensor{TenantID: m.Sensor.TenantID, SensorID: m.Sensor.SensorID}.StatusSubject()
+	r.got = append(r.got, status{subject, m.Report.Detail})
 }
 
 func (r *recorder) all() []status {
@@ -89,14 +102,17 @@ func TestCommandLandsInStreamOnceAndReachesTheSensor(t *testing.T) {
 	startReady(t, c)
 	ctx := t.Context()
 
-	publishes := []struct{ id, payload string }{
-		{"cmd-1", `{"action":"start"}`},
-		{"cmd-1", `{"action":"start"}`}, // a retry of the same command
-		{"cmd-2", `{"action":"stop"}`},
+	publishes := []struct {
+		id     string
+		action fleet.Action
+	}{
+		{"cmd-1", fleet.ActionStart},
+		{"cmd-1", fleet.ActionStart}, // a retry of the same command
+		{"cmd-2", fleet.ActionStop},
 	}
 	var acks []fleet.PublishAck
 	for _, p := range publishes {
-		ack, err := c.PublishCommand(ctx, command(s1, p.id, []byte(p.payload)))
+		ack, err := c.PublishCommand(ctx, command(s1, p.id, p.action))
 		if err != nil {
 			t.Fatalf("PublishCommand(%s): %v", p.id, err)
 		}
@@ -130,9 +146,15 @@ func TestCommandLandsInStreamOnceAndReachesTheSensor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []status
+	// The sensor decodes what it fetched with sdk/sensorwire, as
+	// sensorclient does.
+	var got []sensorwire.Command
 	for m := range batch.Messages() {
-		got = append(got, status{m.Headers().Get(jetstream.MsgIDHeader), string(m.Data())})
+		c, err := sensorwire.DecodeCommand(m.Data())
+		if err != nil || c.CommandID != m.Headers().Get(jetstream.MsgIDHeader) {
+			t.Errorf("message %s: %+v, %v; want a command with the message id", m.Data(), c, err)
+		}
+		got = append(got, c)
 		if err := m.DoubleAck(ctx); err != nil {
 			t.Errorf("ack: %v", err)
 		}
@@ -140,7 +162,13 @@ func TestCommandLandsInStreamOnceAndReachesTheSensor(t *testing.T) {
 	if err := batch.Error(); err != nil {
 		t.Fatalf("fetch: %v", err)
 	}
-	want := []status{{"cmd-1", `{"action":"start"}`}, {"cmd-2", `{"action":"stop"}`}}
+	wire := func(id string, a sensorwire.Action) sensorwire.Command {
+		return sensorwire.Command{
+			CommandID: id, TenantID: "t1", SensorID: "s1", Action: a,
+			IssuedAt: issuedAt, IssuedBy: "ops@example.com", ExpiresAt: issuedAt.Add(10 * time.Minute),
+		}
+	}
+	want := []sensorwire.Command{wire("cmd-1", sensorwire.ActionStart), wire("cmd-2", sensorwire.ActionStop)}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("sensor fetched (-want +got):\n%s", diff)
 	}
@@ -176,7 +204,10 @@ func TestStatusReachesHandler(t *testing.T) {
 
 			s1 := sensorT1("s1")
 			snc, _ := w.sensor(url, s1)
-			sent := []string{`{"state":"online"}`, strings.Repeat("x", sensorbus.MaxStatusBytes+1), `{"state":"running"}`}
+			sent := []string{
+				statusJSON("first"), strings.Repeat("x", sensorbus.MaxStatusBytes+1),
+				`{"state":"online","at":"2026-11-21T09:00:00Z","sensorId":"s2"}`, statusJSON("second"),
+			}
 			for _, d := range sent {
 				if err := snc.Publish(s1.StatusSubject(), []byte(d)); err != nil {
 					t.Fatal(err)
@@ -196,17 +227,17 @@ func TestStatusReachesHandler(t *testing.T) {
 			}
 			waitFor(t, 5*time.Second, "two statuses handled", func() bool { return len(fromS1()) >= 2 })
 
-			want := []status{{s1.StatusSubject(), sent[0]}, {s1.StatusSubject(), sent[2]}}
+			want := []status{{s1.StatusSubject(), "first"}, {s1.StatusSubject(), "second"}}
 			if diff := cmp.Diff(want, fromS1()); diff != "" {
 				t.Errorf("handled (-want +got):\n%s", diff)
 			}
-			// Every status that arrived was either handled or dropped.
+			// Every status that arrived was handled, dropped or malformed.
 			waitFor(t, 5*time.Second, "counters settle", func() bool {
 				st := c.Stats()
-				return st.StatusReceived == uint64(rec.len())+st.StatusDropped
+				return st.StatusReceived == uint64(rec.len())+st.StatusDropped+st.StatusMalformed
 			})
-			if got := c.Stats().StatusDropped; got != 1 {
-				t.Errorf("StatusDropped = %d, want 1", got)
+			if st := c.Stats(); st.StatusDropped != 1 || st.StatusMalformed != 1 {
+				t.Errorf("StatusDropped = %d, StatusMalformed = %d; want 1 and 1 (the oversized one, the unknown field)", st.StatusDropped, st.StatusMalformed)
 			}
 		})
 	}
@@ -218,7 +249,7 @@ func probe(t *testing.T, w *world, url string, rec *recorder) {
 	t.Helper()
 	nc, _ := w.sensor(url, sensorT1("probe"))
 	waitFor(t, 5*time.Second, "probe status handled", func() bool {
-		_ = nc.Publish("rxc.t1.probe.status", []byte("probe"))
+		_ = nc.Publish("rxc.t1.probe.status", []byte(statusJSON("probe")))
 		_ = nc.Flush()
 		return rec.len() > 0
 	})
@@ -235,10 +266,10 @@ func TestQueueGroupSharesStatus(t *testing.T) {
 	clients := make([]*sensorbus.Client, 2)
 	for i := range clients {
 		c := newClient(t, url, static(w.backendCreds()))
-		c.SubscribeStatus(func(_ context.Context, m fleet.StatusMessage) {
+		c.SubscribeStatus(func(_ context.Context, m fleet.StatusUpdate) {
 			perClient[i].Add(1)
 			mu.Lock()
-			seen[string(m.Payload)]++
+			seen[m.Report.Detail]++
 			mu.Unlock()
 		})
 		startReady(t, c)
@@ -248,7 +279,7 @@ func TestQueueGroupSharesStatus(t *testing.T) {
 	snc, _ := w.sensor(url, sensorT1("s1"))
 	const n = 60
 	for i := 0; i < n; i++ {
-		if err := snc.Publish("rxc.t1.s1.status", fmt.Appendf(nil, `{"seq":%d}`, i)); err != nil {
+		if err := snc.Publish("rxc.t1.s1.status", []byte(statusJSON(fmt.Sprint(i)))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -266,7 +297,7 @@ func TestQueueGroupSharesStatus(t *testing.T) {
 	defer mu.Unlock()
 	want := map[string]int{}
 	for i := 0; i < n; i++ {
-		want[fmt.Sprintf(`{"seq":%d}`, i)] = 1
+		want[fmt.Sprint(i)] = 1
 	}
 	if diff := cmp.Diff(want, seen); diff != "" {
 		t.Errorf("times each status was handled (-want +got):\n%s", diff)
@@ -308,11 +339,11 @@ func TestStartBeforeServerConnectsLater(t *testing.T) {
 	w.admin(url, s1)
 	waitFor(t, 10*time.Second, "client ready after the server started", c.Ready)
 
-	if _, err := c.PublishCommand(t.Context(), command(s1, "cmd-1", []byte("{}"))); err != nil {
+	if _, err := c.PublishCommand(t.Context(), command(s1, "cmd-1", fleet.ActionStart)); err != nil {
 		t.Errorf("PublishCommand: %v", err)
 	}
 	snc, _ := w.sensor(url, s1)
-	if err := snc.Publish(s1.StatusSubject(), []byte("up")); err != nil {
+	if err := snc.Publish(s1.StatusSubject(), []byte(statusJSON("up"))); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "status handled", func() bool { return rec.len() == 1 })
@@ -354,7 +385,7 @@ func TestPublishWhileDisconnectedFailsPromptly(t *testing.T) {
 			c := tt.setup(t)
 			done := make(chan error, 1)
 			go func() {
-				_, err := c.PublishCommand(context.Background(), fleet.CommandMessage{TenantID: "t1", SensorID: "s1", CommandID: "cmd-1", Payload: []byte("{}")})
+				_, err := c.PublishCommand(context.Background(), command(sensorT1("s1"), "cmd-1", fleet.ActionStart))
 				done <- err
 			}()
 			select {
@@ -389,11 +420,11 @@ func TestReconnectRestoresStatusSubscription(t *testing.T) {
 
 	snc, _ := w.sensor(url, s1)
 	waitFor(t, 5*time.Second, "status handled after reconnect", func() bool {
-		_ = snc.Publish(s1.StatusSubject(), []byte("back"))
+		_ = snc.Publish(s1.StatusSubject(), []byte(statusJSON("back")))
 		_ = snc.Flush()
 		return rec.len() > 0
 	})
-	if _, err := c.PublishCommand(t.Context(), command(s1, "cmd-after", []byte("{}"))); err != nil {
+	if _, err := c.PublishCommand(t.Context(), command(s1, "cmd-after", fleet.ActionStart)); err != nil {
 		t.Errorf("PublishCommand after reconnect: %v", err)
 	}
 }
@@ -424,7 +455,7 @@ func TestRevokedCredentialsAreReplaced(t *testing.T) {
 	}
 	w.revokeControlUser(url, uc.Subject)
 	waitFor(t, 10*time.Second, "reconnected with fresh credentials", func() bool { return calls.Load() >= 2 && c.Ready() })
-	if _, err := c.PublishCommand(t.Context(), command(s1, "cmd-1", []byte("{}"))); err != nil {
+	if _, err := c.PublishCommand(t.Context(), command(s1, "cmd-1", fleet.ActionStart)); err != nil {
 		t.Errorf("PublishCommand with the new user: %v", err)
 	}
 }
@@ -440,7 +471,7 @@ func TestPublishRejectsBadInput(t *testing.T) {
 		{"no msg id", "t1", "s1", ""},
 	}
 	for _, tt := range tests {
-		m := fleet.CommandMessage{TenantID: tt.tenant, SensorID: tt.sensor, CommandID: tt.id}
+		m := fleet.Command{TenantID: tt.tenant, SensorID: tt.sensor, ID: tt.id}
 		if _, err := c.PublishCommand(t.Context(), m); !errors.Is(err, fleet.ErrInvalidInput) {
 			t.Errorf("%s: err = %v, want ErrInvalidInput", tt.name, err)
 		}

@@ -1,8 +1,6 @@
 package sensorbus
 
 import (
-	"encoding/json"
-
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxc-project/rxc/core/fleet"
@@ -20,7 +18,7 @@ func (c *Client) confirmer(m *nats.Msg) func(fleet.ResultsConfirmation) {
 		return nil
 	}
 	return func(conf fleet.ResultsConfirmation) {
-		data, err := json.Marshal(conf)
+		data, err := encodeConfirmation(conf)
 		if err == nil {
 			err = m.Respond(data)
 		}

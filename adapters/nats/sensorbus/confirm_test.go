@@ -2,7 +2,6 @@ package sensorbus_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/topology"
+	"github.com/rxc-project/rxc/sdk/sensorwire"
 )
 
 // A status report published with a reply subject in the sensor's inbox is
@@ -32,11 +32,11 @@ func TestStatusConfirmationReachesTheSensor(t *testing.T) {
 			perms := topology.BackendPermissions()
 			perms.Responses = tt.responses
 			c := newClient(t, url, static(w.creds(w.control, "backend", perms)))
-			got := make(chan fleet.StatusMessage, 4)
-			c.SubscribeStatus(func(_ context.Context, m fleet.StatusMessage) {
+			got := make(chan fleet.StatusUpdate, 4)
+			c.SubscribeStatus(func(_ context.Context, m fleet.StatusUpdate) {
 				got <- m
 				if m.Confirm != nil {
-					m.Confirm(fleet.ResultsConfirmation{TenantID: m.TenantID, SensorID: m.SensorID, Recorded: []string{"cmd-1"}})
+					m.Confirm(fleet.ResultsConfirmation{TenantID: m.Sensor.TenantID, SensorID: m.Sensor.SensorID, Recorded: []string{"cmd-1"}})
 				}
 			})
 			startReady(t, c)
@@ -47,13 +47,13 @@ func TestStatusConfirmationReachesTheSensor(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := snc.Publish(s1.StatusSubject(), []byte("plain")); err != nil {
+			if err := snc.Publish(s1.StatusSubject(), []byte(statusJSON("plain"))); err != nil {
 				t.Fatal(err)
 			}
 			if m := <-got; m.Confirm != nil {
 				t.Error("a report without a reply subject has a Confirm")
 			}
-			if err := snc.PublishMsg(&nats.Msg{Subject: s1.StatusSubject(), Reply: inbox, Data: []byte("with results")}); err != nil {
+			if err := snc.PublishMsg(&nats.Msg{Subject: s1.StatusSubject(), Reply: inbox, Data: []byte(statusJSON("with results"))}); err != nil {
 				t.Fatal(err)
 			}
 			if m := <-got; m.Confirm == nil {
@@ -69,8 +69,8 @@ func TestStatusConfirmationReachesTheSensor(t *testing.T) {
 			if err != nil {
 				t.Fatalf("no confirmation: %v", err)
 			}
-			var conf fleet.ResultsConfirmation
-			if err := json.Unmarshal(msg.Data, &conf); err != nil || conf.TenantID != "t1" || conf.SensorID != "s1" || len(conf.Recorded) != 1 {
+			conf, err := sensorwire.DecodeConfirmation(msg.Data)
+			if err != nil || conf.TenantID != "t1" || conf.SensorID != "s1" || len(conf.Recorded) != 1 {
 				t.Fatalf("confirmation %s (%v)", msg.Data, err)
 			}
 		})
@@ -89,9 +89,9 @@ func TestStatusConfirmationCannotBeForged(t *testing.T) {
 	s1, s2 := sensorT1("s1"), sensorT1("s2")
 	w.admin(url, s1, s2)
 	c := newClient(t, url, static(w.backendCreds()))
-	c.SubscribeStatus(func(_ context.Context, m fleet.StatusMessage) {
+	c.SubscribeStatus(func(_ context.Context, m fleet.StatusUpdate) {
 		if m.Confirm != nil {
-			m.Confirm(fleet.ResultsConfirmation{TenantID: m.TenantID, SensorID: m.SensorID, Recorded: []string{"cmd-of-s2"}})
+			m.Confirm(fleet.ResultsConfirmation{TenantID: m.Sensor.TenantID, SensorID: m.Sensor.SensorID, Recorded: []string{"cmd-of-s2"}})
 		}
 	})
 	startReady(t, c)
@@ -106,15 +106,14 @@ func TestStatusConfirmationCannotBeForged(t *testing.T) {
 	}
 	forged := []byte(`{"tenantId":"t1","sensorId":"s2","recorded":["cmd-of-s2"]}`)
 	_ = n1.Publish(s2.InboxPrefix()+".results", forged)
-	if err := n1.PublishMsg(&nats.Msg{Subject: s1.StatusSubject(), Reply: s2.InboxPrefix() + ".results", Data: []byte("report")}); err != nil {
+	if err := n1.PublishMsg(&nats.Msg{Subject: s1.StatusSubject(), Reply: s2.InboxPrefix() + ".results", Data: []byte(statusJSON("report"))}); err != nil {
 		t.Fatal(err)
 	}
 	msg, err := victim.NextMsg(3 * time.Second)
 	if err != nil {
 		t.Fatalf("the redirected confirmation did not arrive: %v", err)
 	}
-	var conf fleet.ResultsConfirmation
-	if err := json.Unmarshal(msg.Data, &conf); err != nil || conf.SensorID != "s1" {
+	if conf, err := sensorwire.DecodeConfirmation(msg.Data); err != nil || conf.SensorID != "s1" {
 		t.Fatalf("s2 received %s: want only the confirmation naming s1", msg.Data)
 	}
 	if extra, err := victim.NextMsg(500 * time.Millisecond); err == nil {

@@ -113,7 +113,7 @@ func TestHungServer(t *testing.T) {
 	}
 
 	fr.freeze()
-	_, err := c.PublishCommand(t.Context(), command(s1, "cmd-hung", `{"action":"stop"}`))
+	_, err := c.PublishCommand(t.Context(), command(s1, "cmd-hung", fleet.ActionStop))
 	if !errors.Is(err, fleet.ErrPublishUnknown) || errors.Is(err, fleet.ErrNotPublished) {
 		t.Fatalf("publish to a hung server: %v, want ErrPublishUnknown (maybe stored)", err)
 	}
@@ -140,7 +140,7 @@ func TestHungServer(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	ack, err := c.PublishCommand(t.Context(), command(s1, "cmd-hung", `{"action":"stop"}`))
+	ack, err := c.PublishCommand(t.Context(), command(s1, "cmd-hung", fleet.ActionStop))
 	if err != nil || !ack.Duplicate || ack.Sequence != 1 {
 		t.Errorf("publishing it again: %+v, %v; want a duplicate of sequence 1", ack, err)
 	}

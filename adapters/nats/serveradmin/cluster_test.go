@@ -160,7 +160,7 @@ func TestClusterCommandsSurviveANodeOutage(t *testing.T) {
 		t.Helper()
 		var err error
 		eventually(t, 10*time.Second, "command "+id+" acknowledged", func() bool {
-			_, err = msg.PublishCommand(ctx, fleet.CommandMessage{TenantID: s.TenantID, SensorID: s.SensorID, CommandID: id, Payload: []byte(`{"commandId":"` + id + `","action":"start"}`)})
+			_, err = msg.PublishCommand(ctx, fleet.Command{ID: id, TenantID: s.TenantID, SensorID: s.SensorID, Action: fleet.ActionStart})
 			return err == nil
 		})
 	}

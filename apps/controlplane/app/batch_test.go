@@ -19,7 +19,7 @@ import (
 // stopped before sending anything.
 type noPublisher struct{ t *testing.T }
 
-func (p noPublisher) PublishCommand(context.Context, fleet.CommandMessage) (fleet.PublishAck, error) {
+func (p noPublisher) PublishCommand(context.Context, fleet.Command) (fleet.PublishAck, error) {
 	p.t.Error("the stopped replica published")
 	return fleet.PublishAck{}, fleet.ErrNotPublished
 }

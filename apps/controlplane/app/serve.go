@@ -92,14 +92,19 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	terminator := &lateTerminator{}
-	if err := s.buildFleet(ca, publisher, terminator); err != nil {
+	// The gRPC edge is built on the fleet's status side alone, then the
+	// fleet on it: revocation ends streams through a server that exists.
+	status, err := fleet.NewStatusService(fleet.StatusConfig{Store: s.store, Logger: log.With("component", "fleet")})
+	if err != nil {
 		return err
 	}
 	if s.events, err = s.buildEvents(log); err != nil {
 		return err
 	}
-	if err := s.buildGRPC(ca, terminator); err != nil {
+	if err := s.buildGRPC(ca, status); err != nil {
+		return err
+	}
+	if err := s.buildFleet(ca, publisher, status); err != nil {
 		return err
 	}
 	s.status, err = fleet.NewStatusBatcher(fleet.StatusBatcherConfig{Apply: s.fleet.HandleStatusBatch, Logger: log.With("component", "status")})
@@ -208,31 +213,28 @@ func (s *Server) buildMessaging() (fleet.CommandPublisher, error) {
 
 // buildFleet builds the fleet service on the store, the provisioner, the
 // sensor CA and the publisher.
-func (s *Server) buildFleet(ca *x509ca.CA, publisher fleet.CommandPublisher, terminator fleet.SessionTerminator) error {
+func (s *Server) buildFleet(ca *x509ca.CA, publisher fleet.CommandPublisher, status *fleet.StatusService) error {
 	cfg := s.cfg
 	var err error
 	s.fleet, err = fleet.New(fleet.Config{
 		Store: s.store, Provisioner: s.provisioner, ProvisioningEnabled: cfg.Provisioner.Enabled,
-		CA: ca, Publisher: publisher, Terminator: terminator, Locker: s.store,
+		CA: ca, Publisher: publisher, Terminator: s.grpc, Status: status, Locker: s.store,
 		Stream: cfg.CommandStreamName, SensorCertTTL: cfg.SensorCertTTL, CommandTTL: cfg.CommandTTL, MinRenewInterval: cfg.RenewMinInterval,
 		Logger: s.log.With("component", "fleet"),
 	})
 	return err
 }
 
-// buildGRPC builds the sensors' gRPC edge and hands it to terminator, which
-// the fleet service ends streams through.
-func (s *Server) buildGRPC(ca *x509ca.CA, terminator *lateTerminator) error {
+// buildGRPC builds the sensors' gRPC edge on the fleet's status side (it
+// authorises certificates and records health checks); the fleet service,
+// built next, ends streams through it.
+func (s *Server) buildGRPC(ca *x509ca.CA, status *fleet.StatusService) error {
 	var err error
 	s.grpc, err = grpcmtls.New(grpcmtls.Config{
-		TLS: ca.ServerTLSConfig(), Authorizer: s.fleet, Heartbeats: fleet.NewCheckInBatcher(fleet.CheckInBatcherConfig{Apply: s.fleet.CheckIns}), Ingest: s.events.grpcIngest(), Logger: s.log.With("component", "grpc"),
+		TLS: ca.ServerTLSConfig(), Authorizer: status, Heartbeats: fleet.NewCheckInBatcher(fleet.CheckInBatcherConfig{Apply: status.CheckIns}), Ingest: s.events.grpcIngest(), Logger: s.log.With("component", "grpc"),
 		DatabaseUnavailable: pgoutage.Is, RecheckInterval: s.cfg.StreamRecheckInterval,
 	})
-	if err != nil {
-		return err
-	}
-	terminator.set(s.grpc)
-	return nil
+	return err
 }
 
 // buildAPI builds the HTTP API with the analytics chat and the audit trail.
@@ -409,17 +411,23 @@ func (s *Server) metrics(w io.Writer) {
 	p.Family("rxc_controlplane_provisioner_breaker_state", promtext.Gauge, "Circuit breaker nats-provisioner: 0 closed, 1 half-open, 2 open.")
 	p.Sample("rxc_controlplane_provisioner_breaker_state", state, "name", "nats-provisioner")
 	st := s.status.Stats()
+	// A status the NATS adapter could not decode is rejected too, before
+	// it reaches the batcher.
+	var messaging sensorbus.Stats
+	if s.messaging != nil {
+		messaging = s.messaging.Stats()
+	}
+	malformed := messaging.StatusMalformed
 	p.Family("rxc_controlplane_status_messages_total", promtext.Counter, "Sensor status messages by outcome.")
 	for _, o := range []struct {
 		outcome string
 		n       uint64
-	}{{"applied", st.Applied}, {"stale", st.Stale}, {"rejected", st.Rejected}, {"dropped", st.Dropped}} {
+	}{{"applied", st.Applied}, {"stale", st.Stale}, {"rejected", st.Rejected + malformed}, {"dropped", st.Dropped}} {
 		p.Sample("rxc_controlplane_status_messages_total", int64(o.n), "outcome", o.outcome)
 	}
 	if s.messaging != nil {
-		st := s.messaging.Stats()
-		p.Single("rxc_controlplane_commands_published_total", promtext.Counter, "Commands acknowledged by the stream.", int64(st.Published))
-		p.Single("rxc_controlplane_status_dropped_total", promtext.Counter, "Oversized status messages dropped.", int64(st.StatusDropped))
+		p.Single("rxc_controlplane_commands_published_total", promtext.Counter, "Commands acknowledged by the stream.", int64(messaging.Published))
+		p.Single("rxc_controlplane_status_dropped_total", promtext.Counter, "Oversized status messages dropped.", int64(messaging.StatusDropped))
 	}
 	s.events.metrics(p)
 }
@@ -427,29 +435,6 @@ func (s *Server) metrics(w io.Writer) {
 // disabledPublisher answers every command with ErrMessagingDisabled.
 type disabledPublisher struct{}
 
-func (disabledPublisher) PublishCommand(context.Context, fleet.CommandMessage) (fleet.PublishAck, error) {
+func (disabledPublisher) PublishCommand(context.Context, fleet.Command) (fleet.PublishAck, error) {
 	return fleet.PublishAck{}, fmt.Errorf("%w: %w: set NATS_MESSAGING_ENABLED=true", fleet.ErrMessagingDisabled, fleet.ErrNotPublished)
-}
-
-// lateTerminator breaks the construction cycle between the fleet service
-// (which terminates streams) and the gRPC server (which authorises through
-// the fleet service).
-type lateTerminator struct {
-	mu sync.RWMutex
-	t  fleet.SessionTerminator
-}
-
-func (l *lateTerminator) set(t fleet.SessionTerminator) {
-	l.mu.Lock()
-	l.t = t
-	l.mu.Unlock()
-}
-
-func (l *lateTerminator) Terminate(tenantID, sensorID string) {
-	l.mu.RLock()
-	t := l.t
-	l.mu.RUnlock()
-	if t != nil {
-		t.Terminate(tenantID, sensorID)
-	}
 }

@@ -181,8 +181,8 @@ func Proof(certPEM []byte, sensorID string, csr []byte, at time.Time) *fleet.Pos
 	return &fleet.PossessionProof{CertificatePEM: certPEM, SignedAt: at, Signature: []byte(Sign(serial, fleet.RenewalMessage(sensorID, csr, at)))}
 }
 
-// Published is one message the Publisher accepted.
-type Published = fleet.CommandMessage
+// Published is one command the Publisher accepted.
+type Published = fleet.Command
 
 // Publisher is a fleet.CommandPublisher that keeps what it is given; its
 // sequence numbers count the messages accepted.
@@ -216,14 +216,14 @@ func (p *Publisher) Messages() []Published {
 }
 
 // PublishCommand implements fleet.CommandPublisher.
-func (p *Publisher) PublishCommand(_ context.Context, m fleet.CommandMessage) (fleet.PublishAck, error) {
+func (p *Publisher) PublishCommand(_ context.Context, m fleet.Command) (fleet.PublishAck, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
 		return fleet.PublishAck{}, p.err
 	}
 	if p.failIf != nil {
-		if err := p.failIf(m.CommandID); err != nil {
+		if err := p.failIf(m.ID); err != nil {
 			return fleet.PublishAck{}, err
 		}
 	}
