@@ -722,7 +722,7 @@ func (s *Store) ExpireCommands(_ context.Context, before time.Time) (int, error)
 	defer s.mu.Unlock()
 	n := 0
 	for _, c := range s.commands {
-		if c.Status == fleet.CommandPending && c.AcknowledgedAt.IsZero() && c.ExpiresAt.Before(before) {
+		if (c.Status == fleet.CommandPending || c.Status == fleet.CommandAccepted) && c.AcknowledgedAt.IsZero() && c.ExpiresAt.Before(before) {
 			c.Status = fleet.CommandExpired
 			n++
 		}

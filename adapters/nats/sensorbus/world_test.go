@@ -179,6 +179,9 @@ func (w *world) creds(acc nkeys.KeyPair, name string, p topology.Permissions) st
 	uc.Name = name
 	uc.Pub.Allow.Add(p.Publish...)
 	uc.Sub.Allow.Add(p.Subscribe...)
+	if p.Responses {
+		uc.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: topology.ResponseWindow}
+	}
 	tok, err := uc.Encode(acc)
 	if err != nil {
 		w.t.Fatal(err)

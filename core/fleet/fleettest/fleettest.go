@@ -52,6 +52,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"MarkSilent", testMarkSilent},
 		{"RevokeSensor", testRevokeSensor},
 		{"Commands", testCommands},
+		{"CommandOutcomes", testCommandOutcomes},
 		{"SensorFilter", testSensorFilter},
 		{"ListSensors", testListSensors},
 		{"CountSensors", testCountSensors},
@@ -1051,8 +1052,8 @@ func testCommands(t *testing.T, s Store) {
 		t.Errorf("pending (-want +got):\n%s", diff)
 	}
 	n, err := s.ExpireCommands(ctx, t0.Add(12*time.Minute+time.Second))
-	if err != nil || n != 2 {
-		t.Errorf("expire = %d, %v; want 2 (cmd-3 and s2's)", n, err)
+	if err != nil || n != 3 {
+		t.Errorf("expire = %d, %v; want 3 (cmd-3, s2's, and cmd-1: accepted, never reported on)", n, err)
 	}
 
 	// History, newest first, in pages.
@@ -1074,7 +1075,7 @@ func testCommands(t *testing.T, s Store) {
 		last := page[len(page)-1]
 		after = fleet.CommandCursor{IssuedAt: last.IssuedAt, ID: last.ID}
 	}
-	want2 := [][]string{{"cmd-4:pending", "cmd-3:expired"}, {"cmd-2:failed", "cmd-1:accepted"}}
+	want2 := [][]string{{"cmd-4:pending", "cmd-3:expired"}, {"cmd-2:failed", "cmd-1:expired"}}
 	if diff := cmp.Diff(want2, pages); diff != "" {
 		t.Errorf("history pages (-want +got):\n%s", diff)
 	}

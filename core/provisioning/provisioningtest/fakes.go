@@ -165,7 +165,7 @@ func (s *Signer) HasPermissions(userJWT string, p topology.Permissions) (bool, e
 	if err != nil {
 		return false, err
 	}
-	return sameSet(got.Publish, p.Publish) && sameSet(got.Subscribe, p.Subscribe), nil
+	return sameSet(got.Publish, p.Publish) && sameSet(got.Subscribe, p.Subscribe) && got.Responses == p.Responses, nil
 }
 
 func sameSet(a, b []string) bool {
