@@ -246,11 +246,8 @@ type SensorUser struct {
 // When NATS cannot be reached the user is kept and ErrNATSUnavailable is
 // returned; a retry finishes the work.
 func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID string) (SensorUser, bool, error) {
-	if err := ids.Validate(tenantID); err != nil {
-		return SensorUser{}, false, fmt.Errorf("tenant id: %w", err)
-	}
-	if err := ids.Validate(sensorID); err != nil {
-		return SensorUser{}, false, fmt.Errorf("sensor id: %w", err)
+	if err := ids.ValidateSensor(tenantID, sensorID); err != nil {
+		return SensorUser{}, false, err
 	}
 	sensor := topology.Sensor{Stream: s.stream, TenantID: tenantID, SensorID: sensorID}
 	// The consumer name is claimed before anything is minted: a pair that

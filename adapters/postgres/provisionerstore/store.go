@@ -113,7 +113,7 @@ func (s *Store) InitOperator(ctx context.Context, op provisioning.Operator, sys,
 
 // ErrOperatorChanged is ReplaceOperatorJWT finding another operator JWT
 // than the one the caller read: someone changed it meanwhile.
-var ErrOperatorChanged = errors.New("the operator JWT changed meanwhile")
+var ErrOperatorChanged = provisioning.ErrOperatorChanged
 
 // ReplaceOperatorJWT replaces the operator's JWT (its signing keys changed)
 // when the stored one is still oldJWT.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // The revocation history of issue 21 (12,000 sensor users revoked in one

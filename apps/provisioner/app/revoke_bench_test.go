@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // BenchmarkRevokeHistory measures POST /revoke as a tenant's history grows:
