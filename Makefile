@@ -13,7 +13,7 @@ NATS_COMPAT_VERSION ?= v2.11.17
 NATS_COMPAT_PKGS := ./internal/natstest/... ./adapters/nats/serveradmin/... ./apps/provisioner/app/...
 NATS_COMPAT_BIN := $(BIN)/nats-server-$(NATS_COMPAT_VERSION)/nats-server
 
-.PHONY: help build test test-go test-nats-compat test-faults test-web lint check tidy-check generate generate-check vulncheck bench demo demo-clean clean
+.PHONY: help build test test-go test-nats-compat test-faults test-long test-web lint check tidy-check generate generate-check vulncheck bench demo demo-clean clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -34,6 +34,12 @@ test-nats-compat: $(NATS_COMPAT_BIN) ## NATS-facing integration tests against th
 
 test-faults: $(NATS_COMPAT_BIN) ## the fault-injection suite with nats-server as a process (so it can be SIGSTOPped): two control planes, one PostgreSQL, a real agent
 	RXC_NATS_SERVER_BIN=$(abspath $(NATS_COMPAT_BIN)) $(GO) test $(GO_TEST_FLAGS) -run '^TestFaults$$' ./apps/sensor-agent/app/
+
+# The long PostgreSQL outage: make test runs TestOutageLosesNoOutcome with an
+# outage of seconds; this runs it for PG_OUTAGE (10 minutes by default).
+PG_OUTAGE ?= 10m
+test-long: ## the PostgreSQL outage test at full length (PG_OUTAGE, default 10m): 100 commands, the agent restarted during it, no outcome lost
+	RXC_PG_OUTAGE=$(PG_OUTAGE) $(GO) test -count=1 -timeout 40m -v -run '^TestOutageLosesNoOutcome$$' ./apps/sensor-agent/app/
 
 $(NATS_COMPAT_BIN):
 	@mkdir -p $(dir $@)

@@ -171,25 +171,69 @@ func flags(args []string, name string) []string {
 	return out
 }
 
-// checkCompose applies every rule to the compose file; readConf returns the
+// composeCheck is one run of the compose rules: the file, what the
+// binaries read, and what the rules found so far.
+type composeCheck struct {
+	c        *compose
+	cmds     commands
+	dotenv   map[string]string
+	readConf func(hostPath string) (string, error)
+	problems []string
+
+	envs             map[string]map[string]string // service → variable → value, .env applied
+	nodes            []string                     // the nats-server services
+	pEnv, cEnv, wEnv map[string]envVar            // what provisioner serve, controlplane serve and the console read
+	pPort            int                          // the provisioner's port
+}
+
+func (k *composeCheck) add(format string, args ...any) {
+	k.problems = append(k.problems, fmt.Sprintf(format, args...))
+}
+
+// svc is the named service, or an empty one.
+func (k *composeCheck) svc(name string) *service {
+	if s := k.c.Services[name]; s != nil {
+		return s
+	}
+	return &service{}
+}
+
+// published lists the container ports s publishes.
+func (k *composeCheck) published(s *service) []int {
+	var ps []int
+	for _, p := range s.Ports {
+		ps = append(ps, containerPort(p))
+	}
+	return ps
+}
+
+// checkCompose applies every rule to the compose file, one group after the
+// other (later groups use what earlier ones read); readConf returns the
 // nats-server config file a service mounts from the host.
 func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf func(hostPath string) (string, error)) []string {
-	var problems []string
-	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	svc := func(name string) *service {
-		if s := c.Services[name]; s != nil {
-			return s
-		}
-		return &service{}
+	k := &composeCheck{c: c, cmds: cmds, dotenv: dotenv, readConf: readConf, envs: map[string]map[string]string{}}
+	for _, rules := range []func(){k.services, k.images, k.ports, k.natsCluster, k.operatorFragment, k.keys, k.startOrder} {
+		rules()
 	}
+	return k.problems
+}
+
+// services: every service the stack needs is there.
+func (k *composeCheck) services() {
+	c, add := k.c, k.add
 	for _, name := range []string{"postgres", "provisioner-init", "provisioner", "controlplane-init", "controlplane", "frontend"} {
 		if c.Services[name] == nil {
 			add("missing service %s", name)
 		}
 	}
 
+}
+
+// images: images, what each service runs, its environment and hardening.
+func (k *composeCheck) images() {
+	c, cmds, dotenv, add, svc := k.c, k.cmds, k.dotenv, k.add, k.svc
 	// Images and what each service runs.
-	envs := map[string]map[string]string{}
+	envs := k.envs
 	var nodes []string
 	for _, name := range sortedKeys(c.Services) {
 		s := c.Services[name]
@@ -210,7 +254,7 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 		switch {
 		case natsNode.MatchString(name):
 			nodes = append(nodes, name)
-			problems = append(problems, checkNATSImage("service "+name, s.Image)...)
+			k.problems = append(k.problems, checkNATSImage("service "+name, s.Image)...)
 		case name == "postgres":
 			if !strings.HasPrefix(s.Image, "postgres:") {
 				add("service postgres: image %q is not postgres", s.Image)
@@ -242,7 +286,7 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 			add("service %s: %v", name, err)
 			continue
 		}
-		problems = append(problems, checkEnv("service "+name, env, envs[name])...)
+		k.problems = append(k.problems, checkEnv("service "+name, env, envs[name])...)
 		if !s.ReadOnly {
 			add("service %s: read_only is not set", name)
 		}
@@ -254,18 +298,17 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 		svc("controlplane").Environment["NATS_PROVISIONER_SHARED_SECRET"] != svc("provisioner").Environment["BACKEND_SHARED_SECRET"] {
 		add("the control plane's NATS_PROVISIONER_SHARED_SECRET is not the provisioner's BACKEND_SHARED_SECRET")
 	}
+	k.nodes = nodes
+}
 
+// ports: the apps' listen addresses are the defaults, and published.
+func (k *composeCheck) ports() {
+	c, cmds, envs, add, svc, published := k.c, k.cmds, k.envs, k.add, k.svc, k.published
 	// Ports: the apps' listen addresses are the defaults, and published.
-	pEnv, _ := cmds.lookup("rxc-provisioner", "serve")
-	cEnv, _ := cmds.lookup("rxc-controlplane", "serve")
-	wEnv, _ := cmds.lookup("rxc-console", "")
-	published := func(s *service) []int {
-		var ps []int
-		for _, p := range s.Ports {
-			ps = append(ps, containerPort(p))
-		}
-		return ps
-	}
+	k.pEnv, _ = cmds.lookup("rxc-provisioner", "serve")
+	k.cEnv, _ = cmds.lookup("rxc-controlplane", "serve")
+	k.wEnv, _ = cmds.lookup("rxc-console", "")
+	pEnv, cEnv, wEnv := k.pEnv, k.cEnv, k.wEnv
 	listens := func(name, addr string, want int) int {
 		p, err := listenPort(addr)
 		if err != nil || p != want {
@@ -305,7 +348,13 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 	if wp, _ := strconv.Atoi(effective(wEnv, envs["frontend"], "RXC_LISTEN_PORT")); wp != consolePort || !slices.Contains(published(svc("frontend")), wp) {
 		add("service frontend: listens on %d and publishes %v, want %d", wp, published(svc("frontend")), consolePort)
 	}
+	k.pPort = pPort
+}
 
+// natsCluster: the nats cluster and who connects to it.
+func (k *composeCheck) natsCluster() {
+	c, dotenv, envs, nodes, add, svc, published := k.c, k.dotenv, k.envs, k.nodes, k.add, k.svc, k.published
+	pEnv, cEnv, pPort := k.pEnv, k.cEnv, k.pPort
 	// The nats cluster and who connects to it.
 	if len(nodes) != 3 {
 		add("%d nats-server services (%v), want a cluster of 3", len(nodes), nodes)
@@ -330,7 +379,7 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 			add("service %s: %s = %q does not list the nodes %v", u.service, u.name, envs[u.service][u.name], wantHosts)
 		}
 	}
-	problems = append(problems, checkComposeTLS(c, envs, dotenv)...)
+	k.problems = append(k.problems, checkComposeTLS(c, envs, dotenv)...)
 	for _, name := range []string{"NATS_PROVISIONER_ENABLED", "NATS_MESSAGING_ENABLED"} {
 		if b, _ := strconv.ParseBool(envs["controlplane"][name]); !b {
 			add("service controlplane: %s is not true", name)
@@ -343,6 +392,12 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 		add("COMMAND_STREAM_NAME differs: provisioner %q, control plane %q", a, b)
 	}
 
+}
+
+// operatorFragment: init-operator writes the fragment every node includes,
+// and names the resolver the nodes wait for.
+func (k *composeCheck) operatorFragment() {
+	nodes, add, svc, pPort, readConf := k.nodes, k.add, k.svc, k.pPort, k.readConf
 	// init-operator writes the fragment every node includes, and names the
 	// resolver the nodes wait for.
 	init := svc("provisioner-init")
@@ -392,6 +447,12 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 		}
 	}
 
+}
+
+// keys: keys live on volumes the init jobs write and the services read.
+func (k *composeCheck) keys() {
+	c, envs, cEnv, add, svc := k.c, k.envs, k.cEnv, k.add, k.svc
+	init := svc("provisioner-init")
 	// Keys live on volumes the init jobs write and the services read.
 	for _, pair := range []struct{ init, serve, name string }{
 		{"provisioner-init", "provisioner", "OPERATOR_SEED_PATH"},
@@ -429,6 +490,12 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 		}
 	}
 
+}
+
+// startOrder: the start order, the health checks it relies on, and
+// declared volumes.
+func (k *composeCheck) startOrder() {
+	c, add, svc := k.c, k.add, k.svc
 	// Start order.
 	for _, d := range []struct{ from, to, cond string }{
 		{"provisioner-init", "postgres", "service_healthy"},
@@ -468,7 +535,6 @@ func checkCompose(c *compose, cmds commands, dotenv map[string]string, readConf 
 			}
 		}
 	}
-	return problems
 }
 
 // pinnedTag is a tag naming a release: it starts with major.minor (and

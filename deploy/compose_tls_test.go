@@ -19,9 +19,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/rxc-project/rxc/adapters/loopback"
 	"github.com/rxc-project/rxc/adapters/nats/embedded"
 	"github.com/rxc-project/rxc/adapters/postgres/pgserver"
-	"github.com/rxc-project/rxc/internal/loopback"
 )
 
 // natsTLSDir is where compose mounts the certificates into nats-server.

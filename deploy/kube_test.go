@@ -291,12 +291,38 @@ func labelsMatch(selector, labels map[string]string) bool {
 // checkManifestsFor is checkManifests with the workloads' expectations
 // given (the Helm chart also exposes the control plane's metrics port).
 func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp) []string {
-	var problems []string
-	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	mc := &manifestCheck{m: m, cmds: cmds, kubeApps: kubeApps}
+	for _, rules := range []func(){mc.kustomization, mc.containers, mc.apps, mc.services, mc.natsCluster} {
+		rules()
+	}
+	return mc.problems
+}
 
+// manifestCheck is one run of the manifest rules and what they found.
+type manifestCheck struct {
+	m        *manifests
+	cmds     commands
+	kubeApps map[string]kubeApp
+	problems []string
+}
+
+func (mc *manifestCheck) add(format string, args ...any) {
+	mc.problems = append(mc.problems, fmt.Sprintf(format, args...))
+}
+
+// kustomization: it lists exactly the folder's files.
+func (mc *manifestCheck) kustomization() {
+	m, add := mc.m, mc.add
 	if got, want := slices.Sorted(slices.Values(m.resources)), slices.Sorted(slices.Values(m.files)); !slices.Equal(got, want) {
 		add("kustomization.yaml lists %v, the folder holds %v", got, want)
 	}
+}
+
+// containers: every container's security, resources and variables, every
+// Secret key read by some container loading it, init-operator's resolver
+// and identity seed.
+func (mc *manifestCheck) containers() {
+	m, cmds, add := mc.m, mc.cmds, mc.add
 	// readers tells, per Secret key, whether a container loading the Secret reads it.
 	readers := map[string]map[string]bool{}
 	for _, w := range m.workloads {
@@ -306,7 +332,7 @@ func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp)
 		}
 		for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
 			where := fmt.Sprintf("%s %s container %s", w.Kind, w.Metadata.Name, c.Name)
-			problems = append(problems, checkSecurity(where, pod.SecurityContext, c.SecurityContext)...)
+			mc.problems = append(mc.problems, checkSecurity(where, pod.SecurityContext, c.SecurityContext)...)
 			for _, r := range []string{"cpu", "memory"} {
 				if c.Resources.Requests[r] == "" || c.Resources.Limits[r] == "" {
 					add("%s: no %s request and limit", where, r)
@@ -333,8 +359,8 @@ func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp)
 			set, explicit := containerEnv(m, c)
 			// A Secret may serve several subcommands: its keys are checked
 			// below against all containers loading it.
-			problems = append(problems, unknownVars(where, env, explicit)...)
-			problems = append(problems, missingVars(where, env, set)...)
+			mc.problems = append(mc.problems, unknownVars(where, env, explicit)...)
+			mc.problems = append(mc.problems, missingVars(where, env, set)...)
 			for _, ef := range c.EnvFrom {
 				if ef.SecretRef == nil {
 					continue
@@ -351,7 +377,7 @@ func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp)
 				}
 			}
 			if sub == "init-operator" {
-				problems = append(problems, checkKubeResolver(m, flag(c.Args, "--resolver-url"))...)
+				mc.problems = append(mc.problems, checkKubeResolver(m, flag(c.Args, "--resolver-url"))...)
 				// The identity seed stays beside the Job's copy of the seed, on its own
 				// volume: only the signing key is published to the serving pods.
 				set, _ := containerEnv(m, c)
@@ -370,7 +396,12 @@ func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp)
 			}
 		}
 	}
+}
 
+// apps: each app's workload, replicas, ports, listen addresses, probes and
+// disruption budget.
+func (mc *manifestCheck) apps() {
+	m, cmds, kubeApps, add := mc.m, mc.cmds, mc.kubeApps, mc.add
 	for _, name := range sortedKeys(kubeApps) {
 		app := kubeApps[name]
 		w := m.workload(app.workloadKind, name)
@@ -430,7 +461,11 @@ func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp)
 			add("%s %s: no PodDisruptionBudget", w.Kind, name)
 		}
 	}
+}
 
+// services: Services select pods and name ports those pods have.
+func (mc *manifestCheck) services() {
+	m, add := mc.m, mc.add
 	// Services select pods and name ports those pods have.
 	for _, s := range m.services {
 		var target *workload
@@ -455,7 +490,12 @@ func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp)
 			}
 		}
 	}
+}
 
+// natsCluster: the JetStream cluster's StatefulSet, headless Service, image,
+// store, TLS, and the provisioner's stream replicas.
+func (mc *manifestCheck) natsCluster() {
+	m, cmds, add := mc.m, mc.cmds, mc.add
 	// The JetStream cluster.
 	nats := m.workload("StatefulSet", "rxc-nats")
 	var headless *kubeService
@@ -469,13 +509,13 @@ func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp)
 	}
 	for _, c := range slices.Concat(nats.Spec.Template.Spec.InitContainers, nats.Spec.Template.Spec.Containers) {
 		if imageRepo(c.Image) == "nats" {
-			problems = append(problems, checkNATSImage("StatefulSet rxc-nats container "+c.Name, c.Image)...)
+			mc.problems = append(mc.problems, checkNATSImage("StatefulSet rxc-nats container "+c.Name, c.Image)...)
 		}
 	}
 	if len(nats.Spec.VolumeClaimTemplates) == 0 {
 		add("StatefulSet rxc-nats: no volumeClaimTemplates for the JetStream store")
 	}
-	problems = append(problems, checkNATSTLS(m)...)
+	mc.problems = append(mc.problems, checkNATSTLS(m)...)
 	prov := m.workload("Deployment", "rxc-provisioner")
 	for _, c := range prov.Spec.Template.Spec.Containers {
 		if imageRepo(c.Image) != "rxc-provisioner" {
@@ -492,7 +532,6 @@ func checkManifestsFor(m *manifests, cmds commands, kubeApps map[string]kubeApp)
 			add("provisioner COMMAND_STREAM_RETENTION = %q, COMMAND_CONSUMER_REPLICAS = %q; want the cluster shape limits, 1", r, c)
 		}
 	}
-	return problems
 }
 
 // checkNATSTLS: every NATS address a container is given is tls://, and a container that connects

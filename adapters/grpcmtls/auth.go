@@ -206,17 +206,8 @@ func statusTable(dbDown func(error) bool) []statusRule {
 	}
 }
 
-// is matches an error that is any of targets (errors.Is).
-func is(targets ...error) func(error) bool {
-	return func(err error) bool {
-		for _, t := range targets {
-			if errors.Is(err, t) {
-				return true
-			}
-		}
-		return false
-	}
-}
+// is matches an error that is any of targets (problem.Is).
+var is = problem.Is
 
 // unavailable is codes.Unavailable with a retry delay and a stable reason
 // from the problem catalogue, the code the HTTP edge answers for the same

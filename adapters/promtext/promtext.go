@@ -87,6 +87,22 @@ func (p *Writer) Single(name string, typ Type, help string, v int64) {
 	p.Sample(name, v)
 }
 
+// Count is one sample of a family whose samples differ in one label: that
+// label's value and the count.
+type Count struct {
+	Value string
+	N     uint64
+}
+
+// Counts writes a family of one sample per count, each labelled
+// label="<its Value>" (outcomes, states).
+func (p *Writer) Counts(name string, typ Type, help, label string, counts ...Count) {
+	p.Family(name, typ, help)
+	for _, c := range counts {
+		p.Sample(name, int64(c.N), label, c.Value)
+	}
+}
+
 // Bool is 1 for true and 0 for false, the value of a switch's gauge.
 func Bool(b bool) int64 {
 	if b {

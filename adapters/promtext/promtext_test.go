@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite testdata/golden.prom")
 
 // write produces every shape the services use: a labelled counter with
 // label values needing escapes, a labelled gauge, single samples, an empty
-// family, and a help text needing escapes.
+// family, a help text needing escapes, and a family of counts by one label.
 func write(w *promtext.Writer) {
 	w.Family("rxc_controlplane_http_requests_total", promtext.Counter, "HTTP requests by route pattern and status class.")
 	w.Sample("rxc_controlplane_http_requests_total", 3, "route", "GET /api/sensors/{id}", "status", "2xx")
@@ -31,6 +31,8 @@ func write(w *promtext.Writer) {
 	w.Single("rxc_controlplane_events_written_total", promtext.Counter, "Events inserted into PostgreSQL.", 18446744073709551615>>1)
 	w.Family("rxc_empty_total", promtext.Counter, "A family without samples yet.")
 	w.Single("rxc_gauge", promtext.Gauge, `A negative gauge; its help has a backslash \ and`+"\na newline.", -2)
+	w.Counts("rxc_controlplane_status_messages_total", promtext.Counter, "Sensor status messages by outcome.", "outcome",
+		promtext.Count{Value: "applied", N: 7}, promtext.Count{Value: `odd "outcome"`, N: 0})
 }
 
 func TestGolden(t *testing.T) {

@@ -227,11 +227,8 @@ func (c *Client) EnsureSensorUser(ctx context.Context, tenantID, sensorID string
 	if err := c.check(op); err != nil {
 		return fleet.NATSCredentials{}, err
 	}
-	if err := ids.Validate(tenantID); err != nil {
-		return fleet.NATSCredentials{}, fmt.Errorf("provisioner: %s: tenant id: %w: %w", op, fleet.ErrInvalidInput, err)
-	}
-	if err := ids.Validate(sensorID); err != nil {
-		return fleet.NATSCredentials{}, fmt.Errorf("provisioner: %s: sensor id: %w: %w", op, fleet.ErrInvalidInput, err)
+	if err := ids.ValidateSensor(tenantID, sensorID); err != nil {
+		return fleet.NATSCredentials{}, fmt.Errorf("provisioner: %s: %w: %w", op, fleet.ErrInvalidInput, err)
 	}
 	var out wire.UserResponse
 	in := wire.UserRequest{TenantID: tenantID, SensorID: sensorID}

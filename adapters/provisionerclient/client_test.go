@@ -20,6 +20,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/provisionerclient"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/internal/logbuf"
+	"github.com/rxc-project/rxc/internal/waitfor"
 )
 
 const secret = "s3cr3t-shared-value"
@@ -612,13 +613,7 @@ func TestNewValidatesConfig(t *testing.T) {
 
 func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", limit)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.Until(t, limit, "the condition", cond)
 }
 
 type syncBuffer = logbuf.Buffer

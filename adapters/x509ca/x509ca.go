@@ -100,11 +100,8 @@ type caState struct {
 // Failures caused by the CSR wrap fleet.ErrInvalidCSR; bad ids or TTL wrap
 // fleet.ErrInvalidInput.
 func (ca *CA) SignCSR(req fleet.CertRequest) (fleet.IssuedCertificate, error) {
-	if err := ids.Validate(req.TenantID); err != nil {
-		return fleet.IssuedCertificate{}, fmt.Errorf("%w: tenant id: %w", fleet.ErrInvalidInput, err)
-	}
-	if err := ids.Validate(req.SensorID); err != nil {
-		return fleet.IssuedCertificate{}, fmt.Errorf("%w: sensor id: %w", fleet.ErrInvalidInput, err)
+	if err := ids.ValidateSensor(req.TenantID, req.SensorID); err != nil {
+		return fleet.IssuedCertificate{}, fmt.Errorf("%w: %w", fleet.ErrInvalidInput, err)
 	}
 	ttl := req.TTL
 	if ttl == 0 {
@@ -245,11 +242,8 @@ func SensorIdentity(cert *x509.Certificate) (tenantID, sensorID string, err erro
 	if !ok {
 		return "", "", fmt.Errorf("%w: URI SAN %q lacks a sensor id", ErrNoSensorIdentity, u.String())
 	}
-	if err := ids.Validate(tenantID); err != nil {
-		return "", "", fmt.Errorf("%w: tenant id: %w", ErrNoSensorIdentity, err)
-	}
-	if err := ids.Validate(sensorID); err != nil {
-		return "", "", fmt.Errorf("%w: sensor id: %w", ErrNoSensorIdentity, err)
+	if err := ids.ValidateSensor(tenantID, sensorID); err != nil {
+		return "", "", fmt.Errorf("%w: %w", ErrNoSensorIdentity, err)
 	}
 	// Re-rendering catches anything url.Parse tolerated but we never issue:
 	// queries, fragments, escapes, a user part.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/apps/internal/appenv"
+	"github.com/rxc-project/rxc/apps/internal/appmain"
 	"github.com/rxc-project/rxc/apps/internal/buildinfo"
 	"github.com/rxc-project/rxc/apps/rxc-dev/devstack"
 )
@@ -60,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	printEnv := fl.Bool("print-env", false, "print the URLs and the login as one JSON line on standard output once ready (progress goes to standard error)")
 	version := fl.Bool("version", false, "print the version")
 	clean := fl.Bool("clean", false, "stop nothing, start nothing: delete the state folder and its PostgreSQL cluster (make demo-clean)")
-	if appenv.WantsHelp(args) {
+	if appmain.WantsHelp(args) {
 		text := "usage: rxc-dev [flags]\n\nRuns the whole RXC system locally (see the README's two commands): PostgreSQL, the provisioner,\n" +
 			"nats-server, the control plane, the console and simulated sensors, all on loopback, state in -state.\n" +
 			"The analytics chat reads the control plane's ANALYTICS_CHAT_* variables (docs/controlplane.md: Analytics and chat); off when unset.\n" +

@@ -19,7 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rxc-project/rxc/internal/loopback"
+	"github.com/rxc-project/rxc/adapters/loopback"
 )
 
 // Machine describes where a benchmark ran.

@@ -33,10 +33,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxc-project/rxc/apps/controlplane/controlplanetest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/bench/benchenv"
-	"github.com/rxc-project/rxc/internal/controlplanetest"
 	"github.com/rxc-project/rxc/internal/pgtest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 type options struct {

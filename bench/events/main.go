@@ -31,10 +31,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/apps/controlplane/controlplanetest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/bench/benchenv"
-	"github.com/rxc-project/rxc/internal/controlplanetest"
 	"github.com/rxc-project/rxc/internal/pgtest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 

@@ -51,11 +51,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/apps/controlplane/controlplanetest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/bench/benchenv"
-	"github.com/rxc-project/rxc/internal/controlplanetest"
 	"github.com/rxc-project/rxc/internal/natstest"
 	"github.com/rxc-project/rxc/internal/pgtest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 	"github.com/rxc-project/rxc/sdk/agentwire"
 	"github.com/rxc-project/rxc/sdk/sensorclient"
 )

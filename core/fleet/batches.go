@@ -171,12 +171,7 @@ func (s *Commands) CreateBatch(ctx context.Context, req BatchRequest) (Batch, bo
 			return Batch{}, false, fmt.Errorf("look up batch: %w", err)
 		}
 	}
-	var targets []SensorTarget
-	if match != nil {
-		targets, err = s.matchTargets(ctx, *match)
-	} else {
-		targets, err = s.namedTargets(ctx, ids, req.Scope)
-	}
+	targets, err := s.resolveTargets(ctx, ids, match, req.Scope)
 	if err != nil {
 		return Batch{}, false, err
 	}
@@ -267,12 +262,7 @@ func (s *Commands) PreviewBatch(ctx context.Context, req BatchRequest) (BatchPre
 	if err != nil {
 		return BatchPreview{}, err
 	}
-	var targets []SensorTarget
-	if match != nil {
-		targets, err = s.matchTargets(ctx, *match)
-	} else {
-		targets, err = s.namedTargets(ctx, ids, req.Scope)
-	}
+	targets, err := s.resolveTargets(ctx, ids, match, req.Scope)
 	if err != nil {
 		return BatchPreview{}, err
 	}
@@ -333,6 +323,15 @@ func normalizeTargets(req BatchRequest) ([]string, *SensorMatch, []byte, error) 
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	return ids, nil, requestHash(req.Action, "ids", ids), nil
+}
+
+// resolveTargets resolves a batch's filter when it has one (match), else
+// its sensor ids within scope.
+func (s *Commands) resolveTargets(ctx context.Context, ids []string, match *SensorMatch, scope []string) ([]SensorTarget, error) {
+	if match != nil {
+		return s.matchTargets(ctx, *match)
+	}
+	return s.namedTargets(ctx, ids, scope)
 }
 
 // namedTargets resolves a batch's sensor ids: all must exist within scope.

@@ -76,8 +76,11 @@ type CommandStore interface {
 	// (never-sent batch commands are not listed), oldest first, at most
 	// limit.
 	PendingCommands(ctx context.Context, since time.Time, limit int) ([]Command, error)
-	// ExpireCommands marks pending commands whose expiresAt lies before
-	// before expired, and returns how many.
+	// ExpireCommands marks pending and accepted commands the sensor has
+	// not reported on whose expiresAt lies before before expired, and
+	// returns how many. A report recorded later (results reach the control
+	// plane after an outage) still records its outcome and makes the
+	// command accepted.
 	ExpireCommands(ctx context.Context, before time.Time) (int, error)
 	// SensorCommands pages a sensor's commands, newest first: those issued
 	// before after (the cursor of the previous page; zero for the first).
@@ -197,7 +200,9 @@ func (s *Commands) publish(ctx context.Context, c Command, first bool) (Command,
 // republish window are published again with the same message id (a stored
 // one is acknowledged as a duplicate, never stored twice); those past their
 // expiresAt plus the clock-skew allowance, which agents refuse, become
-// expired. A sensor's report on a command accepts it as well. It returns
+// expired, and so do accepted ones the sensor never reported on by then
+// (shown as expired, not as accepted forever). A sensor's report on a
+// command accepts it as well, even an expired one. It returns
 // how many it settled.
 func (s *Commands) ReconcileCommands(ctx context.Context) (int, error) {
 	now := s.now()

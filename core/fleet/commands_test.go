@@ -88,15 +88,26 @@ func TestReconcileCommands(t *testing.T) {
 		t.Errorf("command after reconciliation %+v, want accepted", last)
 	}
 
-	// A command never confirmed before its expiry (plus the skew allowance) expires.
+	// A command never confirmed before its expiry (plus the skew
+	// allowance) expires, and so does the accepted one its sensor never
+	// reported on.
 	f.pub.Fail(fmt.Errorf("nats: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrPublishUnknown))
 	old, _ := issue(f, r.SensorID, fleet.ActionStop, "ops")
 	f.clock.Advance(fleet.DefaultCommandTTL + fleet.DefaultMaxClockSkew + time.Second)
-	if n, err := f.svc.ReconcileCommands(f.ctx); err != nil || n != 1 {
-		t.Fatalf("ReconcileCommands past expiry = %d, %v; want 1", n, err)
+	if n, err := f.svc.ReconcileCommands(f.ctx); err != nil || n != 2 {
+		t.Fatalf("ReconcileCommands past expiry = %d, %v; want 2", n, err)
 	}
 	if last := f.sensor(t, r.SensorID).LastCommand; last.ID != old.ID || last.Status != fleet.CommandExpired {
 		t.Errorf("command past its expiry %+v, want expired", last)
+	}
+	page, err := f.svc.SensorCommands(f.ctx, r.SensorID, fleet.CommandCursor{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range page {
+		if c.ID == young.ID && (c.Status != fleet.CommandExpired || c.AcceptedAt.IsZero()) {
+			t.Errorf("accepted command never reported on, past its expiry: %+v, want expired", c)
+		}
 	}
 }
 

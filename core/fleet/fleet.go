@@ -132,8 +132,10 @@ type CommandStatus string
 // sent, so the command may be stored; it is reconciled later. Accepted: the
 // stream acknowledged it (or the sensor reported on it). Failed: provably
 // never stored (not sent, or refused by the stream); it never reaches the
-// sensor. Expired: never accepted nor reported on, and past its expiresAt
-// (plus the clock-skew allowance), after which agents refuse it.
+// sensor. Expired: not reported on by the sensor (and not failed) by its
+// expiresAt plus the clock-skew allowance, after which agents refuse it; a
+// report recorded later (an agent's outbox delivering it after an outage)
+// still records the sensor's outcome and makes it accepted.
 const (
 	CommandPending  CommandStatus = "pending"
 	CommandAccepted CommandStatus = "accepted"

@@ -12,11 +12,11 @@ import (
 // the ids of the channel it arrived on, never the report, say which sensor
 // sent it.
 //
-// Results are the sensor's outcomes of its latest commands; an agent
-// repeats them in every report (they are applied once, the first report
-// wins), so a result reported while the control plane could not record it
-// is recorded with a later report. CommandID alone is what agents before
-// Results sent: the command counts as applied.
+// Results are the sensor's outcomes of its commands; an agent reports them
+// again until it learns they are recorded (they are applied once, the first
+// report wins): agents with an outbox from a ResultsConfirmation, older
+// ones by repeating their latest results. CommandID alone is what agents
+// before Results sent: the command counts as applied.
 type StatusReport struct {
 	State        State
 	CommandID    string

@@ -163,3 +163,28 @@ func TestStatusBatcherNeedsApply(t *testing.T) {
 		t.Error("NewStatusBatcher without Apply: no error")
 	}
 }
+
+// Handle keeps an update's Confirm: the confirmation of its results is
+// sent after the batch is applied, as the transport asked.
+func TestStatusBatcherKeepsConfirm(t *testing.T) {
+	var confirmed []string
+	apply := func(_ context.Context, msgs []fleet.StatusUpdate) []error {
+		for _, m := range msgs {
+			if m.Confirm != nil {
+				m.Confirm(fleet.ResultsConfirmation{SensorID: m.Sensor.SensorID, Recorded: []string{m.Report.Detail}})
+			}
+		}
+		return make([]error, len(msgs))
+	}
+	b := newBatcher(t, fleet.StatusBatcherConfig{Apply: apply})
+	with := statusOf("c1")
+	with.Confirm = func(c fleet.ResultsConfirmation) { confirmed = append(confirmed, c.Recorded...) }
+	b.Handle(context.Background(), with)
+	b.Handle(context.Background(), statusOf("c2"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	b.Run(ctx)
+	if diff := cmp.Diff([]string{"c1"}, confirmed); diff != "" {
+		t.Errorf("confirmed (-want +got):\n%s", diff)
+	}
+}

@@ -62,6 +62,10 @@ func NewStatusService(cfg StatusConfig) (*StatusService, error) {
 type StatusUpdate struct {
 	Sensor SensorRef
 	Report StatusReport
+	// Confirm, when set, is called with the report's settled results once
+	// they are durable (see ResultsConfirmation); nil when the sensor
+	// asked for no confirmation (agents before the outbox).
+	Confirm func(ResultsConfirmation)
 }
 
 // HandleStatus applies one status report; see HandleStatusBatch.
@@ -77,7 +81,10 @@ func (s *StatusService) HandleStatus(ctx context.Context, tenantID, sensorID str
 // ErrInvalidInput; none of them changes anything. A report naming a command
 // of its sensor marks that command acknowledged. Reports of one sensor are
 // applied in the order of their "at", so a batch gives the same result as
-// applying its messages one by one in that order.
+// applying its messages one by one in that order. Once the batch is
+// stored, each update with a Confirm is told the command ids of its
+// results now settled (see ResultsConfirmation); nothing is confirmed when
+// the store fails, nor for unknown or revoked sensors or invalid reports.
 func (s *StatusService) HandleStatusBatch(ctx context.Context, msgs []StatusUpdate) []error {
 	errs := make([]error, len(msgs))
 	now := s.now()
@@ -101,6 +108,7 @@ func (s *StatusService) HandleStatusBatch(ctx context.Context, msgs []StatusUpda
 	if len(refs) == 0 {
 		return errs
 	}
+	recorded := make([][]string, len(msgs))
 	err := s.store.UpdateSensorStatuses(ctx, refs, func(ref SensorRef, cur SensorStatus, found bool) (SensorStatus, bool) {
 		reports := bySensor[ref]
 		if !found {
@@ -113,6 +121,7 @@ func (s *StatusService) HandleStatusBatch(ctx context.Context, msgs []StatusUpda
 		next, changed := cur, false
 		next.Results = nil
 		for _, rp := range reports {
+			recorded[rp.idx] = nil // apply may run again when the transaction is retried
 			if next.State == StateRevoked {
 				errs[rp.idx] = ErrRevoked
 				continue
@@ -121,6 +130,7 @@ func (s *StatusService) HandleStatusBatch(ctx context.Context, msgs []StatusUpda
 			// may be the repeat of one that could not be recorded.
 			if res := rp.r.results(); len(res) > 0 {
 				next.Results, next.AcknowledgedAt, changed = append(next.Results, res...), now, true
+				recorded[rp.idx] = resultIDs(res)
 			}
 			switch st, ok := Transition(next.State, rp.r.State); {
 			case rp.r.At.Before(next.LastStatusAt):
@@ -142,7 +152,9 @@ func (s *StatusService) HandleStatusBatch(ctx context.Context, msgs []StatusUpda
 				errs[i] = err
 			}
 		}
+		return errs
 	}
+	confirmRecorded(msgs, recorded)
 	return errs
 }
 

@@ -33,3 +33,16 @@ func Validate(id string) error {
 	}
 	return nil
 }
+
+// ValidateSensor validates the pair that names a sensor, saying which id
+// is wrong ("tenant id: …", "sensor id: …"). Every port that takes a
+// sensor's pair checks it with this one function.
+func ValidateSensor(tenantID, sensorID string) error {
+	if err := Validate(tenantID); err != nil {
+		return fmt.Errorf("tenant id: %w", err)
+	}
+	if err := Validate(sensorID); err != nil {
+		return fmt.Errorf("sensor id: %w", err)
+	}
+	return nil
+}

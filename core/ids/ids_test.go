@@ -57,3 +57,17 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+func TestValidateSensor(t *testing.T) {
+	for _, tc := range []struct{ tenant, sensor, want string }{
+		{"acme", "s1", ""},
+		{"ac.me", "s1", "tenant id: invalid id"},
+		{"acme", "s*", "sensor id: invalid id"},
+		{"", "", "tenant id: invalid id"},
+	} {
+		err := ValidateSensor(tc.tenant, tc.sensor)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want) || !errors.Is(err, ErrInvalidID)) {
+			t.Errorf("ValidateSensor(%q, %q) = %v, want %q…", tc.tenant, tc.sensor, err, tc.want)
+		}
+	}
+}

@@ -27,8 +27,9 @@ type OperatorJWT struct {
 }
 
 // OperatorAuthority creates an operator's keys, signs its JWT and its
-// first accounts, and renders the nats-server configuration that trusts it
-// (adapters/nats/jwtauthority.Authority).
+// first accounts, reads the JWTs back, and renders the nats-server
+// configuration that trusts it (adapters/nats/jwtauthority.Authority).
+// init-operator and signing-key rotation use it.
 type OperatorAuthority interface {
 	NewOperatorKey() (pub string, seed []byte, err error)
 	NewSigningKey() (pub string, seed []byte, err error)
@@ -41,6 +42,13 @@ type OperatorAuthority interface {
 	AccountSigner(signingSeed []byte, controlAccount string) (Signer, error)
 	// SignOperator signs the operator's JWT with its identity seed.
 	SignOperator(identitySeed []byte, spec OperatorJWT) (string, error)
+	// ReadOperator decodes an operator JWT, checks that it is self-signed
+	// by the identity key it names, and returns that key and what it says.
+	ReadOperator(operatorJWT string) (identity string, spec OperatorJWT, err error)
+	// AccountIssuer returns the key that signed an account JWT.
+	AccountIssuer(accountJWT string) (string, error)
+	// CheckResolverURL is nil when nats-server can fetch accounts from url.
+	CheckResolverURL(url string) error
 	// ServerConfig is the nats-server configuration fragment trusting op
 	// and fetching accounts from resolverURL.
 	ServerConfig(op Operator, resolverURL string) []byte

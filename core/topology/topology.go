@@ -6,7 +6,10 @@
 // permissions a user is granted and the subjects it uses cannot drift apart.
 package topology
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Fixed names of the layout.
 const (
@@ -145,11 +148,21 @@ func parse(subject, kind string) (string, string, bool) {
 type Permissions struct {
 	Publish   []string
 	Subscribe []string
+	// Responses lets the user answer each request it receives once, on the
+	// request's reply subject, within ResponseWindow (NATS
+	// allow_responses): how the control plane confirms to a sensor the
+	// command results it recorded (docs/fleet-lifecycle.md).
+	Responses bool
 }
 
+// ResponseWindow is how long after a request a user with Responses may
+// answer it.
+const ResponseWindow = 2 * time.Minute
+
 // BackendPermissions are the control plane's messaging user's permissions:
-// publish commands and events, read status, and pull and ack from the event
-// stream's writer consumer (and nothing else of the JetStream API).
+// publish commands and events, read status and answer it, and pull and ack
+// from the event stream's writer consumer (and nothing else of the
+// JetStream API).
 func BackendPermissions() Permissions {
 	return BackendPermissionsFor(DefaultEventStream)
 }
@@ -166,6 +179,8 @@ func BackendPermissionsFor(eventStream string) Permissions {
 			AckV2(eventStream, EventWriter),
 		},
 		Subscribe: []string{StatusWildcard, Inbox},
+		// Confirmations of recorded command results answer status reports.
+		Responses: true,
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 )
 
 // binaries are the programs RXC ships or runs outside `go test`.
-var binaries = []string{ // shipped first, see shipped
+var binaries = []string{
 	"github.com/rxc-project/rxc/apps/provisioner",
 	"github.com/rxc-project/rxc/apps/controlplane",
 	"github.com/rxc-project/rxc/apps/sensor-agent",
@@ -64,22 +64,46 @@ func TestListDepsSeesTesting(t *testing.T) {
 	t.Fatal("go list -deps of the pgtest harness does not list testing; the binary check could not fail")
 }
 
-// shipped are the binaries released as images; rxc-dev is a development
-// tool and may use the harnesses' non-testing parts (ports, fake sensors).
-var shipped = binaries[:3]
-
-// TestShippedBinariesLinkNoHarness keeps internal/ meaning one thing: test
-// harnesses, which no released binary depends on.
-func TestShippedBinariesLinkNoHarness(t *testing.T) {
-	for _, bin := range shipped {
+// TestBinariesLinkNoInternal keeps internal/ meaning one thing: technology
+// harnesses for tests and load drivers (a throwaway PostgreSQL, a nats-server,
+// a log buffer) and the rules, which no binary depends on, the development
+// stack included. What a binary may link lives under adapters/ or apps/.
+func TestBinariesLinkNoInternal(t *testing.T) {
+	for _, bin := range binaries {
 		t.Run(bin[strings.LastIndex(bin, "/")+1:], func(t *testing.T) {
 			t.Parallel()
 			for _, d := range listDeps(t, bin) {
-				if strings.HasPrefix(d, "github.com/rxc-project/rxc/internal/") {
-					t.Errorf("%s links the harness %s", bin, d)
+				if strings.HasPrefix(d, internalPrefix) {
+					t.Errorf("%s links %s: internal/ is for test harnesses only", bin, d)
 				}
 			}
 		})
+	}
+}
+
+const internalPrefix = "github.com/rxc-project/rxc/internal/"
+
+// TestInternalHarnessesImportNoApp keeps app harnesses beside their apps
+// (apps/provisioner/provisionertest, apps/controlplane/controlplanetest): a
+// harness under internal/ that imported an app would be imported back by that
+// app's own tests, and internal/ would hold more than technology.
+func TestInternalHarnessesImportNoApp(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", internalPrefix+"...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps internal/...: %v\n%s", err, out)
+	}
+	deps := strings.Fields(string(out))
+	harnesses := 0
+	for _, d := range deps {
+		if strings.HasPrefix(d, internalPrefix) {
+			harnesses++
+		}
+		if strings.HasPrefix(d, "github.com/rxc-project/rxc/apps/") {
+			t.Errorf("internal/ depends on %s: an app's harness lives beside the app", d)
+		}
+	}
+	if harnesses < 3 {
+		t.Fatalf("go list -deps internal/... listed %d harnesses; the rule would pass vacuously", harnesses)
 	}
 }
 

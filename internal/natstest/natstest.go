@@ -35,8 +35,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/rxc-project/rxc/adapters/loopback"
 	"github.com/rxc-project/rxc/adapters/nats/embedded"
-	"github.com/rxc-project/rxc/internal/loopback"
 )
 
 // BinEnv names the environment variable that selects an external binary.

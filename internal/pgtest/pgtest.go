@@ -26,9 +26,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rxc-project/rxc/adapters/loopback"
+	"github.com/rxc-project/rxc/adapters/postgres/migrate"
 	"github.com/rxc-project/rxc/adapters/postgres/pgserver"
-	"github.com/rxc-project/rxc/internal/loopback"
+	"github.com/rxc-project/rxc/migrations"
 )
 
 var (
@@ -70,6 +73,23 @@ type TB interface {
 }
 
 var _ TB = testing.TB(nil)
+
+// ControlPlanePool is a pool on a new database holding the control plane's
+// schema (its migrations applied), closed when the test ends.
+func ControlPlanePool(t TB) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := migrate.Apply(ctx, pool, "controlplane", migrations.ControlPlane); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return pool
+}
 
 // DSN creates a new empty database and returns a DSN for it. The database is
 // dropped when the test ends.

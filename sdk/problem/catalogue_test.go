@@ -1,6 +1,8 @@
 package problem
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -64,5 +66,15 @@ func TestForTakesStatusAndTitleFromTheCatalogue(t *testing.T) {
 	}
 	if p := For(CodeRateLimited, "d").WithTitle("Too many questions"); p.Status != http.StatusTooManyRequests || p.Title != "Too many questions" || p.Code != CodeRateLimited {
 		t.Errorf("WithTitle: %+v", *p)
+	}
+}
+
+func TestIs(t *testing.T) {
+	errA, errB, errC := errors.New("a"), errors.New("b"), errors.New("c")
+	match := Is(errA, errB)
+	for err, want := range map[error]bool{errA: true, fmt.Errorf("wrapped: %w", errB): true, errC: false, nil: false} {
+		if got := match(err); got != want {
+			t.Errorf("Is(a, b)(%v) = %v, want %v", err, got, want)
+		}
 	}
 }

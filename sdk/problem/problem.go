@@ -114,3 +114,16 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// Is matches an error that is any of targets (errors.Is): the match of a
+// row in the tables that map errors to problem codes at each edge.
+func Is(targets ...error) func(error) bool {
+	return func(err error) bool {
+		for _, t := range targets {
+			if errors.Is(err, t) {
+				return true
+			}
+		}
+		return false
+	}
+}

@@ -60,6 +60,10 @@ type CommandsConfig struct {
 	// Connected, when set, is called after every (re)connection, e.g. to
 	// report the current status at once.
 	Connected func()
+	// Confirmed, when set, is told the control plane's confirmations of
+	// the results it recorded (see Outbox); reports carrying results then
+	// ask for one. Confirmations naming another sensor never reach it.
+	Confirmed func(Confirmation)
 	Logger    *slog.Logger
 	Clock     func() time.Time
 }
@@ -203,6 +207,10 @@ func (c *Commands) connect() (*nats.Conn, error) {
 	)
 	if err != nil {
 		return nil, fmt.Errorf("nats connect: %w", err)
+	}
+	if err := c.subscribeConfirmations(nc); err != nil {
+		nc.Close()
+		return nil, err
 	}
 	c.nc = nc
 	return nc, nil
@@ -380,7 +388,7 @@ func (c *Commands) PublishStatus(ctx context.Context, s Status) error {
 	if nc == nil || !nc.IsConnected() {
 		return ErrNotConnected
 	}
-	if err := nc.Publish(c.cfg.NATS.StatusSubject, data); err != nil {
+	if err := nc.PublishMsg(&nats.Msg{Subject: c.cfg.NATS.StatusSubject, Reply: c.confirmReply(len(s.Results) > 0), Data: data}); err != nil {
 		return fmt.Errorf("publish status: %w", err)
 	}
 	fctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)

@@ -89,9 +89,10 @@ func (d *StateDir) completeRenewal(st *State) (*State, error) {
 	return next, d.ClearRenewal()
 }
 
-// ResultsFile keeps the outcomes of the sensor's latest commands (at most
-// MaxResults), so an agent restarted before the control plane recorded them
-// still reports them, and does not apply a redelivered command again.
+// ResultsFile keeps the sensor's result outbox (see Outbox), so an agent
+// restarted before the control plane recorded its results still reports
+// them, and does not apply a redelivered command again. SaveResults and
+// LoadResults read and write the plain list agents before the outbox kept.
 const ResultsFile = "results.json"
 
 // SaveResults replaces the kept command results.

@@ -1,12 +1,13 @@
 // Package sensorwire declares, once, the sensor command and status wire
-// format: the JSON the control plane publishes on rxc.<t>.<s>.cmd (Command)
-// and the JSON a sensor publishes on rxc.<t>.<s>.status (Status). Both ends
-// use it: the control plane's NATS adapter (adapters/nats/sensorbus)
-// encodes commands and decodes status, the sensor side (sensorclient)
-// decodes commands and encodes status, so the two cannot drift. It decodes
-// only the shape (size, one JSON object, field types); what the values may
-// be is the receiver's rule. It imports only the standard library, so an
-// agent can take it alone.
+// format: the JSON the control plane publishes on rxc.<t>.<s>.cmd (Command),
+// the JSON a sensor publishes on rxc.<t>.<s>.status (Status), and the
+// control plane's answer to a status carrying results (Confirmation). Both
+// ends use it: the control plane's NATS adapter (adapters/nats/sensorbus)
+// encodes commands and confirmations and decodes status, the sensor side
+// (sensorclient) decodes commands and confirmations and encodes status, so
+// the two cannot drift. It decodes only the shape (size, one JSON object,
+// field types); what the values may be is the receiver's rule. It imports
+// only the standard library, so an agent can take it alone.
 package sensorwire
 
 import (
@@ -58,13 +59,17 @@ const (
 // Status is the JSON a sensor publishes on rxc.<t>.<s>.status. The
 // subject, not the payload, says which sensor sent it.
 //
-// Results carry the outcomes of the sensor's latest commands. Status is
-// fire-and-forget over core NATS, so an agent repeats them in every report:
-// the control plane records the first one it can (a report it could not
-// store while its database was down is followed by the next heartbeat's
-// repeat). CommandID alone is what agents before Results sent: the command
-// counts as applied. Control planes older than Results refuse reports
-// carrying them: upgrade the control plane first.
+// Results carry outcomes of the sensor's commands not yet confirmed by the
+// control plane (at most MaxResults; the reference agent takes them from
+// its outbox). Status is fire-and-forget over core NATS, so they are
+// reported again until a Confirmation says they are recorded (agents
+// without an outbox repeat their latest results in every report); the
+// control plane records the first report of each command. A status
+// carrying results may be published with a reply subject: the control
+// plane answers it with a Confirmation once the results are durable.
+// CommandID alone is what agents before Results sent: the command counts
+// as applied. Control planes older than Results refuse reports carrying
+// them: upgrade the control plane first.
 type Status struct {
 	State        State           `json:"state"`
 	CommandID    string          `json:"commandId,omitempty"`
@@ -99,8 +104,27 @@ const (
 	ReasonForeign       = "foreign"
 )
 
+// Confirmation is the control plane's answer to a status that carried
+// results and was published with a reply subject: the command ids of the
+// results now settled in its store — recorded by this report, recorded
+// earlier (the first report of a command wins), or naming no command of
+// this sensor, which will never be recorded. It is sent only once they are
+// durable, so the sensor may forget what it confirms. TenantID and
+// SensorID name the sensor whose report it answers, from the subject the
+// report arrived on: a sensor ignores a confirmation naming another sensor
+// (a sibling of the tenant can point its own report's reply subject at
+// this sensor's inbox).
+type Confirmation struct {
+	TenantID string   `json:"tenantId"`
+	SensorID string   `json:"sensorId"`
+	Recorded []string `json:"recorded"`
+}
+
 // Size bounds of the format.
 const (
+	// MaxConfirmationBytes bounds a confirmation payload (MaxResults ids
+	// of a report are far below it).
+	MaxConfirmationBytes = 64 << 10
 	// MaxCommandBytes bounds a command payload; real ones are a few
 	// hundred bytes.
 	MaxCommandBytes = 16 << 10
@@ -141,6 +165,22 @@ func DecodeStatus(data []byte) (Status, error) {
 		return Status{}, err
 	}
 	return s, nil
+}
+
+// EncodeConfirmation is c as sent in answer to a status.
+func EncodeConfirmation(c Confirmation) ([]byte, error) { return json.Marshal(c) }
+
+// DecodeConfirmation parses a confirmation payload leniently, as
+// DecodeCommand does: unknown fields are ignored; an oversized payload, one
+// that is not a JSON object of Confirmation's shape, and trailing data give
+// ErrMalformed. Whether it names the receiving sensor is the receiver's
+// check.
+func DecodeConfirmation(data []byte) (Confirmation, error) {
+	var c Confirmation
+	if err := decode(data, MaxConfirmationBytes, false, &c); err != nil {
+		return Confirmation{}, err
+	}
+	return c, nil
 }
 
 func decode(data []byte, limit int, strict bool, v any) error {

@@ -79,6 +79,37 @@ func TestDecodeCommand(t *testing.T) {
 	}
 }
 
+// A confirmation round-trips with the field names the agents read; the
+// decoder is bounded and takes one object only.
+func TestConfirmation(t *testing.T) {
+	t.Parallel()
+	c := sensorwire.Confirmation{TenantID: "acme", SensorID: "s1", Recorded: []string{"c1", "c2"}}
+	data, err := sensorwire.EncodeConfirmation(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"tenantId":"acme","sensorId":"s1","recorded":["c1","c2"]}`; string(data) != want {
+		t.Errorf("EncodeConfirmation = %s, want %s", data, want)
+	}
+	got, err := sensorwire.DecodeConfirmation(data)
+	if err != nil || got.TenantID != "acme" || got.SensorID != "s1" || strings.Join(got.Recorded, ",") != "c1,c2" {
+		t.Errorf("DecodeConfirmation = %+v, %v", got, err)
+	}
+	if _, err := sensorwire.DecodeConfirmation([]byte(`{"tenantId":"acme","sensorId":"s1","recorded":[],"newer":1}`)); err != nil {
+		t.Errorf("unknown field refused: %v", err)
+	}
+	for name, payload := range map[string]string{
+		"not json":      `not json`,
+		"trailing data": `{"tenantId":"acme","sensorId":"s1","recorded":["c1"]} x`,
+		"not an object": `["c1"]`,
+		"too big":       `{"tenantId":"acme","sensorId":"s1","recorded":["` + strings.Repeat("x", sensorwire.MaxConfirmationBytes) + `"]}`,
+	} {
+		if c, err := sensorwire.DecodeConfirmation([]byte(payload)); !errors.Is(err, sensorwire.ErrMalformed) || c.SensorID != "" {
+			t.Errorf("%s: DecodeConfirmation = %+v, %v; want nothing and ErrMalformed", name, c, err)
+		}
+	}
+}
+
 func TestCommandExpired(t *testing.T) {
 	t.Parallel()
 	exp := time.Date(2026, 3, 1, 12, 10, 0, 0, time.UTC)

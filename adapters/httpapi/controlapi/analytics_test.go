@@ -25,7 +25,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/openai/openaitest"
 	"github.com/rxc-project/rxc/adapters/playbooks"
 	"github.com/rxc-project/rxc/adapters/postgres/analyticsstore"
-	"github.com/rxc-project/rxc/adapters/postgres/analyticsstore/eventstest"
+	"github.com/rxc-project/rxc/adapters/postgres/analyticsstore/eventseed"
 	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/internal/logbuf"
 	"github.com/rxc-project/rxc/internal/pgtest"
@@ -85,7 +85,7 @@ func newWorld(t *testing.T, o worldOptions) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	eventstest.EnsureTable(t, pool)
+	eventseed.EnsureTable(t, pool)
 	store, err := analyticsstore.New(analyticsstore.Config{Pool: pool})
 	if err != nil {
 		t.Fatal(err)
@@ -242,11 +242,11 @@ func TestAnalyticsOverview(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOptions{})
 	at := func(min int) time.Time { return base.Add(time.Duration(min) * time.Minute) }
-	eventstest.Seed(t, w.events,
-		eventstest.Event{Tenant: "acme", Sensor: "s1", Time: at(5), Src: knownIP, Dest: privateIP, SignatureID: 2001, Signature: "ET SCAN Nmap", Category: "Attempted Recon", Severity: 2},
-		eventstest.Event{Tenant: "acme", Sensor: "s2", Time: at(7), Src: knownIP, Dest: privateIP, SignatureID: 2001, Signature: "ET SCAN Nmap", Category: "Attempted Recon", Severity: 2, CVEs: []string{log4shell}},
-		eventstest.Event{Tenant: "acme", Sensor: "s2", Time: at(8), Kind: "flow", Src: privateIP, Dest: unknownIP},
-		eventstest.Event{Tenant: "other", Sensor: "s9", Time: at(6), Src: knownIP, Dest: privateIP, SignatureID: 2001, Signature: "ET SCAN Nmap", Severity: 2, CVEs: []string{log4shell}},
+	eventseed.Seed(t, w.events,
+		eventseed.Event{Tenant: "acme", Sensor: "s1", Time: at(5), Src: knownIP, Dest: privateIP, SignatureID: 2001, Signature: "ET SCAN Nmap", Category: "Attempted Recon", Severity: 2},
+		eventseed.Event{Tenant: "acme", Sensor: "s2", Time: at(7), Src: knownIP, Dest: privateIP, SignatureID: 2001, Signature: "ET SCAN Nmap", Category: "Attempted Recon", Severity: 2, CVEs: []string{log4shell}},
+		eventseed.Event{Tenant: "acme", Sensor: "s2", Time: at(8), Kind: "flow", Src: privateIP, Dest: unknownIP},
+		eventseed.Event{Tenant: "other", Sensor: "s9", Time: at(6), Src: knownIP, Dest: privateIP, SignatureID: 2001, Signature: "ET SCAN Nmap", Severity: 2, CVEs: []string{log4shell}},
 	)
 	q := func(tenant string, from, to time.Time, extra string) string {
 		return "/api/analytics/overview?tenantId=" + tenant + "&from=" + url.QueryEscape(from.Format(time.RFC3339)) + "&to=" + url.QueryEscape(to.Format(time.RFC3339)) + extra

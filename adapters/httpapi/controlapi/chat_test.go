@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
-	"github.com/rxc-project/rxc/adapters/postgres/analyticsstore/eventstest"
+	"github.com/rxc-project/rxc/adapters/postgres/analyticsstore/eventseed"
 	"github.com/rxc-project/rxc/core/operators"
 )
 
@@ -24,13 +24,13 @@ func TestChatEndToEnd(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, worldOptions{intel: true, playbooks: true, ingestion: true, enrichmentTimeout: 5 * time.Second})
 	at := func(min int) time.Time { return base.Add(time.Duration(min) * time.Minute) }
-	eventstest.Seed(t, w.events,
-		eventstest.Event{Tenant: "acme", Sensor: "s1", Time: at(1), Src: knownIP, Dest: privateIP},
-		eventstest.Event{Tenant: "acme", Sensor: "s1", Time: at(2), Src: privateIP, Dest: knownIP},
-		eventstest.Event{Tenant: "acme", Sensor: "s1", Time: at(3), Src: knownIP, Dest: privateIP, CVEs: []string{log4shell}},
+	eventseed.Seed(t, w.events,
+		eventseed.Event{Tenant: "acme", Sensor: "s1", Time: at(1), Src: knownIP, Dest: privateIP},
+		eventseed.Event{Tenant: "acme", Sensor: "s1", Time: at(2), Src: privateIP, Dest: knownIP},
+		eventseed.Event{Tenant: "acme", Sensor: "s1", Time: at(3), Src: knownIP, Dest: privateIP, CVEs: []string{log4shell}},
 	)
 	for i := range 5 {
-		eventstest.Seed(t, w.events, eventstest.Event{Tenant: "other", Sensor: "s9", Time: at(10 + i), Src: knownIP, Dest: privateIP, CVEs: []string{log4shell}})
+		eventseed.Seed(t, w.events, eventseed.Event{Tenant: "other", Sensor: "s9", Time: at(10 + i), Src: knownIP, Dest: privateIP, CVEs: []string{log4shell}})
 	}
 
 	snap := snapshotWith(knownIP, unknownIP, privateIP)

@@ -180,17 +180,8 @@ func errorTable(dbDown func(error) bool) []errorRule {
 	}
 }
 
-// is matches an error that is any of targets (errors.Is).
-func is(targets ...error) func(error) bool {
-	return func(err error) bool {
-		for _, t := range targets {
-			if errors.Is(err, t) {
-				return true
-			}
-		}
-		return false
-	}
-}
+// is matches an error that is any of targets (problem.Is).
+var is = problem.Is
 
 // isAll matches an error that is every one of targets.
 func isAll(targets ...error) func(error) bool {

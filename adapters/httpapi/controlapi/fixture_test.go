@@ -29,7 +29,6 @@ import (
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
 	"github.com/rxc-project/rxc/adapters/passwords"
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
-	"github.com/rxc-project/rxc/adapters/postgres/migrate"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/clocktest"
@@ -37,7 +36,6 @@ import (
 	"github.com/rxc-project/rxc/core/fleet/fleettest"
 	"github.com/rxc-project/rxc/core/operators"
 	"github.com/rxc-project/rxc/internal/pgtest"
-	"github.com/rxc-project/rxc/migrations"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -96,14 +94,7 @@ func (e *env) metrics() response {
 func newEnv(t testing.TB, opt options) *env {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := migrate.Apply(ctx, pool, "controlplane", migrations.ControlPlane); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	pool := pgtest.ControlPlanePool(t)
 	store, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
 	if err != nil {
 		t.Fatal(err)

@@ -18,11 +18,31 @@ import (
 // for fleet.MaxBatchSensorIDs ids of the longest kind.
 const MaxBatchBodyBytes = 1 << 20
 
-// sensorPage is one page of GET /api/sensors; nextCursor is null on the
-// last page.
-type sensorPage struct {
-	Items      []sensorJSON `json:"items"`
-	NextCursor *string      `json:"nextCursor"`
+// page is one page of a paged listing (GET /api/sensors, GET
+// /api/commands/batches); nextCursor is null on the last page.
+type page[J any] struct {
+	Items      []J     `json:"items"`
+	NextCursor *string `json:"nextCursor"`
+}
+
+// writePage answers a paged listing in the caller's scope (scopeOf, for
+// ?tenantId): list reads one page for those tenants, render turns each item
+// into its JSON.
+func writePage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p operators.Principal, list func(tenants []string) ([]T, string, error), render func(T) J) {
+	scope, ok := a.scopeOf(w, r, p, r.URL.Query().Get("tenantId"), operators.PermView)
+	if !ok {
+		return
+	}
+	items, next, err := list(scope)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := page[J]{Items: make([]J, 0, len(items)), NextCursor: optString(next)}
+	for _, it := range items {
+		out.Items = append(out.Items, render(it))
+	}
+	problem.WriteJSON(w, http.StatusOK, out)
 }
 
 // scopeOf is the tenants a request may read (perm PermView) or command
@@ -66,21 +86,11 @@ func (a *API) listSensors(w http.ResponseWriter, r *http.Request, p operators.Pr
 		a.fail(w, r, err)
 		return
 	}
-	scope, ok := a.scopeOf(w, r, p, q.Get("tenantId"), operators.PermView)
-	if !ok {
-		return
-	}
-	l.Tenants = scope
-	page, err := a.fleet.ListSensors(r.Context(), l)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	out := sensorPage{Items: make([]sensorJSON, 0, len(page.Items)), NextCursor: optString(page.NextCursor)}
-	for _, s := range page.Items {
-		out.Items = append(out.Items, sensorOut(s))
-	}
-	problem.WriteJSON(w, http.StatusOK, out)
+	writePage(a, w, r, p, func(tenants []string) ([]fleet.Sensor, string, error) {
+		l.Tenants = tenants
+		pg, err := a.fleet.ListSensors(r.Context(), l)
+		return pg.Items, pg.NextCursor, err
+	}, sensorOut)
 }
 
 type sensorSummaryJSON struct {
@@ -241,13 +251,6 @@ type batchPreviewJSON struct {
 	SkippedNotEnrolled int `json:"skippedNotEnrolled"`
 }
 
-// batchPage is one page of GET /api/commands/batches; nextCursor is null
-// on the last page.
-type batchPage struct {
-	Items      []batchJSON `json:"items"`
-	NextCursor *string     `json:"nextCursor"`
-}
-
 // listBatches lists the batches the caller may read, newest first: those
 // whose every tenant is in scope, and their own that touched none.
 func (a *API) listBatches(w http.ResponseWriter, r *http.Request, p operators.Principal) {
@@ -258,21 +261,11 @@ func (a *API) listBatches(w http.ResponseWriter, r *http.Request, p operators.Pr
 		a.fail(w, r, err)
 		return
 	}
-	scope, ok := a.scopeOf(w, r, p, q.Get("tenantId"), operators.PermView)
-	if !ok {
-		return
-	}
-	l.Tenants = scope
-	page, err := a.fleet.ListBatches(r.Context(), l)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	out := batchPage{Items: make([]batchJSON, 0, len(page.Items)), NextCursor: optString(page.NextCursor)}
-	for _, b := range page.Items {
-		out.Items = append(out.Items, batchOut(b))
-	}
-	problem.WriteJSON(w, http.StatusOK, out)
+	writePage(a, w, r, p, func(tenants []string) ([]fleet.Batch, string, error) {
+		l.Tenants = tenants
+		pg, err := a.fleet.ListBatches(r.Context(), l)
+		return pg.Items, pg.NextCursor, err
+	}, batchOut)
 }
 
 func (a *API) getBatch(w http.ResponseWriter, r *http.Request, p operators.Principal) {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxc-project/rxc/internal/fleetseed"
+	"github.com/rxc-project/rxc/adapters/postgres/fleetseed"
 )
 
 // listGoal is the issue's goal for one page of 50 at 10,000 sensors.
@@ -36,7 +36,7 @@ func BenchmarkSensorListPage(b *testing.B) {
 	if _, err := e.pool.Exec(ctx, `ANALYZE sensors`); err != nil {
 		b.Fatal(err)
 	}
-	fmt.Printf("seeded 12,000 fake sensors (internal/fleetseed) in %s\n", time.Since(start).Round(time.Millisecond))
+	fmt.Printf("seeded 12,000 fake sensors (adapters/postgres/fleetseed) in %s\n", time.Since(start).Round(time.Millisecond))
 
 	get := func(path string) (time.Duration, []byte) {
 		t0 := time.Now()

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
+	"github.com/rxc-project/rxc/adapters/postgres/fleetseed"
 	"github.com/rxc-project/rxc/core/fleet"
-	"github.com/rxc-project/rxc/internal/fleetseed"
 )
 
 type listedSensor struct {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/memory/hashed"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -164,6 +165,8 @@ func (s *Store) SetTenantAccount(_ context.Context, tenantID, accountPubKey stri
 	return nil
 }
 
+func claimHash(c *claim) []byte { return c.hash }
+
 // CreateClaimCode implements fleet.ClaimStore.
 func (s *Store) CreateClaimCode(_ context.Context, c fleet.ClaimCode, codeHash []byte) error {
 	s.mu.Lock()
@@ -171,13 +174,8 @@ func (s *Store) CreateClaimCode(_ context.Context, c fleet.ClaimCode, codeHash [
 	if _, ok := s.tenants[c.TenantID]; !ok || s.deleted[c.TenantID] {
 		return fleet.ErrNotFound
 	}
-	if _, ok := s.claims[c.ID]; ok {
+	if hashed.Taken(s.claims, c.ID, codeHash, claimHash) {
 		return fleet.ErrConflict
-	}
-	for _, other := range s.claims {
-		if bytes.Equal(other.hash, codeHash) {
-			return fleet.ErrConflict
-		}
 	}
 	s.claims[c.ID] = &claim{ClaimCode: c, hash: bytes.Clone(codeHash)}
 	return nil
@@ -235,12 +233,7 @@ func (s *Store) RevokeClaimCode(_ context.Context, id string, at time.Time) erro
 func (s *Store) Redeem(_ context.Context, r fleet.RedeemRecord) (fleet.Sensor, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var c *claim
-	for _, x := range s.claims {
-		if bytes.Equal(x.hash, r.CodeHash) {
-			c = x
-		}
-	}
+	c, _ := hashed.Find(s.claims, r.CodeHash, claimHash)
 	if c == nil || !c.UsedAt.IsZero() || !c.RevokedAt.IsZero() || !c.ExpiresAt.After(r.At) {
 		return fleet.Sensor{}, fleet.ErrInvalidClaimCode
 	}
@@ -729,7 +722,7 @@ func (s *Store) ExpireCommands(_ context.Context, before time.Time) (int, error)
 	defer s.mu.Unlock()
 	n := 0
 	for _, c := range s.commands {
-		if c.Status == fleet.CommandPending && c.AcknowledgedAt.IsZero() && c.ExpiresAt.Before(before) {
+		if (c.Status == fleet.CommandPending || c.Status == fleet.CommandAccepted) && c.AcknowledgedAt.IsZero() && c.ExpiresAt.Before(before) {
 			c.Status = fleet.CommandExpired
 			n++
 		}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/memory/hashed"
 	"github.com/rxc-project/rxc/core/operators"
 )
 
@@ -263,6 +264,8 @@ func (s *Store) DeleteExpiredSessions(_ context.Context, now time.Time) (int, er
 	return n, nil
 }
 
+func tokenHash(t *token) []byte { return t.hash }
+
 // CreateAPIToken implements operators.TokenStore.
 func (s *Store) CreateAPIToken(_ context.Context, t operators.APIToken, hash []byte) error {
 	s.mu.Lock()
@@ -270,13 +273,8 @@ func (s *Store) CreateAPIToken(_ context.Context, t operators.APIToken, hash []b
 	if _, ok := s.operators[t.OperatorID]; !ok {
 		return operators.ErrNotFound
 	}
-	if _, ok := s.tokens[t.ID]; ok {
+	if hashed.Taken(s.tokens, t.ID, hash, tokenHash) {
 		return operators.ErrConflict
-	}
-	for _, other := range s.tokens {
-		if bytes.Equal(other.hash, hash) {
-			return operators.ErrConflict
-		}
 	}
 	t = viewToken(t)
 	t.CreatedAt, t.ExpiresAt, t.RevokedAt = utc(t.CreatedAt), utc(t.ExpiresAt), utc(t.RevokedAt)
@@ -288,12 +286,8 @@ func (s *Store) CreateAPIToken(_ context.Context, t operators.APIToken, hash []b
 func (s *Store) APITokenByHash(_ context.Context, hash []byte) (operators.APIToken, operators.Operator, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, t := range s.tokens {
-		if bytes.Equal(t.hash, hash) {
-			o, ok := s.operators[t.OperatorID]
-			if !ok {
-				break
-			}
+	if t, ok := hashed.Find(s.tokens, hash, tokenHash); ok {
+		if o, ok := s.operators[t.OperatorID]; ok {
 			return viewToken(t.APIToken), view(o.Operator), nil
 		}
 	}

@@ -102,6 +102,18 @@ func (s *Store) InitOperator(_ context.Context, op provisioning.Operator, sys, c
 	return nil
 }
 
+// ReplaceOperatorJWT replaces the operator's JWT when the stored one is
+// still oldJWT, or returns provisioning.ErrOperatorChanged.
+func (s *Store) ReplaceOperatorJWT(_ context.Context, pubKey, oldJWT, newJWT string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.operator == nil || s.operator.PubKey != pubKey || s.operator.JWT != oldJWT {
+		return provisioning.ErrOperatorChanged
+	}
+	s.operator.JWT = newJWT
+	return nil
+}
+
 // putAccount stores a copy of a; the caller holds mu.
 func (s *Store) putAccount(a provisioning.Account, now time.Time) provisioning.Account {
 	a.Seed = bytes.Clone(a.Seed)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nats-io/jwt/v2"
+
 	"github.com/rxc-project/rxc/core/provisioning"
 )
 
@@ -47,6 +49,31 @@ func (Authority) SignOperator(identitySeed []byte, spec provisioning.OperatorJWT
 		Name: spec.Name, SystemAccount: spec.SystemAccount, AccountServerURL: spec.ResolverURL, SigningKeys: spec.SigningKeys,
 	})
 }
+
+// ReadOperator implements provisioning.OperatorAuthority with ParseOperator.
+func (Authority) ReadOperator(operatorJWT string) (string, provisioning.OperatorJWT, error) {
+	pub, spec, err := ParseOperator(operatorJWT)
+	if err != nil {
+		return "", provisioning.OperatorJWT{}, err
+	}
+	return pub, provisioning.OperatorJWT{
+		Name: spec.Name, SystemAccount: spec.SystemAccount, ResolverURL: spec.AccountServerURL, SigningKeys: spec.SigningKeys,
+	}, nil
+}
+
+// AccountIssuer implements provisioning.OperatorAuthority: the issuer of a
+// decoded account JWT.
+func (Authority) AccountIssuer(accountJWT string) (string, error) {
+	c, err := jwt.DecodeAccountClaims(accountJWT)
+	if err != nil {
+		return "", fmt.Errorf("jwtauthority: account JWT: %w", err)
+	}
+	return c.Issuer, nil
+}
+
+// CheckResolverURL implements provisioning.OperatorAuthority with
+// ValidateResolverURL.
+func (Authority) CheckResolverURL(url string) error { return ValidateResolverURL(url) }
 
 // ServerConfig implements provisioning.OperatorAuthority with
 // RenderServerConfig.

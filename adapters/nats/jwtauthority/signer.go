@@ -365,6 +365,9 @@ func signUser(acct nkeys.KeyPair, userPub string, spec provisioning.UserSpec) (s
 	uc.Name = spec.Name
 	uc.Pub.Allow.Add(spec.Permissions.Publish...)
 	uc.Sub.Allow.Add(spec.Permissions.Subscribe...)
+	if spec.Permissions.Responses {
+		uc.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: topology.ResponseWindow}
+	}
 	uc.Tags.Add(spec.Tags...)
 	if !spec.ExpiresAt.IsZero() {
 		uc.Expires = spec.ExpiresAt.Unix()
@@ -491,13 +494,17 @@ func keyFromSeed(seed []byte, want nkeys.PrefixByte) (nkeys.KeyPair, string, err
 
 // HasPermissions implements provisioning.ClaimsReader: it decodes userJWT
 // (without trusting it: the caller stored it) and reports whether its allow
-// lists are exactly p's and it denies nothing.
+// lists are exactly p's, it answers requests exactly when p says so, and it
+// denies nothing.
 func (s *Signer) HasPermissions(userJWT string, p topology.Permissions) (bool, error) {
 	uc, err := jwt.DecodeUserClaims(userJWT)
 	if err != nil {
 		return false, fmt.Errorf("jwtauthority: decode user JWT: %w", err)
 	}
 	if len(uc.Pub.Deny) > 0 || len(uc.Sub.Deny) > 0 {
+		return false, nil
+	}
+	if (uc.Resp != nil) != p.Responses || (uc.Resp != nil && (uc.Resp.MaxMsgs != 1 || uc.Resp.Expires != topology.ResponseWindow)) {
 		return false, nil
 	}
 	return sameSet(uc.Pub.Allow, p.Publish) && sameSet(uc.Sub.Allow, p.Subscribe), nil

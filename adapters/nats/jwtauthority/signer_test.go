@@ -645,6 +645,7 @@ func TestHasPermissions(t *testing.T) {
 		{"one publish fewer", topology.Permissions{Publish: perms.Publish[1:], Subscribe: perms.Subscribe}, false},
 		{"another sensor", topology.Sensor{Stream: "RXC_CMD", TenantID: "acme", SensorID: "s2"}.Permissions(), false},
 		{"extra subscribe", topology.Permissions{Publish: perms.Publish, Subscribe: append(slices.Clone(perms.Subscribe), "x.>")}, false},
+		{"answering requests", topology.Permissions{Publish: perms.Publish, Subscribe: perms.Subscribe, Responses: true}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -656,6 +657,46 @@ func TestHasPermissions(t *testing.T) {
 	}
 	if _, err := s.HasPermissions("not a jwt", perms); err == nil {
 		t.Fatal("garbage decoded")
+	}
+}
+
+// The backend user answers status reports: its JWT allows one response a
+// request within topology.ResponseWindow, and a backend JWT from before
+// (no responses) is outdated.
+func TestBackendUserAnswersRequests(t *testing.T) {
+	t.Parallel()
+	k := newKeys(t)
+	s := newSigner(t, k)
+	acctPub, acctSeed, err := accountKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := topology.BackendPermissions()
+	m, err := s.MintUser(provisioning.UserSpec{AccountPubKey: acctPub, AccountSeed: acctSeed, Name: "backend", Permissions: backend})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := jwt.DecodeUserClaims(m.JWT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uc.Resp == nil || uc.Resp.MaxMsgs != 1 || uc.Resp.Expires != topology.ResponseWindow {
+		t.Fatalf("backend response permission %+v, want one message within %s", uc.Resp, topology.ResponseWindow)
+	}
+	if ok, err := s.HasPermissions(m.JWT, backend); err != nil || !ok {
+		t.Fatalf("HasPermissions(backend) = %v, %v", ok, err)
+	}
+	old := backend
+	old.Responses = false
+	if ok, _ := s.HasPermissions(m.JWT, old); ok {
+		t.Fatal("a JWT that answers requests matches permissions that do not")
+	}
+	prev, err := s.MintUser(provisioning.UserSpec{AccountPubKey: acctPub, AccountSeed: acctSeed, Name: "backend", Permissions: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.HasPermissions(prev.JWT, backend); ok {
+		t.Fatal("a backend JWT without responses counts as current")
 	}
 }
 

@@ -487,6 +487,6 @@ func (c *Client) deliver(ctx context.Context, h statusHandler) nats.MsgHandler {
 			c.log.Debug("status message malformed; dropped", "subject", m.Subject, logkey.Error, err)
 			return
 		}
-		h(ctx, fleet.StatusUpdate{Sensor: fleet.SensorRef{TenantID: tenantID, SensorID: sensorID}, Report: report})
+		h(ctx, fleet.StatusUpdate{Sensor: fleet.SensorRef{TenantID: tenantID, SensorID: sensorID}, Report: report, Confirm: c.confirmer(m)})
 	}
 }

@@ -7,9 +7,9 @@ import (
 	"github.com/rxc-project/rxc/sdk/sensorwire"
 )
 
-// The sensor command and status format is sdk/sensorwire's, the one the
-// sensor side uses too; this file is the only place the control plane
-// converts between it and the fleet domain.
+// The sensor command, status and confirmation format is sdk/sensorwire's,
+// the one the sensor side uses too; this file is the only place the
+// control plane converts between it and the fleet domain.
 
 // encodeCommand is c as published on its command subject.
 func encodeCommand(c fleet.Command) ([]byte, error) {
@@ -42,4 +42,9 @@ func decodeStatus(data []byte) (fleet.StatusReport, error) {
 		}
 	}
 	return r, nil
+}
+
+// encodeConfirmation is c as sent in answer to a status report.
+func encodeConfirmation(c fleet.ResultsConfirmation) ([]byte, error) {
+	return sensorwire.EncodeConfirmation(sensorwire.Confirmation{TenantID: c.TenantID, SensorID: c.SensorID, Recorded: c.Recorded})
 }

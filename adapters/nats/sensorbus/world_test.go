@@ -15,9 +15,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxc-project/rxc/adapters/loopback"
 	"github.com/rxc-project/rxc/core/topology"
-	"github.com/rxc-project/rxc/internal/loopback"
 	"github.com/rxc-project/rxc/internal/natstest"
+	"github.com/rxc-project/rxc/internal/waitfor"
 )
 
 const stream = topology.DefaultStream
@@ -178,6 +179,9 @@ func (w *world) creds(acc nkeys.KeyPair, name string, p topology.Permissions) st
 	uc.Name = name
 	uc.Pub.Allow.Add(p.Publish...)
 	uc.Sub.Allow.Add(p.Subscribe...)
+	if p.Responses {
+		uc.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: topology.ResponseWindow}
+	}
 	tok, err := uc.Encode(acc)
 	if err != nil {
 		w.t.Fatal(err)
@@ -273,13 +277,7 @@ func freePort(t *testing.T) int {
 
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.Until(t, limit, what, cond)
 }
 
 func sensorT1(id string) topology.Sensor {

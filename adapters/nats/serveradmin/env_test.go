@@ -13,13 +13,14 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 
+	"github.com/rxc-project/rxc/adapters/loopback"
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/adapters/nats/serveradmin"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/logbuf"
-	"github.com/rxc-project/rxc/internal/loopback"
 	"github.com/rxc-project/rxc/internal/natstest"
+	"github.com/rxc-project/rxc/internal/waitfor"
 )
 
 const stream = "RXC_CMD"
@@ -166,13 +167,7 @@ func connect(url string, u provisioning.MintedUser, extra ...nats.Option) (*nats
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %s", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitfor.Until(t, within, what, cond)
 }
 
 // freePort finds a port nothing listens on, for a server started later.

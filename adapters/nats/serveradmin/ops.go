@@ -209,11 +209,8 @@ func (c *Client) EnsureEventStream(ctx context.Context) error {
 // succeed and leave one consumer. A missing stream is created first when
 // the client manages the stream.
 func (c *Client) EnsureConsumer(ctx context.Context, s topology.Sensor) error {
-	if err := ids.Validate(s.TenantID); err != nil {
-		return fmt.Errorf("serveradmin: consumer: tenant id: %w", err)
-	}
-	if err := ids.Validate(s.SensorID); err != nil {
-		return fmt.Errorf("serveradmin: consumer: sensor id: %w", err)
+	if err := ids.ValidateSensor(s.TenantID, s.SensorID); err != nil {
+		return fmt.Errorf("serveradmin: consumer: %w", err)
 	}
 	if s.Stream != c.cfg.Stream.Name {
 		return fmt.Errorf("serveradmin: consumer %s: %w: %q, managing %q", s.Consumer(), ErrStreamMismatch, s.Stream, c.cfg.Stream.Name)

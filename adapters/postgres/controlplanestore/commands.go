@@ -131,7 +131,7 @@ func (s *Store) PendingCommands(ctx context.Context, since time.Time, limit int)
 func (s *Store) ExpireCommands(ctx context.Context, before time.Time) (int, error) {
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE commands SET status = 'expired'
-		WHERE status = 'pending' AND acknowledged_at IS NULL AND expires_at < $1`, before)
+		WHERE status IN ('pending', 'accepted') AND acknowledged_at IS NULL AND expires_at < $1`, before)
 	if err != nil {
 		return 0, err
 	}

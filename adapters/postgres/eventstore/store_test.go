@@ -24,16 +24,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 func newStore(t *testing.T) (*eventstore.Store, *pgxpool.Pool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pool, err := pgxpool.New(ctx, pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := migrate.Apply(ctx, pool, "controlplane", migrations.ControlPlane); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.ControlPlanePool(t)
 	s, err := eventstore.New(eventstore.Config{Pool: pool})
 	if err != nil {
 		t.Fatal(err)

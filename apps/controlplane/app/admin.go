@@ -163,14 +163,11 @@ func createOperator(ctx context.Context, args []string, stdin io.Reader, stdout,
 	if password == "" {
 		return appenv.Usagef(stderr, "controlplane", "create-operator", "no password on standard input (pipe it in, e.g. from a secret file)")
 	}
-	pool, err := appenv.Connect(ctx, cfg.PGDSN, 30*time.Second, appenv.CLILogger(stderr))
+	pool, err := appenv.ConnectMigrated(ctx, cfg.PGDSN, appenv.CLILogger(stderr), applyMigrations)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if _, err := applyMigrations(ctx, pool); err != nil {
-		return err
-	}
 	store, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
 	if err != nil {
 		return err

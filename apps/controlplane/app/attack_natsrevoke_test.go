@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/apps/controlplane/app"
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // Attack: with expiring sensor user JWTs a sensor holds several JWTs for

@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/adapters/postgres/fleetseed"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/core/fleet"
-	"github.com/rxc-project/rxc/internal/fleetseed"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 // noPublisher is the publisher of a replica that recorded batches and

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/apps/controlplane/app"
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	sensorpb "github.com/rxc-project/rxc/proto"
 	"github.com/rxc-project/rxc/sdk/sensorclient"
 )

@@ -102,13 +102,9 @@ func (p *eventPipeline) metrics(w *promtext.Writer) {
 		return
 	}
 	in, wr := p.ingest.Stats(), p.writer.Stats()
-	w.Family("rxc_controlplane_events_received_total", promtext.Counter, "Sensor events by outcome at ingest: accepted (stored in the event stream, resends included), duplicate (a resend the stream already held), refused (the stream was full or did not acknowledge; the sensor resends), invalid.")
-	for _, o := range []struct {
-		outcome string
-		n       uint64
-	}{{"accepted", in.Accepted}, {"duplicate", in.Duplicates}, {"refused", in.Refused}, {"invalid", in.Invalid}} {
-		w.Sample("rxc_controlplane_events_received_total", int64(o.n), "outcome", o.outcome)
-	}
+	w.Counts("rxc_controlplane_events_received_total", promtext.Counter, "Sensor events by outcome at ingest: accepted (stored in the event stream, resends included), duplicate (a resend the stream already held), refused (the stream was full or did not acknowledge; the sensor resends), invalid.", "outcome",
+		promtext.Count{Value: "accepted", N: in.Accepted}, promtext.Count{Value: "duplicate", N: in.Duplicates},
+		promtext.Count{Value: "refused", N: in.Refused}, promtext.Count{Value: "invalid", N: in.Invalid})
 	w.Single("rxc_controlplane_events_written_total", promtext.Counter, "Events inserted into PostgreSQL.", int64(wr.Written))
 	w.Single("rxc_controlplane_events_duplicates_skipped_total", promtext.Counter, "Redelivered events PostgreSQL already held.", int64(wr.Duplicates))
 	w.Single("rxc_controlplane_events_revoked_skipped_total", promtext.Counter, "Events received at or after their sensor's revocation, never stored.", int64(wr.Revoked))

@@ -26,9 +26,9 @@ import (
 	"github.com/rxc-project/rxc/adapters/postgres/eventstore"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/internal/pgtest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 

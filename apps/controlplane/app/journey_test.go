@@ -25,9 +25,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rxc-project/rxc/apps/controlplane/app"
-	"github.com/rxc-project/rxc/internal/controlplanetest"
+	"github.com/rxc-project/rxc/apps/controlplane/controlplanetest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/internal/pgtest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/internal/waitfor"
 	sensorpb "github.com/rxc-project/rxc/proto"
 	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
@@ -119,13 +120,7 @@ func setSensorJWTTTL(prov *provisionertest.Stack, ttl time.Duration) {
 
 func waitUntil(t *testing.T, limit time.Duration, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	waitfor.Until(t, limit, what, ok)
 }
 
 type enrollment struct {

@@ -11,21 +11,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxc-project/rxc/apps/controlplane/app"
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 func userClaims(t *testing.T, creds []byte) *jwt.UserClaims {
 	t.Helper()
-	tok, err := jwt.ParseDecoratedJWT(creds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uc, err := jwt.DecodeUserClaims(tok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return uc
+	return provisionertest.UserClaims(t, creds)
 }
 
 func connectWith(url string, creds []byte) error {

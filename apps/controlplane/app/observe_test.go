@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/internal/logbuf"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 // A journey at debug level: every log record parses with each key once

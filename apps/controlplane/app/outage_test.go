@@ -12,8 +12,8 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/grpcmtls"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/internal/pgtest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 

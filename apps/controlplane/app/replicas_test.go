@@ -24,9 +24,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/apps/controlplane/controlplanetest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/core/fleet"
-	"github.com/rxc-project/rxc/internal/controlplanetest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 	sensorpb "github.com/rxc-project/rxc/proto"
 )
 

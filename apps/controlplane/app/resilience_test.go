@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/apps/controlplane/app"
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // metric reads one sample from /metrics; -1 when absent.

@@ -8,12 +8,9 @@ package app
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 
 	"github.com/rxc-project/rxc/apps/internal/appenv"
-	"github.com/rxc-project/rxc/apps/internal/buildinfo"
-	"github.com/rxc-project/rxc/apps/internal/healthprobe"
 )
 
 const usage = `usage: controlplane <command> [flags]
@@ -34,6 +31,9 @@ Run "controlplane <command> -h" for a command's flags and the environment variab
 type healthConfig struct {
 	ListenAddr string `envconfig:"LISTEN_ADDR" default:":5009"`
 }
+
+// ListenAddress implements appenv.Listener.
+func (c healthConfig) ListenAddress() string { return c.ListenAddr }
 
 // caConfig is what `init-ca` reads.
 type caConfig struct {
@@ -79,14 +79,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = rotateCA(args[1:], stdout, stderr)
 	case "create-operator":
 		err = createOperator(ctx, args[1:], stdin, stdout, stderr)
-	case "healthcheck":
-		var cfg healthConfig
-		if err = appenv.Load(&cfg); err == nil {
-			err = healthprobe.Check(ctx, cfg.ListenAddr, "/readyz")
-		}
-	case "version":
-		fmt.Fprintln(stdout, "controlplane", buildinfo.Version)
-		return 0
+	default: // healthcheck, version
+		return appenv.ServiceTail[healthConfig](ctx, "controlplane", args[0], "/readyz", stdout, stderr)
 	}
 	return appenv.Exit("controlplane", err, stderr)
 }

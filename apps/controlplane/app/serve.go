@@ -30,12 +30,10 @@ import (
 )
 
 func serve(ctx context.Context, stderr io.Writer) error {
-	var cfg ServeConfig
-	if err := appenv.Load(&cfg); err != nil {
-		return err
-	}
-	return appenv.Serve(ctx, cfg, cfg.LogLevel, stderr, NewServer)
+	return appenv.ServeCommand(ctx, stderr, appenv.Loaded[ServeConfig], ServeConfig.level, NewServer)
 }
+
+func (c ServeConfig) level() string { return c.LogLevel }
 
 // Server is a wired control plane.
 type Server struct {
@@ -418,13 +416,9 @@ func (s *Server) metrics(w io.Writer) {
 		messaging = s.messaging.Stats()
 	}
 	malformed := messaging.StatusMalformed
-	p.Family("rxc_controlplane_status_messages_total", promtext.Counter, "Sensor status messages by outcome.")
-	for _, o := range []struct {
-		outcome string
-		n       uint64
-	}{{"applied", st.Applied}, {"stale", st.Stale}, {"rejected", st.Rejected + malformed}, {"dropped", st.Dropped}} {
-		p.Sample("rxc_controlplane_status_messages_total", int64(o.n), "outcome", o.outcome)
-	}
+	p.Counts("rxc_controlplane_status_messages_total", promtext.Counter, "Sensor status messages by outcome.", "outcome",
+		promtext.Count{Value: "applied", N: st.Applied}, promtext.Count{Value: "stale", N: st.Stale},
+		promtext.Count{Value: "rejected", N: st.Rejected + malformed}, promtext.Count{Value: "dropped", N: st.Dropped})
 	if s.messaging != nil {
 		p.Single("rxc_controlplane_commands_published_total", promtext.Counter, "Commands acknowledged by the stream.", int64(messaging.Published))
 		p.Single("rxc_controlplane_status_dropped_total", promtext.Counter, "Oversized status messages dropped.", int64(messaging.StatusDropped))

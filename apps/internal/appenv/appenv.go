@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/rxc-project/rxc/apps/internal/appmain"
 	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
@@ -126,20 +127,6 @@ func Variables(cfg any) ([]Variable, error) {
 		out = append(out, Variable{Key: f[0], Alt: f[1], Type: f[2], Default: f[3], Required: req, Description: f[5]})
 	}
 	return out, nil
-}
-
-// WantsHelp tells whether args ask for help (-h, -help, --help or help
-// before any "--").
-func WantsHelp(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "--":
-			return false
-		case "-h", "-help", "--help", "help":
-			return true
-		}
-	}
-	return false
 }
 
 // Help writes a subcommand's help to w: usage (its first line and what it
@@ -281,6 +268,22 @@ func Migrate(ctx context.Context, stdout, stderr io.Writer, apply func(context.C
 	return nil
 }
 
+// ConnectMigrated is what every command that works on a service's database
+// starts with: a pool on dsn that waits up to 30 s for the database
+// (telling log how it goes), with apply's migrations applied. The caller
+// closes the pool.
+func ConnectMigrated(ctx context.Context, dsn string, log *slog.Logger, apply func(context.Context, *pgxpool.Pool) ([]string, error)) (*pgxpool.Pool, error) {
+	pool, err := Connect(ctx, dsn, 30*time.Second, log)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := apply(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
 // ErrUsage is a command line already explained on standard error; Exit
 // answers it with exit status 2.
 var ErrUsage = errors.New("usage")
@@ -356,7 +359,7 @@ func Dispatch(binary, usage string, commands map[string]Command, args []string, 
 		fmt.Fprintf(stderr, "%s: unknown command %q\n\n%s", binary, cmd, usage)
 		return "", 2, true
 	}
-	if WantsHelp(args[1:]) {
+	if appmain.WantsHelp(args[1:]) {
 		var fl *flag.FlagSet
 		if c.Flags != nil {
 			fl = c.Flags()

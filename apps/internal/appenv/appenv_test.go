@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxc-project/rxc/internal/loopback"
+	"github.com/rxc-project/rxc/adapters/loopback"
 )
 
 type sample struct {
@@ -89,17 +89,6 @@ func TestHelpListsFlagsAndVariables(t *testing.T) {
 	for _, line := range strings.Split(text, "\n") {
 		if strings.Contains(line, "T_SEED") && strings.Contains(line, "(required)") {
 			t.Errorf("a variable with a default is shown as required: %q", line)
-		}
-	}
-}
-
-func TestWantsHelp(t *testing.T) {
-	for args, want := range map[string]bool{
-		"-h": true, "--help": true, "-help": true, "help": true, "--dns x -h": true,
-		"": false, "--dns x": false, "-- -h": false, "--hostname": false,
-	} {
-		if got := WantsHelp(strings.Fields(args)); got != want {
-			t.Errorf("WantsHelp(%q) = %v, want %v", args, got, want)
 		}
 	}
 }

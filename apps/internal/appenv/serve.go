@@ -2,10 +2,13 @@ package appenv
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
+	"github.com/rxc-project/rxc/apps/internal/buildinfo"
+	"github.com/rxc-project/rxc/apps/internal/healthprobe"
 	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
@@ -27,6 +30,23 @@ func Serve[C any, S Server](ctx context.Context, cfg C, level string, stderr io.
 		return err
 	}
 	return srv.Run(ctx)
+}
+
+// ServeCommand is a service's serve command: load reads its configuration,
+// level names the log level in it, and Serve runs what build wires.
+func ServeCommand[C any, S Server](ctx context.Context, stderr io.Writer, load func() (C, error), level func(C) string, build func(context.Context, C, *slog.Logger) (S, error)) error {
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	return Serve(ctx, cfg, level(cfg), stderr, build)
+}
+
+// Loaded reads a C from the environment with Load.
+func Loaded[C any]() (C, error) {
+	var cfg C
+	err := Load(&cfg)
+	return cfg, err
 }
 
 // Closers release what a server holds (pools, connections, listeners), in
@@ -64,4 +84,28 @@ func Drain(log *slog.Logger, timeout time.Duration, servers ...Drainer) {
 			log.Warn(s.Name+" shutdown", logkey.Error, err)
 		}
 	}
+}
+
+// Listener is a service's configuration for `healthcheck`: the address it
+// listens on (LISTEN_ADDR, with the service's default).
+type Listener interface{ ListenAddress() string }
+
+// ServiceTail runs the two commands every service's list ends with and
+// returns the exit status: `healthcheck` reads C from the environment and
+// probes path on loopback at its listen address's port (healthprobe), and
+// `version` prints the binary's name and version.
+func ServiceTail[C Listener](ctx context.Context, binary, cmd, path string, stdout, stderr io.Writer) int {
+	switch cmd {
+	case "version":
+		fmt.Fprintln(stdout, binary, buildinfo.Version)
+		return 0
+	case "healthcheck":
+		var cfg C
+		err := Load(&cfg)
+		if err == nil {
+			err = healthprobe.Check(ctx, cfg.ListenAddress(), path)
+		}
+		return Exit(binary, err, stderr)
+	}
+	return Exit(binary, fmt.Errorf("no command %q", cmd), stderr)
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +80,33 @@ func TestServe(t *testing.T) {
 	err := Serve(ctx, "cfg", "info", io.Discard, func(context.Context, string, *slog.Logger) (*fakeServer, error) { return nil, failed })
 	if !errors.Is(err, failed) {
 		t.Errorf("Serve = %v, want the build error", err)
+	}
+}
+
+type tailConfig struct {
+	ListenAddr string `envconfig:"LISTEN_ADDR" default:":1"`
+}
+
+func (c tailConfig) ListenAddress() string { return c.ListenAddr }
+
+// ServiceTail's healthcheck probes the path at LISTEN_ADDR's port and fails
+// on a non-2xx answer; version prints name and version.
+func TestServiceTail(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.Error(w, "no", http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	t.Setenv("LISTEN_ADDR", ":"+srv.URL[strings.LastIndex(srv.URL, ":")+1:])
+	var stdout, stderr bytes.Buffer
+	if code := ServiceTail[tailConfig](context.Background(), "svc", "healthcheck", "/healthz", &stdout, &stderr); code != 0 {
+		t.Errorf("healthcheck of a healthy path = %d (%s), want 0", code, stderr.String())
+	}
+	if code := ServiceTail[tailConfig](context.Background(), "svc", "healthcheck", "/readyz", &stdout, &stderr); code != 1 {
+		t.Errorf("healthcheck of a 503 path = %d, want 1", code)
+	}
+	if code := ServiceTail[tailConfig](context.Background(), "svc", "version", "/healthz", &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "svc ") {
+		t.Errorf("version = %d, %q; want 0 and the name first", code, stdout.String())
 	}
 }

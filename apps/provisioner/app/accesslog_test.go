@@ -1,17 +1,13 @@
 package app_test
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rxc-project/rxc/apps/provisioner/app"
 	"github.com/rxc-project/rxc/internal/logbuf"
-	"github.com/rxc-project/rxc/internal/loopback"
 )
 
 // serve logs one info access record per request (route, status, never the
@@ -22,37 +18,13 @@ func TestServeAccessLogAndUniqueKeys(t *testing.T) {
 	if code, _, errs := runCLI("init-operator"); code != 0 {
 		t.Fatal(errs)
 	}
-	clearServeEnv(t)
-	port, err := loopback.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	const secret = "access-log-secret-0123456789"
-	for k, v := range map[string]string{
+	srv := startServe(t, map[string]string{
 		"PG_DSN": e.dsn, "OPERATOR_SEED_PATH": e.seed, "ACCOUNT_SEED_ENCRYPTION_KEY": e.key, "LOG_LEVEL": "debug",
-		"BACKEND_SHARED_SECRET": secret, "LISTEN_ADDR": addr, "NATS_URL": "nats://127.0.0.1:1",
-	} {
-		t.Setenv(k, v)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var logs logbuf.Buffer
-	done := make(chan int, 1)
-	go func() { done <- app.Run(ctx, []string{"serve"}, &logs, &logs) }()
-	base := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not answer within 30s: %s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		"BACKEND_SHARED_SECRET": secret, "NATS_URL": "nats://127.0.0.1:1",
+	})
+	base := srv.base
+	srv.waitAnswer(t, "/healthz", 0, 30*time.Second)
 	req, _ := http.NewRequest(http.MethodPost, base+"/accounts?token=query-secret", strings.NewReader(`{}`))
 	req.Header.Set("X-Backend-Shared-Secret", secret+"-wrong")
 	resp, err := http.DefaultClient.Do(req)
@@ -74,13 +46,8 @@ func TestServeAccessLogAndUniqueKeys(t *testing.T) {
 			t.Fatalf("GET %s: %d, want %d", path, resp.StatusCode, want)
 		}
 	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not stop within 30s")
-	}
-	text := logs.String()
+	srv.stopped(t)
+	text := srv.logs.String()
 	if dups := logbuf.DuplicateKeys(text); len(dups) > 0 {
 		t.Fatalf("log records with a key twice:\n%s", strings.Join(dups, "\n"))
 	}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/natstest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 // TestAckV2Shape runs the isolation checks with nats-server's v2 ack

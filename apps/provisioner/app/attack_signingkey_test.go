@@ -2,20 +2,17 @@ package app_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // Attack: an account JWT signed by a key the operator does not list — a
@@ -84,19 +81,7 @@ func TestAttackAccountJWTNotSignedByTheOperator(t *testing.T) {
 
 	serve := func(tok string) {
 		t.Helper()
-		h := sha256.Sum256([]byte(tok))
-		if _, err := pool.Exec(context.Background(), `UPDATE nats_accounts SET jwt = $2, jwt_hash = $3 WHERE account_id = $1`, u.AccountID, tok, hex.EncodeToString(h[:])); err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(30 * time.Second); resolverJWT(t, s, u.AccountID) != tok; time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the resolver never answered the JWT put in the database")
-			}
-		}
-		// nats-server asks the resolver when it loads the account.
-		s.StopNATS()
-		s.StartNATS()
-		s.WaitNATSReady()
+		serveAccountJWT(t, s, pool, u.AccountID, tok)
 	}
 	for name, tok := range map[string]string{
 		"a key the operator does not list":                         sign(unlisted),

@@ -2,8 +2,6 @@ package app_test
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,9 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/adapters/postgres/pgserver"
-	"github.com/rxc-project/rxc/apps/provisioner/app"
-	"github.com/rxc-project/rxc/internal/logbuf"
-	"github.com/rxc-project/rxc/internal/loopback"
 	"github.com/rxc-project/rxc/internal/pgtest"
 )
 
@@ -67,50 +62,16 @@ func TestBackupAndRestore(t *testing.T) {
 	if out, err := exec.Command(filepath.Join(bin, "pg_restore"), "--no-owner", "--exit-on-error", "--dbname="+restored, dump).CombinedOutput(); err != nil {
 		t.Fatalf("pg_restore: %v: %s", err, out)
 	}
-	clearServeEnv(t)
-	port, err := loopback.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for k, v := range map[string]string{
+	srv := startServe(t, map[string]string{
 		"PG_DSN": restored, "OPERATOR_SEED_PATH": seedCopy, "ACCOUNT_SEED_ENCRYPTION_KEY": e.key,
-		"BACKEND_SHARED_SECRET": "restore-secret-0123456789", "LISTEN_ADDR": addr, "NATS_URL": "nats://127.0.0.1:1",
-	} {
-		t.Setenv(k, v)
-	}
-	sctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	var logs logbuf.Buffer
-	done := make(chan int, 1)
-	go func() { done <- app.Run(sctx, []string{"serve"}, &logs, &logs) }()
-	var got string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/jwt/v1/accounts/" + control)
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				got = strings.TrimSpace(string(body))
-				break
-			}
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve on the restored database exited with %d: %s", code, logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restored provisioner did not answer within 60s: %s", logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		"BACKEND_SHARED_SECRET": "restore-secret-0123456789", "NATS_URL": "nats://127.0.0.1:1",
+	})
+	got := strings.TrimSpace(srv.waitAnswer(t, "/jwt/v1/accounts/"+control, http.StatusOK, 60*time.Second))
 	if got != controlJWT {
 		t.Fatalf("restored resolver answers %q for CONTROL, want the backed-up JWT", got)
 	}
-	stop()
-	<-done
+	srv.stop()
+	<-srv.done
 
 	// A seed file from another operator does not start on this backup.
 	other := newCLIEnv(t)

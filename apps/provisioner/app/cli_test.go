@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/loopback"
 	"github.com/rxc-project/rxc/apps/provisioner/app"
-	"github.com/rxc-project/rxc/internal/loopback"
+	"github.com/rxc-project/rxc/internal/logbuf"
 	"github.com/rxc-project/rxc/internal/pgtest"
 )
 
@@ -231,47 +232,77 @@ func TestServeStartsWithTheSpecificationsVariables(t *testing.T) {
 	if code, _, errs := runCLI("init-operator"); code != 0 {
 		t.Fatal(errs)
 	}
+	s := startServe(t, map[string]string{
+		"PG_DSN": e.dsn, "OPERATOR_SEED_PATH": e.seed, "ACCOUNT_SEED_ENCRYPTION_KEY": e.key,
+		"BACKEND_SHARED_SECRET": "spec-only-secret-0123456789", "NATS_URL": "nats://127.0.0.1:1",
+	})
+	s.waitAnswer(t, "/healthz", http.StatusNoContent, 30*time.Second)
+	s.stopped(t)
+}
+
+// cliServe is `provisioner serve` run in-process on a free loopback port.
+type cliServe struct {
+	base string // http://127.0.0.1:port
+	logs *logbuf.Buffer
+	done chan int
+	stop context.CancelFunc
+}
+
+// startServe runs serve with nothing but env and LISTEN_ADDR set (every
+// other serve variable cleared) until stop or the test's end.
+func startServe(t *testing.T, env map[string]string) *cliServe {
+	t.Helper()
 	clearServeEnv(t)
 	port, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for k, v := range map[string]string{
-		"PG_DSN": e.dsn, "OPERATOR_SEED_PATH": e.seed, "ACCOUNT_SEED_ENCRYPTION_KEY": e.key,
-		"BACKEND_SHARED_SECRET": "spec-only-secret-0123456789", "LISTEN_ADDR": addr, "NATS_URL": "nats://127.0.0.1:1",
-	} {
+	t.Setenv("LISTEN_ADDR", addr)
+	for k, v := range env {
 		t.Setenv(k, v)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var errb bytes.Buffer
-	done := make(chan int, 1)
-	go func() { done <- app.Run(ctx, []string{"serve"}, io.Discard, &errb) }()
-	deadline := time.Now().Add(30 * time.Second)
+	t.Cleanup(cancel)
+	s := &cliServe{base: "http://" + addr, logs: &logbuf.Buffer{}, done: make(chan int, 1), stop: cancel}
+	go func() { s.done <- app.Run(ctx, []string{"serve"}, s.logs, s.logs) }()
+	return s
+}
+
+// waitAnswer polls path until it answers want (0: any status) and returns
+// the body; serve exiting first, or limit passing, fails the test.
+func (s *cliServe) waitAnswer(t *testing.T, path string, want int, limit time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
+		resp, err := http.Get(s.base + path)
 		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusNoContent {
-				break
+			if want == 0 || resp.StatusCode == want {
+				return string(body)
 			}
 		}
 		select {
-		case code := <-done:
-			t.Fatalf("serve exited with %d: %s", code, errb.String())
+		case code := <-s.done:
+			t.Fatalf("serve exited with %d: %s", code, s.logs.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("serve did not answer /healthz within 30s: %s", errb.String())
+			t.Fatalf("serve did not answer %s within %s: %s", path, limit, s.logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	cancel()
+}
+
+// stopped ends serve and fails unless it exits with 0 within 30s.
+func (s *cliServe) stopped(t *testing.T) {
+	t.Helper()
+	s.stop()
 	select {
-	case code := <-done:
+	case code := <-s.done:
 		if code != 0 {
-			t.Fatalf("serve exited with %d: %s", code, errb.String())
+			t.Fatalf("serve exited with %d: %s", code, s.logs.String())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not stop within 30s")

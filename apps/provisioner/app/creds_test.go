@@ -15,9 +15,9 @@ import (
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/adapters/seal"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 // storeOf opens the stack's own store: the seeds as the provisioner reads

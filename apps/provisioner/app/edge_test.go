@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // getJWT fetches an account JWT from the resolver; pk "" asks the base URL.

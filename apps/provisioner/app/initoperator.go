@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"time"
 
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
@@ -90,14 +89,11 @@ func initOperatorLogged(ctx context.Context, cfg StoreConfig, opts InitOptions, 
 	if err != nil {
 		return provisioning.Operator{}, err
 	}
-	pool, err := appenv.Connect(ctx, cfg.PGDSN, 30*time.Second, log)
+	pool, err := appenv.ConnectMigrated(ctx, cfg.PGDSN, log, applyMigrations)
 	if err != nil {
 		return provisioning.Operator{}, err
 	}
 	defer pool.Close()
-	if _, err := applyMigrations(ctx, pool); err != nil {
-		return provisioning.Operator{}, err
-	}
 	store, err := provisionerstore.New(provisionerstore.Config{Pool: pool, Sealer: sealer})
 	if err != nil {
 		return provisioning.Operator{}, err

@@ -25,9 +25,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 // ackBodies are every body nats-server acts on at an ack subject.
@@ -221,260 +221,291 @@ func TestIsolationAttackSuite(t *testing.T) {
 	}
 }
 
-func isolationAttackSuite(t *testing.T, retention string) {
-	s := provisionertest.Start(t, provisionertest.Options{CommandStreamRetention: retention})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	const stream, events = topology.DefaultStream, topology.DefaultEventStream
-	tenants := []string{"acme", "acme-eu"}
-	sensors := []string{"s1", "s2"}
-	for _, tn := range tenants {
-		account(t, s, tn)
-	}
-	users := map[string]userResp{} // "tenant/sensor" → user
-	for _, tn := range tenants {
-		for _, sn := range sensors {
-			users[tn+"/"+sn] = sensorUser(t, s, tn, sn)
+// isolationWorld is the stack the suite attacks: two sensors in each of two
+// tenants whose names collide in consumer names, each with a secret command
+// waiting, one secret event for the writer, and the backend's and the
+// control admin's connections.
+type isolationWorld struct {
+	s         *provisionertest.Stack
+	users     map[string]userResp   // "tenant/sensor" → user
+	attackers map[string]*principal // "tenant/sensor" → its connection
+	backend   *principal
+	adminP    *principal
+	admin     jetstream.JetStream // ground truth
+	bjs       jetstream.JetStream // the backend's JetStream, for the controls
+}
+
+const isoStream, isoEvents = topology.DefaultStream, topology.DefaultEventStream
+
+// secret is the command waiting for key's sensor ("events": the event).
+func secret(key string) string { return "secret-of-" + key }
+
+func newIsolationWorld(t *testing.T, ctx context.Context, retention string) *isolationWorld {
+	w := &isolationWorld{s: provisionertest.Start(t, provisionertest.Options{CommandStreamRetention: retention}),
+		users: map[string]userResp{}, attackers: map[string]*principal{}}
+	for _, tn := range []string{"acme", "acme-eu"} {
+		account(t, w.s, tn)
+		for _, sn := range []string{"s1", "s2"} {
+			w.users[tn+"/"+sn] = sensorUser(t, w.s, tn, sn)
 		}
 	}
-	_, admin := controlAdmin(t, s)
-	bnc, bjs := backend(t, s)
-
-	// One secret command waits for every sensor and one event for the
-	// writer: a successful theft or settlement would show.
-	secret := func(key string) string { return "secret-of-" + key }
-	for key, u := range users {
-		if _, err := bjs.Publish(ctx, u.CommandSubject, []byte(secret(key))); err != nil {
+	_, w.admin = controlAdmin(t, w.s)
+	_, w.bjs = backend(t, w.s)
+	for key, u := range w.users {
+		if _, err := w.bjs.Publish(ctx, u.CommandSubject, []byte(secret(key))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := bjs.Publish(ctx, topology.EventSubject("acme", "s1"), []byte(secret("events"))); err != nil {
+	if _, err := w.bjs.Publish(ctx, topology.EventSubject("acme", "s1"), []byte(secret("events"))); err != nil {
 		t.Fatal(err)
 	}
-
-	attackers := map[string]*principal{}
-	for key, u := range users {
-		attackers[key] = newPrincipal(t, key, s.NATSURL, u.Creds, u.InboxPrefix)
+	for key, u := range w.users {
+		w.attackers[key] = newPrincipal(t, key, w.s.NATSURL, u.Creds, u.InboxPrefix)
 	}
-	status, body := s.Post("/backend-user", map[string]string{"name": "attack-backend"})
+	status, body := w.s.Post("/backend-user", map[string]string{"name": "attack-backend"})
 	b := decode[backendResp](t, status, body, 200, 201)
-	backendP := newPrincipal(t, "backend", s.NATSURL, b.Creds, "")
-	adminCreds, _ := controlAdmin(t, s)
-	adminP := newPrincipal(t, "control admin", s.NATSURL, adminCreds, "")
+	w.backend = newPrincipal(t, "backend", w.s.NATSURL, b.Creds, "")
+	adminCreds, _ := controlAdmin(t, w.s)
+	w.adminP = newPrincipal(t, "control admin", w.s.NATSURL, adminCreds, "")
+	return w
+}
 
-	for key, p := range attackers {
-		u := users[key]
-		t.Run("sensor "+key, func(t *testing.T) {
-			var subjects []string
-			try := func(subject string, bodies ...string) {
-				for _, body := range bodies {
-					p.attempt(t, subject, body)
-				}
-				subjects = append(subjects, subject)
-			}
-			for vkey, v := range users {
-				if vkey == key {
-					continue
-				}
-				for _, subj := range ackAttacks(stream, v.Consumer, stream, u.Consumer) {
-					try(subj, ackBodies...)
-				}
-				try(u.JSAPIPrefix+".CONSUMER.MSG.NEXT."+stream+"."+v.Consumer, `{"batch":1,"expires":1000000000}`)
-				try(u.JSAPIPrefix+".CONSUMER.INFO."+stream+"."+v.Consumer, "")
-				try("$JS.API.CONSUMER.MSG.NEXT."+stream+"."+v.Consumer, `{"batch":1}`)
-				try(v.StatusSubject, `{"state":"running"}`)
-				try(v.CommandSubject, `{"action":"stop"}`)
-			}
-			for _, subj := range ackAttacks(events, topology.EventWriter, stream, u.Consumer) {
-				try(subj, ackBodies...)
-			}
-			for _, subj := range []string{
-				u.JSAPIPrefix + ".CONSUMER.MSG.NEXT." + events + "." + topology.EventWriter,
-				u.JSAPIPrefix + ".CONSUMER.MSG.NEXT." + stream + ".*",
-				u.JSAPIPrefix + ".CONSUMER.MSG.NEXT." + stream + ".>",
-				u.JSAPIPrefix + ".CONSUMER.CREATE." + stream + ".evil",
-				u.JSAPIPrefix + ".CONSUMER.DURABLE.CREATE." + stream + ".evil",
-				u.JSAPIPrefix + ".STREAM.INFO." + stream,
-				u.JSAPIPrefix + ".STREAM.MSG.GET." + stream,
-				u.JSAPIPrefix + ".DIRECT.GET." + stream,
-				"$JS.API.INFO",
-				"$JS.API.STREAM.MSG.GET." + stream,
-				"$JS.API.DIRECT.GET." + stream,
-				"$JS.FC." + stream + "." + u.Consumer + ".1.1",
-				u.CommandSubject,
-				"rxc.*.*.status",
-				"rxc." + u.TenantID + ".*.status",
-				topology.EventSubject(u.TenantID, u.SensorID),
-				"$SYS.REQ.ACCOUNT.PING.CONNZ",
-			} {
-				try(subj, "+NXT")
-			}
-			// Subscriptions to anything but its own inbox.
-			for _, subj := range []string{"_INBOX.>", "_INBOX_acme_s2.>", "_INBOX_acme-eu_s1.>", ">", "rxc.>", "$JS.ACK.>", "ctrl.API.>"} {
-				if subj == u.InboxPrefix+".>" {
-					continue
-				}
-				if _, err := p.nc.Subscribe(subj, func(m *nats.Msg) {
-					p.mu.Lock()
-					p.got = append(p.got, m)
-					p.mu.Unlock()
-				}); err != nil {
-					t.Fatal(err)
-				}
-				subjects = append(subjects, subj)
-			}
-			p.denied(t, subjects)
-		})
+// attacks are what one principal tries: publishes (each subject once per
+// body) and subscriptions. nats-server must deny every one.
+type attacks struct {
+	pubs []attackPub
+	subs []string
+}
+
+type attackPub struct {
+	subject string
+	bodies  []string
+}
+
+func (a *attacks) pub(subject string, bodies ...string) {
+	a.pubs = append(a.pubs, attackPub{subject, bodies})
+}
+
+// try makes p try every attack and waits for every denial; a message that
+// reaches p meanwhile, on its inbox or a subscription, fails the test.
+func (p *principal) try(t *testing.T, a attacks) {
+	t.Helper()
+	var subjects []string
+	for _, x := range a.pubs {
+		for _, body := range x.bodies {
+			p.attempt(t, x.subject, body)
+		}
+		subjects = append(subjects, x.subject)
 	}
+	for _, subj := range a.subs {
+		if _, err := p.nc.Subscribe(subj, func(m *nats.Msg) {
+			p.mu.Lock()
+			p.got = append(p.got, m)
+			p.mu.Unlock()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		subjects = append(subjects, subj)
+	}
+	p.denied(t, subjects)
+}
 
-	t.Run("backend", func(t *testing.T) {
-		var subjects []string
-		for key, v := range users {
-			for _, subj := range ackAttacks(stream, v.Consumer, events, topology.EventWriter) {
-				for _, body := range ackBodies {
-					backendP.attempt(t, subj, body)
-				}
-				subjects = append(subjects, subj)
-			}
-			for _, subj := range []string{
-				"$JS.API.CONSUMER.MSG.NEXT." + stream + "." + v.Consumer,
-				"$JS.API.CONSUMER.INFO." + stream + "." + v.Consumer,
-				v.StatusSubject,
-			} {
-				backendP.attempt(t, subj, `{"batch":1}`)
-				subjects = append(subjects, subj)
-			}
-			_ = key
+// sensorAttacks: sensor u (key) at every other sensor's consumer, ack
+// subjects, status and commands; at the event writer; at stream-wide and
+// account-wide APIs; and subscribing anything but its own inbox.
+func sensorAttacks(key string, u userResp, users map[string]userResp) attacks {
+	var a attacks
+	for vkey, v := range users {
+		if vkey == key {
+			continue
 		}
-		for _, subj := range []string{"$JS.API.INFO", "$JS.API.STREAM.MSG.GET." + stream, "$JS.API.DIRECT.GET." + stream, "$JS.API.CONSUMER.CREATE." + stream + ".evil", "$SYS.REQ.ACCOUNT.PING.CONNZ"} {
-			backendP.attempt(t, subj, `{}`)
-			subjects = append(subjects, subj)
+		for _, subj := range ackAttacks(isoStream, v.Consumer, isoStream, u.Consumer) {
+			a.pub(subj, ackBodies...)
 		}
-		for _, subj := range []string{">", "$JS.ACK.>", "_INBOX_acme_s1.>", "rxc.*.*.cmd"} {
-			if _, err := backendP.nc.SubscribeSync(subj); err != nil {
-				t.Fatal(err)
-			}
-			subjects = append(subjects, subj)
+		a.pub(u.JSAPIPrefix+".CONSUMER.MSG.NEXT."+isoStream+"."+v.Consumer, `{"batch":1,"expires":1000000000}`)
+		a.pub(u.JSAPIPrefix+".CONSUMER.INFO."+isoStream+"."+v.Consumer, "")
+		a.pub("$JS.API.CONSUMER.MSG.NEXT."+isoStream+"."+v.Consumer, `{"batch":1}`)
+		a.pub(v.StatusSubject, `{"state":"running"}`)
+		a.pub(v.CommandSubject, `{"action":"stop"}`)
+	}
+	for _, subj := range ackAttacks(isoEvents, topology.EventWriter, isoStream, u.Consumer) {
+		a.pub(subj, ackBodies...)
+	}
+	for _, subj := range []string{
+		u.JSAPIPrefix + ".CONSUMER.MSG.NEXT." + isoEvents + "." + topology.EventWriter,
+		u.JSAPIPrefix + ".CONSUMER.MSG.NEXT." + isoStream + ".*",
+		u.JSAPIPrefix + ".CONSUMER.MSG.NEXT." + isoStream + ".>",
+		u.JSAPIPrefix + ".CONSUMER.CREATE." + isoStream + ".evil",
+		u.JSAPIPrefix + ".CONSUMER.DURABLE.CREATE." + isoStream + ".evil",
+		u.JSAPIPrefix + ".STREAM.INFO." + isoStream,
+		u.JSAPIPrefix + ".STREAM.MSG.GET." + isoStream,
+		u.JSAPIPrefix + ".DIRECT.GET." + isoStream,
+		"$JS.API.INFO",
+		"$JS.API.STREAM.MSG.GET." + isoStream,
+		"$JS.API.DIRECT.GET." + isoStream,
+		"$JS.FC." + isoStream + "." + u.Consumer + ".1.1",
+		u.CommandSubject,
+		"rxc.*.*.status",
+		"rxc." + u.TenantID + ".*.status",
+		topology.EventSubject(u.TenantID, u.SensorID),
+		"$SYS.REQ.ACCOUNT.PING.CONNZ",
+	} {
+		a.pub(subj, "+NXT")
+	}
+	for _, subj := range []string{"_INBOX.>", "_INBOX_acme_s2.>", "_INBOX_acme-eu_s1.>", ">", "rxc.>", "$JS.ACK.>", "ctrl.API.>"} {
+		if subj != u.InboxPrefix+".>" {
+			a.subs = append(a.subs, subj)
 		}
-		backendP.denied(t, subjects)
-	})
+	}
+	return a
+}
 
-	t.Run("control admin", func(t *testing.T) {
-		var subjects []string
-		for _, v := range users {
-			for _, subj := range ackAttacks(stream, v.Consumer, stream, "x")[:3] {
-				adminP.attempt(t, subj, "+NXT")
-				subjects = append(subjects, subj)
-			}
-			adminP.attempt(t, v.CommandSubject, "x")
-			adminP.attempt(t, v.StatusSubject, "x")
-			subjects = append(subjects, v.CommandSubject, v.StatusSubject)
+// backendAttacks: the backend at every sensor's consumer and status, at
+// stream reads and consumer creation, and subscribing wide.
+func backendAttacks(users map[string]userResp) attacks {
+	var a attacks
+	for _, v := range users {
+		for _, subj := range ackAttacks(isoStream, v.Consumer, isoEvents, topology.EventWriter) {
+			a.pub(subj, ackBodies...)
 		}
-		for _, subj := range []string{"rxc.>", "$JS.ACK.>", "_INBOX_acme_s1.>"} {
-			if _, err := adminP.nc.SubscribeSync(subj); err != nil {
-				t.Fatal(err)
-			}
-			subjects = append(subjects, subj)
+		a.pub("$JS.API.CONSUMER.MSG.NEXT."+isoStream+"."+v.Consumer, `{"batch":1}`)
+		a.pub("$JS.API.CONSUMER.INFO."+isoStream+"."+v.Consumer, `{"batch":1}`)
+		a.pub(v.StatusSubject, `{"batch":1}`)
+	}
+	for _, subj := range []string{"$JS.API.INFO", "$JS.API.STREAM.MSG.GET." + isoStream, "$JS.API.DIRECT.GET." + isoStream, "$JS.API.CONSUMER.CREATE." + isoStream + ".evil", "$SYS.REQ.ACCOUNT.PING.CONNZ"} {
+		a.pub(subj, `{}`)
+	}
+	a.subs = []string{">", "$JS.ACK.>", "_INBOX_acme_s1.>", "rxc.*.*.cmd"}
+	return a
+}
+
+// adminAttacks: the control admin at the sensors' ack subjects, commands
+// and status, and subscribing to them.
+func adminAttacks(users map[string]userResp) attacks {
+	var a attacks
+	for _, v := range users {
+		for _, subj := range ackAttacks(isoStream, v.Consumer, isoStream, "x")[:3] {
+			a.pub(subj, "+NXT")
 		}
-		adminP.denied(t, subjects)
-	})
+		a.pub(v.CommandSubject, "x")
+		a.pub(v.StatusSubject, "x")
+	}
+	a.subs = []string{"rxc.>", "$JS.ACK.>", "_INBOX_acme_s1.>"}
+	return a
+}
+
+func isolationAttackSuite(t *testing.T, retention string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	w := newIsolationWorld(t, ctx, retention)
+
+	type attacker struct {
+		name    string
+		p       *principal
+		attacks attacks
+	}
+	var cases []attacker
+	for key, p := range w.attackers {
+		cases = append(cases, attacker{"sensor " + key, p, sensorAttacks(key, w.users[key], w.users)})
+	}
+	cases = append(cases,
+		attacker{"backend", w.backend, backendAttacks(w.users)},
+		attacker{"control admin", w.adminP, adminAttacks(w.users)})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { tc.p.try(t, tc.attacks) })
+	}
 
 	// Ground truth: no victim consumer delivered, acked or terminated
 	// anything; the writer's event is still pending.
-	for _, u := range users {
-		untouched(t, ctx, admin, stream, u.Consumer, 1)
+	for _, u := range w.users {
+		untouched(t, ctx, w.admin, isoStream, u.Consumer, 1)
 	}
-	untouched(t, ctx, admin, events, topology.EventWriter, 1)
-	for key, p := range attackers {
-		for vkey := range users {
+	untouched(t, ctx, w.admin, isoEvents, topology.EventWriter, 1)
+	for key, p := range w.attackers {
+		for vkey := range w.users {
 			if vkey != key && p.received(secret(vkey)) {
 				t.Errorf("%s received %s's command", key, vkey)
 			}
 		}
 	}
+	t.Run("reply-subject injection", func(t *testing.T) { w.replyInjection(t, ctx) })
+	t.Run("positive controls", func(t *testing.T) { w.positiveControls(t, ctx) })
+}
 
-	// Reply-subject injection: acme/s1 pulls its own consumer with its
-	// sibling's inbox as the reply. nats-server delivers acme/s1's own
-	// command there (it cannot restrict reply subjects); nothing of the
-	// sibling's, and nothing crosses into the other tenant, whose identical
-	// inbox name lives in another account.
-	t.Run("reply-subject injection", func(t *testing.T) {
-		sibling, other := attackers["acme/s2"], attackers["acme-eu/s1"]
-		sibSub, err := sibling.nc.SubscribeSync(users["acme/s2"].InboxPrefix + ".injected")
-		if err != nil {
+// replyInjection: acme/s1 pulls its own consumer with its sibling's inbox
+// as the reply. nats-server delivers acme/s1's own command there (it cannot
+// restrict reply subjects); nothing of the sibling's, and nothing crosses
+// into the other tenant, whose identical inbox name lives in another
+// account.
+func (w *isolationWorld) replyInjection(t *testing.T, ctx context.Context) {
+	sibling, other := w.attackers["acme/s2"], w.attackers["acme-eu/s1"]
+	sibSub, err := sibling.nc.SubscribeSync(w.users["acme/s2"].InboxPrefix + ".injected")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherSub, err := other.nc.SubscribeSync(w.users["acme-eu/s1"].InboxPrefix + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sibling.nc.Flush()
+	other.nc.Flush()
+	a, own := w.attackers["acme/s1"], w.users["acme/s1"]
+	a.mu.Lock()
+	a.got = nil
+	a.mu.Unlock()
+	req := []byte(`{"batch":1,"expires":2000000000}`)
+	next := own.JSAPIPrefix + ".CONSUMER.MSG.NEXT." + isoStream + "." + own.Consumer
+	for _, reply := range []string{w.users["acme/s2"].InboxPrefix + ".injected", "_INBOX_acme-eu_s1.injected"} {
+		if err := a.nc.PublishRequest(next, reply, req); err != nil {
 			t.Fatal(err)
 		}
-		otherSub, err := other.nc.SubscribeSync(users["acme-eu/s1"].InboxPrefix + ".>")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sibling.nc.Flush()
-		other.nc.Flush()
-		a := attackers["acme/s1"]
-		a.mu.Lock()
-		a.got = nil
-		a.mu.Unlock()
-		req := `{"batch":1,"expires":2000000000}`
-		if err := a.nc.PublishRequest(users["acme/s1"].JSAPIPrefix+".CONSUMER.MSG.NEXT."+stream+"."+users["acme/s1"].Consumer, users["acme/s2"].InboxPrefix+".injected", []byte(req)); err != nil {
-			t.Fatal(err)
-		}
-		if err := a.nc.PublishRequest(users["acme/s1"].JSAPIPrefix+".CONSUMER.MSG.NEXT."+stream+"."+users["acme/s1"].Consumer, "_INBOX_acme-eu_s1.injected", []byte(req)); err != nil {
-			t.Fatal(err)
-		}
-		a.nc.Flush()
-		m, err := sibSub.NextMsg(5 * time.Second)
-		if err != nil {
-			t.Fatalf("the documented residual did not occur (nothing delivered to the sibling's inbox): %v — update docs/provisioner.md if nats-server now prevents it", err)
-		}
-		if string(m.Data) != secret("acme/s1") {
-			t.Fatalf("sibling's inbox received %q, want only the injector's own command", m.Data)
-		}
-		if m, err := otherSub.NextMsg(2 * time.Second); err == nil {
-			t.Fatalf("other tenant's inbox received %q on %s", m.Data, m.Subject)
-		}
-		untouched(t, ctx, admin, stream, users["acme/s2"].Consumer, 1)
-	})
+	}
+	a.nc.Flush()
+	m, err := sibSub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("the documented residual did not occur (nothing delivered to the sibling's inbox): %v — update docs/provisioner.md if nats-server now prevents it", err)
+	}
+	if string(m.Data) != secret("acme/s1") {
+		t.Fatalf("sibling's inbox received %q, want only the injector's own command", m.Data)
+	}
+	if m, err := otherSub.NextMsg(2 * time.Second); err == nil {
+		t.Fatalf("other tenant's inbox received %q on %s", m.Data, m.Subject)
+	}
+	untouched(t, ctx, w.admin, isoStream, w.users["acme/s2"].Consumer, 1)
+}
 
-	// Positive controls: every sensor still pulls and acks its own command
-	// (v1 ack subjects, including +NXT on its own ack subject), the backend
-	// still loads events through event-writer.
-	t.Run("positive controls", func(t *testing.T) {
-		for key, u := range users {
-			if key == "acme/s1" {
-				continue // its command went to the sibling's inbox above
-			}
-			sc, err := connectSensor(t, s, u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cons, err := sc.js.Consumer(ctx, stream, u.Consumer)
-			if err != nil {
-				t.Fatalf("%s binds its consumer: %v", key, err)
-			}
-			msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-			if err != nil {
-				t.Fatalf("%s pulls its own command: %v", key, err)
-			}
-			if string(msg.Data()) != secret(key) {
-				t.Fatalf("%s got %q, want its own command", key, msg.Data())
-			}
-			if err := msg.DoubleAck(ctx); err != nil {
-				t.Fatalf("%s acks its own command: %v", key, err)
-			}
-		}
-		cons, err := bjs.Consumer(ctx, events, topology.EventWriter)
+// positiveControls: every sensor still pulls and acks its own command (v1
+// ack subjects, including +NXT on its own ack subject), the backend still
+// loads events through event-writer.
+func (w *isolationWorld) positiveControls(t *testing.T, ctx context.Context) {
+	pullOwn := func(who string, js jetstream.JetStream, stream, consumer, want string) {
+		t.Helper()
+		cons, err := js.Consumer(ctx, stream, consumer)
 		if err != nil {
-			t.Fatalf("backend binds event-writer: %v", err)
+			t.Fatalf("%s binds its consumer: %v", who, err)
 		}
 		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil || string(msg.Data()) != secret("events") {
-			t.Fatalf("backend pulls the event: %v", err)
+		if err != nil {
+			t.Fatalf("%s pulls its own message: %v", who, err)
+		}
+		if string(msg.Data()) != want {
+			t.Fatalf("%s got %q, want its own message", who, msg.Data())
 		}
 		if err := msg.DoubleAck(ctx); err != nil {
-			t.Fatalf("backend acks the event: %v", err)
+			t.Fatalf("%s acks its own message: %v", who, err)
 		}
-		_ = bnc
-	})
+	}
+	for key, u := range w.users {
+		if key == "acme/s1" {
+			continue // its command went to the sibling's inbox above
+		}
+		sc, err := connectSensor(t, w.s, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pullOwn(key, sc.js, isoStream, u.Consumer, secret(key))
+	}
+	pullOwn("backend", w.bjs, isoEvents, topology.EventWriter, secret("events"))
 }
 
 // TestConsumerNameCollision: acme/eu-s1 and acme-eu/s1 both spell

@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/internal/pgtest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }

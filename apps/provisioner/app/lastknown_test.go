@@ -11,9 +11,9 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/internal/natstest"
 	"github.com/rxc-project/rxc/internal/pgtest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 // resolverStatus GETs a resolver path and returns status and body.

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // A sensor beyond COMMAND_STREAM_MAX_CONSUMERS is refused with its own

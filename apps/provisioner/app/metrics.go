@@ -55,72 +55,31 @@ func newMetrics(s *Server) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.latency, m.accounts, m.users, m.unpushed,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "rxc_provisioner_consumers_missing", Help: "Active sensor users without their durable consumer: as of the last repair pass, and while one runs the ones it has not created yet.",
-		}, func() float64 { return float64(s.consumersMissing.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "rxc_provisioner_consumers_recreated_total", Help: "Sensor consumers recreated on a live NATS node because no live node held them (a node loss with COMMAND_CONSUMER_REPLICAS below COMMAND_STREAM_REPLICAS).",
-		}, func() float64 { return float64(s.consumersRecreated.Load()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "rxc_provisioner_undeliverable_accounts",
-			Help: "Accounts whose current JWT NATS refused as undeliverable (over its maximum payload): their latest revocations are not in force; retried in the background.",
-		}, func() float64 {
-			if !s.built.Load() {
-				return 0
-			}
+		gaugeFunc("rxc_provisioner_consumers_missing", "Active sensor users without their durable consumer: as of the last repair pass, and while one runs the ones it has not created yet.", func() float64 { return float64(s.consumersMissing.Load()) }),
+		counterFunc("rxc_provisioner_consumers_recreated_total", "Sensor consumers recreated on a live NATS node because no live node held them (a node loss with COMMAND_CONSUMER_REPLICAS below COMMAND_STREAM_REPLICAS).", func() float64 { return float64(s.consumersRecreated.Load()) }),
+		gaugeFunc("rxc_provisioner_undeliverable_accounts", "Accounts whose current JWT NATS refused as undeliverable (over its maximum payload): their latest revocations are not in force; retried in the background.", s.whenBuilt(func() float64 {
 			return float64(len(s.svc.Undelivered()))
-		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "rxc_provisioner_nats_connected", Help: "1 while both NATS connections (SYS and CONTROL admin) are up.",
-		}, func() float64 { return boolGauge(s.NATSReady()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "rxc_provisioner_database_started", Help: "1 once serve has reached PostgreSQL and finished starting; 0 while it serves the resolver from the snapshot.",
-		}, func() float64 { return boolGauge(s.built.Load()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "rxc_provisioner_resolver_snapshot_answers_total", Help: "Resolver answers given from the last known copy because PostgreSQL failed.",
-		}, func() float64 { return float64(s.last.Served()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "rxc_provisioner_resolver_snapshot_accounts", Help: "Accounts in the last known copy the resolver falls back to.",
-		}, func() float64 { return float64(s.last.Len()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "rxc_provisioner_command_stream_consumer_limit",
-			Help: "Consumers the command stream may hold as nats-server applies it (stream, account or server default; -1 none), at the last check.",
-		}, func() float64 {
-			if !s.built.Load() {
-				return 0
-			}
+		})),
+		gaugeFunc("rxc_provisioner_nats_connected", "1 while both NATS connections (SYS and CONTROL admin) are up.", func() float64 { return boolGauge(s.NATSReady()) }),
+		gaugeFunc("rxc_provisioner_database_started", "1 once serve has reached PostgreSQL and finished starting; 0 while it serves the resolver from the snapshot.", func() float64 { return boolGauge(s.built.Load()) }),
+		counterFunc("rxc_provisioner_resolver_snapshot_answers_total", "Resolver answers given from the last known copy because PostgreSQL failed.", func() float64 { return float64(s.last.Served()) }),
+		gaugeFunc("rxc_provisioner_resolver_snapshot_accounts", "Accounts in the last known copy the resolver falls back to.", func() float64 { return float64(s.last.Len()) }),
+		gaugeFunc("rxc_provisioner_command_stream_consumer_limit", "Consumers the command stream may hold as nats-server applies it (stream, account or server default; -1 none), at the last check.", s.whenBuilt(func() float64 {
 			l, _ := s.nats.LastConsumerLimit()
 			return float64(l.Effective)
-		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "rxc_provisioner_command_stream_consumers", Help: "Consumers the command stream held at the last check.",
-		}, func() float64 {
-			if !s.built.Load() {
-				return 0
-			}
+		})),
+		gaugeFunc("rxc_provisioner_command_stream_consumers", "Consumers the command stream held at the last check.", s.whenBuilt(func() float64 {
 			l, _ := s.nats.LastConsumerLimit()
 			return float64(l.Consumers)
-		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "rxc_provisioner_command_stream_crowded",
-			Help: "1 when the command stream has workqueue or interest retention and more consumers than COMMAND_STREAM_WORKQUEUE_WARN_CONSUMERS: every ack scans them all; large fleets want limits retention.",
-		}, func() float64 {
-			if !s.built.Load() {
-				return 0
-			}
+		})),
+		gaugeFunc("rxc_provisioner_command_stream_crowded", "1 when the command stream has workqueue or interest retention and more consumers than COMMAND_STREAM_WORKQUEUE_WARN_CONSUMERS: every ack scans them all; large fleets want limits retention.", s.whenBuilt(func() float64 {
 			l, ok := s.nats.LastConsumerLimit()
 			return boolGauge(ok && l.Crowded())
-		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "rxc_provisioner_command_stream_capped",
-			Help: "1 when nats-server caps the command stream below COMMAND_STREAM_MAX_CONSUMERS: sensors beyond the cap get no consumer.",
-		}, func() float64 {
-			if !s.built.Load() {
-				return 0
-			}
+		})),
+		gaugeFunc("rxc_provisioner_command_stream_capped", "1 when nats-server caps the command stream below COMMAND_STREAM_MAX_CONSUMERS: sensors beyond the cap get no consumer.", s.whenBuilt(func() float64 {
 			l, ok := s.nats.LastConsumerLimit()
 			return boolGauge(ok && l.Caps())
-		}),
+		})),
 	)
 	return m
 }
@@ -204,4 +163,24 @@ func (o *observers) observe(r *http.Request, code int, d time.Duration) {
 		slot.Store(ob) // a race stores the same series twice
 	}
 	ob.Observe(d.Seconds())
+}
+
+// gaugeFunc and counterFunc are the provisioner's function-backed metrics.
+func gaugeFunc(name, help string, f func() float64) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+}
+
+func counterFunc(name, help string, f func() float64) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+}
+
+// whenBuilt is f once serve has reached PostgreSQL and built the service,
+// 0 before.
+func (s *Server) whenBuilt(f func() float64) func() float64 {
+	return func() float64 {
+		if !s.built.Load() {
+			return 0
+		}
+		return f()
+	}
 }

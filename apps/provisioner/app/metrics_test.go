@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 func scrape(t *testing.T, s *provisionertest.Stack) string {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/internal/pgtest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 // expectReady checks GET /readyz's report of each dependency.

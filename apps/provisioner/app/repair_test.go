@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // consumerNames lists the command stream's consumers through nats-server's

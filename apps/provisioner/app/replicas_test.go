@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 
 	"github.com/rxc-project/rxc/apps/provisioner/app"
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // replica runs a second provisioner on the stack's database and NATS, with

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/adapters/seal"
@@ -38,14 +37,11 @@ func reseal(ctx context.Context, stdout, stderr io.Writer) error {
 	if cfg.NewKey == cfg.AccountSeedEncryptionKey {
 		return errors.New("configuration: NEW_ACCOUNT_SEED_ENCRYPTION_KEY equals ACCOUNT_SEED_ENCRYPTION_KEY: nothing to rotate")
 	}
-	pool, err := appenv.Connect(ctx, cfg.PGDSN, 30*time.Second, appenv.CLILogger(stderr))
+	pool, err := appenv.ConnectMigrated(ctx, cfg.PGDSN, appenv.CLILogger(stderr), applyMigrations)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if _, err := applyMigrations(ctx, pool); err != nil {
-		return err
-	}
 	res, err := provisionerstore.Reseal(ctx, pool, old, next)
 	if err != nil {
 		return err

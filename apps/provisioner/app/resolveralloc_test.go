@@ -8,7 +8,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // maxResolverAllocs bounds the heap allocations of one resolver answer from

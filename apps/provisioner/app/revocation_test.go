@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/internal/natstest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 // accountClaims reads the account JWT the resolver serves.

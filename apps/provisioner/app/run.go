@@ -7,12 +7,9 @@ package app
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 
 	"github.com/rxc-project/rxc/apps/internal/appenv"
-	"github.com/rxc-project/rxc/apps/internal/buildinfo"
-	"github.com/rxc-project/rxc/apps/internal/healthprobe"
 )
 
 const usage = `usage: provisioner <command> [flags]
@@ -34,6 +31,9 @@ Run "provisioner <command> -h" for a command's flags and the environment variabl
 type healthConfig struct {
 	ListenAddr string `envconfig:"LISTEN_ADDR" default:":8080"`
 }
+
+// ListenAddress implements appenv.Listener.
+func (c healthConfig) ListenAddress() string { return c.ListenAddr }
 
 // command is one subcommand's help: the first line of text is the usage,
 // then what it does.
@@ -76,14 +76,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = appenv.Migrate(ctx, stdout, stderr, applyMigrations)
 	case "reseal":
 		err = reseal(ctx, stdout, stderr)
-	case "healthcheck":
-		var cfg healthConfig
-		if err = appenv.Load(&cfg); err == nil {
-			err = healthprobe.Check(ctx, cfg.ListenAddr, "/healthz")
-		}
-	case "version":
-		fmt.Fprintln(stdout, "provisioner", buildinfo.Version)
-		return 0
+	default: // healthcheck, version
+		return appenv.ServiceTail[healthConfig](ctx, "provisioner", args[0], "/healthz", stdout, stderr)
 	}
 	return appenv.Exit("provisioner", err, stderr)
 }

@@ -35,12 +35,10 @@ import (
 
 // serve runs the resolver and the API until ctx ends.
 func serve(ctx context.Context, stderr io.Writer) error {
-	cfg, err := LoadServeConfig()
-	if err != nil {
-		return err
-	}
-	return appenv.Serve(ctx, cfg, cfg.LogLevel, stderr, NewServer)
+	return appenv.ServeCommand(ctx, stderr, LoadServeConfig, ServeConfig.level, NewServer)
 }
+
+func (c ServeConfig) level() string { return c.LogLevel }
 
 // Server is a wired provisioner.
 type Server struct {

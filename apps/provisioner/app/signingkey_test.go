@@ -21,10 +21,29 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/apps/provisioner/app"
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // resolverJWT is the account JWT the provisioner's resolver answers.
+// serveAccountJWT puts tok in the database as the account's JWT, waits
+// until the resolver answers it, and restarts nats-server, which asks the
+// resolver when it loads the account.
+func serveAccountJWT(t *testing.T, s *provisionertest.Stack, pool *pgxpool.Pool, accountID, tok string) {
+	t.Helper()
+	h := sha256.Sum256([]byte(tok))
+	if _, err := pool.Exec(context.Background(), `UPDATE nats_accounts SET jwt = $2, jwt_hash = $3 WHERE account_id = $1`, accountID, tok, hex.EncodeToString(h[:])); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); resolverJWT(t, s, accountID) != tok; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the resolver never answered the JWT put in the database")
+		}
+	}
+	s.StopNATS()
+	s.StartNATS()
+	s.WaitNATSReady()
+}
+
 func resolverJWT(t *testing.T, s *provisionertest.Stack, pk string) string {
 	t.Helper()
 	resp, err := http.Get(s.URL + "/jwt/v1/accounts/" + pk)
@@ -244,18 +263,7 @@ func TestOperatorSigningKeyRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := sha256.Sum256([]byte(old))
-	if _, err := pool.Exec(context.Background(), `UPDATE nats_accounts SET jwt = $2, jwt_hash = $3 WHERE account_id = $1`, u.AccountID, old, hex.EncodeToString(h[:])); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); resolverJWT(t, s, u.AccountID) != old; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the resolver never answered the old-key JWT")
-		}
-	}
-	s.StopNATS()
-	s.StartNATS()
-	s.WaitNATSReady()
+	serveAccountJWT(t, s, pool, u.AccountID, old)
 	if _, err := connectSensor(t, s, u); err == nil {
 		t.Fatal("nats-server accepted a sensor whose account JWT is signed by the removed signing key")
 	}

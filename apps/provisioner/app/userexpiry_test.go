@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // With SENSOR_USER_JWT_TTL, POST /users hands out a sensor user JWT

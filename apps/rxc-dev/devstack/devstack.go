@@ -24,10 +24,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/loopback"
+	"github.com/rxc-project/rxc/adapters/postgres/fleetseed"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/core/ids"
-	"github.com/rxc-project/rxc/internal/fleetseed"
-	"github.com/rxc-project/rxc/internal/loopback"
 	"github.com/rxc-project/rxc/sdk/atomicfile"
 )
 

@@ -30,6 +30,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/openai/openaitest"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/apps/rxc-dev/devstack"
+	"github.com/rxc-project/rxc/internal/waitfor"
 )
 
 // stateDir is a fresh state folder PostgreSQL's user can reach when the
@@ -130,13 +131,7 @@ type tenant struct {
 
 func waitUntil(t *testing.T, limit time.Duration, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.Until(t, limit, what, ok)
 }
 
 type enrolment struct {

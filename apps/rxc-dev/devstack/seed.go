@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/rxc-project/rxc/internal/fleetseed"
+	"github.com/rxc-project/rxc/adapters/postgres/fleetseed"
 )
 
 // seedKeepAlive is how often the seeded live sensors are refreshed: well

@@ -78,12 +78,10 @@ type Agent struct {
 	cmds    *sensorclient.Commands
 	last    RunnerState
 	failure string // detail of a failed start or stop
-	// results are the outcomes of the latest commands, oldest first, at
-	// most sensorclient.MaxResults; every status report repeats them.
-	results []sensorclient.CommandResult
-	// resultsMu orders the writes of results to disk.
-	resultsMu sync.Mutex
-	grpcDown  bool
+	// outbox keeps every command result until the control plane confirms
+	// it recorded it; status reports carry them in turn.
+	outbox   *sensorclient.Outbox
+	grpcDown bool
 	// applied are the commands applied and not expired
 	// (sensorclient.AppliedFile).
 	applied appliedSet
@@ -110,8 +108,10 @@ func NewAgent(cfg AgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Read again, with a warning when unreadable, once the sensor starts.
+	outbox, _ := dir.OpenOutbox(nil)
 	return &Agent{
-		cfg: cfg, log: cfg.Logger, dir: dir, enroller: enroller,
+		cfg: cfg, log: cfg.Logger, dir: dir, enroller: enroller, outbox: outbox,
 		events: make(chan *sensorpb.SensorEvent, eventQueueSize), changed: make(chan struct{}, 1),
 	}, nil
 }
@@ -137,7 +137,7 @@ func (a *Agent) start(ctx context.Context) error {
 	}
 	a.st = st
 	a.log = a.log.With(logkey.Tenant, st.TenantID, logkey.Sensor, st.SensorID)
-	if a.results, err = a.dir.LoadResults(); err != nil {
+	if a.outbox, err = a.dir.OpenOutbox(nil); err != nil {
 		a.log.Warn("command results kept before the restart are unreadable; starting without them", logkey.Error, err)
 	}
 	a.loadApplied()

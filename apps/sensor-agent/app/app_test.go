@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rxc-project/rxc/internal/logbuf"
+	"github.com/rxc-project/rxc/internal/waitfor"
 	sensorpb "github.com/rxc-project/rxc/proto"
 	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
@@ -118,13 +119,7 @@ func TestRunWithoutStateOrClaimCodeExplains(t *testing.T) {
 
 func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.Until(t, limit, what, ok)
 }
 
 func TestSimulatedRunnerEmitsPlausibleAlertsWhileRunning(t *testing.T) {

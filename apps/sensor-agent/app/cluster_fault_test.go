@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/internal/natstest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 // consumersOn counts the sensor consumers (of the command stream) node holds

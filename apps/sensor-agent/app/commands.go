@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/rxc-project/rxc/sdk/logkey"
@@ -29,7 +28,7 @@ func (a *Agent) apply(ctx context.Context, c sensorclient.Command) {
 	a.markApplied(c)
 	a.observe()
 	_, detail := a.reported()
-	a.remember(sensorclient.CommandResult{CommandID: c.CommandID, Outcome: sensorclient.OutcomeApplied, Detail: detail, At: time.Now().UTC()})
+	a.remember(sensorclient.CommandResult{CommandID: c.CommandID, Outcome: sensorclient.OutcomeApplied, Detail: detail, At: time.Now().UTC()}, c.ExpiresAt)
 	a.publish(ctx, c.CommandID)
 }
 
@@ -42,39 +41,41 @@ func (a *Agent) skipped(ctx context.Context, c sensorclient.Command, err error) 
 	a.remember(sensorclient.CommandResult{
 		CommandID: c.CommandID, Outcome: sensorclient.OutcomeRefused, Reason: sensorclient.RefusalReason(err),
 		Detail: "command not applied: " + err.Error(), At: time.Now().UTC(),
-	})
+	}, c.ExpiresAt)
 	state, _ := a.reported()
 	a.report(ctx, sensorclient.Status{State: state, CommandID: c.CommandID, Detail: "command not applied: " + err.Error()})
 }
 
-// remember keeps r among the latest results, on disk too: an agent
-// restarted before the control plane recorded a result still reports it,
-// and does not apply that command again when it is delivered again.
-func (a *Agent) remember(r sensorclient.CommandResult) {
-	a.resultsMu.Lock()
-	defer a.resultsMu.Unlock()
-	a.mu.Lock()
-	a.results = append(a.results, r)
-	if len(a.results) > sensorclient.MaxResults {
-		a.results = a.results[len(a.results)-sensorclient.MaxResults:]
+// remember keeps r, the result of a command expiring at expiresAt, in the
+// outbox (on disk too) until the control plane confirms it recorded it: an
+// agent restarted before that still reports it, and does not apply that
+// command again when it is delivered again.
+func (a *Agent) remember(r sensorclient.CommandResult, expiresAt time.Time) {
+	_, lost, err := a.outbox.Add(r, expiresAt)
+	for _, id := range lost {
+		a.log.Warn("command result forgotten before the control plane recorded it (outbox full or result too old)", logkey.Command, id)
 	}
-	kept := slices.Clone(a.results)
-	a.mu.Unlock()
-	if err := a.dir.SaveResults(kept); err != nil {
+	if err != nil {
 		a.log.Warn("save command results", logkey.Error, err)
 	}
 }
 
 // known reports whether a result for the command is kept.
-func (a *Agent) known(id string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, r := range a.results {
-		if r.CommandID == id {
-			return true
+func (a *Agent) known(id string) bool { return a.outbox.Has(id) }
+
+// confirmed forgets the results the control plane recorded and, when
+// others still wait, reports them at once.
+func (a *Agent) confirmed(c sensorclient.Confirmation) {
+	n, err := a.outbox.Confirm(c.Recorded)
+	if err != nil {
+		a.log.Warn("save command results", logkey.Error, err)
+	}
+	if n > 0 {
+		a.log.Debug("command results recorded by the control plane", "count", n)
+		if a.outbox.Unconfirmed() > 0 {
+			a.notify()
 		}
 	}
-	return false
 }
 
 func (a *Agent) setDesired(s sensorclient.ReportedState) {

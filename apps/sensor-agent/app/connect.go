@@ -35,7 +35,7 @@ func (a *Agent) newCommands() error {
 	cmds, err := sensorclient.NewCommands(sensorclient.CommandsConfig{
 		TenantID: st.TenantID, SensorID: st.SensorID, NATS: *st.NATS, Creds: st.Creds,
 		Name: "rxc-sensor-" + st.SensorID, Backoff: a.cfg.Backoff,
-		Handle: a.apply, Skipped: a.skipped, Connected: a.notify,
+		Handle: a.apply, Skipped: a.skipped, Connected: a.notify, Confirmed: a.confirmed,
 		Logger: a.log.With("component", "nats"),
 	})
 	if err != nil {

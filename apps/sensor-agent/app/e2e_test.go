@@ -21,11 +21,12 @@ import (
 	"github.com/nats-io/nkeys"
 
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/apps/controlplane/controlplanetest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/apps/sensor-agent/app"
-	"github.com/rxc-project/rxc/internal/controlplanetest"
 	"github.com/rxc-project/rxc/internal/logbuf"
 	"github.com/rxc-project/rxc/internal/pgtest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/internal/waitfor"
 	sensorpb "github.com/rxc-project/rxc/proto"
 	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
@@ -78,15 +79,19 @@ func (b *logBuffer) has(from int, substr string, attrs map[string]string) bool {
 
 func (b *logBuffer) len() int { return len(b.String()) }
 
+// agentUser is the NATS user of the agent's current creds.
+func agentUser(t *testing.T, stateDir string) *jwt.UserClaims {
+	t.Helper()
+	creds, err := os.ReadFile(filepath.Join(stateDir, "nats.creds"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return provisionertest.UserClaims(t, creds)
+}
+
 func waitUntil(t *testing.T, limit time.Duration, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	waitfor.Until(t, limit, what, ok)
 }
 
 // plane is the real control plane (controlplanetest) on a fixed HTTP port,
@@ -557,27 +562,10 @@ func TestAgentTakesNewNATSCredentialsAfterAnUpgradeRevokedItsUser(t *testing.T) 
 	p.setUpTenant()
 	stateDir := filepath.Join(t.TempDir(), "sensor")
 	a, id := p.enrolAgent(stateDir)
-	user := func() *jwt.UserClaims {
-		creds, err := os.ReadFile(filepath.Join(stateDir, "nats.creds"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok, err := jwt.ParseDecoratedJWT(creds)
-		if err != nil {
-			t.Fatal(err)
-		}
-		uc, err := jwt.DecodeUserClaims(tok)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return uc
-	}
+	user := func() *jwt.UserClaims { return agentUser(t, stateDir) }
 	old := user()
 	mark := a.log.len()
-	account := old.IssuerAccount // set when a signing key signed the user
-	if account == "" {
-		account = old.Issuer
-	}
+	account := provisionertest.UserAccount(old)
 	if status, body := prov.Post("/revoke", map[string]string{"accountId": account, "userPubKey": old.Subject}); status != 200 {
 		t.Fatalf("revoke the sensor's NATS user: %d %s", status, body)
 	}
@@ -787,27 +775,10 @@ func TestAgentTakesNewNATSCredentialsAfterATenantReissue(t *testing.T) {
 	p.setUpTenant()
 	stateDir := filepath.Join(t.TempDir(), "sensor")
 	a, id := p.enrolAgent(stateDir)
-	user := func() *jwt.UserClaims {
-		creds, err := os.ReadFile(filepath.Join(stateDir, "nats.creds"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tok, err := jwt.ParseDecoratedJWT(creds)
-		if err != nil {
-			t.Fatal(err)
-		}
-		uc, err := jwt.DecodeUserClaims(tok)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return uc
-	}
+	user := func() *jwt.UserClaims { return agentUser(t, stateDir) }
 	old := user()
 	mark := a.log.len()
-	account := old.IssuerAccount
-	if account == "" {
-		account = old.Issuer
-	}
+	account := provisionertest.UserAccount(old)
 	// Revocations of other keys of the tenant until the list passes its
 	// bound and the tenant is re-issued with a "*" entry.
 	for i := 0; ; i++ {

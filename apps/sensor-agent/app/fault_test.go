@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxc-project/rxc/internal/controlplanetest"
+	"github.com/rxc-project/rxc/apps/controlplane/controlplanetest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/internal/natstest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 // count is how many records from offset 0 have msg containing substr and

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxc-project/rxc/internal/provisionertest"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 

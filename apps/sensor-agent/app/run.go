@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rxc-project/rxc/apps/internal/appmain"
 	"github.com/rxc-project/rxc/apps/internal/buildinfo"
 	sensorpb "github.com/rxc-project/rxc/proto"
 	"github.com/rxc-project/rxc/sdk/logkey"
@@ -165,21 +166,8 @@ func envOr(name, def string) string {
 	return def
 }
 
-// wantsHelp tells whether args ask for help before any "--".
-func wantsHelp(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "--":
-			return false
-		case "-h", "-help", "--help", "help":
-			return true
-		}
-	}
-	return false
-}
-
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if wantsHelp(args) {
+	if appmain.WantsHelp(args) {
 		fmt.Fprint(stdout, "usage: sensor-agent run [flags]\n\nEnrols (first run, with a claim code) or resumes a sensor and serves it until SIGINT or SIGTERM.\n"+
 			"Each flag falls back to the environment variable named in its description.\n\nflags:\n")
 		_, _ = parseRunFlags([]string{"-h"}, stdout)

@@ -84,9 +84,7 @@ func (a *Agent) report(ctx context.Context, s sensorclient.Status) {
 		return
 	}
 	s.At, s.AgentVersion = time.Now().UTC(), a.cfg.Version
-	a.mu.Lock()
-	s.Results = append([]sensorclient.CommandResult(nil), a.results...)
-	a.mu.Unlock()
+	s.Results = a.outbox.Due(sensorclient.MaxResults)
 	pctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	if err := cmds.PublishStatus(pctx, s); err != nil {

@@ -15,24 +15,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rxc-project/rxc/core/audit"
+	"github.com/rxc-project/rxc/core/contracttest"
 )
 
 // Run runs the suite; newStore returns a fresh, empty store per subtest.
 func Run(t *testing.T, newStore func(t *testing.T) audit.Store) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s audit.Store)
-	}{
+	contracttest.Run(t, newStore, contracttest.Cases[audit.Store]{
 		{"RoundTrip", testRoundTrip},
 		{"Filters", testFilters},
 		{"Paging", testPaging},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			tt.fn(t, newStore(t))
-		})
-	}
+	})
 }
 
 var t0 = time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)

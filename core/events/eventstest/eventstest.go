@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxc-project/rxc/core/contracttest"
 	"github.com/rxc-project/rxc/core/events"
 )
 
@@ -26,21 +27,12 @@ type Harness struct {
 
 // Run runs the suite; newHarness returns a fresh, empty store per subtest.
 func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, h Harness)
-	}{
+	contracttest.Run(t, newHarness, contracttest.Cases[Harness]{
 		{"WriteOnce", testWriteOnce},
 		{"SameIDOtherTenantOrTimeIsAnotherEvent", testIdentity},
 		{"RefusesWhatItCannotHold", testRefuses},
 		{"EventsAfterRevocationAreNotStored", testRevocation},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			tt.fn(t, newHarness(t))
-		})
-	}
+	})
 }
 
 // Day is the day the suite's events happen, just before midnight so a

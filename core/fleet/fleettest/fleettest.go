@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rxc-project/rxc/core/contracttest"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -33,10 +34,7 @@ type Store interface {
 
 // Run runs the suite; newStore returns a fresh, empty store per subtest.
 func Run(t *testing.T, newStore func(t *testing.T) Store) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s Store)
-	}{
+	contracttest.Run(t, newStore, contracttest.Cases[Store]{
 		{"CreateTenantCreateOrReturn", testCreateTenant},
 		{"CreateTenantConcurrent", testCreateTenantConcurrent},
 		{"TenantProvisioning", testTenantProvisioning},
@@ -54,6 +52,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"MarkSilent", testMarkSilent},
 		{"RevokeSensor", testRevokeSensor},
 		{"Commands", testCommands},
+		{"CommandOutcomes", testCommandOutcomes},
 		{"SensorFilter", testSensorFilter},
 		{"ListSensors", testListSensors},
 		{"CountSensors", testCountSensors},
@@ -64,13 +63,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Decommission", testDecommission},
 		{"DeleteTenant", testDeleteTenant},
 		{"Locker", testLocker},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			tt.fn(t, newStore(t))
-		})
-	}
+	})
 }
 
 var t0 = time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
@@ -1059,8 +1052,8 @@ func testCommands(t *testing.T, s Store) {
 		t.Errorf("pending (-want +got):\n%s", diff)
 	}
 	n, err := s.ExpireCommands(ctx, t0.Add(12*time.Minute+time.Second))
-	if err != nil || n != 2 {
-		t.Errorf("expire = %d, %v; want 2 (cmd-3 and s2's)", n, err)
+	if err != nil || n != 3 {
+		t.Errorf("expire = %d, %v; want 3 (cmd-3, s2's, and cmd-1: accepted, never reported on)", n, err)
 	}
 
 	// History, newest first, in pages.
@@ -1082,7 +1075,7 @@ func testCommands(t *testing.T, s Store) {
 		last := page[len(page)-1]
 		after = fleet.CommandCursor{IssuedAt: last.IssuedAt, ID: last.ID}
 	}
-	want2 := [][]string{{"cmd-4:pending", "cmd-3:expired"}, {"cmd-2:failed", "cmd-1:accepted"}}
+	want2 := [][]string{{"cmd-4:pending", "cmd-3:expired"}, {"cmd-2:failed", "cmd-1:expired"}}
 	if diff := cmp.Diff(want2, pages); diff != "" {
 		t.Errorf("history pages (-want +got):\n%s", diff)
 	}

@@ -21,15 +21,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rxc-project/rxc/core/contracttest"
 	"github.com/rxc-project/rxc/core/operators"
 )
 
 // Run runs the suite; newStore returns a fresh, empty store per subtest.
 func Run(t *testing.T, newStore func(t *testing.T) operators.Store) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s operators.Store)
-	}{
+	contracttest.Run(t, newStore, contracttest.Cases[operators.Store]{
 		{"Operators", testOperators},
 		{"UpdateOperator", testUpdateOperator},
 		{"LastAdminUnderConcurrentChanges", testLastAdminConcurrent},
@@ -38,13 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) operators.Store) {
 		{"APITokens", testAPITokens},
 		{"LoginFailures", testLoginFailures},
 		{"SecondFactor", testSecondFactor},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			tt.fn(t, newStore(t))
-		})
-	}
+	})
 }
 
 var t0 = time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)

@@ -26,7 +26,7 @@ type claims struct {
 	Type        string                    `json:"type"` // "account" or "user"
 	Account     *provisioning.AccountSpec `json:"account,omitempty"`
 	User        string                    `json:"user,omitempty"`
-	Issuer      string                    `json:"issuer,omitempty"` // the account that signed a user
+	Issuer      string                    `json:"issuer,omitempty"` // the account that signed a user, the operator key that signed an account
 	Permissions *topology.Permissions     `json:"permissions,omitempty"`
 	ExpiresAt   time.Time                 `json:"expiresAt"`
 	Serial      int                       `json:"serial"` // every JWT differs, as with a JWT id
@@ -56,6 +56,7 @@ func decode(jwt string) (claims, error) {
 type Signer struct {
 	mu     sync.Mutex
 	serial int
+	issuer string // the operator key accounts are signed with, when known
 	// SignErr, when set, fails SignAccount.
 	SignErr error
 }
@@ -64,6 +65,13 @@ var (
 	_ provisioning.Signer       = (*Signer)(nil)
 	_ provisioning.ClaimsReader = (*Signer)(nil)
 )
+
+// setIssuer makes the accounts signed from now on name pub as their issuer.
+func (s *Signer) setIssuer(pub string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.issuer = pub
+}
 
 func (s *Signer) next() int {
 	s.mu.Lock()
@@ -81,13 +89,13 @@ func (s *Signer) NewAccountKey() (string, []byte, error) {
 // SignAccount implements provisioning.Signer.
 func (s *Signer) SignAccount(spec provisioning.AccountSpec) (string, error) {
 	s.mu.Lock()
-	err := s.SignErr
+	err, issuer := s.SignErr, s.issuer
 	s.mu.Unlock()
 	if err != nil {
 		return "", err
 	}
 	spec.Revocations = slices.Clone(spec.Revocations)
-	return encode(claims{Type: "account", Account: &spec, Serial: s.next()}), nil
+	return encode(claims{Type: "account", Account: &spec, Issuer: issuer, Serial: s.next()}), nil
 }
 
 // MintUser implements provisioning.Signer.
@@ -157,7 +165,7 @@ func (s *Signer) HasPermissions(userJWT string, p topology.Permissions) (bool, e
 	if err != nil {
 		return false, err
 	}
-	return sameSet(got.Publish, p.Publish) && sameSet(got.Subscribe, p.Subscribe), nil
+	return sameSet(got.Publish, p.Publish) && sameSet(got.Subscribe, p.Subscribe) && got.Responses == p.Responses, nil
 }
 
 func sameSet(a, b []string) bool {

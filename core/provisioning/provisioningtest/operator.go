@@ -80,12 +80,48 @@ func (a *Authority) HoldsKey(op provisioning.Operator, pub string) error {
 	return fmt.Errorf("it holds key %s but the store's operator is %s", pub, op.PubKey)
 }
 
-// AccountSigner implements provisioning.OperatorAuthority.
+// AccountSigner implements provisioning.OperatorAuthority. The accounts
+// the signer signs from then on name the signing seed's key as their
+// issuer (AccountIssuer).
 func (a *Authority) AccountSigner(signingSeed []byte, controlAccount string) (provisioning.Signer, error) {
 	a.mu.Lock()
 	a.Signers = append(a.Signers, [2]string{string(signingSeed), controlAccount})
 	a.mu.Unlock()
+	pub, err := a.PublicKeyFromSeed(signingSeed)
+	if err != nil {
+		return nil, err
+	}
+	a.Signer.setIssuer(pub)
 	return &a.Signer, nil
+}
+
+// ReadOperator implements provisioning.OperatorAuthority.
+func (a *Authority) ReadOperator(tok string) (string, provisioning.OperatorJWT, error) {
+	var o operatorJWT
+	raw, ok := strings.CutPrefix(tok, "fakeoperator.")
+	if !ok || json.Unmarshal([]byte(raw), &o) != nil {
+		return "", provisioning.OperatorJWT{}, errors.New("not an operator JWT of the fake authority")
+	}
+	return o.Identity, o.Spec, nil
+}
+
+// AccountIssuer implements provisioning.OperatorAuthority: the key whose
+// seed AccountSigner was last given when the account was signed.
+func (a *Authority) AccountIssuer(accountJWT string) (string, error) {
+	c, err := decode(accountJWT)
+	if err != nil || c.Type != "account" {
+		return "", errors.New("not an account JWT of the fake signer")
+	}
+	return c.Issuer, nil
+}
+
+// CheckResolverURL implements provisioning.OperatorAuthority: http(s) URLs
+// ending in "/".
+func (a *Authority) CheckResolverURL(url string) error {
+	if (strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://")) && strings.HasSuffix(url, "/") {
+		return nil
+	}
+	return fmt.Errorf("resolver URL %q: not http(s) ending in /", url)
 }
 
 // SignOperator implements provisioning.OperatorAuthority.
@@ -106,12 +142,8 @@ func (a *Authority) SignOperator(identitySeed []byte, spec provisioning.Operator
 
 // ParseOperatorJWT returns what an operator JWT of the fake says.
 func ParseOperatorJWT(tok string) (provisioning.OperatorJWT, error) {
-	var o operatorJWT
-	raw, ok := strings.CutPrefix(tok, "fakeoperator.")
-	if !ok || json.Unmarshal([]byte(raw), &o) != nil {
-		return provisioning.OperatorJWT{}, errors.New("not an operator JWT of the fake authority")
-	}
-	return o.Spec, nil
+	_, spec, err := (*Authority)(nil).ReadOperator(tok)
+	return spec, err
 }
 
 // ServerConfig implements provisioning.OperatorAuthority.

@@ -23,9 +23,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
+
+	"github.com/rxc-project/rxc/adapters/loopback"
 	"github.com/rxc-project/rxc/apps/provisioner/app"
 	"github.com/rxc-project/rxc/core/provisioning"
-	"github.com/rxc-project/rxc/internal/loopback"
 	"github.com/rxc-project/rxc/internal/natstest"
 	"github.com/rxc-project/rxc/internal/pgtest"
 )
@@ -344,4 +346,27 @@ func FreePort(t pgtest.TB) int {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// UserClaims decodes the user JWT of a .creds file's content.
+func UserClaims(t pgtest.TB, creds []byte) *jwt.UserClaims {
+	t.Helper()
+	tok, err := jwt.ParseDecoratedJWT(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := jwt.DecodeUserClaims(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uc
+}
+
+// UserAccount is the account a user belongs to: the issuer account when a
+// signing key signed the user, else the issuer.
+func UserAccount(uc *jwt.UserClaims) string {
+	if uc.IssuerAccount != "" {
+		return uc.IssuerAccount
+	}
+	return uc.Issuer
 }

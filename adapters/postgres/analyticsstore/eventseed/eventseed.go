@@ -1,9 +1,9 @@
-// Package eventstest gives tests the `events` table event ingestion writes
+// Package eventseed gives tests the `events` table event ingestion writes
 // (the control plane's migrations, 002_events.sql: partitioned by day) and
 // seeds it with plain SQL, creating each day's partition as the event
 // writer does. Should the migrations lack the table, it creates an
 // equivalent one with a default partition.
-package eventstest
+package eventseed
 
 import (
 	"context"

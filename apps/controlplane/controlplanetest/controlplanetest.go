@@ -22,9 +22,9 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/internal/logbuf"
 	"github.com/rxc-project/rxc/internal/pgtest"
-	"github.com/rxc-project/rxc/internal/provisionertest"
 )
 
 // The bootstrap operator every plane starts with.

@@ -8,10 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/rxc-project/rxc/adapters/postgres/migrate"
-	"github.com/rxc-project/rxc/internal/fleetseed"
+	"github.com/rxc-project/rxc/adapters/postgres/fleetseed"
 	"github.com/rxc-project/rxc/internal/pgtest"
-	"github.com/rxc-project/rxc/migrations"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -19,14 +17,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 func newDB(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := migrate.Apply(ctx, pool, "controlplane", migrations.ControlPlane); err != nil {
-		t.Fatal(err)
-	}
+	pool := pgtest.ControlPlanePool(t)
 	for _, id := range []string{"fleet", "other"} {
 		if _, err := pool.Exec(ctx, `INSERT INTO tenants (id, name, created_at) VALUES ($1, $1, now())`, id); err != nil {
 			t.Fatal(err)

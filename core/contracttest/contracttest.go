@@ -1,0 +1,29 @@
+// Package contracttest runs the store contract suites beside core's ports
+// (fleettest, operatorstest, audittest, eventstest, storetest,
+// analyticstest): every case as a parallel subtest on a fresh store, so
+// each implementation (PostgreSQL, in-memory) runs the same cases the same
+// way.
+package contracttest
+
+import "testing"
+
+// Cases are a suite's contracts in order: each its name and the check it
+// runs on a fresh S. The elements are written unkeyed, {"Name", check}.
+type Cases[S any] []struct {
+	Name string
+	Fn   func(t *testing.T, s S)
+}
+
+// Run runs every case as a parallel subtest on the S fresh makes for it.
+func Run[S any](t *testing.T, fresh func(t *testing.T) S, cases Cases[S]) {
+	t.Helper()
+	if len(cases) == 0 {
+		t.Fatal("contracttest: no cases; the suite would pass vacuously")
+	}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			t.Parallel()
+			c.Fn(t, fresh(t))
+		})
+	}
+}
