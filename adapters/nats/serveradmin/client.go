@@ -137,6 +137,11 @@ type Config struct {
 	// missing. When false (STARTUP_ENSURE_COMMAND_STREAM=false) the stream is
 	// managed elsewhere and only consumers are created.
 	ManageStream bool
+	// UpgradeLock, when set, is held while the command stream is carried
+	// over to limits retention (upgrade.go): replicas sharing it take turns,
+	// so only one upgrades and the others find the work done. nil: only
+	// this process's upgrades are serialised.
+	UpgradeLock func(ctx context.Context) (unlock func(), err error)
 	// ConsumerAckWait is how long a sensor has to ack a command before it is
 	// redelivered; defaults to 30s.
 	ConsumerAckWait time.Duration

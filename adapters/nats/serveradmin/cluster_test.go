@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -536,10 +537,33 @@ func TestClusterUpgradeFromWorkQueue(t *testing.T) {
 	publish("c2")
 	old.Close()
 
+	// Two replicas start with the new settings at once, sharing the lock the
+	// provisioner takes in PostgreSQL (here a channel): one upgrades, the
+	// other waits and finds the work done.
 	newCfg := e.config(urls)
 	newCfg.Stream.Replicas, newCfg.Stream.ConsumerReplicas, newCfg.Stream.Retention = 3, 1, serveradmin.RetentionLimits
-	upgraded := e.client(newCfg)
-	must(t, upgraded.EnsureStream(ctx))
+	turn := make(chan struct{}, 1)
+	var held atomic.Int32
+	newCfg.UpgradeLock = func(ctx context.Context) (func(), error) {
+		select {
+		case turn <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		held.Add(1)
+		return func() { <-turn }, nil
+	}
+	upgraded, other := e.client(newCfg), e.client(newCfg)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, c := range []*serveradmin.Client{upgraded, other} {
+		wg.Go(func() { errs[i] = c.EnsureStream(ctx) })
+	}
+	wg.Wait()
+	must(t, errors.Join(errs...))
+	if held.Load() == 0 {
+		t.Error("the upgrade ran without its lock")
+	}
 	st, err := adm.Stream(ctx, stream)
 	must(t, err)
 	if cfg := st.CachedInfo().Config; cfg.Retention != jetstream.LimitsPolicy || cfg.Replicas != 3 || len(cfg.Sources) != 0 || !slices.Equal(cfg.Subjects, []string{topology.CommandWildcard}) {

@@ -53,6 +53,16 @@ func (c *Client) upgradeStream(ctx context.Context, want jetstream.StreamConfig)
 	// consumer's missing stream both ensure the stream).
 	c.upgradeMu.Lock()
 	defer c.upgradeMu.Unlock()
+	// And one across replicas: two upgrading at once stalled nats-server.
+	// Each step reads the state afresh, so one that waited here finds the
+	// work done.
+	if c.cfg.UpgradeLock != nil {
+		unlock, err := c.cfg.UpgradeLock(ctx)
+		if err != nil {
+			return false, fmt.Errorf("command stream upgrade lock: %w", err)
+		}
+		defer unlock()
+	}
 	name, hold := want.Name, want.Name+holdingSuffix
 	var did bool
 	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rxc-project/rxc/adapters/postgres/pglock"
 	"github.com/rxc-project/rxc/adapters/seal"
 	"github.com/rxc-project/rxc/core/provisioning"
 )
@@ -894,4 +895,11 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// Lock waits until this replica holds the lock called name (a session-level
+// advisory lock, pglock), or until ctx ends: replicas take turns at a job
+// that must not run twice at once. A replica that dies releases it.
+func (s *Store) Lock(ctx context.Context, name string) (unlock func(), err error) {
+	return pglock.Lock(ctx, s.pool, name, 250*time.Millisecond)
 }

@@ -342,7 +342,10 @@ func (s *Server) buildNATS(ctx context.Context, store *provisionerstore.Store, o
 		Events: serveradmin.EventStreamConfig{
 			Name: eventStream, Replicas: cfg.EventsStreamReplicas, MaxAge: cfg.EventsStreamMaxAge, MaxBytes: cfg.EventsStreamMaxBytes,
 		},
-		ManageStream:    cfg.StartupEnsureCommandStream,
+		ManageStream: cfg.StartupEnsureCommandStream,
+		UpgradeLock: func(ctx context.Context) (func(), error) {
+			return store.Lock(ctx, "rxc-command-stream-upgrade")
+		},
 		ConsumerAckWait: cfg.ConsumerAckWait,
 		Logger:          log.With("component", "nats"),
 		RequestTimeout:  5 * time.Second,
