@@ -95,6 +95,16 @@ func issue(f *fixture, sensorID string, a fleet.Action, by string) (fleet.Comman
 	return c, err
 }
 
+// issued is issue by "ops" that must succeed.
+func (f *fixture) issued(t testing.TB, sensorID string, a fleet.Action) fleet.Command {
+	t.Helper()
+	c, err := issue(f, sensorID, a, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func sha(s string) []byte {
 	sum := sha256.Sum256([]byte(s))
 	return sum[:]
