@@ -17,8 +17,7 @@ import (
 
 func TestIssueClaimCodeLifetime(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	tests := []struct {
 		name    string
 		tenant  string
@@ -58,8 +57,7 @@ func TestIssueClaimCodeLifetime(t *testing.T) {
 
 func TestRedeemCreatesPendingSensor(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	tests := []struct {
 		name, sensorName, hostname, wantName string
 	}{
@@ -102,8 +100,7 @@ func TestRedeemCreatesPendingSensor(t *testing.T) {
 
 func TestRedeemRejectsUnusableCodesUniformly(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	issue := func(ttl time.Duration) (fleet.ClaimCode, string) {
 		c, code, err := f.svc.IssueClaimCode(f.ctx, "acme", ttl, "", "ops@example.com")
 		if err != nil {
@@ -146,8 +143,7 @@ func TestRedeemRejectsUnusableCodesUniformly(t *testing.T) {
 
 func TestRevokeClaimCode(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	c, code, _ := f.svc.IssueClaimCode(f.ctx, "acme", 0, "", "ops")
 	usedC, usedCode, _ := f.svc.IssueClaimCode(f.ctx, "acme", 0, "", "ops")
 	if _, err := f.svc.RedeemClaimCode(f.ctx, usedCode, ""); err != nil {
@@ -177,8 +173,7 @@ func TestRevokeClaimCode(t *testing.T) {
 
 func TestRedeemConcurrentlyExactlyOnce(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	_, code, err := f.svc.IssueClaimCode(f.ctx, "acme", 0, "", "ops")
 	if err != nil {
 		t.Fatal(err)
@@ -221,8 +216,7 @@ func TestRedeemConcurrentlyExactlyOnce(t *testing.T) {
 // before anyone acts on it; never the code.
 func TestClaimCodeRecord(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	issued, code, err := f.svc.IssueClaimCode(f.ctx, "acme", 0, "edge-1", "ops@example.com")
 	if err != nil {
 		t.Fatal(err)

@@ -15,8 +15,7 @@ import (
 
 func TestIssueCommandIdempotency(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r, _ := f.enrolled(t, "acme")
 	other, _ := f.enrolled(t, "acme")
 	first, created, err := f.svc.IssueCommand(f.ctx, r.SensorID, fleet.ActionStart, "ops", "k1")
@@ -58,8 +57,7 @@ func TestIssueCommandIdempotency(t *testing.T) {
 
 func TestReconcileCommands(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r, _ := f.enrolled(t, "acme")
 	f.pub.Fail(fmt.Errorf("nats: %w: %w", fleet.ErrMessagingUnavailable, fleet.ErrPublishUnknown))
 	young, err := issue(f, r.SensorID, fleet.ActionStart, "ops")
@@ -117,8 +115,7 @@ func TestReconcileCommands(t *testing.T) {
 
 func TestSensorCommandsHistory(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r, _ := f.enrolled(t, "acme")
 	var ids []string
 	for i := range 5 {

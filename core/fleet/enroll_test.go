@@ -15,8 +15,7 @@ import (
 
 func TestEnroll(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r := f.redeemed(t, "acme")
 	e, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("csr"))
 	if err != nil {
@@ -57,8 +56,7 @@ func TestEnroll(t *testing.T) {
 
 func TestEnrollRefusals(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	if _, _, err := f.svc.CreateTenant(f.ctx, "late", "late"); err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +115,7 @@ func TestEnrollRefusals(t *testing.T) {
 
 func TestEnrollConcurrentlyWithOneTokenStoresOnce(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r := f.redeemed(t, "acme")
 	const n = 10
 	var (
@@ -168,8 +165,7 @@ func TestEnrollWithoutProvisioningGivesNoNATSCredentials(t *testing.T) {
 
 func TestRenewReplacesSerial(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r, e := f.enrolled(t, "acme")
 	old := e.Certificate.Serial
 	f.clock.Advance(24 * time.Hour)
@@ -246,8 +242,7 @@ func TestRenewReplacesSerial(t *testing.T) {
 
 func TestAuthorizeSensor(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	f.provisionedTenant(t, "other")
 	r, e := f.enrolled(t, "acme")
 	pending := f.redeemed(t, "acme")
@@ -293,8 +288,7 @@ func TestAuthorizeSensor(t *testing.T) {
 
 func TestEnrollRacingRevocationRevokesTheNewNATSUser(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r := f.redeemed(t, "acme")
 	f.ca.OnSign = func(req fleet.CertRequest) {
 		if _, err := f.store.RevokeSensor(f.ctx, req.SensorID, "ops", f.clock.Now()); err != nil {
@@ -316,8 +310,7 @@ func TestEnrollRacingRevocationRevokesTheNewNATSUser(t *testing.T) {
 // revokes that user, not only the old one.
 func TestRenewRecordsNewNATSUser(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r, e := f.enrolled(t, "acme")
 	f.prov.UserGen = "-v2"
 	f.clock.Advance(2 * fleet.DefaultMinRenewInterval)
@@ -346,8 +339,7 @@ func TestRenewRecordsNewNATSUser(t *testing.T) {
 // is not exactly that request stays refused.
 func TestRenewalWhoseAnswerWasLostIsAnsweredAgain(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r, e := f.enrolled(t, "acme")
 	_, other := f.enrolled(t, "acme")
 	f.clock.Advance(24 * time.Hour)

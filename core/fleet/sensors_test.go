@@ -14,8 +14,7 @@ import (
 
 func TestIssueCommand(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r, _ := f.enrolled(t, "acme")
 	c, err := issue(f, r.SensorID, fleet.ActionStart, "ops@example.com")
 	if err != nil {
@@ -101,8 +100,7 @@ func status(state fleet.State, at time.Time, commandID string) fleet.StatusRepor
 
 func TestHandleStatus(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	f.provisionedTenant(t, "other")
 	r, _ := f.enrolled(t, "acme")
 	cmd := f.issued(t, r.SensorID, fleet.ActionStart)
@@ -155,8 +153,7 @@ func TestHandleStatus(t *testing.T) {
 
 func TestStatusDoesNotAcknowledgeAnotherSensorsCommand(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	a, _ := f.enrolled(t, "acme")
 	b, _ := f.enrolled(t, "acme")
 	cmd := f.issued(t, a.SensorID, fleet.ActionStop)
@@ -170,8 +167,7 @@ func TestStatusDoesNotAcknowledgeAnotherSensorsCommand(t *testing.T) {
 
 func TestMarkSilentOfflineAndCheckIn(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	quiet, qe := f.enrolled(t, "acme")
 	chatty, ce := f.enrolled(t, "acme")
 	revoked, re := f.enrolled(t, "acme")
@@ -245,8 +241,7 @@ func TestMarkSilentOfflineAndCheckIn(t *testing.T) {
 
 func TestRevokeSensor(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r, e := f.enrolled(t, "acme")
 	f.prov.RevokeErr = fmt.Errorf("provisioner: %w", fleet.ErrProvisionerUnavailable)
 
@@ -308,8 +303,7 @@ func FuzzHandleStatus(f *testing.F) {
 
 func TestHandleStatusBatch(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	a, _ := f.enrolled(t, "acme")
 	b, _ := f.enrolled(t, "acme")
 	cmdA := f.issued(t, a.SensorID, fleet.ActionStart)
@@ -350,8 +344,7 @@ func TestHandleStatusBatch(t *testing.T) {
 // apply in order, refusals touch nothing.
 func TestCheckInsBatch(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	f.provisionedTenant(t, "other")
 	a, ae := f.enrolled(t, "acme")
 	b, be := f.enrolled(t, "acme")
@@ -429,8 +422,7 @@ func TestCheckInsBatch(t *testing.T) {
 // that changes the address, or comes later, is written.
 func TestCheckInSkipsARedundantWrite(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	a, ae := f.enrolled(t, "acme")
 	serial := ae.Certificate.Serial
 	if err := f.svc.CheckIn(f.ctx, "acme", a.SensorID, serial, fleet.Contact{Address: "192.0.2.1", AgentVersion: "1.0.0"}); err != nil {
@@ -480,8 +472,7 @@ func applied(id string, at time.Time) fleet.CommandResult {
 // reports without results get no confirmation.
 func TestStatusResultsConfirmed(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	a, _ := f.enrolled(t, "acme")
 	b, _ := f.enrolled(t, "acme")
 	gone, _ := f.enrolled(t, "acme")
