@@ -75,6 +75,13 @@ func (a *fakeAuthorizer) revoke(serial string) {
 	a.revoked[serial] = true
 }
 
+// fail makes every authorization answer err from now on; nil ends that.
+func (a *fakeAuthorizer) fail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.failWith = err
+}
+
 func (a *fakeAuthorizer) callCount() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -588,26 +595,8 @@ func TestTerminateEndsLiveStreams(t *testing.T) {
 	f := start(t, withSink(sink))
 	victimCert, _ := f.enrol(t, "acme", "s1", true)
 	bystanderCert, _ := f.enrol(t, "acme", "s2", true)
-	ctx := testCtx(t)
-
-	open := func(cert tls.Certificate, id string) sensorpb.SensorEventStreamService_StreamEventsClient {
-		stream, err := sensorpb.NewSensorEventStreamServiceClient(f.sensor(t, cert)).StreamEvents(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := stream.Send(event(id)); err != nil {
-			t.Fatal(err)
-		}
-		// The event reaching the sink proves the stream is registered.
-		select {
-		case <-sink:
-		case <-ctx.Done():
-			t.Fatalf("event %s never arrived", id)
-		}
-		return stream
-	}
-	victim := open(victimCert, "v1")
-	bystander := open(bystanderCert, "b1")
+	victim := openStream(t, f, sink, victimCert, "v1")
+	bystander := openStream(t, f, sink, bystanderCert, "b1")
 	if st := f.srv.Stats(); st.EventStreams != 2 || st.Connections != 2 {
 		t.Fatalf("stats with two open streams: %+v, want 2 streams on 2 connections", st)
 	}
@@ -884,13 +873,9 @@ func TestStreamsRecheckRepeatedly(t *testing.T) {
 	f := start(t, withSink(sink), func(c *grpcmtls.Config) { c.RecheckInterval = 50 * time.Millisecond })
 	cert, id := f.enrol(t, "acme", "s1", true)
 	stream := openStream(t, f, sink, cert, "e1")
-	f.auth.mu.Lock()
-	base := f.auth.calls
-	f.auth.mu.Unlock()
+	base := f.auth.callCount()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		f.auth.mu.Lock()
-		n := f.auth.calls - base
-		f.auth.mu.Unlock()
+		n := f.auth.callCount() - base
 		if n >= 3 {
 			break
 		}
@@ -912,13 +897,9 @@ func TestRecheckKeepsStreamsWhenTheCheckFails(t *testing.T) {
 	f := start(t, withSink(sink))
 	cert, _ := f.enrol(t, "acme", "s1", true)
 	stream := openStream(t, f, sink, cert, "e1")
-	f.auth.mu.Lock()
-	f.auth.failWith = errDatabaseDown
-	f.auth.mu.Unlock()
+	f.auth.fail(errDatabaseDown)
 	f.srv.RecheckAll(testCtx(t))
-	f.auth.mu.Lock()
-	f.auth.failWith = nil
-	f.auth.mu.Unlock()
+	f.auth.fail(nil)
 	if err := stream.Send(event("e2")); err != nil {
 		t.Fatal(err)
 	}

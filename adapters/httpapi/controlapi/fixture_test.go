@@ -29,6 +29,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
 	"github.com/rxc-project/rxc/adapters/passwords"
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/adapters/seal"
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/clocktest"
@@ -127,10 +128,7 @@ func newEnv(t testing.TB, opt options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hasher, err := passwords.New(passwords.Config{MemoryKiB: 64, Time: 1, Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hasher := fastHasher(t)
 	ops, err := operators.New(operators.Config{Store: store, Hasher: hasher, Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +157,45 @@ func newEnv(t testing.TB, opt options) *env {
 // variant serves another API, configured by change, over the same
 // services, database and fakes, and logs in to it. It saves a database
 // for tests that compare configurations.
+// fastHasher hashes passwords with the cheapest Argon2id parameters, so
+// that tests log in quickly.
+func fastHasher(t testing.TB) *passwords.Hasher {
+	t.Helper()
+	hasher, err := passwords.New(passwords.Config{MemoryKiB: 64, Time: 1, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hasher
+}
+
+// newSealer seals second-factor secrets under a fresh random key.
+func newSealer(t testing.TB) *seal.Sealer {
+	t.Helper()
+	key := make([]byte, seal.KeySize)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := seal.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sealer
+}
+
+// withOperators is a variant of e whose operators service is built from
+// cfg on e's store and clock.
+func (e *env) withOperators(t testing.TB, cfg operators.Config) *env {
+	t.Helper()
+	cfg.Store, cfg.Clock = e.store, e.clock.Now
+	ops, err := operators.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := e.variant(t, func(c *controlapi.Config) { c.Operators = ops })
+	v.ops = ops
+	return v
+}
+
 func (e *env) variant(t testing.TB, change func(*controlapi.Config)) *env {
 	t.Helper()
 	cfg := e.cfg
