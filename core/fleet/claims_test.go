@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -178,34 +177,12 @@ func TestRedeemConcurrentlyExactlyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 50
-	var (
-		wg        sync.WaitGroup
-		mu        sync.Mutex
-		successes []fleet.Redemption
-		others    []error
-	)
-	start := make(chan struct{})
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			r, err := f.svc.RedeemClaimCode(f.ctx, code, "h")
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				successes = append(successes, r)
-			case !errors.Is(err, fleet.ErrInvalidClaimCode):
-				others = append(others, err)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if len(successes) != 1 || len(others) != 0 {
-		t.Fatalf("%d successes, unexpected errors %v; want exactly one success, the rest ErrInvalidClaimCode", len(successes), others)
+	successes, others := race(50, fleet.ErrInvalidClaimCode, func() (bool, error) {
+		_, err := f.svc.RedeemClaimCode(f.ctx, code, "h")
+		return err == nil, err
+	})
+	if successes != 1 || len(others) != 0 {
+		t.Fatalf("%d successes, unexpected errors %v; want exactly one success, the rest ErrInvalidClaimCode", successes, others)
 	}
 	if got := f.sensorCount(t); got != 1 {
 		t.Errorf("%d sensors, want 1", got)

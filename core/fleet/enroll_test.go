@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -117,29 +116,10 @@ func TestEnrollConcurrentlyWithOneTokenStoresOnce(t *testing.T) {
 	t.Parallel()
 	f := acmeFixture(t)
 	r := f.redeemed(t, "acme")
-	const n = 10
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		wins int
-		bad  []error
-	)
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("csr"))
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				wins++
-			case !errors.Is(err, fleet.ErrInvalidToken):
-				bad = append(bad, err)
-			}
-		}()
-	}
-	wg.Wait()
+	wins, bad := race(10, fleet.ErrInvalidToken, func() (bool, error) {
+		_, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("csr"))
+		return err == nil, err
+	})
 	if wins != 1 || len(bad) != 0 {
 		t.Fatalf("%d enrolments succeeded, unexpected errors %v; want exactly one", wins, bad)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/rxc-project/rxc/adapters/memory/fleetmem"
@@ -112,6 +113,36 @@ func (f *fixture) issued(t testing.TB, sensorID string, a fleet.Action) fleet.Co
 		t.Fatal(err)
 	}
 	return c
+}
+
+// race runs attempt n times at once. It counts the attempts that won and
+// keeps every error except loser, the answer a losing attempt may give
+// (with loser nil, every error is kept).
+func race(n int, loser error, attempt func() (won bool, err error)) (wins int, unexpected []error) {
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			won, err := attempt()
+			mu.Lock()
+			defer mu.Unlock()
+			if won {
+				wins++
+			}
+			if err != nil && !errors.Is(err, loser) {
+				unexpected = append(unexpected, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return wins, unexpected
 }
 
 func sha(s string) []byte {
