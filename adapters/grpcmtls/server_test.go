@@ -36,6 +36,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/grpcmtls"
 	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/adapters/x509ca/x509catest"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/internal/logbuf"
@@ -170,14 +171,7 @@ func withSink(s grpcmtls.EventSink) option { return func(c *grpcmtls.Config) { c
 
 func start(t testing.TB, opts ...option) *fixture {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "ca")
-	if _, err := x509ca.Init(dir, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509ca.Load(x509ca.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, dir := x509catest.New(t, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}, x509ca.Config{})
 	f := &fixture{
 		ca: ca, caDir: dir,
 		auth: &fakeAuthorizer{active: map[string]grpcmtls.Identity{}, revoked: map[string]bool{}},
@@ -193,6 +187,7 @@ func start(t testing.TB, opts ...option) *fixture {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	var err error
 	f.srv, err = grpcmtls.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -219,18 +214,8 @@ func start(t testing.TB, opts ...option) *fixture {
 // active, tells the authorizer its serial.
 func (f *fixture) enrol(t testing.TB, tenantID, sensorID string, active bool) (tls.Certificate, grpcmtls.Identity) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	issued, err := f.ca.SignCSR(fleet.CertRequest{
-		CSRPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr}),
-		TenantID: tenantID, SensorID: sensorID,
-	})
+	key, csr := x509catest.KeyCSR(t)
+	issued, err := f.ca.SignCSR(fleet.CertRequest{CSRPEM: csr, TenantID: tenantID, SensorID: sensorID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -745,14 +730,7 @@ func TestShutdownIsBounded(t *testing.T) {
 
 func TestNewRefusesWeakConfig(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "ca")
-	if _, err := x509ca.Init(dir, x509ca.InitOptions{DNSNames: []string{"localhost"}}); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509ca.Load(x509ca.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := x509catest.Localhost(t)
 	good := grpcmtls.Config{TLS: ca.ServerTLSConfig(), Authorizer: &fakeAuthorizer{}, Heartbeats: &fakeHeartbeats{}}
 	tests := []struct {
 		name   string

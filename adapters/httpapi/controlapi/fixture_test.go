@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +27,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
 	"github.com/rxc-project/rxc/adapters/seal"
 	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/adapters/x509ca/x509catest"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/clocktest"
 	"github.com/rxc-project/rxc/core/fleet"
@@ -101,14 +98,7 @@ func newEnv(t testing.TB, opt options) *env {
 		t.Fatal(err)
 	}
 	clk := clocktest.New(time.Now().UTC().Truncate(time.Second))
-	dir := t.TempDir() + "/ca"
-	if _, err := x509ca.Init(dir, x509ca.InitOptions{DNSNames: []string{"cp.example"}}); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509ca.Load(x509ca.Config{Dir: dir, Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, _ := x509catest.New(t, x509ca.InitOptions{DNSNames: []string{"cp.example"}}, x509ca.Config{Now: clk.Now})
 	// The provisioner and NATS are the fleet's shared fakes (core/fleet/fleettest).
 	prov, pub := &fleettest.Provisioner{}, &fleettest.Publisher{}
 	// As the control plane builds them: the gRPC server on the fleet's
@@ -348,17 +338,12 @@ func renewBody(t testing.TB, key *ecdsa.PrivateKey, certPEM, sensorID, csr strin
 	return string(data)
 }
 
+// newKeyCSR is x509catest.KeyCSR with the request as a string, as the
+// API's JSON carries it.
 func newKeyCSR(t testing.TB) (*ecdsa.PrivateKey, string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "ignored"}}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+	key, csr := x509catest.KeyCSR(t)
+	return key, string(csr)
 }
 
 func jsonString(t testing.TB, v any) string {

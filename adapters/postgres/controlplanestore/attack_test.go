@@ -3,7 +3,6 @@ package controlplanestore_test
 import (
 	"bytes"
 	"crypto/ecdsa"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/adapters/x509ca/x509catest"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -44,14 +44,9 @@ func acmeRealFleet(t *testing.T) *realFleet {
 
 func newRealFleet(t *testing.T) *realFleet {
 	t.Helper()
-	r := &realFleet{caDir: filepath.Join(t.TempDir(), "ca")}
-	if _, err := x509ca.Init(r.caDir, x509ca.InitOptions{DNSNames: []string{"localhost"}}); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509ca.Load(x509ca.Config{Dir: r.caDir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := &realFleet{}
+	ca, dir := x509catest.New(t, x509ca.InitOptions{DNSNames: []string{"localhost"}}, x509ca.Config{})
+	r.caDir = dir
 	r.fixture = newFixture(t, func(c *fleet.Config) { c.CA = ca; c.Clock = r.now; c.SensorCertTTL = 48 * time.Hour })
 	return r
 }
