@@ -13,6 +13,8 @@
 package lastknown
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,10 +23,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
 
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/sdk/atomicfile"
@@ -170,10 +174,51 @@ func (s *Store) Trust(operatorJWT string) error {
 // Callers hold s.mu or own s alone.
 func (s *Store) verify(pub, tok string) (int64, error) { return verify(s.trusted, pub, tok) }
 
+// verify is Store.verify with the keys given. It reads only the claims it
+// checks (subject, issuer, issue time), not the account's: a tenant's JWT
+// carries up to its bound (ACCOUNT_JWT_MAX_BYTES) of revocations, and
+// Observe sees every JWT a revocation signs. The signature covers the whole
+// JWT all the same. The subject must be pub and pub an account key: the
+// operator's keys sign no other JWT about an account key than the
+// account's own.
 func verify(trusted []string, pub, tok string) (int64, error) {
-	c, err := jwt.DecodeAccountClaims(tok)
+	if !nkeys.IsValidPublicAccountKey(pub) {
+		return 0, fmt.Errorf("%q is not an account key", pub)
+	}
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return 0, errors.New("not a JWT: want three parts")
+	}
+	header, claims, sig := parts[0], parts[1], parts[2]
+	var h struct {
+		Type      string `json:"typ"`
+		Algorithm string `json:"alg"`
+	}
+	data, err := base64.RawURLEncoding.DecodeString(header)
+	if err == nil {
+		err = json.Unmarshal(data, &h)
+	}
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("JWT header: %w", err)
+	}
+	if !strings.EqualFold(h.Type, jwt.TokenTypeJwt) || h.Algorithm != jwt.AlgorithmNkey {
+		return 0, fmt.Errorf("JWT header: type %q, algorithm %q", h.Type, h.Algorithm)
+	}
+	// The top of the claims first (the library writes them there), all
+	// of them only when that does not hold what verify reads.
+	c, err := jwtTop{}, errors.New("no claims")
+	if len(claims) > claimsHead {
+		if data, err = base64.RawURLEncoding.DecodeString(claims[:claimsHead]); err == nil {
+			c, err = topClaims(data)
+		}
+	}
+	if err != nil {
+		if data, err = base64.RawURLEncoding.DecodeString(claims); err != nil {
+			return 0, fmt.Errorf("JWT claims: %w", err)
+		}
+		if c, err = topClaims(data); err != nil {
+			return 0, fmt.Errorf("JWT claims: %w", err)
+		}
 	}
 	if c.Subject != pub {
 		return 0, fmt.Errorf("JWT of %s filed under %s", c.Subject, pub)
@@ -181,7 +226,77 @@ func verify(trusted []string, pub, tok string) (int64, error) {
 	if !slices.Contains(trusted, c.Issuer) {
 		return 0, fmt.Errorf("account %s: issued by %s, not a key of the operator", pub, c.Issuer)
 	}
+	signature, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		return 0, fmt.Errorf("JWT signature: %w", err)
+	}
+	issuer, err := nkeys.FromPublicKey(c.Issuer)
+	if err != nil {
+		return 0, fmt.Errorf("account %s: issuer: %w", pub, err)
+	}
+	// A version 2 JWT signs its header and claims (as jwt.Decode checks).
+	if err := issuer.Verify([]byte(tok[:len(header)+1+len(claims)]), signature); err != nil {
+		return 0, fmt.Errorf("account %s: signature: %w", pub, err)
+	}
 	return c.IssuedAt, nil
+}
+
+// claimsHead is how much of a JWT's encoded claims verify decodes first (a
+// multiple of 4 base64 characters): the subject, issuer and issue time
+// come within the first few hundred bytes.
+const claimsHead = 1024
+
+// jwtTop is what verify reads of a JWT's claims.
+type jwtTop struct {
+	Subject  string `json:"sub"`
+	Issuer   string `json:"iss"`
+	IssuedAt int64  `json:"iat"`
+}
+
+// topClaims reads the subject, issuer and issue time from the top level
+// of a JWT's claims and stops there: the library writes them before the
+// "nats" object that holds the account (read past only when they come
+// after it).
+func topClaims(data []byte) (jwtTop, error) {
+	var c jwtTop
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return c, errors.New("claims are not an object")
+	}
+	var have [3]bool
+	for !(have[0] && have[1] && have[2]) {
+		if !dec.More() {
+			break
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return c, err
+		}
+		var dst any
+		switch tok {
+		case "sub":
+			dst, have[0] = &c.Subject, true
+		case "iss":
+			dst, have[1] = &c.Issuer, true
+		case "iat":
+			dst, have[2] = &c.IssuedAt, true
+		default:
+			dst = &json.RawMessage{}
+		}
+		if err := dec.Decode(dst); err != nil {
+			return c, err
+		}
+	}
+	if !(have[0] && have[1] && have[2]) {
+		return c, errors.New("claims lack a subject, an issuer or an issue time")
+	}
+	// A value that ran to the end of the data may have been cut (a
+	// number at the end of a head reads as a smaller one): only the whole
+	// claims may end there.
+	if dec.InputOffset() >= int64(len(data)) {
+		return c, errors.New("claims end within what verify reads")
+	}
+	return c, nil
 }
 
 // Observe records an account JWT read from or written to the database. It

@@ -1,13 +1,16 @@
 package lastknown_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
 
 	"github.com/rxc-project/rxc/adapters/lastknown"
@@ -17,6 +20,7 @@ import (
 
 type operator struct {
 	pub    string
+	seed   []byte
 	signer *jwtauthority.Signer
 }
 
@@ -38,7 +42,7 @@ func newOperator(t *testing.T) operator {
 	if s, err = s.WithControlAccount(ctl); err != nil {
 		t.Fatal(err)
 	}
-	return operator{pub: pub, signer: s}
+	return operator{pub: pub, seed: seed, signer: s}
 }
 
 func (o operator) account(t *testing.T, kind provisioning.AccountKind, pub string, revoked ...string) provisioning.Account {
@@ -291,5 +295,106 @@ func TestSnapshotTrustsTheOperatorsSigningKeys(t *testing.T) {
 	}
 	if _, err := lastknown.Open(badPath, k[1].pub); err == nil || !strings.Contains(err.Error(), "does not verify") {
 		t.Fatalf("tampered operator JWT: %v", err)
+	}
+}
+
+// Observe reads only the few claims it files a JWT by, but the signature
+// still covers all of it: a JWT of the operator whose revocations (or issue
+// time) were changed afterwards is not kept, and neither is a JWT of
+// another type signed by the operator's key.
+func TestObserveChecksTheWholeSignature(t *testing.T) {
+	op := newOperator(t)
+	s, _ := lastknown.Open("", op.pub)
+	u1, u2 := userKey(t), userKey(t)
+	good := op.account(t, provisioning.KindTenant, "", u1, u2)
+	parts := strings.Split(good.JWT, ".")
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		t.Fatal(err)
+	}
+	reencode := func(change func(map[string]any)) string {
+		var c map[string]any
+		_ = json.Unmarshal(payload, &c)
+		change(c)
+		data, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parts[0] + "." + base64.RawURLEncoding.EncodeToString(data) + "." + parts[2]
+	}
+	for name, tok := range map[string]string{
+		"a revocation taken out": reencode(func(c map[string]any) {
+			delete(c["nats"].(map[string]any)["revocations"].(map[string]any), u1)
+		}),
+		"a later issue time": reencode(func(c map[string]any) { c["iat"] = claims["iat"].(float64) + 3600 }),
+		"the signature cut":  parts[0] + "." + parts[1] + "." + parts[2][:len(parts[2])-4],
+		"no signature":       parts[0] + "." + parts[1] + ".",
+	} {
+		s.Observe(provisioning.Account{PubKey: good.PubKey, Kind: provisioning.KindTenant, JWT: tok})
+		if _, ok := s.Get(good.PubKey); ok {
+			t.Fatalf("kept a JWT with %s", name)
+		}
+	}
+	// The operator's own JWT (signed by its key), filed under its subject.
+	okp, err := nkeys.FromSeed(op.seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otok, err := jwt.NewOperatorClaims(op.pub).Encode(okp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Observe(provisioning.Account{PubKey: op.pub, Kind: provisioning.KindTenant, JWT: otok})
+	if _, ok := s.Get(op.pub); ok {
+		t.Fatal("kept an operator JWT as an account's")
+	}
+	// Positive control: the JWT as signed is kept.
+	s.Observe(good)
+	if tok, ok := s.Get(good.PubKey); !ok || tok != good.JWT {
+		t.Fatal("the operator's account JWT as signed was not kept")
+	}
+}
+
+// verify reads the issue time from the head of the claims when it is
+// there: an issue time that the head cuts in two is read from the whole,
+// never as the smaller number the head holds (which would let an older JWT
+// replace it).
+func TestIssueTimeAtTheEdgeOfTheHead(t *testing.T) {
+	op := newOperator(t)
+	okp, err := nkeys.FromSeed(op.seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct, _, err := op.signer.NewAccountKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := base64.RawURLEncoding.EncodeToString([]byte(`{"typ":"JWT","alg":"ed25519-nkey"}`))
+	sign := func(pad int, iat int64) string {
+		claims := fmt.Sprintf(`{"jti":"x","pad":%q,"iat":%d,"iss":%q,"sub":%q,"nats":{"type":"account","version":2}}`,
+			strings.Repeat("p", pad), iat, op.pub, acct)
+		tok := header + "." + base64.RawURLEncoding.EncodeToString([]byte(claims))
+		sig, err := okp.Sign([]byte(tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok + "." + base64.RawURLEncoding.EncodeToString(sig)
+	}
+	// The head is 1,024 base64 characters, 768 bytes: put the issue time's
+	// digits across byte 768 ("{"jti":"x","pad":"" is 18 bytes, then the
+	// pad, then ","iat":", 8 more).
+	const late, early = 1_800_000_999, 1_800_000_500
+	for pad := 768 - 18 - 8 - 9; pad <= 768-18-8; pad++ {
+		s, _ := lastknown.Open("", op.pub)
+		newer := sign(pad, late)
+		s.Observe(provisioning.Account{PubKey: acct, Kind: provisioning.KindTenant, JWT: newer})
+		s.Observe(provisioning.Account{PubKey: acct, Kind: provisioning.KindTenant, JWT: sign(0, early)})
+		if tok, ok := s.Get(acct); !ok || tok != newer {
+			t.Fatalf("pad %d: an older JWT replaced one whose issue time crosses the head (or it was not kept)", pad)
+		}
 	}
 }

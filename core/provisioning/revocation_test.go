@@ -394,3 +394,65 @@ func TestRevocationOfAKeyOnceWithoutExpiryStays(t *testing.T) {
 		t.Error("the revocation of a key whose first JWT never expires left the list")
 	}
 }
+
+// A revocation is pushed again a resolver-cache lifetime (and a second)
+// after its push, for a nats-server that loaded the account from another
+// replica's stale cache in between. A burst of revocations of one tenant
+// is re-pushed once, after the last of them, with the JWT that carries
+// them all: not once per revocation (each re-push is a JWT of up to the
+// bound that every nats-server decodes).
+func TestABurstOfRevocationsIsRepushedOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *provisioning.Config) { c.ResolverCacheTTL = 100 * time.Millisecond })
+	acme := f.tenant(t, "acme")
+	other := f.tenant(t, "other")
+	const burst = 5
+	var last time.Time
+	for i := range burst {
+		if _, _, err := f.svc.Revoke(f.ctx, acme.PubKey, "U"+fmt.Sprintf("%055d", i)); err != nil {
+			t.Fatal(err)
+		}
+		last = time.Now()
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, _, err := f.svc.Revoke(f.ctx, other.PubKey, "U"+fmt.Sprintf("%055d", 99)); err != nil {
+		t.Fatal(err)
+	}
+	otherAt := time.Now()
+	// The first revocation's re-push was due 1.1 s after it, before the
+	// burst ended: it waits for the last one.
+	time.Sleep(time.Until(last.Add(800 * time.Millisecond)))
+	if n := len(f.pusher.Pushed(acme.PubKey)); n != burst {
+		t.Errorf("%d pushes of the tenant before the last revocation's re-push was due, want %d (no re-push yet)", n, burst)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(f.pusher.Pushed(acme.PubKey)) < burst+1 || len(f.pusher.Pushed(other.PubKey)) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("pushes: tenant %d, want %d; other tenant %d, want 2", len(f.pusher.Pushed(acme.PubKey)), burst+1, len(f.pusher.Pushed(other.PubKey)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if since := time.Since(last); since < 1100*time.Millisecond {
+		t.Errorf("re-pushed %v after the last revocation, want at least the cache lifetime and a second", since)
+	}
+	if since := time.Since(otherAt); since < 1100*time.Millisecond {
+		t.Errorf("other tenant re-pushed %v after its revocation, want at least 1.1 s", since)
+	}
+	pushed := f.pusher.Pushed(acme.PubKey)
+	cur, err := f.store.Account(f.ctx, acme.PubKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pushed[len(pushed)-1] != cur.JWT {
+		t.Error("the re-push is not the tenant's current JWT")
+	}
+	for i := range burst {
+		if !f.revokedIn(t, acme.PubKey, "U"+fmt.Sprintf("%055d", i)) {
+			t.Errorf("revocation %d is not in the re-pushed JWT", i)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if n := len(f.pusher.Pushed(acme.PubKey)); n != burst+1 {
+		t.Errorf("%d pushes of the tenant, want %d: one re-push for the burst", n, burst+1)
+	}
+}

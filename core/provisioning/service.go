@@ -76,6 +76,13 @@ type Service struct {
 	// replica's resolver cache (stale for up to its TTL) gets the
 	// revocation too. Zero without a cache.
 	repushAfter time.Duration
+	// repushDue holds, per account with a re-push pending, when it is due
+	// (see repushLater).
+	repushMu  sync.Mutex
+	repushDue map[string]time.Time
+	// kinds holds the kind of every account Revoke has seen (AccountKind
+	// by public key; see accountKind).
+	kinds sync.Map
 }
 
 // New checks cfg and returns a Service.
@@ -105,7 +112,7 @@ func New(cfg Config) (*Service, error) {
 		store: cfg.Store, signer: cfg.Signer, claims: cfg.Claims, pusher: cfg.Pusher, consumers: cfg.Consumers,
 		stream: cfg.Stream, events: cfg.EventStream, now: cfg.Clock, cache: newJWTCache(cfg.ResolverCacheTTL, cfg.Clock),
 		last: cfg.LastKnown, repushAfter: repushDelay(cfg.ResolverCacheTTL), userTTL: cfg.SensorUserTTL,
-		maxJWT: cfg.AccountJWTMaxBytes, undelivered: map[string]string{},
+		maxJWT: cfg.AccountJWTMaxBytes, undelivered: map[string]string{}, repushDue: map[string]time.Time{},
 	}, nil
 }
 
@@ -437,7 +444,7 @@ func (s *Service) mint(acct Account, u User, spec UserSpec) (User, MintedUser, e
 // ErrUndeliverable, when NATS refuses the JWT itself) is returned together
 // with the stored result.
 func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) (Revocation, Account, error) {
-	acct, err := s.store.Account(ctx, accountPubKey)
+	kind, err := s.accountKind(ctx, accountPubKey)
 	if err != nil {
 		return Revocation{}, Account{}, err
 	}
@@ -446,7 +453,7 @@ func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) 
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Revocation{}, Account{}, err
 	}
-	switch acct.Kind {
+	switch kind {
 	case KindSystem:
 		return Revocation{}, Account{}, fmt.Errorf("%w: %s is a key of the system account", ErrNotRevocable, userPubKey)
 	case KindControl:
@@ -455,7 +462,7 @@ func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) 
 		}
 	case KindTenant:
 	default:
-		return Revocation{}, Account{}, fmt.Errorf("%w: account %s has kind %q", ErrNotRevocable, accountPubKey, acct.Kind)
+		return Revocation{}, Account{}, fmt.Errorf("%w: account %s has kind %q", ErrNotRevocable, accountPubKey, kind)
 	}
 	r := Revocation{AccountPubKey: accountPubKey, UserPubKey: userPubKey, RevokedAt: s.revokeTime()}
 	var sensor *topology.Sensor
@@ -473,6 +480,21 @@ func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) 
 		}
 	}
 	return rev, acct, err
+}
+
+// accountKind is the kind of the account with the key. An account never
+// changes its kind: it is read from the store once (the whole account,
+// with a JWT of up to the bound) and then held.
+func (s *Service) accountKind(ctx context.Context, pubKey string) (AccountKind, error) {
+	if k, ok := s.kinds.Load(pubKey); ok {
+		return k.(AccountKind), nil
+	}
+	a, err := s.store.Account(ctx, pubKey)
+	if err != nil {
+		return "", err
+	}
+	s.kinds.Store(pubKey, a.Kind)
+	return a.Kind, nil
 }
 
 // revokeTime is a revocation's time: now, in whole seconds (nats-server
@@ -651,17 +673,45 @@ func repushDelay(cacheTTL time.Duration) time.Duration {
 // the first push would otherwise keep the revoked user's access. The
 // current JWT is read again, so a newer change is never overwritten by an
 // older one; a failure is left to the unpushed re-push after a reconnect.
+//
+// An account has at most one re-push pending: a revocation while one is
+// pending moves it to repushAfter from now. What a revocation needs is a
+// push of a JWT that carries it at least repushAfter after its own push;
+// the one re-push, after the last revocation of a burst, is that for every
+// revocation of the burst (each push in between sends the current JWT
+// too). A burst of revocations of a tenant then costs one re-push, not one
+// per revocation: each is the read and the decoding, by every nats-server,
+// of a JWT of up to the bound.
 func (s *Service) repushLater(pubKey string) {
 	if s.repushAfter <= 0 {
 		return
 	}
-	time.AfterFunc(s.repushAfter, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if a, err := s.store.Account(ctx, pubKey); err == nil {
-			_ = s.pusher.PushAccount(ctx, a.PubKey, a.JWT)
-		}
-	})
+	due := time.Now().Add(s.repushAfter)
+	s.repushMu.Lock()
+	defer s.repushMu.Unlock()
+	_, pending := s.repushDue[pubKey]
+	s.repushDue[pubKey] = due
+	if !pending {
+		time.AfterFunc(s.repushAfter, func() { s.repush(pubKey) })
+	}
+}
+
+// repush is repushLater's timer: it waits on while a later revocation
+// moved the account's re-push, then pushes the current JWT.
+func (s *Service) repush(pubKey string) {
+	s.repushMu.Lock()
+	if wait := time.Until(s.repushDue[pubKey]); wait > 0 {
+		s.repushMu.Unlock()
+		time.AfterFunc(wait, func() { s.repush(pubKey) })
+		return
+	}
+	delete(s.repushDue, pubKey)
+	s.repushMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if a, err := s.store.Account(ctx, pubKey); err == nil {
+		_ = s.pusher.PushAccount(ctx, a.PubKey, a.JWT)
+	}
 }
 
 // RevokeOutdatedUsers revokes every active user whose JWT grants other

@@ -34,6 +34,7 @@ type Config struct {
 type Store struct {
 	pool   *pgxpool.Pool
 	sealer *seal.Sealer
+	lists  lists
 }
 
 // New returns a Store. The schema must already be applied (package migrate).
@@ -41,7 +42,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Pool == nil || cfg.Sealer == nil {
 		return nil, errors.New("provisionerstore: pool and sealer are required")
 	}
-	return &Store{pool: cfg.Pool, sealer: cfg.Sealer}, nil
+	return &Store{pool: cfg.Pool, sealer: cfg.Sealer, lists: lists{byAccount: map[string]cachedList{}, max: maxCachedRevocations, jwts: map[string]heldJWT{}}}, nil
 }
 
 // querier is what both a pool and a transaction offer.
@@ -330,36 +331,53 @@ func (s *Store) Revoke(ctx context.Context, r provisioning.Revocation, resign fu
 }
 
 // RevokeMany is Revoke for several users of one account with one re-signing.
+// The list handed to resign is the one this store last read or wrote for
+// the account with what this transaction changed applied, when the
+// account's revocations_gen says nobody changed it since; otherwise it is
+// read again (see lists).
 func (s *Store) RevokeMany(ctx context.Context, accountPubKey string, rs []provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) ([]provisioning.Revocation, provisioning.Account, error) {
-	var acct provisioning.Account
-	var stored []provisioning.Revocation
+	var (
+		acct   provisioning.Account
+		stored []provisioning.Revocation
+		all    []provisioning.Revocation
+		gen    string
+	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		a, err := s.lockAccount(ctx, tx, accountPubKey)
+		a, held, err := s.lockAccount(ctx, tx, accountPubKey)
 		if err != nil {
 			return err
 		}
-		if stored, err = recordRevocations(ctx, tx, accountPubKey, rs); err != nil {
+		base, cached := s.lists.get(accountPubKey, held)
+		var deleted []string
+		if stored, deleted, err = recordRevocations(ctx, tx, accountPubKey, rs); err != nil {
 			return err
 		}
-		acct, _, err = resignLocked(ctx, tx, a, resign)
+		if cached && len(stored)+len(deleted) <= maxIncremental {
+			all = applyChanges(base, stored, deleted)
+		} else if all, err = revocations(ctx, tx, accountPubKey); err != nil {
+			return err
+		}
+		acct, _, gen, err = s.resignLocked(ctx, tx, a, all, resign)
 		return err
 	})
 	if err != nil {
 		return nil, provisioning.Account{}, err
 	}
+	s.lists.put(accountPubKey, gen, all)
 	return stored, acct, nil
 }
 
 // recordRevocations stores rs (keeping each key's earliest time and latest
 // expiry), marks their users revoked, retires the claims rs asks to and
-// deletes the entries that expired by the latest of rs's times. The caller
-// holds the account's lock.
-func recordRevocations(ctx context.Context, tx pgx.Tx, accountPubKey string, rs []provisioning.Revocation) ([]provisioning.Revocation, error) {
+// deletes the entries that expired by the latest of rs's times. It returns
+// the entries as stored and the keys of the entries it deleted: what it
+// changed in the list. The caller holds the account's lock.
+func recordRevocations(ctx context.Context, tx pgx.Tx, accountPubKey string, rs []provisioning.Revocation) ([]provisioning.Revocation, []string, error) {
 	stored := make([]provisioning.Revocation, len(rs))
 	var latest time.Time
 	for i, r := range rs {
 		if r.AccountPubKey != accountPubKey {
-			return nil, fmt.Errorf("provisionerstore: revocation of %s names account %s, not %s", r.UserPubKey, r.AccountPubKey, accountPubKey)
+			return nil, nil, fmt.Errorf("provisionerstore: revocation of %s names account %s, not %s", r.UserPubKey, r.AccountPubKey, accountPubKey)
 		}
 		var exp *time.Time
 		if err := tx.QueryRow(ctx, `INSERT INTO nats_revocations (account_id, user_pub_key, revoked_at, expires_at) VALUES ($1, $2, COALESCE($3, now()), $4)
@@ -367,7 +385,7 @@ func recordRevocations(ctx context.Context, tx pgx.Tx, accountPubKey string, rs 
 				expires_at = CASE WHEN nats_revocations.expires_at IS NULL OR EXCLUDED.expires_at IS NULL THEN NULL
 					ELSE GREATEST(nats_revocations.expires_at, EXCLUDED.expires_at) END
 			RETURNING revoked_at, expires_at`, accountPubKey, r.UserPubKey, optTime(r.RevokedAt), optTime(r.ExpiresAt)).Scan(&r.RevokedAt, &exp); err != nil {
-			return nil, fmt.Errorf("provisionerstore: record revocation: %w", err)
+			return nil, nil, fmt.Errorf("provisionerstore: record revocation: %w", err)
 		}
 		r.RevokedAt, r.ExpiresAt = r.RevokedAt.UTC(), time.Time{}
 		if exp != nil {
@@ -379,7 +397,7 @@ func recordRevocations(ctx context.Context, tx pgx.Tx, accountPubKey string, rs 
 		if _, err := tx.Exec(ctx, `UPDATE nats_users SET revoked_at = $3
 			WHERE user_pub_key = $2 AND account_id = $1 AND (revoked_at IS NULL OR revoked_at > $3)`,
 			accountPubKey, r.UserPubKey, r.RevokedAt); err != nil {
-			return nil, fmt.Errorf("provisionerstore: mark user revoked: %w", err)
+			return nil, nil, fmt.Errorf("provisionerstore: mark user revoked: %w", err)
 		}
 		if r.RetireSensor {
 			if _, err := tx.Exec(ctx, `UPDATE nats_consumer_names c SET retired_at = COALESCE(c.retired_at, now())
@@ -389,19 +407,24 @@ func recordRevocations(ctx context.Context, tx pgx.Tx, accountPubKey string, rs 
 				  AND NOT EXISTS (SELECT 1 FROM nats_users a WHERE a.kind = 'sensor' AND a.revoked_at IS NULL
 				                  AND a.tenant_id = u.tenant_id AND a.sensor_id = u.sensor_id)`,
 				accountPubKey, r.UserPubKey); err != nil {
-				return nil, fmt.Errorf("provisionerstore: retire consumer claim: %w", err)
+				return nil, nil, fmt.Errorf("provisionerstore: retire consumer claim: %w", err)
 			}
 		}
 		r.RetireSensor = false
 		stored[i] = r
 	}
+	var deleted []string
 	if !latest.IsZero() {
-		if _, err := tx.Exec(ctx, `DELETE FROM nats_revocations WHERE account_id = $1 AND expires_at IS NOT NULL AND expires_at <= $2`,
-			accountPubKey, latest); err != nil {
-			return nil, fmt.Errorf("provisionerstore: drop expired revocations: %w", err)
+		rows, err := tx.Query(ctx, `DELETE FROM nats_revocations WHERE account_id = $1 AND expires_at IS NOT NULL AND expires_at <= $2
+			RETURNING user_pub_key`, accountPubKey, latest)
+		if err == nil {
+			deleted, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("provisionerstore: drop expired revocations: %w", err)
 		}
 	}
-	return stored, nil
+	return stored, deleted, nil
 }
 
 // Reissue revokes every user of the account with one AllUsers entry.
@@ -412,13 +435,15 @@ func (s *Store) Reissue(ctx context.Context, all provisioning.Revocation, rs []p
 	var (
 		acct provisioning.Account
 		n    int
+		list []provisioning.Revocation
+		gen  string
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		a, err := s.lockAccount(ctx, tx, all.AccountPubKey)
+		a, _, err := s.lockAccount(ctx, tx, all.AccountPubKey)
 		if err != nil {
 			return err
 		}
-		if _, err := recordRevocations(ctx, tx, all.AccountPubKey, rs); err != nil {
+		if _, _, err := recordRevocations(ctx, tx, all.AccountPubKey, rs); err != nil {
 			return err
 		}
 		var at time.Time
@@ -437,12 +462,17 @@ func (s *Store) Reissue(ctx context.Context, all provisioning.Revocation, rs []p
 			return fmt.Errorf("provisionerstore: revoke the account's users: %w", err)
 		}
 		n = int(tag.RowsAffected())
-		acct, _, err = resignLocked(ctx, tx, a, resign)
+		// What is left after the drop is short: read it.
+		if list, err = revocations(ctx, tx, all.AccountPubKey); err != nil {
+			return err
+		}
+		acct, _, gen, err = s.resignLocked(ctx, tx, a, list, resign)
 		return err
 	})
 	if err != nil {
 		return provisioning.Account{}, 0, err
 	}
+	s.lists.put(all.AccountPubKey, gen, list)
 	return acct, n, nil
 }
 
@@ -654,11 +684,20 @@ func (s *Store) Resign(ctx context.Context, pubKey string, resign func(provision
 		changed bool
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		a, err := s.lockAccount(ctx, tx, pubKey)
+		a, gen, err := s.lockAccount(ctx, tx, pubKey)
 		if err != nil {
 			return err
 		}
-		acct, changed, err = resignLocked(ctx, tx, a, resign)
+		all, cached := s.lists.get(pubKey, gen)
+		if !cached {
+			if all, err = revocations(ctx, tx, pubKey); err != nil {
+				return err
+			}
+			// Only read: the list is the one of generation gen, whatever
+			// becomes of this transaction.
+			s.lists.put(pubKey, gen, all)
+		}
+		acct, changed, _, err = s.resignLocked(ctx, tx, a, all, resign)
 		return err
 	})
 	if err != nil {
@@ -669,37 +708,57 @@ func (s *Store) Resign(ctx context.Context, pubKey string, resign func(provision
 
 // lockAccount reads the account and locks its row FOR NO KEY UPDATE: that
 // serialises the account's re-signings without blocking inserts of users
-// that reference it.
-func (s *Store) lockAccount(ctx context.Context, tx pgx.Tx, pubKey string) (provisioning.Account, error) {
-	a, err := s.scanAccount(tx.QueryRow(ctx, `SELECT `+accountCols+` FROM nats_accounts WHERE account_id = $1 FOR NO KEY UPDATE`, pubKey))
+// that reference it. It returns the generation of the account's
+// revocations too.
+func (s *Store) lockAccount(ctx context.Context, tx pgx.Tx, pubKey string) (provisioning.Account, string, error) {
+	// The JWT (up to the bound, a quarter MiB) comes back only when it is
+	// not the one this store holds for the account (same hash).
+	held, heldHash := s.lists.jwt(pubKey)
+	var (
+		r   accountRow
+		tok *string
+		gen string
+	)
+	err := tx.QueryRow(ctx, `SELECT account_id, kind, tenant_id, name, seed_enc, CASE WHEN jwt_hash = $2 THEN NULL ELSE jwt END,
+			created_at, updated_at, revocations_gen
+		FROM nats_accounts WHERE account_id = $1 FOR NO KEY UPDATE`, pubKey, heldHash).
+		Scan(&r.a.PubKey, &r.kind, &r.tenantID, &r.a.Name, &r.sealed, &tok, &r.a.CreatedAt, &r.a.UpdatedAt, &gen)
 	if err != nil {
-		return provisioning.Account{}, notFound(err, "account "+pubKey)
+		return provisioning.Account{}, "", notFound(err, "account "+pubKey)
 	}
-	return a, nil
+	r.a.JWT = held
+	if tok != nil {
+		r.a.JWT = *tok
+	}
+	a, err := s.openAccount(&r)
+	return a, gen, err
 }
 
 // resignLocked hands a, whose row the caller has locked, and its full
-// revocation list to resign, and stores the JWT it returns as not yet
-// pushed; "" keeps the account as it is.
-func resignLocked(ctx context.Context, tx pgx.Tx, a provisioning.Account, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Account, bool, error) {
-	all, err := revocations(ctx, tx, a.PubKey)
-	if err != nil {
-		return a, false, err
-	}
+// revocation list all to resign, and stores the JWT it returns as not yet
+// pushed; "" keeps the account as it is. It returns the generation of the
+// account's revocations after the transaction's changes, "" when it kept
+// the account as it is.
+func (s *Store) resignLocked(ctx context.Context, tx pgx.Tx, a provisioning.Account, all []provisioning.Revocation, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) (provisioning.Account, bool, string, error) {
 	jwt, err := resign(a, all)
 	if err != nil {
-		return a, false, fmt.Errorf("re-sign account %s: %w", a.PubKey, err)
+		return a, false, "", fmt.Errorf("re-sign account %s: %w", a.PubKey, err)
 	}
 	if jwt == "" {
-		return a, false, nil
+		return a, false, "", nil
 	}
 	a.JWT = jwt
+	var gen string
+	hash := jwtHash(jwt)
 	if err := tx.QueryRow(ctx, `UPDATE nats_accounts SET jwt = $2, jwt_hash = $3, updated_at = now(), pushed_at = NULL
-		WHERE account_id = $1 RETURNING updated_at`, a.PubKey, jwt, jwtHash(jwt)).Scan(&a.UpdatedAt); err != nil {
-		return a, false, fmt.Errorf("provisionerstore: store re-signed JWT: %w", err)
+		WHERE account_id = $1 RETURNING updated_at, revocations_gen`, a.PubKey, jwt, hash).Scan(&a.UpdatedAt, &gen); err != nil {
+		return a, false, "", fmt.Errorf("provisionerstore: store re-signed JWT: %w", err)
 	}
+	// Held by its hash, which only the row's jwt_hash can select: should
+	// the transaction not commit, it is never used.
+	s.lists.putJWT(a.PubKey, jwt, hash)
 	a.UpdatedAt = a.UpdatedAt.UTC()
-	return a, true, nil
+	return a, true, gen, nil
 }
 
 func revocations(ctx context.Context, q querier, accountPubKey string) ([]provisioning.Revocation, error) {

@@ -90,7 +90,7 @@ func refused(t testing.TB, ac *jwt.AccountClaims, userJWT string) bool {
 // 12,000 real sensor users revoked in one tenant (about 1.1 MB of entries
 // unbounded: past nats-server's 1 MiB payload), then a tenant-wide
 // re-issue with 10,000 live sensors: the account JWT never passes the
-// default bound of 256 KiB, every revoked user's JWT is refused, and the
+// default bound (64 KiB), every revoked user's JWT is refused, and the
 // live sensors' new users (minted after the re-issue) are not.
 func TestTwelveThousandRevocationsStayUnderTheBound(t *testing.T) {
 	if testing.Short() {

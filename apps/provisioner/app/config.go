@@ -69,7 +69,7 @@ type ServeConfig struct {
 	// AccountJWTMaxBytes bounds a tenant's account JWT; a revocation that
 	// would outgrow it re-issues the tenant (one "*" entry, new users for
 	// its sensors at their next request). Negative: no bound.
-	AccountJWTMaxBytes int `envconfig:"ACCOUNT_JWT_MAX_BYTES" default:"262144" desc:"largest tenant account JWT in bytes (revocations included); beyond it the tenant is re-issued with one tenant-wide revocation and its sensors get new users when they next ask (-1: no bound; keep it well under nats-server's max_payload)"`
+	AccountJWTMaxBytes int `envconfig:"ACCOUNT_JWT_MAX_BYTES" default:"65536" desc:"largest tenant account JWT in bytes (revocations included); beyond it the tenant is re-issued with one tenant-wide revocation and its sensors get new users when they next ask (-1: no bound; keep it well under nats-server's max_payload)"`
 	// ResolverSnapshotPath is the local file holding the last known JWT of
 	// every account, from which the resolver answers while PostgreSQL is
 	// unreachable (also after a restart); empty keeps the copy in memory.
