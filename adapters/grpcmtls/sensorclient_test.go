@@ -146,6 +146,20 @@ func (s *sensorServer) issue(t *testing.T) (*sensorclient.State, string) {
 	return st, c.Serial
 }
 
+// wantStreamRefused waits for StreamEvents, whose end done reports, to end
+// with ErrGRPCRefused.
+func wantStreamRefused(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if !errors.Is(err, sensorclient.ErrGRPCRefused) {
+			t.Fatalf("StreamEvents after revocation: %v, want ErrGRPCRefused", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("StreamEvents kept going after the certificate was refused")
+	}
+}
+
 func newTestGRPC(t *testing.T, st *sensorclient.State) *sensorclient.GRPC {
 	t.Helper()
 	cert, err := st.TLSCertificate()
@@ -243,14 +257,7 @@ func TestGRPCSwitchesToARenewedCertificate(t *testing.T) {
 		t.Fatalf("Check after revocation: %v, want ErrGRPCRefused", err)
 	}
 	go func() { events <- &sensorpb.SensorEvent{EventId: "refused", Time: timestamppb.Now(), Kind: "alert"} }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, sensorclient.ErrGRPCRefused) {
-			t.Fatalf("StreamEvents after revocation: %v, want ErrGRPCRefused", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("StreamEvents kept going after the certificate was refused")
-	}
+	wantStreamRefused(t, done)
 }
 
 // An idle sensor holds neither an event stream nor, after IdleTimeout, a
@@ -346,14 +353,7 @@ func TestGRPCIdleSensorHoldsNothingOnTheServer(t *testing.T) {
 		t.Fatalf("Check after revocation: %v, want ErrGRPCRefused", err)
 	}
 	events <- &sensorpb.SensorEvent{EventId: "refused", Time: timestamppb.Now(), Kind: "alert"}
-	select {
-	case err := <-done:
-		if !errors.Is(err, sensorclient.ErrGRPCRefused) {
-			t.Fatalf("StreamEvents after revocation: %v, want ErrGRPCRefused", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("StreamEvents kept going after the certificate was refused")
-	}
+	wantStreamRefused(t, done)
 	if st := g.Stats(); st.Accepted != 2 || st.Dropped != 0 {
 		t.Fatalf("after the refusal: %+v; want 2 accepted and the refused event kept, not dropped", st)
 	}
