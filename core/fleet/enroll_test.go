@@ -212,9 +212,7 @@ func TestRenewReplacesSerial(t *testing.T) {
 		t.Errorf("second renewal within a minute: %v, want a rate limit", err)
 	}
 
-	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, r.SensorID)
 	f.clock.Advance(2 * fleet.DefaultMinRenewInterval)
 	_, err = f.svc.Renew(f.ctx, r.SensorID, again.SensorToken, []byte("csr"), f.proof(again.Certificate.CertificatePEM, r.SensorID, []byte("csr")))
 	wantErr(t, err, fleet.ErrRevoked)
@@ -250,9 +248,7 @@ func TestAuthorizeSensor(t *testing.T) {
 			f.clock.Advance(tt.advanceBeforeRun)
 			defer f.clock.Advance(-tt.advanceBeforeRun)
 			if tt.revokeFirst {
-				if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
-					t.Fatal(err)
-				}
+				f.revoke(t, r.SensorID)
 			}
 			err := f.svc.AuthorizeSensor(f.ctx, tt.tenant, tt.sensor, tt.serial)
 			if tt.want == nil {
@@ -304,9 +300,7 @@ func TestRenewRecordsNewNATSUser(t *testing.T) {
 	if got := f.sensor(t, r.SensorID).NATSUserPubKey; got != e.NATS.UserPubKey+"-v2" {
 		t.Fatalf("recorded NATS user %q, want the new one", got)
 	}
-	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, r.SensorID)
 	if revs := f.prov.Revocations(); len(revs) != 1 || revs[0][1] != e.NATS.UserPubKey+"-v2" {
 		t.Fatalf("revocations %v, want the new user revoked", revs)
 	}
@@ -401,9 +395,7 @@ func TestRenewalWhoseAnswerWasLostIsAnsweredAgain(t *testing.T) {
 	if n := f.store.ActiveCertificateCount(r.SensorID); n != 1 {
 		t.Errorf("%d active certificates, want 1", n)
 	}
-	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, r.SensorID)
 	_, err = f.svc.Renew(f.ctx, r.SensorID, again.SensorToken, next, f.proof(again.Certificate.CertificatePEM, r.SensorID, next))
 	wantErr(t, err, fleet.ErrRevoked)
 }

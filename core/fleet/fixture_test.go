@@ -115,6 +115,14 @@ func (f *fixture) issued(t testing.TB, sensorID string, a fleet.Action) fleet.Co
 	return c
 }
 
+// revoke revokes the sensor as "ops", which must succeed.
+func (f *fixture) revoke(t testing.TB, sensorID string) {
+	t.Helper()
+	if err := f.svc.RevokeSensor(f.ctx, sensorID, "ops"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // race runs attempt n times at once. It counts the attempts that won and
 // keeps every error except loser, the answer a losing attempt may give
 // (with loser nil, every error is kept).

@@ -84,9 +84,7 @@ func TestIssueCommand(t *testing.T) {
 			wantErr(t, err, tt.want)
 		})
 	}
-	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, r.SensorID)
 	_, err = issue(f, r.SensorID, fleet.ActionStart, "ops")
 	wantErr(t, err, fleet.ErrRevoked)
 	if len(f.pub.Messages()) != 1 {
@@ -142,9 +140,7 @@ func TestHandleStatus(t *testing.T) {
 	}
 	wantErr(t, f.svc.HandleStatus(f.ctx, "acme", "s-0000000000000000", status(fleet.StateRunning, t0, "")), fleet.ErrNotFound)
 
-	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, r.SensorID)
 	wantErr(t, f.svc.HandleStatus(f.ctx, "acme", r.SensorID, status(fleet.StateRunning, t0.Add(time.Minute), "")), fleet.ErrRevoked)
 	if s := f.sensor(t, r.SensorID); s.State != fleet.StateRevoked {
 		t.Errorf("revoked sensor moved to %s", s.State)
@@ -177,9 +173,7 @@ func TestMarkSilentOfflineAndCheckIn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := f.svc.RevokeSensor(f.ctx, revoked.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, revoked.SensorID)
 	f.clock.Advance(90 * time.Second)
 	if err := f.svc.CheckIn(f.ctx, "acme", chatty.SensorID, ce.Certificate.Serial, fleet.Contact{}); err != nil {
 		t.Fatal(err)
@@ -356,9 +350,7 @@ func TestCheckInsBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := f.svc.RevokeSensor(f.ctx, revoked.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, revoked.SensorID)
 	csr := []byte("csr")
 	rn, err := f.svc.Renew(f.ctx, renewed.SensorID, rne.SensorToken, csr, f.proof(rne.Certificate.CertificatePEM, renewed.SensorID, csr))
 	if err != nil {
@@ -408,9 +400,7 @@ func TestCheckInsBatch(t *testing.T) {
 	if err := f.svc.CheckIn(f.ctx, "acme", a.SensorID, ae.Certificate.Serial, fleet.Contact{}); err != nil {
 		t.Fatalf("control: a's next check: %v", err)
 	}
-	if err := f.svc.RevokeSensor(f.ctx, a.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, a.SensorID)
 	wantErr(t, f.svc.CheckIn(f.ctx, "acme", a.SensorID, ae.Certificate.Serial, fleet.Contact{}), fleet.ErrRevoked)
 	// Expired certificate: refused even though active.
 	f.clock.Advance(fleet.DefaultSensorCertTTL)
@@ -450,9 +440,7 @@ func TestCheckInSkipsARedundantWrite(t *testing.T) {
 		t.Errorf("a check %s after the last: seen %s, want now", fleet.CheckInRefresh+time.Second, s.LastSeenAt)
 	}
 	// Still authorised every time: a revocation refuses the very next.
-	if err := f.svc.RevokeSensor(f.ctx, a.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, a.SensorID)
 	wantErr(t, f.svc.CheckIn(f.ctx, "acme", a.SensorID, serial, fleet.Contact{}), fleet.ErrRevoked)
 }
 
@@ -478,9 +466,7 @@ func TestStatusResultsConfirmed(t *testing.T) {
 	gone, _ := f.enrolled(t, "acme")
 	cmdA := f.issued(t, a.SensorID, fleet.ActionStart)
 	cmdB := f.issued(t, b.SensorID, fleet.ActionStop)
-	if err := f.svc.RevokeSensor(f.ctx, gone.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, gone.SensorID)
 	var got []fleet.ResultsConfirmation
 	confirm := func(c fleet.ResultsConfirmation) { got = append(got, c) }
 	msg := func(id string, r fleet.StatusReport) fleet.StatusUpdate {
