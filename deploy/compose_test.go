@@ -362,6 +362,9 @@ func (k *composeCheck) natsCluster() {
 	if r := effective(pEnv, envs["provisioner"], "COMMAND_STREAM_REPLICAS"); r != strconv.Itoa(len(nodes)) {
 		add("provisioner COMMAND_STREAM_REPLICAS = %q, want the %d cluster nodes", r, len(nodes))
 	}
+	if r, c := effective(pEnv, envs["provisioner"], "COMMAND_STREAM_RETENTION"), effective(pEnv, envs["provisioner"], "COMMAND_CONSUMER_REPLICAS"); r != "limits" || c != "1" {
+		add("provisioner COMMAND_STREAM_RETENTION = %q, COMMAND_CONSUMER_REPLICAS = %q; want the cluster shape limits, 1 (docs/operations.md)", r, c)
+	}
 	var wantHosts []string
 	for _, n := range nodes {
 		wantHosts = append(wantHosts, n+":"+strconv.Itoa(natsClientPort))
@@ -653,6 +656,8 @@ func TestComposeChecksFail(t *testing.T) {
 		{"console on every interface", func(c *compose) { c.Services["frontend"].Ports = []string{"8000:8000"} }, "publishes \"8000:8000\" on every interface"},
 		{"frontend without healthcheck", func(c *compose) { c.Services["frontend"].Healthcheck = nil }, "service frontend: no healthcheck"},
 		{"two replicas on three nodes", func(c *compose) { c.Services["provisioner"].Environment["COMMAND_STREAM_REPLICAS"] = "2" }, "COMMAND_STREAM_REPLICAS"},
+		{"R3 consumers (the earlier shape)", func(c *compose) { c.Services["provisioner"].Environment["COMMAND_CONSUMER_REPLICAS"] = "3" }, "want the cluster shape"},
+		{"work-queue retention", func(c *compose) { delete(c.Services["provisioner"].Environment, "COMMAND_STREAM_RETENTION") }, "want the cluster shape"},
 		{"PostgreSQL without TLS", func(c *compose) {
 			c.Services["controlplane"].Environment["PG_DSN"] = "postgres://rxc:${POSTGRES_PASSWORD}@postgres:5432/controlplane?sslmode=disable"
 		}, "PG_DSN sslmode \"disable\", want verify-full"},

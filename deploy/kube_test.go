@@ -526,6 +526,11 @@ func (mc *manifestCheck) natsCluster() {
 		if nats.Spec.Replicas == nil || effective(env, set, "COMMAND_STREAM_REPLICAS") != strconv.Itoa(*nats.Spec.Replicas) {
 			add("provisioner COMMAND_STREAM_REPLICAS = %q, want the nats replicas", effective(env, set, "COMMAND_STREAM_REPLICAS"))
 		}
+		// The cluster shape: limits retention, one replica per sensor
+		// consumer (docs/operations.md, "Cluster shape").
+		if r, c := effective(env, set, "COMMAND_STREAM_RETENTION"), effective(env, set, "COMMAND_CONSUMER_REPLICAS"); r != "limits" || c != "1" {
+			add("provisioner COMMAND_STREAM_RETENTION = %q, COMMAND_CONSUMER_REPLICAS = %q; want the cluster shape limits, 1", r, c)
+		}
 	}
 }
 
@@ -674,6 +679,22 @@ func TestKubernetesChecksFail(t *testing.T) {
 			five := 5
 			m.workload("StatefulSet", "rxc-nats").Spec.Replicas = &five
 		}, "COMMAND_STREAM_REPLICAS"},
+		{"R3 consumers (the earlier shape)", func(m *manifests) {
+			c := mainOf(m, "Deployment", "rxc-provisioner")
+			for i := range c.Env {
+				if c.Env[i].Name == "COMMAND_CONSUMER_REPLICAS" {
+					c.Env[i].Value = "3"
+				}
+			}
+		}, "want the cluster shape"},
+		{"work-queue retention", func(m *manifests) {
+			c := mainOf(m, "Deployment", "rxc-provisioner")
+			for i := range c.Env {
+				if c.Env[i].Name == "COMMAND_STREAM_RETENTION" {
+					c.Env[i].Value = "workqueue"
+				}
+			}
+		}, "want the cluster shape"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,3 +40,12 @@ go run ./bench/events
 echo "== fleet scale (${RXC_BENCH_SENSORS:-10000} sensors)"
 RXC_NATS_SERVER_BIN="${RXC_BENCH_NATS_SERVER_BIN:-${RXC_NATS_SERVER_BIN:-}}" \
   go run ./bench/fleet -sensors "${RXC_BENCH_SENSORS:-10000}"
+
+# The NATS cluster shape deploy/ ships (three nodes, limits retention, R1
+# consumers) next to a bare single node and the earlier shape (work-queue,
+# R3 consumers), each on fresh servers in the same run; one node killed to
+# time the consumers' recreation; enrolment through the provisioner on the
+# shipped shape. About five minutes on 2 cores at 2,000 sensors.
+echo "== NATS cluster shapes (${RXC_BENCH_CLUSTER_SENSORS:-2000} sensors)"
+RXC_NATS_SERVER_BIN="${RXC_BENCH_NATS_SERVER_BIN:-${RXC_NATS_SERVER_BIN:-}}" \
+  go run ./bench/cluster -sensors "${RXC_BENCH_CLUSTER_SENSORS:-2000}"

@@ -175,6 +175,19 @@ type ConsumerLister interface {
 	ConsumerNames(ctx context.Context) ([]string, error)
 }
 
+// ConsumerRecreator finds and replaces consumers that no live NATS node
+// holds: with consumers of fewer replicas than the command stream, a lost
+// node takes the consumers it held with it while the stream (and the
+// commands in it) lives on. OfflineConsumers names them (when full is false
+// it may answer none at the cost of one request while the cluster looks
+// whole); RecreateConsumer deletes one and creates it again on a live node,
+// leaving a consumer that answers alone. A Consumers adapter that
+// implements it lets RecreateOfflineConsumers repair a node loss.
+type ConsumerRecreator interface {
+	OfflineConsumers(ctx context.Context, full bool) ([]string, error)
+	RecreateConsumer(ctx context.Context, s topology.Sensor) error
+}
+
 // LastKnown keeps the last known JWT of every account, for the resolver to
 // answer from while the store is unreachable (adapters/lastknown). Observe
 // must never let an older JWT replace a newer one.

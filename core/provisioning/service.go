@@ -975,6 +975,79 @@ func (s *Service) RemoveRetiredConsumers(ctx context.Context) (int, error) {
 	return n, errors.Join(errs...)
 }
 
+// RecreateOfflineConsumers gives every active sensor whose consumer no
+// live NATS node holds (ConsumerRecreator.OfflineConsumers) a new consumer
+// on a live node. The new consumer delivers again what the stream keeps
+// for the sensor, so no command is lost; agents do not apply a command
+// twice (they keep the ids of the commands they applied). Consumers that
+// are not an active sensor's are left alone. It returns how many it
+// recreated; an adapter without the capability recreates none.
+func (s *Service) RecreateOfflineConsumers(ctx context.Context, full bool, workers int) (int, error) {
+	rc, ok := s.consumers.(ConsumerRecreator)
+	if !ok {
+		return 0, nil
+	}
+	names, err := rc.OfflineConsumers(ctx, full)
+	if err != nil {
+		return 0, fmt.Errorf("%w: offline consumers: %v", ErrNATSUnavailable, err)
+	}
+	if len(names) == 0 {
+		return 0, nil
+	}
+	offline := make(map[string]bool, len(names))
+	for _, n := range names {
+		offline[n] = true
+	}
+	users, err := s.store.ActiveUsers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var todo []topology.Sensor
+	for _, u := range users {
+		if u.Kind != UserSensor {
+			continue
+		}
+		sensor := topology.Sensor{Stream: s.stream, TenantID: u.TenantID, SensorID: u.SensorID}
+		if offline[sensor.Consumer()] {
+			delete(offline, sensor.Consumer()) // a sensor with two active users: once
+			todo = append(todo, sensor)
+		}
+	}
+	if workers < 1 {
+		workers = 1
+	}
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		n    int
+		errs []error
+	)
+	work := make(chan topology.Sensor)
+	for range workers {
+		wg.Go(func() {
+			for sensor := range work {
+				err := rc.RecreateConsumer(ctx, sensor)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%w: recreate consumer %s: %v", ErrNATSUnavailable, sensor.Consumer(), err))
+				} else {
+					n++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, sensor := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- sensor
+	}
+	close(work)
+	wg.Wait()
+	return n, errors.Join(errs...)
+}
+
 // ConsumerRepair is what RepairConsumers found and did.
 type ConsumerRepair struct {
 	// Missing is the number of active sensor users without a consumer.

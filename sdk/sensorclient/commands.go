@@ -1,6 +1,7 @@
 package sensorclient
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -266,7 +267,11 @@ func (c *Commands) Run(ctx context.Context) error {
 			c.log.Info("command consumer bound", "stream", c.cfg.NATS.Stream, "consumer", c.cfg.NATS.Consumer)
 		}
 		if err := c.fetch(ctx, cons); err != nil {
-			c.retry(ctx, "command pull", err, &failures)
+			// A consumer that does not answer may be recreated on another
+			// NATS node (a node loss, docs/operations.md): its commands
+			// wait there, so the pull is retried at least every
+			// pullRetryMax rather than at the full back-off.
+			c.retryWithin(ctx, "command pull", err, &failures, pullRetryMax)
 			continue
 		}
 		failures = 0
@@ -275,13 +280,26 @@ func (c *Commands) Run(ctx context.Context) error {
 }
 
 func (c *Commands) retry(ctx context.Context, what string, err error, failures *int) {
+	c.retryWithin(ctx, what, err, failures, 0)
+}
+
+// pullRetryMax caps the pause between failed command pulls.
+const pullRetryMax = 5 * time.Second
+
+// retryWithin is retry pausing at most limit (0: the back-off's maximum).
+func (c *Commands) retryWithin(ctx context.Context, what string, err error, failures *int, limit time.Duration) {
 	if ctx.Err() != nil {
 		return
 	}
 	if *failures == 0 || *failures%10 == 0 {
 		c.log.Warn(what+" failed; retrying", logkey.Error, err, "attempt", *failures+1)
 	}
-	c.cfg.Backoff.Wait(ctx, *failures)
+	b := c.cfg.Backoff
+	if limit > 0 && (b.Max == 0 || b.Max > limit) {
+		b.Max = limit
+		b.Min = min(cmp.Or(b.Min, DefaultBackoffMin), limit)
+	}
+	b.Wait(ctx, *failures)
 	*failures++
 }
 

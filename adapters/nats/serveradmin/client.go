@@ -66,6 +66,14 @@ type StreamConfig struct {
 	// MaxMsgsPerSubject bounds the commands kept per sensor with limits
 	// retention (default 64).
 	MaxMsgsPerSubject int64
+	// ConsumerReplicas is the replicas of each sensor's consumer; 0 means
+	// Replicas. Below Replicas (1 on a three-node cluster) each consumer is
+	// one node's, not a Raft group of its own: enrolment and fan-out run at
+	// about single-node speed, and a consumer whose node is lost is
+	// recreated on a live node by RecreateOfflineConsumers. nats-server
+	// allows it only with limits retention (work-queue and interest
+	// streams need consumers of the stream's replicas).
+	ConsumerReplicas int
 	// WorkQueueWarnConsumers is the number of consumers above which a work-queue
 	// or interest command stream is reported as crowded (a warning after
 	// each connect, ConsumerLimit.Crowded): every ack then scans that many
@@ -166,6 +174,9 @@ type Client struct {
 	// the current connection and the stream stayed crowded since.
 	crowdedWarned bool
 
+	// upgradeMu serialises stream upgrades (upgrade.go).
+	upgradeMu sync.Mutex
+
 	hookKick   chan struct{}
 	streamKick chan struct{}
 	wg         sync.WaitGroup
@@ -217,6 +228,9 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Stream.MaxConsumers == 0 {
 		cfg.Stream.MaxConsumers = DefaultMaxConsumers
 	}
+	if cfg.Stream.ConsumerReplicas == 0 {
+		cfg.Stream.ConsumerReplicas = cfg.Stream.Replicas
+	}
 	s := cfg.Stream
 	switch {
 	case s.Retention != RetentionWorkQueue && s.Retention != RetentionInterest && s.Retention != RetentionLimits:
@@ -231,6 +245,10 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("serveradmin: %w: stream max consumers %d, want a positive limit", ErrInvalidConfig, s.MaxConsumers)
 	case s.Replicas < 1 || s.Replicas > 5:
 		return nil, fmt.Errorf("serveradmin: %w: stream replicas %d, want 1 to 5", ErrInvalidConfig, s.Replicas)
+	case s.ConsumerReplicas < 1 || s.ConsumerReplicas > s.Replicas:
+		return nil, fmt.Errorf("serveradmin: %w: consumer replicas %d, want 1 to the stream's %d", ErrInvalidConfig, s.ConsumerReplicas, s.Replicas)
+	case s.ConsumerReplicas != s.Replicas && s.Retention != RetentionLimits:
+		return nil, fmt.Errorf("serveradmin: %w: consumer replicas %d below the stream's %d need %s retention (nats-server refuses them on a %s stream)", ErrInvalidConfig, s.ConsumerReplicas, s.Replicas, RetentionLimits, s.Retention)
 	case s.MaxAge < 0 || s.Duplicates < 0:
 		return nil, fmt.Errorf("serveradmin: %w: negative stream max age or duplicate window", ErrInvalidConfig)
 	case s.MaxAge > 0 && s.Duplicates > s.MaxAge:
@@ -492,11 +510,16 @@ func (c *Client) session(r role) (link, error) {
 // also ends when the connection drops, so a call caught by an outage fails
 // with ErrNotConnected at once instead of waiting for its timeout.
 func (c *Client) call(ctx context.Context, r role, fn func(ctx context.Context, nc *nats.Conn) error) error {
+	return c.callWithin(ctx, r, c.cfg.RequestTimeout, fn)
+}
+
+// callWithin is call bounded by d instead of RequestTimeout.
+func (c *Client) callWithin(ctx context.Context, r role, d time.Duration, fn func(ctx context.Context, nc *nats.Conn) error) error {
 	l, err := c.session(r)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	ctx, drop := context.WithCancelCause(ctx)
 	defer drop(nil)

@@ -44,6 +44,14 @@ func TestNewRefuses(t *testing.T) {
 		{"negative crowded-stream threshold", func(c *serveradmin.Config) { c.Stream.WorkQueueWarnConsumers = -1 }},
 		{"negative per-sensor cap", func(c *serveradmin.Config) { c.Stream.MaxMsgsPerSubject = -1 }},
 		{"unlimited consumers (2.15 reads -1 as its default of 1,000)", func(c *serveradmin.Config) { c.Stream.MaxConsumers = -1 }},
+		{"consumer replicas above the stream's", func(c *serveradmin.Config) { c.Stream.Replicas, c.Stream.ConsumerReplicas = 1, 3 }},
+		{"negative consumer replicas", func(c *serveradmin.Config) { c.Stream.ConsumerReplicas = -1 }},
+		{"R1 consumers on a work-queue R3 stream (nats-server refuses them)", func(c *serveradmin.Config) {
+			c.Stream.Replicas, c.Stream.ConsumerReplicas, c.Stream.Retention = 3, 1, serveradmin.RetentionWorkQueue
+		}},
+		{"R1 consumers on an interest R3 stream", func(c *serveradmin.Config) {
+			c.Stream.Replicas, c.Stream.ConsumerReplicas, c.Stream.Retention = 3, 1, serveradmin.RetentionInterest
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,6 +61,25 @@ func TestNewRefuses(t *testing.T) {
 				t.Fatalf("New error = %v, want %v", err, serveradmin.ErrInvalidConfig)
 			}
 		})
+	}
+}
+
+// Positive control of the consumer replica checks: fewer consumer replicas
+// than the stream's with limits retention, and equal ones with any.
+func TestNewAcceptsConsumerReplicas(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, s := range []serveradmin.StreamConfig{
+		{Replicas: 3, ConsumerReplicas: 1, Retention: serveradmin.RetentionLimits},
+		{Replicas: 3, ConsumerReplicas: 3, Retention: serveradmin.RetentionWorkQueue},
+		{Replicas: 3, Retention: serveradmin.RetentionInterest},
+	} {
+		cfg := e.config("nats://127.0.0.1:4222")
+		s.Name = stream
+		cfg.Stream = s
+		if _, err := serveradmin.New(cfg); err != nil {
+			t.Errorf("%+v: %v", s, err)
+		}
 	}
 }
 

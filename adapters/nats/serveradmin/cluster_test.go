@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxc-project/rxc/adapters/nats/sensorbus"
+	"github.com/rxc-project/rxc/adapters/nats/serveradmin"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/natstest"
@@ -256,4 +258,319 @@ func TestClusterCommandsSurviveANodeOutage(t *testing.T) {
 		st, err := adm.Stream(ctx, stream)
 		return err == nil && st.CachedInfo().State.Msgs == 0
 	})
+}
+
+// consumerNode is the node holding an R1 consumer, or "".
+func consumerNode(ctx context.Context, adm jetstream.JetStream, name string) string {
+	cons, err := adm.Consumer(ctx, stream, name)
+	if err != nil || cons.CachedInfo().Cluster == nil {
+		return ""
+	}
+	return cons.CachedInfo().Cluster.Leader
+}
+
+// The shipped cluster shape (issue 21): a limits-retention stream of three
+// replicas, each sensor's consumer of one. A node loss takes the consumers
+// that node held, never a command: OfflineConsumers names exactly those,
+// RecreateConsumer puts them on live nodes, and every sensor gets the
+// command published while its consumer was gone. A recreated consumer
+// delivers again what the stream keeps for its sensor (the agent's applied
+// file skips those). When the node returns, the consumers it held stay gone: each sensor has one
+// consumer and gets the next command once.
+func TestClusterR1ConsumersSurviveANodeLoss(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cl := newCluster(e)
+	urls := cl.urls()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	cfg := e.config(urls)
+	cfg.Stream.Replicas, cfg.Stream.ConsumerReplicas, cfg.Stream.Retention = 3, 1, serveradmin.RetentionLimits
+	ops := e.client(cfg)
+	eventually(t, 15*time.Second, "EnsureStream with 3 replicas", func() bool { return ops.EnsureStream(ctx) == nil })
+	adm := e.admin(urls)
+	eventually(t, 15*time.Second, "three current stream replicas", func() bool { return streamHealthy(ctx, adm, 3) })
+
+	tPub, tSeed := e.tenant("acme")
+	const n = 9
+	var sensors []topology.Sensor
+	for i := range n {
+		s := topology.Sensor{Stream: stream, TenantID: "acme", SensorID: fmt.Sprintf("s-%d", i)}
+		must(t, ops.EnsureConsumer(ctx, s))
+		sensors = append(sensors, s)
+	}
+	byNode := map[string][]topology.Sensor{}
+	for _, s := range sensors {
+		node := consumerNode(ctx, adm, s.Consumer())
+		if node == "" {
+			t.Fatalf("consumer %s has no leader", s.Consumer())
+		}
+		if info, err := adm.Consumer(ctx, stream, s.Consumer()); err == nil && len(info.CachedInfo().Cluster.Replicas) != 0 {
+			t.Fatalf("consumer %s has replicas %+v, want one node's", s.Consumer(), info.CachedInfo().Cluster.Replicas)
+		}
+		byNode[node] = append(byNode[node], s)
+	}
+	// The node holding most consumers is lost.
+	lost := ""
+	for node, ss := range byNode {
+		if lost == "" || len(ss) > len(byNode[lost]) {
+			lost = node
+		}
+	}
+	lostIdx := -1
+	for i := range cl.nodes {
+		if fmt.Sprintf("nats-%d", i+1) == lost {
+			lostIdx = i
+		}
+	}
+	if lostIdx < 0 || len(byNode[lost]) == 0 {
+		t.Fatalf("no node to lose: %v", byNode)
+	}
+	onLost := map[string]bool{}
+	for _, s := range byNode[lost] {
+		onLost[s.Consumer()] = true
+	}
+
+	backend := e.user(e.ctlPub, e.ctlSeed, "backend", topology.BackendPermissions())
+	creds, err := e.signer.Creds(backend.JWT, backend.Seed)
+	must(t, err)
+	msg, err := sensorbus.New(sensorbus.Config{
+		URL: urls, Creds: func(context.Context) (string, error) { return string(creds), nil },
+		ReconnectWait: 50 * time.Millisecond, PublishTimeout: 2 * time.Second, DrainTimeout: 2 * time.Second,
+	})
+	must(t, err)
+	t.Cleanup(msg.Close)
+	msg.Start(ctx)
+	eventually(t, 10*time.Second, "sensorbus ready", msg.Ready)
+
+	// Each sensor pulls and acks with its own user, as agents do.
+	sjs := map[string]jetstream.JetStream{}
+	for _, s := range sensors {
+		u := e.user(tPub, tSeed, s.SensorID, s.Permissions())
+		snc, err := connect(urls, u, nats.CustomInboxPrefix(s.InboxPrefix()), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		must(t, err)
+		t.Cleanup(snc.Close)
+		js, err := jetstream.NewWithAPIPrefix(snc, topology.APIPrefix)
+		must(t, err)
+		sjs[s.Consumer()] = js
+	}
+
+	counts := map[string]map[string]int{} // consumer → message id → deliveries
+	publish := func(prefix string) {
+		t.Helper()
+		for _, s := range sensors {
+			id := prefix + "-" + s.SensorID
+			eventually(t, 15*time.Second, "command "+id+" stored", func() bool {
+				_, err := msg.PublishCommand(ctx, fleet.Command{ID: id, TenantID: s.TenantID, SensorID: s.SensorID, Action: fleet.ActionStart})
+				return err == nil
+			})
+		}
+	}
+	// receive fetches and acks on every sensor's consumer until each has
+	// got the command prefix-<sensor>.
+	receive := func(prefix string, within time.Duration) {
+		t.Helper()
+		for _, s := range sensors {
+			want := prefix + "-" + s.SensorID
+			if counts[s.Consumer()] == nil {
+				counts[s.Consumer()] = map[string]int{}
+			}
+			eventually(t, within, s.Consumer()+" receives "+want, func() bool {
+				cons, err := sjs[s.Consumer()].Consumer(ctx, stream, s.Consumer())
+				if err != nil {
+					return false
+				}
+				b, err := cons.Fetch(4, jetstream.FetchMaxWait(500*time.Millisecond))
+				if err != nil {
+					return false
+				}
+				for m := range b.Messages() {
+					if m.DoubleAck(ctx) == nil {
+						counts[s.Consumer()][m.Headers().Get(jetstream.MsgIDHeader)]++
+					}
+				}
+				return counts[s.Consumer()][want] > 0
+			})
+		}
+	}
+
+	publish("c1")
+	receive("c1", 10*time.Second)
+
+	cl.stop(lostIdx)
+	publish("c2") // the stream keeps a quorum: every command is stored
+
+	// OfflineConsumers names exactly the lost node's consumers.
+	var offline []string
+	eventually(t, 20*time.Second, "the lost node's consumers listed offline", func() bool {
+		var err error
+		offline, err = ops.OfflineConsumers(ctx, false)
+		return err == nil && len(offline) == len(onLost)
+	})
+	for _, name := range offline {
+		if !onLost[name] {
+			t.Fatalf("OfflineConsumers named %s, which a live node holds (offline: %v, on the lost node: %v)", name, offline, onLost)
+		}
+	}
+	for _, s := range sensors {
+		if onLost[s.Consumer()] {
+			must(t, ops.RecreateConsumer(ctx, s))
+		}
+	}
+	eventually(t, 10*time.Second, "no consumer offline after the recreation", func() bool {
+		names, err := ops.OfflineConsumers(ctx, true)
+		return err == nil && len(names) == 0
+	})
+	receive("c2", 15*time.Second)
+
+	cl.start(lostIdx)
+	eventually(t, 30*time.Second, "returned node catches up", func() bool { return streamHealthy(ctx, adm, 3) })
+	publish("c3")
+	receive("c3", 15*time.Second)
+	names, err := ops.ConsumerNames(ctx)
+	must(t, err)
+	if len(names) != n {
+		t.Errorf("consumers after the node returned: %v, want one a sensor", names)
+	}
+
+	var problems []string
+	for _, s := range sensors {
+		got := counts[s.Consumer()]
+		wantC1 := 1
+		if onLost[s.Consumer()] {
+			wantC1 = 2 // delivered again by the recreated consumer
+		}
+		if got["c1-"+s.SensorID] != wantC1 || got["c2-"+s.SensorID] != 1 || got["c3-"+s.SensorID] != 1 || len(got) != 3 {
+			problems = append(problems, fmt.Sprintf("%s (on the lost node: %v): %v", s.Consumer(), onLost[s.Consumer()], got))
+		}
+	}
+	if len(problems) > 0 {
+		t.Errorf("deliveries by message id; want c2 and c3 once each, c1 once (twice from a recreated consumer):\n%s", strings.Join(problems, "\n"))
+	}
+}
+
+// The upgrade path from the shape deploy/ shipped before (a work-queue
+// stream of three replicas, R3 consumers) to the current one (limits
+// retention, R1 consumers): the provisioner started with the new settings
+// replaces the stream under its name, carrying over every pending command
+// (never fetched, or delivered and not acknowledged); acknowledged ones
+// stay gone; every sensor then receives new commands on its new consumer.
+func TestClusterUpgradeFromWorkQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cl := newCluster(e)
+	urls := cl.urls()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	oldCfg := e.config(urls)
+	oldCfg.Stream.Replicas, oldCfg.Stream.Retention = 3, serveradmin.RetentionWorkQueue
+	old := e.client(oldCfg)
+	eventually(t, 15*time.Second, "EnsureStream with 3 replicas", func() bool { return old.EnsureStream(ctx) == nil })
+	adm := e.admin(urls)
+	eventually(t, 15*time.Second, "three current stream replicas", func() bool { return streamHealthy(ctx, adm, 3) })
+
+	tPub, tSeed := e.tenant("acme")
+	var sensors []topology.Sensor
+	sjs := map[string]jetstream.JetStream{}
+	for i := range 6 {
+		s := topology.Sensor{Stream: stream, TenantID: "acme", SensorID: fmt.Sprintf("s-%d", i)}
+		must(t, old.EnsureConsumer(ctx, s))
+		sensors = append(sensors, s)
+		u := e.user(tPub, tSeed, s.SensorID, s.Permissions())
+		snc, err := connect(urls, u, nats.CustomInboxPrefix(s.InboxPrefix()), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		must(t, err)
+		t.Cleanup(snc.Close)
+		js, err := jetstream.NewWithAPIPrefix(snc, topology.APIPrefix)
+		must(t, err)
+		sjs[s.Consumer()] = js
+	}
+	backend := e.user(e.ctlPub, e.ctlSeed, "backend", topology.BackendPermissions())
+	creds, err := e.signer.Creds(backend.JWT, backend.Seed)
+	must(t, err)
+	msg, err := sensorbus.New(sensorbus.Config{
+		URL: urls, Creds: func(context.Context) (string, error) { return string(creds), nil },
+		ReconnectWait: 50 * time.Millisecond, PublishTimeout: 2 * time.Second, DrainTimeout: 2 * time.Second,
+	})
+	must(t, err)
+	t.Cleanup(msg.Close)
+	msg.Start(ctx)
+	eventually(t, 10*time.Second, "sensorbus ready", msg.Ready)
+	publish := func(prefix string) {
+		t.Helper()
+		for _, s := range sensors {
+			id := prefix + "-" + s.SensorID
+			eventually(t, 15*time.Second, "command "+id+" stored", func() bool {
+				_, err := msg.PublishCommand(ctx, fleet.Command{ID: id, TenantID: s.TenantID, SensorID: s.SensorID, Action: fleet.ActionStart})
+				return err == nil
+			})
+		}
+	}
+	// fetch returns the message ids one pull brings, acking them when ack.
+	fetch := func(s topology.Sensor, ack bool) []string {
+		t.Helper()
+		cons, err := sjs[s.Consumer()].Consumer(ctx, stream, s.Consumer())
+		must(t, err)
+		b, err := cons.Fetch(10, jetstream.FetchMaxWait(time.Second))
+		must(t, err)
+		var ids []string
+		for m := range b.Messages() {
+			ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
+			if ack {
+				must(t, m.DoubleAck(ctx))
+			}
+		}
+		return ids
+	}
+
+	publish("c1")
+	for _, s := range sensors[:3] { // acknowledged: gone
+		if got := fetch(s, true); len(got) != 1 {
+			t.Fatalf("%s before the upgrade got %v", s.SensorID, got)
+		}
+	}
+	if got := fetch(sensors[3], false); len(got) != 1 { // delivered, not acknowledged
+		t.Fatalf("%s before the upgrade got %v", sensors[3].SensorID, got)
+	}
+	publish("c2")
+	old.Close()
+
+	newCfg := e.config(urls)
+	newCfg.Stream.Replicas, newCfg.Stream.ConsumerReplicas, newCfg.Stream.Retention = 3, 1, serveradmin.RetentionLimits
+	upgraded := e.client(newCfg)
+	must(t, upgraded.EnsureStream(ctx))
+	st, err := adm.Stream(ctx, stream)
+	must(t, err)
+	if cfg := st.CachedInfo().Config; cfg.Retention != jetstream.LimitsPolicy || cfg.Replicas != 3 || len(cfg.Sources) != 0 || !slices.Equal(cfg.Subjects, []string{topology.CommandWildcard}) {
+		t.Fatalf("stream after the upgrade: retention %v, replicas %d, sources %v, subjects %v", cfg.Retention, cfg.Replicas, cfg.Sources, cfg.Subjects)
+	}
+	if _, err := adm.Stream(ctx, stream+"_UPGRADE"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("holding stream after the upgrade: %v, want gone", err)
+	}
+	// Again: nothing to do.
+	must(t, upgraded.EnsureStream(ctx))
+	for _, s := range sensors { // the repair pass
+		must(t, upgraded.EnsureConsumer(ctx, s))
+		cons, err := adm.Consumer(ctx, stream, s.Consumer())
+		must(t, err)
+		if ci := cons.CachedInfo(); ci.Config.Replicas != 1 {
+			t.Errorf("%s replicas %d after the upgrade, want 1", s.Consumer(), ci.Config.Replicas)
+		}
+	}
+	for i, s := range sensors {
+		want := []string{"c2-" + s.SensorID}
+		if i >= 3 {
+			want = []string{"c1-" + s.SensorID, "c2-" + s.SensorID}
+		}
+		if got := fetch(s, true); !slices.Equal(got, want) {
+			t.Errorf("%s after the upgrade received %v, want %v", s.SensorID, got, want)
+		}
+	}
+	publish("c3")
+	for _, s := range sensors {
+		if got := fetch(s, true); !slices.Equal(got, []string{"c3-" + s.SensorID}) {
+			t.Errorf("%s after the upgrade, a new command: received %v", s.SensorID, got)
+		}
+	}
 }

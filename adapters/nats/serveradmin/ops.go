@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -108,6 +111,11 @@ func (c *Client) EnsureStream(ctx context.Context) error {
 		cfg.Retention, cfg.MaxMsgsPerSubject = jetstream.LimitsPolicy, s.MaxMsgsPerSubject
 	case RetentionInterest:
 		cfg.Retention = jetstream.InterestPolicy
+	}
+	// A work-queue or interest stream of an earlier release is carried
+	// over to limits retention first (upgrade.go).
+	if _, err := c.upgradeStream(ctx, cfg); err != nil {
+		return err
 	}
 	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {
 		_, err := js.CreateOrUpdateStream(ctx, cfg)
@@ -258,6 +266,10 @@ func filterOf(c jetstream.ConsumerConfig) string {
 }
 
 func consumerConfig(cfg Config, s topology.Sensor) jetstream.ConsumerConfig {
+	replicas := 0 // the stream's, as consumers of earlier releases
+	if cfg.Stream.ConsumerReplicas != cfg.Stream.Replicas {
+		replicas = cfg.Stream.ConsumerReplicas
+	}
 	return jetstream.ConsumerConfig{
 		Durable:       s.Consumer(),
 		Description:   "commands of sensor " + s.SensorID + " of tenant " + s.TenantID,
@@ -267,6 +279,7 @@ func consumerConfig(cfg Config, s topology.Sensor) jetstream.ConsumerConfig {
 		AckWait:       cfg.ConsumerAckWait,
 		MaxDeliver:    cfg.ConsumerMaxDeliver,
 		MaxAckPending: cfg.ConsumerMaxAckPending,
+		Replicas:      replicas,
 	}
 }
 
@@ -335,3 +348,203 @@ func (c *Client) ConsumerNames(ctx context.Context) ([]string, error) {
 	}
 	return names, nil
 }
+
+// OfflineConsumers names the command stream's consumers that no live node
+// holds: nats-server lists a consumer under "missing" when none of its
+// peers answered (all of them are offline, or none answered within its
+// 4 s). With consumers of fewer replicas than the stream (ConsumerReplicas)
+// these are the consumers whose only node was lost. It asks the stream
+// first and lists the consumers only while a replica of the stream is
+// offline or behind, or when full is set: the stream is on every node of a
+// cluster as large as its replicas, so a lost node shows there at the cost
+// of one request.
+func (c *Client) OfflineConsumers(ctx context.Context, full bool) ([]string, error) {
+	if !full {
+		var whole bool
+		err := c.callWithin(ctx, adminConn, deleteWait, func(ctx context.Context, nc *nats.Conn) error {
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			st, err := js.Stream(ctx, c.cfg.Stream.Name)
+			if err != nil {
+				return err
+			}
+			whole = !degraded(st.CachedInfo().Cluster)
+			return nil
+		})
+		// A stream that does not answer within deleteWait (no leader yet
+		// after a loss) is looked at through the list, which the meta
+		// leader answers.
+		if err == nil && whole {
+			return nil, nil
+		}
+	}
+	// The first page tells how many there are; the others are asked for
+	// at once: each page waits up to 4 s for its consumers' answers.
+	first, err := c.consumerPage(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	missing := first.Missing
+	size := len(first.Consumers)
+	if size > 0 && size < first.Total {
+		var (
+			mu   sync.Mutex
+			wg   sync.WaitGroup
+			errs []error
+		)
+		sem := make(chan struct{}, 8)
+		for offset := size; offset < first.Total; offset += size {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				page, err := c.consumerPage(ctx, offset)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				missing = append(missing, page.Missing...)
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(missing)
+	return slices.Compact(missing), nil
+}
+
+// consumerPage asks for one page of the command stream's consumer list.
+func (c *Client) consumerPage(ctx context.Context, offset int) (consumerListPage, error) {
+	var page consumerListPage
+	// nats-server waits up to 4 s for the consumers of a page to answer
+	// before naming the others missing.
+	err := c.callWithin(ctx, adminConn, c.cfg.RequestTimeout+5*time.Second, func(ctx context.Context, nc *nats.Conn) error {
+		req, err := json.Marshal(struct {
+			Offset int `json:"offset"`
+		}{offset})
+		if err != nil {
+			return err
+		}
+		msg, err := nc.RequestWithContext(ctx, "$JS.API.CONSUMER.LIST."+c.cfg.Stream.Name, req)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(msg.Data, &page); err != nil {
+			return fmt.Errorf("unreadable consumer list: %w", err)
+		}
+		if page.Error != nil {
+			return fmt.Errorf("consumer list: %s (code %d)", page.Error.Description, page.Error.Code)
+		}
+		return nil
+	})
+	if err != nil {
+		return page, fmt.Errorf("serveradmin: offline consumers of %s: %w", c.cfg.Stream.Name, err)
+	}
+	return page, nil
+}
+
+// consumerListPage is nats-server's answer to $JS.API.CONSUMER.LIST.
+type consumerListPage struct {
+	Total     int               `json:"total"`
+	Consumers []json.RawMessage `json:"consumers"`
+	Missing   []string          `json:"missing"`
+	Error     *struct {
+		Code        int    `json:"code"`
+		Description string `json:"description"`
+	} `json:"error"`
+}
+
+// degraded reports whether a clustered stream has no leader or a replica
+// that is offline or that its leader has not heard from for replicaSilence.
+// A replica that is only behind (not current) is not: under a heavy load,
+// an enrolment for one, followers lag without being lost, and listing every
+// consumer then would only add to the load.
+func degraded(ci *jetstream.ClusterInfo) bool {
+	if ci == nil {
+		return false
+	}
+	if ci.Leader == "" {
+		return true
+	}
+	for _, r := range ci.Replicas {
+		if r.Offline || r.Active > replicaSilence {
+			return true
+		}
+	}
+	return false
+}
+
+// replicaSilence is how long a stream replica may go unheard before the
+// consumers are listed (a live one is heard from about every second;
+// nats-server marks a killed node offline only after minutes).
+const replicaSilence = 5 * time.Second
+
+// RecreateConsumer deletes the sensor's consumer and creates it again with
+// the configured settings, for a consumer no live node holds
+// (OfflineConsumers): nats-server's meta leader removes the assignment
+// without the lost node and places the new consumer on a live, caught-up
+// one. The new consumer starts from the first command the stream keeps for
+// the sensor, so commands the lost consumer had delivered are delivered
+// again: no command is lost, and agents recognise the ones they applied
+// (the agent's applied-commands file). A node that returns later drops the
+// old consumer.
+//
+// Until nats-server marks a killed node offline (its peers wait for its
+// heartbeats for minutes) the meta leader applies the delete without
+// answering it, so a delete that gets no answer within deleteWait is taken
+// as done and the create tells: it fails while the old assignment stands.
+func (c *Client) RecreateConsumer(ctx context.Context, s topology.Sensor) error {
+	if s.Stream != c.cfg.Stream.Name {
+		return fmt.Errorf("serveradmin: consumer %s: %w: %q, managing %q", s.Consumer(), ErrStreamMismatch, s.Stream, c.cfg.Stream.Name)
+	}
+	// nats-server before 2.15 may place the new consumer on the lost node
+	// again while it is not marked offline (it picks among the stream's
+	// peers at random): that create gets no answer, and the next attempt
+	// deletes and places it again.
+	var err error
+	for attempt := range recreateAttempts {
+		if attempt > 0 && ctx.Err() != nil {
+			break
+		}
+		if err = c.recreateOnce(ctx, s); err == nil {
+			c.log.Info("recreated a consumer no live node held", "consumer", s.Consumer(), "attempt", attempt+1)
+			return nil
+		}
+	}
+	return err
+}
+
+// recreateAttempts bounds RecreateConsumer's delete-and-create rounds.
+const recreateAttempts = 4
+
+func (c *Client) recreateOnce(ctx context.Context, s topology.Sensor) error {
+	err := c.callWithin(ctx, adminConn, deleteWait, func(ctx context.Context, nc *nats.Conn) error {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		err = js.DeleteConsumer(ctx, s.Stream, s.Consumer())
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("serveradmin: recreate consumer %s: delete: %w", s.Consumer(), err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, createWait)
+	defer cancel()
+	return c.EnsureConsumer(cctx, s)
+}
+
+// createWait bounds the create of a recreated consumer: a live node answers
+// within it; a create placed on the lost node never does.
+const createWait = 3 * time.Second
+
+// deleteWait bounds the delete of a consumer no live node holds.
+const deleteWait = 2 * time.Second

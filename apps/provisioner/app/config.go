@@ -42,7 +42,11 @@ type ServeConfig struct {
 	CommandStreamReplicas      int           `envconfig:"COMMAND_STREAM_REPLICAS" default:"1"`
 	CommandStreamMaxAge        time.Duration `envconfig:"COMMAND_STREAM_MAX_AGE" default:"168h"`
 	CommandStreamRetention     string        `envconfig:"COMMAND_STREAM_RETENTION" default:"workqueue"`
-	CommandStreamMaxPerSensor  int64         `envconfig:"COMMAND_STREAM_MAX_PER_SENSOR" default:"64"`
+	// CommandConsumerReplicas is each sensor consumer's replicas; 0: the
+	// stream's. 1 on a three-node cluster with limits retention is the
+	// shape deploy/ ships (docs/operations.md, "Cluster shape").
+	CommandConsumerReplicas   int   `envconfig:"COMMAND_CONSUMER_REPLICAS" default:"0" desc:"replicas of each sensor's consumer (0: COMMAND_STREAM_REPLICAS); below the stream's only with COMMAND_STREAM_RETENTION=limits, and then a consumer whose node is lost is recreated on a live node"`
+	CommandStreamMaxPerSensor int64 `envconfig:"COMMAND_STREAM_MAX_PER_SENSOR" default:"64"`
 	// CommandStreamMaxConsumers is the stream's consumer limit, one
 	// consumer per sensor. nats-server 2.15+ caps a stream without one at
 	// 1,000.

@@ -119,3 +119,36 @@ func (s *Server) keepSnapshot(ctx context.Context) {
 		}
 	}
 }
+
+// offlineInterval is how often the provisioner looks for sensor consumers
+// that no live NATS node holds (consumers of fewer replicas than the
+// stream, after a node loss); every offlineFullEvery-th look lists every
+// consumer even when the stream's replicas all answer (a cluster larger
+// than the stream's replicas can lose a node the stream is not on).
+const (
+	offlineInterval  = 2 * time.Second
+	offlineFullEvery = 30
+)
+
+// offlineLoop recreates, while NATS is connected, every sensor consumer
+// whose only node was lost, on a live node, within seconds of the loss.
+func (s *Server) offlineLoop(ctx context.Context, every time.Duration, fullEvery int) {
+	for tick := 1; ; tick++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		if !s.nats.Ready() {
+			continue
+		}
+		n, err := s.svc.RecreateOfflineConsumers(ctx, tick%fullEvery == 0, 32)
+		s.consumersRecreated.Add(int64(n))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("recreate consumers no live NATS node holds", "recreated", n, logkey.Error, err)
+		case n > 0:
+			s.log.Warn("recreated consumers no live NATS node held (a node was lost); their sensors receive again the commands the stream keeps and skip the ones they applied", "count", n)
+		}
+	}
+}

@@ -61,8 +61,9 @@ type Server struct {
 	api   http.Handler
 	built atomic.Bool
 
-	consumersMissing atomic.Int64
-	metrics          *metrics
+	consumersMissing   atomic.Int64
+	consumersRecreated atomic.Int64
+	metrics            *metrics
 }
 
 // readiness lists what GET /readyz reports: PostgreSQL and NATS.
@@ -335,7 +336,7 @@ func (s *Server) buildNATS(ctx context.Context, store *provisionerstore.Store, o
 		AdminUser:  adminUser,
 		Stream: serveradmin.StreamConfig{
 			Name: cfg.CommandStreamName, Replicas: cfg.CommandStreamReplicas, MaxAge: cfg.CommandStreamMaxAge, Duplicates: 2 * time.Minute,
-			Retention: cfg.CommandStreamRetention, MaxMsgsPerSubject: cfg.CommandStreamMaxPerSensor,
+			Retention: cfg.CommandStreamRetention, MaxMsgsPerSubject: cfg.CommandStreamMaxPerSensor, ConsumerReplicas: cfg.CommandConsumerReplicas,
 			MaxConsumers: cfg.CommandStreamMaxConsumers, WorkQueueWarnConsumers: cfg.CommandStreamWorkQueueWarnConsumers,
 		},
 		Events: serveradmin.EventStreamConfig{
@@ -468,6 +469,13 @@ func (s *Server) activate(ctx context.Context, bg *sync.WaitGroup) error {
 		defer bg.Done()
 		s.retryLoop(ctx, retryInterval)
 	}()
+	if r := s.cfg.CommandConsumerReplicas; r > 0 && r < s.cfg.CommandStreamReplicas {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			s.offlineLoop(ctx, offlineInterval, offlineFullEvery)
+		}()
+	}
 	return nil
 }
 

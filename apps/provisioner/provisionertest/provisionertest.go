@@ -12,12 +12,15 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -39,8 +42,12 @@ type Stack struct {
 	Operator provisioning.Operator
 	Config   app.ServeConfig
 	// NATS is the nats-server, in-process or (RXC_NATS_SERVER_BIN) an
-	// external binary; StartNATS and StopNATS start and stop it.
+	// external binary; StartNATS and StopNATS start and stop it. With
+	// Options.ClusterNodes it is the first node of Nodes.
 	NATS *natstest.Server
+	// Nodes are the nats-servers of a cluster (Options.ClusterNodes), routed
+	// to each other; NATSURL lists them all. Nil without a cluster.
+	Nodes []*natstest.Server
 	// IdentitySeedPath holds the operator's identity seed with
 	// Options.SigningKey; NATSConfigPath is init-operator's fragment.
 	IdentitySeedPath string
@@ -82,6 +89,12 @@ type Options struct {
 	// NATSProfiling opens nats-server's profiling port
 	// (natstest.Options.Profiling).
 	NATSProfiling bool
+	// ClusterNodes runs that many nats-servers routed as one cluster (the
+	// shape deploy/ ships with 3), the command stream at that many
+	// replicas; 0 or 1: one server.
+	ClusterNodes int
+	// ConsumerReplicas is COMMAND_CONSUMER_REPLICAS (0: the stream's).
+	ConsumerReplicas int
 }
 
 // Start brings up PostgreSQL database, provisioner and nats-server.
@@ -99,10 +112,20 @@ func Start(t pgtest.TB, opts Options) *Stack {
 		}
 	}
 	s := &Stack{t: t, Dir: dir, Secret: "test-shared-secret-0123456789"}
-	s.NATS = natstest.New(t, natstest.Options{Dir: dir, Config: "include \"nats-operator.conf\"\n", Profiling: opts.NATSProfiling})
+	if opts.ClusterNodes > 1 {
+		s.Nodes = clusterNodes(t, dir, opts.ClusterNodes)
+		s.NATS = s.Nodes[0]
+		var urls []string
+		for _, n := range s.Nodes {
+			urls = append(urls, n.URL())
+		}
+		s.NATSURL = strings.Join(urls, ",")
+	} else {
+		s.NATS = natstest.New(t, natstest.Options{Dir: dir, Config: "include \"nats-operator.conf\"\n", Profiling: opts.NATSProfiling})
+		s.NATSURL = s.NATS.URL()
+	}
 	httpPort := FreePort(t)
 	s.URL = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	s.NATSURL = s.NATS.URL()
 	if opts.PGDSN == "" {
 		opts.PGDSN = pgtest.DSN(t)
 	}
@@ -138,7 +161,8 @@ func Start(t pgtest.TB, opts Options) *Stack {
 		SharedSecret:               s.Secret,
 		NATSURL:                    s.NATSURL,
 		StartupEnsureCommandStream: true,
-		CommandStreamReplicas:      1,
+		CommandStreamReplicas:      max(opts.ClusterNodes, 1),
+		CommandConsumerReplicas:    opts.ConsumerReplicas,
 		CommandStreamMaxAge:        time.Hour,
 		CommandStreamRetention:     opts.CommandStreamRetention,
 		CommandStreamMaxConsumers:  opts.CommandStreamMaxConsumers,
@@ -208,11 +232,55 @@ func (s *Stack) StopServe() {
 // init-operator wrote. It reuses the port and JetStream store across restarts.
 func (s *Stack) StartNATS() {
 	s.t.Helper()
-	s.NATS.Start()
+	if s.Nodes == nil {
+		s.NATS.Start()
+		return
+	}
+	// A node's JetStream is healthy only once the cluster has a meta
+	// leader: start every node before waiting on any.
+	var wg sync.WaitGroup
+	errs := make([]error, len(s.Nodes))
+	for i, n := range s.Nodes {
+		wg.Go(func() { errs[i] = n.TryStart() })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		s.t.Fatalf("nats cluster: %v", err)
+	}
 }
 
-// StopNATS shuts nats-server down.
-func (s *Stack) StopNATS() { s.NATS.Stop() }
+// StopNATS shuts nats-server (every node of a cluster) down.
+func (s *Stack) StopNATS() {
+	if s.Nodes == nil {
+		s.NATS.Stop()
+		return
+	}
+	for _, n := range s.Nodes {
+		n.Stop()
+	}
+}
+
+// clusterNodes configures n nats-servers sharing dir (each its own
+// configuration file and store by name), every one including
+// init-operator's fragment and routed to the others.
+func clusterNodes(t pgtest.TB, dir string, n int) []*natstest.Server {
+	routes := make([]int, n)
+	for i := range routes {
+		routes[i] = FreePort(t)
+	}
+	nodes := make([]*natstest.Server, n)
+	for i := range nodes {
+		var others []string
+		for j, p := range routes {
+			if j != i {
+				others = append(others, fmt.Sprintf("nats://127.0.0.1:%d", p))
+			}
+		}
+		conf := fmt.Sprintf("include \"nats-operator.conf\"\ncluster {\n  name: rxc\n  listen: 127.0.0.1:%d\n  routes: [%s]\n}\n", routes[i], strings.Join(others, ", "))
+		nodes[i] = natstest.New(t, natstest.Options{Dir: dir, Name: fmt.Sprintf("nats-%d", i+1), Config: conf, ReadyTimeout: time.Minute})
+	}
+	return nodes
+}
 
 // NATSReady reports whether the provisioner is connected to NATS now.
 func (s *Stack) NATSReady() bool { return s.srv.NATSReady() }

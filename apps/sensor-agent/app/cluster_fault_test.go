@@ -1,0 +1,186 @@
+package app_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
+	"github.com/rxc-project/rxc/internal/natstest"
+)
+
+// consumersOn counts the sensor consumers (of the command stream) node holds
+// as a replica or leader, from its /jsz.
+func consumersOn(node *natstest.Server, account string) int {
+	var jsz server.JSInfo
+	if err := node.Monitor("/jsz?acc="+account+"&streams=true&consumers=true", &jsz); err != nil {
+		return -1
+	}
+	n := 0
+	for _, a := range jsz.AccountDetails {
+		for _, st := range a.Streams {
+			if st.Name != "RXC_CMD" {
+				continue
+			}
+			for _, c := range st.Consumer {
+				if c != nil && strings.HasPrefix(c.Name, "cmd-") {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// TestClusterNodeLoss runs the shipped cluster shape (three nats-servers,
+// a limits-retention command stream of three replicas, each sensor's
+// consumer of one: COMMAND_CONSUMER_REPLICAS=1) under real agents and kills
+// a node twice: while sensors enrol, and in the middle of a command to every
+// sensor, each time the node holding the most sensor consumers. Every sensor
+// enrols, every command is applied exactly once (a recreated consumer
+// delivers the sensor's earlier commands again: the agent skips them), and
+// every sensor gets its command within 30 s of the loss. A command the
+// stream could not store while it had no leader is answered 503 and sent
+// again by the test, as an operator would: no accepted command is lost.
+func TestClusterNodeLoss(t *testing.T) {
+	const sensors = 12
+	prov := provisionertest.Start(t, provisionertest.Options{ClusterNodes: 3, ConsumerReplicas: 1, CommandStreamRetention: "limits"})
+	// nats-server 2.11 left the command stream without a leader for more
+	// than 30 s after the second kill (its publishes answered "no response
+	// from stream"), and places a new R1 consumer on the lost node until it
+	// marks that node offline: the shape's node-loss guarantees are
+	// measured from 2.15 (go.mod's) on. The serveradmin cluster tests run on
+	// both.
+	if v, err := prov.NATS.Version(); err == nil && (strings.HasPrefix(v, "2.11.") || strings.HasPrefix(v, "2.10.")) {
+		t.Skipf("nats-server %s: the node-loss timings need 2.15 or later (docs/operations.md, \"Cluster shape\")", v)
+	}
+	cp := startPlane(t, agentPlaneConfig(t, prov))
+	cp.setUpTenant()
+	ctl := prov.Operator.ControlAccount
+
+	busiest := func() int {
+		best, most := -1, -1
+		for i, n := range prov.Nodes {
+			if !n.Running() {
+				continue
+			}
+			if c := consumersOn(n, ctl); c > most {
+				best, most = i, c
+			}
+		}
+		return best
+	}
+
+	// Enrolment, a node lost once a third of the sensors are enrolled.
+	var codes []string
+	for i := range sensors {
+		codes = append(codes, cp.claimCode(fmt.Sprintf("edge-%d", i+1)))
+	}
+	dir := t.TempDir()
+	codesFile := filepath.Join(dir, "codes.txt")
+	if err := os.WriteFile(codesFile, []byte(strings.Join(codes, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := startAgent(t, agentArgs(cp, filepath.Join(dir, "state"), "--count", fmt.Sprint(sensors), "--claim-codes-file", codesFile)...)
+	runs := []*agent{run}
+	online := func() []string {
+		var ids []string
+		for _, s := range cp.sensors() {
+			if s.State == "online" {
+				ids = append(ids, s.ID)
+			}
+		}
+		return ids
+	}
+	waitUntil(t, 60*time.Second, "a third of the sensors enrolled", func() bool { return len(online()) >= sensors/3 })
+	lost := busiest()
+	t.Logf("enrolment: killing nats-%d (%d sensor consumers)", lost+1, consumersOn(prov.Nodes[lost], ctl))
+	prov.Nodes[lost].Kill()
+	var ids []string
+	// Enrolment retries with the agents' back-off (up to 30 s) behind the
+	// control plane's circuit breaker; nats-server before 2.15 may place a
+	// new consumer on the lost node, which the provisioner then recreates.
+	waitUntil(t, 120*time.Second, "every sensor enrolled and online with a node lost", func() bool {
+		ids = online()
+		return len(ids) == sensors
+	})
+	prov.Nodes[lost].Start()
+
+	// A command to every sensor, applied once each.
+	accepted := map[string]time.Time{} // command id → when the API accepted it
+	fanOut := func(action string, midway func()) map[string]string {
+		t.Helper()
+		cmds := map[string]string{}
+		for i, id := range ids {
+			if i == len(ids)/2 && midway != nil {
+				midway()
+			}
+			// A command the stream did not store (no stream leader for a
+			// few seconds after a node loss) is answered 503 and recorded
+			// failed: the operator sends a new one.
+			var a answer
+			attempt := 0
+			waitUntil(t, 30*time.Second, "command accepted for "+id, func() bool {
+				attempt++
+				a = issue(t, cp.client, id, action, fmt.Sprintf("%s-%s-%d", action, id, attempt))
+				return a.status == 202
+			})
+			cmds[id] = a.cmd.CommandID
+			accepted[a.cmd.CommandID] = time.Now()
+		}
+		return cmds
+	}
+	// settle waits until every command is applied, each within `within` of
+	// its acceptance.
+	settle := func(what string, cmds map[string]string, within time.Duration) {
+		t.Helper()
+		for id, cmdID := range cmds {
+			waitUntil(t, time.Until(accepted[cmdID].Add(within)), what+": sensor "+id+" applied "+cmdID, func() bool {
+				c := cp.commandOf(id, cmdID)
+				return c.Outcome != nil && *c.Outcome == "applied"
+			})
+		}
+	}
+	start := fanOut("start", nil)
+	settle("start", start, 60*time.Second)
+
+	// The second fan-out loses the busiest node half-way.
+	var killedAt time.Time
+	stop := fanOut("stop", func() {
+		lost = busiest()
+		t.Logf("fan-out: killing nats-%d (%d sensor consumers)", lost+1, consumersOn(prov.Nodes[lost], ctl))
+		prov.Nodes[lost].Kill()
+		killedAt = time.Now()
+	})
+	settle("stop after a node loss", stop, 30*time.Second)
+	t.Logf("every sensor applied its command %s after the node loss", time.Since(killedAt).Round(time.Millisecond))
+
+	// Nothing applied twice, and no start delivered again after the stop
+	// was applied: every sensor is stopped.
+	redelivered := 0
+	for _, cmds := range []map[string]string{start, stop} {
+		for _, cmdID := range cmds {
+			d, n := applied(runs, cmdID)
+			if n != 1 {
+				t.Errorf("command %s delivered %d times, applied %d times; want applied once", cmdID, d, n)
+			}
+			redelivered += d - 1
+		}
+	}
+	// The lost node's consumers were recreated and delivered their
+	// sensors' start again: the dedupe was exercised, not assumed.
+	if redelivered == 0 {
+		t.Error("no command was delivered twice: no consumer was recreated, the node loss tested nothing")
+	}
+	t.Logf("%d deliveries of commands already applied, none applied again", redelivered)
+	for _, id := range ids {
+		if v := cp.sensor(id); v.State != "stopped" {
+			t.Errorf("sensor %s is %s after its stop, want stopped", id, v.State)
+		}
+	}
+}

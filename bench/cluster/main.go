@@ -1,0 +1,535 @@
+// Command cluster measures the NATS cluster shapes a command stream with one
+// durable consumer per sensor can take, each on its own fresh servers in the
+// same run: enrolment (durable consumers created, 32 at a time) and one
+// command to every sensor (published, then fetched and acked by every
+// sensor's consumer, timed to the last ack). The shapes:
+//
+//   - single: one node, the stream and its consumers at one replica (the
+//     baseline the done-when figures of issue 21 are relative to), with
+//     work-queue and with limits retention;
+//   - the three-node shapes: work-queue + R3 consumers (what deploy/ shipped
+//     before), work-queue + R3 consumers with their state in memory, limits +
+//     R3 consumers, and limits + R1 consumers (what deploy/ ships now:
+//     COMMAND_STREAM_RETENTION=limits, COMMAND_CONSUMER_REPLICAS=1).
+//
+// With -kill it also stops one node of the chosen shape after the fan-out
+// and reports how many consumers the cluster lists as missing and how long
+// recreating them on the live nodes takes (what the provisioner's repair
+// pass does). The servers run as processes ($RXC_NATS_SERVER_BIN, else in
+// this process), plain (no operator mode), JetStream on the same disk.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
+	"github.com/rxc-project/rxc/bench/benchenv"
+	"github.com/rxc-project/rxc/internal/natstest"
+	"github.com/rxc-project/rxc/internal/pgtest"
+)
+
+type shape struct {
+	name      string
+	nodes     int
+	retention jetstream.RetentionPolicy
+	consumerR int
+	memState  bool
+}
+
+var shapes = map[string]shape{
+	"single-wq":     {"1 node, work-queue, R1", 1, jetstream.WorkQueuePolicy, 1, false},
+	"single-limits": {"1 node, limits, R1", 1, jetstream.LimitsPolicy, 1, false},
+	"wq-r3":         {"3 nodes, work-queue R3 stream, R3 consumers (shipped before)", 3, jetstream.WorkQueuePolicy, 3, false},
+	"wq-r3-mem":     {"3 nodes, work-queue R3 stream, R3 consumers, consumer state in memory", 3, jetstream.WorkQueuePolicy, 3, true},
+	"limits-r3":     {"3 nodes, limits R3 stream, R3 consumers", 3, jetstream.LimitsPolicy, 3, false},
+	"limits-r1":     {"3 nodes, limits R3 stream, R1 consumers (shipped now)", 3, jetstream.LimitsPolicy, 1, false},
+}
+
+type result struct {
+	shape            shape
+	create, fanout   time.Duration
+	createdPerSecond float64
+	missing          int
+	// rss and disk are the largest node's resident memory (peak) and
+	// directory (JetStream store, configuration, log) after the fan-out;
+	// rss is 0 when unknown (in process).
+	rss, disk int64
+	listed    time.Duration
+	recreate  time.Duration
+	err       error
+}
+
+func main() {
+	sensors := flag.Int("sensors", 2000, "sensors (durable consumers) per shape")
+	list := flag.String("shapes", "single-wq,single-limits,limits-r1,wq-r3", "shapes to measure, in order: "+names())
+	kill := flag.String("kill", "limits-r1", "shape whose node is stopped after the fan-out (empty: none)")
+	shipped := flag.Bool("shipped", true, "also enrol the sensors through the provisioner on the shipped shape (three nodes, COMMAND_STREAM_RETENTION=limits, COMMAND_CONSUMER_REPLICAS=1, PostgreSQL)")
+	flag.Parse()
+	ctx := context.Background()
+	fmt.Printf("machine: %s; %d sensors per shape; nats-server %s\n", benchenv.Machine(), *sensors, serverKind())
+	var results []result
+	for _, n := range strings.Split(*list, ",") {
+		sh, ok := shapes[strings.TrimSpace(n)]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "unknown shape %q (%s)\n", n, names())
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "== %s\n", sh.name)
+		r := measure(ctx, sh, *sensors, strings.TrimSpace(n) == *kill)
+		if r.err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", sh.name, r.err)
+		}
+		results = append(results, r)
+	}
+	var prov provResult
+	if *shipped {
+		fmt.Fprintln(os.Stderr, "== the shipped shape through the provisioner")
+		prov = provisioned(ctx, *sensors)
+		if prov.err != nil {
+			fmt.Fprintln(os.Stderr, "shipped:", prov.err)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d sensors, one durable pull consumer each (32 created at a time), then one command to every sensor (each consumer fetches and acks; time to the last ack). Fresh servers per shape, same disk, load average at the start %s.\n\n", *sensors, loadavg())
+	b.WriteString("| shape | consumers created | /s | one command to every sensor | largest node: peak RSS, its directory (store, log) | one node killed after the fan-out (SIGKILL), then what the provisioner does |\n|---|---|---|---|---|---|\n")
+	var base *result
+	for i := range results {
+		r := &results[i]
+		if r.shape.nodes == 1 && r.shape.retention == jetstream.LimitsPolicy {
+			base = r
+		}
+	}
+	for _, r := range results {
+		if r.err != nil {
+			fmt.Fprintf(&b, "| %s | failed: %v | | | | |\n", r.shape.name, r.err)
+			continue
+		}
+		kill := ""
+		if r.recreate > 0 || r.missing > 0 {
+			kill = fmt.Sprintf("%d listed missing in %s, recreated: all answering %s after the loss", r.missing, r.listed.Round(time.Millisecond), (r.recreate + 2*time.Second).Round(time.Millisecond))
+		}
+		rel := ""
+		if base != nil && base.err == nil {
+			rel = fmt.Sprintf(" (%.2f of single limits)", r.createdPerSecond/base.createdPerSecond)
+		}
+		frel := ""
+		if base != nil && base.err == nil {
+			frel = fmt.Sprintf(" (%.2f× single limits)", r.fanout.Seconds()/base.fanout.Seconds())
+		}
+		mem := fmt.Sprintf("%d MiB, %d MiB", r.rss>>20, r.disk>>20)
+		if r.rss == 0 {
+			mem = fmt.Sprintf("(in process), %d MiB", r.disk>>20)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f%s | %s%s | %s | %s |\n", r.shape.name, r.create.Round(time.Millisecond), r.createdPerSecond, rel, r.fanout.Round(time.Millisecond), frel, mem, kill)
+	}
+	if *shipped {
+		switch {
+		case prov.err != nil:
+			fmt.Fprintf(&b, "| the shipped shape through the provisioner (POST /users) | failed: %v | | | | |\n", prov.err)
+		default:
+			rel := ""
+			if base != nil && base.err == nil {
+				rel = fmt.Sprintf(" (%.2f of single limits consumer creation)", prov.rate/base.createdPerSecond)
+			}
+			fmt.Fprintf(&b, "| the shipped shape through the provisioner: POST /users (user JWT, PostgreSQL, consumer; 32 at a time) | %s | %.0f%s | (bare row above) | | |\n", prov.total.Round(time.Millisecond), prov.rate, rel)
+		}
+	}
+	fmt.Print(b.String())
+	if err := benchenv.AppendResults("docs/benchmarks-history.md", "NATS cluster shapes (bench/cluster)", b.String()); err != nil {
+		fmt.Fprintln(os.Stderr, "append results:", err)
+	}
+}
+
+func names() string {
+	var ns []string
+	for n := range shapes {
+		ns = append(ns, n)
+	}
+	return strings.Join(ns, ", ")
+}
+
+func serverKind() string {
+	if bin := os.Getenv(natstest.BinEnv); bin != "" {
+		return "process " + bin
+	}
+	return "in process (" + runtime.Version() + ")"
+}
+
+func loadavg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func measure(ctx context.Context, sh shape, n int, kill bool) (r result) {
+	r.shape = sh
+	t := &benchenv.T{}
+	defer t.Close()
+	nodes, err := startNodes(t, sh.nodes)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	var urls []string
+	for _, s := range nodes {
+		urls = append(urls, s.URL())
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		r.err = err
+		return r
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	scfg := jetstream.StreamConfig{
+		Name: "RXC_CMD", Subjects: []string{"cmd.*.*"}, Retention: sh.retention, Storage: jetstream.FileStorage,
+		Replicas: sh.nodes, MaxAge: 168 * time.Hour, Duplicates: 2 * time.Minute, MaxConsumers: n + 10,
+	}
+	if sh.retention == jetstream.LimitsPolicy {
+		scfg.MaxMsgsPerSubject = 64
+	}
+	if err := retry(ctx, 30*time.Second, func() error { _, err := js.CreateStream(ctx, scfg); return err }); err != nil {
+		r.err = fmt.Errorf("stream: %w", err)
+		return r
+	}
+	consumer := func(i int) jetstream.ConsumerConfig {
+		return jetstream.ConsumerConfig{
+			Durable: fmt.Sprintf("s-%06d", i), FilterSubject: fmt.Sprintf("cmd.t%d.s-%06d", i%10, i),
+			DeliverPolicy: jetstream.DeliverAllPolicy, AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait: 30 * time.Second, MaxDeliver: 10, MaxAckPending: 16, Replicas: sh.consumerR, MemoryStorage: sh.memState,
+		}
+	}
+	var failed atomic.Int64
+	start := time.Now()
+	_ = benchenv.Parallel(ctx, n, 32, func(i int) error {
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if _, err := js.CreateOrUpdateConsumer(cctx, "RXC_CMD", consumer(i)); err != nil {
+			failed.Add(1)
+		}
+		return nil
+	})
+	r.create = time.Since(start)
+	r.createdPerSecond = float64(n) / r.create.Seconds()
+	if f := failed.Load(); f > 0 {
+		r.err = fmt.Errorf("%d of %d consumers not created", f, n)
+		return r
+	}
+	fmt.Fprintf(os.Stderr, "created %d consumers in %s\n", n, r.create.Round(time.Millisecond))
+
+	// One command to every sensor, then every sensor fetches and acks.
+	start = time.Now()
+	var futs []jetstream.PubAckFuture
+	for i := range n {
+		f, err := js.PublishAsync(fmt.Sprintf("cmd.t%d.s-%06d", i%10, i), []byte(`{"action":"start"}`), jetstream.WithMsgID(fmt.Sprintf("c-%d", i)))
+		if err != nil {
+			r.err = fmt.Errorf("publish: %w", err)
+			return r
+		}
+		futs = append(futs, f)
+	}
+	for _, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			r.err = fmt.Errorf("publish: %w", err)
+			return r
+		case <-time.After(60 * time.Second):
+			r.err = errors.New("publish: no acknowledgement in 60s")
+			return r
+		}
+	}
+	var unacked atomic.Int64
+	_ = benchenv.Parallel(ctx, n, 64, func(i int) error {
+		err := retry(ctx, 60*time.Second, func() error {
+			cons, err := js.Consumer(ctx, "RXC_CMD", fmt.Sprintf("s-%06d", i))
+			if err != nil {
+				return err
+			}
+			b, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+			if err != nil {
+				return err
+			}
+			got := false
+			for m := range b.Messages() {
+				if err := m.DoubleAck(ctx); err != nil {
+					return err
+				}
+				got = true
+			}
+			if !got {
+				return errors.New("no message")
+			}
+			return nil
+		})
+		if err != nil {
+			unacked.Add(1)
+		}
+		return nil
+	})
+	r.fanout = time.Since(start)
+	if u := unacked.Load(); u > 0 {
+		r.err = fmt.Errorf("%d of %d sensors did not get their command", u, n)
+		return r
+	}
+	fmt.Fprintf(os.Stderr, "fan-out to %d sensors in %s\n", n, r.fanout.Round(time.Millisecond))
+	for _, node := range nodes {
+		if node.External() {
+			_, peak := benchenv.RSS(node.PID())
+			r.rss = max(r.rss, peak)
+		}
+		r.disk = max(r.disk, dirSize(filepath.Dir(node.StoreDir())))
+	}
+	if !kill || sh.nodes < 3 {
+		return r
+	}
+	// Stop the last node, then do what the provisioner's repair does:
+	// list the consumers the cluster cannot reach, delete and create them.
+	nodes[2].Kill()
+	time.Sleep(2 * time.Second)
+	start = time.Now()
+	var missing []string
+	if err := retry(ctx, 30*time.Second, func() error {
+		var err error
+		missing, err = missingConsumers(ctx, nc, "RXC_CMD")
+		return err
+	}); err != nil {
+		r.err = fmt.Errorf("list after the node loss: %w", err)
+		return r
+	}
+	r.listed = time.Since(start)
+	r.missing = len(missing)
+	idx := map[string]int{}
+	for i := range n {
+		idx[fmt.Sprintf("s-%06d", i)] = i
+	}
+	var mu sync.Mutex
+	var errs []error
+	_ = benchenv.Parallel(ctx, len(missing), 32, func(k int) error {
+		name := missing[k]
+		err := retry(ctx, 60*time.Second, func() error {
+			// As serveradmin.RecreateConsumer: a delete nobody answers
+			// within 2 s was applied (nats-server has not marked the killed
+			// node offline yet); the create tells.
+			dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err := js.DeleteConsumer(dctx, "RXC_CMD", name)
+			cancel()
+			if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			_, err = js.CreateOrUpdateConsumer(ctx, "RXC_CMD", consumer(idx[name]))
+			return err
+		})
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+		return nil
+	})
+	r.recreate = time.Since(start)
+	if len(errs) > 0 {
+		r.err = fmt.Errorf("%d consumers not recreated: %v", len(errs), errs[0])
+	}
+	return r
+}
+
+// missingConsumers pages through the stream's consumer list as
+// serveradmin.OfflineConsumers does (the first page, then the others 8 at a
+// time): nats-server names the consumers none of whose peers answered
+// under "missing".
+func missingConsumers(ctx context.Context, nc *nats.Conn, stream string) ([]string, error) {
+	type page struct {
+		Total     int               `json:"total"`
+		Consumers []json.RawMessage `json:"consumers"`
+		Missing   []string          `json:"missing"`
+		Error     *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	get := func(offset int) (page, error) {
+		var p page
+		req, _ := json.Marshal(map[string]int{"offset": offset})
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		msg, err := nc.RequestWithContext(rctx, "$JS.API.CONSUMER.LIST."+stream, req)
+		if err != nil {
+			return p, err
+		}
+		if err := json.Unmarshal(msg.Data, &p); err != nil {
+			return p, err
+		}
+		if p.Error != nil {
+			return p, errors.New(p.Error.Description)
+		}
+		return p, nil
+	}
+	first, err := get(0)
+	if err != nil {
+		return nil, err
+	}
+	out := first.Missing
+	size := len(first.Consumers)
+	if size == 0 || size >= first.Total {
+		return out, nil
+	}
+	var offsets []int
+	for o := size; o < first.Total; o += size {
+		offsets = append(offsets, o)
+	}
+	var mu sync.Mutex
+	err = benchenv.Parallel(ctx, len(offsets), 8, func(i int) error {
+		p, err := get(offsets[i])
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out = append(out, p.Missing...)
+		mu.Unlock()
+		return nil
+	})
+	return out, err
+}
+
+// dirSize is the bytes of the files under dir.
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func startNodes(t *benchenv.T, n int) ([]*natstest.Server, error) {
+	clientPorts, routePorts := make([]int, n), make([]int, n)
+	for i := range n {
+		var err error
+		if clientPorts[i], err = benchenv.FreePort(); err != nil {
+			return nil, err
+		}
+		if routePorts[i], err = benchenv.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	nodes := make([]*natstest.Server, n)
+	for i := range n {
+		conf := ""
+		if n > 1 {
+			var routes []string
+			for j, p := range routePorts {
+				if j != i {
+					routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+				}
+			}
+			conf = fmt.Sprintf("cluster {\n  name: rxc\n  listen: 127.0.0.1:%d\n  routes: [%s]\n}\n", routePorts[i], strings.Join(routes, ", "))
+		}
+		nodes[i] = natstest.New(t, natstest.Options{Dir: t.TempDir(), Name: fmt.Sprintf("nats-%d", i+1), Port: clientPorts[i], Config: conf, ReadyTimeout: 60 * time.Second})
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = nodes[i].TryStart()
+		}()
+	}
+	wg.Wait()
+	return nodes, errors.Join(errs...)
+}
+
+func retry(ctx context.Context, d time.Duration, fn func() error) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := fn()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+type provResult struct {
+	total time.Duration
+	rate  float64
+	err   error
+}
+
+// provisioned enrols n sensors through the provisioner (POST /users, 32 at
+// a time, over ten tenants) on three nats-servers in the shape deploy/
+// ships, PostgreSQL on the same disk.
+func provisioned(ctx context.Context, n int) (r provResult) {
+	t := &benchenv.T{}
+	defer t.Close()
+	pg, err := pgtest.Start()
+	if err != nil {
+		r.err = err
+		return r
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	pgtest.Use(pg.DSN("postgres"))
+	prov := provisionertest.Start(t, provisionertest.Options{
+		LogLevel: "warn", ClusterNodes: 3, ConsumerReplicas: 1, CommandStreamRetention: "limits", CommandStreamMaxConsumers: n + 10,
+	})
+	for i := range 10 {
+		if status, body := prov.Post("/accounts", map[string]string{"tenantId": fmt.Sprintf("t%d", i)}); status != 200 && status != 201 {
+			r.err = fmt.Errorf("POST /accounts: %d %s", status, body)
+			return r
+		}
+	}
+	var failed atomic.Int64
+	var first atomic.Value
+	start := time.Now()
+	_ = benchenv.Parallel(ctx, n, 32, func(i int) error {
+		for attempt := 0; ; attempt++ {
+			status, _, body := prov.Request("POST", "/users", map[string]string{"tenantId": fmt.Sprintf("t%d", i%10), "sensorId": fmt.Sprintf("s-%06d", i)})
+			if status == 200 || status == 201 {
+				return nil
+			}
+			if status == 503 && attempt < 5 {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			failed.Add(1)
+			first.CompareAndSwap(nil, fmt.Sprintf("%d %s", status, body))
+			return nil
+		}
+	})
+	r.total = time.Since(start)
+	r.rate = float64(n) / r.total.Seconds()
+	if f := failed.Load(); f > 0 {
+		r.err = fmt.Errorf("%d of %d sensors not provisioned (first: %v)", f, n, first.Load())
+	}
+	fmt.Fprintf(os.Stderr, "provisioned %d sensors in %s\n", n, r.total.Round(time.Millisecond))
+	return r
+}
