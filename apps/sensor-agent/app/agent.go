@@ -82,9 +82,6 @@ type Agent struct {
 	// it recorded it; status reports carry them in turn.
 	outbox   *sensorclient.Outbox
 	grpcDown bool
-	// applied are the commands applied and not expired
-	// (sensorclient.AppliedFile).
-	applied appliedSet
 }
 
 // NewAgent checks cfg; nothing is contacted until Run.
@@ -140,7 +137,6 @@ func (a *Agent) start(ctx context.Context) error {
 	if a.outbox, err = a.dir.OpenOutbox(nil); err != nil {
 		a.log.Warn("command results kept before the restart are unreadable; starting without them", logkey.Error, err)
 	}
-	a.loadApplied()
 	if err := a.ensureCertificate(ctx); err != nil {
 		return err
 	}

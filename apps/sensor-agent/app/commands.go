@@ -12,7 +12,7 @@ import (
 // command it already has a result for (a redelivery) is not applied again:
 // its result is reported again.
 func (a *Agent) apply(ctx context.Context, c sensorclient.Command) {
-	if a.known(c.CommandID) || a.wasApplied(c.CommandID) {
+	if a.known(c.CommandID) {
 		a.log.Info("command delivered again; not applied twice", logkey.Command, c.CommandID)
 		a.publish(ctx, c.CommandID)
 		return
@@ -25,7 +25,6 @@ func (a *Agent) apply(ctx context.Context, c sensorclient.Command) {
 		a.setDesired(sensorclient.StateStopped)
 		a.stopRunner(ctx)
 	}
-	a.markApplied(c)
 	a.observe()
 	_, detail := a.reported()
 	a.remember(sensorclient.CommandResult{CommandID: c.CommandID, Outcome: sensorclient.OutcomeApplied, Detail: detail, At: time.Now().UTC()}, c.ExpiresAt)
