@@ -6,16 +6,11 @@ package grpcmtls_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +21,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/grpcmtls"
 	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/adapters/x509ca/x509catest"
 	"github.com/rxc-project/rxc/core/fleet"
 	sensorpb "github.com/rxc-project/rxc/proto"
 	"github.com/rxc-project/rxc/sdk/sensorclient"
@@ -111,14 +107,7 @@ func (s *sensorServer) received() map[string]int {
 
 func startSensorServer(t *testing.T) *sensorServer {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "ca")
-	if _, err := x509ca.Init(dir, x509ca.InitOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509ca.Load(x509ca.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, _ := x509catest.New(t, x509ca.InitOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}, x509ca.Config{})
 	s := &sensorServer{ca: ca, active: map[string]bool{}}
 	srv, err := grpcmtls.New(grpcmtls.Config{TLS: ca.ServerTLSConfig(), Authorizer: s, Heartbeats: s, Events: s})
 	if err != nil {
@@ -142,19 +131,11 @@ func startSensorServer(t *testing.T) *sensorServer {
 // in the state an enrolled agent keeps.
 func (s *sensorServer) issue(t *testing.T) (*sensorclient.State, string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, csr := x509catest.KeyCSR(t)
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	csrDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "s-1"}}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csrDER})
 	c, err := s.ca.SignCSR(fleet.CertRequest{CSRPEM: csr, TenantID: "acme", SensorID: "s-1", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +144,20 @@ func (s *sensorServer) issue(t *testing.T) (*sensorclient.State, string) {
 		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
 		CertPEM: c.CertificatePEM, CAPEM: s.ca.CACertificatePEM()}
 	return st, c.Serial
+}
+
+// wantStreamRefused waits for StreamEvents, whose end done reports, to end
+// with ErrGRPCRefused.
+func wantStreamRefused(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if !errors.Is(err, sensorclient.ErrGRPCRefused) {
+			t.Fatalf("StreamEvents after revocation: %v, want ErrGRPCRefused", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("StreamEvents kept going after the certificate was refused")
+	}
 }
 
 func newTestGRPC(t *testing.T, st *sensorclient.State) *sensorclient.GRPC {
@@ -262,14 +257,7 @@ func TestGRPCSwitchesToARenewedCertificate(t *testing.T) {
 		t.Fatalf("Check after revocation: %v, want ErrGRPCRefused", err)
 	}
 	go func() { events <- &sensorpb.SensorEvent{EventId: "refused", Time: timestamppb.Now(), Kind: "alert"} }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, sensorclient.ErrGRPCRefused) {
-			t.Fatalf("StreamEvents after revocation: %v, want ErrGRPCRefused", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("StreamEvents kept going after the certificate was refused")
-	}
+	wantStreamRefused(t, done)
 }
 
 // An idle sensor holds neither an event stream nor, after IdleTimeout, a
@@ -365,14 +353,7 @@ func TestGRPCIdleSensorHoldsNothingOnTheServer(t *testing.T) {
 		t.Fatalf("Check after revocation: %v, want ErrGRPCRefused", err)
 	}
 	events <- &sensorpb.SensorEvent{EventId: "refused", Time: timestamppb.Now(), Kind: "alert"}
-	select {
-	case err := <-done:
-		if !errors.Is(err, sensorclient.ErrGRPCRefused) {
-			t.Fatalf("StreamEvents after revocation: %v, want ErrGRPCRefused", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("StreamEvents kept going after the certificate was refused")
-	}
+	wantStreamRefused(t, done)
 	if st := g.Stats(); st.Accepted != 2 || st.Dropped != 0 {
 		t.Fatalf("after the refusal: %+v; want 2 accepted and the refused event kept, not dropped", st)
 	}

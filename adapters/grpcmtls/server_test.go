@@ -36,6 +36,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/grpcmtls"
 	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/adapters/x509ca/x509catest"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/internal/logbuf"
@@ -73,6 +74,13 @@ func (a *fakeAuthorizer) revoke(serial string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.revoked[serial] = true
+}
+
+// fail makes every authorization answer err from now on; nil ends that.
+func (a *fakeAuthorizer) fail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.failWith = err
 }
 
 func (a *fakeAuthorizer) callCount() int {
@@ -163,14 +171,7 @@ func withSink(s grpcmtls.EventSink) option { return func(c *grpcmtls.Config) { c
 
 func start(t testing.TB, opts ...option) *fixture {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "ca")
-	if _, err := x509ca.Init(dir, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509ca.Load(x509ca.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, dir := x509catest.New(t, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}, x509ca.Config{})
 	f := &fixture{
 		ca: ca, caDir: dir,
 		auth: &fakeAuthorizer{active: map[string]grpcmtls.Identity{}, revoked: map[string]bool{}},
@@ -186,6 +187,7 @@ func start(t testing.TB, opts ...option) *fixture {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	var err error
 	f.srv, err = grpcmtls.New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -212,18 +214,8 @@ func start(t testing.TB, opts ...option) *fixture {
 // active, tells the authorizer its serial.
 func (f *fixture) enrol(t testing.TB, tenantID, sensorID string, active bool) (tls.Certificate, grpcmtls.Identity) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	issued, err := f.ca.SignCSR(fleet.CertRequest{
-		CSRPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr}),
-		TenantID: tenantID, SensorID: sensorID,
-	})
+	key, csr := x509catest.KeyCSR(t)
+	issued, err := f.ca.SignCSR(fleet.CertRequest{CSRPEM: csr, TenantID: tenantID, SensorID: sensorID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,26 +580,8 @@ func TestTerminateEndsLiveStreams(t *testing.T) {
 	f := start(t, withSink(sink))
 	victimCert, _ := f.enrol(t, "acme", "s1", true)
 	bystanderCert, _ := f.enrol(t, "acme", "s2", true)
-	ctx := testCtx(t)
-
-	open := func(cert tls.Certificate, id string) sensorpb.SensorEventStreamService_StreamEventsClient {
-		stream, err := sensorpb.NewSensorEventStreamServiceClient(f.sensor(t, cert)).StreamEvents(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := stream.Send(event(id)); err != nil {
-			t.Fatal(err)
-		}
-		// The event reaching the sink proves the stream is registered.
-		select {
-		case <-sink:
-		case <-ctx.Done():
-			t.Fatalf("event %s never arrived", id)
-		}
-		return stream
-	}
-	victim := open(victimCert, "v1")
-	bystander := open(bystanderCert, "b1")
+	victim := openStream(t, f, sink, victimCert, "v1")
+	bystander := openStream(t, f, sink, bystanderCert, "b1")
 	if st := f.srv.Stats(); st.EventStreams != 2 || st.Connections != 2 {
 		t.Fatalf("stats with two open streams: %+v, want 2 streams on 2 connections", st)
 	}
@@ -756,14 +730,7 @@ func TestShutdownIsBounded(t *testing.T) {
 
 func TestNewRefusesWeakConfig(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "ca")
-	if _, err := x509ca.Init(dir, x509ca.InitOptions{DNSNames: []string{"localhost"}}); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509ca.Load(x509ca.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := x509catest.Localhost(t)
 	good := grpcmtls.Config{TLS: ca.ServerTLSConfig(), Authorizer: &fakeAuthorizer{}, Heartbeats: &fakeHeartbeats{}}
 	tests := []struct {
 		name   string
@@ -884,13 +851,9 @@ func TestStreamsRecheckRepeatedly(t *testing.T) {
 	f := start(t, withSink(sink), func(c *grpcmtls.Config) { c.RecheckInterval = 50 * time.Millisecond })
 	cert, id := f.enrol(t, "acme", "s1", true)
 	stream := openStream(t, f, sink, cert, "e1")
-	f.auth.mu.Lock()
-	base := f.auth.calls
-	f.auth.mu.Unlock()
+	base := f.auth.callCount()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		f.auth.mu.Lock()
-		n := f.auth.calls - base
-		f.auth.mu.Unlock()
+		n := f.auth.callCount() - base
 		if n >= 3 {
 			break
 		}
@@ -912,13 +875,9 @@ func TestRecheckKeepsStreamsWhenTheCheckFails(t *testing.T) {
 	f := start(t, withSink(sink))
 	cert, _ := f.enrol(t, "acme", "s1", true)
 	stream := openStream(t, f, sink, cert, "e1")
-	f.auth.mu.Lock()
-	f.auth.failWith = errDatabaseDown
-	f.auth.mu.Unlock()
+	f.auth.fail(errDatabaseDown)
 	f.srv.RecheckAll(testCtx(t))
-	f.auth.mu.Lock()
-	f.auth.failWith = nil
-	f.auth.mu.Unlock()
+	f.auth.fail(nil)
 	if err := stream.Send(event("e2")); err != nil {
 		t.Fatal(err)
 	}

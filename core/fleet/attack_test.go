@@ -17,8 +17,7 @@ import (
 
 func TestAttackEnrolWithAnotherTenantsToken(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	f.provisionedTenant(t, "beta")
 	victim := f.redeemed(t, "acme")
 	mine := f.redeemed(t, "beta")
@@ -44,8 +43,7 @@ func TestAttackEnrolWithAnotherTenantsToken(t *testing.T) {
 
 func TestAttackRenewWithAnotherTenantsMaterial(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	f.provisionedTenant(t, "beta")
 	victim, ve := f.enrolled(t, "acme")
 	_, me := f.enrolled(t, "beta")
@@ -83,8 +81,7 @@ func TestAttackRenewWithAnotherTenantsMaterial(t *testing.T) {
 // records anything.
 func TestAttackCheckInForAnotherTenantsSensor(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	f.provisionedTenant(t, "beta")
 	victim, ve := f.enrolled(t, "acme")
 	_, me := f.enrolled(t, "acme")
@@ -110,8 +107,7 @@ func TestAttackCheckInForAnotherTenantsSensor(t *testing.T) {
 // cursor from a wider scope is refused rather than widening a narrower one.
 func TestListingStaysInScope(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	f.provisionedTenant(t, "beta")
 	for range 3 {
 		f.enrolled(t, "acme")

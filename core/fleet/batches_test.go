@@ -26,9 +26,7 @@ func newBatchFleet(t *testing.T) *batchFleet {
 	r1, _ := f.enrolled(t, "acme")
 	r2, _ := f.enrolled(t, "acme")
 	rv, _ := f.enrolled(t, "acme")
-	if err := f.svc.RevokeSensor(f.ctx, rv.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, rv.SensorID)
 	b1, _ := f.enrolled(t, "beta")
 	f.e1, f.e2, f.pending, f.revoked, f.b1 = r1.SensorID, r2.SensorID, f.redeemed(t, "acme").SensorID, rv.SensorID, b1.SensorID
 	return f

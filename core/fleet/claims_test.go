@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,8 +16,7 @@ import (
 
 func TestIssueClaimCodeLifetime(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	tests := []struct {
 		name    string
 		tenant  string
@@ -58,8 +56,7 @@ func TestIssueClaimCodeLifetime(t *testing.T) {
 
 func TestRedeemCreatesPendingSensor(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	tests := []struct {
 		name, sensorName, hostname, wantName string
 	}{
@@ -102,8 +99,7 @@ func TestRedeemCreatesPendingSensor(t *testing.T) {
 
 func TestRedeemRejectsUnusableCodesUniformly(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	issue := func(ttl time.Duration) (fleet.ClaimCode, string) {
 		c, code, err := f.svc.IssueClaimCode(f.ctx, "acme", ttl, "", "ops@example.com")
 		if err != nil {
@@ -146,8 +142,7 @@ func TestRedeemRejectsUnusableCodesUniformly(t *testing.T) {
 
 func TestRevokeClaimCode(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	c, code, _ := f.svc.IssueClaimCode(f.ctx, "acme", 0, "", "ops")
 	usedC, usedCode, _ := f.svc.IssueClaimCode(f.ctx, "acme", 0, "", "ops")
 	if _, err := f.svc.RedeemClaimCode(f.ctx, usedCode, ""); err != nil {
@@ -177,40 +172,17 @@ func TestRevokeClaimCode(t *testing.T) {
 
 func TestRedeemConcurrentlyExactlyOnce(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	_, code, err := f.svc.IssueClaimCode(f.ctx, "acme", 0, "", "ops")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 50
-	var (
-		wg        sync.WaitGroup
-		mu        sync.Mutex
-		successes []fleet.Redemption
-		others    []error
-	)
-	start := make(chan struct{})
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			r, err := f.svc.RedeemClaimCode(f.ctx, code, "h")
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				successes = append(successes, r)
-			case !errors.Is(err, fleet.ErrInvalidClaimCode):
-				others = append(others, err)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if len(successes) != 1 || len(others) != 0 {
-		t.Fatalf("%d successes, unexpected errors %v; want exactly one success, the rest ErrInvalidClaimCode", len(successes), others)
+	successes, others := race(50, fleet.ErrInvalidClaimCode, func() (bool, error) {
+		_, err := f.svc.RedeemClaimCode(f.ctx, code, "h")
+		return err == nil, err
+	})
+	if successes != 1 || len(others) != 0 {
+		t.Fatalf("%d successes, unexpected errors %v; want exactly one success, the rest ErrInvalidClaimCode", successes, others)
 	}
 	if got := f.sensorCount(t); got != 1 {
 		t.Errorf("%d sensors, want 1", got)
@@ -221,8 +193,7 @@ func TestRedeemConcurrentlyExactlyOnce(t *testing.T) {
 // before anyone acts on it; never the code.
 func TestClaimCodeRecord(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	issued, code, err := f.svc.IssueClaimCode(f.ctx, "acme", 0, "edge-1", "ops@example.com")
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,8 +14,7 @@ import (
 
 func TestEnroll(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r := f.redeemed(t, "acme")
 	e, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("csr"))
 	if err != nil {
@@ -57,8 +55,7 @@ func TestEnroll(t *testing.T) {
 
 func TestEnrollRefusals(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	if _, _, err := f.svc.CreateTenant(f.ctx, "late", "late"); err != nil {
 		t.Fatal(err)
 	}
@@ -117,32 +114,12 @@ func TestEnrollRefusals(t *testing.T) {
 
 func TestEnrollConcurrentlyWithOneTokenStoresOnce(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r := f.redeemed(t, "acme")
-	const n = 10
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		wins int
-		bad  []error
-	)
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("csr"))
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				wins++
-			case !errors.Is(err, fleet.ErrInvalidToken):
-				bad = append(bad, err)
-			}
-		}()
-	}
-	wg.Wait()
+	wins, bad := race(10, fleet.ErrInvalidToken, func() (bool, error) {
+		_, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("csr"))
+		return err == nil, err
+	})
 	if wins != 1 || len(bad) != 0 {
 		t.Fatalf("%d enrolments succeeded, unexpected errors %v; want exactly one", wins, bad)
 	}
@@ -168,8 +145,7 @@ func TestEnrollWithoutProvisioningGivesNoNATSCredentials(t *testing.T) {
 
 func TestRenewReplacesSerial(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r, e := f.enrolled(t, "acme")
 	old := e.Certificate.Serial
 	f.clock.Advance(24 * time.Hour)
@@ -236,9 +212,7 @@ func TestRenewReplacesSerial(t *testing.T) {
 		t.Errorf("second renewal within a minute: %v, want a rate limit", err)
 	}
 
-	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, r.SensorID)
 	f.clock.Advance(2 * fleet.DefaultMinRenewInterval)
 	_, err = f.svc.Renew(f.ctx, r.SensorID, again.SensorToken, []byte("csr"), f.proof(again.Certificate.CertificatePEM, r.SensorID, []byte("csr")))
 	wantErr(t, err, fleet.ErrRevoked)
@@ -246,8 +220,7 @@ func TestRenewReplacesSerial(t *testing.T) {
 
 func TestAuthorizeSensor(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	f.provisionedTenant(t, "other")
 	r, e := f.enrolled(t, "acme")
 	pending := f.redeemed(t, "acme")
@@ -275,9 +248,7 @@ func TestAuthorizeSensor(t *testing.T) {
 			f.clock.Advance(tt.advanceBeforeRun)
 			defer f.clock.Advance(-tt.advanceBeforeRun)
 			if tt.revokeFirst {
-				if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
-					t.Fatal(err)
-				}
+				f.revoke(t, r.SensorID)
 			}
 			err := f.svc.AuthorizeSensor(f.ctx, tt.tenant, tt.sensor, tt.serial)
 			if tt.want == nil {
@@ -293,8 +264,7 @@ func TestAuthorizeSensor(t *testing.T) {
 
 func TestEnrollRacingRevocationRevokesTheNewNATSUser(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r := f.redeemed(t, "acme")
 	f.ca.OnSign = func(req fleet.CertRequest) {
 		if _, err := f.store.RevokeSensor(f.ctx, req.SensorID, "ops", f.clock.Now()); err != nil {
@@ -316,8 +286,7 @@ func TestEnrollRacingRevocationRevokesTheNewNATSUser(t *testing.T) {
 // revokes that user, not only the old one.
 func TestRenewRecordsNewNATSUser(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r, e := f.enrolled(t, "acme")
 	f.prov.UserGen = "-v2"
 	f.clock.Advance(2 * fleet.DefaultMinRenewInterval)
@@ -331,9 +300,7 @@ func TestRenewRecordsNewNATSUser(t *testing.T) {
 	if got := f.sensor(t, r.SensorID).NATSUserPubKey; got != e.NATS.UserPubKey+"-v2" {
 		t.Fatalf("recorded NATS user %q, want the new one", got)
 	}
-	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, r.SensorID)
 	if revs := f.prov.Revocations(); len(revs) != 1 || revs[0][1] != e.NATS.UserPubKey+"-v2" {
 		t.Fatalf("revocations %v, want the new user revoked", revs)
 	}
@@ -346,8 +313,7 @@ func TestRenewRecordsNewNATSUser(t *testing.T) {
 // is not exactly that request stays refused.
 func TestRenewalWhoseAnswerWasLostIsAnsweredAgain(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r, e := f.enrolled(t, "acme")
 	_, other := f.enrolled(t, "acme")
 	f.clock.Advance(24 * time.Hour)
@@ -429,9 +395,7 @@ func TestRenewalWhoseAnswerWasLostIsAnsweredAgain(t *testing.T) {
 	if n := f.store.ActiveCertificateCount(r.SensorID); n != 1 {
 		t.Errorf("%d active certificates, want 1", n)
 	}
-	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, r.SensorID)
 	_, err = f.svc.Renew(f.ctx, r.SensorID, again.SensorToken, next, f.proof(again.Certificate.CertificatePEM, r.SensorID, next))
 	wantErr(t, err, fleet.ErrRevoked)
 }

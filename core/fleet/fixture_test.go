@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/rxc-project/rxc/adapters/memory/fleetmem"
@@ -41,6 +42,15 @@ func newFixture(t testing.TB, configure ...func(*fleet.Config)) *fixture {
 		fleet: fl, ctx: fl.Ctx, store: store, svc: fl.Svc, clock: fl.Clock,
 		prov: fl.Prov, ca: fl.CA, pub: fl.Pub, term: fl.Term, locker: locker,
 	}
+}
+
+// acmeFixture is a fixture with tenant "acme" created and given its NATS
+// account, where most tests start.
+func acmeFixture(t testing.TB) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	return f
 }
 
 // provisionedTenant creates tenant id and gives it its NATS account.
@@ -93,6 +103,54 @@ func (f *fixture) liveTokenHash(t testing.TB, sensorID string, kind fleet.TokenK
 func issue(f *fixture, sensorID string, a fleet.Action, by string) (fleet.Command, error) {
 	c, _, err := f.svc.IssueCommand(f.ctx, sensorID, a, by, "")
 	return c, err
+}
+
+// issued is issue by "ops" that must succeed.
+func (f *fixture) issued(t testing.TB, sensorID string, a fleet.Action) fleet.Command {
+	t.Helper()
+	c, err := issue(f, sensorID, a, "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// revoke revokes the sensor as "ops", which must succeed.
+func (f *fixture) revoke(t testing.TB, sensorID string) {
+	t.Helper()
+	if err := f.svc.RevokeSensor(f.ctx, sensorID, "ops"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// race runs attempt n times at once. It counts the attempts that won and
+// keeps every error except loser, the answer a losing attempt may give
+// (with loser nil, every error is kept).
+func race(n int, loser error, attempt func() (won bool, err error)) (wins int, unexpected []error) {
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			won, err := attempt()
+			mu.Lock()
+			defer mu.Unlock()
+			if won {
+				wins++
+			}
+			if err != nil && !errors.Is(err, loser) {
+				unexpected = append(unexpected, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return wins, unexpected
 }
 
 func sha(s string) []byte {

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,8 +14,7 @@ import (
 
 func TestIssueCommand(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r, _ := f.enrolled(t, "acme")
 	c, err := issue(f, r.SensorID, fleet.ActionStart, "ops@example.com")
 	if err != nil {
@@ -84,9 +84,7 @@ func TestIssueCommand(t *testing.T) {
 			wantErr(t, err, tt.want)
 		})
 	}
-	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, r.SensorID)
 	_, err = issue(f, r.SensorID, fleet.ActionStart, "ops")
 	wantErr(t, err, fleet.ErrRevoked)
 	if len(f.pub.Messages()) != 1 {
@@ -100,14 +98,10 @@ func status(state fleet.State, at time.Time, commandID string) fleet.StatusRepor
 
 func TestHandleStatus(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	f.provisionedTenant(t, "other")
 	r, _ := f.enrolled(t, "acme")
-	cmd, err := issue(f, r.SensorID, fleet.ActionStart, "ops")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd := f.issued(t, r.SensorID, fleet.ActionStart)
 	t0 := f.clock.Now()
 
 	steps := []struct {
@@ -146,9 +140,7 @@ func TestHandleStatus(t *testing.T) {
 	}
 	wantErr(t, f.svc.HandleStatus(f.ctx, "acme", "s-0000000000000000", status(fleet.StateRunning, t0, "")), fleet.ErrNotFound)
 
-	if err := f.svc.RevokeSensor(f.ctx, r.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, r.SensorID)
 	wantErr(t, f.svc.HandleStatus(f.ctx, "acme", r.SensorID, status(fleet.StateRunning, t0.Add(time.Minute), "")), fleet.ErrRevoked)
 	if s := f.sensor(t, r.SensorID); s.State != fleet.StateRevoked {
 		t.Errorf("revoked sensor moved to %s", s.State)
@@ -157,14 +149,10 @@ func TestHandleStatus(t *testing.T) {
 
 func TestStatusDoesNotAcknowledgeAnotherSensorsCommand(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	a, _ := f.enrolled(t, "acme")
 	b, _ := f.enrolled(t, "acme")
-	cmd, err := issue(f, a.SensorID, fleet.ActionStop, "ops")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd := f.issued(t, a.SensorID, fleet.ActionStop)
 	if err := f.svc.HandleStatus(f.ctx, "acme", b.SensorID, status(fleet.StateStopped, f.clock.Now(), cmd.ID)); err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +163,7 @@ func TestStatusDoesNotAcknowledgeAnotherSensorsCommand(t *testing.T) {
 
 func TestMarkSilentOfflineAndCheckIn(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	quiet, qe := f.enrolled(t, "acme")
 	chatty, ce := f.enrolled(t, "acme")
 	revoked, re := f.enrolled(t, "acme")
@@ -186,9 +173,7 @@ func TestMarkSilentOfflineAndCheckIn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := f.svc.RevokeSensor(f.ctx, revoked.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, revoked.SensorID)
 	f.clock.Advance(90 * time.Second)
 	if err := f.svc.CheckIn(f.ctx, "acme", chatty.SensorID, ce.Certificate.Serial, fleet.Contact{}); err != nil {
 		t.Fatal(err)
@@ -250,8 +235,7 @@ func TestMarkSilentOfflineAndCheckIn(t *testing.T) {
 
 func TestRevokeSensor(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r, e := f.enrolled(t, "acme")
 	f.prov.RevokeErr = fmt.Errorf("provisioner: %w", fleet.ErrProvisionerUnavailable)
 
@@ -313,18 +297,11 @@ func FuzzHandleStatus(f *testing.F) {
 
 func TestHandleStatusBatch(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	a, _ := f.enrolled(t, "acme")
 	b, _ := f.enrolled(t, "acme")
-	cmdA, err := issue(f, a.SensorID, fleet.ActionStart, "ops")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmdB, err := issue(f, b.SensorID, fleet.ActionStop, "ops")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmdA := f.issued(t, a.SensorID, fleet.ActionStart)
+	cmdB := f.issued(t, b.SensorID, fleet.ActionStop)
 	t0 := f.clock.Now()
 	msg := func(id string, r fleet.StatusReport) fleet.StatusUpdate {
 		return fleet.StatusUpdate{Sensor: fleet.SensorRef{TenantID: "acme", SensorID: id}, Report: r}
@@ -361,8 +338,7 @@ func TestHandleStatusBatch(t *testing.T) {
 // apply in order, refusals touch nothing.
 func TestCheckInsBatch(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	f.provisionedTenant(t, "other")
 	a, ae := f.enrolled(t, "acme")
 	b, be := f.enrolled(t, "acme")
@@ -374,9 +350,7 @@ func TestCheckInsBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := f.svc.RevokeSensor(f.ctx, revoked.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, revoked.SensorID)
 	csr := []byte("csr")
 	rn, err := f.svc.Renew(f.ctx, renewed.SensorID, rne.SensorToken, csr, f.proof(rne.Certificate.CertificatePEM, renewed.SensorID, csr))
 	if err != nil {
@@ -426,9 +400,7 @@ func TestCheckInsBatch(t *testing.T) {
 	if err := f.svc.CheckIn(f.ctx, "acme", a.SensorID, ae.Certificate.Serial, fleet.Contact{}); err != nil {
 		t.Fatalf("control: a's next check: %v", err)
 	}
-	if err := f.svc.RevokeSensor(f.ctx, a.SensorID, "ops"); err != nil {
-		t.Fatal(err)
-	}
+	f.revoke(t, a.SensorID)
 	wantErr(t, f.svc.CheckIn(f.ctx, "acme", a.SensorID, ae.Certificate.Serial, fleet.Contact{}), fleet.ErrRevoked)
 	// Expired certificate: refused even though active.
 	f.clock.Advance(fleet.DefaultSensorCertTTL)
@@ -440,8 +412,7 @@ func TestCheckInsBatch(t *testing.T) {
 // that changes the address, or comes later, is written.
 func TestCheckInSkipsARedundantWrite(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	a, ae := f.enrolled(t, "acme")
 	serial := ae.Certificate.Serial
 	if err := f.svc.CheckIn(f.ctx, "acme", a.SensorID, serial, fleet.Contact{Address: "192.0.2.1", AgentVersion: "1.0.0"}); err != nil {
@@ -469,8 +440,98 @@ func TestCheckInSkipsARedundantWrite(t *testing.T) {
 		t.Errorf("a check %s after the last: seen %s, want now", fleet.CheckInRefresh+time.Second, s.LastSeenAt)
 	}
 	// Still authorised every time: a revocation refuses the very next.
-	if err := f.svc.RevokeSensor(f.ctx, a.SensorID, "ops"); err != nil {
+	f.revoke(t, a.SensorID)
+	wantErr(t, f.svc.CheckIn(f.ctx, "acme", a.SensorID, serial, fleet.Contact{}), fleet.ErrRevoked)
+}
+
+func resultsReport(at time.Time, results ...fleet.CommandResult) fleet.StatusReport {
+	return fleet.StatusReport{State: fleet.StateRunning, At: at, Results: results}
+}
+
+func applied(id string, at time.Time) fleet.CommandResult {
+	return fleet.CommandResult{CommandID: id, Outcome: fleet.OutcomeApplied, At: at}
+}
+
+// A report that asks for a confirmation gets one after its results are
+// stored, naming its own sensor and the results settled; repeats are
+// confirmed again without changing the record (the first report wins); a
+// result naming another sensor's command is confirmed to its sender only
+// and changes nothing; unknown and revoked sensors, invalid reports and
+// reports without results get no confirmation.
+func TestStatusResultsConfirmed(t *testing.T) {
+	t.Parallel()
+	f := acmeFixture(t)
+	a, _ := f.enrolled(t, "acme")
+	b, _ := f.enrolled(t, "acme")
+	gone, _ := f.enrolled(t, "acme")
+	cmdA := f.issued(t, a.SensorID, fleet.ActionStart)
+	cmdB := f.issued(t, b.SensorID, fleet.ActionStop)
+	f.revoke(t, gone.SensorID)
+	var got []fleet.ResultsConfirmation
+	confirm := func(c fleet.ResultsConfirmation) { got = append(got, c) }
+	msg := func(id string, r fleet.StatusReport) fleet.StatusUpdate {
+		return fleet.StatusUpdate{Sensor: fleet.SensorRef{TenantID: "acme", SensorID: id}, Report: r, Confirm: confirm}
+	}
+	t0 := f.clock.Now()
+	f.clock.Advance(time.Second)
+	errs := f.svc.HandleStatusBatch(f.ctx, []fleet.StatusUpdate{
+		msg(a.SensorID, resultsReport(t0, applied(cmdA.ID, t0), applied(cmdA.ID, t0))),
+		// a names b's command: a's report is confirmed to a, b's command untouched.
+		msg(a.SensorID, resultsReport(t0.Add(time.Millisecond), applied(cmdB.ID, t0))),
+		msg(gone.SensorID, resultsReport(t0, applied(cmdA.ID, t0))),
+		msg("s-0000000000000000", resultsReport(t0, applied(cmdA.ID, t0))),
+		msg(b.SensorID, status(fleet.StateRunning, t0, "")),
+		// An invalid report (a state no sensor reports) is not confirmed,
+		// even with results.
+		msg(b.SensorID, fleet.StatusReport{State: fleet.StateRevoked, At: t0, Results: []fleet.CommandResult{applied(cmdB.ID, t0)}}),
+	})
+	for i, err := range errs[:2] {
+		if err != nil {
+			t.Fatalf("report %d: %v", i, err)
+		}
+	}
+	if !errors.Is(errs[5], fleet.ErrInvalidInput) {
+		t.Fatalf("report in a state no sensor reports: %v, want ErrInvalidInput", errs[5])
+	}
+	want := []fleet.ResultsConfirmation{
+		{TenantID: "acme", SensorID: a.SensorID, Recorded: []string{cmdA.ID}},
+		{TenantID: "acme", SensorID: a.SensorID, Recorded: []string{cmdB.ID}},
+	}
+	if !slices.EqualFunc(got, want, func(x, y fleet.ResultsConfirmation) bool {
+		return x.TenantID == y.TenantID && x.SensorID == y.SensorID && slices.Equal(x.Recorded, y.Recorded)
+	}) {
+		t.Fatalf("confirmations %+v, want %+v", got, want)
+	}
+	if c := f.sensor(t, b.SensorID).LastCommand; c.Outcome != "" || !c.AcknowledgedAt.IsZero() {
+		t.Errorf("b's command recorded from a's report: %+v", c)
+	}
+	first := f.sensor(t, a.SensorID).LastCommand
+	if first.Outcome != fleet.OutcomeApplied {
+		t.Fatalf("a's command %+v, want applied", first)
+	}
+
+	// The repeat (an agent that missed the confirmation) is confirmed
+	// again; the record keeps the first report.
+	got = nil
+	f.clock.Advance(time.Second)
+	refused := fleet.CommandResult{CommandID: cmdA.ID, Outcome: fleet.OutcomeRefused, Reason: fleet.ReasonExpired, At: t0}
+	if err := f.svc.HandleStatusBatch(f.ctx, []fleet.StatusUpdate{msg(a.SensorID, resultsReport(f.clock.Now(), refused))})[0]; err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, f.svc.CheckIn(f.ctx, "acme", a.SensorID, serial, fleet.Contact{}), fleet.ErrRevoked)
+	if len(got) != 1 || !slices.Equal(got[0].Recorded, []string{cmdA.ID}) {
+		t.Fatalf("repeat confirmations %+v", got)
+	}
+	if c := f.sensor(t, a.SensorID).LastCommand; c.Outcome != fleet.OutcomeApplied || !c.AcknowledgedAt.Equal(first.AcknowledgedAt) {
+		t.Errorf("repeat changed the record: %+v, was %+v", c, first)
+	}
+
+	// Without Confirm (an agent before the outbox) nothing is called.
+	got = nil
+	f.clock.Advance(time.Second)
+	if err := f.svc.HandleStatus(f.ctx, "acme", a.SensorID, resultsReport(f.clock.Now(), applied(cmdA.ID, t0))); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("confirmations without Confirm: %+v", got)
+	}
 }

@@ -2,7 +2,6 @@ package fleet_test
 
 import (
 	"errors"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -71,29 +70,10 @@ func TestCreateTenant(t *testing.T) {
 func TestCreateTenantConcurrentLeavesOneRecord(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	const n = 20
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		created int
-		errs    []error
-	)
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, c, err := f.svc.CreateTenant(f.ctx, "race", "Race")
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if c {
-				created++
-			}
-		}()
-	}
-	wg.Wait()
+	created, errs := race(20, nil, func() (bool, error) {
+		_, c, err := f.svc.CreateTenant(f.ctx, "race", "Race")
+		return c, err
+	})
 	if len(errs) > 0 || created != 1 {
 		t.Fatalf("created %d times with errors %v; want exactly once, no errors", created, errs)
 	}

@@ -62,6 +62,14 @@ func (f *fixture) operator(t testing.TB, email string, role operators.Role, tena
 	return o
 }
 
+// loggedIn creates an operator and logs it in.
+func (f *fixture) loggedIn(t testing.TB, email string, role operators.Role, tenants ...string) operators.Principal {
+	t.Helper()
+	f.operator(t, email, role, tenants...)
+	p, _ := f.login(t, email)
+	return p
+}
+
 // login signs email in with the shared password and returns the session's principal and token.
 func (f *fixture) login(t testing.TB, email string) (operators.Principal, string) {
 	t.Helper()

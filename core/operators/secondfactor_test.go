@@ -50,8 +50,7 @@ func (f *fixture) loginWith(c operators.Credentials) error {
 func TestTOTPEnrolmentAndLogin(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, withSealer(t))
-	f.operator(t, "ada@example.com", operators.RoleOperator, "acme")
-	p, _ := f.login(t, "ada@example.com")
+	p := f.loggedIn(t, "ada@example.com", operators.RoleOperator, "acme")
 
 	en, err := f.svc.BeginTOTP(f.ctx, p)
 	if err != nil {
@@ -136,8 +135,7 @@ func TestTOTPEnrolmentAndLogin(t *testing.T) {
 func TestTOTPGuessesAreThrottled(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, withSealer(t))
-	f.operator(t, "ada@example.com", operators.RoleViewer, "acme")
-	p, _ := f.login(t, "ada@example.com")
+	p := f.loggedIn(t, "ada@example.com", operators.RoleViewer, "acme")
 	secret, _ := f.enrol(t, p)
 	f.clock.Advance(30 * time.Second)
 	for i := range 5 {
@@ -268,8 +266,7 @@ func TestRequireAdminSecondFactor(t *testing.T) {
 func TestReplacingTOTPNeedsTheCurrentFactor(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, withSealer(t))
-	f.operator(t, "ada@example.com", operators.RoleOperator, "acme")
-	p, _ := f.login(t, "ada@example.com")
+	p := f.loggedIn(t, "ada@example.com", operators.RoleOperator, "acme")
 	oldSecret, oldCodes := f.enrol(t, p)
 
 	en, err := f.svc.BeginTOTP(f.ctx, p)

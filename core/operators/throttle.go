@@ -38,25 +38,22 @@ var DefaultThrottle = ThrottlePolicy{PairFailures: 5, AccountFailures: 20, Addre
 
 func (p ThrottlePolicy) withDefaults() ThrottlePolicy {
 	d := DefaultThrottle
-	if p.PairFailures > 0 {
-		d.PairFailures = p.PairFailures
-	}
-	if p.AccountFailures > 0 {
-		d.AccountFailures = p.AccountFailures
-	}
-	if p.AddressFailures > 0 {
-		d.AddressFailures = p.AddressFailures
-	}
-	if p.BaseDelay > 0 {
-		d.BaseDelay = p.BaseDelay
-	}
-	if p.MaxDelay > 0 {
-		d.MaxDelay = p.MaxDelay
-	}
-	if p.Window > 0 {
-		d.Window = p.Window
-	}
+	d.PairFailures = positiveOr(p.PairFailures, d.PairFailures)
+	d.AccountFailures = positiveOr(p.AccountFailures, d.AccountFailures)
+	d.AddressFailures = positiveOr(p.AddressFailures, d.AddressFailures)
+	d.BaseDelay = positiveOr(p.BaseDelay, d.BaseDelay)
+	d.MaxDelay = positiveOr(p.MaxDelay, d.MaxDelay)
+	d.Window = positiveOr(p.Window, d.Window)
 	return d
+}
+
+// positiveOr is v where it is positive, else def: a zero or negative
+// setting takes the default.
+func positiveOr[T int | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 // delay is how long a key is held back after its count-th failure.

@@ -20,8 +20,7 @@ func TestAPITokenGrantAndScope(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.operator(t, "admin@example.com", operators.RoleAdmin)
-	f.operator(t, "bob@example.com", operators.RoleOperator, "acme", "beta")
-	bob, _ := f.login(t, "bob@example.com")
+	bob := f.loggedIn(t, "bob@example.com", operators.RoleOperator, "acme", "beta")
 
 	rec, token, err := f.svc.CreateAPIToken(f.ctx, bob, operators.NewAPIToken{Name: " ci ", Role: operators.RoleViewer, Tenants: []string{"beta", "acme", "acme"}})
 	if err != nil {

@@ -65,17 +65,10 @@ func TestAttackOwnPasswordChange(t *testing.T) {
 	// Guessing the current password from ever new addresses: the count is the
 	// account's, so it is throttled all the same, and the throttle is the
 	// login throttle of the account (a login from yet another address waits).
-	throttled := false
-	for i := range 40 {
-		res := e.do(request{method: "POST", path: self, operator: true, body: `{"currentPassword":"guess guess guess","password":"taken over passphrase"}`,
+	throttled := guessUntilThrottled(t, 40, func(i int, body string) response {
+		return e.do(request{method: "POST", path: self, operator: true, body: body,
 			header: map[string]string{"X-Forwarded-For": fmt.Sprintf("198.51.100.%d", i+1)}})
-		if res.status == http.StatusTooManyRequests {
-			res.expect(t, "guess from a new address", http.StatusTooManyRequests, "login_throttled")
-			throttled = true
-			break
-		}
-		res.expect(t, "a wrong current password", http.StatusForbidden, "wrong_password")
-	}
+	})
 	if !throttled {
 		t.Fatal("BROKEN: 40 guesses of the current password from 40 addresses were never throttled")
 	}
@@ -85,4 +78,21 @@ func TestAttackOwnPasswordChange(t *testing.T) {
 	e.do(request{method: "POST", path: "/api/auth/login", body: loginBody(operatorEmail, operatorPassword),
 		header: map[string]string{"X-Forwarded-For": "203.0.113.78"}}).
 		expect(t, "a login of the account while it is held back", http.StatusTooManyRequests, "login_throttled")
+}
+
+// guessUntilThrottled sends up to n password changes with a wrong current
+// password through send (i counts them from 0) until one is throttled,
+// and reports whether one was. Every guess before must be refused as a
+// wrong password, the throttled one as login_throttled.
+func guessUntilThrottled(t *testing.T, n int, send func(i int, body string) response) bool {
+	t.Helper()
+	for i := range n {
+		res := send(i, `{"currentPassword":"guess guess guess","password":"taken over passphrase"}`)
+		if res.status == http.StatusTooManyRequests {
+			res.expect(t, "a throttled guess of the current password", http.StatusTooManyRequests, "login_throttled")
+			return true
+		}
+		res.expect(t, "a wrong current password", http.StatusForbidden, "wrong_password")
+	}
+	return false
 }

@@ -1,15 +1,11 @@
 package controlapi_test
 
 import (
-	"crypto/rand"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
-	"github.com/rxc-project/rxc/adapters/passwords"
-	"github.com/rxc-project/rxc/adapters/seal"
 	"github.com/rxc-project/rxc/core/operators"
 )
 
@@ -52,27 +48,8 @@ func TestAttackAdminTokenMintedBeforeSecondFactorRequirement(t *testing.T) {
 func twoReplicas(t *testing.T) (*env, *env) {
 	t.Helper()
 	base := newEnv(t, options{})
-	key := make([]byte, seal.KeySize)
-	if _, err := rand.Read(key); err != nil {
-		t.Fatal(err)
-	}
-	sealer, err := seal.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hasher, err := passwords.New(passwords.Config{MemoryKiB: 64, Time: 1, Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	replica := func() *env {
-		ops, err := operators.New(operators.Config{Store: base.store, Hasher: hasher, Sealer: sealer, Clock: base.clock.Now, MaxConcurrentHashes: 16})
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := base.variant(t, func(c *controlapi.Config) { c.Operators = ops })
-		v.ops = ops
-		return v
-	}
+	cfg := operators.Config{Hasher: fastHasher(t), Sealer: newSealer(t), MaxConcurrentHashes: 16}
+	replica := func() *env { return base.withOperators(t, cfg) }
 	return replica(), replica()
 }
 

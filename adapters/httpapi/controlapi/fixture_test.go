@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +25,9 @@ import (
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
 	"github.com/rxc-project/rxc/adapters/passwords"
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/adapters/seal"
 	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/adapters/x509ca/x509catest"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/clocktest"
 	"github.com/rxc-project/rxc/core/fleet"
@@ -100,14 +98,7 @@ func newEnv(t testing.TB, opt options) *env {
 		t.Fatal(err)
 	}
 	clk := clocktest.New(time.Now().UTC().Truncate(time.Second))
-	dir := t.TempDir() + "/ca"
-	if _, err := x509ca.Init(dir, x509ca.InitOptions{DNSNames: []string{"cp.example"}}); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509ca.Load(x509ca.Config{Dir: dir, Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, _ := x509catest.New(t, x509ca.InitOptions{DNSNames: []string{"cp.example"}}, x509ca.Config{Now: clk.Now})
 	// The provisioner and NATS are the fleet's shared fakes (core/fleet/fleettest).
 	prov, pub := &fleettest.Provisioner{}, &fleettest.Publisher{}
 	// As the control plane builds them: the gRPC server on the fleet's
@@ -127,10 +118,7 @@ func newEnv(t testing.TB, opt options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hasher, err := passwords.New(passwords.Config{MemoryKiB: 64, Time: 1, Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hasher := fastHasher(t)
 	ops, err := operators.New(operators.Config{Store: store, Hasher: hasher, Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +147,45 @@ func newEnv(t testing.TB, opt options) *env {
 // variant serves another API, configured by change, over the same
 // services, database and fakes, and logs in to it. It saves a database
 // for tests that compare configurations.
+// fastHasher hashes passwords with the cheapest Argon2id parameters, so
+// that tests log in quickly.
+func fastHasher(t testing.TB) *passwords.Hasher {
+	t.Helper()
+	hasher, err := passwords.New(passwords.Config{MemoryKiB: 64, Time: 1, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hasher
+}
+
+// newSealer seals second-factor secrets under a fresh random key.
+func newSealer(t testing.TB) *seal.Sealer {
+	t.Helper()
+	key := make([]byte, seal.KeySize)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := seal.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sealer
+}
+
+// withOperators is a variant of e whose operators service is built from
+// cfg on e's store and clock.
+func (e *env) withOperators(t testing.TB, cfg operators.Config) *env {
+	t.Helper()
+	cfg.Store, cfg.Clock = e.store, e.clock.Now
+	ops, err := operators.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := e.variant(t, func(c *controlapi.Config) { c.Operators = ops })
+	v.ops = ops
+	return v
+}
+
 func (e *env) variant(t testing.TB, change func(*controlapi.Config)) *env {
 	t.Helper()
 	cfg := e.cfg
@@ -311,17 +338,12 @@ func renewBody(t testing.TB, key *ecdsa.PrivateKey, certPEM, sensorID, csr strin
 	return string(data)
 }
 
+// newKeyCSR is x509catest.KeyCSR with the request as a string, as the
+// API's JSON carries it.
 func newKeyCSR(t testing.TB) (*ecdsa.PrivateKey, string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "ignored"}}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+	key, csr := x509catest.KeyCSR(t)
+	return key, string(csr)
 }
 
 func jsonString(t testing.TB, v any) string {

@@ -1,6 +1,7 @@
 package controlapi_test
 
 import (
+	"crypto/ecdsa"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -73,18 +74,83 @@ func verifyCertificate(t *testing.T, certPEM, caPEM, tenantID, sensorID string, 
 
 // TestFlow walks a sensor's life over HTTP and checks every answer's shape:
 // login, tenant, claim code, redemption, enrolment with a real CSR, renewal,
-// a command, revocation, logout.
+// a command, revocation, logout. Each step is a subtest and builds on the
+// ones before it, so the walk stops at the first step that fails.
 func TestFlow(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, options{provisioning: true})
-	t0 := e.clock.Now()
+	f := &flow{e: newEnv(t, options{provisioning: true})}
+	f.t0 = f.e.clock.Now()
+	for _, step := range []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"Me", f.me},
+		{"CreateTenant", f.createTenant},
+		{"IssueClaimCode", f.issueClaimCode},
+		{"Redeem", f.redeem},
+		{"Enrol", f.enrol},
+		{"Renew", f.renew},
+		{"Command", f.command},
+		{"ListSensors", f.listSensors},
+		{"Revoke", f.revoke},
+		{"RevokeClaimCodes", f.revokeClaimCodes},
+		{"Logout", f.logout},
+	} {
+		if !t.Run(step.name, step.run) {
+			t.Fatalf("step %s failed; the later steps build on it", step.name)
+		}
+	}
+}
 
-	res := e.do(request{method: "GET", path: "/api/auth/me", operator: true})
+// flow is what TestFlow's steps hand on to the next.
+type flow struct {
+	e      *env
+	t0, t1 time.Time // the start and the renewal, an hour later
+
+	codeID, code string
+	claim        map[string]any // the claim code as the list shows it
+	sensorID     string
+	sensor       map[string]any // the sensor as GET /api/sensors/{id} shows it
+
+	enrolToken, sensorToken string
+	enrolKey                *ecdsa.PrivateKey
+	certPEM, caPEM, serial  string
+	renewal                 request // sent again after the revocation
+	renewedToken            string
+}
+
+// sensorNATS is the nats member of the enrolment's and the renewal's answer.
+func (f *flow) sensorNATS() map[string]any {
+	id := f.sensorID
+	return map[string]any{
+		"url": publicNATS, "creds": "creds of " + id, "stream": "RXC_CMD", "consumer": "cmd-acme-" + id,
+		"jsApiPrefix": "ctrl.API", "inboxPrefix": "_INBOX_acme_" + id,
+		"commandSubject": "rxc.acme." + id + ".cmd", "statusSubject": "rxc.acme." + id + ".status",
+	}
+}
+
+// getSensor checks GET /api/sensors/{id} against f.sensor.
+func (f *flow) getSensor(t *testing.T, what string) {
+	t.Helper()
+	wantObject(t, what, f.e.do(request{method: "GET", path: "/api/sensors/" + f.sensorID, operator: true}), http.StatusOK, f.sensor)
+}
+
+// listClaimCodes checks the tenant's claim-code list against f.claim.
+func (f *flow) listClaimCodes(t *testing.T, what string) {
+	t.Helper()
+	wantObject(t, what, f.e.do(request{method: "GET", path: "/api/tenants/acme/claim-codes", operator: true}), http.StatusOK, map[string]any{"items": []any{f.claim}})
+}
+
+func (f *flow) me(t *testing.T) {
+	res := f.e.do(request{method: "GET", path: "/api/auth/me", operator: true})
 	me := res.object(t)
 	wantObject(t, "me", res, http.StatusOK, map[string]any{"id": str(t, me, "id"), "email": operatorEmail, "role": "admin", "tenants": []any{}, "secondFactor": false, "secondFactorRequired": false})
+}
 
+func (f *flow) createTenant(t *testing.T) {
+	e, t0 := f.e, f.t0
 	pendingTenant := map[string]any{"id": "acme", "name": "Acme", "natsAccountPubKey": nil, "natsStatus": "pending", "createdAt": ts(t0)}
-	res = e.do(request{method: "POST", path: "/api/tenants", body: `{"id":"acme","name":"Acme"}`, operator: true})
+	res := e.do(request{method: "POST", path: "/api/tenants", body: `{"id":"acme","name":"Acme"}`, operator: true})
 	wantObject(t, "create tenant", res, http.StatusCreated, pendingTenant)
 	res = e.do(request{method: "POST", path: "/api/tenants", body: `{"id":"acme","name":"Acme"}`, operator: true})
 	wantObject(t, "create the same tenant again", res, http.StatusOK, pendingTenant)
@@ -97,99 +163,108 @@ func TestFlow(t *testing.T) {
 	tenant := map[string]any{"id": "acme", "name": "Acme", "natsAccountPubKey": "A-acme", "natsStatus": "provisioned", "createdAt": ts(t0)}
 	wantObject(t, "list tenants", e.do(request{method: "GET", path: "/api/tenants", operator: true}), http.StatusOK, map[string]any{"items": []any{tenant}})
 	wantObject(t, "get tenant", e.do(request{method: "GET", path: "/api/tenants/acme", operator: true}), http.StatusOK, tenant)
+}
 
-	res = e.do(request{method: "POST", path: "/api/tenants/acme/claim-codes", body: `{"ttlSeconds":3600,"sensorName":"edge-1"}`, operator: true})
+func (f *flow) issueClaimCode(t *testing.T) {
+	t0 := f.t0
+	res := f.e.do(request{method: "POST", path: "/api/tenants/acme/claim-codes", body: `{"ttlSeconds":3600,"sensorName":"edge-1"}`, operator: true})
 	issued := res.object(t)
-	codeID, code := str(t, issued, "id"), str(t, issued, "code")
-	if _, err := fleet.NormalizeClaimCode(code); err != nil {
-		t.Fatalf("issued code %q does not parse: %v", code, err)
+	f.codeID, f.code = str(t, issued, "id"), str(t, issued, "code")
+	if _, err := fleet.NormalizeClaimCode(f.code); err != nil {
+		t.Fatalf("issued code %q does not parse: %v", f.code, err)
 	}
-	wantObject(t, "issue claim code", res, http.StatusCreated, map[string]any{"id": codeID, "code": code, "expiresAt": ts(t0.Add(time.Hour))})
+	wantObject(t, "issue claim code", res, http.StatusCreated, map[string]any{"id": f.codeID, "code": f.code, "expiresAt": ts(t0.Add(time.Hour))})
 
-	claim := map[string]any{
-		"id": codeID, "tenantId": "acme", "sensorName": "edge-1", "expiresAt": ts(t0.Add(time.Hour)), "createdAt": ts(t0),
+	f.claim = map[string]any{
+		"id": f.codeID, "tenantId": "acme", "sensorName": "edge-1", "expiresAt": ts(t0.Add(time.Hour)), "createdAt": ts(t0),
 		"usedAt": nil, "revokedAt": nil, "sensorId": nil,
 	}
-	wantObject(t, "list claim codes", e.do(request{method: "GET", path: "/api/tenants/acme/claim-codes", operator: true}), http.StatusOK, map[string]any{"items": []any{claim}})
+	f.listClaimCodes(t, "list claim codes")
+}
 
+func (f *flow) redeem(t *testing.T) {
+	t0 := f.t0
 	// Codes typed by hand: lower case, no dashes.
-	typed := strings.ToLower(strings.ReplaceAll(code, "-", ""))
-	res = e.do(request{method: "POST", path: "/api/sensors/claim/redeem", body: fmt.Sprintf(`{"claimCode":%q,"hostname":"edge-host"}`, typed)})
+	typed := strings.ToLower(strings.ReplaceAll(f.code, "-", ""))
+	res := f.e.do(request{method: "POST", path: "/api/sensors/claim/redeem", body: fmt.Sprintf(`{"claimCode":%q,"hostname":"edge-host"}`, typed)})
 	red := res.object(t)
-	sensorID, enrolToken := str(t, red, "sensorId"), str(t, red, "enrollmentToken")
-	if !regexp.MustCompile(`^s-[0-9a-f]{16}$`).MatchString(sensorID) {
-		t.Errorf("sensorId %q", sensorID)
+	f.sensorID, f.enrolToken = str(t, red, "sensorId"), str(t, red, "enrollmentToken")
+	if !regexp.MustCompile(`^s-[0-9a-f]{16}$`).MatchString(f.sensorID) {
+		t.Errorf("sensorId %q", f.sensorID)
 	}
-	wantObject(t, "redeem", res, http.StatusCreated, map[string]any{"sensorId": sensorID, "tenantId": "acme", "enrollmentToken": enrolToken, "expiresAt": ts(t0.Add(15 * time.Minute))})
+	wantObject(t, "redeem", res, http.StatusCreated, map[string]any{"sensorId": f.sensorID, "tenantId": "acme", "enrollmentToken": f.enrolToken, "expiresAt": ts(t0.Add(15 * time.Minute))})
 
-	claim["usedAt"], claim["sensorId"] = ts(t0), sensorID
-	wantObject(t, "claim code after use", e.do(request{method: "GET", path: "/api/tenants/acme/claim-codes", operator: true}), http.StatusOK, map[string]any{"items": []any{claim}})
+	f.claim["usedAt"], f.claim["sensorId"] = ts(t0), f.sensorID
+	f.listClaimCodes(t, "claim code after use")
 
-	sensor := map[string]any{
-		"id": sensorID, "tenantId": "acme", "name": "edge-1", "hostname": "edge-host", "state": "pending",
+	f.sensor = map[string]any{
+		"id": f.sensorID, "tenantId": "acme", "name": "edge-1", "hostname": "edge-host", "state": "pending",
 		"lastSeenAt": nil, "certificate": nil, "lastCommand": nil, "createdAt": ts(t0),
 		"agentVersion": nil, "address": nil, "labels": map[string]any{}, "decommissionedAt": nil,
 	}
-	wantObject(t, "pending sensor", e.do(request{method: "GET", path: "/api/sensors/" + sensorID, operator: true}), http.StatusOK, sensor)
+	f.getSensor(t, "pending sensor")
+}
 
-	enrolKey, enrolCSR := newKeyCSR(t)
+func (f *flow) enrol(t *testing.T) {
+	e, t0, sensorID := f.e, f.t0, f.sensorID
+	var enrolCSR string
+	f.enrolKey, enrolCSR = newKeyCSR(t)
 	enrol := request{method: "POST", path: "/api/sensors/" + sensorID + "/agent/enroll", body: jsonString(t, map[string]string{"csr": enrolCSR}),
-		header: map[string]string{"Authorization": "Bearer " + enrolToken}}
-	res = e.do(enrol)
+		header: map[string]string{"Authorization": "Bearer " + f.enrolToken}}
+	res := e.do(enrol)
 	en := res.object(t)
-	certPEM, caPEM, serial, sensorToken := str(t, en, "certificate"), str(t, en, "caCertificate"), str(t, en, "serial"), str(t, en, "sensorToken")
-	if caPEM != string(e.ca.CACertificatePEM()) {
+	f.certPEM, f.caPEM, f.serial, f.sensorToken = str(t, en, "certificate"), str(t, en, "caCertificate"), str(t, en, "serial"), str(t, en, "sensorToken")
+	if f.caPEM != string(e.ca.CACertificatePEM()) {
 		t.Error("caCertificate is not the sensor CA")
 	}
-	cert := verifyCertificate(t, certPEM, caPEM, "acme", sensorID, t0)
-	if x509ca.SerialHex(cert.SerialNumber) != serial {
-		t.Errorf("serial %q, certificate says %s", serial, x509ca.SerialHex(cert.SerialNumber))
+	cert := verifyCertificate(t, f.certPEM, f.caPEM, "acme", sensorID, t0)
+	if x509ca.SerialHex(cert.SerialNumber) != f.serial {
+		t.Errorf("serial %q, certificate says %s", f.serial, x509ca.SerialHex(cert.SerialNumber))
 	}
 	notAfter := t0.Add(fleet.DefaultSensorCertTTL)
 	wantObject(t, "enroll", res, http.StatusCreated, map[string]any{
-		"sensorId": sensorID, "tenantId": "acme", "certificate": certPEM, "caCertificate": caPEM,
-		"serial": serial, "notAfter": ts(notAfter), "sensorToken": sensorToken,
-		"nats": map[string]any{
-			"url": publicNATS, "creds": "creds of " + sensorID, "stream": "RXC_CMD", "consumer": "cmd-acme-" + sensorID,
-			"jsApiPrefix": "ctrl.API", "inboxPrefix": "_INBOX_acme_" + sensorID,
-			"commandSubject": "rxc.acme." + sensorID + ".cmd", "statusSubject": "rxc.acme." + sensorID + ".status",
-		},
+		"sensorId": sensorID, "tenantId": "acme", "certificate": f.certPEM, "caCertificate": f.caPEM,
+		"serial": f.serial, "notAfter": ts(notAfter), "sensorToken": f.sensorToken,
+		"nats": f.sensorNATS(),
 		"grpc": map[string]any{"address": publicGRPC},
 	})
 	enrol.body = jsonString(t, map[string]string{"csr": newCSR(t)})
 	e.do(enrol).expect(t, "enrol twice with one token", http.StatusUnauthorized, "invalid_token")
 
-	sensor["state"], sensor["certificate"] = "offline", map[string]any{"serial": serial, "notAfter": ts(notAfter)}
-	wantObject(t, "enrolled sensor", e.do(request{method: "GET", path: "/api/sensors/" + sensorID, operator: true}), http.StatusOK, sensor)
+	f.sensor["state"], f.sensor["certificate"] = "offline", map[string]any{"serial": f.serial, "notAfter": ts(notAfter)}
+	f.getSensor(t, "enrolled sensor")
+}
 
+func (f *flow) renew(t *testing.T) {
+	e, sensorID := f.e, f.sensorID
 	e.clock.Advance(time.Hour)
 	t1 := e.clock.Now()
+	f.t1 = t1
 	renewCSR := newCSR(t)
-	renew := request{method: "POST", path: "/api/sensors/" + sensorID + "/agent/renew", body: renewBody(t, enrolKey, certPEM, sensorID, renewCSR, t1),
-		header: map[string]string{"Authorization": "Bearer " + sensorToken}}
-	res = e.do(renew)
+	f.renewal = request{method: "POST", path: "/api/sensors/" + sensorID + "/agent/renew", body: renewBody(t, f.enrolKey, f.certPEM, sensorID, renewCSR, t1),
+		header: map[string]string{"Authorization": "Bearer " + f.sensorToken}}
+	res := e.do(f.renewal)
 	rn := res.object(t)
-	newToken := str(t, rn, "sensorToken")
-	if newToken == sensorToken {
+	f.renewedToken = str(t, rn, "sensorToken")
+	if f.renewedToken == f.sensorToken {
 		t.Error("renewal kept the sensor token")
 	}
 	renewedPEM, renewedSerial := str(t, rn, "certificate"), str(t, rn, "serial")
-	verifyCertificate(t, renewedPEM, caPEM, "acme", sensorID, t1)
-	if renewedSerial == serial {
+	verifyCertificate(t, renewedPEM, f.caPEM, "acme", sensorID, t1)
+	if renewedSerial == f.serial {
 		t.Error("renewal kept the serial")
 	}
 	wantObject(t, "renew", res, http.StatusOK, map[string]any{
-		"sensorId": sensorID, "sensorToken": newToken, "certificate": renewedPEM, "caCertificate": caPEM, "serial": renewedSerial,
+		"sensorId": sensorID, "sensorToken": f.renewedToken, "certificate": renewedPEM, "caCertificate": f.caPEM, "serial": renewedSerial,
 		"notAfter": ts(t1.Add(fleet.DefaultSensorCertTTL)),
-		"nats": map[string]any{
-			"url": publicNATS, "creds": "creds of " + sensorID, "stream": "RXC_CMD", "consumer": "cmd-acme-" + sensorID,
-			"jsApiPrefix": "ctrl.API", "inboxPrefix": "_INBOX_acme_" + sensorID,
-			"commandSubject": "rxc.acme." + sensorID + ".cmd", "statusSubject": "rxc.acme." + sensorID + ".status",
-		},
+		"nats":     f.sensorNATS(),
 	})
-	sensor["certificate"] = map[string]any{"serial": renewedSerial, "notAfter": ts(t1.Add(fleet.DefaultSensorCertTTL))}
+	f.sensor["certificate"] = map[string]any{"serial": renewedSerial, "notAfter": ts(t1.Add(fleet.DefaultSensorCertTTL))}
+}
 
-	res = e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/commands", body: `{"action":"start"}`, operator: true})
+func (f *flow) command(t *testing.T) {
+	e, t1, sensorID := f.e, f.t1, f.sensorID
+	res := e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/commands", body: `{"action":"start"}`, operator: true})
 	commandID := str(t, res.object(t), "commandId")
 	command := map[string]any{
 		"commandId": commandID, "action": "start", "issuedAt": ts(t1), "issuedBy": operatorEmail,
@@ -213,51 +288,62 @@ func TestFlow(t *testing.T) {
 	if diff := cmp.Diff(wantSent, sent); diff != "" {
 		t.Errorf("published command (-want +got):\n%s", diff)
 	}
-	sensor["lastCommand"] = command
-	wantObject(t, "sensor with command", e.do(request{method: "GET", path: "/api/sensors/" + sensorID, operator: true}), http.StatusOK, sensor)
+	f.sensor["lastCommand"] = command
+	f.getSensor(t, "sensor with command")
+}
 
+func (f *flow) listSensors(t *testing.T) {
 	for _, c := range []struct {
 		name, query string
 		want        []any
 	}{
-		{"all", "", []any{sensor}},
-		{"tenant", "?tenantId=acme", []any{sensor}},
-		{"tenant and state", "?tenantId=acme&state=offline", []any{sensor}},
+		{"all", "", []any{f.sensor}},
+		{"tenant", "?tenantId=acme", []any{f.sensor}},
+		{"tenant and state", "?tenantId=acme&state=offline", []any{f.sensor}},
 		{"other state", "?state=running", []any{}},
 		{"other tenant", "?tenantId=globex", []any{}},
 	} {
-		wantObject(t, "list sensors "+c.name, e.do(request{method: "GET", path: "/api/sensors" + c.query, operator: true}), http.StatusOK, map[string]any{"items": c.want, "nextCursor": nil})
+		wantObject(t, "list sensors "+c.name, f.e.do(request{method: "GET", path: "/api/sensors" + c.query, operator: true}), http.StatusOK, map[string]any{"items": c.want, "nextCursor": nil})
 	}
+}
 
-	res = e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/revoke", operator: true})
-	sensor["state"], sensor["certificate"] = "revoked", nil
-	wantObject(t, "revoke", res, http.StatusOK, sensor)
+func (f *flow) revoke(t *testing.T) {
+	e, sensorID := f.e, f.sensorID
+	res := e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/revoke", operator: true})
+	f.sensor["state"], f.sensor["certificate"] = "revoked", nil
+	wantObject(t, "revoke", res, http.StatusOK, f.sensor)
 	if diff := cmp.Diff([][2]string{{"A-acme", "U-" + sensorID}}, e.prov.Revocations()); diff != "" {
 		t.Errorf("provisioner revocations (-want +got):\n%s", diff)
 	}
-	wantObject(t, "revoke again", e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/revoke", operator: true}), http.StatusOK, sensor)
-	renew.header = map[string]string{"Authorization": "Bearer " + newToken}
-	e.do(renew).expect(t, "renew after revocation", http.StatusForbidden, "sensor_revoked")
+	wantObject(t, "revoke again", e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/revoke", operator: true}), http.StatusOK, f.sensor)
+	f.renewal.header = map[string]string{"Authorization": "Bearer " + f.renewedToken}
+	e.do(f.renewal).expect(t, "renew after revocation", http.StatusForbidden, "sensor_revoked")
 	e.do(request{method: "POST", path: "/api/sensors/" + sensorID + "/commands", body: `{"action":"stop"}`, operator: true}).
 		expect(t, "command after revocation", http.StatusConflict, "sensor_revoked")
+}
 
+func (f *flow) revokeClaimCodes(t *testing.T) {
+	e := f.e
 	otherID, _ := e.claimCode("acme", "")
-	res = e.do(request{method: "DELETE", path: "/api/claim-codes/" + otherID, operator: true})
+	res := e.do(request{method: "DELETE", path: "/api/claim-codes/" + otherID, operator: true})
 	if res.status != http.StatusNoContent || len(res.body) != 0 {
 		t.Fatalf("revoke claim code: %d %s", res.status, res.body)
 	}
-	e.do(request{method: "DELETE", path: "/api/claim-codes/" + codeID, operator: true}).expect(t, "revoke a used claim code", http.StatusConflict, "conflict")
+	e.do(request{method: "DELETE", path: "/api/claim-codes/" + f.codeID, operator: true}).expect(t, "revoke a used claim code", http.StatusConflict, "conflict")
 	var list struct {
 		Items []struct{ ID, RevokedAt string }
 	}
 	if err := json.Unmarshal(e.do(request{method: "GET", path: "/api/tenants/acme/claim-codes", operator: true}).body, &list); err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Items) != 2 || list.Items[0].ID != otherID || list.Items[0].RevokedAt != ts(t1) {
+	if len(list.Items) != 2 || list.Items[0].ID != otherID || list.Items[0].RevokedAt != ts(f.t1) {
 		t.Errorf("claim codes after revoking %s: %+v", otherID, list.Items)
 	}
+}
 
-	res = e.do(request{method: "POST", path: "/api/auth/logout", operator: true})
+func (f *flow) logout(t *testing.T) {
+	e := f.e
+	res := e.do(request{method: "POST", path: "/api/auth/logout", operator: true})
 	if res.status != http.StatusNoContent {
 		t.Fatalf("logout: %d %s", res.status, res.body)
 	}

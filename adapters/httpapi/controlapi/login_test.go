@@ -97,10 +97,7 @@ func TestLoginFromASharedAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hasher, err := passwords.New(passwords.Config{MemoryKiB: 64, Time: 1, Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hasher := fastHasher(t)
 	ops, err := operators.New(operators.Config{Store: store, Hasher: hasher, Clock: e.clock.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -304,16 +304,9 @@ func TestOperatorManagement(t *testing.T) {
 		expect(t, "own password with the current one", http.StatusNoContent, "")
 	w.sessions["viewer"] = e.loginAs("viewer@acme.example", "my own new passphrase")
 	// Guessing the current password is throttled like logins of the account.
-	throttled := false
-	for range 30 {
-		res := w.as("viewer", request{method: "POST", path: self, body: `{"currentPassword":"guess guess guess","password":"taken over passphrase"}`})
-		if res.status == http.StatusTooManyRequests {
-			res.expect(t, "guessing the current password", http.StatusTooManyRequests, "login_throttled")
-			throttled = true
-			break
-		}
-		res.expect(t, "a wrong current password", http.StatusForbidden, "wrong_password")
-	}
+	throttled := guessUntilThrottled(t, 30, func(_ int, body string) response {
+		return w.as("viewer", request{method: "POST", path: self, body: body})
+	})
 	if !throttled {
 		t.Error("30 wrong current passwords were never throttled")
 	}

@@ -2,7 +2,6 @@ package controlapi_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
-	"github.com/rxc-project/rxc/adapters/passwords"
-	"github.com/rxc-project/rxc/adapters/seal"
 	"github.com/rxc-project/rxc/core/operators"
 )
 
@@ -21,24 +18,7 @@ import (
 // every answer is validated against the OpenAPI description.
 func withSecondFactors(t *testing.T, e *env, validate bool) *env {
 	t.Helper()
-	key := make([]byte, seal.KeySize)
-	if _, err := rand.Read(key); err != nil {
-		t.Fatal(err)
-	}
-	sealer, err := seal.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hasher, err := passwords.New(passwords.Config{MemoryKiB: 64, Time: 1, Threads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops, err := operators.New(operators.Config{Store: e.store, Hasher: hasher, Sealer: sealer, Clock: e.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := e.variant(t, func(c *controlapi.Config) { c.Operators = ops })
-	v.ops = ops
+	v := e.withOperators(t, operators.Config{Hasher: fastHasher(t), Sealer: newSealer(t)})
 	if validate {
 		val, _ := openAPIValidator(t)
 		v.srv.Client().Transport = &validatingTransport{t: t, v: val, seen: map[string]bool{}}

@@ -8,6 +8,7 @@ package eventmem
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -227,28 +228,12 @@ func (s *Store) Overview(_ context.Context, q analytics.Query, bucket time.Durat
 	}
 	sort.Slice(ov.Series, func(i, j int) bool { return ov.Series[i].T.Before(ov.Series[j].T) })
 	ov.TopSources, ov.TopDestinations = topAddrs(src, q.Limit), topAddrs(dst, q.Limit)
-	for _, c := range sigs {
-		ov.TopSignatures = append(ov.TopSignatures, *c)
-	}
-	sort.Slice(ov.TopSignatures, func(i, j int) bool {
-		a, b := ov.TopSignatures[i], ov.TopSignatures[j]
-		if a.Count != b.Count {
-			return a.Count > b.Count
-		}
-		return a.Signature < b.Signature
+	ov.TopSignatures = top(sigs, q.Limit, func(a, b analytics.SignatureCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Signature, b.Signature))
 	})
-	ov.TopSignatures = ov.TopSignatures[:min(len(ov.TopSignatures), q.Limit)]
-	for _, c := range cves {
-		ov.CVEs = append(ov.CVEs, *c)
-	}
-	sort.Slice(ov.CVEs, func(i, j int) bool {
-		a, b := ov.CVEs[i], ov.CVEs[j]
-		if a.Count != b.Count {
-			return a.Count > b.Count
-		}
-		return a.ID < b.ID
+	ov.CVEs = top(cves, q.Limit, func(a, b analytics.CVECount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.ID, b.ID))
 	})
-	ov.CVEs = ov.CVEs[:min(len(ov.CVEs), q.Limit)]
 	return ov, nil
 }
 
@@ -259,6 +244,16 @@ type sigKey struct {
 
 // topAddrs orders addresses by count, then as PostgreSQL orders inet
 // (IPv4 before IPv6, then by address).
+// top is at most limit of counted's values, the first in order.
+func top[K comparable, T any](counted map[K]*T, limit int, order func(a, b T) int) []T {
+	var out []T
+	for _, c := range counted {
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, order)
+	return out[:min(len(out), limit)]
+}
+
 func topAddrs(counts map[netip.Addr]int64, limit int) []analytics.AddressCount {
 	addrs := make([]netip.Addr, 0, len(counts))
 	for a := range counts {

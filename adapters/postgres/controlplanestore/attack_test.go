@@ -3,7 +3,6 @@ package controlplanestore_test
 import (
 	"bytes"
 	"crypto/ecdsa"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/adapters/x509ca/x509catest"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -34,16 +34,19 @@ func (r *realFleet) now() time.Time { return time.Now().Add(time.Duration(r.ahea
 // are issued for 48 h).
 func (r *realFleet) advance(d time.Duration) { r.ahead.Add(int64(d)) }
 
+// acmeRealFleet is a realFleet with tenant "acme" provisioned.
+func acmeRealFleet(t *testing.T) *realFleet {
+	t.Helper()
+	r := newRealFleet(t)
+	r.provisionedTenant(t, "acme")
+	return r
+}
+
 func newRealFleet(t *testing.T) *realFleet {
 	t.Helper()
-	r := &realFleet{caDir: filepath.Join(t.TempDir(), "ca")}
-	if _, err := x509ca.Init(r.caDir, x509ca.InitOptions{DNSNames: []string{"localhost"}}); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509ca.Load(x509ca.Config{Dir: r.caDir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := &realFleet{}
+	ca, dir := x509catest.New(t, x509ca.InitOptions{DNSNames: []string{"localhost"}}, x509ca.Config{})
+	r.caDir = dir
 	r.fixture = newFixture(t, func(c *fleet.Config) { c.CA = ca; c.Clock = r.now; c.SensorCertTTL = 48 * time.Hour })
 	return r
 }
@@ -129,8 +132,7 @@ func (r *realFleet) activeSerial(t *testing.T, id string) string {
 // itself, asking again with a fresh proof, is answered.
 func TestAttackRenewalReplayOfACapturedRequest(t *testing.T) {
 	t.Parallel()
-	r := newRealFleet(t)
-	r.provisionedTenant(t, "acme")
+	r := acmeRealFleet(t)
 	s := r.enrolReal(t, "acme")
 	r.advance(2 * time.Minute)
 
@@ -182,8 +184,7 @@ func TestAttackRenewalReplayOfACapturedRequest(t *testing.T) {
 // the genuine request sent again is answered.
 func TestAttackRenewalResumeWithForeignMaterial(t *testing.T) {
 	t.Parallel()
-	r := newRealFleet(t)
-	r.provisionedTenant(t, "acme")
+	r := acmeRealFleet(t)
 	r.provisionedTenant(t, "other")
 	s := r.enrolReal(t, "acme")
 	sib := r.enrolReal(t, "acme")
@@ -264,8 +265,7 @@ func TestAttackRenewalResumeWithForeignMaterial(t *testing.T) {
 // again, is answered.
 func TestAttackRenewalResumeOfASupersededChain(t *testing.T) {
 	t.Parallel()
-	r := newRealFleet(t)
-	r.provisionedTenant(t, "acme")
+	r := acmeRealFleet(t)
 	a0 := r.enrolReal(t, "acme")
 	r.advance(2 * time.Minute)
 	a1, csr1 := r.renewTo(t, r.svc, a0)
@@ -296,8 +296,7 @@ func TestAttackRenewalResumeOfASupersededChain(t *testing.T) {
 // control: before the revocation the same request was answered.
 func TestAttackRenewalResumeAfterRevocation(t *testing.T) {
 	t.Parallel()
-	r := newRealFleet(t)
-	r.provisionedTenant(t, "acme")
+	r := acmeRealFleet(t)
 	s := r.enrolReal(t, "acme")
 	r.advance(2 * time.Minute)
 	_, csr := newKeyCSR(t)

@@ -92,8 +92,7 @@ func (b *batcher) round(t *testing.T, checks []check) {
 // next check, while the other sensors' checks in the same batch pass.
 func TestAttackCheckInBatchMixedWithForbiddenChecks(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	f.provisionedTenant(t, "globex")
 	_, good1 := f.fleet.Enrolled(t, "acme")
 	_, good2 := f.fleet.Enrolled(t, "acme")

@@ -11,35 +11,30 @@ import (
 	"github.com/rxc-project/rxc/core/operators/operatorstest"
 )
 
+// The store passes each contract suite of the ports it implements, every
+// case on a fresh database.
+
 func TestContract(t *testing.T) {
 	t.Parallel()
-	fleettest.Run(t, func(t *testing.T) fleettest.Store {
-		s, err := controlplanestore.New(controlplanestore.Config{Pool: newPool(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
+	fleettest.Run(t, func(t *testing.T) fleettest.Store { return newStore(t) })
 }
 
 func TestOperatorsContract(t *testing.T) {
 	t.Parallel()
-	operatorstest.Run(t, func(t *testing.T) operators.Store {
-		s, err := controlplanestore.New(controlplanestore.Config{Pool: newPool(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
+	operatorstest.Run(t, func(t *testing.T) operators.Store { return newStore(t) })
 }
 
 func TestAuditContract(t *testing.T) {
 	t.Parallel()
-	audittest.Run(t, func(t *testing.T) audit.Store {
-		s, err := controlplanestore.New(controlplanestore.Config{Pool: newPool(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
+	audittest.Run(t, func(t *testing.T) audit.Store { return newStore(t) })
+}
+
+// newStore is a store on a fresh database.
+func newStore(t *testing.T) *controlplanestore.Store {
+	t.Helper()
+	s, err := controlplanestore.New(controlplanestore.Config{Pool: newPool(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

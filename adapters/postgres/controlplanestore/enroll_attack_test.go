@@ -106,8 +106,7 @@ func TestAttackEnrolmentRaceAcrossReplicas(t *testing.T) {
 // stays pending); positive control: each token enrols its own sensor.
 func TestAttackEnrolmentWithAnotherSensorsToken(t *testing.T) {
 	t.Parallel()
-	r := newRealFleet(t)
-	r.provisionedTenant(t, "acme")
+	r := acmeRealFleet(t)
 	r.provisionedTenant(t, "globex")
 	a, a2, g := r.redeemed(t, "acme"), r.redeemed(t, "acme"), r.redeemed(t, "globex")
 	for _, c := range []struct {
@@ -200,8 +199,7 @@ func TestEnrolmentRacingRevocation(t *testing.T) {
 // did, reading the whole sensor_tokens table on every enrolment).
 func TestEnrolmentStatementUsesIndexes(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	red := f.redeemed(t, "acme")
 	tx, err := f.pool.Begin(f.ctx)
 	if err != nil {
@@ -289,8 +287,7 @@ func (f *fixture) tables(t *testing.T) string {
 // token, which changes the rows and is announced exactly once.
 func TestAttackEnrolmentRefusalsWriteAndAnnounceNothing(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	f.provisionedTenant(t, "globex")
 	l := listenCredentials(t, f)
 	victim := f.redeemed(t, "acme")

@@ -70,6 +70,15 @@ func newFixture(t testing.TB, configure ...func(*fleet.Config)) *fixture {
 	}
 }
 
+// acmeFixture is a fixture with tenant "acme" created and given its NATS
+// account, where most tests start.
+func acmeFixture(t testing.TB) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	f.provisionedTenant(t, "acme")
+	return f
+}
+
 // provisionedTenant creates tenant id and gives it its NATS account.
 func (f *fixture) provisionedTenant(t testing.TB, id string) fleet.Tenant {
 	return f.fleet.ProvisionedTenant(t, id)

@@ -2,39 +2,26 @@ package controlplanestore_test
 
 import (
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/x509ca"
+	"github.com/rxc-project/rxc/adapters/x509ca/x509catest"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
 func newCSR(t *testing.T) []byte {
 	t.Helper()
-	_, csr := newKeyCSR(t)
+	_, csr := x509catest.KeyCSR(t)
 	return csr
 }
 
-func newKeyCSR(t *testing.T) (*ecdsa.PrivateKey, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "ignored"}}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
-}
+var newKeyCSR = x509catest.KeyCSR
 
 // proveWith signs the renewal of csr with key, the key of certPEM.
 func proveWith(t *testing.T, key *ecdsa.PrivateKey, certPEM []byte, sensorID string, csr []byte, at time.Time) *fleet.PossessionProof {
@@ -64,21 +51,14 @@ func parseCert(t *testing.T, p []byte) *x509.Certificate {
 // project's x509 CA: the serial the store keeps is the certificate's.
 func TestEnrollAndRenewWithRealCA(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "ca")
-	if _, err := x509ca.Init(dir, x509ca.InitOptions{DNSNames: []string{"localhost"}}); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509ca.Load(x509ca.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := x509catest.Localhost(t)
 	var ahead atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	f := newFixture(t, func(c *fleet.Config) { c.CA = ca; c.Clock = now; c.SensorCertTTL = 48 * time.Hour })
 	f.provisionedTenant(t, "acme")
 	r := f.redeemed(t, "acme")
 
-	_, err = f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n"))
+	_, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n"))
 	wantErr(t, err, fleet.ErrInvalidCSR)
 
 	key, csr := newKeyCSR(t)

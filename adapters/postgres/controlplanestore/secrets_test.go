@@ -17,8 +17,7 @@ import (
 // use cases hand the store only hashes is tested in core/fleet.)
 func TestClaimCodesAreStoredOnlyAsHashes(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	issued, code, err := f.svc.IssueClaimCode(f.ctx, "acme", 0, "edge-1", "ops@example.com")
 	if err != nil {
 		t.Fatal(err)
@@ -59,8 +58,7 @@ func TestClaimCodesAreStoredOnlyAsHashes(t *testing.T) {
 
 func TestEnrolmentAndSensorTokensAreStoredOnlyAsHashes(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	f := acmeFixture(t)
 	r := f.redeemed(t, "acme")
 	e, err := f.svc.Enroll(f.ctx, r.SensorID, r.EnrollmentToken, []byte("csr"))
 	if err != nil {

@@ -1,14 +1,10 @@
 package app_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/rxc-project/rxc/apps/controlplane/app"
-	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
 // Attack: with expiring sensor user JWTs a sensor holds several JWTs for
@@ -19,14 +15,7 @@ import (
 // both JWTs connect right before the revocation.
 func TestAttackRevokedSensorKeepsNoNATSJWT(t *testing.T) {
 	const ttl = time.Minute
-	prov := provisionertest.Start(t, provisionertest.Options{})
-	setSensorJWTTTL(prov, ttl)
-	p := startPlane(t, prov, func(c *app.ServeConfig) { c.RenewMinInterval = time.Millisecond })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	p.login()
-	p.provisionedTenant("acme", "Acme")
-	e := p.enroller()
+	p, e, ctx := renewalStart(t, ttl)
 	st := p.enrolClient(ctx, e, "acme")
 	first := userClaims(t, st.Creds)
 	// A renewal signs the same key again once the JWT is a tenth of its
@@ -66,7 +55,7 @@ func TestAttackRevokedSensorKeepsNoNATSJWT(t *testing.T) {
 	if _, err := e.Renew(ctx, renewed); err == nil {
 		t.Fatal("BROKEN: a revoked sensor renewed")
 	}
-	pool, err := pgxpool.New(ctx, prov.Config.PGDSN)
+	pool, err := pgxpool.New(ctx, p.prov.Config.PGDSN)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,24 @@ import (
 	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
+// renewalStart starts a provisioner (its sensor JWTs expiring after ttl
+// unless ttl is zero) and a control plane that renews a certificate of any
+// age, logs in and provisions tenant acme. It returns the plane, an
+// enroller aimed at it and a context that ends after three minutes.
+func renewalStart(t *testing.T, ttl time.Duration) (*plane, *sensorclient.Enroller, context.Context) {
+	t.Helper()
+	prov := provisionertest.Start(t, provisionertest.Options{})
+	if ttl != 0 {
+		setSensorJWTTTL(prov, ttl)
+	}
+	p := startPlane(t, prov, func(c *app.ServeConfig) { c.RenewMinInterval = time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	p.login()
+	p.provisionedTenant("acme", "Acme")
+	return p, p.enroller(), ctx
+}
+
 // enrolClient enrols a sensor of tenant through the reference client.
 func (p *plane) enrolClient(ctx context.Context, e *sensorclient.Enroller, tenant string) *sensorclient.State {
 	p.t.Helper()
@@ -70,13 +88,7 @@ func caCerts(t *testing.T, pemBytes []byte) []*x509.Certificate {
 // of the new CA, while one that never renewed is refused, on gRPC and on
 // renewal.
 func TestSensorCARotation(t *testing.T) {
-	prov := provisionertest.Start(t, provisionertest.Options{})
-	p := startPlane(t, prov, func(c *app.ServeConfig) { c.RenewMinInterval = time.Millisecond })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	p.login()
-	p.provisionedTenant("acme", "Acme")
-	e := p.enroller()
+	p, e, ctx := renewalStart(t, 0)
 	renewing := p.enrolClient(ctx, e, "acme")
 	stale := p.enrolClient(ctx, e, "acme")
 	oldCA := caCerts(t, renewing.CAPEM)

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 
-	"github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
@@ -65,14 +64,7 @@ func commandsOf(t *testing.T, ctx context.Context, st *sensorclient.State) (*sen
 // is refused.
 func TestSensorNATSCredentialsExpire(t *testing.T) {
 	const ttl = 20 * time.Second
-	prov := provisionertest.Start(t, provisionertest.Options{})
-	setSensorJWTTTL(prov, ttl)
-	p := startPlane(t, prov, func(c *app.ServeConfig) { c.RenewMinInterval = time.Millisecond })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	p.login()
-	p.provisionedTenant("acme", "Acme")
-	e := p.enroller()
+	p, e, ctx := renewalStart(t, ttl)
 	issued := time.Now()
 	st := p.enrolClient(ctx, e, "acme")
 	first := userClaims(t, st.Creds)
@@ -87,7 +79,7 @@ func TestSensorNATSCredentialsExpire(t *testing.T) {
 
 	// The provisioner now hands out JWTs valid an hour, so the renewed one
 	// outlives the test however slow the machine.
-	setSensorJWTTTL(prov, time.Hour)
+	setSensorJWTTTL(p.prov, time.Hour)
 	renewed, err := e.Renew(ctx, st)
 	if err != nil {
 		t.Fatal(err)

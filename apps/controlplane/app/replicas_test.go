@@ -31,9 +31,11 @@ import (
 )
 
 // replicas are two control planes on one database and one sensor CA, as
-// the documented deployment runs them, with events stored.
-func replicas(t *testing.T, prov *provisionertest.Stack) (a, b *plane) {
+// the documented deployment runs them, with events stored, beside a
+// provisioner of their own; tenants are provisioned (named as their ids).
+func replicas(t *testing.T, tenants ...string) (a, b *plane) {
 	t.Helper()
+	prov := provisionertest.Start(t, provisionertest.Options{})
 	a = startPlane(t, prov, func(c *app.ServeConfig) {
 		c.Events = app.EventsConfig{Enabled: true, StreamName: "RXC_EVENTS", WriterBatch: 500}
 		c.RenewMinInterval = time.Millisecond
@@ -46,6 +48,9 @@ func replicas(t *testing.T, prov *provisionertest.Stack) (a, b *plane) {
 	b = &plane{Plane: cp, t: t, prov: prov, client: cp.NewClient(), base: cp.Base, grpc: cp.GRPCAddr, caPEM: cp.CAPEM}
 	a.login()
 	b.login()
+	for _, id := range tenants {
+		a.provisionedTenant(id, id)
+	}
 	return a, b
 }
 
@@ -94,8 +99,7 @@ func endsWithin(stream sensorpb.SensorEventStreamService_StreamEventsClient, sin
 // renewal through A ends B's stream on the replaced certificate while a
 // stream on the new one works.
 func TestRevocationAndRenewalReachEveryReplica(t *testing.T) {
-	prov := provisionertest.Start(t, provisionertest.Options{})
-	a, b := replicas(t, prov)
+	a, b := replicas(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	db, err := pgxpool.New(ctx, a.Config.PGDSN)
@@ -170,12 +174,9 @@ func renewal(t *testing.T, s *testSensor, csr string) map[string]any {
 // replaced by a renewal through A is refused on B, the new one let in;
 // another tenant's bystander is untouched.
 func TestHealthChecksFollowRevocationAndRenewalOnEveryReplica(t *testing.T) {
-	prov := provisionertest.Start(t, provisionertest.Options{})
-	a, b := replicas(t, prov)
+	a, b := replicas(t, "acme", "beta")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	a.provisionedTenant("acme", "Acme")
-	a.provisionedTenant("beta", "Beta")
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(b.caPEM)
 	// check makes one health check on a new connection to B, resuming the
@@ -259,12 +260,9 @@ func TestHealthChecksFollowRevocationAndRenewalOnEveryReplica(t *testing.T) {
 // tenant's bystander arrive at B at once (B's batcher puts the checks that
 // arrive within 10 ms into one statement): each caller gets its own answer.
 func TestHealthChecksOnAnOpenConnectionFollowRevocationAndRenewal(t *testing.T) {
-	prov := provisionertest.Start(t, provisionertest.Options{})
-	a, b := replicas(t, prov)
+	a, b := replicas(t, "acme", "beta")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	a.provisionedTenant("acme", "Acme")
-	a.provisionedTenant("beta", "Beta")
 	victim, bystander, renewed := a.enrol("acme"), a.enrol("beta"), a.enrol("acme")
 	conns := map[string]*grpc.ClientConn{"victim": b.dial(victim.cert), "bystander": b.dial(bystander.cert), "renewed": b.dial(renewed.cert)}
 	local := map[string]string{}

@@ -3,12 +3,7 @@ package devstack_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"net"
 	"net/http"
@@ -28,6 +23,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/misp/misptest"
 	"github.com/rxc-project/rxc/adapters/openai/openaitest"
+	"github.com/rxc-project/rxc/adapters/x509ca/x509catest"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/apps/rxc-dev/devstack"
 	"github.com/rxc-project/rxc/internal/waitfor"
@@ -153,12 +149,7 @@ func (c *client) enrol(tenantID string) enrolment {
 	c.must("POST", "/api/tenants/"+tenantID+"/claim-codes", map[string]any{"ttlSeconds": 600, "sensorName": "edge-1"}, "", 201, &code)
 	var red struct{ SensorID, EnrollmentToken string }
 	c.must("POST", "/api/sensors/claim/redeem", map[string]string{"claimCode": code.Code, "hostname": "edge-1"}, "", 201, &red)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	csr := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+	_, csr := x509catest.KeyCSR(c.t)
 	var enr enrolment
 	c.must("POST", "/api/sensors/"+red.SensorID+"/agent/enroll", map[string]string{"csr": string(csr)}, red.EnrollmentToken, 201, &enr)
 	return enr

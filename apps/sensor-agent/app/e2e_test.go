@@ -113,6 +113,16 @@ func newPlane(t *testing.T, prov *provisionertest.Stack, certTTL time.Duration) 
 // agentPlaneConfig is the control plane the agent tests run: an API port
 // of its own (an agent keeps the URL across a restart of the plane), a
 // short shutdown and info logs.
+// tenantPlane starts a provisioner with opts and a control plane signing
+// sensor certificates valid certTTL, with the test tenant set up.
+func tenantPlane(t *testing.T, opts provisionertest.Options, certTTL time.Duration) (*provisionertest.Stack, *plane) {
+	t.Helper()
+	prov := provisionertest.Start(t, opts)
+	p := newPlane(t, prov, certTTL)
+	p.setUpTenant()
+	return prov, p
+}
+
 func agentPlaneConfig(t *testing.T, prov *provisionertest.Stack) cpapp.ServeConfig {
 	t.Helper()
 	cfg := controlplanetest.Config(t, prov)
@@ -333,9 +343,7 @@ func publishRaw(t *testing.T, prov *provisionertest.Stack, sensorID string, payl
 }
 
 func TestAgentLifecycle(t *testing.T) {
-	prov := provisionertest.Start(t, provisionertest.Options{})
-	p := newPlane(t, prov, 168*time.Hour)
-	p.setUpTenant()
+	prov, p := tenantPlane(t, provisionertest.Options{}, 168*time.Hour)
 	stateDir := filepath.Join(t.TempDir(), "sensor")
 
 	// First run: the claim code comes from the environment, as in production.
@@ -557,27 +565,32 @@ func TestAgentRunsManySensorsAndRenewsCertificates(t *testing.T) {
 // user the provisioner mints in the renewal answer, and commands reach it
 // again — without a new claim code.
 func TestAgentTakesNewNATSCredentialsAfterAnUpgradeRevokedItsUser(t *testing.T) {
-	prov := provisionertest.Start(t, provisionertest.Options{})
-	p := newPlane(t, prov, 168*time.Hour)
-	p.setUpTenant()
+	prov, p := tenantPlane(t, provisionertest.Options{}, 168*time.Hour)
 	stateDir := filepath.Join(t.TempDir(), "sensor")
 	a, id := p.enrolAgent(stateDir)
-	user := func() *jwt.UserClaims { return agentUser(t, stateDir) }
-	old := user()
+	old := agentUser(t, stateDir)
 	mark := a.log.len()
 	account := provisionertest.UserAccount(old)
 	if status, body := prov.Post("/revoke", map[string]string{"accountId": account, "userPubKey": old.Subject}); status != 200 {
 		t.Fatalf("revoke the sensor's NATS user: %d %s", status, body)
 	}
-	waitUntil(t, 30*time.Second, "the agent renewed and took a new NATS user", func() bool {
-		return user().Subject != old.Subject
+	p.wantNewNATSUser(a, id, stateDir, old, mark)
+}
+
+// wantNewNATSUser waits until the agent, refused by NATS, renewed (logged
+// after mark) and took a NATS user other than old, then checks that
+// commands reach it again.
+func (p *plane) wantNewNATSUser(a *agent, id, stateDir string, old *jwt.UserClaims, mark int) {
+	p.t.Helper()
+	waitUntil(p.t, 30*time.Second, "the agent renewed and took a new NATS user", func() bool {
+		return agentUser(p.t, stateDir).Subject != old.Subject
 	})
 	if !a.log.has(mark, "the control plane still accepts the sensor", nil) {
-		t.Error("the agent did not settle the NATS refusal through a renewal")
+		p.t.Error("the agent did not settle the NATS refusal through a renewal")
 	}
 	p.command(id, "start", "running")
 	if v := p.sensor(id); v.State != "running" {
-		t.Fatalf("sensor %s, want running", v.State)
+		p.t.Fatalf("sensor %s, want running", v.State)
 	}
 }
 
@@ -722,9 +735,7 @@ func (p *plane) grpcGauges() (conns, streams int) {
 // running, its events are delivered and confirmed, and after it stops the
 // connection closes again. Revocation still stops it.
 func TestIdleAgentHoldsNoConnection(t *testing.T) {
-	prov := provisionertest.Start(t, provisionertest.Options{})
-	p := newPlane(t, prov, 168*time.Hour)
-	p.setUpTenant()
+	_, p := tenantPlane(t, provisionertest.Options{}, 168*time.Hour)
 	stateDir := filepath.Join(t.TempDir(), "sensor")
 	t.Setenv("RXC_CLAIM_CODE", p.claimCode("edge-1"))
 	a := startAgent(t, agentArgs(p, stateDir, "--heartbeat", "2s", "--grpc-idle-timeout", "300ms")...)
@@ -770,13 +781,10 @@ func TestIdleAgentHoldsNoConnection(t *testing.T) {
 // upgrade, and carries on with a new NATS user: no re-enrolment, no
 // operator.
 func TestAgentTakesNewNATSCredentialsAfterATenantReissue(t *testing.T) {
-	prov := provisionertest.Start(t, provisionertest.Options{AccountJWTMaxBytes: 4 << 10})
-	p := newPlane(t, prov, 168*time.Hour)
-	p.setUpTenant()
+	prov, p := tenantPlane(t, provisionertest.Options{AccountJWTMaxBytes: 4 << 10}, 168*time.Hour)
 	stateDir := filepath.Join(t.TempDir(), "sensor")
 	a, id := p.enrolAgent(stateDir)
-	user := func() *jwt.UserClaims { return agentUser(t, stateDir) }
-	old := user()
+	old := agentUser(t, stateDir)
 	mark := a.log.len()
 	account := provisionertest.UserAccount(old)
 	// Revocations of other keys of the tenant until the list passes its
@@ -806,14 +814,5 @@ func TestAgentTakesNewNATSCredentialsAfterATenantReissue(t *testing.T) {
 			break
 		}
 	}
-	waitUntil(t, 30*time.Second, "the agent renewed and took a new NATS user", func() bool {
-		return user().Subject != old.Subject
-	})
-	if !a.log.has(mark, "the control plane still accepts the sensor", nil) {
-		t.Error("the agent did not settle the NATS refusal through a renewal")
-	}
-	p.command(id, "start", "running")
-	if v := p.sensor(id); v.State != "running" {
-		t.Fatalf("sensor %s, want running", v.State)
-	}
+	p.wantNewNATSUser(a, id, stateDir, old, mark)
 }

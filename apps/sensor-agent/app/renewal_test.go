@@ -72,9 +72,7 @@ func (d *answerDropper) lost() []string {
 // certificate for it: it is not taken for revoked, keeps streaming on the
 // new certificate, and renews normally afterwards.
 func TestRenewalSurvivesLostAnswers(t *testing.T) {
-	prov := provisionertest.Start(t, provisionertest.Options{})
-	p := newPlane(t, prov, 9*time.Second)
-	p.setUpTenant()
+	_, p := tenantPlane(t, provisionertest.Options{}, 9*time.Second)
 	target, err := url.Parse(p.Base)
 	if err != nil {
 		t.Fatal(err)
