@@ -95,6 +95,7 @@ describe.sequential('operator console in Chromium', () => {
     await page.getByLabel('Email').waitFor();
     expect(new URL(page.url()).pathname).toBe('/login');
     await shot('01-login');
+    await narrow('01-login');
     await page.getByLabel('Email').fill(api.email);
     await page.getByLabel('Password').fill('wrong password');
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -267,6 +268,7 @@ describe.sequential('operator console in Chromium', () => {
       expect(await page.getByText('Seen 12 times').count()).toBe(0);
     }
     await shot('06-chat');
+    await narrow('06-chat');
     await page.keyboard.press('Escape');
     await launcher.waitFor();
   });
@@ -285,6 +287,7 @@ describe.sequential('operator console in Chromium', () => {
     await sso.waitFor();
     expect(await sso.getAttribute('href')).toBe(`${api.baseUrl}/api/auth/oidc/login`);
     await shot('07-sso-button');
+    await narrow('07-sso-button');
   });
 
   it('says on the login page when the base URL is wrong or the API unreachable', async () => {
@@ -293,6 +296,7 @@ describe.sequential('operator console in Chromium', () => {
     await page.goto('/sensors');
     await page.getByText(/Wrong API base URL/).waitFor();
     await shot('08-wrong-base-url');
+    await narrow('08-wrong-base-url');
 
     const closed = `http://127.0.0.1:${await freePort()}`;
     configure(false, closed);
