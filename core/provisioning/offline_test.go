@@ -85,3 +85,50 @@ func TestRecreateOfflineConsumersWithoutCapability(t *testing.T) {
 		t.Errorf("RecreateOfflineConsumers = %d, %v; want 0, nil", n, err)
 	}
 }
+
+// revokingRecreator revokes, on the first recreation of a pass, every other
+// sensor the pass has yet to recreate: a decommission that lands while a
+// node loss is being repaired.
+type revokingRecreator struct {
+	*recreator
+	once   sync.Once
+	revoke func(first topology.Sensor)
+}
+
+func (r *revokingRecreator) RecreateConsumer(ctx context.Context, s topology.Sensor) error {
+	r.once.Do(func() { r.revoke(s) })
+	return r.recreator.RecreateConsumer(ctx, s)
+}
+
+// Attack: a sensor decommissioned while a node-loss pass is under way (its
+// user revoked, its consumer removed) must not get its consumer back from
+// that pass, which read the active users before the revocation. Control:
+// the sensor still active is recreated.
+func TestRecreateOfflineConsumersSkipsSensorsRevokedDuringThePass(t *testing.T) {
+	rc := &revokingRecreator{recreator: &recreator{Consumers: &provisioningtest.Consumers{}}}
+	f := newFixture(t, func(c *provisioning.Config) { c.Consumers = rc })
+	acct := f.tenant(t, "acme")
+	users := map[string]provisioning.SensorUser{"s-1": f.sensorUser(t, "acme", "s-1"), "s-2": f.sensorUser(t, "acme", "s-2")}
+	var revoked string
+	rc.revoke = func(first topology.Sensor) {
+		for id, u := range users {
+			if id != first.SensorID {
+				revoked = id
+				if _, _, err := f.svc.Revoke(f.ctx, acct.PubKey, u.User.PubKey); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
+	for id := range users {
+		rc.offline = append(rc.offline, topology.Sensor{Stream: topology.DefaultStream, TenantID: "acme", SensorID: id}.Consumer())
+	}
+	n, err := f.svc.RecreateOfflineConsumers(f.ctx, true, 1)
+	if err != nil || n != 1 {
+		t.Fatalf("RecreateOfflineConsumers = %d, %v; want 1", n, err)
+	}
+	gone := topology.Sensor{Stream: topology.DefaultStream, TenantID: "acme", SensorID: revoked}.Consumer()
+	if slices.Contains(rc.recreated, gone) || len(rc.recreated) != 1 {
+		t.Fatalf("recreated %v; the consumer of %s, revoked during the pass, must not come back", rc.recreated, revoked)
+	}
+}

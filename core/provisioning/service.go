@@ -1026,6 +1026,18 @@ func (s *Service) RecreateOfflineConsumers(ctx context.Context, full bool, worke
 	for range workers {
 		wg.Go(func() {
 			for sensor := range work {
+				// A pass over many consumers of a lost node takes a while
+				// (each recreation waits on the meta leader): a sensor
+				// revoked since the list was read keeps its consumer
+				// removed, not recreated by this pass.
+				if _, err := s.store.ActiveSensorUser(ctx, sensor.TenantID, sensor.SensorID); errors.Is(err, ErrNotFound) {
+					continue
+				} else if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					continue
+				}
 				err := rc.RecreateConsumer(ctx, sensor)
 				mu.Lock()
 				if err != nil {
