@@ -114,6 +114,7 @@ func (s *StatusService) HandleStatusBatch(ctx context.Context, msgs []StatusUpda
 		if !found {
 			for _, rp := range reports {
 				errs[rp.idx] = ErrNotFound
+				recorded[rp.idx] = nil // a retried transaction may find the sensor gone
 			}
 			return cur, false
 		}
