@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/postgres/pglock"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/apps/controlplane/controlplanetest"
 	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/core/retention"
 )
@@ -115,4 +118,42 @@ func TestHistoryRetentionAcrossReplicas(t *testing.T) {
 			t.Errorf("%s removed by the two replicas together: %d, want %d (each once)", history, got, want)
 		}
 	}
+}
+
+// Retention settings that are neither 0 (keep forever) nor a number of
+// days from 1 to 36,500 stop the start with the variable's name.
+func TestRetentionConfigRefused(t *testing.T) {
+	for name, mutate := range map[string]func(*app.ServeConfig){
+		"EVENTS_RETENTION_DAYS=-1":                  func(c *app.ServeConfig) { c.Events.RetentionDays = -1 },
+		"AUDIT_RETENTION_DAYS=36501":                func(c *app.ServeConfig) { c.AuditRetentionDays = 36501 },
+		"COMMAND_HISTORY_RETENTION_DAYS=-90":        func(c *app.ServeConfig) { c.CommandHistoryRetentionDays = -90 },
+		"CREDENTIAL_HISTORY_RETENTION_DAYS=-1":      func(c *app.ServeConfig) { c.CredentialHistoryRetentionDays = -1 },
+		"HISTORY_PRUNE_INTERVAL=-1m0s: must not be": func(c *app.ServeConfig) { c.HistoryPruneInterval = -time.Minute },
+	} {
+		cfg := controlplanetest.Config(t, &provisionertest.Stack{})
+		cfg.Provisioner.Enabled, cfg.Messaging.Enabled = false, false
+		mutate(&cfg)
+		srv, err := app.NewServer(context.Background(), cfg, slog.New(slog.DiscardHandler))
+		if err == nil {
+			stopped(srv)
+			t.Errorf("%s: started", name)
+			continue
+		}
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: error %q does not name it", name, err)
+		}
+	}
+	// The positive control: 0 (keep forever) and the bounds start.
+	startPlane(t, &provisionertest.Stack{}, func(c *app.ServeConfig) {
+		c.Provisioner.Enabled, c.Messaging.Enabled = false, false
+		c.Events.RetentionDays, c.AuditRetentionDays, c.CommandHistoryRetentionDays, c.CredentialHistoryRetentionDays = 0, 36500, 1, 0
+	})
+}
+
+// stopped runs srv with a context already ended, which closes what it
+// bound.
+func stopped(srv *app.Server) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = srv.Run(ctx)
 }
