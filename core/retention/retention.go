@@ -1,7 +1,8 @@
 // Package retention bounds the control plane's history: a pass, run by one
 // replica at a time, deletes what is older than the operator's retention
 // and no longer live: sensor events by whole days, audit entries, finished
-// commands and command batches, ended sensor tokens and claim codes. What
+// commands and command batches, ended sensor tokens, claim codes and
+// operators' API tokens. What
 // counts as finished or ended is the owning package's rule (fleet.
 // HistoryStore, audit.Pruner, events.Pruner); this package decides when and
 // how much, deletes in bounded steps, and counts what it removed.
@@ -18,6 +19,7 @@ import (
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
+	"github.com/rxc-project/rxc/core/operators"
 	"github.com/rxc-project/rxc/sdk/logkey"
 )
 
@@ -93,7 +95,9 @@ type Config struct {
 	Fleet  fleet.HistoryStore
 	Audit  audit.Pruner
 	Events events.Pruner
-	Locker Locker
+	// APITokens prunes operators' API tokens with the credentials.
+	APITokens operators.APITokenPruner
+	Locker    Locker
 	// Batch is the most rows one statement deletes (default DefaultBatch).
 	Batch  int
 	Logger *slog.Logger
@@ -111,11 +115,12 @@ type Report struct {
 	BatchCommands int
 	Tokens        int
 	ClaimCodes    int
+	APITokens     int
 }
 
 // Total is how many rows (and event days) the pass removed.
 func (r Report) Total() int {
-	return r.EventDays + r.Audit + r.Commands + r.Batches + r.BatchCommands + r.Tokens + r.ClaimCodes
+	return r.EventDays + r.Audit + r.Commands + r.Batches + r.BatchCommands + r.Tokens + r.ClaimCodes + r.APITokens
 }
 
 func (r *Report) add(o Report) {
@@ -126,6 +131,7 @@ func (r *Report) add(o Report) {
 	r.BatchCommands += o.BatchCommands
 	r.Tokens += o.Tokens
 	r.ClaimCodes += o.ClaimCodes
+	r.APITokens += o.APITokens
 }
 
 // Stats are a Service's counters since it started.
@@ -148,8 +154,8 @@ type Service struct {
 
 // New returns a Service; the policy must be valid.
 func New(cfg Config) (*Service, error) {
-	if cfg.Fleet == nil || cfg.Audit == nil || cfg.Events == nil || cfg.Locker == nil {
-		return nil, errors.New("retention: fleet, audit and event stores and a locker are required")
+	if cfg.Fleet == nil || cfg.Audit == nil || cfg.Events == nil || cfg.APITokens == nil || cfg.Locker == nil {
+		return nil, errors.New("retention: fleet, audit, event and API token stores and a locker are required")
 	}
 	if err := cfg.Policy.Validate(); err != nil {
 		return nil, fmt.Errorf("retention: %w", err)
@@ -228,7 +234,10 @@ func (s *Service) Run(ctx context.Context) (Report, error) {
 		if err := drain(ctx, n, &rep.Tokens, func() (int, error) { return s.cfg.Fleet.PruneTokens(ctx, before, n) }); err != nil {
 			return err
 		}
-		return drain(ctx, n, &rep.ClaimCodes, func() (int, error) { return s.cfg.Fleet.PruneClaimCodes(ctx, before, n) })
+		if err := drain(ctx, n, &rep.ClaimCodes, func() (int, error) { return s.cfg.Fleet.PruneClaimCodes(ctx, before, n) }); err != nil {
+			return err
+		}
+		return drain(ctx, n, &rep.APITokens, func() (int, error) { return s.cfg.APITokens.PruneAPITokens(ctx, before, n) })
 	})
 	err = errors.Join(errs...)
 	if ctx.Err() != nil && err == nil {
@@ -242,7 +251,7 @@ func (s *Service) Run(ctx context.Context) (Report, error) {
 		}
 		s.log.Log(ctx, level, "history retention pass", "event_days", rep.EventDays, "audit_entries", rep.Audit,
 			"commands", rep.Commands, "batches", rep.Batches, "batch_commands", rep.BatchCommands,
-			"sensor_tokens", rep.Tokens, "claim_codes", rep.ClaimCodes, logkey.Error, errString(err))
+			"sensor_tokens", rep.Tokens, "claim_codes", rep.ClaimCodes, "api_tokens", rep.APITokens, logkey.Error, errString(err))
 	}
 	return rep, err
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/memory/auditmem"
 	"github.com/rxc-project/rxc/adapters/memory/eventmem"
 	"github.com/rxc-project/rxc/adapters/memory/fleetmem"
+	"github.com/rxc-project/rxc/adapters/memory/operatormem"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/core/fleet"
@@ -19,9 +20,10 @@ import (
 var now = time.Date(2027, 6, 1, 12, 0, 0, 0, time.UTC)
 
 type world struct {
-	fleet  *fleetmem.Store
-	audit  *auditmem.Store
-	events *eventmem.Store
+	fleet     *fleetmem.Store
+	audit     *auditmem.Store
+	events    *eventmem.Store
+	operators *operatormem.Store
 }
 
 func newWorld(t *testing.T) world {
@@ -29,12 +31,13 @@ func newWorld(t *testing.T) world {
 	f, _ := fleetmem.New(fleetmem.Config{})
 	a, _ := auditmem.New(auditmem.Config{})
 	e, _ := eventmem.New(eventmem.Config{})
-	return world{f, a, e}
+	o, _ := operatormem.New(operatormem.Config{})
+	return world{f, a, e, o}
 }
 
 func (w world) service(t *testing.T, p retention.Policy, batch int) *retention.Service {
 	t.Helper()
-	s, err := retention.New(retention.Config{Policy: p, Fleet: w.fleet, Audit: w.audit, Events: w.events, Locker: w.fleet,
+	s, err := retention.New(retention.Config{Policy: p, Fleet: w.fleet, Audit: w.audit, Events: w.events, APITokens: w.operators, Locker: w.fleet,
 		Batch: batch, Clock: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)

@@ -22,3 +22,5 @@ CREATE INDEX sensors_last_command_idx ON sensors (last_command_id) WHERE last_co
 -- has none and is never found).
 CREATE INDEX sensor_tokens_ended_idx ON sensor_tokens (LEAST(used_at, revoked_at, expires_at));
 CREATE INDEX claim_codes_ended_idx ON claim_codes (LEAST(used_at, revoked_at, expires_at));
+-- Operators' API tokens by when they ended (revoked or expired).
+CREATE INDEX api_tokens_ended_idx ON api_tokens (LEAST(revoked_at, expires_at));

@@ -144,3 +144,16 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (in
 	}
 	return int(tag.RowsAffected()), nil
 }
+
+// PruneAPITokens implements operators.APITokenPruner (api_tokens_ended_idx).
+func (s *Store) PruneAPITokens(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, `
+		DELETE FROM api_tokens WHERE id IN (
+			SELECT id FROM api_tokens WHERE LEAST(revoked_at, expires_at) < $1
+			ORDER BY LEAST(revoked_at, expires_at) LIMIT $2
+			FOR UPDATE SKIP LOCKED)`, before, limit)
+	if err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
+}

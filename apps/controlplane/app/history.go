@@ -61,7 +61,7 @@ func (s *Server) buildRetention() error {
 		return err
 	}
 	s.retention, err = retention.New(retention.Config{
-		Policy: p, Fleet: s.store, Audit: s.store, Events: evs, Locker: s.store,
+		Policy: p, Fleet: s.store, Audit: s.store, Events: evs, APITokens: s.store, Locker: s.store,
 		Logger: s.log.With("component", "retention"),
 	})
 	return err
@@ -90,11 +90,11 @@ func (s *Server) retentionMetrics(w *promtext.Writer) {
 	}
 	st := s.retention.Stats()
 	r := st.Removed
-	w.Counts("rxc_controlplane_history_pruned_total", promtext.Counter, "History removed by the retention pass (this replica's passes), by history: event_days (whole days of events), audit_entries, commands, batches, batch_commands, sensor_tokens, claim_codes.", "history",
+	w.Counts("rxc_controlplane_history_pruned_total", promtext.Counter, "History removed by the retention pass (this replica's passes), by history: event_days (whole days of events), audit_entries, commands, batches, batch_commands, sensor_tokens, claim_codes, api_tokens.", "history",
 		promtext.Count{Value: "event_days", N: uint64(r.EventDays)}, promtext.Count{Value: "audit_entries", N: uint64(r.Audit)},
 		promtext.Count{Value: "commands", N: uint64(r.Commands)}, promtext.Count{Value: "batches", N: uint64(r.Batches)},
 		promtext.Count{Value: "batch_commands", N: uint64(r.BatchCommands)}, promtext.Count{Value: "sensor_tokens", N: uint64(r.Tokens)},
-		promtext.Count{Value: "claim_codes", N: uint64(r.ClaimCodes)})
+		promtext.Count{Value: "claim_codes", N: uint64(r.ClaimCodes)}, promtext.Count{Value: "api_tokens", N: uint64(r.APITokens)})
 	w.Counts("rxc_controlplane_history_prune_passes_total", promtext.Counter, "Retention passes by outcome: done, skipped (another replica was making one), failed.", "outcome",
 		promtext.Count{Value: "done", N: st.Passes}, promtext.Count{Value: "skipped", N: st.Skipped}, promtext.Count{Value: "failed", N: st.Failed})
 }

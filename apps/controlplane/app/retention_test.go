@@ -19,7 +19,7 @@ import (
 // TestHistoryRetentionAcrossReplicas runs two replicas pruning every
 // 100 ms on one database: while the retention lock is held elsewhere
 // neither removes anything (both skip); once it is free, the old audit
-// entries, the old day of events and the ended claim codes go, each
+// entries, the old day of events, the ended claim codes and API tokens go, each
 // removed by exactly one replica (the replicas' counters add up to what
 // was there), and the recent and the live stay.
 func TestHistoryRetentionAcrossReplicas(t *testing.T) {
@@ -70,6 +70,9 @@ func TestHistoryRetentionAcrossReplicas(t *testing.T) {
 		SELECT 'old-' || i, 'acme', sha256(('old ' || i)::bytea), now() - interval '101 days', 'ops', now() - interval '100 days' FROM generate_series(1, $1) i`, oldCodes)
 	exec(`INSERT INTO claim_codes (id, tenant_id, code_hash, created_at, created_by, expires_at)
 		VALUES ('live', 'acme', sha256('live'::bytea), now() - interval '200 days', 'ops', now() + interval '1 day')`)
+	exec(`INSERT INTO api_tokens (id, operator_id, token_hash, name, role, created_by, created_at, expires_at)
+		SELECT 'old-' || i, (SELECT min(id) FROM operators), sha256(('tok ' || i)::bytea), 'ci', 'viewer', 'ops', now() - interval '101 days', now() - interval '100 days'
+		FROM generate_series(1, 7) i`)
 	oldDay := time.Now().UTC().AddDate(0, 0, -60)
 	for _, at := range []time.Time{oldDay, time.Now().UTC()} {
 		exec(`SELECT events_ensure_partition($1::date)`, at.Format(time.DateOnly))
@@ -94,6 +97,7 @@ func TestHistoryRetentionAcrossReplicas(t *testing.T) {
 
 	unlock()
 	for count(`SELECT count(*) FROM audit_log WHERE action = 'old'`)+count(`SELECT count(*) FROM claim_codes WHERE id LIKE 'old-%'`)+
+		count(`SELECT count(*) FROM api_tokens`)+
 		count(`SELECT count(*) FROM pg_inherits WHERE inhparent = 'events'::regclass`) > 1 {
 		if time.Now().After(deadline.Add(20 * time.Second)) {
 			t.Fatal("the old history was not removed once the lock was free")
@@ -113,7 +117,7 @@ func TestHistoryRetentionAcrossReplicas(t *testing.T) {
 		name := `rxc_controlplane_history_pruned_total{history="` + history + `"}`
 		return metric(t, a, name) + metric(t, b, name)
 	}
-	for history, want := range map[string]int{"audit_entries": oldAudit, "claim_codes": oldCodes, "event_days": 1} {
+	for history, want := range map[string]int{"audit_entries": oldAudit, "claim_codes": oldCodes, "event_days": 1, "api_tokens": 7} {
 		if got := removed(history); got != want {
 			t.Errorf("%s removed by the two replicas together: %d, want %d (each once)", history, got, want)
 		}
