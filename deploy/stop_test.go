@@ -20,6 +20,12 @@ import (
 // its Raft leaders to move (natsStopNeed).
 const measuredJetStreamStop = 120 * time.Second
 
+// measuredRestart is the longest a node took from its start to /healthz
+// answering 200 with 10,000 sensor consumers in its store (bench/stop, the
+// same runs): a pod's startupProbe must wait at least this long, or
+// Kubernetes kills the node while it loads its consumers.
+const measuredRestart = 65 * time.Second
+
 // nats-server's defaults when the configuration does not set them.
 const (
 	defaultLameDuckDuration = 2 * time.Minute
@@ -184,8 +190,12 @@ type natsPod struct {
 			Spec struct {
 				TerminationGracePeriodSeconds *int64 `yaml:"terminationGracePeriodSeconds"`
 				Containers                    []struct {
-					Name      string   `yaml:"name"`
-					Command   []string `yaml:"command"`
+					Name         string   `yaml:"name"`
+					Command      []string `yaml:"command"`
+					StartupProbe *struct {
+						PeriodSeconds    int `yaml:"periodSeconds"`
+						FailureThreshold int `yaml:"failureThreshold"`
+					} `yaml:"startupProbe"`
 					Lifecycle *struct {
 						PreStop *struct {
 							Exec *struct {
@@ -232,6 +242,21 @@ func checkKubeStop(where string, pods []natsPod, conf string) []string {
 				problems = append(problems, where+": container nats does not run nats-server as PID 1 (the preStop signals PID 1)")
 			}
 			ldm = c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Exec != nil && sendsLDM(c.Lifecycle.PreStop.Exec.Command)
+			// Kubernetes' defaults: every 10 s, 3 failures.
+			period, failures := 10, 3
+			if p := c.StartupProbe; p != nil {
+				if p.PeriodSeconds > 0 {
+					period = p.PeriodSeconds
+				}
+				if p.FailureThreshold > 0 {
+					failures = p.FailureThreshold
+				}
+			}
+			if c.StartupProbe == nil {
+				problems = append(problems, where+": container nats has no startupProbe (a node loading 10,000 consumers takes about a minute to answer /healthz)")
+			} else if w := time.Duration(period*failures) * time.Second; w < measuredRestart {
+				problems = append(problems, fmt.Sprintf("%s: the startupProbe gives nats-server %s to start, below the %s it needs with 10,000 consumers (docs/operations.md)", where, w, measuredRestart))
+			}
 		}
 		problems = append(problems, checkNATSStop(where+" StatefulSet rxc-nats", grace, ldm, conf)...)
 	}
@@ -357,6 +382,11 @@ func TestNATSStopChecksFail(t *testing.T) {
 		{"longer lame duck than the grace allows", func(*natsPod) string {
 			return lameDuckDurationLine.ReplaceAllString(conf, "    lame_duck_duration: 4m")
 		}, "below the"},
+		{"no startupProbe", func(p *natsPod) string { p.Spec.Template.Spec.Containers[0].StartupProbe = nil; return conf }, "has no startupProbe"},
+		{"startupProbe too short", func(p *natsPod) string {
+			p.Spec.Template.Spec.Containers[0].StartupProbe.FailureThreshold = 6
+			return conf
+		}, "the startupProbe gives nats-server 30s to start, below"},
 		{"grace period not below the duration", func(*natsPod) string {
 			return conf + "\nlame_duck_grace_period: 30s\n"
 		}, "lame_duck_grace_period 30s is not below lame_duck_duration 30s"},

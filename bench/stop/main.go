@@ -86,6 +86,7 @@ func main() {
 	ldmDuration := flag.Duration("lame-duck-duration", 30*time.Second, "lame_duck_duration (deploy/: 30s)")
 	ldmGrace := flag.Duration("lame-duck-grace", 10*time.Second, "lame_duck_grace_period (deploy/: nats-server's default, 10s)")
 	clients := flag.Int("clients", 20, "idle client connections on the stopped node (sensors; lame-duck mode closes them over lame_duck_duration)")
+	place := flag.Duration("placement", 0, "instead: for this long after one node of three is killed, where new R1 consumers land (placement.go)")
 	flag.Parse()
 	bins := binaries(*binsFlag)
 	if len(bins) == 0 {
@@ -93,6 +94,23 @@ func main() {
 		os.Exit(2)
 	}
 	ctx := context.Background()
+	if *place > 0 {
+		var b strings.Builder
+		for _, bin := range bins {
+			fmt.Fprintf(os.Stderr, "== %s: placement with a node dead\n", bin)
+			out, err := placement(ctx, bin, *place)
+			if err != nil {
+				fmt.Fprintf(&b, "%s: failed: %s\n\n", bin, oneLine(err))
+				continue
+			}
+			b.WriteString(out + "\n")
+		}
+		fmt.Print(b.String())
+		if err := benchenv.AppendResults("docs/benchmarks-history.md", "Where nats-server places a new R1 consumer while a node is dead (bench/stop -placement)", b.String()); err != nil {
+			fmt.Fprintln(os.Stderr, "append results:", err)
+		}
+		return
+	}
 	fmt.Printf("machine: %s; %d consumers; load average %s\n", benchenv.Machine(), *n, loadavg())
 	var results []result
 	for _, bin := range bins {
