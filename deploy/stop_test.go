@@ -18,7 +18,7 @@ import (
 // (docs/operations.md, "Stopping nats-server"). A node stopped in lame-duck
 // mode needs this plus its lame_duck_duration and the second it waits for
 // its Raft leaders to move (natsStopNeed).
-const measuredJetStreamStop = 120 * time.Second
+const measuredJetStreamStop = 110 * time.Second
 
 // measuredRestart is the longest a node took from its start to /healthz
 // answering 200 with 10,000 sensor consumers in its store (bench/stop, the
