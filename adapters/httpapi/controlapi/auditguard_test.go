@@ -63,7 +63,7 @@ func TestAnonymousRefusalsCannotFloodTheAuditTrail(t *testing.T) {
 	e.clock.Advance(time.Minute)
 	refuse()
 	sup := rows("audit.suppressed", "")
-	if len(sup) != 1 || sup[0].Outcome != audit.OutcomeDenied || sup[0].Source == "" ||
+	if len(sup) != 1 || sup[0].Outcome != audit.OutcomeDenied || sup[0].Source == "" || sup[0].TenantID != "" ||
 		!strings.HasPrefix(sup[0].Detail, strconv.Itoa(sent-recorded)+" refused requests") {
 		t.Fatalf("suppressed-count rows %+v, want one counting %d", sup, sent-recorded)
 	}
