@@ -18,13 +18,13 @@ import (
 // (docs/operations.md, "Stopping nats-server"). A node stopped in lame-duck
 // mode needs this plus its lame_duck_duration and the second it waits for
 // its Raft leaders to move (natsStopNeed).
-const measuredJetStreamStop = 110 * time.Second
+const measuredJetStreamStop = 121 * time.Second
 
 // measuredRestart is the longest a node took from its start to /healthz
 // answering 200 with 10,000 sensor consumers in its store (bench/stop, the
 // same runs): a pod's startupProbe must wait at least this long, or
 // Kubernetes kills the node while it loads its consumers.
-const measuredRestart = 65 * time.Second
+const measuredRestart = 85 * time.Second
 
 // nats-server's defaults when the configuration does not set them.
 const (
