@@ -1,7 +1,8 @@
 // Command retention-bench measures the control plane's history retention
 // pass on a throwaway PostgreSQL: it fills the audit trail, single
 // commands, sensor tokens and a month and a half of event days with history
-// older than the default retentions, then runs the pass as the control
+// older than the default retentions (and 50 finished command batches, the
+// largest 50,000 commands), then runs the pass as the control
 // plane does (core/retention on the PostgreSQL stores) and reports, per
 // history, what it removed, how many bounded steps it took, the slowest
 // step (the longest any statement held its rows) and a step that finds
@@ -45,7 +46,7 @@ func run(t *benchenv.T, n int, out string) error {
 	pgtest.Use(pg.DSN("postgres"))
 	pool := pgtest.ControlPlanePool(t)
 	ctx := context.Background()
-	fmt.Printf("filling: %d audit entries over 800 days, %d failed commands over 200 days to 1,000 sensors, %d revoked tokens, 45 event days…\n", n, n/5, n*3/10)
+	fmt.Printf("filling: %d audit entries over 800 days, 50 batches (148,000 commands), %d failed commands over 200 days to 50,000 sensors, %d revoked tokens, 45 event days…\n", n, n/5, n*3/10)
 	if err := fill(ctx, pool, n); err != nil {
 		return err
 	}
@@ -58,11 +59,17 @@ func run(t *benchenv.T, n int, out string) error {
 		return err
 	}
 	now := time.Now()
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d audit entries (800 days), %d failed single commands (200 days, 1,000 sensors), %d revoked sensor tokens (300 days), 45 days of events; default retentions, steps of %d rows.\n\n", n, n/5, n*3/10, retention.DefaultBatch)
+	var (
+		b            strings.Builder
+		measureSteps func(name string, limit int, step func() (int, error)) error
+	)
+	fmt.Fprintf(&b, "%d audit entries (800 days), %d failed single commands (200 days, 50,000 sensors), 50 finished batches (148,000 commands), %d revoked sensor tokens (300 days), 45 days of events; default retentions, steps of %d rows.\n\n", n, n/5, n*3/10, retention.DefaultBatch)
 	fmt.Fprintln(&b, "| history | removed | steps | whole | slowest step | step finding nothing |")
 	fmt.Fprintln(&b, "|---|---|---|---|---|---|")
 	measure := func(name string, step func() (int, error)) error {
+		return measureSteps(name, retention.DefaultBatch, step)
+	}
+	measureSteps = func(name string, limit int, step func() (int, error)) error {
 		var steps, total int
 		var worst time.Duration
 		start := time.Now()
@@ -73,7 +80,7 @@ func run(t *benchenv.T, n int, out string) error {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			worst, steps, total = max(worst, time.Since(s0)), steps+1, total+k
-			if k < retention.DefaultBatch {
+			if k < limit {
 				break
 			}
 		}
@@ -87,6 +94,17 @@ func run(t *benchenv.T, n int, out string) error {
 		return nil
 	}
 	cut := func(d time.Duration) time.Time { return now.Add(-d) }
+	var batchCommands int
+	if err := measureSteps("command batches, one a step (49 of 2,000 commands, one of 50,000)", 1, func() (int, error) {
+		b, c, err := store.PruneBatches(ctx, cut(retention.DefaultCommands), 1)
+		batchCommands += c
+		return b, err
+	}); err != nil {
+		return err
+	}
+	if batchCommands != 49*2000+50000 {
+		return fmt.Errorf("batches removed %d commands, want %d", batchCommands, 49*2000+50000)
+	}
 	if err := measure("audit entries", func() (int, error) {
 		return store.PruneAudit(ctx, cut(retention.DefaultAudit), retention.DefaultBatch)
 	}); err != nil {
@@ -118,7 +136,21 @@ func run(t *benchenv.T, n int, out string) error {
 func fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	stmts := []string{
 		`INSERT INTO tenants (id, name, created_at) VALUES ('acme', 'acme', now())`,
-		`INSERT INTO sensors (id, tenant_id, name, state, created_at) SELECT 's' || i, 'acme', 's' || i, 'offline', now() FROM generate_series(1, 1000) i`,
+		`INSERT INTO sensors (id, tenant_id, name, state, created_at) SELECT 's' || i, 'acme', 's' || i, 'offline', now() FROM generate_series(1, 50000) i`,
+	}
+	// Finished batches 150 days old, recorded before the single commands
+	// (so none holds a sensor's last command): 49 of 2,000 commands and
+	// the largest a batch may be, 50,000.
+	for k := 1; k <= 50; k++ {
+		size := 2000
+		if k == 50 {
+			size = 50000
+		}
+		stmts = append(stmts, fmt.Sprintf(`INSERT INTO command_batches (id, action, created_at, created_by, operator_id, request_hash, tenant_ids, matched, total, skipped_revoked, skipped_not_enrolled)
+			VALUES ('b%d', 'start', now() - interval '150 days', 'ops', 'op', sha256('b%d'::bytea), '{acme}', %d, %d, 0, 0)`, k, k, size, size),
+			fmt.Sprintf(`INSERT INTO commands (id, tenant_id, sensor_id, action, issued_at, issued_by, expires_at, status, failed_at, first_sent_at, batch_id)
+			SELECT 'b%d-' || i, 'acme', 's' || i, 'start', now() - interval '150 days', 'ops', now() - interval '150 days' + interval '10 minutes', 'failed',
+			       now() - interval '150 days', now() - interval '150 days', 'b%d' FROM generate_series(1, %d) i`, k, k, size))
 	}
 	for lo := 1; lo <= n; lo += 100_000 {
 		hi := min(lo+99_999, n)
@@ -128,9 +160,13 @@ func fill(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	for lo := 1; lo <= n/5; lo += 100_000 {
 		hi := min(lo+99_999, n/5)
 		stmts = append(stmts, fmt.Sprintf(`INSERT INTO commands (id, tenant_id, sensor_id, action, issued_at, issued_by, expires_at, status, failed_at, first_sent_at)
-			SELECT 'c' || i, 'acme', 's' || (i %% 1000 + 1), 'start', t, 'ops', t + interval '10 minutes', 'failed', t, t
+			SELECT 'c' || i, 'acme', 's' || (i %% 50000 + 1), 'start', t, 'ops', t + interval '10 minutes', 'failed', t, t
 			FROM (SELECT i, now() - interval '200 days' + i * (interval '200 days' / %d) AS t FROM generate_series(%d, %d) i) g`, n/5, lo, hi))
 	}
+	// A recent command to every sensor after the batches and the single commands: its last.
+	stmts = append(stmts, `INSERT INTO commands (id, tenant_id, sensor_id, action, issued_at, issued_by, expires_at, status, failed_at, first_sent_at)
+		SELECT 'r' || i, 'acme', 's' || i, 'stop', now() - interval '1 day', 'ops', now() - interval '1 day' + interval '10 minutes', 'failed',
+		       now() - interval '1 day', now() - interval '1 day' FROM generate_series(1, 50000) i`)
 	for lo := 1; lo <= n*3/10; lo += 100_000 {
 		hi := min(lo+99_999, n*3/10)
 		stmts = append(stmts, fmt.Sprintf(`INSERT INTO sensor_tokens (token_hash, sensor_id, kind, created_at, expires_at, revoked_at)

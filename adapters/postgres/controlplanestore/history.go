@@ -48,44 +48,35 @@ func (s *Store) PruneCommands(ctx context.Context, before time.Time, limit int) 
 }
 
 // PruneBatches implements fleet.HistoryStore: each batch in its own
-// transaction, locked (FOR UPDATE, so a concurrent pass skips it) and
-// checked again before its commands and then itself are deleted.
+// transaction, which finds the oldest removable batch, locks it (FOR
+// UPDATE SKIP LOCKED: a concurrent pass takes another) and deletes its
+// commands and then itself. One check suffices: a finished command stays
+// finished (a late report makes an expired one accepted), and a command
+// becomes no sensor's last one again once a later one exists (only the
+// pass deletes commands, and never the last).
 func (s *Store) PruneBatches(ctx context.Context, before time.Time, limit int) (batches, commands int, err error) {
-	rows, err := s.pool.Query(ctx, `
-		SELECT b.id FROM command_batches b
-		WHERE b.created_at < $1 AND NOT EXISTS (
-			SELECT 1 FROM commands c WHERE c.batch_id = b.id AND NOT (`+commandPrunableSQL+`))
-		ORDER BY b.created_at, b.id LIMIT $2`, before, limit)
-	if err != nil {
-		return 0, 0, err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, id := range ids {
-		n, ok, err := s.pruneBatch(ctx, id, before)
-		if err != nil {
+	for batches < limit {
+		n, ok, err := s.pruneBatch(ctx, before)
+		if err != nil || !ok {
 			return batches, commands, err
 		}
-		if ok {
-			batches++
-			commands += n
-		}
+		batches, commands = batches+1, commands+n
 	}
 	return batches, commands, nil
 }
 
-// pruneBatch deletes batch id and its commands if it is still prunable
-// once locked; ok false when another pass took it or it changed.
-func (s *Store) pruneBatch(ctx context.Context, id string, before time.Time) (n int, ok bool, err error) {
+// pruneBatch deletes the oldest removable batch with its commands; ok
+// false when there is none.
+func (s *Store) pruneBatch(ctx context.Context, before time.Time) (n int, ok bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var still bool
+		var id string
 		err := tx.QueryRow(ctx, `
-			SELECT NOT EXISTS (SELECT 1 FROM commands c WHERE c.batch_id = b.id AND NOT (`+commandPrunableSQL+`))
-			FROM command_batches b WHERE b.id = $2 AND b.created_at < $1
-			FOR UPDATE SKIP LOCKED`, before, id).Scan(&still)
-		if errors.Is(err, pgx.ErrNoRows) || err == nil && !still {
+			SELECT b.id FROM command_batches b
+			WHERE b.created_at < $1 AND NOT EXISTS (
+				SELECT 1 FROM commands c WHERE c.batch_id = b.id AND NOT (`+commandPrunableSQL+`))
+			ORDER BY b.created_at, b.id LIMIT 1
+			FOR UPDATE SKIP LOCKED`, before).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
