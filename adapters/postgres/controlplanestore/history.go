@@ -47,36 +47,63 @@ func (s *Store) PruneCommands(ctx context.Context, before time.Time, limit int) 
 	return int(tag.RowsAffected()), nil
 }
 
-// PruneBatches implements fleet.HistoryStore: each batch in its own
-// transaction, which finds the oldest removable batch, locks it (FOR
-// UPDATE SKIP LOCKED: a concurrent pass takes another) and deletes its
-// commands and then itself. One check suffices: a finished command stays
-// finished (a late report makes an expired one accepted), and a command
-// becomes no sensor's last one again once a later one exists (only the
-// pass deletes commands, and never the last).
+// PruneBatches implements fleet.HistoryStore. It walks the batches created
+// before the cut-off oldest first (keyset pages of batchPage, no check in
+// the page query: checking every old batch in one statement read all their
+// commands on every call), and gives each its own transaction that locks
+// it (FOR UPDATE SKIP LOCKED: a concurrent pass takes another), checks it
+// and deletes its commands and then itself. One check suffices: a finished
+// command stays finished (a late report makes an expired one accepted),
+// and a command becomes no sensor's last one again once a later one exists
+// (only the pass deletes commands, and never the last).
 func (s *Store) PruneBatches(ctx context.Context, before time.Time, limit int) (batches, commands int, err error) {
+	afterAt, afterID := time.Time{}, ""
 	for batches < limit {
-		n, ok, err := s.pruneBatch(ctx, before)
-		if err != nil || !ok {
+		rows, err := s.pool.Query(ctx, `
+			SELECT id, created_at FROM command_batches
+			WHERE created_at < $1 AND (created_at, id) > ($2, $3)
+			ORDER BY created_at, id LIMIT $4`, before, afterAt, afterID, batchPage)
+		if err != nil {
 			return batches, commands, err
 		}
-		batches, commands = batches+1, commands+n
+		type key struct {
+			ID string
+			At time.Time
+		}
+		page, err := pgx.CollectRows(rows, pgx.RowToStructByPos[key])
+		if err != nil || len(page) == 0 {
+			return batches, commands, err
+		}
+		for _, k := range page {
+			n, ok, err := s.pruneBatch(ctx, k.ID, before)
+			if err != nil {
+				return batches, commands, err
+			}
+			if ok {
+				batches, commands = batches+1, commands+n
+				if batches == limit {
+					break
+				}
+			}
+		}
+		afterAt, afterID = page[len(page)-1].At, page[len(page)-1].ID
 	}
 	return batches, commands, nil
 }
 
-// pruneBatch deletes the oldest removable batch with its commands; ok
-// false when there is none.
-func (s *Store) pruneBatch(ctx context.Context, before time.Time) (n int, ok bool, err error) {
+// batchPage is how many old batches PruneBatches reads at a time.
+const batchPage = 100
+
+// pruneBatch deletes batch id and its commands if it is removable once
+// locked; ok false when it is not, or another pass holds it.
+func (s *Store) pruneBatch(ctx context.Context, id string, before time.Time) (n int, ok bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var id string
+		var removable bool
 		err := tx.QueryRow(ctx, `
-			SELECT b.id FROM command_batches b
-			WHERE b.created_at < $1 AND NOT EXISTS (
-				SELECT 1 FROM commands c WHERE c.batch_id = b.id AND NOT (`+commandPrunableSQL+`))
-			ORDER BY b.created_at, b.id LIMIT 1
-			FOR UPDATE SKIP LOCKED`, before).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
+			SELECT NOT EXISTS (SELECT 1 FROM commands c WHERE c.batch_id = b.id AND NOT (`+commandPrunableSQL+`))
+			FROM command_batches b WHERE b.id = $2 AND b.created_at < $1
+			FOR UPDATE SKIP LOCKED`, before, id).Scan(&removable)
+		if errors.Is(err, pgx.ErrNoRows) || err == nil && !removable {
 			return nil
 		}
 		if err != nil {
