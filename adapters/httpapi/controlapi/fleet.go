@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/nullable"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/operators"
@@ -42,8 +43,8 @@ type tenantJSON struct {
 
 func tenantOut(t fleet.Tenant) tenantJSON {
 	return tenantJSON{
-		ID: t.ID, Name: t.Name, NATSAccountPubKey: optString(t.NATSAccountPubKey),
-		NATSStatus: string(t.NATSStatus), CreatedAt: optTime(t.CreatedAt),
+		ID: t.ID, Name: t.Name, NATSAccountPubKey: nullable.String(t.NATSAccountPubKey),
+		NATSStatus: string(t.NATSStatus), CreatedAt: nullable.Time(t.CreatedAt),
 	}
 }
 
@@ -66,9 +67,9 @@ type claimCodeJSON struct {
 
 func claimCodeOut(c fleet.ClaimCode) claimCodeJSON {
 	return claimCodeJSON{
-		ID: c.ID, TenantID: c.TenantID, SensorName: optString(c.SensorName),
+		ID: c.ID, TenantID: c.TenantID, SensorName: nullable.String(c.SensorName),
 		ExpiresAt: c.ExpiresAt.UTC(), CreatedAt: c.CreatedAt.UTC(),
-		UsedAt: optTime(c.UsedAt), RevokedAt: optTime(c.RevokedAt), SensorID: optString(c.SensorID),
+		UsedAt: nullable.Time(c.UsedAt), RevokedAt: nullable.Time(c.RevokedAt), SensorID: nullable.String(c.SensorID),
 	}
 }
 
@@ -105,9 +106,9 @@ type commandJSON struct {
 func commandOut(c fleet.Command) commandJSON {
 	out := commandJSON{
 		CommandID: c.ID, Action: string(c.Action), IssuedAt: c.IssuedAt.UTC(), IssuedBy: c.IssuedBy,
-		ExpiresAt: c.ExpiresAt.UTC(), IdempotencyKey: optString(c.IdempotencyKey), Status: string(c.Status),
-		AcceptedAt: optTime(c.AcceptedAt), FailedAt: optTime(c.FailedAt), ReportedAt: optTime(c.AcknowledgedAt),
-		Outcome: optString(string(c.Outcome)), OutcomeReason: optString(c.OutcomeReason), OutcomeDetail: optString(c.OutcomeDetail),
+		ExpiresAt: c.ExpiresAt.UTC(), IdempotencyKey: nullable.String(c.IdempotencyKey), Status: string(c.Status),
+		AcceptedAt: nullable.Time(c.AcceptedAt), FailedAt: nullable.Time(c.FailedAt), ReportedAt: nullable.Time(c.AcknowledgedAt),
+		Outcome: nullable.String(string(c.Outcome)), OutcomeReason: nullable.String(c.OutcomeReason), OutcomeDetail: nullable.String(c.OutcomeDetail),
 	}
 	if c.Outcome == fleet.OutcomeApplied {
 		out.AcknowledgedAt = out.ReportedAt
@@ -140,10 +141,10 @@ type sensorJSON struct {
 
 func sensorOut(s fleet.Sensor) sensorJSON {
 	out := sensorJSON{
-		ID: s.ID, TenantID: s.TenantID, Name: s.Name, Hostname: optString(s.Hostname),
-		State: string(s.State), LastSeenAt: optTime(s.LastSeenAt), CreatedAt: optTime(s.CreatedAt),
-		AgentVersion: optString(s.AgentVersion), Address: optString(s.Address),
-		Labels: maps.Clone(s.Labels), DecommissionedAt: optTime(s.DecommissionedAt),
+		ID: s.ID, TenantID: s.TenantID, Name: s.Name, Hostname: nullable.String(s.Hostname),
+		State: string(s.State), LastSeenAt: nullable.Time(s.LastSeenAt), CreatedAt: nullable.Time(s.CreatedAt),
+		AgentVersion: nullable.String(s.AgentVersion), Address: nullable.String(s.Address),
+		Labels: maps.Clone(s.Labels), DecommissionedAt: nullable.Time(s.DecommissionedAt),
 	}
 	if out.Labels == nil {
 		out.Labels = map[string]string{}
@@ -156,21 +157,6 @@ func sensorOut(s fleet.Sensor) sensorJSON {
 		out.LastCommand = &cmd
 	}
 	return out
-}
-
-func optString(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func optTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	t = t.UTC()
-	return &t
 }
 
 // pathID returns the {id} path value when it is a valid id; otherwise it

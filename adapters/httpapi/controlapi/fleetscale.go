@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/nullable"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/operators"
@@ -38,7 +39,7 @@ func writePage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p opera
 		a.fail(w, r, err)
 		return
 	}
-	out := page[J]{Items: make([]J, 0, len(items)), NextCursor: optString(next)}
+	out := page[J]{Items: make([]J, 0, len(items)), NextCursor: nullable.String(next)}
 	for _, it := range items {
 		out.Items = append(out.Items, render(it))
 	}
