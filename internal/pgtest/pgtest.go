@@ -188,6 +188,18 @@ func Start() (*Cluster, error) {
 	return nil, fmt.Errorf("pg_ctl start: %w\n%s", err, log)
 }
 
+// Own starts a cluster of the test's own, one it may halt and resume
+// without touching other tests' databases, stopped when the test ends.
+func Own(t TB) *Cluster {
+	t.Helper()
+	c, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	return c
+}
+
 // Stop stops the cluster and removes its files.
 func (c *Cluster) Stop() error {
 	err := c.run(filepath.Join(c.bin, "pg_ctl"), "-D", c.data(), "-m", "immediate", "-w", "stop")

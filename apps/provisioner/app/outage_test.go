@@ -56,11 +56,7 @@ func expectProblem(t *testing.T, s *provisionertest.Stack, r route, status int, 
 // never 500; once PostgreSQL is back every route works and nothing asked
 // during the outage was half made.
 func TestDatabaseOutageAnswers503(t *testing.T) {
-	cluster, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Stop() })
+	cluster := pgtest.Own(t)
 	s := provisionertest.Start(t, provisionertest.Options{PGDSN: cluster.DSN("postgres")})
 	account(t, s, "acme")
 	u := sensorUser(t, s, "acme", "s1")
