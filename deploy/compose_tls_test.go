@@ -16,12 +16,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxc-project/rxc/adapters/loopback"
-	"github.com/rxc-project/rxc/adapters/nats/embedded"
 	"github.com/rxc-project/rxc/adapters/postgres/pgserver"
+	"github.com/rxc-project/rxc/internal/natstest"
 )
 
 // natsTLSDir is where compose mounts the certificates into nats-server.
@@ -114,41 +113,52 @@ func TestComposeNATSClusterRunsWithTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	servers := map[string]*server.Server{}
+	// natstest writes the client listen, monitoring port, server name and
+	// JetStream store; the node's own settings follow as it wrote them,
+	// its store moved to natstest's and its routes to loopback.
+	servers := map[string]*natstest.Server{}
 	for _, n := range names {
+		dir := t.TempDir()
 		conf := nodes[n]
 		conf = includeLine.ReplaceAllString(conf, "") // no operator: TLS is what runs here
-		conf = strings.Replace(conf, "http_port: 8222", "http_port: -1", 1)
-		conf = strings.Replace(conf, "/data/jetstream", filepath.Join(t.TempDir(), "js"), 1)
+		conf = strings.Replace(conf, "http_port: 8222", "", 1)
+		conf = strings.Replace(conf, "/data/jetstream", filepath.Join(dir, "jetstream-"+n), 1)
 		first := true
 		conf = listenLine.ReplaceAllStringFunc(conf, func(l string) string {
-			indent := l[:len(l)-len(strings.TrimLeft(l, " \t"))]
-			port := client[n]
-			if !first {
-				port = route[n]
+			if first { // the client listen: natstest's
+				first = false
+				return ""
 			}
-			first = false
-			return fmt.Sprintf("%slisten: 127.0.0.1:%d", indent, port)
+			indent := l[:len(l)-len(strings.TrimLeft(l, " \t"))]
+			return fmt.Sprintf("%slisten: 127.0.0.1:%d", indent, route[n])
 		})
 		for _, other := range names {
 			conf = strings.ReplaceAll(conf, fmt.Sprintf("nats-route://%s:%d", other, natsRoutePort), fmt.Sprintf("nats-route://127.0.0.1:%d", route[other]))
 		}
-		path := filepath.Join(t.TempDir(), n+".conf")
-		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		s, err := embedded.Start(path, embedded.Options{})
-		if err != nil {
-			t.Fatalf("%s did not start: %v", n, err)
-		}
-		t.Cleanup(s.Shutdown)
-		servers[n] = s
+		servers[n] = natstest.New(t, natstest.Options{Dir: dir, Name: n, Port: client[n], Config: conf, ReadyTimeout: 60 * time.Second})
+	}
+	// A node is healthy once the cluster has a JetStream meta leader:
+	// start all of them before waiting on any.
+	var wg sync.WaitGroup
+	for _, n := range names {
+		wg.Go(func() {
+			if err := servers[n].TryStart(); err != nil {
+				t.Errorf("%s did not start: %v", n, err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for _, n := range names {
-		for servers[n].NumRoutes() < len(names)-1 {
+		var routez struct {
+			NumRoutes int `json:"num_routes"`
+		}
+		for servers[n].Monitor("/routez", &routez) != nil || routez.NumRoutes < len(names)-1 {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s has %d routes, want %d: the TLS routes do not form", n, servers[n].NumRoutes(), len(names)-1)
+				t.Fatalf("%s has %d routes, want %d: the TLS routes do not form", n, routez.NumRoutes, len(names)-1)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
