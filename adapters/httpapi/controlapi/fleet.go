@@ -307,6 +307,14 @@ type commandRequest struct {
 	Action string `json:"action"`
 }
 
+// actionOf is the command action a request names: start or stop.
+func actionOf(s string) (fleet.Action, error) {
+	if a := fleet.Action(s); a.Valid() {
+		return a, nil
+	}
+	return "", fmt.Errorf("%w: action %q (want start or stop)", fleet.ErrInvalidInput, s)
+}
+
 // IdempotencyKeyHeader names the header that makes command creation
 // idempotent: a repeat with the same key (per sensor) returns the first
 // command and never publishes a second one.
@@ -323,8 +331,9 @@ func (a *API) issueCommand(w http.ResponseWriter, r *http.Request, p operators.P
 		problem.Write(w, r, p)
 		return
 	}
-	if !fleet.Action(req.Action).Valid() {
-		a.fail(w, r, fmt.Errorf("%w: action %q (want start or stop)", fleet.ErrInvalidInput, req.Action))
+	action, err := actionOf(req.Action)
+	if err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	if !a.messaging {
@@ -333,7 +342,7 @@ func (a *API) issueCommand(w http.ResponseWriter, r *http.Request, p operators.P
 		a.fail(w, r, fleet.ErrMessagingDisabled)
 		return
 	}
-	c, created, err := a.fleet.IssueCommand(r.Context(), id, fleet.Action(req.Action), p.Actor(), r.Header.Get(IdempotencyKeyHeader))
+	c, created, err := a.fleet.IssueCommand(r.Context(), id, action, p.Actor(), r.Header.Get(IdempotencyKeyHeader))
 	if err != nil {
 		a.fail(w, r, err)
 		return

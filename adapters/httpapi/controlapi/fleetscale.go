@@ -179,8 +179,9 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 		problem.Write(w, r, pr)
 		return
 	}
-	if !fleet.Action(req.Action).Valid() {
-		a.fail(w, r, fmt.Errorf("%w: action %q (want start or stop)", fleet.ErrInvalidInput, req.Action))
+	action, err := actionOf(req.Action)
+	if err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	if (req.Filter == nil) == (req.SensorIDs == nil) {
@@ -188,7 +189,7 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 		return
 	}
 	br := fleet.BatchRequest{
-		Action: fleet.Action(req.Action), SensorIDs: req.SensorIDs, IssuedBy: p.Actor(), OperatorID: p.Operator.ID,
+		Action: action, SensorIDs: req.SensorIDs, IssuedBy: p.Actor(), OperatorID: p.Operator.ID,
 		IdempotencyKey: r.Header.Get(IdempotencyKeyHeader),
 	}
 	scope, ok := a.scopeOf(w, r, p, "", operators.PermOperate)
