@@ -114,8 +114,7 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 // 503 nats_unavailable with Retry-After, the others keep working, and what
 // was stored meanwhile is completed once NATS is back.
 func TestNATSOutageAnswers503(t *testing.T) {
-	s := provisionertest.Start(t, provisionertest.Options{})
-	account(t, s, "acme")
+	s := acmeStack(t)
 	u := sensorUser(t, s, "acme", "s1")
 	victim := sensorUser(t, s, "acme", "s2")
 	s.StopNATS()
