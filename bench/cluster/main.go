@@ -91,6 +91,7 @@ func main() {
 	shipped := flag.Bool("shipped", true, "also enrol the sensors through the provisioner on the shipped shape (three nodes, COMMAND_STREAM_RETENTION=limits, COMMAND_CONSUMER_REPLICAS=1, PostgreSQL)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the provisioner runs in it) during the shipped enrolment to this file")
 	pgPool := flag.Int("pgpool", 0, "the shipped shape's provisioner PostgreSQL pool size (pool_max_conns in PG_DSN; 0: the provisioner's default)")
+	blockProfile := flag.String("blockprofile", "", "write a block profile of this process during the shipped enrolment to this file (where the provisioner's requests wait)")
 	natsProfile := flag.String("natsprofile", "", "write CPU profiles of the shipped shape's nats-servers (the first 10 s of the enrolment) to this prefix, one file a node")
 	flag.Parse()
 	ctx := context.Background()
@@ -112,7 +113,7 @@ func main() {
 	var prov provResult
 	if *shipped {
 		fmt.Fprintln(os.Stderr, "== the shipped shape through the provisioner")
-		prov = provisioned(ctx, *sensors, *pgPool, *cpuProfile, *natsProfile)
+		prov = provisioned(ctx, *sensors, *pgPool, *cpuProfile, *blockProfile, *natsProfile)
 		if prov.err != nil {
 			fmt.Fprintln(os.Stderr, "shipped:", prov.err)
 		}
@@ -525,7 +526,7 @@ func selfCPU() time.Duration {
 // ships, PostgreSQL on the same disk. With cpuProfile it writes a CPU
 // profile of this process (the provisioner and the HTTP client) during
 // the enrolment to that file.
-func provisioned(ctx context.Context, n, pgPool int, cpuProfile, natsProfile string) (r provResult) {
+func provisioned(ctx context.Context, n, pgPool int, cpuProfile, blockProfile, natsProfile string) (r provResult) {
 	t := &benchenv.T{}
 	defer t.Close()
 	pg, err := pgtest.Start()
@@ -549,6 +550,29 @@ func provisioned(ctx context.Context, n, pgPool int, cpuProfile, natsProfile str
 			return r
 		}
 	}
+	// Like the bare run's one NATS connection, the client keeps a
+	// connection for each request in flight (http.DefaultClient keeps 2 a
+	// host: the others would each open and close a TCP connection).
+	//
+	// The bare runs create their stream before the clock starts; the
+	// provisioner creates the command stream when it connects, which on a
+	// cluster still forming can take seconds (meanwhile POST /users waits
+	// for it or answers 503). One enrolment outside the measured ones,
+	// retried until it succeeds, starts the clock on a ready stream.
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	defer hc.CloseIdleConnections()
+	warm := time.Now()
+	if err := retry(ctx, time.Minute, func() error {
+		status, body, err := postUser(hc, prov, "t0", "warm-up")
+		if err == nil && status != 200 && status != 201 {
+			err = fmt.Errorf("POST /users: %d %s", status, body)
+		}
+		return err
+	}); err != nil {
+		r.err = fmt.Errorf("first enrolment: %w", err)
+		return r
+	}
+	fmt.Fprintf(os.Stderr, "first enrolment (the provisioner ensures the command stream) in %s\n", time.Since(warm).Round(time.Millisecond))
 	var natsPIDs []int
 	for _, node := range prov.Nodes {
 		natsPIDs = append(natsPIDs, node.PID())
@@ -566,6 +590,17 @@ func provisioned(ctx context.Context, n, pgPool int, cpuProfile, natsProfile str
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if blockProfile != "" {
+		runtime.SetBlockProfileRate(int(100 * time.Microsecond))
+		defer func() {
+			runtime.SetBlockProfileRate(0)
+			f, err := os.Create(blockProfile)
+			if err == nil {
+				_ = pprof.Lookup("block").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
+	}
 	var profiles sync.WaitGroup
 	if natsProfile != "" {
 		for i, node := range prov.Nodes {
@@ -577,11 +612,6 @@ func provisioned(ctx context.Context, n, pgPool int, cpuProfile, natsProfile str
 		}
 	}
 	defer profiles.Wait()
-	// Like the bare run's one NATS connection, the client keeps a
-	// connection for each request in flight (http.DefaultClient keeps 2 a
-	// host: the others would each open and close a TCP connection).
-	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	defer hc.CloseIdleConnections()
 	var failed atomic.Int64
 	var first atomic.Value
 	all0, self0, nats0, pg0 := benchenv.TreeCPU(os.Getpid(), pg.PID()), selfCPU(), benchenv.TreeCPU(natsPIDs...), benchenv.TreeCPU(pg.PID())
