@@ -259,44 +259,7 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 	} else if err != nil {
 		return SensorUser{}, false, err
 	}
-	// A sensor without an active user (a new one, or one coming back after
-	// a revocation) gets its consumer created while its user is minted
-	// and stored: the request then waits for the slower of the two, not
-	// both in turn. The name is already claimed for this pair, and the
-	// credentials are handed out only once both are done. When storing
-	// the user fails the consumer may stay without a user; nobody holds
-	// credentials for its subject and the sensor's retry finishes the
-	// work, as after a failed consumer creation.
-	var consumerDone chan error
-	if claim.User == nil {
-		consumerDone = make(chan error, 1)
-		go func() { consumerDone <- s.consumers.EnsureConsumer(ctx, sensor) }()
-	}
-	su, created, err := s.sensorUser(ctx, claim, sensor)
-	var cerr error
-	if consumerDone != nil {
-		cerr = <-consumerDone
-	} else if err == nil {
-		cerr = s.consumers.EnsureConsumer(ctx, sensor)
-	}
-	if err != nil {
-		return SensorUser{}, false, err
-	}
-	if errors.Is(cerr, ErrConsumerNameTaken) {
-		return SensorUser{}, false, cerr
-	} else if errors.Is(cerr, ErrConsumerLimit) {
-		return SensorUser{}, false, fmt.Errorf("consumer %s: %w", sensor.Consumer(), cerr)
-	} else if cerr != nil {
-		return SensorUser{}, false, fmt.Errorf("%w: consumer %s: %v", ErrNATSUnavailable, sensor.Consumer(), cerr)
-	}
-	return su, created, nil
-}
-
-// sensorUser is EnsureSensorUser's user half: the claimed sensor's active
-// user (its JWT signed again when it nears expiry), or a new one, with its
-// creds.
-func (s *Service) sensorUser(ctx context.Context, claim SensorClaim, sensor topology.Sensor) (SensorUser, bool, error) {
-	acct, tenantID, sensorID := claim.Account, sensor.TenantID, sensor.SensorID
+	acct := claim.Account
 	var minted MintedUser
 	u, created, err := s.ensureUser(ctx, sensor.Permissions(), func() (User, error) {
 		if claim.User == nil {
@@ -326,6 +289,13 @@ func (s *Service) sensorUser(ctx context.Context, claim SensorClaim, sensor topo
 		if creds, err = s.signer.Creds(u.JWT, u.Seed); err != nil {
 			return SensorUser{}, false, err
 		}
+	}
+	if err := s.consumers.EnsureConsumer(ctx, sensor); errors.Is(err, ErrConsumerNameTaken) {
+		return SensorUser{}, false, err
+	} else if errors.Is(err, ErrConsumerLimit) {
+		return SensorUser{}, false, fmt.Errorf("consumer %s: %w", sensor.Consumer(), err)
+	} else if err != nil {
+		return SensorUser{}, false, fmt.Errorf("%w: consumer %s: %v", ErrNATSUnavailable, sensor.Consumer(), err)
 	}
 	return SensorUser{User: u, Creds: creds, Sensor: sensor}, created, nil
 }

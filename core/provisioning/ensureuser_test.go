@@ -15,20 +15,13 @@ import (
 	"github.com/rxc-project/rxc/core/topology"
 )
 
-// gatedStore is the in-memory store whose CreateUser first calls before
-// (nil: nothing) and can be made to fail.
+// gatedStore is the in-memory store whose CreateUser can be made to fail.
 type gatedStore struct {
 	*provisionmem.Store
-	before func() error
-	fail   atomic.Pointer[error]
+	fail atomic.Pointer[error]
 }
 
 func (s *gatedStore) CreateUser(ctx context.Context, u provisioning.User) (provisioning.User, bool, error) {
-	if s.before != nil {
-		if err := s.before(); err != nil {
-			return provisioning.User{}, false, err
-		}
-	}
 	if err := s.fail.Load(); err != nil {
 		return provisioning.User{}, false, *err
 	}
@@ -66,43 +59,6 @@ func newGatedFixture(t *testing.T) (*fixture, *gatedStore, *gatedConsumers) {
 	return f, gs, gc
 }
 
-// A new sensor's consumer is created while its user is minted and
-// stored, not after: the request waits for the slower of the two.
-func TestEnsureSensorUserCreatesTheConsumerWhileStoringTheUser(t *testing.T) {
-	t.Parallel()
-	f, gs, gc := newGatedFixture(t)
-	f.tenant(t, "acme")
-	started := make(chan struct{})
-	var once sync.Once
-	gc.before = func() { once.Do(func() { close(started) }) }
-	// The user is stored only once the consumer creation has begun: done
-	// one after the other, the store gives up.
-	gs.before = func() error {
-		select {
-		case <-started:
-			return nil
-		case <-time.After(5 * time.Second):
-			return errors.New("the consumer creation did not begin while the user was being stored")
-		}
-	}
-	su, created, err := f.svc.EnsureSensorUser(f.ctx, "acme", "s1")
-	if err != nil || !created {
-		t.Fatalf("EnsureSensorUser = created %v, %v", created, err)
-	}
-	if !gc.Has("cmd-acme-s1") || su.Sensor.Consumer() != "cmd-acme-s1" {
-		t.Errorf("consumer cmd-acme-s1 missing after the answer")
-	}
-	// A renewal (the sensor has its user) asks for the consumer after the
-	// user is read, as before.
-	gs.before = nil
-	if again, created, err := f.svc.EnsureSensorUser(f.ctx, "acme", "s1"); err != nil || created || again.User.PubKey != su.User.PubKey {
-		t.Errorf("renewal = %s, created %v, %v; want the same user", again.User.PubKey, created, err)
-	}
-	if n := gc.calls.Load(); n != 2 {
-		t.Errorf("%d consumer creations, want one a request", n)
-	}
-}
-
 // The answer waits for the consumer: no credentials before it exists.
 func TestEnsureSensorUserAnswersOnlyOnceTheConsumerExists(t *testing.T) {
 	t.Parallel()
@@ -130,10 +86,10 @@ func TestEnsureSensorUserAnswersOnlyOnceTheConsumerExists(t *testing.T) {
 	}
 }
 
-// Storing the user fails after (or while) the consumer is created: the
-// call fails, waits for the consumer creation to finish (nothing still
-// running behind the answer), leaves no user, and the retry finishes with
-// one user and one consumer.
+// Storing the user fails: the call fails and leaves neither a user nor a
+// consumer (the consumer is created only for a stored user, so nothing
+// is left without credentials), and the retry finishes with one user and
+// one consumer.
 func TestEnsureSensorUserStoreFailureLeavesARepairableState(t *testing.T) {
 	t.Parallel()
 	f, gs, gc := newGatedFixture(t)
@@ -148,7 +104,9 @@ func TestEnsureSensorUserStoreFailureLeavesARepairableState(t *testing.T) {
 	if _, err := f.store.ActiveSensorUser(f.ctx, "acme", "s1"); !errors.Is(err, provisioning.ErrNotFound) {
 		t.Errorf("a user was kept after the failed insert: %v", err)
 	}
-	// The consumer may exist, without credentials for anyone.
+	if n := gc.calls.Load(); n != 0 || gc.Has("cmd-acme-s1") {
+		t.Errorf("%d consumer creations for a user that was not stored", n)
+	}
 	gs.fail.Store(nil)
 	su, created, err := f.svc.EnsureSensorUser(f.ctx, "acme", "s1")
 	if err != nil || !created {
