@@ -78,7 +78,7 @@ type result struct {
 	// process and its children (the nats-servers when they run as
 	// processes).
 	createCPU time.Duration
-	sensors   int
+	consumers int // created (the sensors of the shape)
 	listed    time.Duration
 	recreate  time.Duration
 	err       error
@@ -151,7 +151,7 @@ func main() {
 		}
 		cpu := ""
 		if r.createCPU > 0 {
-			cpu = fmt.Sprintf(" (CPU %s, %.2f ms a consumer)", r.createCPU.Round(10*time.Millisecond), r.createCPU.Seconds()*1000/float64(r.sensors))
+			cpu = fmt.Sprintf(" (CPU %s, %.2f ms a consumer)", r.createCPU.Round(10*time.Millisecond), r.createCPU.Seconds()*1000/float64(r.consumers))
 		}
 		fmt.Fprintf(&b, "| %s | %s%s | %.0f%s | %s%s | %s | %s |\n", r.shape.name, r.create.Round(time.Millisecond), cpu, r.createdPerSecond, rel, r.fanout.Round(time.Millisecond), frel, mem, kill)
 	}
@@ -203,7 +203,7 @@ func loadavg() string {
 }
 
 func measure(ctx context.Context, sh shape, n int, kill bool) (r result) {
-	r.shape, r.sensors = sh, n
+	r.shape, r.consumers = sh, n
 	t := &benchenv.T{}
 	defer t.Close()
 	nodes, err := startNodes(t, sh.nodes)
@@ -244,8 +244,8 @@ func measure(ctx context.Context, sh shape, n int, kill bool) (r result) {
 			AckWait: 30 * time.Second, MaxDeliver: 10, MaxAckPending: 16, Replicas: sh.consumerR, MemoryStorage: sh.memState,
 		}
 	}
-	var failed atomic.Int64
 	cpu0 := benchenv.TreeCPU(os.Getpid())
+	var failed atomic.Int64
 	start := time.Now()
 	_ = benchenv.Parallel(ctx, n, 32, func(i int) error {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
