@@ -90,7 +90,7 @@ func TestEnsureSensorUserAnswersOnlyOnceTheConsumerExists(t *testing.T) {
 // consumer (the consumer is created only for a stored user, so nothing
 // is left without credentials), and the retry finishes with one user and
 // one consumer.
-func TestEnsureSensorUserStoreFailureLeavesARepairableState(t *testing.T) {
+func TestEnsureSensorUserStoreFailureLeavesNothing(t *testing.T) {
 	t.Parallel()
 	f, gs, gc := newGatedFixture(t)
 	f.tenant(t, "acme")
