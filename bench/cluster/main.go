@@ -63,6 +63,7 @@ var shapes = map[string]shape{
 	"wq-r3-mem":     {"3 nodes, work-queue R3 stream, R3 consumers, consumer state in memory", 3, jetstream.WorkQueuePolicy, 3, true},
 	"limits-r3":     {"3 nodes, limits R3 stream, R3 consumers", 3, jetstream.LimitsPolicy, 3, false},
 	"limits-r1":     {"3 nodes, limits R3 stream, R1 consumers (shipped now)", 3, jetstream.LimitsPolicy, 1, false},
+	"limits-r1-mem": {"3 nodes, limits R3 stream, R1 consumers, consumer state in memory", 3, jetstream.LimitsPolicy, 1, true},
 }
 
 type result struct {
