@@ -46,15 +46,7 @@ const retryInterval = 5 * time.Second
 // timeout) and finishes removing revoked sensors' consumers when an
 // earlier removal failed. Each account is pushed on its own.
 func (s *Server) retryLoop(ctx context.Context, every time.Duration) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(every):
-		}
-		if !s.nats.Ready() {
-			continue
-		}
+	s.whileConnected(ctx, every, func(int) {
 		if n, err := s.svc.PushPending(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("push pending account JWTs", "pushed", n, logkey.Error, err)
 		} else if n > 0 {
@@ -62,6 +54,22 @@ func (s *Server) retryLoop(ctx context.Context, every time.Duration) {
 		}
 		if s.svc.CleanupDue() {
 			s.removeRetired(ctx)
+		}
+	})
+}
+
+// whileConnected calls do once every interval until ctx ends, skipping the
+// intervals in which NATS is not connected; tick counts the intervals
+// from 1, skipped ones included.
+func (s *Server) whileConnected(ctx context.Context, every time.Duration, do func(tick int)) {
+	for tick := 1; ; tick++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		if s.nats.Ready() {
+			do(tick)
 		}
 	}
 }
@@ -133,15 +141,7 @@ const (
 // offlineLoop recreates, while NATS is connected, every sensor consumer
 // whose only node was lost, on a live node, within seconds of the loss.
 func (s *Server) offlineLoop(ctx context.Context, every time.Duration, fullEvery int) {
-	for tick := 1; ; tick++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(every):
-		}
-		if !s.nats.Ready() {
-			continue
-		}
+	s.whileConnected(ctx, every, func(tick int) {
 		n, err := s.svc.RecreateOfflineConsumers(ctx, tick%fullEvery == 0, 32)
 		s.consumersRecreated.Add(int64(n))
 		switch {
@@ -150,5 +150,5 @@ func (s *Server) offlineLoop(ctx context.Context, every time.Duration, fullEvery
 		case n > 0:
 			s.log.Warn("recreated consumers no live NATS node held (a node was lost); their sensors receive again the commands the stream keeps and skip the ones they applied", "count", n)
 		}
-	}
+	})
 }
