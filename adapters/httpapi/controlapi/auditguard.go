@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/core/audit"
+	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // The audit rows that callers without credentials can cause (refused
@@ -15,9 +16,20 @@ import (
 // of recorded, and the count is written as one "audit.suppressed" row when
 // the address is recorded again. Without this an anonymous flood wrote one
 // PostgreSQL row and one log line per request, as fast as it could send.
-// Successes, and everything an authenticated operator does, are always
-// recorded.
+// Successes, everything an authenticated operator does, and refused logins
+// whose password was right (rightPassword) are always recorded.
 var auditFloodRate = RateLimit{PerMinute: 30, Burst: 30}
+
+// rightPassword are the refusals that tell the password was right: an
+// admin must see each of them, and a flood of cheap refusals from the same
+// address must not hide them. Only a caller who has the password can cause
+// them, and the login throttle counts the wrong second factors.
+var rightPassword = map[string]bool{
+	string(problem.CodeTOTPRequired):         true,
+	string(problem.CodeInvalidSecondFactor):  true,
+	string(problem.CodeSecondFactorRequired): true,
+	string(problem.CodeSecondFactorUnavail):  true,
+}
 
 // auditGuard holds back refused anonymous requests' rows past the rate.
 type auditGuard struct {
@@ -34,7 +46,7 @@ func newAuditGuard(clock func() time.Time) *auditGuard {
 // admit reports whether e is recorded. When it is, and earlier refusals of
 // its address were held back, it also returns the row that counts them.
 func (g *auditGuard) admit(e audit.Entry) (record bool, summary *audit.Entry) {
-	if e.ActorID != "" || e.Outcome == audit.OutcomeSuccess {
+	if e.ActorID != "" || e.Outcome == audit.OutcomeSuccess || rightPassword[e.Detail] {
 		return true, nil
 	}
 	if ok, _ := g.limiter.allow(e.Source); !ok {

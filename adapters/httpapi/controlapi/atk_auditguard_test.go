@@ -1,0 +1,58 @@
+package controlapi_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/rxc-project/rxc/core/audit"
+)
+
+// TestAuditFloodCannotHideARightPassword (attack, issue 21 round): an
+// attacker who floods refusals without credentials from its address (here
+// refused sensor enrolments) used to have its later login refusals held
+// back too, including the ones that say the password was right
+// (totp_required, invalid_second_factor): the one row that tells an admin
+// a password is known was hidden behind cheap noise. Such refusals are
+// always recorded; a plain wrong password is still held back (control).
+func TestAuditFloodCannotHideARightPassword(t *testing.T) {
+	t.Parallel()
+	e := withSecondFactors(t, newEnv(t, options{}), false)
+	e.enrolTOTP(t, e.session)
+	e.createTenant("acme")
+	sensor, _ := e.enroll("acme")
+	rows := func(detail string) int {
+		t.Helper()
+		all, err := e.store.ListAudit(context.Background(), audit.Filter{Action: "auth.login", Limit: audit.MaxLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, r := range all {
+			if r.Detail == detail {
+				n++
+			}
+		}
+		return n
+	}
+	for range 40 {
+		e.do(request{method: "POST", path: "/api/sensors/" + sensor + "/agent/enroll", body: jsonString(t, map[string]string{"csr": newCSR(t)}),
+			header: map[string]string{"Authorization": "Bearer not-the-token"}}).
+			expect(t, "enrol with a wrong token", http.StatusUnauthorized, "invalid_token")
+	}
+	login := func(body string) response {
+		return e.do(request{method: "POST", path: "/api/auth/login", body: body})
+	}
+	login(loginBody(operatorEmail, "not the password")).expect(t, "wrong password", http.StatusUnauthorized, "invalid_credentials")
+	if n := rows("invalid_credentials"); n != 0 {
+		t.Fatalf("control: a wrong password after the flood recorded %d times, want held back", n)
+	}
+	login(loginBody(operatorEmail, operatorPassword)).expect(t, "right password, no code", http.StatusUnauthorized, "totp_required")
+	login(totpLogin(operatorEmail, operatorPassword, "totp", "000000")).expect(t, "right password, wrong code", http.StatusUnauthorized, "invalid_second_factor")
+	if n := rows("totp_required"); n != 1 {
+		t.Errorf("right password without a code after the flood: %d audit rows, want 1", n)
+	}
+	if n := rows("invalid_second_factor"); n != 1 {
+		t.Errorf("right password with a wrong code after the flood: %d audit rows, want 1", n)
+	}
+}
