@@ -30,7 +30,9 @@ func (c ServeConfig) retentionPolicy() (retention.Policy, error) {
 		{"COMMAND_HISTORY_RETENTION_DAYS", c.CommandHistoryRetentionDays, &p.Commands},
 		{"CREDENTIAL_HISTORY_RETENTION_DAYS", c.CredentialHistoryRetentionDays, &p.Credentials},
 	} {
-		if f.days < 0 || time.Duration(f.days)*retention.Day > retention.MaxRetention {
+		// Days are compared before they are multiplied: a product past
+		// int64 wraps round (2^48+1 days would read as 1 day).
+		if f.days < 0 || f.days > int(retention.MaxRetention/retention.Day) {
 			return p, fmt.Errorf("configuration: %s=%d: must be 0 (keep forever) or a number of days from 1 to %d", f.name, f.days, retention.MaxRetention/retention.Day)
 		}
 		*f.into = time.Duration(f.days) * retention.Day
