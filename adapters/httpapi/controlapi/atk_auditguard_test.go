@@ -3,7 +3,9 @@ package controlapi_test
 import (
 	"context"
 	"net/http"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/rxc-project/rxc/core/audit"
 )
@@ -54,5 +56,40 @@ func TestAuditFloodCannotHideARightPassword(t *testing.T) {
 	}
 	if n := rows("invalid_second_factor"); n != 1 {
 		t.Errorf("right password with a wrong code after the flood: %d audit rows, want 1", n)
+	}
+}
+
+// TestAuditFloodCountReachesTheTrail (attack, not fixed): the refusals the
+// guard holds back are written as an audit.suppressed row only when their
+// address is recorded again. An address that floods and never comes back
+// leaves only its first 30 rows and the process-wide metric: the size of
+// the flood never reaches the audit trail, and the held counts stay in
+// memory (up to 65,536 addresses; once that many never came back, the
+// counts of every new flooding address are dropped). Wanted: held counts
+// older than a minute are written (one row, or one per address) when
+// anything is next recorded.
+func TestAuditFloodCountReachesTheTrail(t *testing.T) {
+	if os.Getenv("RXC_ATK_UNSKIP") == "" {
+		t.Skip("attack finding (low, not fixed): an address's held-back refusals reach the audit trail only if that address is recorded again; see /work/notes/atk.md")
+	}
+	t.Parallel()
+	e := newEnv(t, options{})
+	e.createTenant("acme")
+	sensor, _ := e.enroll("acme")
+	for range 100 {
+		e.do(request{method: "POST", path: "/api/sensors/" + sensor + "/agent/enroll", body: jsonString(t, map[string]string{"csr": newCSR(t)}),
+			header: map[string]string{"Authorization": "Bearer not-the-token"}}).
+			expect(t, "enrol with a wrong token", http.StatusUnauthorized, "invalid_token")
+	}
+	// The flooding address goes quiet; an operator acts later (recorded).
+	e.clock.Advance(2 * time.Minute)
+	e.do(request{method: "GET", path: "/api/sensors", operator: true}).expect(t, "list", http.StatusOK, "")
+	e.do(request{method: "PATCH", path: "/api/sensors/" + sensor, operator: true, body: `{"name":"renamed"}`}).expect(t, "rename", http.StatusOK, "")
+	all, err := e.store.ListAudit(context.Background(), audit.Filter{Action: "audit.suppressed", Limit: audit.MaxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) == 0 {
+		t.Errorf("about 70 refusals held back two minutes ago are in no audit row")
 	}
 }
