@@ -3,6 +3,7 @@ package controlplanestore
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,7 +58,14 @@ func (s *Store) PruneCommands(ctx context.Context, before time.Time, limit int) 
 // and a command becomes no sensor's last one again once a later one exists
 // (only the pass deletes commands, and never the last).
 func (s *Store) PruneBatches(ctx context.Context, before time.Time, limit int) (batches, commands int, err error) {
-	afterAt, afterID := time.Time{}, ""
+	// A call with the cut-off of the call before it (the same pass) goes
+	// on after the last batch that call checked: the batches before it
+	// were deleted or found to stay, and re-checking those that stay (an
+	// old batch holding a sensor's last command stays for as long as the
+	// sensor gets no other) on every call cost a walk over all of them per
+	// limit batches deleted.
+	afterAt, afterID := s.batchWalk.resume(before)
+	defer func() { s.batchWalk.save(before, afterAt, afterID, err) }()
 	for batches < limit {
 		rows, err := s.pool.Query(ctx, `
 			SELECT id, created_at FROM command_batches
@@ -71,14 +79,19 @@ func (s *Store) PruneBatches(ctx context.Context, before time.Time, limit int) (
 			At time.Time
 		}
 		page, err := pgx.CollectRows(rows, pgx.RowToStructByPos[key])
-		if err != nil || len(page) == 0 {
+		if err != nil {
 			return batches, commands, err
+		}
+		if len(page) == 0 {
+			afterAt, afterID = time.Time{}, "" // walked to the end: the next call starts again
+			return batches, commands, nil
 		}
 		for _, k := range page {
 			n, ok, err := s.pruneBatch(ctx, k.ID, before)
 			if err != nil {
 				return batches, commands, err
 			}
+			afterAt, afterID = k.At, k.ID
 			if ok {
 				batches, commands = batches+1, commands+n
 				if batches == limit {
@@ -86,9 +99,35 @@ func (s *Store) PruneBatches(ctx context.Context, before time.Time, limit int) (
 				}
 			}
 		}
-		afterAt, afterID = page[len(page)-1].At, page[len(page)-1].ID
 	}
 	return batches, commands, nil
+}
+
+// batchWalk is where PruneBatches stopped, for the next call of the same
+// pass (the same cut-off).
+type batchWalk struct {
+	mu     sync.Mutex
+	before time.Time
+	at     time.Time
+	id     string
+}
+
+func (w *batchWalk) resume(before time.Time) (time.Time, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.before.Equal(before) {
+		return time.Time{}, ""
+	}
+	return w.at, w.id
+}
+
+func (w *batchWalk) save(before, at time.Time, id string, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		at, id = time.Time{}, ""
+	}
+	w.before, w.at, w.id = before, at, id
 }
 
 // batchPage is how many old batches PruneBatches reads at a time.

@@ -26,7 +26,8 @@ type Config struct {
 
 // Store is the PostgreSQL implementation of the control plane's ports.
 type Store struct {
-	pool *pgxpool.Pool
+	pool      *pgxpool.Pool
+	batchWalk batchWalk // PruneBatches' place within a pass
 }
 
 // New returns a Store on cfg.Pool. The schema (migrations.ControlPlane)
