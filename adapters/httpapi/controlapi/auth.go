@@ -141,7 +141,7 @@ func (a *API) audited(action string, h http.HandlerFunc) http.HandlerFunc {
 		} else {
 			e.Actor = n.actor
 		}
-		record, summary := a.auditGuard.admit(e)
+		record, summaries := a.auditGuard.admit(e)
 		if !record {
 			return
 		}
@@ -149,8 +149,8 @@ func (a *API) audited(action string, h http.HandlerFunc) http.HandlerFunc {
 		// staying connected.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 		defer cancel()
-		if summary != nil {
-			_ = a.audit.Record(ctx, *summary)
+		for _, s := range summaries {
+			_ = a.audit.Record(ctx, s)
 		}
 		_ = a.audit.Record(ctx, e)
 	}
