@@ -312,6 +312,28 @@ func TestClusterR1ConsumersSurviveANodeLoss(t *testing.T) {
 		}
 		byNode[node] = append(byNode[node], s)
 	}
+	// Every create answer named the consumer's node (what the provisioner
+	// records), handed over once.
+	placed := map[string]string{}
+	for _, p := range ops.Placements() {
+		placed[p.Consumer] = p.Node
+	}
+	for node, ss := range byNode {
+		for _, s := range ss {
+			if placed[s.Consumer()] != node {
+				t.Errorf("Placements named %q for %s, which lives on %s", placed[s.Consumer()], s.Consumer(), node)
+			}
+		}
+	}
+	if len(placed) != n {
+		t.Errorf("Placements = %v, want the %d consumers", placed, n)
+	}
+	if again := ops.Placements(); len(again) != 0 {
+		t.Errorf("Placements a second time = %v, want none", again)
+	}
+	if lost, known, err := ops.LostNodes(ctx); err != nil || !known || len(lost) != 0 {
+		t.Errorf("LostNodes of the whole cluster = %v, %v, %v; want none known", lost, known, err)
+	}
 	// The node holding most consumers is lost.
 	lost := ""
 	for node, ss := range byNode {
@@ -414,9 +436,28 @@ func TestClusterR1ConsumersSurviveANodeLoss(t *testing.T) {
 			t.Fatalf("OfflineConsumers named %s, which a live node holds (offline: %v, on the lost node: %v)", name, offline, onLost)
 		}
 	}
+	// LostNodes names exactly the lost node; its consumers answer nothing
+	// (ConsumerNode ""), the others answer from where they live.
+	eventually(t, 20*time.Second, "LostNodes names the lost node", func() bool {
+		got, known, err := ops.LostNodes(ctx)
+		return err == nil && known && slices.Equal(got, []string{lost})
+	})
+	for node, ss := range byNode {
+		for _, s := range ss {
+			got, err := ops.ConsumerNode(ctx, s)
+			must(t, err)
+			if want := map[bool]string{true: "", false: node}[node == lost]; got != want {
+				t.Errorf("ConsumerNode(%s) = %q, want %q (lost: %s)", s.Consumer(), got, want, lost)
+			}
+		}
+	}
 	for _, s := range sensors {
 		if onLost[s.Consumer()] {
-			must(t, ops.RecreateConsumer(ctx, s))
+			node, err := ops.RecreateConsumer(ctx, s)
+			must(t, err)
+			if node == "" || node == lost || node != consumerNode(ctx, adm, s.Consumer()) {
+				t.Errorf("RecreateConsumer(%s) named %q; it lives on %q (lost: %s)", s.Consumer(), node, consumerNode(ctx, adm, s.Consumer()), lost)
+			}
 		}
 	}
 	eventually(t, 10*time.Second, "no consumer offline after the recreation", func() bool {
