@@ -492,6 +492,47 @@ func TestClusterR1ConsumersSurviveANodeLoss(t *testing.T) {
 	}
 }
 
+// LostNodes names a killed node within seconds even when it led the
+// command stream: the new leader has never heard from it (nats-server
+// forgets when it last heard from the others when a leader is lost, and
+// marks a killed node offline only minutes later). Control: a whole
+// cluster, and the cluster once the node is back, name none. With
+// RXC_NATS_SERVER_BIN the node is SIGKILLed; in process it is shut down.
+func TestClusterLostNodesNamesAKilledStreamLeader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cl := newCluster(e)
+	urls := cl.urls()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cfg := e.config(urls)
+	cfg.Stream.Replicas, cfg.Stream.ConsumerReplicas, cfg.Stream.Retention = 3, 1, serveradmin.RetentionLimits
+	ops := e.client(cfg)
+	eventually(t, 15*time.Second, "EnsureStream with 3 replicas", func() bool { return ops.EnsureStream(ctx) == nil })
+	adm := e.admin(urls)
+	eventually(t, 15*time.Second, "three current stream replicas", func() bool { return streamHealthy(ctx, adm, 3) })
+	if lost, known, err := ops.LostNodes(ctx); err != nil || !known || len(lost) != 0 {
+		t.Fatalf("LostNodes of the whole cluster = %v, %v, %v; want none known", lost, known, err)
+	}
+	leader := cl.streamLeader(ctx, adm)
+	if leader < 0 {
+		t.Fatal("no stream leader")
+	}
+	name := fmt.Sprintf("nats-%d", leader+1)
+	cl.nodes[leader].Kill()
+	killed := time.Now()
+	eventually(t, 30*time.Second, "LostNodes names the killed stream leader "+name, func() bool {
+		lost, known, err := ops.LostNodes(ctx)
+		return err == nil && known && slices.Equal(lost, []string{name})
+	})
+	t.Logf("LostNodes named the killed stream leader %s %s after the kill", name, time.Since(killed).Round(100*time.Millisecond))
+	cl.start(leader)
+	eventually(t, 30*time.Second, "LostNodes names none once the node is back", func() bool {
+		lost, known, err := ops.LostNodes(ctx)
+		return err == nil && known && len(lost) == 0
+	})
+}
+
 // The upgrade path from the shape deploy/ shipped before (a work-queue
 // stream of three replicas, R3 consumers) to the current one (limits
 // retention, R1 consumers): the provisioner started with the new settings

@@ -66,8 +66,8 @@ func (c *Client) Placements() []provisioning.ConsumerNode {
 }
 
 // LostNodes names the command stream's replicas that are offline or that
-// its leader has not heard from for replicaSilence (one stream info
-// request). known is false when the stream cannot tell: it has no leader,
+// its leader has not heard from for replicaSilence, or not at all since it
+// was elected replicaSilence ago (lostReplicas; one stream info request). known is false when the stream cannot tell: it has no leader,
 // or no answer came within deleteWait (its leader was the lost node and
 // no new one is elected yet). A single server (no cluster) loses none.
 func (c *Client) LostNodes(ctx context.Context) (lost []string, known bool, err error) {
@@ -96,11 +96,7 @@ func (c *Client) LostNodes(ctx context.Context) (lost []string, known bool, err 
 	if ci.Leader == "" {
 		return nil, false, nil
 	}
-	for _, r := range ci.Replicas {
-		if r.Offline || r.Active > replicaSilence {
-			lost = append(lost, r.Name)
-		}
-	}
+	lost = lostReplicas(ci)
 	slices.Sort(lost)
 	return lost, true, nil
 }
@@ -177,15 +173,24 @@ func (c *Client) ConsumerNode(ctx context.Context, s topology.Sensor) (string, e
 		node = leaderOf(cons.CachedInfo())
 		return nil
 	})
+	var apiErr *jetstream.APIError
 	switch {
 	case err == nil:
 		return node, nil
 	case errors.Is(err, jetstream.ErrConsumerNotFound), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return "", nil
+	case errors.As(err, &apiErr) && slices.Contains(offlineCodes, apiErr.ErrorCode):
+		// nats-server answers for a node it has marked offline.
+		return "", nil
 	default:
 		return "", err
 	}
 }
+
+// offlineCodes are nats-server's error codes for a consumer or stream
+// whose nodes are all offline (JSConsumerOfflineErr, JSStreamOfflineErr and
+// their variants with a reason).
+var offlineCodes = []jetstream.ErrorCode{10119, 10195, 10118, 10194}
 
 // answerWait bounds ConsumerNode: a live consumer answers well within it,
 // and every consumer of a lost node is asked once before it is recreated.

@@ -454,15 +454,25 @@ func degraded(ci *jetstream.ClusterInfo) bool {
 	if ci == nil {
 		return false
 	}
-	if ci.Leader == "" {
-		return true
-	}
+	return ci.Leader == "" || len(lostReplicas(ci)) > 0
+}
+
+// lostReplicas names the replicas of a clustered stream with a leader that
+// are offline, that the leader has not heard from for replicaSilence, or
+// that it has not heard from at all since it was elected replicaSilence
+// ago: nats-server (2.15) forgets when it last heard from the other nodes
+// when a leader is lost, so the lost leader shows to the new one as never
+// heard from (Active 0, not current) rather than silent, until it marks the
+// node offline minutes later.
+func lostReplicas(ci *jetstream.ClusterInfo) []string {
+	var lost []string
+	settled := ci.LeaderSince != nil && time.Since(*ci.LeaderSince) > replicaSilence
 	for _, r := range ci.Replicas {
-		if r.Offline || r.Active > replicaSilence {
-			return true
+		if r.Offline || r.Active > replicaSilence || (settled && r.Active == 0 && !r.Current) {
+			lost = append(lost, r.Name)
 		}
 	}
-	return false
+	return lost
 }
 
 // replicaSilence is how long a stream replica may go unheard before the

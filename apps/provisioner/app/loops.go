@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/rxc-project/rxc/core/provisioning"
@@ -147,7 +148,7 @@ const (
 // recreates the consumers recorded there (RecreateLostNodeConsumers), with
 // the list pass as the slower fallback.
 func (s *Server) offlineLoop(ctx context.Context, every time.Duration, fullEvery int) {
-	lastFallback := 0
+	lastFallback, fellBackFor := 0, ""
 	for tick := 1; ; tick++ {
 		select {
 		case <-ctx.Done():
@@ -170,11 +171,22 @@ func (s *Server) offlineLoop(ctx context.Context, every time.Duration, fullEvery
 		if !ok {
 			continue // another replica repairs
 		}
-		degraded := s.nodeLossPass(ctx)
+		r, err := s.nodeLossPass(ctx)
+		degraded := len(r.Lost) > 0 || !r.Known || err != nil
+		lost := strings.Join(r.Lost, ",")
 		full := tick%fullEvery == 0
-		if full || (degraded && tick-lastFallback >= offlineFallbackEvery) {
-			lastFallback = tick
+		// The fallback runs once right after the pass that repaired a
+		// newly lost node (consumers not recorded yet, or recorded
+		// wrong, wait no longer than that), then every
+		// offlineFallbackEvery-th look while the loss lasts. Not while the
+		// stream cannot name the lost node (it has no leader for a few
+		// seconds): the list would hold up the pass that follows.
+		if full || (lost != "" && lost != fellBackFor) || (degraded && tick-lastFallback >= offlineFallbackEvery) {
+			lastFallback, fellBackFor = tick, lost
 			s.offlineFallback(ctx, full)
+		}
+		if !degraded {
+			fellBackFor = ""
 		}
 		unlock()
 	}
@@ -191,9 +203,9 @@ func (s *Server) progress() func(provisioning.NodeRecovery) {
 	}
 }
 
-// nodeLossPass runs RecreateLostNodeConsumers and reports whether the
-// stream named a lost node or could not tell.
-func (s *Server) nodeLossPass(ctx context.Context) bool {
+// nodeLossPass runs RecreateLostNodeConsumers, logs what it did and keeps
+// the gauges.
+func (s *Server) nodeLossPass(ctx context.Context) (provisioning.NodeRecovery, error) {
 	start := time.Now()
 	r, err := s.svc.RecreateLostNodeConsumers(ctx, nodeLossWorkers, s.progress())
 	s.natsNodesLost.Store(int64(len(r.Lost)))
@@ -206,7 +218,7 @@ func (s *Server) nodeLossPass(ctx context.Context) bool {
 		s.log.Warn("recreated the consumers a lost NATS node held; their sensors receive again the commands the stream keeps and skip the ones they applied",
 			"nodes", r.Lost, "recreated", r.Recreated, "answered", r.Answered, "took", time.Since(start).Round(time.Millisecond))
 	}
-	return len(r.Lost) > 0 || !r.Known || err != nil
+	return r, err
 }
 
 // offlineFallback lists the consumers no live node answers for and
