@@ -89,6 +89,7 @@ func main() {
 	sensors := flag.Int("sensors", 2000, "sensors (durable consumers) per shape")
 	list := flag.String("shapes", "single-wq,single-limits,limits-r1,wq-r3", "shapes to measure, in order: "+names())
 	kill := flag.String("kill", "limits-r1", "shape whose node is stopped after the fan-out (empty: none)")
+	flag.IntVar(&recoverWorkers, "recover-workers", 256, "consumers re-checked and recreated at once with -recover recorded (the provisioner's nodeLossWorkers)")
 	flag.StringVar(&recovery, "recover", "recorded", "how the killed node's consumers are found: recorded (each consumer's node recorded at creation, the lost node named by the stream: what the provisioner does) or list (every consumer listed, nats-server names the missing ones: the fallback, and what the provisioner did before)")
 	shipped := flag.Bool("shipped", true, "also enrol the sensors through the provisioner on the shipped shape (three nodes, COMMAND_STREAM_RETENTION=limits, COMMAND_CONSUMER_REPLICAS=1, PostgreSQL)")
 	flag.Parse()
@@ -328,15 +329,19 @@ func measure(ctx context.Context, sh shape, n int, kill bool) (r result) {
 	return r
 }
 
-// recovery is the -recover flag: "recorded" or "list".
-var recovery = "recorded"
+// recovery is the -recover flag: "recorded" or "list"; recoverWorkers
+// is -recover-workers.
+var (
+	recovery       = "recorded"
+	recoverWorkers = 256
+)
 
 // killText is the node-loss column of the results table.
 func killText(r result) string {
 	if r.recovery == "list" {
 		return fmt.Sprintf("list: %d listed missing in %s, recreated by %s; every consumer answering again **%s** after the kill", r.missing, r.listed.Round(time.Millisecond), r.recreate.Round(time.Millisecond), r.answering.Round(time.Millisecond))
 	}
-	return fmt.Sprintf("recorded nodes: lost node named %s after the kill, %d consumers recorded there (%d answered when asked), recreated by %s; every consumer answering again **%s** after the kill", r.detected.Round(time.Millisecond), r.missing, r.answered, r.recreate.Round(time.Millisecond), r.answering.Round(time.Millisecond))
+	return fmt.Sprintf("recorded nodes: lost node named %s after the kill, %d consumers recorded there (%d answered when asked), recreated %d at a time by %s; every consumer answering again **%s** after the kill", r.detected.Round(time.Millisecond), r.missing, r.answered, recoverWorkers, r.recreate.Round(time.Millisecond), r.answering.Round(time.Millisecond))
 }
 
 // nodeLoss SIGKILLs node and then does what the provisioner's node-loss
@@ -346,7 +351,7 @@ func killText(r result) string {
 // info request until the stream names a replica offline or silent for 5 s
 // (serveradmin.LostNodes), then the consumers whose create answer named
 // that node are asked (500 ms) and, when they do not answer, deleted (2 s
-// wait) and created again (3 s), up to 4 rounds, 128 at a time. With
+// wait) and created again (3 s), up to 4 rounds, 256 at a time (-recover-workers). With
 // -recover list: what the provisioner did before (and does now as the
 // fallback): the consumer list with nats-server's "missing" names, then
 // the same recreation, 32 at a time.
@@ -360,7 +365,7 @@ func nodeLoss(ctx context.Context, r *result, node *natstest.Server, js jetstrea
 	killed := time.Now()
 	var lost []string
 	var todo []string
-	workers := 128
+	workers := recoverWorkers
 	if recovery == "list" {
 		workers = 32
 		time.Sleep(2 * time.Second) // the loop's first look

@@ -135,7 +135,7 @@ const (
 	// nodeLossWorkers bounds the consumers a pass re-checks and recreates
 	// at once: each mostly waits on NATS (a consumer of the lost node
 	// answers nothing, its delete is not answered either).
-	nodeLossWorkers = 128
+	nodeLossWorkers = 256
 	// nodeLossLock is the PostgreSQL lock the replicas take turns at the
 	// pass with: one repairs, the others record and skip.
 	nodeLossLock = "rxc-consumer-node-loss"
