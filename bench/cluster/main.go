@@ -79,6 +79,7 @@ type result struct {
 	// answered when asked (not recreated), and when every consumer
 	// answered again from a live node, from the kill.
 	recovery  string
+	sensors   string // -pull: what the sensors' pullers saw
 	detected  time.Duration
 	answered  int
 	answering time.Duration
@@ -89,6 +90,7 @@ func main() {
 	sensors := flag.Int("sensors", 2000, "sensors (durable consumers) per shape")
 	list := flag.String("shapes", "single-wq,single-limits,limits-r1,wq-r3", "shapes to measure, in order: "+names())
 	kill := flag.String("kill", "limits-r1", "shape whose node is stopped after the fan-out (empty: none)")
+	flag.BoolVar(&pullSensors, "pull", false, "with -kill: every sensor pulls its consumer throughout (one puller a sensor, as the agent) and gets a command, half sent before the kill and half after; reports commands lost, delivered twice, and when the last was applied")
 	flag.IntVar(&recoverWorkers, "recover-workers", 256, "consumers re-checked and recreated at once with -recover recorded (the provisioner's nodeLossWorkers)")
 	flag.StringVar(&recovery, "recover", "recorded", "how the killed node's consumers are found: recorded (each consumer's node recorded at creation, the lost node named by the stream: what the provisioner does) or list (every consumer listed, nats-server names the missing ones: the fallback, and what the provisioner did before)")
 	shipped := flag.Bool("shipped", true, "also enrol the sensors through the provisioner on the shipped shape (three nodes, COMMAND_STREAM_RETENTION=limits, COMMAND_CONSUMER_REPLICAS=1, PostgreSQL)")
@@ -135,6 +137,9 @@ func main() {
 		kill := ""
 		if r.recreate > 0 || r.missing > 0 {
 			kill = killText(r)
+			if r.sensors != "" {
+				kill += "; sensors pulling: " + r.sensors
+			}
 		}
 		rel := ""
 		if base != nil && base.err == nil {
@@ -361,8 +366,19 @@ func nodeLoss(ctx context.Context, r *result, node *natstest.Server, js jetstrea
 	for i := range n {
 		idx[fmt.Sprintf("s-%06d", i)] = i
 	}
+	var fleet *sensorFleet
+	if pullSensors {
+		fleet = startSensors(ctx, js, n)
+		fleet.publish(ctx, js, 0, n/2)
+	}
 	node.Kill()
 	killed := time.Now()
+	if fleet != nil {
+		// The other half of the commands while the node is lost, as
+		// the control plane sends them (a command refused while the
+		// stream has no leader is sent again; the stream deduplicates).
+		go fleet.publish(ctx, js, n/2, n)
+	}
 	var lost []string
 	var todo []string
 	workers := recoverWorkers
@@ -473,6 +489,156 @@ func nodeLoss(ctx context.Context, r *result, node *natstest.Server, js jetstrea
 	}
 	r.answering = time.Since(killed)
 	fmt.Fprintf(os.Stderr, "node loss (%s): %s\n", recovery, killText(*r))
+	if fleet != nil {
+		r.sensors = fleet.wait(killed, 2*time.Minute)
+		fmt.Fprintf(os.Stderr, "sensors pulling: %s\n", r.sensors)
+	}
+}
+
+// pullSensors is the -pull flag.
+var pullSensors bool
+
+// sensorFleet is one puller a sensor, as the agent pulls its consumer:
+// fetch, apply a command whose id it has not applied (the agent keeps the
+// ids it applied), acknowledge; after a failed pull it tries again within
+// 5 s. Each sensor gets one command k-<i> (half sent before the kill, half
+// after); it already applied the fan-out's c-<i>, which a recreated
+// consumer delivers again.
+type sensorFleet struct {
+	n         int
+	mu        sync.Mutex
+	accepted  map[string]time.Time // command id → the stream's acknowledgement
+	applied   map[string]time.Time // command id → when it was applied
+	delivered map[string]int       // command id → deliveries
+	refused   int                  // publishes refused and sent again
+	done      sync.WaitGroup
+}
+
+func startSensors(ctx context.Context, js jetstream.JetStream, n int) *sensorFleet {
+	f := &sensorFleet{n: n, accepted: map[string]time.Time{}, applied: map[string]time.Time{}, delivered: map[string]int{}}
+	for i := range n {
+		f.applied[fmt.Sprintf("c-%d", i)] = time.Time{} // the fan-out's, applied
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	var started sync.WaitGroup
+	for i := range n {
+		f.done.Add(1)
+		started.Add(1)
+		go func() {
+			defer f.done.Done()
+			name, want := fmt.Sprintf("s-%06d", i), fmt.Sprintf("k-%d", i)
+			var cons jetstream.Consumer
+			for cons == nil && pctx.Err() == nil {
+				c, err := js.Consumer(pctx, "RXC_CMD", name)
+				if err == nil {
+					cons = c
+				}
+			}
+			started.Done()
+			backoff := time.Second
+			for pctx.Err() == nil {
+				f.mu.Lock()
+				_, got := f.applied[want]
+				f.mu.Unlock()
+				if got {
+					return
+				}
+				b, err := cons.Fetch(4, jetstream.FetchMaxWait(2*time.Second))
+				if err == nil {
+					for m := range b.Messages() {
+						id := m.Headers().Get(jetstream.MsgIDHeader)
+						f.mu.Lock()
+						f.delivered[id]++
+						if _, ok := f.applied[id]; !ok {
+							f.applied[id] = time.Now()
+						}
+						f.mu.Unlock()
+						_ = m.Ack()
+					}
+					err = b.Error()
+				}
+				if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+					time.Sleep(backoff)
+					backoff = min(2*backoff, 5*time.Second)
+					continue
+				}
+				backoff = time.Second
+			}
+		}()
+	}
+	started.Wait()
+	go func() { f.done.Wait(); cancel() }()
+	return f
+}
+
+// publish sends k-<i> for i in [from, to), each until the stream
+// acknowledges it, 32 at a time.
+func (f *sensorFleet) publish(ctx context.Context, js jetstream.JetStream, from, to int) {
+	_ = benchenv.Parallel(ctx, to-from, 32, func(k int) error {
+		i := from + k
+		id := fmt.Sprintf("k-%d", i)
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := js.Publish(pctx, fmt.Sprintf("cmd.t%d.s-%06d", i%10, i), []byte(`{"action":"stop"}`), jetstream.WithMsgID(id))
+			cancel()
+			f.mu.Lock()
+			if err == nil {
+				f.accepted[id] = time.Now()
+			} else {
+				f.refused++
+			}
+			f.mu.Unlock()
+			if err == nil {
+				return nil
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		return nil
+	})
+}
+
+// wait waits until every sensor applied its k-<i> or within runs out, and
+// says what happened.
+func (f *sensorFleet) wait(killed time.Time, within time.Duration) string {
+	finished := make(chan struct{})
+	go func() { f.done.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(time.Until(killed.Add(within))):
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var notAccepted, notApplied, twice, late int
+	var last, worst time.Duration
+	for i := range f.n {
+		id := fmt.Sprintf("k-%d", i)
+		acc, ok := f.accepted[id]
+		if !ok {
+			notAccepted++
+			continue
+		}
+		at, ok := f.applied[id]
+		if !ok {
+			notApplied++
+			continue
+		}
+		if f.delivered[id] > 1 {
+			twice++
+		}
+		last = max(last, at.Sub(killed))
+		if acc.After(killed) {
+			worst = max(worst, at.Sub(acc))
+		}
+		if at.Sub(killed) > 30*time.Second && at.Sub(acc) > 30*time.Second {
+			late++
+		}
+	}
+	again := 0
+	for i := range f.n {
+		again += max(0, f.delivered[fmt.Sprintf("c-%d", i)])
+	}
+	return fmt.Sprintf("%d sensors, each sent k-<i> (half after the kill; %d publishes refused and sent again): %d not accepted, **%d accepted and not applied**, %d delivered twice (applied once); the last applied %s after the kill, the slowest sent after the kill applied %s after its acceptance, %d later than 30 s after both; %d earlier commands delivered again by recreated consumers and skipped",
+		f.n, f.refused, notAccepted, notApplied, twice, last.Round(time.Millisecond), worst.Round(time.Millisecond), late, again)
 }
 
 // lostNodes names the command stream's replicas that are offline, silent

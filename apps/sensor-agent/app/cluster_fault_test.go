@@ -52,9 +52,10 @@ func consumersOn(node *natstest.Server, account string) int {
 // again by the test, as an operator would: no accepted command is lost.
 //
 // RXC_NODE_LOSS_SENSORS runs it with more sensors than its 12 (one agent
-// process), the waits that scale with the fleet lengthened to match: the
-// 2,000-sensor run of docs/benchmarks.md ("Node loss") is this test; the
-// 30 s bound after the loss does not scale.
+// process), the waits that scale with the fleet lengthened to match; the
+// 30 s bound after the loss does not scale. (At 2,000 on 2 shared cores
+// a third of the sensors did not enrol within its wait: the 2,000-sensor
+// node loss is measured by bench/cluster -pull instead.)
 func TestClusterNodeLoss(t *testing.T) {
 	sensors := 12
 	if v := os.Getenv("RXC_NODE_LOSS_SENSORS"); v != "" {
@@ -76,7 +77,12 @@ func TestClusterNodeLoss(t *testing.T) {
 	if v, err := prov.NATS.Version(); err == nil && (strings.HasPrefix(v, "2.11.") || strings.HasPrefix(v, "2.10.")) {
 		t.Skipf("nats-server %s: the node-loss timings need 2.15 or later (docs/operations.md, \"Cluster shape\")", v)
 	}
-	cp := startPlane(t, agentPlaneConfig(t, prov))
+	cpCfg := agentPlaneConfig(t, prov)
+	if sensors > 12 {
+		// One agent process redeems every claim code from one address.
+		cpCfg.RedeemPerMinute, cpCfg.RedeemBurst = 60*sensors, sensors
+	}
+	cp := startPlane(t, cpCfg)
 	cp.setUpTenant()
 	ctl := prov.Operator.ControlAccount
 
