@@ -84,8 +84,8 @@ check: lint tidy-check generate-check ## lint + tidy + generated code + dependen
 NATS_BENCH_VERSION := $(shell $(GO) list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2 2>/dev/null)
 NATS_BENCH_BIN := $(BIN)/nats-server-$(NATS_BENCH_VERSION)/nats-server
 
-bench: build $(NATS_BENCH_BIN) ## benchmarks and load drivers; results appended to docs/benchmarks-history.md (RXC_BENCH_SENSORS: fleet size, default 10000)
-	RXC_BENCH_NATS_SERVER_BIN=$(abspath $(NATS_BENCH_BIN)) ./scripts/bench.sh
+bench: build $(NATS_BENCH_BIN) ## benchmarks and load drivers; results appended to docs/benchmarks-history.md (RXC_BENCH_SENSORS: fleet size, default 10000; RXC_BENCH_STOP=1: also nats-server stop/restart times, bench/stop)
+	RXC_BENCH_NATS_SERVER_BIN=$(abspath $(NATS_BENCH_BIN)) RXC_BENCH_NATS_COMPAT_BIN=$(abspath $(NATS_COMPAT_BIN)) ./scripts/bench.sh
 
 $(NATS_BENCH_BIN):
 	@mkdir -p $(dir $@)

@@ -49,3 +49,19 @@ RXC_NATS_SERVER_BIN="${RXC_BENCH_NATS_SERVER_BIN:-${RXC_NATS_SERVER_BIN:-}}" \
 echo "== NATS cluster shapes (${RXC_BENCH_CLUSTER_SENSORS:-2000} sensors)"
 RXC_NATS_SERVER_BIN="${RXC_BENCH_NATS_SERVER_BIN:-${RXC_NATS_SERVER_BIN:-}}" \
   go run ./bench/cluster -sensors "${RXC_BENCH_CLUSTER_SENSORS:-2000}"
+
+# nats-server's stop and restart with a durable consumer per sensor, the
+# figures deploy/'s grace periods and startup probes are set from
+# (docs/operations.md, "Stopping and restarting a nats-server node"): one
+# node and the shipped three-node shape, SIGTERM and lame-duck mode, on the
+# newest and oldest supported releases. About 30 minutes on 2 cores at
+# 10,000 consumers, so only when asked: RXC_BENCH_STOP=1 make bench
+# (RXC_BENCH_STOP_CONSUMERS: default 10000).
+if [ "${RXC_BENCH_STOP:-}" = 1 ]; then
+  echo "== nats-server stop and restart (${RXC_BENCH_STOP_CONSUMERS:-10000} consumers)"
+  # The release go.mod pins and the oldest supported one (make test-nats-compat
+  # installs it), when present.
+  bins="${RXC_BENCH_NATS_SERVER_BIN:-}"
+  if [ -x "${RXC_BENCH_NATS_COMPAT_BIN:-}" ]; then bins="$bins,${RXC_BENCH_NATS_COMPAT_BIN}"; fi
+  go run ./bench/stop -consumers "${RXC_BENCH_STOP_CONSUMERS:-10000}" -bins "$bins"
+fi

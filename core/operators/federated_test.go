@@ -134,15 +134,56 @@ func TestSSOOnly(t *testing.T) {
 	if err := f.svc.SetAuthSettings(f.ctx, root, operators.AuthSettings{SSOOnly: true, BreakGlassEmail: "Root@Example.com"}); err != nil {
 		t.Fatal(err)
 	}
-	before := f.hasher.Verifies()
-	if _, _, _, err := f.svc.Login(f.ctx, "ops@example.com", password, "192.0.2.1"); !errors.Is(err, operators.ErrPasswordLoginDisabled) {
-		t.Errorf("password login in SSO-only mode: %v", err)
+	// Every refused password sign-in answers alike and costs one hash, the
+	// break-glass account's wrong password included: neither the answer nor
+	// the time tells which account it is.
+	for _, try := range []struct{ name, email, password string }{
+		{"another account, its right password", "ops@example.com", password},
+		{"another account, a wrong password", "ops@example.com", "wrong password"},
+		{"an unknown account", "nobody@example.com", password},
+		{"the break-glass account, a wrong password", "root@example.com", "wrong password"},
+	} {
+		before := f.hasher.Verifies()
+		if _, _, _, err := f.svc.Login(f.ctx, try.email, try.password, "192.0.2.1"); !errors.Is(err, operators.ErrPasswordLoginDisabled) {
+			t.Errorf("%s in SSO-only mode: %v, want ErrPasswordLoginDisabled", try.name, err)
+		}
+		if n := f.hasher.Verifies() - before; n != 1 {
+			t.Errorf("%s in SSO-only mode: %d password hashes, want 1 like every other refusal", try.name, n)
+		}
 	}
-	if f.hasher.Verifies() != before {
-		t.Error("a refused SSO-only login hashed the password")
-	}
-	if _, _, _, err := f.svc.Login(f.ctx, "root@example.com", password, "192.0.2.1"); err != nil {
+	if _, _, _, err := f.svc.Login(f.ctx, "root@example.com", password, "192.0.2.2"); err != nil {
 		t.Errorf("the break-glass account: %v", err)
+	}
+}
+
+// Under SSO-only a refused password counts towards the throttle whatever
+// the account, so probing until throttled does not single out the
+// break-glass one either.
+func TestSSOOnlyRefusalsAreThrottledAlike(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.operator(t, "root@example.com", operators.RoleAdmin)
+	f.operator(t, "ops@example.com", operators.RoleOperator, "acme")
+	root, _ := f.login(t, "root@example.com")
+	if err := f.svc.SetAuthSettings(f.ctx, root, operators.AuthSettings{SSOOnly: true, BreakGlassEmail: "root@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	attemptsUntilThrottled := func(email, address string) int {
+		for i := 1; i <= 50; i++ {
+			_, _, _, err := f.svc.Login(f.ctx, email, "wrong password", address)
+			var throttled *operators.ThrottledError
+			if errors.As(err, &throttled) {
+				return i
+			}
+			if !errors.Is(err, operators.ErrPasswordLoginDisabled) {
+				t.Fatalf("%s attempt %d: %v", email, i, err)
+			}
+		}
+		return 0
+	}
+	glass, other := attemptsUntilThrottled("root@example.com", "192.0.2.10"), attemptsUntilThrottled("ops@example.com", "192.0.2.11")
+	if glass == 0 || glass != other {
+		t.Fatalf("throttled after %d attempts on the break-glass account and %d on another; want the same, non-zero", glass, other)
 	}
 }
 

@@ -342,16 +342,27 @@ func (s *Service) LoginWith(ctx context.Context, c Credentials) (Operator, strin
 	if err := s.checkThrottle(ctx, keys); err != nil {
 		return Operator{}, "", time.Time{}, err
 	}
-	if err := s.checkPasswordLoginAllowed(ctx, c.Email); err != nil {
+	ssoOnly, allowed, err := s.passwordLoginAllowed(ctx, c.Email)
+	if err != nil {
 		return Operator{}, "", time.Time{}, err
 	}
+	// Under SSO-only every password is still checked, and a right one of
+	// an account that may not use it counts as wrong: the break-glass
+	// account must not show, neither by the work done (a refusal without
+	// hashing was measurably faster) nor by the answer.
 	o, err := s.verify(ctx, c.Email, c.Password)
+	if err == nil && !allowed {
+		err = ErrInvalidCredentials
+	}
 	if err == nil {
 		err = s.checkSecondFactor(ctx, o, c)
 	}
 	if errors.Is(err, ErrInvalidCredentials) || errors.Is(err, ErrInvalidSecondFactor) {
 		if ferr := s.recordFailure(ctx, keys); ferr != nil {
 			return Operator{}, "", time.Time{}, ferr
+		}
+		if ssoOnly && errors.Is(err, ErrInvalidCredentials) {
+			err = ErrPasswordLoginDisabled
 		}
 		return Operator{}, "", time.Time{}, err
 	}

@@ -314,20 +314,18 @@ func (s *Service) isBreakGlass(ctx context.Context, email string) (bool, error) 
 // errBreakGlassKept refuses to disable or demote the break-glass account.
 var errBreakGlassKept = fmt.Errorf("%w: it is the break-glass account of SSO-only sign-in; name another one (or turn SSO-only off) first", ErrInvalidInput)
 
-// checkPasswordLoginAllowed refuses password sign-in in SSO-only mode,
-// except for the break-glass account.
-func (s *Service) checkPasswordLoginAllowed(ctx context.Context, email string) error {
+// passwordLoginAllowed reports whether SSO-only is on and whether email
+// may sign in with a password (SSO-only off, or the break-glass account).
+func (s *Service) passwordLoginAllowed(ctx context.Context, email string) (ssoOnly, allowed bool, err error) {
 	set, err := s.store.AuthSettings(ctx)
 	if err != nil {
-		return fmt.Errorf("login: %w", err)
+		return false, false, fmt.Errorf("login: %w", err)
 	}
 	if !set.SSOOnly {
-		return nil
+		return false, true, nil
 	}
-	if e, err := NormalizeEmail(email); err == nil && e == set.BreakGlassEmail {
-		return nil
-	}
-	return ErrPasswordLoginDisabled
+	e, err := NormalizeEmail(email)
+	return true, err == nil && e == set.BreakGlassEmail, nil
 }
 
 // enrolmentOnly reports whether o must enrol a second factor before

@@ -375,6 +375,37 @@ func (s *Server) stop(sig syscall.Signal) {
 	}
 }
 
+// StopWithin sends the external process sig (SIGTERM: a plain stop;
+// SIGUSR2: lame-duck mode, as `nats-server --signal ldm`) and waits up to
+// limit for it to exit on its own, as a supervisor with that grace period
+// would; past it the process is killed. It returns how long the process
+// took and whether it exited within limit (bench/stop times the shipped
+// grace periods with it). In-process servers cannot be signalled.
+func (s *Server) StopWithin(sig syscall.Signal, limit time.Duration) (time.Duration, bool, error) {
+	s.mu.Lock()
+	cmd, exit := s.cmd, s.exit
+	if cmd == nil {
+		s.mu.Unlock()
+		return 0, false, errors.New("natstest: no external nats-server process to signal")
+	}
+	s.cmd, s.exit = nil, nil
+	s.mu.Unlock()
+	start := time.Now()
+	if err := cmd.Process.Signal(sig); err != nil {
+		_ = cmd.Process.Kill()
+		<-exit
+		return 0, false, err
+	}
+	select {
+	case <-exit:
+		return time.Since(start), true, nil
+	case <-time.After(limit):
+		_ = cmd.Process.Kill()
+		<-exit
+		return time.Since(start), false, nil
+	}
+}
+
 // Pause stops the external process with SIGSTOP (a hung server); Resume
 // continues it. In-process servers cannot be paused: the test is skipped
 // by the caller (see External).

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,5 +194,40 @@ func TestProfilingPortAndPID(t *testing.T) {
 	s.Stop()
 	if s.PID() != 0 {
 		t.Errorf("PID %d after Stop, want 0", s.PID())
+	}
+}
+
+// StopWithin reports a stop within its limit, and kills a server that does
+// not stop in time (a paused process ignores SIGTERM), as a supervisor
+// with that grace period would; in process there is nothing to signal.
+func TestStopWithin(t *testing.T) {
+	s := natstest.Start(t, natstest.Options{Dir: t.TempDir()})
+	if !natstest.External() {
+		if _, _, err := s.StopWithin(syscall.SIGTERM, time.Second); err == nil {
+			t.Fatal("StopWithin signalled an in-process server")
+		}
+		if !s.Running() {
+			t.Fatal("a refused StopWithin stopped the server")
+		}
+		return
+	}
+	took, exited, err := s.StopWithin(syscall.SIGTERM, 20*time.Second)
+	if err != nil || !exited || s.Running() {
+		t.Fatalf("SIGTERM: took %s, exited %v, err %v, running %v", took, exited, err, s.Running())
+	}
+	s.Start()
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	took, exited, err = s.StopWithin(syscall.SIGTERM, time.Second)
+	if err != nil || exited || took < time.Second || s.Running() {
+		t.Fatalf("paused server: took %s, exited on its own %v, err %v, running %v; want killed after 1s", took, exited, err, s.Running())
+	}
+	if _, _, err := s.StopWithin(syscall.SIGTERM, time.Second); err == nil {
+		t.Error("StopWithin signalled a stopped server")
+	}
+	s.Start()
+	if !s.Reachable() {
+		t.Error("the server does not start again after a kill")
 	}
 }

@@ -18,8 +18,10 @@ import (
 // (SIGTERM, or Shutdown in process) and to start again with
 // RXC_STOP_CONSUMERS (default 3,000) durable consumers on one file-backed
 // stream, each holding one message, as the command stream holds one per
-// sensor. The shipped manifests' stop grace periods are set from it
-// (docs/benchmarks.md). Run once: -bench StopWithConsumers -benchtime 1x.
+// sensor, in process. The shipped manifests' grace periods come from
+// bench/stop, which runs nats-server releases as processes, at 10,000
+// consumers, with lame-duck mode too (docs/operations.md). Run once:
+// -bench StopWithConsumers -benchtime 1x.
 func BenchmarkStopWithConsumers(b *testing.B) {
 	n := 3000
 	if v, err := strconv.Atoi(os.Getenv("RXC_STOP_CONSUMERS")); err == nil && v > 0 {

@@ -166,6 +166,7 @@ type API struct {
 	oidcGroups     operators.GroupMap
 	consoleURL     string
 	loginFailures  atomic.Int64
+	auditGuard     *auditGuard
 	openAPIDoc     []byte
 	patterns       []string
 	log            *slog.Logger
@@ -231,7 +232,7 @@ func New(cfg Config) (*API, error) {
 		readiness: slices.Clone(cfg.Readiness), readyTimeout: cfg.ReadinessTimeout,
 		extraMetrics:  cfg.Metrics,
 		redeemLimiter: newLimiter(rate, cfg.Clock), errorTable: errorTable(cfg.DatabaseUnavailable), audit: cfg.Audit,
-		log: cfg.Logger, clock: cfg.Clock,
+		log: cfg.Logger, clock: cfg.Clock, auditGuard: newAuditGuard(cfg.Clock),
 		mux: http.NewServeMux(),
 	}
 	sensors, err := sensorapi.New(sensorapi.Config{

@@ -141,10 +141,17 @@ func (a *API) audited(action string, h http.HandlerFunc) http.HandlerFunc {
 		} else {
 			e.Actor = n.actor
 		}
+		record, summary := a.auditGuard.admit(e)
+		if !record {
+			return
+		}
 		// The answer is out; the record must not depend on the caller
 		// staying connected.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 		defer cancel()
+		if summary != nil {
+			_ = a.audit.Record(ctx, *summary)
+		}
 		_ = a.audit.Record(ctx, e)
 	}
 }

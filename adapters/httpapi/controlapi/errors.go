@@ -148,7 +148,7 @@ func errorTable(dbDown func(error) bool) []errorRule {
 		{match: is(oidcsignin.ErrUnavailable), code: problem.CodeSSOUnavailable, header: retryAfter(retryDependency),
 			detail: "the identity provider's discovery document could not be read; retry later or sign in with the break-glass account"},
 		{match: is(operators.ErrPasswordLoginDisabled), code: problem.CodePasswordLoginDisabled,
-			detail: "this deployment is SSO-only: sign in with the identity provider"},
+			detail: "this deployment is SSO-only: sign in with the identity provider (only the break-glass account signs in with a password, and only with its right one)"},
 		{match: is(operators.ErrSecondFactorRequired), code: problem.CodeTOTPRequired,
 			detail: "the account has a second factor: send the current code of your authenticator app in totp, or a recovery code in recoveryCode"},
 		{match: is(operators.ErrInvalidSecondFactor), code: problem.CodeInvalidSecondFactor,

@@ -63,6 +63,7 @@ func (a *API) metrics(w http.ResponseWriter, _ *http.Request) {
 		p.Sample("rxc_controlplane_feature_enabled", promtext.Bool(f.on), "feature", f.name)
 	}
 	p.Single("rxc_controlplane_login_failures_total", promtext.Counter, "Failed or held-back operator logins.", a.loginFailures.Load())
+	p.Single("rxc_controlplane_audit_suppressed_total", promtext.Counter, "Refused requests without credentials not recorded one by one in the audit trail (over the per-address rate; counted in an audit.suppressed row).", a.auditGuard.suppressed.Load())
 	if a.extraMetrics != nil {
 		a.extraMetrics(bw)
 	}

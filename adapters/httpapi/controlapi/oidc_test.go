@@ -395,7 +395,8 @@ func TestOIDCNotConfigured(t *testing.T) {
 }
 
 // TestSSOOnlyOverHTTP: with SSO-only on, password sign-in answers 403
-// password_login_disabled except for the break-glass admin.
+// password_login_disabled except for the break-glass admin with its right
+// password.
 func TestSSOOnlyOverHTTP(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{})
@@ -407,6 +408,10 @@ func TestSSOOnlyOverHTTP(t *testing.T) {
 		expect(t, "SSO-only", http.StatusOK, "")
 	e.do(request{method: "POST", path: "/api/auth/login", body: loginBody("ops2@example.com", "operator passphrase")}).
 		expect(t, "a password login in SSO-only mode", http.StatusForbidden, "password_login_disabled")
+	// The break-glass account's wrong password answers the same, or probing
+	// would name it.
+	e.do(request{method: "POST", path: "/api/auth/login", body: loginBody(operatorEmail, "not the passphrase")}).
+		expect(t, "the break-glass account's wrong password in SSO-only mode", http.StatusForbidden, "password_login_disabled")
 	e.loginAs(operatorEmail, operatorPassword)
 }
 

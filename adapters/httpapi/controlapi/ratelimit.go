@@ -10,9 +10,17 @@ import (
 )
 
 // maxBuckets bounds the limiter's memory. When it is full, buckets that
-// have refilled completely are dropped; if none has, new addresses are
-// refused until one does (redemption is rare, so failing closed is cheap).
+// have refilled completely are dropped; if none has, the fullest of a few
+// buckets picked at random makes room. Refusing new addresses instead
+// would let whoever holds maxBuckets addresses (a few IPv6 /48s) shut
+// everyone else out; evicting gives such a caller nothing it did not
+// already have (each of its addresses starts with a full bucket anyway),
+// while a drained address is evicted only if every sampled one is as
+// drained.
 const maxBuckets = 1 << 16
+
+// evictSample is how many buckets are looked at to choose one to evict.
+const evictSample = 8
 
 // limiter is a token bucket per key.
 type limiter struct {
@@ -22,6 +30,7 @@ type limiter struct {
 	buckets   map[string]*bucket
 	lastPrune time.Time
 	clock     func() time.Time
+	max       int // buckets kept at most; 0 means maxBuckets (tests set less)
 }
 
 type bucket struct {
@@ -45,8 +54,8 @@ func (l *limiter) allow(key string) (bool, time.Duration) {
 	now := l.clock()
 	b, ok := l.buckets[key]
 	if !ok {
-		if len(l.buckets) >= maxBuckets && !l.prune(now) {
-			return false, time.Minute
+		if len(l.buckets) >= l.capacity() && !l.prune(now) {
+			l.evict(now)
 		}
 		b = &bucket{tokens: l.burst, at: now}
 		l.buckets[key] = b
@@ -77,7 +86,28 @@ func (l *limiter) prune(now time.Time) bool {
 			}
 		}
 	}
-	return len(l.buckets) < maxBuckets
+	return len(l.buckets) < l.capacity()
+}
+
+// evict drops the fullest of evictSample buckets (map order is random).
+func (l *limiter) evict(now time.Time) {
+	victim, best, n := "", -1.0, 0
+	for k, b := range l.buckets {
+		if l.refill(b, now); b.tokens > best {
+			victim, best = k, b.tokens
+		}
+		if n++; n == evictSample {
+			break
+		}
+	}
+	delete(l.buckets, victim)
+}
+
+func (l *limiter) capacity() int {
+	if l.max > 0 {
+		return l.max
+	}
+	return maxBuckets
 }
 
 // proxyTrust says when X-Forwarded-For is believed.
