@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -113,7 +114,7 @@ func TestClusterNodeLoss(t *testing.T) {
 	runs := []*agent{run}
 	online := func() []string {
 		var ids []string
-		for _, s := range cp.sensors() {
+		for _, s := range allSensors(cp) {
 			if s.State == "online" {
 				ids = append(ids, s.ID)
 			}
@@ -234,4 +235,28 @@ func provMetrics(t *testing.T, url string) map[string]string {
 		}
 	}
 	return out
+}
+
+// allSensors lists the tenant's sensors, every page (plane.sensors reads
+// the first, 50).
+func allSensors(cp *plane) []sensorView {
+	cp.t.Helper()
+	var out []sensorView
+	cursor := ""
+	for {
+		var page struct {
+			Items      []sensorView
+			NextCursor *string
+		}
+		path := "/api/sensors?limit=200&tenantId=" + tenantID
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		cp.must("GET", path, nil, 200, &page)
+		out = append(out, page.Items...)
+		if page.NextCursor == nil || *page.NextCursor == "" {
+			return out
+		}
+		cursor = *page.NextCursor
+	}
 }
