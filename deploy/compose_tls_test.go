@@ -6,22 +6,19 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/rxc-project/rxc/adapters/loopback"
-	"github.com/rxc-project/rxc/adapters/nats/embedded"
-	"github.com/rxc-project/rxc/adapters/postgres/pgserver"
+	"github.com/rxc-project/rxc/internal/natstest"
+	"github.com/rxc-project/rxc/internal/pgtest"
 )
 
 // natsTLSDir is where compose mounts the certificates into nats-server.
@@ -114,41 +111,52 @@ func TestComposeNATSClusterRunsWithTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	servers := map[string]*server.Server{}
+	// natstest writes the client listen, monitoring port, server name and
+	// JetStream store; the node's own settings follow as it wrote them,
+	// its store moved to natstest's and its routes to loopback.
+	servers := map[string]*natstest.Server{}
 	for _, n := range names {
+		dir := t.TempDir()
 		conf := nodes[n]
 		conf = includeLine.ReplaceAllString(conf, "") // no operator: TLS is what runs here
-		conf = strings.Replace(conf, "http_port: 8222", "http_port: -1", 1)
-		conf = strings.Replace(conf, "/data/jetstream", filepath.Join(t.TempDir(), "js"), 1)
+		conf = strings.Replace(conf, "http_port: 8222", "", 1)
+		conf = strings.Replace(conf, "/data/jetstream", filepath.Join(dir, "jetstream-"+n), 1)
 		first := true
 		conf = listenLine.ReplaceAllStringFunc(conf, func(l string) string {
-			indent := l[:len(l)-len(strings.TrimLeft(l, " \t"))]
-			port := client[n]
-			if !first {
-				port = route[n]
+			if first { // the client listen: natstest's
+				first = false
+				return ""
 			}
-			first = false
-			return fmt.Sprintf("%slisten: 127.0.0.1:%d", indent, port)
+			indent := l[:len(l)-len(strings.TrimLeft(l, " \t"))]
+			return fmt.Sprintf("%slisten: 127.0.0.1:%d", indent, route[n])
 		})
 		for _, other := range names {
 			conf = strings.ReplaceAll(conf, fmt.Sprintf("nats-route://%s:%d", other, natsRoutePort), fmt.Sprintf("nats-route://127.0.0.1:%d", route[other]))
 		}
-		path := filepath.Join(t.TempDir(), n+".conf")
-		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		s, err := embedded.Start(path, embedded.Options{})
-		if err != nil {
-			t.Fatalf("%s did not start: %v", n, err)
-		}
-		t.Cleanup(s.Shutdown)
-		servers[n] = s
+		servers[n] = natstest.New(t, natstest.Options{Dir: dir, Name: n, Port: client[n], Config: conf, ReadyTimeout: 60 * time.Second})
+	}
+	// A node is healthy once the cluster has a JetStream meta leader:
+	// start all of them before waiting on any.
+	var wg sync.WaitGroup
+	for _, n := range names {
+		wg.Go(func() {
+			if err := servers[n].TryStart(); err != nil {
+				t.Errorf("%s did not start: %v", n, err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for _, n := range names {
-		for servers[n].NumRoutes() < len(names)-1 {
+		var routez struct {
+			NumRoutes int `json:"num_routes"`
+		}
+		for servers[n].Monitor("/routez", &routez) != nil || routez.NumRoutes < len(names)-1 {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s has %d routes, want %d: the TLS routes do not form", n, servers[n].NumRoutes(), len(names)-1)
+				t.Fatalf("%s has %d routes, want %d: the TLS routes do not form", n, routez.NumRoutes, len(names)-1)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -208,86 +216,37 @@ func TestComposePostgresRunsWithTLS(t *testing.T) {
 	if pg == nil {
 		t.Fatal("no postgres service")
 	}
-	bin, err := pgserver.Binaries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "rxc-compose-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	var runAs *user.User
-	if os.Geteuid() == 0 {
-		if runAs, err = user.Lookup("postgres"); err != nil {
-			t.Fatal("running as root needs a 'postgres' system user")
-		}
-	}
-	own := func(path string, mode os.FileMode) {
-		t.Helper()
-		if err := os.Chmod(path, mode); err != nil {
-			t.Fatal(err)
-		}
-		if runAs != nil {
-			uid, _ := strconv.Atoi(runAs.Uid)
-			gid, _ := strconv.Atoi(runAs.Gid)
-			if err := os.Chown(path, uid, gid); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	run := func(name string, args ...string) {
-		t.Helper()
-		cmd := exec.Command(filepath.Join(bin, name), args...)
-		if runAs != nil {
-			cmd = exec.Command("runuser", append([]string{"-u", "postgres", "--", filepath.Join(bin, name)}, args...)...)
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", name, err, out)
-		}
-	}
-	own(dir, 0o700)
-	// What the entrypoint installs and mounts, at places of this test.
+	// What the entrypoint installs and mounts, in the cluster's folder.
 	files := map[string]string{
 		"/var/lib/postgresql/server.key": filepath.Join(certs, "postgres.key"),
 		"/var/lib/postgresql/server.crt": filepath.Join(certs, "postgres.crt"),
 		"/etc/rxc/pg_hba.conf":           "postgres/pg_hba.conf",
 	}
-	local := map[string]string{}
+	opts := pgtest.Options{Files: map[string][]byte{}, Settings: map[string]string{}}
 	for target, src := range files {
-		dst := filepath.Join(dir, filepath.Base(target))
-		if err := os.WriteFile(dst, []byte(readFile(t, src)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		own(dst, 0o600)
-		local[target] = dst
+		opts.Files[filepath.Base(target)] = []byte(readFile(t, src))
 	}
-	data := filepath.Join(dir, "data")
-	run("initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions")
-	port, err := loopback.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	entry := strings.Join(pg.Entrypoint, " ")
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", port, dir)
-	settings := settingArg.FindAllStringSubmatch(entry, -1)
+	settings := settingArg.FindAllStringSubmatch(strings.Join(pg.Entrypoint, " "), -1)
 	if len(settings) == 0 {
 		t.Fatal("compose's postgres entrypoint passes no -c settings")
 	}
 	for _, m := range settings {
 		v := m[2]
-		if p, ok := local[v]; ok {
-			v = p
+		if _, ok := files[v]; ok {
+			v = "{dir}/" + filepath.Base(v)
 		}
-		opts += fmt.Sprintf(" -c %s=%s", m[1], v)
+		opts.Settings[m[1]] = v
 	}
-	run("pg_ctl", "-D", data, "-l", filepath.Join(dir, "postgres.log"), "-o", opts, "-w", "-t", "60", "start")
-	t.Cleanup(func() { run("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop") })
+	cluster, err := pgtest.StartWith(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// The image creates the role and databases over the socket.
-	admin, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable", dir, port))
+	admin, err := pgx.Connect(ctx, cluster.SocketDSN("postgres"))
 	if err != nil {
 		t.Fatalf("socket connection for setup: %v", err)
 	}
@@ -304,7 +263,7 @@ func TestComposePostgresRunsWithTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.Host = fmt.Sprintf("localhost:%d", port)
+	u.Host = fmt.Sprintf("localhost:%d", cluster.Port())
 	q := u.Query()
 	q.Set("sslrootcert", filepath.Join(certs, "ca.crt"))
 	u.RawQuery = q.Encode()

@@ -33,6 +33,9 @@ go run ./bench/controlplane -fanout "$fanout"
 echo "== event pipeline load driver (one gRPC stream → JetStream → PostgreSQL)"
 go run ./bench/events
 
+echo "== history retention pass (PostgreSQL, a million audit entries)"
+go run ./bench/retention
+
 # Fleet scale: enrolment, a command to every sensor with each command stream
 # retention, and the control plane's memory with every sensor connected, each
 # next to bare nats-server. With RXC_BENCH_SENSORS=1000 it takes a few

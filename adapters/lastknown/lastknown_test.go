@@ -30,6 +30,13 @@ func newOperator(t *testing.T) operator {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return operator{pub: pub, seed: seed, signer: signerFor(t, seed)}
+}
+
+// signerFor is a signer on the operator or signing key seed, with a
+// control account.
+func signerFor(t *testing.T, seed []byte) *jwtauthority.Signer {
+	t.Helper()
 	s, err := jwtauthority.New(jwtauthority.Config{OperatorSeed: seed, Stream: "RXC_CMD",
 		ControlJetStream: jwtauthority.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
 	if err != nil {
@@ -42,7 +49,7 @@ func newOperator(t *testing.T) operator {
 	if s, err = s.WithControlAccount(ctl); err != nil {
 		t.Fatal(err)
 	}
-	return operator{pub: pub, seed: seed, signer: s}
+	return s
 }
 
 func (o operator) account(t *testing.T, kind provisioning.AccountKind, pub string, revoked ...string) provisioning.Account {
@@ -191,16 +198,7 @@ func signingOperator(t *testing.T, keys int) (idSeed []byte, idPub string, signe
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := jwtauthority.New(jwtauthority.Config{OperatorSeed: seed, Stream: "RXC_CMD",
-			ControlJetStream: jwtauthority.Limits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumers: -1}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctl, _, _ := s.NewAccountKey()
-		if s, err = s.WithControlAccount(ctl); err != nil {
-			t.Fatal(err)
-		}
-		signers = append(signers, operator{pub: pub, signer: s})
+		signers = append(signers, operator{pub: pub, signer: signerFor(t, seed)})
 	}
 	return idSeed, idPub, signers
 }

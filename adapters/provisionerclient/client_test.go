@@ -61,6 +61,14 @@ func newProvisioner(t *testing.T, header string, script ...reply) *provisioner {
 	return p
 }
 
+// wantCalls fails t unless the provisioner has answered want requests.
+func (p *provisioner) wantCalls(t *testing.T, want int64) {
+	t.Helper()
+	if got := p.calls.Load(); got != want {
+		t.Errorf("provisioner calls = %d, want %d", got, want)
+	}
+}
+
 func (p *provisioner) serve(w http.ResponseWriter, r *http.Request) {
 	n := int(p.calls.Add(1))
 	var body map[string]any
@@ -238,9 +246,7 @@ func TestWrongSecretIsReportedAndNotRetried(t *testing.T) {
 	if !errors.Is(err, fleet.ErrProvisionerUnavailable) || !strings.Contains(err.Error(), "shared secret") {
 		t.Fatalf("err = %v, want ErrProvisionerUnavailable naming the shared secret", err)
 	}
-	if got := p.calls.Load(); got != 1 {
-		t.Errorf("calls = %d, want 1", got)
-	}
+	p.wantCalls(t, 1)
 	if got := c.BreakerState(); got != "closed" {
 		t.Errorf("breaker = %q, want closed", got)
 	}
@@ -284,9 +290,7 @@ func TestRetryPolicy(t *testing.T) {
 			if tt.wantCode != "" && (!errors.As(err, &pe) || pe.Code != tt.wantCode) {
 				t.Errorf("err = %#v, want *ProblemError with code %q", err, tt.wantCode)
 			}
-			if got := p.calls.Load(); got != tt.wantCalls {
-				t.Errorf("calls = %d, want %d", got, tt.wantCalls)
-			}
+			p.wantCalls(t, tt.wantCalls)
 		})
 	}
 }
@@ -322,9 +326,7 @@ func TestInvalidIDsNeverReachTheProvisioner(t *testing.T) {
 	if err := c.RevokeUser(t.Context(), "", userKey); !errors.Is(err, fleet.ErrInvalidInput) {
 		t.Errorf("RevokeUser err = %v, want ErrInvalidInput", err)
 	}
-	if got := p.calls.Load(); got != 0 {
-		t.Errorf("calls = %d, want 0", got)
-	}
+	p.wantCalls(t, 0)
 }
 
 func TestRetryAfter(t *testing.T) {
@@ -342,9 +344,7 @@ func TestRetryAfter(t *testing.T) {
 		if got := time.Since(start); got < time.Second {
 			t.Errorf("retried after %v, want at least the 1s Retry-After", got)
 		}
-		if got := p.calls.Load(); got != 2 {
-			t.Errorf("calls = %d, want 2", got)
-		}
+		p.wantCalls(t, 2)
 	})
 	t.Run("beyond the call timeout gives up at once", func(t *testing.T) {
 		t.Parallel()
@@ -360,9 +360,7 @@ func TestRetryAfter(t *testing.T) {
 		if got := time.Since(start); got >= cfg.Timeout {
 			t.Errorf("returned after %v, want before the %v timeout", got, cfg.Timeout)
 		}
-		if got := p.calls.Load(); got != 1 {
-			t.Errorf("calls = %d, want 1", got)
-		}
+		p.wantCalls(t, 1)
 	})
 }
 
@@ -394,9 +392,7 @@ func TestBreakerOpensAndFailsFast(t *testing.T) {
 			if got := c.BreakerState(); got != tt.wantState {
 				t.Errorf("breaker = %q, want %q", got, tt.wantState)
 			}
-			if got := p.calls.Load(); got != tt.wantCalls {
-				t.Errorf("server calls = %d, want %d", got, tt.wantCalls)
-			}
+			p.wantCalls(t, tt.wantCalls)
 		})
 	}
 }
@@ -412,9 +408,7 @@ func TestOpenBreakerErrorAndRetriesStopWhenItOpens(t *testing.T) {
 	if !errors.Is(err, fleet.ErrProvisionerUnavailable) {
 		t.Fatalf("err = %v, want ErrProvisionerUnavailable", err)
 	}
-	if got := p.calls.Load(); got != 2 {
-		t.Errorf("server calls = %d, want 2: retries must stop once the breaker opens", got)
-	}
+	p.wantCalls(t, 2) // retries stop once the breaker opens
 	_, err = c.EnsureSensorUser(t.Context(), "t1", "s1")
 	if !errors.Is(err, fleet.ErrProvisionerUnavailable) {
 		t.Errorf("open breaker err = %v, want ErrProvisionerUnavailable", err)
@@ -484,9 +478,7 @@ func TestDisabledMakesNoCalls(t *testing.T) {
 			t.Errorf("%s err = %v, want ErrProvisionerDisabled", name, err)
 		}
 	}
-	if got := p.calls.Load(); got != 0 {
-		t.Errorf("server calls = %d, want 0", got)
-	}
+	p.wantCalls(t, 0)
 }
 
 func TestContextAndTimeoutBoundCalls(t *testing.T) {
@@ -551,9 +543,7 @@ func TestOversizedResponseRefused(t *testing.T) {
 	if !errors.Is(err, fleet.ErrProvisionerUnavailable) || !strings.Contains(err.Error(), "larger than") {
 		t.Fatalf("err = %v, want ErrProvisionerUnavailable for an oversized body", err)
 	}
-	if got := p.calls.Load(); got != 1 {
-		t.Errorf("calls = %d, want 1", got)
-	}
+	p.wantCalls(t, 1)
 }
 
 func TestRedirectsAreNotFollowed(t *testing.T) {

@@ -22,19 +22,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -61,6 +66,7 @@ var shapes = map[string]shape{
 	"wq-r3-mem":     {"3 nodes, work-queue R3 stream, R3 consumers, consumer state in memory", 3, jetstream.WorkQueuePolicy, 3, true},
 	"limits-r3":     {"3 nodes, limits R3 stream, R3 consumers", 3, jetstream.LimitsPolicy, 3, false},
 	"limits-r1":     {"3 nodes, limits R3 stream, R1 consumers (shipped now)", 3, jetstream.LimitsPolicy, 1, false},
+	"limits-r1-mem": {"3 nodes, limits R3 stream, R1 consumers, consumer state in memory", 3, jetstream.LimitsPolicy, 1, true},
 }
 
 type result struct {
@@ -72,6 +78,11 @@ type result struct {
 	// directory (JetStream store, configuration, log) after the fan-out;
 	// rss is 0 when unknown (in process).
 	rss, disk int64
+	// createCPU is the CPU time the machine spent on the creation: this
+	// process and its children (the nats-servers when they run as
+	// processes).
+	createCPU time.Duration
+	consumers int // created (the sensors of the shape)
 	listed    time.Duration
 	recreate  time.Duration
 	// The node loss (nodeLoss): how the provisioner found the consumers
@@ -94,6 +105,10 @@ func main() {
 	flag.IntVar(&recoverWorkers, "recover-workers", 256, "consumers re-checked and recreated at once with -recover recorded (the provisioner's nodeLossWorkers)")
 	flag.StringVar(&recovery, "recover", "recorded", "how the killed node's consumers are found: recorded (each consumer's node recorded at creation, the lost node named by the stream: what the provisioner does) or list (every consumer listed, nats-server names the missing ones: the fallback, and what the provisioner did before)")
 	shipped := flag.Bool("shipped", true, "also enrol the sensors through the provisioner on the shipped shape (three nodes, COMMAND_STREAM_RETENTION=limits, COMMAND_CONSUMER_REPLICAS=1, PostgreSQL)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the provisioner runs in it) during the shipped enrolment to this file")
+	pgPool := flag.Int("pgpool", 0, "the shipped shape's provisioner PostgreSQL pool size (pool_max_conns in PG_DSN; 0: the provisioner's default)")
+	blockProfile := flag.String("blockprofile", "", "write a block profile of this process during the shipped enrolment to this file (where the provisioner's requests wait)")
+	natsProfile := flag.String("natsprofile", "", "write CPU profiles of the shipped shape's nats-servers (the first 10 s of the enrolment) to this prefix, one file a node")
 	flag.Parse()
 	ctx := context.Background()
 	fmt.Printf("machine: %s; %d sensors per shape; nats-server %s\n", benchenv.Machine(), *sensors, serverKind())
@@ -114,7 +129,7 @@ func main() {
 	var prov provResult
 	if *shipped {
 		fmt.Fprintln(os.Stderr, "== the shipped shape through the provisioner")
-		prov = provisioned(ctx, *sensors)
+		prov = provisioned(ctx, *sensors, *pgPool, *cpuProfile, *blockProfile, *natsProfile)
 		if prov.err != nil {
 			fmt.Fprintln(os.Stderr, "shipped:", prov.err)
 		}
@@ -153,7 +168,11 @@ func main() {
 		if r.rss == 0 {
 			mem = fmt.Sprintf("(in process), %d MiB", r.disk>>20)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f%s | %s%s | %s | %s |\n", r.shape.name, r.create.Round(time.Millisecond), r.createdPerSecond, rel, r.fanout.Round(time.Millisecond), frel, mem, kill)
+		cpu := ""
+		if r.createCPU > 0 {
+			cpu = fmt.Sprintf(" (CPU %s, %.2f ms a consumer)", r.createCPU.Round(10*time.Millisecond), r.createCPU.Seconds()*1000/float64(r.consumers))
+		}
+		fmt.Fprintf(&b, "| %s | %s%s | %.0f%s | %s%s | %s | %s |\n", r.shape.name, r.create.Round(time.Millisecond), cpu, r.createdPerSecond, rel, r.fanout.Round(time.Millisecond), frel, mem, kill)
 	}
 	if *shipped {
 		switch {
@@ -164,7 +183,9 @@ func main() {
 			if base != nil && base.err == nil {
 				rel = fmt.Sprintf(" (%.2f of single limits consumer creation)", prov.rate/base.createdPerSecond)
 			}
-			fmt.Fprintf(&b, "| the shipped shape through the provisioner: POST /users (user JWT, PostgreSQL, consumer; 32 at a time) | %s | %.0f%s | (bare row above) | | |\n", prov.total.Round(time.Millisecond), prov.rate, rel)
+			fmt.Fprintf(&b, "| the shipped shape through the provisioner: POST /users (user JWT, PostgreSQL, consumer; 32 at a time) | %s (CPU %s, %.2f ms a sensor: provisioner and its client %s, nats-servers %s, PostgreSQL %s) | %.0f%s | (bare row above) | | |\n",
+				prov.total.Round(time.Millisecond), prov.cpu.Round(10*time.Millisecond), prov.cpu.Seconds()*1000/float64(*sensors),
+				prov.self.Round(10*time.Millisecond), prov.nats.Round(10*time.Millisecond), prov.pg.Round(10*time.Millisecond), prov.rate, rel)
 		}
 	}
 	fmt.Print(b.String())
@@ -201,7 +222,7 @@ func loadavg() string {
 }
 
 func measure(ctx context.Context, sh shape, n int, kill bool) (r result) {
-	r.shape = sh
+	r.shape, r.consumers = sh, n
 	t := &benchenv.T{}
 	defer t.Close()
 	nodes, err := startNodes(t, sh.nodes)
@@ -242,6 +263,7 @@ func measure(ctx context.Context, sh shape, n int, kill bool) (r result) {
 			AckWait: 30 * time.Second, MaxDeliver: 10, MaxAckPending: 16, Replicas: sh.consumerR, MemoryStorage: sh.memState,
 		}
 	}
+	cpu0 := benchenv.TreeCPU(os.Getpid())
 	var failed atomic.Int64
 	placed := make([]string, n) // the node each create answer named
 	start := time.Now()
@@ -258,6 +280,7 @@ func measure(ctx context.Context, sh shape, n int, kill bool) (r result) {
 	})
 	r.create = time.Since(start)
 	r.createdPerSecond = float64(n) / r.create.Seconds()
+	r.createCPU = benchenv.TreeCPU(os.Getpid()) - cpu0
 	if f := failed.Load(); f > 0 {
 		r.err = fmt.Errorf("%d of %d consumers not created", f, n)
 		return r
@@ -788,13 +811,29 @@ func retry(ctx context.Context, d time.Duration, fn func() error) error {
 type provResult struct {
 	total time.Duration
 	rate  float64
-	err   error
+	// cpu is what the enrolment cost the machine: this process (the
+	// provisioner and the HTTP client driving it), the nats-servers and
+	// PostgreSQL.
+	cpu, self, nats, pg time.Duration
+	err                 error
+}
+
+// selfCPU is this process's own CPU time (user and system, children
+// excluded).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // provisioned enrols n sensors through the provisioner (POST /users, 32 at
 // a time, over ten tenants) on three nats-servers in the shape deploy/
-// ships, PostgreSQL on the same disk.
-func provisioned(ctx context.Context, n int) (r provResult) {
+// ships, PostgreSQL on the same disk. With cpuProfile it writes a CPU
+// profile of this process (the provisioner and the HTTP client) during
+// the enrolment to that file.
+func provisioned(ctx context.Context, n, pgPool int, cpuProfile, blockProfile, natsProfile string) (r provResult) {
 	t := &benchenv.T{}
 	defer t.Close()
 	pg, err := pgtest.Start()
@@ -804,8 +843,13 @@ func provisioned(ctx context.Context, n int) (r provResult) {
 	}
 	t.Cleanup(func() { _ = pg.Stop() })
 	pgtest.Use(pg.DSN("postgres"))
+	dsn := ""
+	if pgPool > 0 {
+		dsn = pgtest.DSN(t) + fmt.Sprintf("&pool_max_conns=%d", pgPool)
+	}
 	prov := provisionertest.Start(t, provisionertest.Options{
-		LogLevel: "warn", ClusterNodes: 3, ConsumerReplicas: 1, CommandStreamRetention: "limits", CommandStreamMaxConsumers: n + 10,
+		PGDSN: dsn, LogLevel: "warn", ClusterNodes: 3, ConsumerReplicas: 1, CommandStreamRetention: "limits", CommandStreamMaxConsumers: n + 10,
+		NATSProfiling: natsProfile != "",
 	})
 	for i := range 10 {
 		if status, body := prov.Post("/accounts", map[string]string{"tenantId": fmt.Sprintf("t%d", i)}); status != 200 && status != 201 {
@@ -813,12 +857,78 @@ func provisioned(ctx context.Context, n int) (r provResult) {
 			return r
 		}
 	}
+	// Like the bare run's one NATS connection, the client keeps a
+	// connection for each request in flight (http.DefaultClient keeps 2 a
+	// host: the others would each open and close a TCP connection).
+	//
+	// The bare runs create their stream before the clock starts; the
+	// provisioner creates the command stream when it connects, which on a
+	// cluster still forming can take seconds (meanwhile POST /users waits
+	// for it or answers 503). One enrolment outside the measured ones,
+	// retried until it succeeds, starts the clock on a ready stream.
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	defer hc.CloseIdleConnections()
+	warm := time.Now()
+	if err := retry(ctx, time.Minute, func() error {
+		status, body, err := postUser(hc, prov, "t0", "warm-up")
+		if err == nil && status != 200 && status != 201 {
+			err = fmt.Errorf("POST /users: %d %s", status, body)
+		}
+		return err
+	}); err != nil {
+		r.err = fmt.Errorf("first enrolment: %w", err)
+		return r
+	}
+	fmt.Fprintf(os.Stderr, "first enrolment (the provisioner ensures the command stream) in %s\n", time.Since(warm).Round(time.Millisecond))
+	var natsPIDs []int
+	for _, node := range prov.Nodes {
+		natsPIDs = append(natsPIDs, node.PID())
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			r.err = err
+			return r
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			r.err = err
+			return r
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if blockProfile != "" {
+		runtime.SetBlockProfileRate(int(100 * time.Microsecond))
+		defer func() {
+			runtime.SetBlockProfileRate(0)
+			f, err := os.Create(blockProfile)
+			if err == nil {
+				_ = pprof.Lookup("block").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
+	}
+	var profiles sync.WaitGroup
+	if natsProfile != "" {
+		for i, node := range prov.Nodes {
+			profiles.Go(func() {
+				if err := fetchProfile(node.ProfileURL()+"/debug/pprof/profile?seconds=10", fmt.Sprintf("%s%d.pb.gz", natsProfile, i+1)); err != nil {
+					fmt.Fprintln(os.Stderr, "nats-server profile:", err)
+				}
+			})
+		}
+	}
+	defer profiles.Wait()
 	var failed atomic.Int64
 	var first atomic.Value
+	all0, self0, nats0, pg0 := benchenv.TreeCPU(os.Getpid(), pg.PID()), selfCPU(), benchenv.TreeCPU(natsPIDs...), benchenv.TreeCPU(pg.PID())
 	start := time.Now()
 	_ = benchenv.Parallel(ctx, n, 32, func(i int) error {
 		for attempt := 0; ; attempt++ {
-			status, _, body := prov.Request("POST", "/users", map[string]string{"tenantId": fmt.Sprintf("t%d", i%10), "sensorId": fmt.Sprintf("s-%06d", i)})
+			status, body, err := postUser(hc, prov, fmt.Sprintf("t%d", i%10), fmt.Sprintf("s-%06d", i))
+			if err != nil {
+				status, body = 0, []byte(err.Error())
+			}
 			if status == 200 || status == 201 {
 				return nil
 			}
@@ -833,9 +943,54 @@ func provisioned(ctx context.Context, n int) (r provResult) {
 	})
 	r.total = time.Since(start)
 	r.rate = float64(n) / r.total.Seconds()
+	r.cpu, r.self = benchenv.TreeCPU(os.Getpid(), pg.PID())-all0, selfCPU()-self0
+	r.nats, r.pg = benchenv.TreeCPU(natsPIDs...)-nats0, benchenv.TreeCPU(pg.PID())-pg0
 	if f := failed.Load(); f > 0 {
 		r.err = fmt.Errorf("%d of %d sensors not provisioned (first: %v)", f, n, first.Load())
 	}
-	fmt.Fprintf(os.Stderr, "provisioned %d sensors in %s\n", n, r.total.Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "provisioned %d sensors in %s; CPU %s (this process %s, nats-servers %s, PostgreSQL %s)\n", n, r.total.Round(time.Millisecond),
+		r.cpu.Round(10*time.Millisecond), r.self.Round(10*time.Millisecond), r.nats.Round(10*time.Millisecond), r.pg.Round(10*time.Millisecond))
 	return r
+}
+
+// fetchProfile saves what a pprof URL answers to path.
+func fetchProfile(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// postUser asks the provisioner for a sensor's user (POST /users).
+func postUser(hc *http.Client, prov *provisionertest.Stack, tenantID, sensorID string) (int, []byte, error) {
+	data, err := json.Marshal(map[string]string{"tenantId": tenantID, "sensorId": sensorID})
+	if err != nil {
+		return 0, nil, err
+	}
+	req, err := http.NewRequest(http.MethodPost, prov.URL+"/users", bytes.NewReader(data))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Backend-Shared-Secret", prov.Secret)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
 }

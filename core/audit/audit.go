@@ -154,3 +154,11 @@ func decodeCursor(c string) (int64, error) {
 	}
 	return id, nil
 }
+
+// Pruner deletes entries recorded before a cut-off (history retention,
+// core/retention): at most limit per call, oldest first, in one short
+// statement, returning how many it deleted. Entries at or after before
+// stay, and listing (ids, cursors, filters) answers the same for them.
+type Pruner interface {
+	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
+}

@@ -70,6 +70,26 @@ func (f *fixture) loggedIn(t testing.TB, email string, role operators.Role, tena
 	return p
 }
 
+// member is an operator of a test, logged in.
+type member struct {
+	op      operators.Operator
+	p       operators.Principal
+	session string
+}
+
+// staff creates and logs in an admin, bob (operator of acme) and carol (of
+// acme in carolRole), in that order.
+func (f *fixture) staff(t testing.TB, carolRole operators.Role) (admin, bob, carol member) {
+	t.Helper()
+	admin.op = f.operator(t, "admin@example.com", operators.RoleAdmin)
+	bob.op = f.operator(t, "bob@example.com", operators.RoleOperator, "acme")
+	carol.op = f.operator(t, "carol@example.com", carolRole, "acme")
+	admin.p, admin.session = f.login(t, "admin@example.com")
+	bob.p, bob.session = f.login(t, "bob@example.com")
+	carol.p, carol.session = f.login(t, "carol@example.com")
+	return admin, bob, carol
+}
+
 // login signs email in with the shared password and returns the session's principal and token.
 func (f *fixture) login(t testing.TB, email string) (operators.Principal, string) {
 	t.Helper()

@@ -57,58 +57,53 @@ func TestScopesAcrossTenants(t *testing.T) {
 func TestManagingOperatorsNeedsAdmin(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.operator(t, "admin@example.com", operators.RoleAdmin)
-	bob := f.operator(t, "bob@example.com", operators.RoleOperator, "acme")
-	carol := f.operator(t, "carol@example.com", operators.RoleViewer, "acme")
-	admin, _ := f.login(t, "admin@example.com")
-	bobP, _ := f.login(t, "bob@example.com")
-	_, carolSession := f.login(t, "carol@example.com")
+	admin, bob, carol := f.staff(t, operators.RoleViewer)
 
 	// Refused for a non-admin, each next to the admin doing the same.
-	_, err := f.svc.ListOperators(f.ctx, bobP)
+	_, err := f.svc.ListOperators(f.ctx, bob.p)
 	wantErr(t, "operator lists operators", err, operators.ErrForbidden)
-	if list, err := f.svc.ListOperators(f.ctx, admin); err != nil || len(list) != 3 {
+	if list, err := f.svc.ListOperators(f.ctx, admin.p); err != nil || len(list) != 3 {
 		t.Errorf("admin lists %d operators, %v; want 3", len(list), err)
 	}
-	if o, err := f.svc.Operator(f.ctx, admin, carol.ID); err != nil || o.ID != carol.ID {
+	if o, err := f.svc.Operator(f.ctx, admin.p, carol.op.ID); err != nil || o.ID != carol.op.ID {
 		t.Errorf("admin reads carol = %+v, %v", o, err)
 	}
-	_, err = f.svc.Operator(f.ctx, bobP, carol.ID)
+	_, err = f.svc.Operator(f.ctx, bob.p, carol.op.ID)
 	wantErr(t, "operator reads another operator", err, operators.ErrNotFound)
-	if o, err := f.svc.Operator(f.ctx, bobP, bob.ID); err != nil || o.ID != bob.ID {
+	if o, err := f.svc.Operator(f.ctx, bob.p, bob.op.ID); err != nil || o.ID != bob.op.ID {
 		t.Errorf("operator reads self = %+v, %v", o, err)
 	}
-	_, err = f.svc.AddOperator(f.ctx, bobP, operators.NewOperator{Email: "eve@example.com", Password: password, Role: operators.RoleAdmin})
+	_, err = f.svc.AddOperator(f.ctx, bob.p, operators.NewOperator{Email: "eve@example.com", Password: password, Role: operators.RoleAdmin})
 	wantErr(t, "operator adds an admin", err, operators.ErrForbidden)
 	if _, _, err := f.store.OperatorByEmail(f.ctx, "eve@example.com"); !errors.Is(err, operators.ErrNotFound) {
 		t.Errorf("a refused AddOperator stored eve: %v", err)
 	}
-	if eve, err := f.svc.AddOperator(f.ctx, admin, operators.NewOperator{Email: "eve@example.com", Password: password, Role: operators.RoleViewer, Tenants: []string{"acme"}}); err != nil || eve.Role != operators.RoleViewer {
+	if eve, err := f.svc.AddOperator(f.ctx, admin.p, operators.NewOperator{Email: "eve@example.com", Password: password, Role: operators.RoleViewer, Tenants: []string{"acme"}}); err != nil || eve.Role != operators.RoleViewer {
 		t.Errorf("admin adds a viewer = %+v, %v", eve, err)
 	}
 	adminRole, beta := operators.RoleAdmin, []string{"acme", "beta"}
-	_, err = f.svc.UpdateOperator(f.ctx, bobP, bob.ID, operators.Update{Role: &adminRole})
+	_, err = f.svc.UpdateOperator(f.ctx, bob.p, bob.op.ID, operators.Update{Role: &adminRole})
 	wantErr(t, "operator promotes self", err, operators.ErrForbidden)
-	_, err = f.svc.UpdateOperator(f.ctx, bobP, bob.ID, operators.Update{Tenants: &beta})
+	_, err = f.svc.UpdateOperator(f.ctx, bob.p, bob.op.ID, operators.Update{Tenants: &beta})
 	wantErr(t, "operator widens own tenants", err, operators.ErrForbidden)
-	if o, _ := f.store.OperatorByID(f.ctx, bob.ID); o.Role != operators.RoleOperator || len(o.Tenants) != 1 {
+	if o, _ := f.store.OperatorByID(f.ctx, bob.op.ID); o.Role != operators.RoleOperator || len(o.Tenants) != 1 {
 		t.Errorf("refused updates changed bob: %+v", o)
 	}
-	_, err = f.svc.SignOutEverywhere(f.ctx, bobP, carol.ID)
+	_, err = f.svc.SignOutEverywhere(f.ctx, bob.p, carol.op.ID)
 	wantErr(t, "operator signs another out", err, operators.ErrNotFound)
-	if _, err := f.svc.Authenticate(f.ctx, carolSession); err != nil {
+	if _, err := f.svc.Authenticate(f.ctx, carol.session); err != nil {
 		t.Errorf("carol's session after a refused sign-out: %v", err)
 	}
-	if n, err := f.svc.SignOutEverywhere(f.ctx, admin, carol.ID); err != nil || n != 1 {
+	if n, err := f.svc.SignOutEverywhere(f.ctx, admin.p, carol.op.ID); err != nil || n != 1 {
 		t.Errorf("admin signs carol out = %d, %v; want 1", n, err)
 	}
-	_, err = f.svc.Authenticate(f.ctx, carolSession)
+	_, err = f.svc.Authenticate(f.ctx, carol.session)
 	wantErr(t, "session after sign-out", err, operators.ErrUnauthenticated)
 
 	// Disabling ends the sessions at once and refuses the next login.
 	_, bobSession := f.login(t, "bob@example.com")
 	disabled := true
-	if _, err := f.svc.UpdateOperator(f.ctx, admin, bob.ID, operators.Update{Disabled: &disabled}); err != nil {
+	if _, err := f.svc.UpdateOperator(f.ctx, admin.p, bob.op.ID, operators.Update{Disabled: &disabled}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = f.svc.Authenticate(f.ctx, bobSession)
@@ -119,15 +114,15 @@ func TestManagingOperatorsNeedsAdmin(t *testing.T) {
 	// A demoted admin starts with no tenants.
 	other := f.operator(t, "other-admin@example.com", operators.RoleAdmin)
 	viewerRole := operators.RoleViewer
-	if o, err := f.svc.UpdateOperator(f.ctx, admin, other.ID, operators.Update{Role: &viewerRole}); err != nil || o.Role != operators.RoleViewer || len(o.Tenants) != 0 {
+	if o, err := f.svc.UpdateOperator(f.ctx, admin.p, other.ID, operators.Update{Role: &viewerRole}); err != nil || o.Role != operators.RoleViewer || len(o.Tenants) != 0 {
 		t.Errorf("demoted admin = %+v, %v; want a viewer with no tenants", o, err)
 	}
 	// The last enabled admin stays.
-	_, err = f.svc.UpdateOperator(f.ctx, admin, admin.Operator.ID, operators.Update{Role: &viewerRole})
+	_, err = f.svc.UpdateOperator(f.ctx, admin.p, admin.op.ID, operators.Update{Role: &viewerRole})
 	wantErr(t, "demote the last admin", err, operators.ErrLastAdmin)
-	_, err = f.svc.UpdateOperator(f.ctx, admin, admin.Operator.ID, operators.Update{Disabled: &disabled})
+	_, err = f.svc.UpdateOperator(f.ctx, admin.p, admin.op.ID, operators.Update{Disabled: &disabled})
 	wantErr(t, "disable the last admin", err, operators.ErrLastAdmin)
-	if _, err := f.svc.ListOperators(f.ctx, admin); err != nil {
+	if _, err := f.svc.ListOperators(f.ctx, admin.p); err != nil {
 		t.Errorf("the admin after refused self-demotion: %v", err)
 	}
 }
@@ -135,12 +130,7 @@ func TestManagingOperatorsNeedsAdmin(t *testing.T) {
 func TestPasswordChange(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.operator(t, "admin@example.com", operators.RoleAdmin)
-	bob := f.operator(t, "bob@example.com", operators.RoleOperator, "acme")
-	carol := f.operator(t, "carol@example.com", operators.RoleOperator, "acme")
-	admin, _ := f.login(t, "admin@example.com")
-	bobP, bobSession := f.login(t, "bob@example.com")
-	_, carolSession := f.login(t, "carol@example.com")
+	admin, bob, carol := f.staff(t, operators.RoleOperator)
 	const next = "a much better passphrase"
 
 	// One's own password needs the current one.
@@ -154,13 +144,13 @@ func TestPasswordChange(t *testing.T) {
 		"new password over-long":  {password, string(make([]byte, operators.MaxPasswordBytes+1)), operators.ErrInvalidInput},
 		"another operator's (op)": {password, next, operators.ErrNotFound},
 	} {
-		id := bob.ID
+		id := bob.op.ID
 		if name == "another operator's (op)" {
-			id = carol.ID
+			id = carol.op.ID
 		}
-		wantErr(t, name, f.svc.ResetPassword(f.ctx, bobP, id, tc.current, tc.next), tc.want)
+		wantErr(t, name, f.svc.ResetPassword(f.ctx, bob.p, id, tc.current, tc.next), tc.want)
 	}
-	if _, err := f.svc.Authenticate(f.ctx, carolSession); err != nil {
+	if _, err := f.svc.Authenticate(f.ctx, carol.session); err != nil {
 		t.Errorf("carol's session after bob's refused attempt on her password: %v", err)
 	}
 	if _, _, _, err := f.svc.Login(f.ctx, "carol@example.com", password, "192.0.2.9"); err != nil {
@@ -169,10 +159,10 @@ func TestPasswordChange(t *testing.T) {
 
 	// Control: with the current password it changes, every session ends,
 	// the old password stops working and the new one works.
-	if err := f.svc.ResetPassword(f.ctx, bobP, bob.ID, password, next); err != nil {
+	if err := f.svc.ResetPassword(f.ctx, bob.p, bob.op.ID, password, next); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.svc.Authenticate(f.ctx, bobSession)
+	_, err := f.svc.Authenticate(f.ctx, bob.session)
 	wantErr(t, "session after password change", err, operators.ErrUnauthenticated)
 	_, _, _, err = f.svc.Login(f.ctx, "bob@example.com", password, "192.0.2.1")
 	wantErr(t, "old password", err, operators.ErrInvalidCredentials)
@@ -181,12 +171,12 @@ func TestPasswordChange(t *testing.T) {
 	}
 
 	// An admin sets another's password without knowing it.
-	if err := f.svc.ResetPassword(f.ctx, admin, carol.ID, "", next); err != nil {
+	if err := f.svc.ResetPassword(f.ctx, admin.p, carol.op.ID, "", next); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.svc.Authenticate(f.ctx, carolSession)
+	_, err = f.svc.Authenticate(f.ctx, carol.session)
 	wantErr(t, "carol's session after the admin's reset", err, operators.ErrUnauthenticated)
-	wantErr(t, "reset an unknown operator", f.svc.ResetPassword(f.ctx, admin, "op-unknown", "", next), operators.ErrNotFound)
+	wantErr(t, "reset an unknown operator", f.svc.ResetPassword(f.ctx, admin.p, "op-unknown", "", next), operators.ErrNotFound)
 }
 
 // Wrong current passwords count as failed logins of the account: a stolen

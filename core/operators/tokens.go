@@ -51,6 +51,24 @@ type TokenStore interface {
 	// RevokeAPIToken marks the token revoked at at (keeping an earlier
 	// revocation) and returns it.
 	RevokeAPIToken(ctx context.Context, id string, at time.Time) (APIToken, error)
+	APITokenPruner
+}
+
+// APITokenPruner deletes API tokens that ended (APITokenEnded) before a
+// cut-off (history retention, core/retention): at most limit per call,
+// returning how many. A token that is still usable is never deleted; an
+// ended one authenticates nobody whether or not it is still listed.
+type APITokenPruner interface {
+	PruneAPITokens(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// APITokenEnded is when t stopped being usable: the first of its
+// revocation and its expiry.
+func APITokenEnded(t APIToken) time.Time {
+	if !t.RevokedAt.IsZero() && t.RevokedAt.Before(t.ExpiresAt) {
+		return t.RevokedAt
+	}
+	return t.ExpiresAt
 }
 
 // NewAPIToken is what creating a token takes.

@@ -13,11 +13,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,6 +140,18 @@ type Cluster struct {
 	bin   string
 	port  int
 	runAs string
+	opts  Options
+}
+
+// Options are what a cluster runs with beyond pgtest's own settings.
+type Options struct {
+	// Files are written into the cluster's folder under their names before
+	// it starts, owned by the server's user with mode 0600 (as a TLS key
+	// must be).
+	Files map[string][]byte
+	// Settings are server settings (-c name=value) after pgtest's own; in
+	// a value, "{dir}" stands for the cluster's folder, where Files lie.
+	Settings map[string]string
 }
 
 // DSN returns a connection string for database db on the cluster.
@@ -145,13 +159,26 @@ func (c *Cluster) DSN(db string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, db)
 }
 
+// SocketDSN returns a connection string for database db over the
+// cluster's Unix socket, which pg_hba.conf rules for host connections do
+// not cover.
+func (c *Cluster) SocketDSN(db string) string {
+	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable", c.dir, c.port, db)
+}
+
+// Port is the cluster's loopback port.
+func (c *Cluster) Port() int { return c.port }
+
 // Start initialises and starts a cluster on a free loopback port.
-func Start() (*Cluster, error) {
+func Start() (*Cluster, error) { return StartWith(Options{}) }
+
+// StartWith is Start with opts.
+func StartWith(opts Options) (*Cluster, error) {
 	bin, err := pgserver.Binaries()
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{bin: bin}
+	c := &Cluster{bin: bin, opts: opts}
 	if os.Geteuid() == 0 {
 		// initdb and postgres refuse to run as root.
 		if _, err := user.Lookup("postgres"); err != nil {
@@ -168,6 +195,10 @@ func Start() (*Cluster, error) {
 		return nil, err
 	}
 	if err := c.prepareDir(); err != nil {
+		c.cleanup()
+		return nil, err
+	}
+	if err := c.install(); err != nil {
 		c.cleanup()
 		return nil, err
 	}
@@ -188,6 +219,18 @@ func Start() (*Cluster, error) {
 	return nil, fmt.Errorf("pg_ctl start: %w\n%s", err, log)
 }
 
+// Own starts a cluster of the test's own, one it may halt and resume
+// without touching other tests' databases, stopped when the test ends.
+func Own(t TB) *Cluster {
+	t.Helper()
+	c, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	return c
+}
+
 // Stop stops the cluster and removes its files.
 func (c *Cluster) Stop() error {
 	err := c.run(filepath.Join(c.bin, "pg_ctl"), "-D", c.data(), "-m", "immediate", "-w", "stop")
@@ -204,12 +247,29 @@ func (c *Cluster) Halt() error {
 // Resume starts a halted cluster again on its port.
 func (c *Cluster) Resume() error {
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", c.port, c.dir)
+	for _, name := range slices.Sorted(maps.Keys(c.opts.Settings)) {
+		opts += fmt.Sprintf(" -c %s=%s", name, strings.ReplaceAll(c.opts.Settings[name], "{dir}", c.dir))
+	}
 	return c.run(filepath.Join(c.bin, "pg_ctl"), "-D", c.data(), "-l", filepath.Join(c.dir, "postgres.log"), "-o", opts, "-w", "-t", "60", "start")
 }
 
 func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }
 
 func (c *Cluster) cleanup() { _ = os.RemoveAll(c.dir) }
+
+// install writes Options.Files into the cluster's folder.
+func (c *Cluster) install() error {
+	for name, content := range c.opts.Files {
+		path := filepath.Join(c.dir, name)
+		if err := os.WriteFile(path, content, 0o600); err != nil {
+			return err
+		}
+		if err := c.chown(path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // prepareDir lets the postgres user reach a folder that MkdirTemp made 0700.
 func (c *Cluster) prepareDir() error {
@@ -219,13 +279,21 @@ func (c *Cluster) prepareDir() error {
 	if err := os.Chmod(c.dir, 0o755); err != nil {
 		return err
 	}
+	return c.chown(c.dir)
+}
+
+// chown gives path to the server's user when it is not this process's.
+func (c *Cluster) chown(path string) error {
+	if c.runAs == "" {
+		return nil
+	}
 	u, err := user.Lookup(c.runAs)
 	if err != nil {
 		return err
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	return os.Chown(c.dir, uid, gid)
+	return os.Chown(path, uid, gid)
 }
 
 func (c *Cluster) run(name string, args ...string) error {

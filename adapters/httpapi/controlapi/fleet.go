@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/nullable"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/operators"
@@ -42,8 +43,8 @@ type tenantJSON struct {
 
 func tenantOut(t fleet.Tenant) tenantJSON {
 	return tenantJSON{
-		ID: t.ID, Name: t.Name, NATSAccountPubKey: optString(t.NATSAccountPubKey),
-		NATSStatus: string(t.NATSStatus), CreatedAt: optTime(t.CreatedAt),
+		ID: t.ID, Name: t.Name, NATSAccountPubKey: nullable.String(t.NATSAccountPubKey),
+		NATSStatus: string(t.NATSStatus), CreatedAt: nullable.Time(t.CreatedAt),
 	}
 }
 
@@ -66,9 +67,9 @@ type claimCodeJSON struct {
 
 func claimCodeOut(c fleet.ClaimCode) claimCodeJSON {
 	return claimCodeJSON{
-		ID: c.ID, TenantID: c.TenantID, SensorName: optString(c.SensorName),
+		ID: c.ID, TenantID: c.TenantID, SensorName: nullable.String(c.SensorName),
 		ExpiresAt: c.ExpiresAt.UTC(), CreatedAt: c.CreatedAt.UTC(),
-		UsedAt: optTime(c.UsedAt), RevokedAt: optTime(c.RevokedAt), SensorID: optString(c.SensorID),
+		UsedAt: nullable.Time(c.UsedAt), RevokedAt: nullable.Time(c.RevokedAt), SensorID: nullable.String(c.SensorID),
 	}
 }
 
@@ -105,9 +106,9 @@ type commandJSON struct {
 func commandOut(c fleet.Command) commandJSON {
 	out := commandJSON{
 		CommandID: c.ID, Action: string(c.Action), IssuedAt: c.IssuedAt.UTC(), IssuedBy: c.IssuedBy,
-		ExpiresAt: c.ExpiresAt.UTC(), IdempotencyKey: optString(c.IdempotencyKey), Status: string(c.Status),
-		AcceptedAt: optTime(c.AcceptedAt), FailedAt: optTime(c.FailedAt), ReportedAt: optTime(c.AcknowledgedAt),
-		Outcome: optString(string(c.Outcome)), OutcomeReason: optString(c.OutcomeReason), OutcomeDetail: optString(c.OutcomeDetail),
+		ExpiresAt: c.ExpiresAt.UTC(), IdempotencyKey: nullable.String(c.IdempotencyKey), Status: string(c.Status),
+		AcceptedAt: nullable.Time(c.AcceptedAt), FailedAt: nullable.Time(c.FailedAt), ReportedAt: nullable.Time(c.AcknowledgedAt),
+		Outcome: nullable.String(string(c.Outcome)), OutcomeReason: nullable.String(c.OutcomeReason), OutcomeDetail: nullable.String(c.OutcomeDetail),
 	}
 	if c.Outcome == fleet.OutcomeApplied {
 		out.AcknowledgedAt = out.ReportedAt
@@ -140,10 +141,10 @@ type sensorJSON struct {
 
 func sensorOut(s fleet.Sensor) sensorJSON {
 	out := sensorJSON{
-		ID: s.ID, TenantID: s.TenantID, Name: s.Name, Hostname: optString(s.Hostname),
-		State: string(s.State), LastSeenAt: optTime(s.LastSeenAt), CreatedAt: optTime(s.CreatedAt),
-		AgentVersion: optString(s.AgentVersion), Address: optString(s.Address),
-		Labels: maps.Clone(s.Labels), DecommissionedAt: optTime(s.DecommissionedAt),
+		ID: s.ID, TenantID: s.TenantID, Name: s.Name, Hostname: nullable.String(s.Hostname),
+		State: string(s.State), LastSeenAt: nullable.Time(s.LastSeenAt), CreatedAt: nullable.Time(s.CreatedAt),
+		AgentVersion: nullable.String(s.AgentVersion), Address: nullable.String(s.Address),
+		Labels: maps.Clone(s.Labels), DecommissionedAt: nullable.Time(s.DecommissionedAt),
 	}
 	if out.Labels == nil {
 		out.Labels = map[string]string{}
@@ -156,21 +157,6 @@ func sensorOut(s fleet.Sensor) sensorJSON {
 		out.LastCommand = &cmd
 	}
 	return out
-}
-
-func optString(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func optTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	t = t.UTC()
-	return &t
 }
 
 // pathID returns the {id} path value when it is a valid id; otherwise it
@@ -321,6 +307,14 @@ type commandRequest struct {
 	Action string `json:"action"`
 }
 
+// actionOf is the command action a request names: start or stop.
+func actionOf(s string) (fleet.Action, error) {
+	if a := fleet.Action(s); a.Valid() {
+		return a, nil
+	}
+	return "", fmt.Errorf("%w: action %q (want start or stop)", fleet.ErrInvalidInput, s)
+}
+
 // IdempotencyKeyHeader names the header that makes command creation
 // idempotent: a repeat with the same key (per sensor) returns the first
 // command and never publishes a second one.
@@ -337,8 +331,9 @@ func (a *API) issueCommand(w http.ResponseWriter, r *http.Request, p operators.P
 		problem.Write(w, r, p)
 		return
 	}
-	if !fleet.Action(req.Action).Valid() {
-		a.fail(w, r, fmt.Errorf("%w: action %q (want start or stop)", fleet.ErrInvalidInput, req.Action))
+	action, err := actionOf(req.Action)
+	if err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	if !a.messaging {
@@ -347,7 +342,7 @@ func (a *API) issueCommand(w http.ResponseWriter, r *http.Request, p operators.P
 		a.fail(w, r, fleet.ErrMessagingDisabled)
 		return
 	}
-	c, created, err := a.fleet.IssueCommand(r.Context(), id, fleet.Action(req.Action), p.Actor(), r.Header.Get(IdempotencyKeyHeader))
+	c, created, err := a.fleet.IssueCommand(r.Context(), id, action, p.Actor(), r.Header.Get(IdempotencyKeyHeader))
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/nullable"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/operators"
@@ -38,7 +39,7 @@ func writePage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p opera
 		a.fail(w, r, err)
 		return
 	}
-	out := page[J]{Items: make([]J, 0, len(items)), NextCursor: optString(next)}
+	out := page[J]{Items: make([]J, 0, len(items)), NextCursor: nullable.String(next)}
 	for _, it := range items {
 		out.Items = append(out.Items, render(it))
 	}
@@ -178,8 +179,9 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 		problem.Write(w, r, pr)
 		return
 	}
-	if !fleet.Action(req.Action).Valid() {
-		a.fail(w, r, fmt.Errorf("%w: action %q (want start or stop)", fleet.ErrInvalidInput, req.Action))
+	action, err := actionOf(req.Action)
+	if err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	if (req.Filter == nil) == (req.SensorIDs == nil) {
@@ -187,7 +189,7 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 		return
 	}
 	br := fleet.BatchRequest{
-		Action: fleet.Action(req.Action), SensorIDs: req.SensorIDs, IssuedBy: p.Actor(), OperatorID: p.Operator.ID,
+		Action: action, SensorIDs: req.SensorIDs, IssuedBy: p.Actor(), OperatorID: p.Operator.ID,
 		IdempotencyKey: r.Header.Get(IdempotencyKeyHeader),
 	}
 	scope, ok := a.scopeOf(w, r, p, "", operators.PermOperate)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/nullable"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/operators"
@@ -26,7 +27,7 @@ type operatorJSON struct {
 
 func operatorOut(o operators.Operator) operatorJSON {
 	return operatorJSON{ID: o.ID, Email: o.Email, Role: string(o.Role), Tenants: nonNil(o.Tenants),
-		Disabled: !o.Enabled(), DisabledAt: optTime(o.DisabledAt), CreatedAt: o.CreatedAt.UTC(), SecondFactor: o.SecondFactor}
+		Disabled: !o.Enabled(), DisabledAt: nullable.Time(o.DisabledAt), CreatedAt: o.CreatedAt.UTC(), SecondFactor: o.SecondFactor}
 }
 
 // operatorID answers 400 unless {id} looks like an operator id.
@@ -166,7 +167,7 @@ type tokenJSON struct {
 
 func tokenOut(t operators.APIToken) tokenJSON {
 	return tokenJSON{ID: t.ID, OperatorID: t.OperatorID, Name: t.Name, Role: string(t.Role), Tenants: nonNil(t.Tenants),
-		CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt.UTC(), ExpiresAt: t.ExpiresAt.UTC(), RevokedAt: optTime(t.RevokedAt)}
+		CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt.UTC(), ExpiresAt: t.ExpiresAt.UTC(), RevokedAt: nullable.Time(t.RevokedAt)}
 }
 
 func (a *API) listTokens(w http.ResponseWriter, r *http.Request, p operators.Principal) {

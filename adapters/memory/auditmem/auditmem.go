@@ -19,19 +19,24 @@ type Config struct{}
 // Store keeps entries in a slice guarded by one mutex.
 type Store struct {
 	mu      sync.Mutex
-	entries []audit.Entry // entries[i].ID == i+1
+	entries []audit.Entry // ids growing
+	last    int64         // the last id given
 }
 
 // New returns an empty Store.
 func New(Config) (*Store, error) { return &Store{}, nil }
 
-var _ audit.Store = (*Store)(nil)
+var (
+	_ audit.Store  = (*Store)(nil)
+	_ audit.Pruner = (*Store)(nil)
+)
 
 // AppendAudit implements audit.Store; the entry's ID is assigned.
 func (s *Store) AppendAudit(_ context.Context, e audit.Entry) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e.ID = int64(len(s.entries) + 1)
+	s.last++
+	e.ID = s.last
 	e.At = e.At.UTC().Truncate(time.Microsecond)
 	s.entries = append(s.entries, e)
 	return nil
@@ -55,4 +60,20 @@ func (s *Store) ListAudit(_ context.Context, f audit.Filter) ([]audit.Entry, err
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// PruneAudit implements audit.Pruner: the oldest entries recorded before
+// before, up to limit.
+func (s *Store) PruneAudit(_ context.Context, before time.Time, limit int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	s.entries = slices.DeleteFunc(s.entries, func(e audit.Entry) bool {
+		if n < limit && e.At.Before(before) {
+			n++
+			return true
+		}
+		return false
+	})
+	return n, nil
 }

@@ -4,12 +4,11 @@ import (
 	"testing"
 
 	"github.com/rxc-project/rxc/adapters/memory/auditmem"
-	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/audit/audittest"
 )
 
 func TestContract(t *testing.T) {
-	audittest.Run(t, func(t *testing.T) audit.Store {
+	audittest.Run(t, func(t *testing.T) audittest.Store {
 		s, err := auditmem.New(auditmem.Config{})
 		if err != nil {
 			t.Fatal(err)

@@ -305,3 +305,20 @@ func (s *Store) History(_ context.Context, tenantID string, addrs []netip.Addr, 
 	}
 	return out, nil
 }
+
+var _ events.Pruner = (*Store)(nil)
+
+// DropDaysBefore implements events.Pruner: every event of a UTC day that
+// ended at or before before goes, and the days are counted.
+func (s *Store) DropDaysBefore(_ context.Context, before time.Time) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	days := map[time.Time]bool{}
+	for k, ev := range s.rows {
+		if d := events.Day(ev.Time); events.DayEnded(d, before) {
+			days[d] = true
+			delete(s.rows, k)
+		}
+	}
+	return len(days), nil
+}

@@ -25,6 +25,10 @@ type sensor struct {
 	lastStatusAt  time.Time
 	revokedAt     time.Time
 	lastCommandID string
+	// namedCommandID is the last command to this sensor alone (the
+	// PostgreSQL store's sensors.last_command_id): kept by history
+	// retention like the last command.
+	namedCommandID string
 }
 
 type claim struct {
@@ -45,6 +49,16 @@ type cert struct {
 type token struct {
 	fleet.Token
 	used, revoked bool
+	// usedAt and revokedAt are when (the first time) it was used or
+	// revoked: history retention deletes ended tokens by them.
+	usedAt, revokedAt time.Time
+}
+
+// end marks t revoked at at unless it already ended so.
+func (t *token) end(at time.Time) {
+	if !t.revoked {
+		t.revoked, t.revokedAt = true, at
+	}
 }
 
 // Store keeps everything in maps guarded by one mutex.
@@ -317,9 +331,9 @@ func (s *Store) CompleteEnrollment(_ context.Context, e fleet.EnrollmentRecord) 
 	if s.tokenIndex(e.SensorTokenHash) >= 0 {
 		return fleet.ErrConflict
 	}
-	t.used = true
+	t.used, t.usedAt = true, e.At
 	s.replaceCertificate(e.SensorID, e.Certificate, e.At)
-	s.rotateToken(e.SensorID, e.SensorTokenHash, e.SensorTokenExpiresAt)
+	s.rotateToken(e.SensorID, e.SensorTokenHash, e.SensorTokenExpiresAt, e.At)
 	sn.State, sn.NATSUserPubKey, sn.NATSAccountPubKey = e.State, e.NATSUserPubKey, e.NATSAccountPubKey
 	if e.Labels != nil {
 		sn.Labels = maps.Clone(e.Labels)
@@ -355,7 +369,7 @@ func (s *Store) RenewCertificate(_ context.Context, r fleet.RenewalRecord) error
 			ProvenSignedAt: r.ProvenSignedAt.UTC().Truncate(time.Microsecond),
 		}
 	}
-	s.rotateToken(r.SensorID, r.SensorTokenHash, r.SensorTokenExpiresAt)
+	s.rotateToken(r.SensorID, r.SensorTokenHash, r.SensorTokenExpiresAt, r.At)
 	// Keep the latest three superseded certificates.
 	var old []*cert
 	for _, c := range s.certs {
@@ -411,10 +425,10 @@ func (s *Store) ActiveCertificateCount(sensorID string) int {
 	return n
 }
 
-func (s *Store) rotateToken(sensorID string, hash []byte, expires time.Time) {
+func (s *Store) rotateToken(sensorID string, hash []byte, expires, at time.Time) {
 	for _, old := range s.tokens {
-		if old.SensorID == sensorID && old.Kind == fleet.TokenSensor {
-			old.revoked = true
+		if old.SensorID == sensorID && old.Kind == fleet.TokenSensor && !old.used {
+			old.end(at)
 		}
 	}
 	s.tokens = append(s.tokens, &token{Token: fleet.Token{SensorID: sensorID, Kind: fleet.TokenSensor, Hash: bytes.Clone(hash), ExpiresAt: expires}})
@@ -594,7 +608,7 @@ func (s *Store) revoke(sn *sensor, at time.Time) {
 	}
 	for _, t := range s.tokens {
 		if t.SensorID == sensorID && !t.used {
-			t.revoked = true
+			t.end(at)
 		}
 	}
 }
@@ -659,7 +673,7 @@ func (s *Store) CreateCommand(_ context.Context, c fleet.Command) (fleet.Command
 	}
 	c.Status, c.FirstSentAt = fleet.CommandPending, c.IssuedAt
 	s.commands[c.ID] = &c
-	sn.lastCommandID = c.ID
+	sn.lastCommandID, sn.namedCommandID = c.ID, c.ID
 	return c, true, nil
 }
 

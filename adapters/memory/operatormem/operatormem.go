@@ -403,3 +403,17 @@ func utc(t time.Time) time.Time {
 	}
 	return t.UTC()
 }
+
+// PruneAPITokens implements operators.APITokenPruner.
+func (s *Store) PruneAPITokens(_ context.Context, before time.Time, limit int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id, t := range s.tokens {
+		if n < limit && operators.APITokenEnded(t.APIToken).Before(before) {
+			delete(s.tokens, id)
+			n++
+		}
+	}
+	return n, nil
+}

@@ -2,7 +2,6 @@ package sensorbus_test
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -52,35 +51,23 @@ func TestConfirmationReplyCannotReachOtherSubjects(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := newClient(t, url, static(w.backendCreds()))
 	answered := make(chan string, 64)
-	c.SubscribeStatus(func(_ context.Context, m fleet.StatusUpdate) {
+	answeringBackend(t, url, w.backendCreds(), "cmd-x", func(m fleet.StatusUpdate) {
 		mu.Lock()
 		statuses = append(statuses, m.Sensor)
 		mu.Unlock()
 		if m.Confirm != nil {
-			m.Confirm(fleet.ResultsConfirmation{TenantID: m.Sensor.TenantID, SensorID: m.Sensor.SensorID, Recorded: []string{"cmd-x"}})
 			answered <- m.Sensor.SensorID
 		}
 	})
-	startReady(t, c)
 
 	n1, _ := w.sensor(url, s1)
 	n2, _ := w.sensor(url, s2)
-	victim, err := n2.SubscribeSync(s2.InboxPrefix() + ".>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n2.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	victim := subscribed(t, n2, s2.InboxPrefix()+".>")
 
 	// Positive control first.
-	own, err := n1.SubscribeSync(s1.InboxPrefix() + ".results")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n1.PublishMsg(&nats.Msg{Subject: s1.StatusSubject(), Reply: s1.InboxPrefix() + ".results", Data: []byte(statusJSON("own"))}); err != nil {
+	own := subscribed(t, n1, s1.InboxPrefix()+".results")
+	if err := report(n1, s1, s1.InboxPrefix()+".results", "own"); err != nil {
 		t.Fatal(err)
 	}
 	msg, err := own.NextMsg(3 * time.Second)
@@ -120,10 +107,10 @@ func TestConfirmationReplyCannotReachOtherSubjects(t *testing.T) {
 		"$JS.ACK." + stream + "." + c2 + ".1.1.1.1700000000000000000.0",
 		"$JS.ACK.dom.acc." + stream + "." + c2 + ".1.1.1.1700000000000000000.0.tok",
 	} {
-		_ = n1.PublishMsg(&nats.Msg{Subject: s1.StatusSubject(), Reply: reply, Data: []byte(statusJSON("attack"))})
+		_ = report(n1, s1, reply, "attack")
 	}
 	for _, reply := range targets {
-		if err := n1.PublishMsg(&nats.Msg{Subject: s1.StatusSubject(), Reply: reply, Data: []byte(statusJSON("attack"))}); err != nil {
+		if err := report(n1, s1, reply, "attack"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,6 +12,43 @@ import (
 	"github.com/rxc-project/rxc/sdk/sensorwire"
 )
 
+// answeringBackend starts, on url with creds, a backend status
+// subscription that answers every report carrying a reply subject with a
+// confirmation recording cmd; then, when not nil, hands the update on.
+func answeringBackend(t *testing.T, url, creds, cmd string, then func(fleet.StatusUpdate)) {
+	t.Helper()
+	c := newClient(t, url, static(creds))
+	c.SubscribeStatus(func(_ context.Context, m fleet.StatusUpdate) {
+		if m.Confirm != nil {
+			m.Confirm(fleet.ResultsConfirmation{TenantID: m.Sensor.TenantID, SensorID: m.Sensor.SensorID, Recorded: []string{cmd}})
+		}
+		if then != nil {
+			then(m)
+		}
+	})
+	startReady(t, c)
+}
+
+// subscribed subscribes nc to subject and flushes, so that the server has
+// the interest before anything is published.
+func subscribed(t *testing.T, nc *nats.Conn, subject string) *nats.Subscription {
+	t.Helper()
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return sub
+}
+
+// report publishes a status report of s with detail, its reply subject
+// reply.
+func report(nc *nats.Conn, s topology.Sensor, reply, detail string) error {
+	return nc.PublishMsg(&nats.Msg{Subject: s.StatusSubject(), Reply: reply, Data: []byte(statusJSON(detail))})
+}
+
 // A status report published with a reply subject in the sensor's inbox is
 // answered there with the fleet's confirmation, across the tenant's status
 // import; a report without one gets a nil Confirm; a backend user without
@@ -31,29 +68,19 @@ func TestStatusConfirmationReachesTheSensor(t *testing.T) {
 			w.admin(url, s1)
 			perms := topology.BackendPermissions()
 			perms.Responses = tt.responses
-			c := newClient(t, url, static(w.creds(w.control, "backend", perms)))
 			got := make(chan fleet.StatusUpdate, 4)
-			c.SubscribeStatus(func(_ context.Context, m fleet.StatusUpdate) {
-				got <- m
-				if m.Confirm != nil {
-					m.Confirm(fleet.ResultsConfirmation{TenantID: m.Sensor.TenantID, SensorID: m.Sensor.SensorID, Recorded: []string{"cmd-1"}})
-				}
-			})
-			startReady(t, c)
+			answeringBackend(t, url, w.creds(w.control, "backend", perms), "cmd-1", func(m fleet.StatusUpdate) { got <- m })
 
 			snc, _ := w.sensor(url, s1)
 			inbox := s1.InboxPrefix() + ".results"
-			answers, err := snc.SubscribeSync(inbox)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := snc.Publish(s1.StatusSubject(), []byte(statusJSON("plain"))); err != nil {
+			answers := subscribed(t, snc, inbox)
+			if err := report(snc, s1, "", "plain"); err != nil {
 				t.Fatal(err)
 			}
 			if m := <-got; m.Confirm != nil {
 				t.Error("a report without a reply subject has a Confirm")
 			}
-			if err := snc.PublishMsg(&nats.Msg{Subject: s1.StatusSubject(), Reply: inbox, Data: []byte(statusJSON("with results"))}); err != nil {
+			if err := report(snc, s1, inbox, "with results"); err != nil {
 				t.Fatal(err)
 			}
 			if m := <-got; m.Confirm == nil {
@@ -88,25 +115,13 @@ func TestStatusConfirmationCannotBeForged(t *testing.T) {
 	url := w.start(freePort(t))
 	s1, s2 := sensorT1("s1"), sensorT1("s2")
 	w.admin(url, s1, s2)
-	c := newClient(t, url, static(w.backendCreds()))
-	c.SubscribeStatus(func(_ context.Context, m fleet.StatusUpdate) {
-		if m.Confirm != nil {
-			m.Confirm(fleet.ResultsConfirmation{TenantID: m.Sensor.TenantID, SensorID: m.Sensor.SensorID, Recorded: []string{"cmd-of-s2"}})
-		}
-	})
-	startReady(t, c)
+	answeringBackend(t, url, w.backendCreds(), "cmd-of-s2", nil)
 	n1, _ := w.sensor(url, s1)
 	n2, _ := w.sensor(url, s2)
-	victim, err := n2.SubscribeSync(s2.InboxPrefix() + ".results")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n2.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	victim := subscribed(t, n2, s2.InboxPrefix()+".results")
 	forged := []byte(`{"tenantId":"t1","sensorId":"s2","recorded":["cmd-of-s2"]}`)
 	_ = n1.Publish(s2.InboxPrefix()+".results", forged)
-	if err := n1.PublishMsg(&nats.Msg{Subject: s1.StatusSubject(), Reply: s2.InboxPrefix() + ".results", Data: []byte(statusJSON("report"))}); err != nil {
+	if err := report(n1, s1, s2.InboxPrefix()+".results", "report"); err != nil {
 		t.Fatal(err)
 	}
 	msg, err := victim.NextMsg(3 * time.Second)

@@ -97,6 +97,83 @@ func (c *cluster) streamLeader(ctx context.Context, adm jetstream.JetStream) int
 	return -1
 }
 
+// ensureStream has ops ensure the command stream on the cluster and waits
+// until its three replicas are current; it returns the admin's JetStream.
+// The meta group elects its leader after the routes are up; until then
+// JetStream API calls fail, so EnsureStream is retried.
+func (c *cluster) ensureStream(ctx context.Context, ops *serveradmin.Client) jetstream.JetStream {
+	t := c.e.t
+	t.Helper()
+	eventually(t, 15*time.Second, "EnsureStream with 3 replicas", func() bool { return ops.EnsureStream(ctx) == nil })
+	adm := c.e.admin(c.urls())
+	eventually(t, 15*time.Second, "three current stream replicas", func() bool { return streamHealthy(ctx, adm, 3) })
+	return adm
+}
+
+// publisher is the control plane's command publisher on the cluster
+// (sensorbus as the backend user), connected.
+func (c *cluster) publisher(ctx context.Context) *sensorbus.Client {
+	t, e := c.e.t, c.e
+	t.Helper()
+	backend := e.user(e.ctlPub, e.ctlSeed, "backend", topology.BackendPermissions())
+	creds, err := e.signer.Creds(backend.JWT, backend.Seed)
+	must(t, err)
+	msg, err := sensorbus.New(sensorbus.Config{
+		URL: c.urls(), Creds: func(context.Context) (string, error) { return string(creds), nil },
+		ReconnectWait: 50 * time.Millisecond, PublishTimeout: 2 * time.Second, DrainTimeout: 2 * time.Second,
+	})
+	must(t, err)
+	t.Cleanup(msg.Close)
+	msg.Start(ctx)
+	eventually(t, 10*time.Second, "sensorbus ready", msg.Ready)
+	return msg
+}
+
+// publishStored publishes command id to s until the stream acknowledges
+// it, as a caller must while its connection moves to another node; the
+// message id makes a retry of an already stored command harmless.
+func publishStored(t *testing.T, ctx context.Context, msg *sensorbus.Client, s topology.Sensor, id string, within time.Duration) {
+	t.Helper()
+	eventually(t, within, "command "+id+" stored", func() bool {
+		_, err := msg.PublishCommand(ctx, fleet.Command{ID: id, TenantID: s.TenantID, SensorID: s.SensorID, Action: fleet.ActionStart})
+		return err == nil
+	})
+}
+
+// sensorJS connects sensor s of the account (acctPub, acctSeed) to the
+// cluster with its own user, as agents do, reconnecting for ever.
+func (c *cluster) sensorJS(s topology.Sensor, acctPub string, acctSeed []byte) jetstream.JetStream {
+	t := c.e.t
+	t.Helper()
+	u := c.e.user(acctPub, acctSeed, s.SensorID, s.Permissions())
+	nc, err := connect(c.urls(), u, nats.CustomInboxPrefix(s.InboxPrefix()), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	must(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.NewWithAPIPrefix(nc, topology.APIPrefix)
+	must(t, err)
+	return js
+}
+
+// fetchIDs pulls up to max messages from s's consumer with js and returns
+// their message ids; with ack, only those it acknowledged (double ack).
+func fetchIDs(ctx context.Context, js jetstream.JetStream, s topology.Sensor, max int, wait time.Duration, ack bool) ([]string, error) {
+	cons, err := js.Consumer(ctx, stream, s.Consumer())
+	if err != nil {
+		return nil, err
+	}
+	b, err := cons.Fetch(max, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for m := range b.Messages() {
+		if !ack || m.DoubleAck(ctx) == nil {
+			ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
+		}
+	}
+	return ids, nil
+}
+
 // streamHealthy reports whether the stream has a leader and every replica
 // is online and caught up.
 func streamHealthy(ctx context.Context, adm jetstream.JetStream, replicas int) bool {
@@ -130,43 +207,14 @@ func TestClusterCommandsSurviveANodeOutage(t *testing.T) {
 	cfg := e.config(urls)
 	cfg.Stream.Replicas = 3
 	ops := e.client(cfg)
-	// The meta group elects its leader after the routes are up; until then
-	// JetStream API calls fail.
-	var ensureErr error
-	eventually(t, 15*time.Second, "EnsureStream with 3 replicas", func() bool {
-		ensureErr = ops.EnsureStream(ctx)
-		return ensureErr == nil
-	})
-	adm := e.admin(urls)
-	eventually(t, 15*time.Second, "three current stream replicas", func() bool { return streamHealthy(ctx, adm, 3) })
+	adm := cl.ensureStream(ctx, ops)
 
 	tPub, tSeed := e.tenant("acme")
 	s := topology.Sensor{Stream: stream, TenantID: "acme", SensorID: "s-1"}
 	must(t, ops.EnsureConsumer(ctx, s))
 
-	backend := e.user(e.ctlPub, e.ctlSeed, "backend", topology.BackendPermissions())
-	creds, err := e.signer.Creds(backend.JWT, backend.Seed)
-	must(t, err)
-	msg, err := sensorbus.New(sensorbus.Config{
-		URL: urls, Creds: func(context.Context) (string, error) { return string(creds), nil },
-		ReconnectWait: 50 * time.Millisecond, PublishTimeout: 2 * time.Second, DrainTimeout: 2 * time.Second,
-	})
-	must(t, err)
-	t.Cleanup(msg.Close)
-	msg.Start(ctx)
-	eventually(t, 10*time.Second, "sensorbus ready", msg.Ready)
-
-	// publish retries one command until the stream acknowledges it, as a
-	// caller must while its connection moves to another node; the message
-	// id makes a retry of an already stored command harmless.
-	publish := func(id string) {
-		t.Helper()
-		var err error
-		eventually(t, 10*time.Second, "command "+id+" acknowledged", func() bool {
-			_, err = msg.PublishCommand(ctx, fleet.Command{ID: id, TenantID: s.TenantID, SensorID: s.SensorID, Action: fleet.ActionStart})
-			return err == nil
-		})
-	}
+	msg := cl.publisher(ctx)
+	publish := func(id string) { t.Helper(); publishStored(t, ctx, msg, s, id, 10*time.Second) }
 	batch := func(prefix string, n int) []string {
 		var out []string
 		for i := range n {
@@ -177,32 +225,17 @@ func TestClusterCommandsSurviveANodeOutage(t *testing.T) {
 		return out
 	}
 
-	sensorUser := e.user(tPub, tSeed, s.SensorID, s.Permissions())
-	snc, err := connect(urls, sensorUser, nats.CustomInboxPrefix(s.InboxPrefix()),
-		nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-	must(t, err)
-	t.Cleanup(snc.Close)
-	sjs, err := jetstream.NewWithAPIPrefix(snc, topology.APIPrefix)
-	must(t, err)
+	sjs := cl.sensorJS(s, tPub, tSeed)
 	counts := map[string]int{}
 	// receive fetches and acks until want distinct commands have arrived.
 	receive := func(want int) {
 		t.Helper()
 		eventually(t, 15*time.Second, fmt.Sprintf("%d commands delivered", want), func() bool {
-			cons, err := sjs.Consumer(ctx, stream, s.Consumer())
-			if err != nil {
-				return false
+			ids, err := fetchIDs(ctx, sjs, s, want, time.Second, true)
+			for _, id := range ids {
+				counts[id]++
 			}
-			b, err := cons.Fetch(want, jetstream.FetchMaxWait(time.Second))
-			if err != nil {
-				return false
-			}
-			for m := range b.Messages() {
-				if m.DoubleAck(ctx) == nil {
-					counts[m.Headers().Get(jetstream.MsgIDHeader)]++
-				}
-			}
-			return len(counts) >= want
+			return err == nil && len(counts) >= want
 		})
 	}
 
@@ -289,9 +322,7 @@ func TestClusterR1ConsumersSurviveANodeLoss(t *testing.T) {
 	cfg := e.config(urls)
 	cfg.Stream.Replicas, cfg.Stream.ConsumerReplicas, cfg.Stream.Retention = 3, 1, serveradmin.RetentionLimits
 	ops := e.client(cfg)
-	eventually(t, 15*time.Second, "EnsureStream with 3 replicas", func() bool { return ops.EnsureStream(ctx) == nil })
-	adm := e.admin(urls)
-	eventually(t, 15*time.Second, "three current stream replicas", func() bool { return streamHealthy(ctx, adm, 3) })
+	adm := cl.ensureStream(ctx, ops)
 
 	tPub, tSeed := e.tenant("acme")
 	const n = 9
@@ -355,39 +386,18 @@ func TestClusterR1ConsumersSurviveANodeLoss(t *testing.T) {
 		onLost[s.Consumer()] = true
 	}
 
-	backend := e.user(e.ctlPub, e.ctlSeed, "backend", topology.BackendPermissions())
-	creds, err := e.signer.Creds(backend.JWT, backend.Seed)
-	must(t, err)
-	msg, err := sensorbus.New(sensorbus.Config{
-		URL: urls, Creds: func(context.Context) (string, error) { return string(creds), nil },
-		ReconnectWait: 50 * time.Millisecond, PublishTimeout: 2 * time.Second, DrainTimeout: 2 * time.Second,
-	})
-	must(t, err)
-	t.Cleanup(msg.Close)
-	msg.Start(ctx)
-	eventually(t, 10*time.Second, "sensorbus ready", msg.Ready)
-
+	msg := cl.publisher(ctx)
 	// Each sensor pulls and acks with its own user, as agents do.
 	sjs := map[string]jetstream.JetStream{}
 	for _, s := range sensors {
-		u := e.user(tPub, tSeed, s.SensorID, s.Permissions())
-		snc, err := connect(urls, u, nats.CustomInboxPrefix(s.InboxPrefix()), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-		must(t, err)
-		t.Cleanup(snc.Close)
-		js, err := jetstream.NewWithAPIPrefix(snc, topology.APIPrefix)
-		must(t, err)
-		sjs[s.Consumer()] = js
+		sjs[s.Consumer()] = cl.sensorJS(s, tPub, tSeed)
 	}
 
 	counts := map[string]map[string]int{} // consumer → message id → deliveries
 	publish := func(prefix string) {
 		t.Helper()
 		for _, s := range sensors {
-			id := prefix + "-" + s.SensorID
-			eventually(t, 15*time.Second, "command "+id+" stored", func() bool {
-				_, err := msg.PublishCommand(ctx, fleet.Command{ID: id, TenantID: s.TenantID, SensorID: s.SensorID, Action: fleet.ActionStart})
-				return err == nil
-			})
+			publishStored(t, ctx, msg, s, prefix+"-"+s.SensorID, 15*time.Second)
 		}
 	}
 	// receive fetches and acks on every sensor's consumer until each has
@@ -400,18 +410,9 @@ func TestClusterR1ConsumersSurviveANodeLoss(t *testing.T) {
 				counts[s.Consumer()] = map[string]int{}
 			}
 			eventually(t, within, s.Consumer()+" receives "+want, func() bool {
-				cons, err := sjs[s.Consumer()].Consumer(ctx, stream, s.Consumer())
-				if err != nil {
-					return false
-				}
-				b, err := cons.Fetch(4, jetstream.FetchMaxWait(500*time.Millisecond))
-				if err != nil {
-					return false
-				}
-				for m := range b.Messages() {
-					if m.DoubleAck(ctx) == nil {
-						counts[s.Consumer()][m.Headers().Get(jetstream.MsgIDHeader)]++
-					}
+				ids, _ := fetchIDs(ctx, sjs[s.Consumer()], s, 4, 500*time.Millisecond, true)
+				for _, id := range ids {
+					counts[s.Consumer()][id]++
 				}
 				return counts[s.Consumer()][want] > 0
 			})
@@ -550,9 +551,7 @@ func TestClusterUpgradeFromWorkQueue(t *testing.T) {
 	oldCfg := e.config(urls)
 	oldCfg.Stream.Replicas, oldCfg.Stream.Retention = 3, serveradmin.RetentionWorkQueue
 	old := e.client(oldCfg)
-	eventually(t, 15*time.Second, "EnsureStream with 3 replicas", func() bool { return old.EnsureStream(ctx) == nil })
-	adm := e.admin(urls)
-	eventually(t, 15*time.Second, "three current stream replicas", func() bool { return streamHealthy(ctx, adm, 3) })
+	adm := cl.ensureStream(ctx, old)
 
 	tPub, tSeed := e.tenant("acme")
 	var sensors []topology.Sensor
@@ -561,49 +560,20 @@ func TestClusterUpgradeFromWorkQueue(t *testing.T) {
 		s := topology.Sensor{Stream: stream, TenantID: "acme", SensorID: fmt.Sprintf("s-%d", i)}
 		must(t, old.EnsureConsumer(ctx, s))
 		sensors = append(sensors, s)
-		u := e.user(tPub, tSeed, s.SensorID, s.Permissions())
-		snc, err := connect(urls, u, nats.CustomInboxPrefix(s.InboxPrefix()), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-		must(t, err)
-		t.Cleanup(snc.Close)
-		js, err := jetstream.NewWithAPIPrefix(snc, topology.APIPrefix)
-		must(t, err)
-		sjs[s.Consumer()] = js
+		sjs[s.Consumer()] = cl.sensorJS(s, tPub, tSeed)
 	}
-	backend := e.user(e.ctlPub, e.ctlSeed, "backend", topology.BackendPermissions())
-	creds, err := e.signer.Creds(backend.JWT, backend.Seed)
-	must(t, err)
-	msg, err := sensorbus.New(sensorbus.Config{
-		URL: urls, Creds: func(context.Context) (string, error) { return string(creds), nil },
-		ReconnectWait: 50 * time.Millisecond, PublishTimeout: 2 * time.Second, DrainTimeout: 2 * time.Second,
-	})
-	must(t, err)
-	t.Cleanup(msg.Close)
-	msg.Start(ctx)
-	eventually(t, 10*time.Second, "sensorbus ready", msg.Ready)
+	msg := cl.publisher(ctx)
 	publish := func(prefix string) {
 		t.Helper()
 		for _, s := range sensors {
-			id := prefix + "-" + s.SensorID
-			eventually(t, 15*time.Second, "command "+id+" stored", func() bool {
-				_, err := msg.PublishCommand(ctx, fleet.Command{ID: id, TenantID: s.TenantID, SensorID: s.SensorID, Action: fleet.ActionStart})
-				return err == nil
-			})
+			publishStored(t, ctx, msg, s, prefix+"-"+s.SensorID, 15*time.Second)
 		}
 	}
-	// fetch returns the message ids one pull brings, acking them when ack.
+	// fetch returns the message ids one pull brings, acknowledged when ack.
 	fetch := func(s topology.Sensor, ack bool) []string {
 		t.Helper()
-		cons, err := sjs[s.Consumer()].Consumer(ctx, stream, s.Consumer())
+		ids, err := fetchIDs(ctx, sjs[s.Consumer()], s, 10, time.Second, ack)
 		must(t, err)
-		b, err := cons.Fetch(10, jetstream.FetchMaxWait(time.Second))
-		must(t, err)
-		var ids []string
-		for m := range b.Messages() {
-			ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
-			if ack {
-				must(t, m.DoubleAck(ctx))
-			}
-		}
 		return ids
 	}
 

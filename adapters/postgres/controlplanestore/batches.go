@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rxc-project/rxc/adapters/nullable"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -66,7 +67,7 @@ func (s *Store) CreateBatch(ctx context.Context, b fleet.Batch, cmds []fleet.Com
 				tenant_ids, matched, total, skipped_revoked, skipped_not_enrolled)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 			ON CONFLICT (operator_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
-			b.ID, string(b.Action), b.CreatedAt, b.CreatedBy, b.OperatorID, nullString(b.IdempotencyKey), b.RequestHash,
+			b.ID, string(b.Action), b.CreatedAt, b.CreatedBy, b.OperatorID, nullable.String(b.IdempotencyKey), b.RequestHash,
 			nonNil(b.TenantIDs), b.Matched, b.Total, b.SkippedRevoked, b.SkippedNotEnrolled)
 		if err != nil {
 			return err

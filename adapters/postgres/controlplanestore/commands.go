@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rxc-project/rxc/adapters/nullable"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -33,13 +34,6 @@ func scanCommand(row pgx.Row) (fleet.Command, error) {
 	return c, nil
 }
 
-func nullString(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
 // CreateCommand implements fleet.CommandStore. The unique index on
 // (sensor_id, idempotency_key) makes concurrent requests with one key leave
 // one command.
@@ -53,7 +47,7 @@ func (s *Store) CreateCommand(ctx context.Context, c fleet.Command) (fleet.Comma
 			INSERT INTO commands (id, tenant_id, sensor_id, action, issued_at, issued_by, expires_at, idempotency_key, status, first_sent_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $5)
 			ON CONFLICT (sensor_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`,
-			c.ID, c.TenantID, c.SensorID, string(c.Action), c.IssuedAt, c.IssuedBy, c.ExpiresAt, nullString(c.IdempotencyKey))
+			c.ID, c.TenantID, c.SensorID, string(c.Action), c.IssuedAt, c.IssuedBy, c.ExpiresAt, nullable.String(c.IdempotencyKey))
 		if err != nil {
 			return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
 		}

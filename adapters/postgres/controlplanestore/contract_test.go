@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
-	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/audit/audittest"
 	"github.com/rxc-project/rxc/core/fleet/fleettest"
 	"github.com/rxc-project/rxc/core/operators"
@@ -26,7 +25,7 @@ func TestOperatorsContract(t *testing.T) {
 
 func TestAuditContract(t *testing.T) {
 	t.Parallel()
-	audittest.Run(t, func(t *testing.T) audit.Store { return newStore(t) })
+	audittest.Run(t, func(t *testing.T) audittest.Store { return newStore(t) })
 }
 
 // newStore is a store on a fresh database.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rxc-project/rxc/adapters/nullable"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -104,7 +105,7 @@ func (s *Store) CompleteEnrollment(ctx context.Context, e fleet.EnrollmentRecord
 	)
 	err := s.pool.QueryRow(ctx, completeEnrollmentSQL,
 		e.SensorID, e.EnrollmentTokenHash, e.At, e.Certificate.Serial, e.Certificate.NotAfter,
-		e.SensorTokenHash, nullTime(e.SensorTokenExpiresAt), string(e.State), e.NATSUserPubKey, e.NATSAccountPubKey,
+		e.SensorTokenHash, nullable.Time(e.SensorTokenExpiresAt), string(e.State), e.NATSUserPubKey, e.NATSAccountPubKey,
 		credentialsChannel, jsonOrNull(e.Labels)).Scan(&state, &consumed, &notified)
 	switch {
 	case err != nil:
@@ -150,7 +151,7 @@ func (s *Store) RenewCertificate(ctx context.Context, r fleet.RenewalRecord) err
 		}
 		if _, err := tx.Exec(ctx, `
 			UPDATE sensor_certificates SET csr_sha256 = $2, proven_serial = $3, proven_token_hash = $4, proven_signed_at = $5 WHERE serial = $1`,
-			r.Certificate.Serial, r.CSRSHA256, nullString(r.ProvenSerial), r.ProvenTokenHash, nullTime(r.ProvenSignedAt)); err != nil {
+			r.Certificate.Serial, r.CSRSHA256, nullable.String(r.ProvenSerial), r.ProvenTokenHash, nullable.Time(r.ProvenSignedAt)); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `
@@ -160,7 +161,7 @@ func (s *Store) RenewCertificate(ctx context.Context, r fleet.RenewalRecord) err
 		}
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO sensor_tokens (token_hash, sensor_id, kind, created_at, expires_at) VALUES ($1, $2, 'sensor', $3, $4)`,
-			r.SensorTokenHash, r.SensorID, r.At, nullTime(r.SensorTokenExpiresAt)); err != nil {
+			r.SensorTokenHash, r.SensorID, r.At, nullable.Time(r.SensorTokenExpiresAt)); err != nil {
 			return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
 		}
 		// Superseded certificates past the latest few are of no use: a

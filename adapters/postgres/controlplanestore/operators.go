@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rxc-project/rxc/adapters/nullable"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/operators"
 )
@@ -38,7 +39,7 @@ func (s *Store) CreateOperator(ctx context.Context, o operators.Operator, passwo
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `
 			INSERT INTO operators (id, email, password_hash, role, disabled_at, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-			o.ID, o.Email, passwordHash, string(o.Role), nullTime(o.DisabledAt), o.CreatedAt); err != nil {
+			o.ID, o.Email, passwordHash, string(o.Role), nullable.Time(o.DisabledAt), o.CreatedAt); err != nil {
 			return err
 		}
 		return setTenants(ctx, tx, o.ID, o.Tenants)
@@ -95,7 +96,7 @@ func (s *Store) UpdateOperator(ctx context.Context, id string, change func(*oper
 		if err := change(&o); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE operators SET role = $2, disabled_at = $3 WHERE id = $1`, id, string(o.Role), nullTime(o.DisabledAt)); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE operators SET role = $2, disabled_at = $3 WHERE id = $1`, id, string(o.Role), nullable.Time(o.DisabledAt)); err != nil {
 			return err
 		}
 		if err := setTenants(ctx, tx, id, o.Tenants); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rxc-project/rxc/adapters/nullable"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -165,7 +166,7 @@ func (s *Store) UpdateSensorStatuses(ctx context.Context, refs []fleet.SensorRef
 				continue
 			}
 			upIDs, upStates = append(upIDs, ref.SensorID), append(upStates, string(next.State))
-			upSeen, upStatus = append(upSeen, nullTime(next.LastSeenAt)), append(upStatus, nullTime(next.LastStatusAt))
+			upSeen, upStatus = append(upSeen, nullable.Time(next.LastSeenAt)), append(upStatus, nullable.Time(next.LastStatusAt))
 			upVersions, upAddr = append(upVersions, next.AgentVersion), append(upAddr, next.Address)
 			for _, r := range next.Results {
 				ackIDs, ackSensors, ackAt = append(ackIDs, r.CommandID), append(ackSensors, ref.SensorID), append(ackAt, next.AcknowledgedAt)

@@ -63,14 +63,6 @@ func utc(t *time.Time) time.Time {
 	return t.UTC()
 }
 
-// nullTime stores the zero time as NULL.
-func nullTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
 var (
 	_ fleet.Store     = (*Store)(nil)
 	_ fleet.Locker    = (*Store)(nil)

@@ -164,15 +164,17 @@ func (r *rows) Values() ([]any, error) {
 	var sigID, severity any
 	sig, cat := "", ""
 	if a := ev.Alert; a != nil {
-		sigID, severity, sig, cat = a.SignatureID, int32(a.Severity), a.Signature, a.Category
+		sigID, severity, sig, cat = a.SignatureID, a.Severity, a.Signature, a.Category
 	}
 	cves := ev.CVEs
 	if cves == nil {
 		cves = []string{}
 	}
-	var raw any
+	// The raw record goes to the jsonb column as the bytes it arrived as
+	// (pgx sends a []byte to json and jsonb unchanged); nil is NULL.
+	var raw []byte
 	if len(ev.RawJSON) > 0 {
-		raw = string(ev.RawJSON)
+		raw = ev.RawJSON
 	}
 	r.row = [17]any{
 		ev.TenantID, ev.SensorID, ev.ID, ev.Time, ev.ReceivedAt, ev.Kind,

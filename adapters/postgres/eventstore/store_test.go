@@ -12,12 +12,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/rxc-project/rxc/adapters/eventpb"
 	"github.com/rxc-project/rxc/adapters/postgres/eventstore"
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
 	"github.com/rxc-project/rxc/core/events"
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/migrations"
+	sensorpb "github.com/rxc-project/rxc/proto"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -196,5 +200,56 @@ func TestDroppedPartitionIsRecreated(t *testing.T) {
 	}
 	if res, err := s.Write(testCtx(t), []events.Event{alert("acme", "b", day)}); err != nil || res.Inserted != 1 {
 		t.Fatalf("retried Write = %+v, %v; want 1, nil", res, err)
+	}
+}
+
+// TestWireEventStoredAsSent pins what PostgreSQL holds for an event as a
+// sensor sent it, through every representation on the way: the gRPC
+// message read at the edge (eventpb.ToEvent), written to the event log and
+// read back (eventpb.FromEvent, proto bytes, eventpb.ToEvent again), then
+// stored. The raw record is stored as PostgreSQL's jsonb of the bytes sent
+// (keys ordered, the last of a repeated key kept, escapes decoded, numbers
+// as written).
+func TestWireEventStoredAsSent(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	raw := `{"b":[1, 2.50, 12345678901234567890.5],"a":"caf\u00e9 \ud83d\ude00","a":"é","n":null, "cve":"CVE-2021-44228"}`
+	sent := &sensorpb.SensorEvent{
+		EventId: "wire-1", Time: timestamppb.New(day), Kind: "alert",
+		SrcIp: "2001:DB8::7", SrcPort: 51000, DestIp: "10.0.0.5", DestPort: 443, Protocol: "TCP",
+		Alert:   &sensorpb.Alert{SignatureId: 2030358, Signature: "ET EXPLOIT Log4j", Category: "Attempted Administrator Privilege Gain", Severity: 1},
+		RawJson: []byte(raw),
+	}
+	atEdge, err := eventpb.ToEvent(sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged, err := proto.Marshal(eventpb.FromEvent(atEdge))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pb sensorpb.SensorEvent
+	if err := proto.Unmarshal(logged, &pb); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := eventpb.ToEvent(&pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.TenantID, ev.SensorID, ev.ReceivedAt = "wire", "s1", day.Add(time.Second)
+	ev.CVEs = events.ExtractCVEs(ev.Alert.Signature, string(ev.RawJSON))
+	if _, err := s.Write(testCtx(t), []events.Event{ev}); err != nil {
+		t.Fatal(err)
+	}
+	want := []row{{Tenant: "wire", Sensor: "s1", ID: "wire-1", Kind: "alert", Protocol: "TCP", Signature: "ET EXPLOIT Log4j", Category: "Attempted Administrator Privilege Gain",
+		Time: day, Received: day.Add(time.Second), SrcIP: ptr("2001:db8::7"), DestIP: ptr("10.0.0.5"),
+		SrcPort: ptr[int32](51000), DestPort: ptr[int32](443), Severity: ptr[int32](1), SignatureID: ptr[int64](2030358),
+		CVEs: []string{"CVE-2021-44228"}, Raw: ptr(`{"a": "é", "b": [1, 2.50, 12345678901234567890.5], "n": null, "cve": "CVE-2021-44228"}`)}}
+	if diff := cmp.Diff(want, rowsOf(t, pool, "wire")); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+	var asJSONB string
+	if err := pool.QueryRow(testCtx(t), `SELECT $1::jsonb::text`, raw).Scan(&asJSONB); err != nil || asJSONB != *want[0].Raw {
+		t.Errorf("PostgreSQL's jsonb of the record sent: %q (%v), want the row's", asJSONB, err)
 	}
 }

@@ -17,11 +17,7 @@ import (
 // pool: every failure while it is down is an outage, a refused query never
 // is, before or after.
 func TestOutageIsToldApartFromRefusals(t *testing.T) {
-	c, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
+	c := pgtest.Own(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, c.DSN("postgres"))

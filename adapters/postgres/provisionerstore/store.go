@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rxc-project/rxc/adapters/nullable"
 	"github.com/rxc-project/rxc/adapters/postgres/pglock"
 	"github.com/rxc-project/rxc/adapters/seal"
 	"github.com/rxc-project/rxc/core/provisioning"
@@ -96,7 +97,7 @@ func (s *Store) InitOperator(ctx context.Context, op provisioning.Operator, sys,
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO nats_operator (id, pub_key, name, jwt, system_account, control_account, created_at)
 			VALUES (1, $1, $2, $3, $4, $5, COALESCE($6, now())) ON CONFLICT (id) DO NOTHING`,
-			op.PubKey, op.Name, op.JWT, op.SystemAccount, op.ControlAccount, optTime(op.CreatedAt))
+			op.PubKey, op.Name, op.JWT, op.SystemAccount, op.ControlAccount, nullable.Time(op.CreatedAt))
 		if err != nil {
 			return fmt.Errorf("provisionerstore: insert operator: %w", err)
 		}
@@ -139,7 +140,7 @@ func (s *Store) insertAccount(ctx context.Context, q querier, a provisioning.Acc
 	row := q.QueryRow(ctx, `INSERT INTO nats_accounts (account_id, kind, tenant_id, name, seed_enc, jwt, jwt_hash, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8, now()), COALESCE($9, $8, now())) `+onConflict+`
 		RETURNING `+accountCols,
-		a.PubKey, string(a.Kind), optString(a.TenantID), a.Name, sealed, a.JWT, jwtHash(a.JWT), optTime(a.CreatedAt), optTime(a.UpdatedAt))
+		a.PubKey, string(a.Kind), nullable.String(a.TenantID), a.Name, sealed, a.JWT, jwtHash(a.JWT), nullable.Time(a.CreatedAt), nullable.Time(a.UpdatedAt))
 	stored, err := s.scanAccount(row)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return provisioning.Account{}, fmt.Errorf("provisionerstore: insert account %s: %w", a.PubKey, err)
@@ -272,7 +273,7 @@ func (s *Store) CreateUser(ctx context.Context, u provisioning.User) (provisioni
 	for range createUserAttempts {
 		stored, err := s.scanUser(s.pool.QueryRow(ctx, `INSERT INTO nats_users (user_pub_key, account_id, kind, tenant_id, sensor_id, name, seed_enc, jwt, created_at, expiring)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9, now()), $10) ON CONFLICT DO NOTHING RETURNING `+userCols,
-			u.PubKey, u.AccountPubKey, string(u.Kind), optString(u.TenantID), optString(u.SensorID), u.Name, sealed, u.JWT, optTime(u.CreatedAt), u.Expiring))
+			u.PubKey, u.AccountPubKey, string(u.Kind), nullable.String(u.TenantID), nullable.String(u.SensorID), u.Name, sealed, u.JWT, nullable.Time(u.CreatedAt), u.Expiring))
 		if err == nil {
 			return stored, true, nil
 		}
@@ -385,7 +386,7 @@ func recordRevocations(ctx context.Context, tx pgx.Tx, accountPubKey string, rs 
 			ON CONFLICT (account_id, user_pub_key) DO UPDATE SET revoked_at = LEAST(nats_revocations.revoked_at, EXCLUDED.revoked_at),
 				expires_at = CASE WHEN nats_revocations.expires_at IS NULL OR EXCLUDED.expires_at IS NULL THEN NULL
 					ELSE GREATEST(nats_revocations.expires_at, EXCLUDED.expires_at) END
-			RETURNING revoked_at, expires_at`, accountPubKey, r.UserPubKey, optTime(r.RevokedAt), optTime(r.ExpiresAt)).Scan(&r.RevokedAt, &exp); err != nil {
+			RETURNING revoked_at, expires_at`, accountPubKey, r.UserPubKey, nullable.Time(r.RevokedAt), nullable.Time(r.ExpiresAt)).Scan(&r.RevokedAt, &exp); err != nil {
 			return nil, nil, fmt.Errorf("provisionerstore: record revocation: %w", err)
 		}
 		r.RevokedAt, r.ExpiresAt = r.RevokedAt.UTC(), time.Time{}
@@ -874,20 +875,6 @@ func notFound(err error, what string) error {
 func jwtHash(jwt string) string {
 	h := sha256.Sum256([]byte(jwt))
 	return hex.EncodeToString(h[:])
-}
-
-func optString(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func optTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
 }
 
 func deref(s *string) string {

@@ -62,6 +62,15 @@ type ServeConfig struct {
 	BootstrapOperatorEmail    string `envconfig:"BOOTSTRAP_OPERATOR_EMAIL"`
 	BootstrapOperatorPassword string `envconfig:"BOOTSTRAP_OPERATOR_PASSWORD"`
 
+	// History retention (history.go): days each history is kept, 0 for
+	// ever; EVENTS_RETENTION_DAYS is in the EVENTS_ group.
+	AuditRetentionDays             int `envconfig:"AUDIT_RETENTION_DAYS" default:"400"`
+	CommandHistoryRetentionDays    int `envconfig:"COMMAND_HISTORY_RETENTION_DAYS" default:"90"`
+	CredentialHistoryRetentionDays int `envconfig:"CREDENTIAL_HISTORY_RETENTION_DAYS" default:"90"`
+	// HistoryPruneInterval is how often a replica tries a retention pass
+	// (one replica at a time makes it); 0 takes the default.
+	HistoryPruneInterval time.Duration `envconfig:"HISTORY_PRUNE_INTERVAL" default:"1h"`
+
 	Provisioner ProvisionerConfig `envconfig:"NATS_PROVISIONER"`
 	Messaging   MessagingConfig   `envconfig:"NATS_MESSAGING"`
 	Events      EventsConfig      `envconfig:"EVENTS"`

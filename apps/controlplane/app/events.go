@@ -22,6 +22,9 @@ type EventsConfig struct {
 	StreamName string `envconfig:"STREAM_NAME" default:"RXC_EVENTS"`
 	// WriterBatch is the most events loaded into PostgreSQL at once.
 	WriterBatch int `envconfig:"WRITER_BATCH" default:"2000"`
+	// RetentionDays is how many days of events PostgreSQL keeps (whole
+	// days are dropped), 0 for ever; it applies whatever ENABLED says.
+	RetentionDays int `envconfig:"RETENTION_DAYS" default:"30"`
 }
 
 // eventPipeline is the event path of one replica: gRPC streams append to

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/rxc-project/rxc/apps/controlplane/app"
-	"github.com/rxc-project/rxc/apps/internal/appenv"
+	"github.com/rxc-project/rxc/apps/internal/appenv/appenvtest"
 )
 
 // Every subcommand answers -h, -help and --help with its usage and every
@@ -16,48 +16,19 @@ import (
 // code loads), on standard output, with exit status 0 and without doing
 // anything else; a subcommand without flags refuses arguments.
 func TestEverySubcommandHasHelp(t *testing.T) {
-	serveVars, err := appenv.Variables(&app.ServeConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var serveKeys []string
-	for _, v := range serveVars {
-		serveKeys = append(serveKeys, v.Key)
-	}
-	cases := []struct {
-		args []string
-		want []string
-	}{
-		{[]string{"serve"}, serveKeys},
-		{[]string{"migrate"}, []string{"PG_DSN"}},
-		{[]string{"init-ca"}, []string{"CA_DIR", "-dns", "-ip", "-replace-server-cert", "-force"}},
-		{[]string{"init-ca", "--dns", "x"}, []string{"CA_DIR"}},
-		{[]string{"create-operator"}, []string{"PG_DSN", "-email", "standard input"}},
-		{[]string{"healthcheck"}, []string{"LISTEN_ADDR"}},
-		{[]string{"version"}, []string{"usage: controlplane version"}},
+	cases := []appenvtest.HelpCase{
+		{Args: []string{"serve"}, Want: appenvtest.Keys(t, &app.ServeConfig{})},
+		{Args: []string{"migrate"}, Want: []string{"PG_DSN"}},
+		{Args: []string{"init-ca"}, Want: []string{"CA_DIR", "-dns", "-ip", "-replace-server-cert", "-force"}},
+		{Args: []string{"init-ca", "--dns", "x"}, Want: []string{"CA_DIR"}},
+		{Args: []string{"create-operator"}, Want: []string{"PG_DSN", "-email", "standard input"}},
+		{Args: []string{"healthcheck"}, Want: []string{"LISTEN_ADDR"}},
+		{Args: []string{"version"}, Want: []string{"usage: controlplane version"}},
 	}
 	// Help must not touch anything: a CA_DIR that init-ca would create stays absent.
 	caDir := filepath.Join(t.TempDir(), "ca")
 	t.Setenv("CA_DIR", caDir)
-	for _, tc := range cases {
-		for _, h := range []string{"-h", "-help", "--help"} {
-			args := append(append([]string{}, tc.args...), h)
-			t.Run(strings.Join(args, " "), func(t *testing.T) {
-				code, out, errs := runCLI("", args...)
-				if code != 0 || errs != "" {
-					t.Fatalf("exit %d, stderr %q", code, errs)
-				}
-				if !strings.HasPrefix(out, "usage: controlplane "+tc.args[0]) {
-					t.Fatalf("help does not start with the usage:\n%s", out)
-				}
-				for _, w := range tc.want {
-					if !strings.Contains(out, w) {
-						t.Errorf("help lacks %q:\n%s", w, out)
-					}
-				}
-			})
-		}
-	}
+	appenvtest.CheckHelp(t, "controlplane", func(args ...string) (int, string, string) { return runCLI("", args...) }, cases)
 	if _, err := os.Stat(caDir); !os.IsNotExist(err) {
 		t.Fatalf("init-ca -h created %s", caDir)
 	}

@@ -11,8 +11,8 @@ import (
 // startBackground starts, each on wg, the workers that run beside the
 // edges until ctx ends: the status batcher and the NATS connection, the
 // event pipeline, the credential-change listener, command and tenant
-// reconciliation, batch publication, marking silent sensors offline and
-// purging sessions.
+// reconciliation, batch publication, marking silent sensors offline,
+// purging sessions and the history retention pass.
 func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 	if s.messaging != nil {
 		wg.Add(1)
@@ -46,6 +46,10 @@ func (s *Server) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Add(2)
 	go func() { defer wg.Done(); s.every(ctx, min(s.cfg.SensorOfflineAfter/3, 15*time.Second), s.markOffline) }()
 	go func() { defer wg.Done(); s.every(ctx, time.Hour, s.purgeSessions) }()
+	if s.retention != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.every(ctx, s.cfg.historyPruneInterval(), s.pruneHistory) }()
+	}
 }
 
 // every runs fn at once and then every d until ctx ends.

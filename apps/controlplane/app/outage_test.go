@@ -23,11 +23,7 @@ import (
 // stays up, readiness fails, and everything works again once PostgreSQL is
 // back.
 func TestDatabaseOutageAnswers503(t *testing.T) {
-	cluster, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Stop() })
+	cluster := pgtest.Own(t)
 	prov := provisionertest.Start(t, provisionertest.Options{})
 	p := startPlane(t, prov, func(c *app.ServeConfig) { c.PGDSN = cluster.DSN("postgres") })
 	p.login()
@@ -99,7 +95,7 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 	if st, _ := p.do("GET", "/readyz", nil, ""); st != http.StatusServiceUnavailable {
 		t.Errorf("/readyz with PostgreSQL down: %d, want 503", st)
 	}
-	_, err = health.Check(ctx, &sensorpb.CheckRequest{})
+	_, err := health.Check(ctx, &sensorpb.CheckRequest{})
 	if status.Code(err) != codes.Unavailable || grpcmtls.Reason(err) != "database_unavailable" {
 		t.Errorf("gRPC Check with PostgreSQL down: %v (reason %q), want Unavailable database_unavailable", err, grpcmtls.Reason(err))
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/operators"
+	"github.com/rxc-project/rxc/core/retention"
 )
 
 func serve(ctx context.Context, stderr io.Writer) error {
@@ -55,6 +56,7 @@ type Server struct {
 	grpcLis     net.Listener
 	status      *fleet.StatusBatcher
 	events      *eventPipeline
+	retention   *retention.Service // nil: every history kept forever
 }
 
 // NewServer checks the configuration, builds every adapter and binds both
@@ -81,6 +83,9 @@ func (s *Server) build(ctx context.Context) error {
 		return fmt.Errorf("sensor CA (CA_DIR=%s; create it with controlplane init-ca): %w", cfg.CADir, err)
 	}
 	if err := s.buildStore(ctx); err != nil {
+		return err
+	}
+	if err := s.buildRetention(); err != nil {
 		return err
 	}
 	if err := s.buildProvisioner(); err != nil {
@@ -124,6 +129,9 @@ func (s *Server) checkConfig() error {
 	}
 	if cfg.Messaging.Enabled && cfg.Messaging.CredsPath == "" && !cfg.Provisioner.Enabled {
 		return errors.New("configuration: NATS_MESSAGING_ENABLED=true needs NATS_MESSAGING_CREDS_PATH or an enabled provisioner to fetch backend credentials from")
+	}
+	if _, err := cfg.retentionPolicy(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -424,6 +432,7 @@ func (s *Server) metrics(w io.Writer) {
 		p.Single("rxc_controlplane_status_dropped_total", promtext.Counter, "Oversized status messages dropped.", int64(messaging.StatusDropped))
 	}
 	s.events.metrics(p)
+	s.retentionMetrics(p)
 }
 
 // disabledPublisher answers every command with ErrMessagingDisabled.

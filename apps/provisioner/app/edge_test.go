@@ -71,23 +71,31 @@ func TestResolver(t *testing.T) {
 			if tt.ifNoneMatch != "" {
 				req.Header.Set("If-None-Match", tt.ifNoneMatch)
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != tt.status {
-				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, body)
-			}
-			if tt.code != "" {
-				assertProblem(t, resp, body, tt.code)
-			}
+			body := wantAnswer(t, req, tt.status, tt.code)
 			if tt.status == 304 && len(body) != 0 {
 				t.Fatalf("304 with a body")
 			}
 		})
 	}
+}
+
+// wantAnswer sends req and fails t unless the answer has status and, when
+// code is not empty, is that problem; it returns the body.
+func wantAnswer(t *testing.T, req *http.Request, status int, code string) []byte {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != status {
+		t.Fatalf("%s %s: status %d, want %d: %s", req.Method, req.URL.Path, resp.StatusCode, status, body)
+	}
+	if code != "" {
+		assertProblem(t, resp, body, code)
+	}
+	return body
 }
 
 func assertProblem(t *testing.T, resp *http.Response, body []byte, code string) {
@@ -159,18 +167,7 @@ func TestWriteRoutesRejectBadInput(t *testing.T) {
 			if header != "" {
 				req.Header.Set(header, secret)
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != tt.status {
-				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, body)
-			}
-			if tt.code != "" {
-				assertProblem(t, resp, body, tt.code)
-			}
+			wantAnswer(t, req, tt.status, tt.code)
 		})
 	}
 
@@ -181,16 +178,8 @@ func TestWriteRoutesRejectBadInput(t *testing.T) {
 		}
 	})
 	t.Run("unknown route and method are problems", func(t *testing.T) {
-		resp, err := http.Get(s.URL + "/accounts")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 405 {
-			t.Fatalf("GET /accounts: %d", resp.StatusCode)
-		}
-		assertProblem(t, resp, body, "method_not_allowed")
+		req, _ := http.NewRequest(http.MethodGet, s.URL+"/accounts", nil)
+		wantAnswer(t, req, 405, "method_not_allowed")
 	})
 }
 

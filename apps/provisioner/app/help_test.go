@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rxc-project/rxc/apps/internal/appenv"
+	"github.com/rxc-project/rxc/apps/internal/appenv/appenvtest"
 	"github.com/rxc-project/rxc/apps/provisioner/app"
 )
 
@@ -15,50 +15,18 @@ import (
 // environment variable it reads (from the configuration structs the code
 // loads), on standard output, exit status 0, doing nothing else.
 func TestEverySubcommandHasHelp(t *testing.T) {
-	keys := func(spec any) []string {
-		vars, err := appenv.Variables(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, v := range vars {
-			out = append(out, v.Key)
-		}
-		return out
-	}
-	cases := []struct {
-		args []string
-		want []string
-	}{
-		{[]string{"serve"}, append(keys(&app.ServeConfig{}), "BACKEND_SHARED_SECRET", "required (or its alias SHARED_SECRET)")},
-		{[]string{"init-operator"}, append(keys(&app.StoreConfig{}), "-name", "-resolver-url", "-nats-config")},
-		{[]string{"init-operator", "--name", "X"}, []string{"OPERATOR_SEED_PATH"}},
-		{[]string{"migrate"}, []string{"PG_DSN"}},
-		{[]string{"reseal"}, keys(&app.ResealConfig{})},
-		{[]string{"healthcheck"}, []string{"LISTEN_ADDR"}},
-		{[]string{"version"}, []string{"usage: provisioner version"}},
+	cases := []appenvtest.HelpCase{
+		{Args: []string{"serve"}, Want: append(appenvtest.Keys(t, &app.ServeConfig{}), "BACKEND_SHARED_SECRET", "required (or its alias SHARED_SECRET)")},
+		{Args: []string{"init-operator"}, Want: append(appenvtest.Keys(t, &app.StoreConfig{}), "-name", "-resolver-url", "-nats-config")},
+		{Args: []string{"init-operator", "--name", "X"}, Want: []string{"OPERATOR_SEED_PATH"}},
+		{Args: []string{"migrate"}, Want: []string{"PG_DSN"}},
+		{Args: []string{"reseal"}, Want: appenvtest.Keys(t, &app.ResealConfig{})},
+		{Args: []string{"healthcheck"}, Want: []string{"LISTEN_ADDR"}},
+		{Args: []string{"version"}, Want: []string{"usage: provisioner version"}},
 	}
 	seed := filepath.Join(t.TempDir(), "keys", "operator.nk")
 	t.Setenv("OPERATOR_SEED_PATH", seed)
-	for _, tc := range cases {
-		for _, h := range []string{"-h", "-help", "--help"} {
-			args := append(append([]string{}, tc.args...), h)
-			t.Run(strings.Join(args, " "), func(t *testing.T) {
-				code, out, errs := runCLI(args...)
-				if code != 0 || errs != "" {
-					t.Fatalf("exit %d, stderr %q", code, errs)
-				}
-				if !strings.HasPrefix(out, "usage: provisioner "+tc.args[0]) {
-					t.Fatalf("help does not start with the usage:\n%s", out)
-				}
-				for _, w := range tc.want {
-					if !strings.Contains(out, w) {
-						t.Errorf("help lacks %q:\n%s", w, out)
-					}
-				}
-			})
-		}
-	}
+	appenvtest.CheckHelp(t, "provisioner", runCLI, cases)
 	if _, err := os.Stat(filepath.Dir(seed)); !os.IsNotExist(err) {
 		t.Fatalf("init-operator -h touched %s", filepath.Dir(seed))
 	}

@@ -747,8 +747,7 @@ func liveUserKeys(t *testing.T, s *provisionertest.Stack, account string) []stri
 // positive controls revoke a tenant's sensor user and a backend user, and
 // show the provisioner still revokes and enrols after the attempts.
 func TestAttackRevokeTheProvisionersOwnUsers(t *testing.T) {
-	s := provisionertest.Start(t, provisionertest.Options{})
-	account(t, s, "acme")
+	s := acmeStack(t)
 	victim := sensorUser(t, s, "acme", "s1")
 	later := sensorUser(t, s, "acme", "s2")
 	status, body := s.Post("/backend-user", map[string]string{"name": "backend"})

@@ -31,11 +31,7 @@ func resolverStatus(t *testing.T, s *provisionertest.Stack, pk string) (int, str
 // PostgreSQL is back the provisioner finishes starting and nothing is half
 // made.
 func TestResolverOutlivesDatabaseOutage(t *testing.T) {
-	cluster, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Stop() })
+	cluster := pgtest.Own(t)
 	s := provisionertest.Start(t, provisionertest.Options{PGDSN: cluster.DSN("postgres")})
 	account(t, s, "acme")
 	account(t, s, "globex")

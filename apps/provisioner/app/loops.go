@@ -47,15 +47,7 @@ const retryInterval = 5 * time.Second
 // timeout) and finishes removing revoked sensors' consumers when an
 // earlier removal failed. Each account is pushed on its own.
 func (s *Server) retryLoop(ctx context.Context, every time.Duration) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(every):
-		}
-		if !s.nats.Ready() {
-			continue
-		}
+	s.whileConnected(ctx, every, func(int) {
 		if n, err := s.svc.PushPending(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("push pending account JWTs", "pushed", n, logkey.Error, err)
 		} else if n > 0 {
@@ -63,6 +55,22 @@ func (s *Server) retryLoop(ctx context.Context, every time.Duration) {
 		}
 		if s.svc.CleanupDue() {
 			s.removeRetired(ctx)
+		}
+	})
+}
+
+// whileConnected calls do once every interval until ctx ends, skipping the
+// intervals in which NATS is not connected; tick counts the intervals
+// from 1, skipped ones included.
+func (s *Server) whileConnected(ctx context.Context, every time.Duration, do func(tick int)) {
+	for tick := 1; ; tick++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		if s.nats.Ready() {
+			do(tick)
 		}
 	}
 }
@@ -149,15 +157,7 @@ const (
 // the list pass as the slower fallback.
 func (s *Server) offlineLoop(ctx context.Context, every time.Duration, fullEvery int) {
 	lastFallback, fellBackFor := 0, ""
-	for tick := 1; ; tick++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(every):
-		}
-		if !s.nats.Ready() {
-			continue
-		}
+	s.whileConnected(ctx, every, func(tick int) {
 		if _, err := s.svc.RecordConsumerNodes(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("record the NATS nodes of new consumers", logkey.Error, err)
 		}
@@ -166,10 +166,10 @@ func (s *Server) offlineLoop(ctx context.Context, every time.Duration, fullEvery
 			if ctx.Err() == nil {
 				s.log.Warn("take the node-loss lock", logkey.Error, err)
 			}
-			continue
+			return
 		}
 		if !ok {
-			continue // another replica repairs
+			return // another replica repairs
 		}
 		r, err := s.nodeLossPass(ctx)
 		degraded := len(r.Lost) > 0 || !r.Known || err != nil
@@ -189,7 +189,7 @@ func (s *Server) offlineLoop(ctx context.Context, every time.Duration, fullEvery
 			fellBackFor = ""
 		}
 		unlock()
-	}
+	})
 }
 
 // progress returns a NodeRecovery callback that keeps the offline gauge at

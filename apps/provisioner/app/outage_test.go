@@ -56,11 +56,7 @@ func expectProblem(t *testing.T, s *provisionertest.Stack, r route, status int, 
 // never 500; once PostgreSQL is back every route works and nothing asked
 // during the outage was half made.
 func TestDatabaseOutageAnswers503(t *testing.T) {
-	cluster, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Stop() })
+	cluster := pgtest.Own(t)
 	s := provisionertest.Start(t, provisionertest.Options{PGDSN: cluster.DSN("postgres")})
 	account(t, s, "acme")
 	u := sensorUser(t, s, "acme", "s1")
@@ -118,8 +114,7 @@ func TestDatabaseOutageAnswers503(t *testing.T) {
 // 503 nats_unavailable with Retry-After, the others keep working, and what
 // was stored meanwhile is completed once NATS is back.
 func TestNATSOutageAnswers503(t *testing.T) {
-	s := provisionertest.Start(t, provisionertest.Options{})
-	account(t, s, "acme")
+	s := acmeStack(t)
 	u := sensorUser(t, s, "acme", "s1")
 	victim := sensorUser(t, s, "acme", "s2")
 	s.StopNATS()

@@ -35,8 +35,7 @@ func consumerNames(t *testing.T, s *provisionertest.Stack) map[string]bool {
 // Users created while NATS was unreachable get their consumer when it is
 // back, without anyone asking again.
 func TestMissingConsumersAreRepairedAfterNATSReturns(t *testing.T) {
-	s := provisionertest.Start(t, provisionertest.Options{})
-	account(t, s, "acme")
+	s := acmeStack(t)
 	sensorUser(t, s, "acme", "s1")
 	s.StopNATS()
 	for deadline := time.Now().Add(30 * time.Second); s.NATSReady(); {

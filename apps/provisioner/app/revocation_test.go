@@ -176,8 +176,7 @@ func TestUndeliverableRevocationDelaysNoOtherAccount(t *testing.T) {
 // a revocation whose clean-up failed (NATS down) is finished by the repair
 // pass after the reconnect; other sensors keep theirs.
 func TestRevokedSensorLeavesNoConsumer(t *testing.T) {
-	s := provisionertest.Start(t, provisionertest.Options{})
-	account(t, s, "acme")
+	s := acmeStack(t)
 	gone := sensorUser(t, s, "acme", "gone")
 	later := sensorUser(t, s, "acme", "later")
 	kept := sensorUser(t, s, "acme", "kept")

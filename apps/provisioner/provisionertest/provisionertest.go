@@ -113,7 +113,7 @@ func Start(t pgtest.TB, opts Options) *Stack {
 	}
 	s := &Stack{t: t, Dir: dir, Secret: "test-shared-secret-0123456789"}
 	if opts.ClusterNodes > 1 {
-		s.Nodes = clusterNodes(t, dir, opts.ClusterNodes)
+		s.Nodes = clusterNodes(t, dir, opts.ClusterNodes, opts.NATSProfiling)
 		s.NATS = s.Nodes[0]
 		var urls []string
 		for _, n := range s.Nodes {
@@ -263,7 +263,7 @@ func (s *Stack) StopNATS() {
 // clusterNodes configures n nats-servers sharing dir (each its own
 // configuration file and store by name), every one including
 // init-operator's fragment and routed to the others.
-func clusterNodes(t pgtest.TB, dir string, n int) []*natstest.Server {
+func clusterNodes(t pgtest.TB, dir string, n int, profiling bool) []*natstest.Server {
 	routes := make([]int, n)
 	for i := range routes {
 		routes[i] = FreePort(t)
@@ -277,7 +277,7 @@ func clusterNodes(t pgtest.TB, dir string, n int) []*natstest.Server {
 			}
 		}
 		conf := fmt.Sprintf("include \"nats-operator.conf\"\ncluster {\n  name: rxc\n  listen: 127.0.0.1:%d\n  routes: [%s]\n}\n", routes[i], strings.Join(others, ", "))
-		nodes[i] = natstest.New(t, natstest.Options{Dir: dir, Name: fmt.Sprintf("nats-%d", i+1), Config: conf, ReadyTimeout: time.Minute})
+		nodes[i] = natstest.New(t, natstest.Options{Dir: dir, Name: fmt.Sprintf("nats-%d", i+1), Config: conf, ReadyTimeout: time.Minute, Profiling: profiling})
 	}
 	return nodes
 }

@@ -142,11 +142,7 @@ func startPlane(t *testing.T, cfg cpapp.ServeConfig) *plane {
 // may halt and resume; cfg's database moves there.
 func ownPostgres(t *testing.T, cfg *cpapp.ServeConfig) *pgtest.Cluster {
 	t.Helper()
-	cluster, err := pgtest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Stop() })
+	cluster := pgtest.Own(t)
 	cfg.PGDSN = cluster.DSN("postgres")
 	return cluster
 }

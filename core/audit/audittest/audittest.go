@@ -18,12 +18,19 @@ import (
 	"github.com/rxc-project/rxc/core/contracttest"
 )
 
+// Store is what the suite exercises: the store and its retention.
+type Store interface {
+	audit.Store
+	audit.Pruner
+}
+
 // Run runs the suite; newStore returns a fresh, empty store per subtest.
-func Run(t *testing.T, newStore func(t *testing.T) audit.Store) {
-	contracttest.Run(t, newStore, contracttest.Cases[audit.Store]{
-		{"RoundTrip", testRoundTrip},
-		{"Filters", testFilters},
-		{"Paging", testPaging},
+func Run(t *testing.T, newStore func(t *testing.T) Store) {
+	contracttest.Run(t, newStore, contracttest.Cases[Store]{
+		{"RoundTrip", func(t *testing.T, s Store) { testRoundTrip(t, s) }},
+		{"Filters", func(t *testing.T, s Store) { testFilters(t, s) }},
+		{"Paging", func(t *testing.T, s Store) { testPaging(t, s) }},
+		{"Retention", testRetention},
 	})
 }
 
@@ -135,5 +142,58 @@ func testPaging(t *testing.T, s audit.Store) {
 	}
 	if diff := cmp.Diff([]string{"p6", "p5", "p4", "p3", "p2", "p1", "p0"}, got); diff != "" {
 		t.Errorf("pages (-want +got):\n%s", diff)
+	}
+}
+
+// testRetention drives the trail past its bound: entries recorded before
+// the cut-off go, oldest first and at most the limit per call; later ones
+// stay with their ids, and listing, filters and paging answer the same for
+// them; a second pass removes nothing; ids keep growing after pruning.
+func testRetention(t *testing.T, s Store) {
+	ctx := context.Background()
+	cut := t0.Add(400 * 24 * time.Hour)
+	for i := range 5 {
+		if err := s.AppendAudit(ctx, audit.Entry{At: t0.Add(time.Duration(i) * time.Hour), TenantID: "acme", Action: fmt.Sprint("old", i), Outcome: audit.OutcomeSuccess}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, tenant := range []string{"acme", "beta", "acme"} {
+		if err := s.AppendAudit(ctx, audit.Entry{At: cut.Add(time.Duration(i) * time.Second), TenantID: tenant, Action: fmt.Sprint("new", i), Outcome: audit.OutcomeSuccess}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := list(t, s, audit.Filter{})
+	var removed []int
+	for range 10 {
+		n, err := s.PruneAudit(ctx, cut, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		removed = append(removed, n)
+		if n < 2 {
+			break
+		}
+	}
+	if diff := cmp.Diff([]int{2, 2, 1}, removed); diff != "" {
+		t.Errorf("removed per call, limit 2 (-want +got):\n%s", diff)
+	}
+	if n, err := s.PruneAudit(ctx, cut, 2); err != nil || n != 0 {
+		t.Errorf("second pass = %d, %v; want nothing", n, err)
+	}
+	got := list(t, s, audit.Filter{})
+	if diff := cmp.Diff(before[:3], got); diff != "" {
+		t.Errorf("entries after pruning (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"new2", "new0"}, actions(list(t, s, audit.Filter{Tenants: []string{"acme"}}))); diff != "" {
+		t.Errorf("acme's entries after pruning (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"new0"}, actions(list(t, s, audit.Filter{Limit: 3, Before: got[1].ID}))); diff != "" {
+		t.Errorf("the page after a cursor (-want +got):\n%s", diff)
+	}
+	if err := s.AppendAudit(ctx, audit.Entry{At: cut.Add(time.Hour), Action: "after", Outcome: audit.OutcomeSuccess}); err != nil {
+		t.Fatal(err)
+	}
+	if last := list(t, s, audit.Filter{Limit: 1}); len(last) != 1 || last[0].ID <= got[0].ID {
+		t.Errorf("an entry appended after pruning = %+v; want an id above %d", last, got[0].ID)
 	}
 }

@@ -20,9 +20,15 @@ import (
 // Harness is a store under test and the way to revoke a sensor in the
 // world it reads revocations from.
 type Harness struct {
-	Store events.Store
+	Store Store
 	// Revoke records that tenantID's sensor sensorID was revoked at at.
 	Revoke func(t *testing.T, tenantID, sensorID string, at time.Time)
+}
+
+// Store is what the suite exercises: the store and its retention.
+type Store interface {
+	events.Store
+	events.Pruner
 }
 
 // Run runs the suite; newHarness returns a fresh, empty store per subtest.
@@ -32,6 +38,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"SameIDOtherTenantOrTimeIsAnotherEvent", testIdentity},
 		{"RefusesWhatItCannotHold", testRefuses},
 		{"EventsAfterRevocationAreNotStored", testRevocation},
+		{"DropDays", testDropDays},
 	})
 }
 
@@ -136,5 +143,41 @@ func testRevocation(t *testing.T, h Harness) {
 	res = write(t, h.Store, at("acme", "s1", "before", revokedAt.Add(-time.Microsecond)), at("acme", "s1", "after", revokedAt.Add(time.Second)))
 	if res != (events.WriteResult{Revoked: 1}) {
 		t.Errorf("rewrite = %+v, want the revoked one skipped again and no insert", res)
+	}
+}
+
+// testDropDays drives the table past its bound: the days that ended at or
+// before the cut-off go whole (writing their events again stores them
+// anew), later days keep every event (writing them again is a no-op), and
+// a second pass drops nothing.
+func testDropDays(t *testing.T, h Harness) {
+	ctx := context.Background()
+	cut := Day.Add(30 * 24 * time.Hour).Truncate(24 * time.Hour) // a midnight
+	old := []events.Event{
+		Alert("acme", "e-old-1", cut.Add(-71*time.Hour)),
+		Alert("acme", "e-old-2", cut.Add(-47*time.Hour)),
+		Alert("beta", "e-last-of-old-day", cut.Add(-time.Microsecond)), // the day ending at the cut-off
+	}
+	kept := []events.Event{
+		Alert("acme", "e-first-of-cut-day", cut), // its day ends a day after the cut-off
+		Alert("acme", "e-new", cut.Add(30*time.Hour)),
+	}
+	if res := write(t, h.Store, append(append([]events.Event{}, old...), kept...)...); res.Inserted != 5 {
+		t.Fatalf("stored %d of 5", res.Inserted)
+	}
+	if n, err := h.Store.DropDaysBefore(ctx, cut); err != nil || n != 3 {
+		t.Fatalf("drop = %d, %v; want the 3 days before the cut-off", n, err)
+	}
+	if n, err := h.Store.DropDaysBefore(ctx, cut); err != nil || n != 0 {
+		t.Errorf("second drop = %d, %v; want none", n, err)
+	}
+	if res := write(t, h.Store, kept...); res.Inserted != 0 {
+		t.Errorf("events of kept days stored again: %d new, want 0 (they stayed)", res.Inserted)
+	}
+	if res := write(t, h.Store, old...); res.Inserted != 3 {
+		t.Errorf("events of dropped days stored again: %d new, want 3 (they were gone)", res.Inserted)
+	}
+	if n, err := h.Store.DropDaysBefore(ctx, cut.Add(-time.Hour)); err != nil || n != 2 {
+		t.Errorf("drop before an hour to midnight = %d, %v; want the 2 days that ended by then", n, err)
 	}
 }

@@ -27,6 +27,7 @@ import (
 type Store interface {
 	fleet.Store
 	fleet.Locker
+	fleet.HistoryStore
 	// CertificateCount is how many certificate rows a sensor holds,
 	// active and superseded.
 	CertificateCount(ctx context.Context, sensorID string) int
@@ -62,6 +63,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Labels", testLabels},
 		{"Decommission", testDecommission},
 		{"DeleteTenant", testDeleteTenant},
+		{"HistoryRetention", testHistoryRetention},
 		{"Locker", testLocker},
 	})
 }

@@ -34,6 +34,7 @@ func Run(t *testing.T, newStore func(t *testing.T) operators.Store) {
 		{"Sessions", testSessions},
 		{"SetPasswordEndsSessions", testSetPassword},
 		{"APITokens", testAPITokens},
+		{"PruneAPITokens", testPruneAPITokens},
 		{"LoginFailures", testLoginFailures},
 		{"SecondFactor", testSecondFactor},
 	})
@@ -556,5 +557,66 @@ func testSecondFactor(t *testing.T, s operators.Store) {
 	is(t, "SetAuthSettings off", s.SetAuthSettings(ctx, operators.AuthSettings{}), nil)
 	if set, _ := s.AuthSettings(ctx); set != (operators.AuthSettings{}) {
 		t.Errorf("AuthSettings after turning everything off = %+v", set)
+	}
+}
+
+// testPruneAPITokens: tokens revoked or expired before the cut-off go, at
+// most the limit per call; usable ones and those that ended later stay and
+// still authenticate or list; a second pass removes nothing.
+func testPruneAPITokens(t *testing.T, s operators.Store) {
+	ctx := context.Background()
+	create(t, s, "op-a", "alice@example.com", operators.RoleAdmin)
+	cut := t0.Add(90 * 24 * time.Hour)
+	for _, k := range []struct {
+		id      string
+		expires time.Time
+		revoke  time.Time
+	}{
+		{"expired-old", t0.Add(time.Hour), time.Time{}},
+		{"revoked-old", cut.Add(time.Hour), t0.Add(time.Minute)},
+		{"expired-old-2", t0.Add(2 * time.Hour), time.Time{}},
+		{"live", cut.Add(time.Hour), time.Time{}},
+		{"revoked-recent", cut.Add(time.Hour), cut.Add(time.Minute)},
+	} {
+		if err := s.CreateAPIToken(ctx, operators.APIToken{ID: k.id, OperatorID: "op-a", Name: k.id, Role: operators.RoleViewer,
+			CreatedBy: "alice@example.com", CreatedAt: t0, ExpiresAt: k.expires}, hash(k.id)); err != nil {
+			t.Fatal(err)
+		}
+		if !k.revoke.IsZero() {
+			if _, err := s.RevokeAPIToken(ctx, k.id, k.revoke); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var removed []int
+	for range 5 {
+		n, err := s.PruneAPITokens(ctx, cut, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		removed = append(removed, n)
+		if n < 2 {
+			break
+		}
+	}
+	if diff := cmp.Diff([]int{2, 1}, removed); diff != "" {
+		t.Errorf("removed per call, limit 2 (-want +got):\n%s", diff)
+	}
+	if n, err := s.PruneAPITokens(ctx, cut, 2); err != nil || n != 0 {
+		t.Errorf("second pass = %d, %v; want nothing", n, err)
+	}
+	list, err := s.ListAPITokens(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, k := range list {
+		left = append(left, k.ID)
+	}
+	if diff := cmp.Diff([]string{"live", "revoked-recent"}, left); diff != "" {
+		t.Errorf("tokens after pruning (-want +got):\n%s", diff)
+	}
+	if _, _, err := s.APITokenByHash(ctx, hash("live")); err != nil {
+		t.Errorf("the live token after pruning: %v", err)
 	}
 }

@@ -1,0 +1,177 @@
+package controlplanestore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rxc-project/rxc/core/audit"
+	"github.com/rxc-project/rxc/core/fleet"
+)
+
+// History retention (fleet.HistoryStore, audit.Pruner): each call is one
+// short statement (a batch: one short transaction) over at most limit rows,
+// found through migration 026's indexes. The SQL conditions are the rules
+// of core/fleet/history.go; the contract suites hold them equal to the
+// in-memory store's.
+
+var (
+	_ fleet.HistoryStore = (*Store)(nil)
+	_ audit.Pruner       = (*Store)(nil)
+)
+
+// commandPrunableSQL is fleet.CommandPrunable plus the store's part: not
+// its sensor's last command, neither the one recorded last (a later one
+// exists) nor the one the sensor row names. $1 is the cut-off; c the
+// command.
+const commandPrunableSQL = `
+	c.issued_at < $1 AND c.expires_at < $1
+	AND (c.status IN ('failed', 'expired') OR (c.status = 'accepted' AND c.acknowledged_at IS NOT NULL))
+	AND EXISTS (SELECT 1 FROM commands n WHERE n.sensor_id = c.sensor_id AND n.seq > c.seq)
+	AND NOT EXISTS (SELECT 1 FROM sensors s WHERE s.last_command_id = c.id)`
+
+// PruneCommands implements fleet.HistoryStore: finished old commands
+// outside any batch, oldest first.
+func (s *Store) PruneCommands(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, `
+		DELETE FROM commands WHERE id IN (
+			SELECT c.id FROM commands c
+			WHERE c.batch_id IS NULL AND`+commandPrunableSQL+`
+			ORDER BY c.issued_at LIMIT $2
+			FOR UPDATE SKIP LOCKED)`, before, limit)
+	if err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// PruneBatches implements fleet.HistoryStore. It walks the batches created
+// before the cut-off oldest first (keyset pages of batchPage, no check in
+// the page query: checking every old batch in one statement read all their
+// commands on every call), and gives each its own transaction that locks
+// it (FOR UPDATE SKIP LOCKED: a concurrent pass takes another), checks it
+// and deletes its commands and then itself. One check suffices: a finished
+// command stays finished (a late report makes an expired one accepted),
+// and a command becomes no sensor's last one again once a later one exists
+// (only the pass deletes commands, and never the last).
+func (s *Store) PruneBatches(ctx context.Context, before time.Time, limit int) (batches, commands int, err error) {
+	afterAt, afterID := time.Time{}, ""
+	for batches < limit {
+		rows, err := s.pool.Query(ctx, `
+			SELECT id, created_at FROM command_batches
+			WHERE created_at < $1 AND (created_at, id) > ($2, $3)
+			ORDER BY created_at, id LIMIT $4`, before, afterAt, afterID, batchPage)
+		if err != nil {
+			return batches, commands, err
+		}
+		type key struct {
+			ID string
+			At time.Time
+		}
+		page, err := pgx.CollectRows(rows, pgx.RowToStructByPos[key])
+		if err != nil || len(page) == 0 {
+			return batches, commands, err
+		}
+		for _, k := range page {
+			n, ok, err := s.pruneBatch(ctx, k.ID, before)
+			if err != nil {
+				return batches, commands, err
+			}
+			if ok {
+				batches, commands = batches+1, commands+n
+				if batches == limit {
+					break
+				}
+			}
+		}
+		afterAt, afterID = page[len(page)-1].At, page[len(page)-1].ID
+	}
+	return batches, commands, nil
+}
+
+// batchPage is how many old batches PruneBatches reads at a time.
+const batchPage = 100
+
+// pruneBatch deletes batch id and its commands if it is removable once
+// locked; ok false when it is not, or another pass holds it.
+func (s *Store) pruneBatch(ctx context.Context, id string, before time.Time) (n int, ok bool, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var removable bool
+		err := tx.QueryRow(ctx, `
+			SELECT NOT EXISTS (SELECT 1 FROM commands c WHERE c.batch_id = b.id AND NOT (`+commandPrunableSQL+`))
+			FROM command_batches b WHERE b.id = $2 AND b.created_at < $1
+			FOR UPDATE SKIP LOCKED`, before, id).Scan(&removable)
+		if errors.Is(err, pgx.ErrNoRows) || err == nil && !removable {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM commands WHERE batch_id = $1`, id)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM command_batches WHERE id = $1`, id); err != nil {
+			return err
+		}
+		n, ok = int(tag.RowsAffected()), true
+		return nil
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return n, ok, nil
+}
+
+// PruneTokens implements fleet.HistoryStore (sensor_tokens_ended_idx).
+func (s *Store) PruneTokens(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, `
+		DELETE FROM sensor_tokens WHERE token_hash IN (
+			SELECT token_hash FROM sensor_tokens WHERE LEAST(used_at, revoked_at, expires_at) < $1
+			ORDER BY LEAST(used_at, revoked_at, expires_at) LIMIT $2
+			FOR UPDATE SKIP LOCKED)`, before, limit)
+	if err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// PruneClaimCodes implements fleet.HistoryStore (claim_codes_ended_idx).
+func (s *Store) PruneClaimCodes(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, `
+		DELETE FROM claim_codes WHERE id IN (
+			SELECT id FROM claim_codes WHERE LEAST(used_at, revoked_at, expires_at) < $1
+			ORDER BY LEAST(used_at, revoked_at, expires_at) LIMIT $2
+			FOR UPDATE SKIP LOCKED)`, before, limit)
+	if err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// PruneAudit implements audit.Pruner (audit_log_at_idx).
+func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, `
+		DELETE FROM audit_log WHERE id IN (
+			SELECT id FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2
+			FOR UPDATE SKIP LOCKED)`, before, limit)
+	if err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// PruneAPITokens implements operators.APITokenPruner (api_tokens_ended_idx).
+func (s *Store) PruneAPITokens(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, `
+		DELETE FROM api_tokens WHERE id IN (
+			SELECT id FROM api_tokens WHERE LEAST(revoked_at, expires_at) < $1
+			ORDER BY LEAST(revoked_at, expires_at) LIMIT $2
+			FOR UPDATE SKIP LOCKED)`, before, limit)
+	if err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
+}
