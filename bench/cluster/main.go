@@ -12,10 +12,12 @@
 //     R3 consumers, and limits + R1 consumers (what deploy/ ships now:
 //     COMMAND_STREAM_RETENTION=limits, COMMAND_CONSUMER_REPLICAS=1).
 //
-// With -kill it also stops one node of the chosen shape after the fan-out
-// and reports how many consumers the cluster lists as missing and how long
-// recreating them on the live nodes takes (what the provisioner's repair
-// pass does). The servers run as processes ($RXC_NATS_SERVER_BIN, else in
+// With -kill it also SIGKILLs one node of the chosen shape after the
+// fan-out, does what the provisioner's node-loss pass does (-recover
+// recorded: the consumers whose create answer named the node the stream
+// reports lost; -recover list: the consumer list's missing names, the
+// fallback and the earlier way) and reports when every consumer answers
+// again from a live node, from the kill. The servers run as processes ($RXC_NATS_SERVER_BIN, else in
 // this process), plain (no operator mode), JetStream on the same disk.
 package main
 
@@ -33,6 +35,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,6 +85,15 @@ type result struct {
 	consumers int // created (the sensors of the shape)
 	listed    time.Duration
 	recreate  time.Duration
+	// The node loss (nodeLoss): how the provisioner found the consumers
+	// to recreate, when it knew, how many of the lost node's consumers
+	// answered when asked (not recreated), and when every consumer
+	// answered again from a live node, from the kill.
+	recovery  string
+	sensors   string // -pull: what the sensors' pullers saw
+	detected  time.Duration
+	answered  int
+	answering time.Duration
 	err       error
 }
 
@@ -89,6 +101,9 @@ func main() {
 	sensors := flag.Int("sensors", 2000, "sensors (durable consumers) per shape")
 	list := flag.String("shapes", "single-wq,single-limits,limits-r1,wq-r3", "shapes to measure, in order: "+names())
 	kill := flag.String("kill", "limits-r1", "shape whose node is stopped after the fan-out (empty: none)")
+	flag.BoolVar(&pullSensors, "pull", false, "with -kill: every sensor pulls its consumer throughout (one puller a sensor, as the agent) and gets a command, half sent before the kill and half after; reports commands lost, delivered twice, and when the last was applied")
+	flag.IntVar(&recoverWorkers, "recover-workers", 256, "consumers re-checked and recreated at once with -recover recorded (the provisioner's nodeLossWorkers)")
+	flag.StringVar(&recovery, "recover", "recorded", "how the killed node's consumers are found: recorded (each consumer's node recorded at creation, the lost node named by the stream: what the provisioner does) or list (every consumer listed, nats-server names the missing ones: the fallback, and what the provisioner did before)")
 	shipped := flag.Bool("shipped", true, "also enrol the sensors through the provisioner on the shipped shape (three nodes, COMMAND_STREAM_RETENTION=limits, COMMAND_CONSUMER_REPLICAS=1, PostgreSQL)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the provisioner runs in it) during the shipped enrolment to this file")
 	pgPool := flag.Int("pgpool", 0, "the shipped shape's provisioner PostgreSQL pool size (pool_max_conns in PG_DSN; 0: the provisioner's default)")
@@ -136,7 +151,10 @@ func main() {
 		}
 		kill := ""
 		if r.recreate > 0 || r.missing > 0 {
-			kill = fmt.Sprintf("%d listed missing in %s, recreated: all answering %s after the loss", r.missing, r.listed.Round(time.Millisecond), (r.recreate + 2*time.Second).Round(time.Millisecond))
+			kill = killText(r)
+			if r.sensors != "" {
+				kill += "; sensors pulling: " + r.sensors
+			}
 		}
 		rel := ""
 		if base != nil && base.err == nil {
@@ -247,12 +265,16 @@ func measure(ctx context.Context, sh shape, n int, kill bool) (r result) {
 	}
 	cpu0 := benchenv.TreeCPU(os.Getpid())
 	var failed atomic.Int64
+	placed := make([]string, n) // the node each create answer named
 	start := time.Now()
 	_ = benchenv.Parallel(ctx, n, 32, func(i int) error {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		if _, err := js.CreateOrUpdateConsumer(cctx, "RXC_CMD", consumer(i)); err != nil {
+		cons, err := js.CreateOrUpdateConsumer(cctx, "RXC_CMD", consumer(i))
+		if err != nil {
 			failed.Add(1)
+		} else if ci := cons.CachedInfo(); ci.Cluster != nil {
+			placed[i] = ci.Cluster.Leader
 		}
 		return nil
 	})
@@ -331,43 +353,125 @@ func measure(ctx context.Context, sh shape, n int, kill bool) (r result) {
 	if !kill || sh.nodes < 3 {
 		return r
 	}
-	// Stop the last node, then do what the provisioner's repair does:
-	// list the consumers the cluster cannot reach, delete and create them.
-	nodes[2].Kill()
-	time.Sleep(2 * time.Second)
-	start = time.Now()
-	var missing []string
-	if err := retry(ctx, 30*time.Second, func() error {
-		var err error
-		missing, err = missingConsumers(ctx, nc, "RXC_CMD")
-		return err
-	}); err != nil {
-		r.err = fmt.Errorf("list after the node loss: %w", err)
-		return r
+	nodeLoss(ctx, &r, nodes[2], js, nc, n, placed, consumer)
+	return r
+}
+
+// recovery is the -recover flag: "recorded" or "list"; recoverWorkers
+// is -recover-workers.
+var (
+	recovery       = "recorded"
+	recoverWorkers = 256
+)
+
+// killText is the node-loss column of the results table.
+func killText(r result) string {
+	if r.recovery == "list" {
+		return fmt.Sprintf("list: %d listed missing in %s, recreated by %s; every consumer answering again **%s** after the kill", r.missing, r.listed.Round(time.Millisecond), r.recreate.Round(time.Millisecond), r.answering.Round(time.Millisecond))
 	}
-	r.listed = time.Since(start)
-	r.missing = len(missing)
+	return fmt.Sprintf("recorded nodes: lost node named %s after the kill, %d consumers recorded there (%d answered when asked), recreated %d at a time by %s; every consumer answering again **%s** after the kill", r.detected.Round(time.Millisecond), r.missing, r.answered, recoverWorkers, r.recreate.Round(time.Millisecond), r.answering.Round(time.Millisecond))
+}
+
+// nodeLoss SIGKILLs node and then does what the provisioner's node-loss
+// pass does (apps/provisioner offlineLoop, core RecreateLostNodeConsumers,
+// serveradmin), timed from the kill, then asks every consumer until each
+// answers from a live node. With -recover recorded: every 2 s one stream
+// info request until the stream names a replica offline or silent for 5 s
+// (serveradmin.LostNodes), then the consumers whose create answer named
+// that node are asked (500 ms) and, when they do not answer, deleted (2 s
+// wait) and created again (3 s), up to 4 rounds, 256 at a time (-recover-workers). With
+// -recover list: what the provisioner did before (and does now as the
+// fallback): the consumer list with nats-server's "missing" names, then
+// the same recreation, 32 at a time.
+func nodeLoss(ctx context.Context, r *result, node *natstest.Server, js jetstream.JetStream, nc *nats.Conn, n int, placed []string, consumer func(int) jetstream.ConsumerConfig) {
+	r.recovery = recovery
 	idx := map[string]int{}
 	for i := range n {
 		idx[fmt.Sprintf("s-%06d", i)] = i
 	}
-	var mu sync.Mutex
-	var errs []error
-	_ = benchenv.Parallel(ctx, len(missing), 32, func(k int) error {
-		name := missing[k]
-		err := retry(ctx, 60*time.Second, func() error {
+	var fleet *sensorFleet
+	if pullSensors {
+		fleet = startSensors(ctx, js, n)
+		fleet.publish(ctx, js, 0, n/2)
+	}
+	node.Kill()
+	killed := time.Now()
+	if fleet != nil {
+		// The other half of the commands while the node is lost, as
+		// the control plane sends them (a command refused while the
+		// stream has no leader is sent again; the stream deduplicates).
+		go fleet.publish(ctx, js, n/2, n)
+	}
+	var lost []string
+	var todo []string
+	workers := recoverWorkers
+	if recovery == "list" {
+		workers = 32
+		time.Sleep(2 * time.Second) // the loop's first look
+		start := time.Now()
+		if err := retry(ctx, 30*time.Second, func() error {
+			var err error
+			todo, err = missingConsumers(ctx, nc, "RXC_CMD")
+			return err
+		}); err != nil {
+			r.err = fmt.Errorf("list after the node loss: %w", err)
+			return
+		}
+		r.listed = time.Since(start)
+	} else {
+		for {
+			time.Sleep(2 * time.Second)
+			if time.Since(killed) > 2*time.Minute {
+				r.err = errors.New("the stream named no lost node within 2 minutes")
+				return
+			}
+			lost = lostNodes(ctx, js)
+			if len(lost) > 0 {
+				break
+			}
+		}
+		r.detected = time.Since(killed)
+		for i, p := range placed {
+			if slices.Contains(lost, p) {
+				todo = append(todo, fmt.Sprintf("s-%06d", i))
+			}
+		}
+	}
+	r.missing = len(todo)
+	var (
+		mu       sync.Mutex
+		errs     []error
+		answered atomic.Int64
+	)
+	_ = benchenv.Parallel(ctx, len(todo), workers, func(k int) error {
+		name := todo[k]
+		if recovery != "list" {
+			actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			cons, err := js.Consumer(actx, "RXC_CMD", name)
+			cancel()
+			if err == nil && cons.CachedInfo().Cluster != nil && !slices.Contains(lost, cons.CachedInfo().Cluster.Leader) {
+				answered.Add(1)
+				return nil
+			}
+		}
+		var err error
+		for range 4 {
 			// As serveradmin.RecreateConsumer: a delete nobody answers
 			// within 2 s was applied (nats-server has not marked the killed
 			// node offline yet); the create tells.
 			dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			err := js.DeleteConsumer(dctx, "RXC_CMD", name)
+			err = js.DeleteConsumer(dctx, "RXC_CMD", name)
 			cancel()
 			if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, context.DeadlineExceeded) {
-				return err
+				continue
 			}
-			_, err = js.CreateOrUpdateConsumer(ctx, "RXC_CMD", consumer(idx[name]))
-			return err
-		})
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			_, err = js.CreateOrUpdateConsumer(cctx, "RXC_CMD", consumer(idx[name]))
+			cancel()
+			if err == nil {
+				break
+			}
+		}
 		if err != nil {
 			mu.Lock()
 			errs = append(errs, err)
@@ -375,11 +479,213 @@ func measure(ctx context.Context, sh shape, n int, kill bool) (r result) {
 		}
 		return nil
 	})
-	r.recreate = time.Since(start)
+	r.recreate = time.Since(killed)
+	r.answered = int(answered.Load())
 	if len(errs) > 0 {
 		r.err = fmt.Errorf("%d consumers not recreated: %v", len(errs), errs[0])
+		return
 	}
-	return r
+	// Every consumer asked until it answers from a live node.
+	var left []int
+	for i := range n {
+		left = append(left, i)
+	}
+	for len(left) > 0 {
+		if time.Since(killed) > 5*time.Minute {
+			r.err = fmt.Errorf("%d consumers not answering 5 minutes after the kill", len(left))
+			return
+		}
+		var still []int
+		_ = benchenv.Parallel(ctx, len(left), 64, func(k int) error {
+			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			cons, err := js.Consumer(actx, "RXC_CMD", fmt.Sprintf("s-%06d", left[k]))
+			if err == nil && (cons.CachedInfo().Cluster == nil || !slices.Contains(lost, cons.CachedInfo().Cluster.Leader)) {
+				return nil
+			}
+			mu.Lock()
+			still = append(still, left[k])
+			mu.Unlock()
+			return nil
+		})
+		left = still
+	}
+	r.answering = time.Since(killed)
+	fmt.Fprintf(os.Stderr, "node loss (%s): %s\n", recovery, killText(*r))
+	if fleet != nil {
+		r.sensors = fleet.wait(killed, 2*time.Minute)
+		fmt.Fprintf(os.Stderr, "sensors pulling: %s\n", r.sensors)
+	}
+}
+
+// pullSensors is the -pull flag.
+var pullSensors bool
+
+// sensorFleet is one puller a sensor, as the agent pulls its consumer:
+// fetch, apply a command whose id it has not applied (the agent keeps the
+// ids it applied), acknowledge; after a failed pull it tries again within
+// 5 s. Each sensor gets one command k-<i> (half sent before the kill, half
+// after); it already applied the fan-out's c-<i>, which a recreated
+// consumer delivers again.
+type sensorFleet struct {
+	n         int
+	mu        sync.Mutex
+	accepted  map[string]time.Time // command id → the stream's acknowledgement
+	applied   map[string]time.Time // command id → when it was applied
+	delivered map[string]int       // command id → deliveries
+	refused   int                  // publishes refused and sent again
+	done      sync.WaitGroup
+}
+
+func startSensors(ctx context.Context, js jetstream.JetStream, n int) *sensorFleet {
+	f := &sensorFleet{n: n, accepted: map[string]time.Time{}, applied: map[string]time.Time{}, delivered: map[string]int{}}
+	for i := range n {
+		f.applied[fmt.Sprintf("c-%d", i)] = time.Time{} // the fan-out's, applied
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	var started sync.WaitGroup
+	for i := range n {
+		f.done.Add(1)
+		started.Add(1)
+		go func() {
+			defer f.done.Done()
+			name, want := fmt.Sprintf("s-%06d", i), fmt.Sprintf("k-%d", i)
+			var cons jetstream.Consumer
+			for cons == nil && pctx.Err() == nil {
+				c, err := js.Consumer(pctx, "RXC_CMD", name)
+				if err == nil {
+					cons = c
+				}
+			}
+			started.Done()
+			backoff := time.Second
+			for pctx.Err() == nil {
+				f.mu.Lock()
+				_, got := f.applied[want]
+				f.mu.Unlock()
+				if got {
+					return
+				}
+				b, err := cons.Fetch(4, jetstream.FetchMaxWait(2*time.Second))
+				if err == nil {
+					for m := range b.Messages() {
+						id := m.Headers().Get(jetstream.MsgIDHeader)
+						f.mu.Lock()
+						f.delivered[id]++
+						if _, ok := f.applied[id]; !ok {
+							f.applied[id] = time.Now()
+						}
+						f.mu.Unlock()
+						_ = m.Ack()
+					}
+					err = b.Error()
+				}
+				if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+					time.Sleep(backoff)
+					backoff = min(2*backoff, 5*time.Second)
+					continue
+				}
+				backoff = time.Second
+			}
+		}()
+	}
+	started.Wait()
+	go func() { f.done.Wait(); cancel() }()
+	return f
+}
+
+// publish sends k-<i> for i in [from, to), each until the stream
+// acknowledges it, 32 at a time.
+func (f *sensorFleet) publish(ctx context.Context, js jetstream.JetStream, from, to int) {
+	_ = benchenv.Parallel(ctx, to-from, 32, func(k int) error {
+		i := from + k
+		id := fmt.Sprintf("k-%d", i)
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := js.Publish(pctx, fmt.Sprintf("cmd.t%d.s-%06d", i%10, i), []byte(`{"action":"stop"}`), jetstream.WithMsgID(id))
+			cancel()
+			f.mu.Lock()
+			if err == nil {
+				f.accepted[id] = time.Now()
+			} else {
+				f.refused++
+			}
+			f.mu.Unlock()
+			if err == nil {
+				return nil
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		return nil
+	})
+}
+
+// wait waits until every sensor applied its k-<i> or within runs out, and
+// says what happened.
+func (f *sensorFleet) wait(killed time.Time, within time.Duration) string {
+	finished := make(chan struct{})
+	go func() { f.done.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(time.Until(killed.Add(within))):
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var notAccepted, notApplied, twice, late int
+	var last, worst time.Duration
+	for i := range f.n {
+		id := fmt.Sprintf("k-%d", i)
+		acc, ok := f.accepted[id]
+		if !ok {
+			notAccepted++
+			continue
+		}
+		at, ok := f.applied[id]
+		if !ok {
+			notApplied++
+			continue
+		}
+		if f.delivered[id] > 1 {
+			twice++
+		}
+		last = max(last, at.Sub(killed))
+		if acc.After(killed) {
+			worst = max(worst, at.Sub(acc))
+		}
+		if at.Sub(killed) > 30*time.Second && at.Sub(acc) > 30*time.Second {
+			late++
+		}
+	}
+	again := 0
+	for i := range f.n {
+		again += max(0, f.delivered[fmt.Sprintf("c-%d", i)])
+	}
+	return fmt.Sprintf("%d sensors, each sent k-<i> (half after the kill; %d publishes refused and sent again): %d not accepted, **%d accepted and not applied**, %d delivered twice (applied once); the last applied %s after the kill, the slowest sent after the kill applied %s after its acceptance, %d later than 30 s after both; %d earlier commands delivered again by recreated consumers and skipped",
+		f.n, f.refused, notAccepted, notApplied, twice, last.Round(time.Millisecond), worst.Round(time.Millisecond), late, again)
+}
+
+// lostNodes names the command stream's replicas that are offline, silent
+// for 5 s, or not heard from by a leader elected 5 s ago, as
+// serveradmin.LostNodes: none while it has no leader.
+func lostNodes(ctx context.Context, js jetstream.JetStream) []string {
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := js.Stream(sctx, "RXC_CMD")
+	if err != nil {
+		return nil
+	}
+	ci := st.CachedInfo().Cluster
+	if ci == nil || ci.Leader == "" {
+		return nil
+	}
+	var lost []string
+	settled := ci.LeaderSince != nil && time.Since(*ci.LeaderSince) > 5*time.Second
+	for _, rp := range ci.Replicas {
+		if rp.Offline || rp.Active > 5*time.Second || (settled && rp.Active == 0 && !rp.Current) {
+			lost = append(lost, rp.Name)
+		}
+	}
+	return lost
 }
 
 // missingConsumers pages through the stream's consumer list as

@@ -30,11 +30,11 @@ func (r *recreator) OfflineConsumers(_ context.Context, full bool) ([]string, er
 	return slices.Clone(r.offline), r.fail
 }
 
-func (r *recreator) RecreateConsumer(ctx context.Context, s topology.Sensor) error {
+func (r *recreator) RecreateConsumer(ctx context.Context, s topology.Sensor) (string, error) {
 	r.mu.Lock()
 	r.recreated = append(r.recreated, s.Consumer())
 	r.mu.Unlock()
-	return r.Consumers.EnsureConsumer(ctx, s)
+	return "", r.Consumers.EnsureConsumer(ctx, s)
 }
 
 // A node loss: the consumers no live node holds that belong to active
@@ -95,7 +95,7 @@ type revokingRecreator struct {
 	revoke func(first topology.Sensor)
 }
 
-func (r *revokingRecreator) RecreateConsumer(ctx context.Context, s topology.Sensor) error {
+func (r *revokingRecreator) RecreateConsumer(ctx context.Context, s topology.Sensor) (string, error) {
 	r.once.Do(func() { r.revoke(s) })
 	return r.recreator.RecreateConsumer(ctx, s)
 }

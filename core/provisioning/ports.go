@@ -181,11 +181,12 @@ type ConsumerLister interface {
 // commands in it) lives on. OfflineConsumers names them (when full is false
 // it may answer none at the cost of one request while the cluster looks
 // whole); RecreateConsumer deletes one and creates it again on a live node,
-// leaving a consumer that answers alone. A Consumers adapter that
+// leaving a consumer that answers alone, and names that node ("" when the
+// answer did not say). A Consumers adapter that
 // implements it lets RecreateOfflineConsumers repair a node loss.
 type ConsumerRecreator interface {
 	OfflineConsumers(ctx context.Context, full bool) ([]string, error)
-	RecreateConsumer(ctx context.Context, s topology.Sensor) error
+	RecreateConsumer(ctx context.Context, s topology.Sensor) (node string, err error)
 }
 
 // LastKnown keeps the last known JWT of every account, for the resolver to

@@ -981,18 +981,41 @@ func (s *Service) RemoveRetiredConsumers(ctx context.Context) (int, error) {
 // for the sensor, so no command is lost; agents do not apply a command
 // twice (they keep the ids of the commands they applied). Consumers that
 // are not an active sensor's are left alone. It returns how many it
-// recreated; an adapter without the capability recreates none.
+// recreated; an adapter without the capability recreates none. It is the
+// slower fallback of RecreateLostNodeConsumers (consumers whose node is
+// not recorded, or recorded wrong): with a ConsumerLocator each consumer
+// is asked first and one that answers is recorded, not recreated.
 func (s *Service) RecreateOfflineConsumers(ctx context.Context, full bool, workers int) (int, error) {
+	r, err := s.RecreateOfflineConsumersReporting(ctx, full, workers, nil)
+	return r.Recreated, err
+}
+
+// RecreateOfflineConsumersReporting is RecreateOfflineConsumers calling
+// progress (when set) with the pass so far: OnLost is the number of
+// active sensors' consumers listed missing.
+func (s *Service) RecreateOfflineConsumersReporting(ctx context.Context, full bool, workers int, progress func(NodeRecovery)) (NodeRecovery, error) {
+	var r NodeRecovery
 	rc, ok := s.consumers.(ConsumerRecreator)
 	if !ok {
-		return 0, nil
+		return r, nil
 	}
-	names, err := rc.OfflineConsumers(ctx, full)
-	if err != nil {
-		return 0, fmt.Errorf("%w: offline consumers: %v", ErrNATSUnavailable, err)
+	loc, _ := s.consumers.(ConsumerLocator)
+	ns, _ := s.store.(ConsumerNodeStore)
+	var names []string
+	var err error
+	if full && loc != nil && ns != nil {
+		// The full list names every consumer's node too: recorded, it
+		// keeps the records true (leaders move, an earlier release
+		// recorded none) at no extra request.
+		_, names, err = s.RefreshConsumerNodes(ctx)
+		if err != nil {
+			return r, err
+		}
+	} else if names, err = rc.OfflineConsumers(ctx, full); err != nil {
+		return r, fmt.Errorf("%w: offline consumers: %v", ErrNATSUnavailable, err)
 	}
 	if len(names) == 0 {
-		return 0, nil
+		return r, nil
 	}
 	offline := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -1000,7 +1023,7 @@ func (s *Service) RecreateOfflineConsumers(ctx context.Context, full bool, worke
 	}
 	users, err := s.store.ActiveUsers(ctx)
 	if err != nil {
-		return 0, err
+		return r, err
 	}
 	var todo []topology.Sensor
 	for _, u := range users {
@@ -1013,51 +1036,12 @@ func (s *Service) RecreateOfflineConsumers(ctx context.Context, full bool, worke
 			todo = append(todo, sensor)
 		}
 	}
-	if workers < 1 {
-		workers = 1
+	r.OnLost = len(todo)
+	if progress != nil {
+		progress(r)
 	}
-	var (
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		n    int
-		errs []error
-	)
-	work := make(chan topology.Sensor)
-	for range workers {
-		wg.Go(func() {
-			for sensor := range work {
-				// A pass over many consumers of a lost node takes a while
-				// (each recreation waits on the meta leader): a sensor
-				// revoked since the list was read keeps its consumer
-				// removed, not recreated by this pass.
-				if _, err := s.store.ActiveSensorUser(ctx, sensor.TenantID, sensor.SensorID); errors.Is(err, ErrNotFound) {
-					continue
-				} else if err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-					continue
-				}
-				err := rc.RecreateConsumer(ctx, sensor)
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, fmt.Errorf("%w: recreate consumer %s: %v", ErrNATSUnavailable, sensor.Consumer(), err))
-				} else {
-					n++
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	for _, sensor := range todo {
-		if ctx.Err() != nil {
-			break
-		}
-		work <- sensor
-	}
-	close(work)
-	wg.Wait()
-	return n, errors.Join(errs...)
+	err = s.recover(ctx, todo, nil, workers, loc, rc, ns, &r, progress)
+	return r, err
 }
 
 // ConsumerRepair is what RepairConsumers found and did.

@@ -39,6 +39,8 @@ type Store struct {
 	active map[[2]string]string
 	// claimed indexes the consumer-name claims by (tenant, sensor).
 	claimed map[[2]string]string
+	// nodes is the node each consumer was last seen on (nodes.go).
+	nodes map[string]string
 }
 
 // revEntry is one stored revocation: its time and the entry's expiry.

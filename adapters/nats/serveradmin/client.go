@@ -182,6 +182,10 @@ type Client struct {
 	// upgradeMu serialises stream upgrades (upgrade.go).
 	upgradeMu sync.Mutex
 
+	// placed keeps the nodes consumers were created on until
+	// Placements hands them over (nodes.go).
+	placed placements
+
 	hookKick   chan struct{}
 	streamKick chan struct{}
 	wg         sync.WaitGroup

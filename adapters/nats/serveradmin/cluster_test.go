@@ -343,6 +343,28 @@ func TestClusterR1ConsumersSurviveANodeLoss(t *testing.T) {
 		}
 		byNode[node] = append(byNode[node], s)
 	}
+	// Every create answer named the consumer's node (what the provisioner
+	// records), handed over once.
+	placed := map[string]string{}
+	for _, p := range ops.Placements() {
+		placed[p.Consumer] = p.Node
+	}
+	for node, ss := range byNode {
+		for _, s := range ss {
+			if placed[s.Consumer()] != node {
+				t.Errorf("Placements named %q for %s, which lives on %s", placed[s.Consumer()], s.Consumer(), node)
+			}
+		}
+	}
+	if len(placed) != n {
+		t.Errorf("Placements = %v, want the %d consumers", placed, n)
+	}
+	if again := ops.Placements(); len(again) != 0 {
+		t.Errorf("Placements a second time = %v, want none", again)
+	}
+	if lost, known, err := ops.LostNodes(ctx); err != nil || !known || len(lost) != 0 {
+		t.Errorf("LostNodes of the whole cluster = %v, %v, %v; want none known", lost, known, err)
+	}
 	// The node holding most consumers is lost.
 	lost := ""
 	for node, ss := range byNode {
@@ -415,9 +437,28 @@ func TestClusterR1ConsumersSurviveANodeLoss(t *testing.T) {
 			t.Fatalf("OfflineConsumers named %s, which a live node holds (offline: %v, on the lost node: %v)", name, offline, onLost)
 		}
 	}
+	// LostNodes names exactly the lost node; its consumers answer nothing
+	// (ConsumerNode ""), the others answer from where they live.
+	eventually(t, 20*time.Second, "LostNodes names the lost node", func() bool {
+		got, known, err := ops.LostNodes(ctx)
+		return err == nil && known && slices.Equal(got, []string{lost})
+	})
+	for node, ss := range byNode {
+		for _, s := range ss {
+			got, err := ops.ConsumerNode(ctx, s)
+			must(t, err)
+			if want := map[bool]string{true: "", false: node}[node == lost]; got != want {
+				t.Errorf("ConsumerNode(%s) = %q, want %q (lost: %s)", s.Consumer(), got, want, lost)
+			}
+		}
+	}
 	for _, s := range sensors {
 		if onLost[s.Consumer()] {
-			must(t, ops.RecreateConsumer(ctx, s))
+			node, err := ops.RecreateConsumer(ctx, s)
+			must(t, err)
+			if node == "" || node == lost || node != consumerNode(ctx, adm, s.Consumer()) {
+				t.Errorf("RecreateConsumer(%s) named %q; it lives on %q (lost: %s)", s.Consumer(), node, consumerNode(ctx, adm, s.Consumer()), lost)
+			}
 		}
 	}
 	eventually(t, 10*time.Second, "no consumer offline after the recreation", func() bool {
@@ -450,6 +491,47 @@ func TestClusterR1ConsumersSurviveANodeLoss(t *testing.T) {
 	if len(problems) > 0 {
 		t.Errorf("deliveries by message id; want c2 and c3 once each, c1 once (twice from a recreated consumer):\n%s", strings.Join(problems, "\n"))
 	}
+}
+
+// LostNodes names a killed node within seconds even when it led the
+// command stream: the new leader has never heard from it (nats-server
+// forgets when it last heard from the others when a leader is lost, and
+// marks a killed node offline only minutes later). Control: a whole
+// cluster, and the cluster once the node is back, name none. With
+// RXC_NATS_SERVER_BIN the node is SIGKILLed; in process it is shut down.
+func TestClusterLostNodesNamesAKilledStreamLeader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cl := newCluster(e)
+	urls := cl.urls()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cfg := e.config(urls)
+	cfg.Stream.Replicas, cfg.Stream.ConsumerReplicas, cfg.Stream.Retention = 3, 1, serveradmin.RetentionLimits
+	ops := e.client(cfg)
+	eventually(t, 15*time.Second, "EnsureStream with 3 replicas", func() bool { return ops.EnsureStream(ctx) == nil })
+	adm := e.admin(urls)
+	eventually(t, 15*time.Second, "three current stream replicas", func() bool { return streamHealthy(ctx, adm, 3) })
+	if lost, known, err := ops.LostNodes(ctx); err != nil || !known || len(lost) != 0 {
+		t.Fatalf("LostNodes of the whole cluster = %v, %v, %v; want none known", lost, known, err)
+	}
+	leader := cl.streamLeader(ctx, adm)
+	if leader < 0 {
+		t.Fatal("no stream leader")
+	}
+	name := fmt.Sprintf("nats-%d", leader+1)
+	cl.nodes[leader].Kill()
+	killed := time.Now()
+	eventually(t, 30*time.Second, "LostNodes names the killed stream leader "+name, func() bool {
+		lost, known, err := ops.LostNodes(ctx)
+		return err == nil && known && slices.Equal(lost, []string{name})
+	})
+	t.Logf("LostNodes named the killed stream leader %s %s after the kill", name, time.Since(killed).Round(100*time.Millisecond))
+	cl.start(leader)
+	eventually(t, 30*time.Second, "LostNodes names none once the node is back", func() bool {
+		lost, known, err := ops.LostNodes(ctx)
+		return err == nil && known && len(lost) == 0
+	})
 }
 
 // The upgrade path from the shape deploy/ shipped before (a work-queue

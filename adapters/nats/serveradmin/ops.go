@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -209,53 +207,70 @@ func (c *Client) EnsureEventStream(ctx context.Context) error {
 // succeed and leave one consumer. A missing stream is created first when
 // the client manages the stream.
 func (c *Client) EnsureConsumer(ctx context.Context, s topology.Sensor) error {
+	_, err := c.ensureConsumer(ctx, s)
+	return err
+}
+
+// ensureConsumer is EnsureConsumer naming the node (the consumer's leader)
+// the answer named: "" when it named none (a single server).
+func (c *Client) ensureConsumer(ctx context.Context, s topology.Sensor) (string, error) {
 	if err := ids.ValidateSensor(s.TenantID, s.SensorID); err != nil {
-		return fmt.Errorf("serveradmin: consumer: %w", err)
+		return "", fmt.Errorf("serveradmin: consumer: %w", err)
 	}
 	if s.Stream != c.cfg.Stream.Name {
-		return fmt.Errorf("serveradmin: consumer %s: %w: %q, managing %q", s.Consumer(), ErrStreamMismatch, s.Stream, c.cfg.Stream.Name)
+		return "", fmt.Errorf("serveradmin: consumer %s: %w: %q, managing %q", s.Consumer(), ErrStreamMismatch, s.Stream, c.cfg.Stream.Name)
 	}
-	err := c.createConsumer(ctx, s)
+	node, err := c.createConsumer(ctx, s)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && c.cfg.ManageStream {
 		if err := c.EnsureStream(ctx); err != nil {
-			return err
+			return "", err
 		}
-		err = c.createConsumer(ctx, s)
+		node, err = c.createConsumer(ctx, s)
 	}
-	return err
+	return node, err
 }
 
 // createConsumer creates the consumer, or brings an existing one with the
 // same filter subject to the configured settings. An existing consumer of
 // that name that filters another subject belongs to another (tenant,
 // sensor) pair: it is never re-pointed, the call fails with
-// provisioning.ErrConsumerNameTaken.
-func (c *Client) createConsumer(ctx context.Context, s topology.Sensor) error {
+// provisioning.ErrConsumerNameTaken. It names the node the answer named
+// as the consumer's leader, and keeps it for Placements.
+func (c *Client) createConsumer(ctx context.Context, s topology.Sensor) (string, error) {
 	want := consumerConfig(c.cfg, s)
+	var node string
 	err := c.jetStream(ctx, func(ctx context.Context, js jetstream.JetStream) error {
 		// "create" succeeds for a new consumer and for an identical one:
 		// the common cases cost one round trip.
-		_, err := js.CreateConsumer(ctx, s.Stream, want)
+		cons, err := js.CreateConsumer(ctx, s.Stream, want)
+		if err == nil {
+			node = leaderOf(cons.CachedInfo())
+			return nil
+		}
 		if !errors.Is(err, jetstream.ErrConsumerExists) {
 			return err
 		}
-		cons, err := js.Consumer(ctx, s.Stream, want.Durable)
+		cons, err = js.Consumer(ctx, s.Stream, want.Durable)
 		if err != nil {
 			return err
 		}
 		if got := cons.CachedInfo().Config; got.FilterSubject != want.FilterSubject || len(got.FilterSubjects) > 0 {
 			return fmt.Errorf("%w: it filters %q, not %q", provisioning.ErrConsumerNameTaken, filterOf(got), want.FilterSubject)
 		}
-		_, err = js.UpdateConsumer(ctx, s.Stream, want)
+		cons, err = js.UpdateConsumer(ctx, s.Stream, want)
+		if err == nil {
+			node = leaderOf(cons.CachedInfo())
+		}
 		return err
 	})
 	if isConsumerLimit(err) {
-		return fmt.Errorf("serveradmin: consumer %s: %w (%w)", s.Consumer(), ErrConsumerLimit, err)
+		return "", fmt.Errorf("serveradmin: consumer %s: %w (%w)", s.Consumer(), ErrConsumerLimit, err)
 	}
 	if err != nil {
-		return fmt.Errorf("serveradmin: consumer %s: %w", s.Consumer(), err)
+		return "", fmt.Errorf("serveradmin: consumer %s: %w", s.Consumer(), err)
 	}
-	return nil
+	c.placed.add(want.Durable, node)
+	return node, nil
 }
 
 func filterOf(c jetstream.ConsumerConfig) string {
@@ -380,42 +395,8 @@ func (c *Client) OfflineConsumers(ctx context.Context, full bool) ([]string, err
 			return nil, nil
 		}
 	}
-	// The first page tells how many there are; the others are asked for
-	// at once: each page waits up to 4 s for its consumers' answers.
-	first, err := c.consumerPage(ctx, 0)
-	if err != nil {
-		return nil, err
-	}
-	missing := first.Missing
-	size := len(first.Consumers)
-	if size > 0 && size < first.Total {
-		var (
-			mu   sync.Mutex
-			wg   sync.WaitGroup
-			errs []error
-		)
-		sem := make(chan struct{}, 8)
-		for offset := size; offset < first.Total; offset += size {
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				page, err := c.consumerPage(ctx, offset)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, err)
-					return
-				}
-				missing = append(missing, page.Missing...)
-			})
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return nil, err
-		}
-	}
-	slices.Sort(missing)
-	return slices.Compact(missing), nil
+	_, missing, err := c.ConsumerNodes(ctx)
+	return missing, err
 }
 
 // consumerPage asks for one page of the command stream's consumer list.
@@ -450,10 +431,15 @@ func (c *Client) consumerPage(ctx context.Context, offset int) (consumerListPage
 
 // consumerListPage is nats-server's answer to $JS.API.CONSUMER.LIST.
 type consumerListPage struct {
-	Total     int               `json:"total"`
-	Consumers []json.RawMessage `json:"consumers"`
-	Missing   []string          `json:"missing"`
-	Error     *struct {
+	Total     int `json:"total"`
+	Consumers []struct {
+		Name    string `json:"name"`
+		Cluster *struct {
+			Leader string `json:"leader"`
+		} `json:"cluster"`
+	} `json:"consumers"`
+	Missing []string `json:"missing"`
+	Error   *struct {
 		Code        int    `json:"code"`
 		Description string `json:"description"`
 	} `json:"error"`
@@ -468,15 +454,25 @@ func degraded(ci *jetstream.ClusterInfo) bool {
 	if ci == nil {
 		return false
 	}
-	if ci.Leader == "" {
-		return true
-	}
+	return ci.Leader == "" || len(lostReplicas(ci)) > 0
+}
+
+// lostReplicas names the replicas of a clustered stream with a leader that
+// are offline, that the leader has not heard from for replicaSilence, or
+// that it has not heard from at all since it was elected replicaSilence
+// ago: nats-server (2.15) forgets when it last heard from the other nodes
+// when a leader is lost, so the lost leader shows to the new one as never
+// heard from (Active 0, not current) rather than silent, until it marks the
+// node offline minutes later.
+func lostReplicas(ci *jetstream.ClusterInfo) []string {
+	var lost []string
+	settled := ci.LeaderSince != nil && time.Since(*ci.LeaderSince) > replicaSilence
 	for _, r := range ci.Replicas {
-		if r.Offline || r.Active > replicaSilence {
-			return true
+		if r.Offline || r.Active > replicaSilence || (settled && r.Active == 0 && !r.Current) {
+			lost = append(lost, r.Name)
 		}
 	}
-	return false
+	return lost
 }
 
 // replicaSilence is how long a stream replica may go unheard before the
@@ -498,31 +494,34 @@ const replicaSilence = 5 * time.Second
 // heartbeats for minutes) the meta leader applies the delete without
 // answering it, so a delete that gets no answer within deleteWait is taken
 // as done and the create tells: it fails while the old assignment stands.
-func (c *Client) RecreateConsumer(ctx context.Context, s topology.Sensor) error {
+func (c *Client) RecreateConsumer(ctx context.Context, s topology.Sensor) (string, error) {
 	if s.Stream != c.cfg.Stream.Name {
-		return fmt.Errorf("serveradmin: consumer %s: %w: %q, managing %q", s.Consumer(), ErrStreamMismatch, s.Stream, c.cfg.Stream.Name)
+		return "", fmt.Errorf("serveradmin: consumer %s: %w: %q, managing %q", s.Consumer(), ErrStreamMismatch, s.Stream, c.cfg.Stream.Name)
 	}
 	// nats-server before 2.15 may place the new consumer on the lost node
 	// again while it is not marked offline (it picks among the stream's
 	// peers at random): that create gets no answer, and the next attempt
 	// deletes and places it again.
-	var err error
+	var (
+		node string
+		err  error
+	)
 	for attempt := range recreateAttempts {
 		if attempt > 0 && ctx.Err() != nil {
 			break
 		}
-		if err = c.recreateOnce(ctx, s); err == nil {
-			c.log.Info("recreated a consumer no live node held", "consumer", s.Consumer(), "attempt", attempt+1)
-			return nil
+		if node, err = c.recreateOnce(ctx, s); err == nil {
+			c.log.Info("recreated a consumer no live node held", "consumer", s.Consumer(), "node", node, "attempt", attempt+1)
+			return node, nil
 		}
 	}
-	return err
+	return "", err
 }
 
 // recreateAttempts bounds RecreateConsumer's delete-and-create rounds.
 const recreateAttempts = 4
 
-func (c *Client) recreateOnce(ctx context.Context, s topology.Sensor) error {
+func (c *Client) recreateOnce(ctx context.Context, s topology.Sensor) (string, error) {
 	err := c.callWithin(ctx, adminConn, deleteWait, func(ctx context.Context, nc *nats.Conn) error {
 		js, err := jetstream.New(nc)
 		if err != nil {
@@ -535,11 +534,11 @@ func (c *Client) recreateOnce(ctx context.Context, s topology.Sensor) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("serveradmin: recreate consumer %s: delete: %w", s.Consumer(), err)
+		return "", fmt.Errorf("serveradmin: recreate consumer %s: delete: %w", s.Consumer(), err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, createWait)
 	defer cancel()
-	return c.EnsureConsumer(cctx, s)
+	return c.ensureConsumer(cctx, s)
 }
 
 // createWait bounds the create of a recreated consumer: a live node answers

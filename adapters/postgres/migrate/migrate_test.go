@@ -247,7 +247,7 @@ func TestApplyProvisionerSchema(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-	if diff := cmp.Diff([]string{"001_init.sql", "002_consumer_names.sql", "003_bounded_revocations.sql", "004_revocation_generation.sql"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"001_init.sql", "002_consumer_names.sql", "003_bounded_revocations.sql", "004_revocation_generation.sql", "005_consumer_nodes.sql"}, got); diff != "" {
 		t.Errorf("applied mismatch (-want +got):\n%s", diff)
 	}
 	for _, table := range []string{"nats_operator", "nats_accounts", "nats_users", "nats_revocations", "nats_consumer_names"} {

@@ -285,7 +285,7 @@ func TestPlainSQLThenMigrate(t *testing.T) {
 				t.Fatalf("migrate after plain SQL: %v", err)
 			}
 			// 001 is recorded as applied; later files run now.
-			if diff := cmp.Diff([]string{"001_init.sql", "002_consumer_names.sql", "003_bounded_revocations.sql", "004_revocation_generation.sql"}, applied); diff != "" {
+			if diff := cmp.Diff([]string{"001_init.sql", "002_consumer_names.sql", "003_bounded_revocations.sql", "004_revocation_generation.sql", "005_consumer_nodes.sql"}, applied); diff != "" {
 				t.Errorf("applied (-want +got):\n%s", diff)
 			}
 			applied, err = migrate.Apply(ctx(t), pool, "provisioner", migrations.Provisioner)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/rxc-project/rxc/core/provisioning"
@@ -128,27 +129,108 @@ func (s *Server) keepSnapshot(ctx context.Context) {
 	}
 }
 
-// offlineInterval is how often the provisioner looks for sensor consumers
-// that no live NATS node holds (consumers of fewer replicas than the
-// stream, after a node loss); every offlineFullEvery-th look lists every
-// consumer even when the stream's replicas all answer (a cluster larger
-// than the stream's replicas can lose a node the stream is not on).
+// offlineInterval is how often the provisioner records where new consumers
+// live and asks the command stream whether a node was lost; every
+// offlineFullEvery-th look lists every consumer even when the stream's
+// replicas all answer (a cluster larger than the stream's replicas can lose
+// a node the stream is not on), which also refreshes the recorded nodes;
+// while a node is lost, the list fallback (consumers whose recorded node is
+// unknown or wrong) runs at most every offlineFallbackEvery-th look.
 const (
-	offlineInterval  = 2 * time.Second
-	offlineFullEvery = 30
+	offlineInterval      = 2 * time.Second
+	offlineFullEvery     = 30
+	offlineFallbackEvery = 15
+	// nodeLossWorkers bounds the consumers a pass re-checks and recreates
+	// at once: each mostly waits on NATS (a consumer of the lost node
+	// answers nothing, its delete is not answered either).
+	nodeLossWorkers = 256
+	// nodeLossLock is the PostgreSQL lock the replicas take turns at the
+	// pass with: one repairs, the others record and skip.
+	nodeLossLock = "rxc-consumer-node-loss"
 )
 
 // offlineLoop recreates, while NATS is connected, every sensor consumer
-// whose only node was lost, on a live node, within seconds of the loss.
+// whose only node was lost, on a live node, within seconds of the loss:
+// each look records the nodes this replica's creates named, then the
+// replica holding the node-loss lock asks the stream for lost nodes and
+// recreates the consumers recorded there (RecreateLostNodeConsumers), with
+// the list pass as the slower fallback.
 func (s *Server) offlineLoop(ctx context.Context, every time.Duration, fullEvery int) {
+	lastFallback, fellBackFor := 0, ""
 	s.whileConnected(ctx, every, func(tick int) {
-		n, err := s.svc.RecreateOfflineConsumers(ctx, tick%fullEvery == 0, 32)
-		s.consumersRecreated.Add(int64(n))
-		switch {
-		case err != nil && ctx.Err() == nil:
-			s.log.Warn("recreate consumers no live NATS node holds", "recreated", n, logkey.Error, err)
-		case n > 0:
-			s.log.Warn("recreated consumers no live NATS node held (a node was lost); their sensors receive again the commands the stream keeps and skip the ones they applied", "count", n)
+		if _, err := s.svc.RecordConsumerNodes(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("record the NATS nodes of new consumers", logkey.Error, err)
 		}
+		unlock, ok, err := s.store.TryLock(ctx, nodeLossLock)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("take the node-loss lock", logkey.Error, err)
+			}
+			return
+		}
+		if !ok {
+			return // another replica repairs
+		}
+		r, err := s.nodeLossPass(ctx)
+		degraded := len(r.Lost) > 0 || !r.Known || err != nil
+		lost := strings.Join(r.Lost, ",")
+		full := tick%fullEvery == 0
+		// The fallback runs once right after the pass that repaired a
+		// newly lost node (consumers not recorded yet, or recorded
+		// wrong, wait no longer than that), then every
+		// offlineFallbackEvery-th look while the loss lasts. Not while the
+		// stream cannot name the lost node (it has no leader for a few
+		// seconds): the list would hold up the pass that follows.
+		if full || (lost != "" && lost != fellBackFor) || (degraded && tick-lastFallback >= offlineFallbackEvery) {
+			lastFallback, fellBackFor = tick, lost
+			s.offlineFallback(ctx, full)
+		}
+		if !degraded {
+			fellBackFor = ""
+		}
+		unlock()
 	})
+}
+
+// progress returns a NodeRecovery callback that keeps the offline gauge at
+// what the pass has yet to do and counts each recreation as it happens.
+func (s *Server) progress() func(provisioning.NodeRecovery) {
+	counted := 0
+	return func(r provisioning.NodeRecovery) {
+		s.consumersOffline.Store(int64(r.OnLost - r.Answered - r.Recreated))
+		s.consumersRecreated.Add(int64(r.Recreated - counted))
+		counted = r.Recreated
+	}
+}
+
+// nodeLossPass runs RecreateLostNodeConsumers, logs what it did and keeps
+// the gauges.
+func (s *Server) nodeLossPass(ctx context.Context) (provisioning.NodeRecovery, error) {
+	start := time.Now()
+	r, err := s.svc.RecreateLostNodeConsumers(ctx, nodeLossWorkers, s.progress())
+	s.natsNodesLost.Store(int64(len(r.Lost)))
+	left := r.OnLost - r.Answered - r.Recreated
+	s.consumersOffline.Store(int64(left))
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("recreate the consumers of a lost NATS node", "nodes", r.Lost, "recorded", r.OnLost, "recreated", r.Recreated, "answered", r.Answered, logkey.Error, err)
+	case r.Recreated > 0:
+		s.log.Warn("recreated the consumers a lost NATS node held; their sensors receive again the commands the stream keeps and skip the ones they applied",
+			"nodes", r.Lost, "recreated", r.Recreated, "answered", r.Answered, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return r, err
+}
+
+// offlineFallback lists the consumers no live node answers for and
+// recreates those of active sensors that do not answer when asked (their
+// recorded node unknown or wrong); a full pass lists even when the stream
+// looks whole, and records every consumer's node.
+func (s *Server) offlineFallback(ctx context.Context, full bool) {
+	r, err := s.svc.RecreateOfflineConsumersReporting(ctx, full, nodeLossWorkers, s.progress())
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.log.Warn("recreate consumers no live NATS node holds", "listed", r.OnLost, "recreated", r.Recreated, logkey.Error, err)
+	case r.Recreated > 0:
+		s.log.Warn("recreated consumers no live NATS node held (a node was lost); their sensors receive again the commands the stream keeps and skip the ones they applied", "count", r.Recreated, "answered", r.Answered)
+	}
 }

@@ -56,6 +56,8 @@ func newMetrics(s *Server) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.latency, m.accounts, m.users, m.unpushed,
 		gaugeFunc("rxc_provisioner_consumers_missing", "Active sensor users without their durable consumer: as of the last repair pass, and while one runs the ones it has not created yet.", func() float64 { return float64(s.consumersMissing.Load()) }),
+		gaugeFunc("rxc_provisioner_consumers_offline", "Active sensors' consumers no live NATS node holds that the node-loss pass has yet to recreate: counted when a pass finds them, counting down as it recreates each; 0 when none.", func() float64 { return float64(s.consumersOffline.Load()) }),
+		gaugeFunc("rxc_provisioner_nats_nodes_lost", "Command stream replicas (NATS nodes) offline or silent at the last node-loss look.", func() float64 { return float64(s.natsNodesLost.Load()) }),
 		counterFunc("rxc_provisioner_consumers_recreated_total", "Sensor consumers recreated on a live NATS node because no live node held them (a node loss with COMMAND_CONSUMER_REPLICAS below COMMAND_STREAM_REPLICAS).", func() float64 { return float64(s.consumersRecreated.Load()) }),
 		gaugeFunc("rxc_provisioner_undeliverable_accounts", "Accounts whose current JWT NATS refused as undeliverable (over its maximum payload): their latest revocations are not in force; retried in the background.", s.whenBuilt(func() float64 {
 			return float64(len(s.svc.Undelivered()))

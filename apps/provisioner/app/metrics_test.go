@@ -65,6 +65,8 @@ func TestMetrics(t *testing.T) {
 		// acme was never pushed (nats-servers fetch it when needed).
 		"rxc_provisioner_unpushed_accounts":             "1",
 		"rxc_provisioner_consumers_missing":             "0",
+		"rxc_provisioner_consumers_offline":             "0",
+		"rxc_provisioner_nats_nodes_lost":               "0",
 		"rxc_provisioner_nats_connected":                "1",
 		"rxc_provisioner_command_stream_consumers":      "1",
 		"rxc_provisioner_command_stream_consumer_limit": "1e+06",

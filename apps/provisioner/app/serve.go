@@ -64,6 +64,11 @@ type Server struct {
 	consumersMissing   atomic.Int64
 	consumersRecreated atomic.Int64
 	metrics            *metrics
+
+	// consumersOffline and natsNodesLost follow the node-loss pass
+	// (loops.go).
+	consumersOffline atomic.Int64
+	natsNodesLost    atomic.Int64
 }
 
 // readiness lists what GET /readyz reports: PostgreSQL and NATS.

@@ -87,6 +87,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Reissue", testReissue},
 		{"ReissueResignFailureChangesNothing", testReissueResignFailure},
 		{"RetireSensorClaim", testRetireSensorClaim},
+		{"ConsumerNodes", testConsumerNodes},
 	})
 }
 
