@@ -216,6 +216,13 @@ func (s *Service) recover(ctx context.Context, todo []topology.Sensor, lost []st
 					fail(fmt.Errorf("%w: recreate consumer %s: %v", ErrNATSUnavailable, sensor.Consumer(), err))
 					continue
 				}
+				// A revocation between the check above and the create
+				// removed the consumer before it was created again:
+				// checked once more, and removed (retire makes the
+				// cleanup due if that fails).
+				if err := s.retire(ctx, sensor); err != nil {
+					fail(err)
+				}
 				if node != "" && ns != nil {
 					if err := ns.SetConsumerNodes(ctx, []ConsumerNode{{sensor.Consumer(), node}}); err != nil {
 						fail(err)
