@@ -148,7 +148,8 @@ type nilCA struct{}
 func (nilCA) SignCSR(CertRequest) (IssuedCertificate, error) {
 	return IssuedCertificate{}, ErrInvalidCSR
 }
-func (nilCA) CACertificatePEM() []byte { return nil }
+func (nilCA) CACertificatePEM() []byte                         { return nil }
+func (nilCA) VerifyCSRPossession([]byte, []byte, []byte) error { return ErrInvalidProof }
 func (nilCA) VerifyPossession([]byte, []byte, []byte, time.Time) (CertIdentity, error) {
 	return CertIdentity{}, ErrInvalidProof
 }

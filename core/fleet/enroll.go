@@ -23,6 +23,10 @@ type CertificateAuthority interface {
 	// issued, valid at now, and that signature is its key's signature of
 	// message; it returns what the certificate names.
 	VerifyPossession(certPEM, message, signature []byte, now time.Time) (CertIdentity, error)
+	// VerifyCSRPossession checks that csrPEM is a well-formed, self-signed
+	// CSR and that signature is its key's signature of message (an
+	// enrolment's proof: the agent holds the key it asks a certificate for).
+	VerifyCSRPossession(csrPEM, message, signature []byte) error
 }
 
 // TokenKind tells the two bearer tokens of a sensor apart.
@@ -70,6 +74,46 @@ type EnrollStore interface {
 	// active certificate proved, or ErrNotFound when that certificate came
 	// from enrolment.
 	ActiveRenewal(ctx context.Context, sensorID string) (ActiveRenewal, error)
+	// ActiveEnrolment returns what the enrolment that issued the sensor's
+	// active certificate was given, with the state of the enrolment token
+	// it consumed; ErrNotFound when that certificate came from a renewal,
+	// from an enrolment without a proof (an old agent), or its token is no
+	// longer on record.
+	ActiveEnrolment(ctx context.Context, sensorID string) (ActiveEnrolment, error)
+}
+
+// ActiveEnrolment is what the enrolment that issued a sensor's active
+// certificate was given: enough to recognise the same request sent again
+// by an agent that never received the answer (Enrolment.EnrollProven).
+type ActiveEnrolment struct {
+	// Serial is the active certificate.
+	Serial string
+	// TokenHash is the enrolment token it consumed.
+	TokenHash []byte
+	// CSRSHA256 is the SHA-256 of the CSR it was issued for.
+	CSRSHA256 []byte
+	// ProvenSignedAt is the signedAt (to the microsecond) of the proof
+	// answered last: a request sent again must carry one signed later.
+	ProvenSignedAt time.Time
+	// TokenExpiresAt is the token's original expiry and TokenRevoked
+	// whether it was revoked since it was used.
+	TokenExpiresAt time.Time
+	TokenRevoked   bool
+}
+
+// EnrolmentProof is an agent's proof that it holds the key of the CSR it
+// sends for enrolment: a signature by that key over EnrolmentMessage.
+type EnrolmentProof struct {
+	SignedAt  time.Time
+	Signature []byte
+}
+
+// EnrolmentMessage is what an agent signs with the key of its CSR to
+// enrol: bound to the sensor, the exact CSR and the signing time, so a
+// proof cannot serve another sensor or CSR, nor a later re-ask.
+func EnrolmentMessage(sensorID string, csrPEM []byte, signedAt time.Time) []byte {
+	h := sha256.Sum256(csrPEM)
+	return []byte("rxc-enrol-v1\n" + sensorID + "\n" + hex.EncodeToString(h[:]) + "\n" + signedAt.UTC().Format(time.RFC3339Nano))
 }
 
 // ActiveRenewal is what the renewal that issued a sensor's active
@@ -100,10 +144,13 @@ type RenewalRecord struct {
 	Certificate    IssuedCertificate
 	// CSRSHA256, ProvenSerial, ProvenTokenHash and ProvenSignedAt are kept
 	// with the new certificate (see ActiveRenewal).
-	CSRSHA256            []byte
-	ProvenSerial         string
-	ProvenTokenHash      []byte
-	ProvenSignedAt       time.Time
+	CSRSHA256       []byte
+	ProvenSerial    string
+	ProvenTokenHash []byte
+	ProvenSignedAt  time.Time
+	// EnrolmentTokenHash, instead of ProvenSerial and ProvenTokenHash,
+	// marks the answer to an enrolment sent again (see ActiveEnrolment).
+	EnrolmentTokenHash   []byte
 	NATS                 NATSUser
 	SensorTokenHash      []byte
 	SensorTokenExpiresAt time.Time
@@ -134,6 +181,11 @@ type EnrollmentRecord struct {
 	At                   time.Time
 	// Labels the agent declared; nil leaves the sensor's labels as they are.
 	Labels map[string]string
+	// CSRSHA256 and ProvenSignedAt, set when the agent proved its CSR's
+	// key, are kept with the certificate (see ActiveEnrolment); nil and
+	// zero for an agent that sent no proof.
+	CSRSHA256      []byte
+	ProvenSignedAt time.Time
 }
 
 // Enrollment is what an enrolled sensor receives; the HTTP layer adds the
@@ -162,15 +214,54 @@ func (s *Enrolment) Enroll(ctx context.Context, sensorID, enrollmentToken string
 // declared). Labels outside ValidateLabels are refused before the token is
 // looked at, so the token stays usable.
 func (s *Enrolment) EnrollLabeled(ctx context.Context, sensorID, enrollmentToken string, csrPEM []byte, labels map[string]string) (Enrollment, error) {
+	return s.EnrollProven(ctx, sensorID, enrollmentToken, csrPEM, labels, nil)
+}
+
+// EnrollProven is EnrollLabeled with the agent's proof that it holds the
+// key of its CSR (nil: an old agent sent none). A proof that does not
+// verify, or is signed more than a few minutes from the server's clock, is
+// ErrInvalidProof and leaves the token usable.
+//
+// An enrolment made with a proof keeps the CSR's digest and the proof's
+// signing time with the certificate. An agent whose answer was lost after
+// it was committed holds a used token; it may send the same request again:
+// the same token and CSR with a fresh proof by the CSR's key. That is
+// answered again (see enrolmentResumable): a new certificate for the same
+// CSR supersedes the undelivered one, the sensor token is replaced and the
+// NATS credentials are handed out again, so a lost answer never strands a
+// sensor. A copy of an answered request (a proof not signed later than the
+// one answered) is ErrConflict; anything else with a used token stays
+// ErrInvalidToken, and old agents get no second answer.
+func (s *Enrolment) EnrollProven(ctx context.Context, sensorID, enrollmentToken string, csrPEM []byte, labels map[string]string, proof *EnrolmentProof) (Enrollment, error) {
 	if err := ValidateLabels(labels); err != nil {
 		return Enrollment{}, err
 	}
 	cred, err := s.authenticate(ctx, sensorID, enrollmentToken, TokenEnrollment)
+	var lost *ActiveEnrolment
+	if errors.Is(err, ErrInvalidToken) && proof != nil {
+		cred.Sensor, lost, err = s.enrolmentResumable(ctx, sensorID, enrollmentToken, csrPEM)
+	}
 	if err != nil {
 		return Enrollment{}, err
 	}
 	sensor := cred.Sensor
-	if s.provisioning && cred.TenantNATSStatus != NATSProvisioned {
+	now := s.now()
+	var signedAt time.Time
+	if proof != nil {
+		signedAt = proof.SignedAt.UTC().Truncate(time.Microsecond)
+		if d := now.Sub(proof.SignedAt); d > maxProofAge || d < -maxProofAge {
+			return Enrollment{}, fmt.Errorf("%w: signed at %s, more than %s from the server's clock", ErrInvalidProof, proof.SignedAt.UTC().Format(time.RFC3339), maxProofAge)
+		}
+		if err := s.ca.VerifyCSRPossession(csrPEM, EnrolmentMessage(sensorID, csrPEM, proof.SignedAt), proof.Signature); err != nil {
+			return Enrollment{}, fmt.Errorf("%w: %w", ErrInvalidProof, err)
+		}
+		if lost != nil && !signedAt.After(lost.ProvenSignedAt) {
+			// A copy of a request already answered (the agent signs each
+			// attempt afresh): whoever saw it must not get its answer.
+			return Enrollment{}, fmt.Errorf("%w: the proof was signed at %s, not after the one already answered (a copy of that request, or the sensor's clock went back); sign it again later", ErrConflict, proof.SignedAt.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	if lost == nil && s.provisioning && cred.TenantNATSStatus != NATSProvisioned {
 		return Enrollment{}, fmt.Errorf("enrol sensor %s: %w", sensorID, ErrTenantNotProvisioned)
 	}
 	cert, err := s.sign(sensor, csrPEM)
@@ -189,29 +280,94 @@ func (s *Enrolment) EnrollLabeled(ctx context.Context, sensorID, enrollmentToken
 	if err != nil {
 		return Enrollment{}, err
 	}
-	rec := EnrollmentRecord{
-		SensorID: sensor.ID, EnrollmentTokenHash: hashToken(enrollmentToken), Certificate: cert,
-		SensorTokenHash: tokenHash, SensorTokenExpiresAt: cert.NotAfter, State: StateOffline, At: s.now(),
-		Labels: labels,
-	}
-	if creds != nil {
-		rec.NATSUserPubKey, rec.NATSAccountPubKey = creds.UserPubKey, creds.AccountPubKey
-	}
-	if err := s.store.CompleteEnrollment(ctx, rec); err != nil {
-		if errors.Is(err, ErrRevoked) && creds != nil {
-			// Revoked while enrolling: the revocation saw no NATS user yet,
-			// so the one just created must not outlive this call.
-			if rerr := s.provisioner.RevokeUser(ctx, creds.AccountPubKey, creds.UserPubKey); rerr != nil {
-				s.log.ErrorContext(ctx, "revoke nats user of a sensor revoked during enrolment", logkey.Sensor, sensorID, "user", creds.UserPubKey, logkey.Error, rerr)
-			}
+	csrHash := sha256.Sum256(csrPEM)
+	if lost != nil {
+		if err := s.answerAgain(ctx, sensor, lost, cert, csrHash[:], signedAt, creds, tokenHash, now); err != nil {
+			return Enrollment{}, err
 		}
-		return Enrollment{}, fmt.Errorf("enrol sensor %s: %w", sensorID, err)
+	} else {
+		rec := EnrollmentRecord{
+			SensorID: sensor.ID, EnrollmentTokenHash: hashToken(enrollmentToken), Certificate: cert,
+			SensorTokenHash: tokenHash, SensorTokenExpiresAt: cert.NotAfter, State: StateOffline, At: now,
+			Labels: labels,
+		}
+		if proof != nil {
+			rec.CSRSHA256, rec.ProvenSignedAt = csrHash[:], signedAt
+		}
+		if creds != nil {
+			rec.NATSUserPubKey, rec.NATSAccountPubKey = creds.UserPubKey, creds.AccountPubKey
+		}
+		if err := s.store.CompleteEnrollment(ctx, rec); err != nil {
+			if errors.Is(err, ErrRevoked) && creds != nil {
+				// Revoked while enrolling: the revocation saw no NATS user yet,
+				// so the one just created must not outlive this call.
+				if rerr := s.provisioner.RevokeUser(ctx, creds.AccountPubKey, creds.UserPubKey); rerr != nil {
+					s.log.ErrorContext(ctx, "revoke nats user of a sensor revoked during enrolment", logkey.Sensor, sensorID, "user", creds.UserPubKey, logkey.Error, rerr)
+				}
+			}
+			return Enrollment{}, fmt.Errorf("enrol sensor %s: %w", sensorID, err)
+		}
+		s.log.InfoContext(ctx, "sensor enrolled", logkey.Tenant, sensor.TenantID, logkey.Sensor, sensor.ID, "serial", cert.Serial)
 	}
-	s.log.InfoContext(ctx, "sensor enrolled", logkey.Tenant, sensor.TenantID, logkey.Sensor, sensor.ID, "serial", cert.Serial)
 	return Enrollment{
 		SensorID: sensor.ID, TenantID: sensor.TenantID, Certificate: cert,
 		CACertificatePEM: s.ca.CACertificatePEM(), SensorToken: token, NATS: creds,
 	}, nil
+}
+
+// answerAgain stores the answer to an enrolment sent again: cert replaces
+// the undelivered certificate lost.Serial (in one transaction that refuses
+// when the active certificate moved meanwhile: of two racing re-asks one
+// wins), the sensor token is replaced and a new NATS user is recorded when
+// the provisioner minted one.
+func (s *Enrolment) answerAgain(ctx context.Context, sensor Sensor, lost *ActiveEnrolment, cert IssuedCertificate, csrHash []byte, signedAt time.Time, creds *NATSCredentials, tokenHash []byte, now time.Time) error {
+	var user NATSUser
+	if creds != nil && creds.UserPubKey != sensor.NATSUserPubKey {
+		user = NATSUser{AccountPubKey: creds.AccountPubKey, UserPubKey: creds.UserPubKey}
+	}
+	rec := RenewalRecord{
+		SensorID: sensor.ID, ReplacesSerial: lost.Serial, Certificate: cert, NATS: user,
+		CSRSHA256: csrHash, ProvenSignedAt: signedAt, EnrolmentTokenHash: lost.TokenHash,
+		SensorTokenHash: tokenHash, SensorTokenExpiresAt: cert.NotAfter, At: now,
+	}
+	if err := s.store.RenewCertificate(ctx, rec); err != nil {
+		if errors.Is(err, ErrRevoked) && user.UserPubKey != "" {
+			if rerr := s.provisioner.RevokeUser(ctx, user.AccountPubKey, user.UserPubKey); rerr != nil {
+				s.log.ErrorContext(ctx, "revoke nats user of a sensor revoked during enrolment", logkey.Sensor, sensor.ID, "user", user.UserPubKey, logkey.Error, rerr)
+			}
+		}
+		return fmt.Errorf("enrol sensor %s again: %w", sensor.ID, err)
+	}
+	s.log.InfoContext(ctx, "sensor enrolment answered again", logkey.Tenant, sensor.TenantID, logkey.Sensor, sensor.ID,
+		"serial", cert.Serial, "replaces", lost.Serial, "new_nats_user", user.UserPubKey != "")
+	return nil
+}
+
+// enrolmentResumable recognises an enrolment sent again because its answer
+// was lost: the sensor's active certificate came from the enrolment that
+// used this token (no renewal since), the token was not revoked and its
+// original expiry has not passed, and the CSR is byte for byte the one
+// that enrolment certified (the caller then checks the proof by the CSR's
+// key). Anything else is ErrInvalidToken, as before; a revoked sensor is
+// ErrRevoked. The returned sensor is the live one.
+func (s *Enrolment) enrolmentResumable(ctx context.Context, sensorID, token string, csrPEM []byte) (Sensor, *ActiveEnrolment, error) {
+	sensor, err := s.liveSensor(ctx, sensorID)
+	if err != nil {
+		return Sensor{}, nil, err
+	}
+	last, err := s.store.ActiveEnrolment(ctx, sensorID)
+	if errIsNotFound(err) {
+		return Sensor{}, nil, ErrInvalidToken
+	}
+	if err != nil {
+		return Sensor{}, nil, err
+	}
+	csrHash := sha256.Sum256(csrPEM)
+	if last.Serial != sensor.Certificate.Serial || last.TokenRevoked || !s.now().Before(last.TokenExpiresAt) ||
+		!tokenMatches(token, last.TokenHash) || subtle.ConstantTimeCompare(csrHash[:], last.CSRSHA256) != 1 {
+		return Sensor{}, nil, ErrInvalidToken
+	}
+	return sensor, &last, nil
 }
 
 // NATSUser names a sensor's NATS user; the zero value names none.

@@ -29,3 +29,22 @@ func TestRenewalMessageOfTheSDK(t *testing.T) {
 		t.Errorf("agent signs %q, control plane verifies %q", signed, got)
 	}
 }
+
+// TestEnrolmentMessageOfTheSDK: the agent signs (sdk/sensorclient's
+// TestEnrolmentMessageGolden) exactly what the control plane verifies.
+func TestEnrolmentMessageOfTheSDK(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 21, 9, 0, 0, 123456789, time.FixedZone("x", 3600))
+	csr := []byte("-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n")
+	signed, err := os.ReadFile(filepath.Join(sdkTestdata, "enrolment-message.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fleet.EnrolmentMessage("s-1", csr, at); !bytes.Equal(signed, got) {
+		t.Errorf("agent signs %q, control plane verifies %q", signed, got)
+	}
+	if bytes.Equal(fleet.RenewalMessage("s-1", csr, at), signed) {
+		t.Error("an enrolment's proof would serve as a renewal's")
+	}
+}
+

@@ -29,6 +29,16 @@ type EnrollRequest struct {
 	// keys 1-63 of a-z 0-9 . _ - starting with a letter or digit, values
 	// 0-63 of A-Z a-z 0-9 . _ -.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Proof is the agent's proof that it holds the CSR's key (optional;
+	// agents that send it can ask again for an answer they lost).
+	Proof *EnrolProof `json:"proof,omitempty"`
+}
+
+// EnrolProof is an enrolment's proof of possession: the signature by the
+// CSR's key (base64) over fleet.EnrolmentMessage(sensorId, csr, signedAt).
+type EnrolProof struct {
+	SignedAt  time.Time `json:"signedAt"`
+	Signature string    `json:"signature"`
 }
 
 // RenewRequest is POST /api/sensors/{id}/agent/renew (bearer: the sensor

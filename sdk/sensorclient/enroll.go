@@ -196,15 +196,50 @@ func (e *Enroller) Redeem(ctx context.Context, claimCode, hostname string) (Rede
 type certificateAnswer = agentwire.EnrollResponse
 
 // Enroll generates a key and a CSR, enrols the redeemed sensor and returns
-// its complete state (not yet saved).
+// its complete state (not yet saved). It keeps nothing on disk: an agent
+// uses EnrollIn, which survives a lost answer and a restart.
 func (e *Enroller) Enroll(ctx context.Context, r Redemption) (*State, error) {
-	key, keyPEM, csr, err := newKeyAndCSR(r.SensorID)
+	p, err := newPendingEnrolment(r.SensorID)
 	if err != nil {
 		return nil, err
 	}
+	return e.enroll(ctx, r, p)
+}
+
+// EnrollIn enrols like Enroll with the key and CSR kept in dir
+// (EnrolmentFile): they are saved before the first request is sent and
+// reused by every attempt, also after a restart, so a request whose answer
+// was lost goes again unchanged but for a fresh proof of possession, and
+// the control plane answers it again (see its enrolment documentation).
+// The caller saves the returned state and then calls dir.ClearRedemption.
+// A request the control plane refuses as malformed (400, 422) ends the
+// kept enrolment: the next attempt starts with a new key.
+func (e *Enroller) EnrollIn(ctx context.Context, dir *StateDir, r Redemption) (*State, error) {
+	p, err := dir.pendingEnrolmentFor(r.SensorID)
+	if err != nil {
+		return nil, fmt.Errorf("enrol sensor %s: %w", r.SensorID, err)
+	}
+	st, err := e.enroll(ctx, r, p)
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && (apiErr.Status == http.StatusBadRequest || apiErr.Status == http.StatusUnprocessableEntity) {
+		_ = dir.clearEnrolment()
+	}
+	return st, err
+}
+
+func (e *Enroller) enroll(ctx context.Context, r Redemption, p *pendingEnrolment) (*State, error) {
+	key, err := parseKeyPEM([]byte(p.KeyPEM))
+	if err != nil {
+		return nil, fmt.Errorf("enrol sensor %s: %w", r.SensorID, err)
+	}
+	proof, err := enrolmentProof(key, r.SensorID, p.CSR, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("enrol sensor %s: %w", r.SensorID, err)
+	}
 	var a certificateAnswer
 	path := "/api/sensors/" + url.PathEscape(r.SensorID) + "/agent/enroll"
-	if err := e.call(ctx, path, r.EnrollmentToken, agentwire.EnrollRequest{CSR: csr, Labels: e.labels}, http.StatusCreated, &a); err != nil {
+	req := agentwire.EnrollRequest{CSR: p.CSR, Labels: e.labels, Proof: &proof}
+	if err := e.call(ctx, path, r.EnrollmentToken, req, http.StatusCreated, &a); err != nil {
 		return nil, fmt.Errorf("enrol sensor %s: %w", r.SensorID, err)
 	}
 	if a.SensorToken == "" || a.GRPC.Address == "" {
@@ -218,10 +253,31 @@ func (e *Enroller) Enroll(ctx context.Context, r Redemption) (*State, error) {
 		st.TenantID = a.TenantID
 	}
 	st.setNATS(a)
-	if err := st.setCertificate(key, keyPEM, a); err != nil {
+	if err := st.setCertificate(key, []byte(p.KeyPEM), a); err != nil {
 		return nil, fmt.Errorf("enrol sensor %s: %w", r.SensorID, err)
 	}
 	return st, nil
+}
+
+// enrolmentProof signs EnrolmentMessage for csr with the CSR's key (ECDSA
+// P-256, SHA-256, ASN.1).
+func enrolmentProof(key *ecdsa.PrivateKey, sensorID, csr string, now time.Time) (agentwire.EnrolProof, error) {
+	now = now.UTC()
+	digest := sha256.Sum256(EnrolmentMessage(sensorID, []byte(csr), now))
+	sig, err := ecdsa.SignASN1(rand.Reader, key, digest[:])
+	if err != nil {
+		return agentwire.EnrolProof{}, fmt.Errorf("sign enrolment: %w", err)
+	}
+	return agentwire.EnrolProof{SignedAt: now, Signature: base64.StdEncoding.EncodeToString(sig)}, nil
+}
+
+// EnrolmentMessage is what an enrolment signs with the CSR's key: the
+// sensor, the digest of the CSR and the signing time. It must match the
+// control plane's fleet.EnrolmentMessage byte for byte (a test holds them
+// together).
+func EnrolmentMessage(sensorID string, csrPEM []byte, signedAt time.Time) []byte {
+	h := sha256.Sum256(csrPEM)
+	return []byte("rxc-enrol-v1\n" + sensorID + "\n" + hex.EncodeToString(h[:]) + "\n" + signedAt.UTC().Format(time.RFC3339Nano))
 }
 
 // Renew obtains a new certificate for a new key with the sensor token and

@@ -5,14 +5,19 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io"
+	"io/fs"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -236,7 +241,7 @@ func TestEnrollerRedeemEnrolRenew(t *testing.T) {
 	if got := p.requests[0].body; got["claimCode"] != "GOOD-CODE" || got["hostname"] != "edge-1.local" || len(got) != 2 {
 		t.Errorf("redeem body %v", got)
 	}
-	if csr := p.requests[1].body["csr"]; !strings.HasPrefix(csr, "-----BEGIN CERTIFICATE REQUEST-----") || len(p.requests[1].body) != 1 {
+	if csr := p.requests[1].body["csr"]; !strings.HasPrefix(csr, "-----BEGIN CERTIFICATE REQUEST-----") || len(p.requests[1].body) != 2 {
 		t.Errorf("enrol body %v", p.requests[1].body)
 	}
 }
@@ -420,5 +425,123 @@ func TestEnrollerDeclaresLabels(t *testing.T) {
 	}
 	if _, ok := body["csr"]; !ok {
 		t.Error("enrolment body without csr")
+	}
+}
+
+// enrolProofVerifies reports whether an enrol request's proof is the CSR's
+// key's signature over EnrolmentMessage.
+func enrolProofVerifies(t *testing.T, sensorID string, body map[string]string) bool {
+	t.Helper()
+	block, _ := pem.Decode([]byte(body["csr"]))
+	if block == nil {
+		return false
+	}
+	csr, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return false
+	}
+	var proof struct {
+		SignedAt  time.Time `json:"signedAt"`
+		Signature []byte    `json:"signature"`
+	}
+	if err := json.Unmarshal([]byte(body["proof"]), &proof); err != nil {
+		return false
+	}
+	digest := sha256.Sum256(EnrolmentMessage(sensorID, []byte(body["csr"]), proof.SignedAt))
+	return ecdsa.VerifyASN1(csr.PublicKey.(*ecdsa.PublicKey), digest[:], proof.Signature)
+}
+
+// TestEnrollInKeepsKeyAndCSR: the enrolment's key and CSR are on disk
+// (0600) before the first request, every attempt and the first after a
+// restart send the same CSR with a fresh proof by its key, the answer's
+// certificate is for that key, and ClearRedemption removes them; a
+// malformed request (400) ends them.
+func TestEnrollInKeepsKeyAndCSR(t *testing.T) {
+	t.Parallel()
+	p := newFakePlane(t)
+	e := newEnroller(t, p.srv.URL)
+	ctx := context.Background()
+	path := t.TempDir()
+	dir, err := OpenStateDir(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	red := Redemption{SensorID: "s-1", TenantID: "acme", EnrollmentToken: "enrol-token", ExpiresAt: time.Now().Add(time.Hour)}
+	enrol := "/api/sensors/s-1/agent/enroll"
+	p.mu.Lock()
+	p.answer[enrol] = http.StatusServiceUnavailable
+	p.mu.Unlock()
+	for range 2 {
+		if _, err := e.EnrollIn(ctx, dir, red); !Retryable(err) {
+			t.Fatalf("EnrollIn against a failing plane: %v", err)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(path, EnrolmentFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v, %v; want a 0600 file", EnrolmentFile, fi, err)
+	}
+	// A restart: a new StateDir on the same directory.
+	dir, err = OpenStateDir(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	delete(p.answer, enrol)
+	p.mu.Unlock()
+	st, err := e.EnrollIn(ctx, dir, red)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	reqs := slices.Clone(p.requests)
+	p.mu.Unlock()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests, want 3", len(reqs))
+	}
+	for i, r := range reqs {
+		if r.body["csr"] != reqs[0].body["csr"] {
+			t.Errorf("attempt %d sent another CSR", i+1)
+		}
+		if !enrolProofVerifies(t, "s-1", r.body) {
+			t.Errorf("attempt %d: proof %s does not verify with the CSR's key", i+1, r.body["proof"])
+		}
+		if i > 0 && r.body["proof"] == reqs[i-1].body["proof"] {
+			t.Errorf("attempt %d sent the proof of the one before", i+1)
+		}
+	}
+	kept, err := dir.pendingEnrolmentFor("s-1")
+	if err != nil || string(st.KeyPEM) != kept.KeyPEM || kept.CSR != reqs[0].body["csr"] {
+		t.Fatalf("the enrolled key is not the kept one (%v)", err)
+	}
+	if _, err := st.TLSCertificate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dir.ClearRedemption(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(path, EnrolmentFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s after ClearRedemption: %v", EnrolmentFile, err)
+	}
+
+	// A malformed request ends the kept enrolment; the next one has a new key.
+	if _, err := dir.pendingEnrolmentFor("s-1"); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.answer[enrol] = http.StatusBadRequest
+	p.mu.Unlock()
+	if _, err := e.EnrollIn(ctx, dir, red); err == nil {
+		t.Fatal("EnrollIn answered 400 succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(path, EnrolmentFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s after a 400: %v", EnrolmentFile, err)
+	}
+	// Another sensor's redemption does not reuse the kept key.
+	other, err := dir.pendingEnrolmentFor("s-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p2, err := dir.pendingEnrolmentFor("s-2"); err != nil || p2.KeyPEM == other.KeyPEM || p2.SensorID != "s-2" {
+		t.Fatalf("another sensor's enrolment reused the kept key (%v)", err)
 	}
 }

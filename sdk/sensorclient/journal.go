@@ -11,6 +11,65 @@ import (
 // RenewalFile journals a renewal in flight (a secret: mode 0600).
 const RenewalFile = "renewal.json"
 
+// EnrolmentFile keeps the key and CSR of an enrolment in flight (a secret:
+// mode 0600), next to the redemption: every attempt, and the first after a
+// restart, sends the same CSR, so the control plane can answer again a
+// request whose answer was lost. StateDir.ClearRedemption removes it.
+const EnrolmentFile = "enrolment.json"
+
+// pendingEnrolment is an enrolment in flight: the key and CSR made for it
+// and for which sensor.
+type pendingEnrolment struct {
+	SensorID string `json:"sensorId"`
+	KeyPEM   string `json:"key"`
+	CSR      string `json:"csr"`
+}
+
+func newPendingEnrolment(sensorID string) (*pendingEnrolment, error) {
+	_, keyPEM, csr, err := newKeyAndCSR(sensorID)
+	if err != nil {
+		return nil, err
+	}
+	return &pendingEnrolment{SensorID: sensorID, KeyPEM: string(keyPEM), CSR: csr}, nil
+}
+
+// pendingEnrolmentFor returns the enrolment of sensorID kept in d, or
+// makes and keeps a new one (before anything is sent).
+func (d *StateDir) pendingEnrolmentFor(sensorID string) (*pendingEnrolment, error) {
+	data, err := d.readSecret(EnrolmentFile)
+	switch {
+	case err == nil:
+		var p pendingEnrolment
+		if err := json.Unmarshal(data, &p); err != nil {
+			return nil, fmt.Errorf("%s: %w", EnrolmentFile, err)
+		}
+		if p.SensorID == sensorID {
+			return &p, nil
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	p, err := newPendingEnrolment(sensorID)
+	if err != nil {
+		return nil, err
+	}
+	data, err = json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeAtomic(d.file(EnrolmentFile), data); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (d *StateDir) clearEnrolment() error {
+	if err := os.Remove(d.file(EnrolmentFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
 // pendingRenewal is a renewal in flight: the key and CSR made for it, for
 // which sensor and replacing which certificate, and the answer once it has
 // arrived.

@@ -233,10 +233,13 @@ func (d *StateDir) LoadRedemption() (Redemption, error) {
 	return r, nil
 }
 
-// ClearRedemption removes a saved redemption.
+// ClearRedemption removes a saved redemption and the key and CSR of its
+// enrolment (EnrolmentFile).
 func (d *StateDir) ClearRedemption() error {
-	if err := os.Remove(d.file(RedemptionFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	for _, name := range []string{RedemptionFile, EnrolmentFile} {
+		if err := os.Remove(d.file(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	return nil
 }

@@ -223,3 +223,12 @@ func TestRenewalMessageGolden(t *testing.T) {
 	csr := []byte("-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n")
 	golden(t, "renewal-message.txt", RenewalMessage("s-1", csr, at))
 }
+
+// TestEnrolmentMessageGolden: the agent signs exactly what the control
+// plane verifies; core/fleet's TestEnrolmentMessageOfTheSDK reads the same
+// file.
+func TestEnrolmentMessageGolden(t *testing.T) {
+	at := time.Date(2026, 11, 21, 9, 0, 0, 123456789, time.FixedZone("x", 3600))
+	csr := []byte("-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n")
+	golden(t, "enrolment-message.txt", EnrolmentMessage("s-1", csr, at))
+}

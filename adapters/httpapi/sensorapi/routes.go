@@ -34,7 +34,7 @@ const maxBearerLen = 512
 // and the sensor lookup that names a caller's tenant in the audit trail.
 type Fleet interface {
 	RedeemClaimCode(ctx context.Context, code, hostname string) (fleet.Redemption, error)
-	EnrollLabeled(ctx context.Context, sensorID, enrollmentToken string, csrPEM []byte, labels map[string]string) (fleet.Enrollment, error)
+	EnrollProven(ctx context.Context, sensorID, enrollmentToken string, csrPEM []byte, labels map[string]string, proof *fleet.EnrolmentProof) (fleet.Enrollment, error)
 	Renew(ctx context.Context, sensorID, sensorToken string, csrPEM []byte, proof *fleet.PossessionProof) (fleet.Renewal, error)
 	Sensor(ctx context.Context, id string) (fleet.Sensor, error)
 }
@@ -151,7 +151,16 @@ func (a *Routes) enroll(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	e, err := a.fleet.EnrollLabeled(r.Context(), id, token, []byte(req.CSR), req.Labels)
+	var proof *fleet.EnrolmentProof
+	if req.Proof != nil {
+		sig, err := base64.StdEncoding.DecodeString(req.Proof.Signature)
+		if err != nil {
+			a.host.FailSensor(w, r, fmt.Errorf("%w: signature is not base64", fleet.ErrInvalidProof))
+			return
+		}
+		proof = &fleet.EnrolmentProof{SignedAt: req.Proof.SignedAt, Signature: sig}
+	}
+	e, err := a.fleet.EnrollProven(r.Context(), id, token, []byte(req.CSR), req.Labels, proof)
 	if err != nil {
 		a.host.FailSensor(w, r, err)
 		return

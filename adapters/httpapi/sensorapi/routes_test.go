@@ -29,7 +29,7 @@ func (f *fakeFleet) RedeemClaimCode(_ context.Context, code, _ string) (fleet.Re
 	return fleet.Redemption{SensorID: "s1", TenantID: "acme", EnrollmentToken: "tok", ExpiresAt: time.Unix(0, 0)}, nil
 }
 
-func (f *fakeFleet) EnrollLabeled(_ context.Context, id, token string, _ []byte, _ map[string]string) (fleet.Enrollment, error) {
+func (f *fakeFleet) EnrollProven(_ context.Context, id, token string, _ []byte, _ map[string]string, _ *fleet.EnrolmentProof) (fleet.Enrollment, error) {
 	f.enrolled = append(f.enrolled, id+" "+token)
 	return fleet.Enrollment{SensorID: id, TenantID: "acme"}, nil
 }

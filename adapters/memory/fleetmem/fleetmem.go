@@ -44,6 +44,9 @@ type cert struct {
 	issuedAt time.Time
 	// renewal is what the renewal that issued it proved (nil: enrolment).
 	renewal *fleet.ActiveRenewal
+	// enrolment is what the enrolment (or its answer sent again) that
+	// issued it was given, when the agent proved its CSR's key.
+	enrolment *fleet.ActiveEnrolment
 }
 
 type token struct {
@@ -333,6 +336,12 @@ func (s *Store) CompleteEnrollment(_ context.Context, e fleet.EnrollmentRecord) 
 	}
 	t.used, t.usedAt = true, e.At
 	s.replaceCertificate(e.SensorID, e.Certificate, e.At)
+	if e.CSRSHA256 != nil {
+		s.certs[e.Certificate.Serial].enrolment = &fleet.ActiveEnrolment{
+			Serial: e.Certificate.Serial, TokenHash: bytes.Clone(e.EnrollmentTokenHash), CSRSHA256: bytes.Clone(e.CSRSHA256),
+			ProvenSignedAt: e.ProvenSignedAt.UTC().Truncate(time.Microsecond),
+		}
+	}
 	s.rotateToken(e.SensorID, e.SensorTokenHash, e.SensorTokenExpiresAt, e.At)
 	sn.State, sn.NATSUserPubKey, sn.NATSAccountPubKey = e.State, e.NATSUserPubKey, e.NATSAccountPubKey
 	if e.Labels != nil {
@@ -369,6 +378,12 @@ func (s *Store) RenewCertificate(_ context.Context, r fleet.RenewalRecord) error
 			ProvenSignedAt: r.ProvenSignedAt.UTC().Truncate(time.Microsecond),
 		}
 	}
+	if r.EnrolmentTokenHash != nil {
+		s.certs[r.Certificate.Serial].enrolment = &fleet.ActiveEnrolment{
+			Serial: r.Certificate.Serial, TokenHash: bytes.Clone(r.EnrolmentTokenHash), CSRSHA256: bytes.Clone(r.CSRSHA256),
+			ProvenSignedAt: r.ProvenSignedAt.UTC().Truncate(time.Microsecond),
+		}
+	}
 	s.rotateToken(r.SensorID, r.SensorTokenHash, r.SensorTokenExpiresAt, r.At)
 	// Keep the latest three superseded certificates.
 	var old []*cert
@@ -396,6 +411,26 @@ func (s *Store) ActiveRenewal(_ context.Context, sensorID string) (fleet.ActiveR
 		}
 	}
 	return fleet.ActiveRenewal{}, fleet.ErrNotFound
+}
+
+// ActiveEnrolment implements fleet.EnrollStore.
+func (s *Store) ActiveEnrolment(_ context.Context, sensorID string) (fleet.ActiveEnrolment, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.certs {
+		if c.sensorID != sensorID || !c.active || c.enrolment == nil {
+			continue
+		}
+		i := s.tokenIndex(c.enrolment.TokenHash)
+		if i < 0 || s.tokens[i].SensorID != sensorID || s.tokens[i].Kind != fleet.TokenEnrollment {
+			return fleet.ActiveEnrolment{}, fleet.ErrNotFound
+		}
+		e := *c.enrolment
+		e.TokenHash, e.CSRSHA256 = bytes.Clone(e.TokenHash), bytes.Clone(e.CSRSHA256)
+		e.TokenExpiresAt, e.TokenRevoked = s.tokens[i].ExpiresAt, s.tokens[i].revoked
+		return e, nil
+	}
+	return fleet.ActiveEnrolment{}, fleet.ErrNotFound
 }
 
 // CertificateCount returns how many certificates the sensor holds.

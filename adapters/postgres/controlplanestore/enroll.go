@@ -59,7 +59,9 @@ func (s *Store) SensorCredential(ctx context.Context, sensorID string, kind flee
 // or sensor token that this statement's snapshot misses; the old ones are
 // still retired first, as renewal does, and the reads of old_cert and
 // old_token make those updates run before the inserts they would clash
-// with. The announcement goes out only when the enrolment is stored.
+// with. The announcement goes out only when the enrolment is stored. An
+// enrolment whose agent proved its CSR's key keeps the CSR's digest, the
+// proof's signedAt and the token with the certificate (ActiveEnrolment).
 // Sensor tokens are never "used" (used_at is the enrolment token's), so
 // "used_at IS NULL" changes nothing but lets the old sensor token be found
 // through sensor_tokens_one_live_idx: without it PostgreSQL read the whole
@@ -78,8 +80,9 @@ const completeEnrollmentSQL = `
 		WHERE sensor_id = (SELECT sensor_id FROM token) AND active
 		RETURNING serial
 	), cert AS (
-		INSERT INTO sensor_certificates (serial, sensor_id, active, not_after, issued_at)
-		SELECT $4, sensor_id, true, $5, $3 FROM token WHERE (SELECT count(*) FROM old_cert) >= 0
+		INSERT INTO sensor_certificates (serial, sensor_id, active, not_after, issued_at, csr_sha256, proven_signed_at, enrolment_token_hash)
+		SELECT $4, sensor_id, true, $5, $3, $13::bytea, $14::timestamptz, CASE WHEN $13::bytea IS NOT NULL THEN $2::bytea END
+		FROM token WHERE (SELECT count(*) FROM old_cert) >= 0
 	), old_token AS (
 		UPDATE sensor_tokens SET revoked_at = $3
 		WHERE sensor_id = (SELECT sensor_id FROM token) AND kind = 'sensor' AND used_at IS NULL AND revoked_at IS NULL
@@ -106,7 +109,7 @@ func (s *Store) CompleteEnrollment(ctx context.Context, e fleet.EnrollmentRecord
 	err := s.pool.QueryRow(ctx, completeEnrollmentSQL,
 		e.SensorID, e.EnrollmentTokenHash, e.At, e.Certificate.Serial, e.Certificate.NotAfter,
 		e.SensorTokenHash, nullable.Time(e.SensorTokenExpiresAt), string(e.State), e.NATSUserPubKey, e.NATSAccountPubKey,
-		credentialsChannel, jsonOrNull(e.Labels)).Scan(&state, &consumed, &notified)
+		credentialsChannel, jsonOrNull(e.Labels), e.CSRSHA256, nullable.Time(e.ProvenSignedAt)).Scan(&state, &consumed, &notified)
 	switch {
 	case err != nil:
 		return classify(err, fleet.ErrNotFound, fleet.ErrConflict)
@@ -150,8 +153,11 @@ func (s *Store) RenewCertificate(ctx context.Context, r fleet.RenewalRecord) err
 			return err
 		}
 		if _, err := tx.Exec(ctx, `
-			UPDATE sensor_certificates SET csr_sha256 = $2, proven_serial = $3, proven_token_hash = $4, proven_signed_at = $5 WHERE serial = $1`,
-			r.Certificate.Serial, r.CSRSHA256, nullable.String(r.ProvenSerial), r.ProvenTokenHash, nullable.Time(r.ProvenSignedAt)); err != nil {
+			UPDATE sensor_certificates SET csr_sha256 = $2, proven_serial = $3, proven_token_hash = $4, proven_signed_at = $5,
+				enrolment_token_hash = $6
+			WHERE serial = $1`,
+			r.Certificate.Serial, r.CSRSHA256, nullable.String(r.ProvenSerial), r.ProvenTokenHash, nullable.Time(r.ProvenSignedAt),
+			r.EnrolmentTokenHash); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `
@@ -189,6 +195,26 @@ func (s *Store) ActiveRenewal(ctx context.Context, sensorID string) (fleet.Activ
 	}
 	r.ProvenSignedAt = utc(signedAt)
 	return r, nil
+}
+
+// ActiveEnrolment implements fleet.EnrollStore: the active certificate's
+// enrolment record with the state of the enrolment token it consumed.
+func (s *Store) ActiveEnrolment(ctx context.Context, sensorID string) (fleet.ActiveEnrolment, error) {
+	var (
+		e                 fleet.ActiveEnrolment
+		signedAt, expires *time.Time
+	)
+	err := s.pool.QueryRow(ctx, `
+		SELECT c.serial, c.enrolment_token_hash, c.csr_sha256, c.proven_signed_at, t.expires_at, t.revoked_at IS NOT NULL
+		FROM sensor_certificates c
+		JOIN sensor_tokens t ON t.token_hash = c.enrolment_token_hash AND t.sensor_id = c.sensor_id AND t.kind = 'enrollment'
+		WHERE c.sensor_id = $1 AND c.active AND c.enrolment_token_hash IS NOT NULL`, sensorID).
+		Scan(&e.Serial, &e.TokenHash, &e.CSRSHA256, &signedAt, &expires, &e.TokenRevoked)
+	if err != nil {
+		return fleet.ActiveEnrolment{}, classify(err, fleet.ErrNotFound, fleet.ErrConflict)
+	}
+	e.ProvenSignedAt, e.TokenExpiresAt = utc(signedAt), utc(expires)
+	return e, nil
 }
 
 // keptSupersededCertificates is how many replaced certificates a sensor

@@ -213,7 +213,7 @@ func TestEnrolmentStatementUsesIndexes(t *testing.T) {
 	var plan string
 	if err := tx.QueryRow(f.ctx, `EXPLAIN (FORMAT JSON) `+controlplanestore.CompleteEnrollmentSQL,
 		red.SensorID, tokenHash(red.EnrollmentToken), now, "ab01", now.Add(time.Hour), tokenHash("sensor"), now.Add(time.Hour),
-		"offline", "U1", "A1", "rxc_sensor_credentials", map[string]string{"site": "ams"}).Scan(&plan); err != nil {
+		"offline", "U1", "A1", "rxc_sensor_credentials", map[string]string{"site": "ams"}, tokenHash("csr"), now).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(plan, `"Index Scan"`) {

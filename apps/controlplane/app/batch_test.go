@@ -31,6 +31,7 @@ func (nilCA) SignCSR(fleet.CertRequest) (fleet.IssuedCertificate, error) {
 	return fleet.IssuedCertificate{}, fleet.ErrInvalidCSR
 }
 func (nilCA) CACertificatePEM() []byte { return nil }
+func (nilCA) VerifyCSRPossession([]byte, []byte, []byte) error { return fleet.ErrInvalidProof }
 func (nilCA) VerifyPossession([]byte, []byte, []byte, time.Time) (fleet.CertIdentity, error) {
 	return fleet.CertIdentity{}, fleet.ErrInvalidProof
 }

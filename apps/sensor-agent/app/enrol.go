@@ -33,7 +33,7 @@ func (a *Agent) enrolled(ctx context.Context) (*sensorclient.State, error) {
 		return nil, err
 	}
 	st, err = retry(ctx, a, "enrol", red.ExpiresAt, func(ctx context.Context) (*sensorclient.State, error) {
-		return a.enroller.Enroll(ctx, red)
+		return a.enroller.EnrollIn(ctx, a.dir, red)
 	})
 	if err != nil {
 		if errors.Is(err, sensorclient.ErrUnauthorized) {

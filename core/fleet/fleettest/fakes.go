@@ -168,6 +168,29 @@ func (c *CA) VerifyPossession(certPEM, message, signature []byte, _ time.Time) (
 	return fleet.CertIdentity{TenantID: parts[0], SensorID: parts[1], Serial: parts[2]}, nil
 }
 
+// VerifyCSRPossession implements fleet.CertificateAuthority: it accepts
+// the signature CSRSign makes for csrPEM.
+func (c *CA) VerifyCSRPossession(csrPEM, message, signature []byte) error {
+	if len(csrPEM) == 0 {
+		return errors.New("empty CSR")
+	}
+	if string(signature) != CSRSign(csrPEM, message) {
+		return errors.New("bad signature")
+	}
+	return nil
+}
+
+// CSRSign is the fake CA's "signature" of message by the key of csrPEM.
+func CSRSign(csrPEM, message []byte) string {
+	return Sign("csr:"+string(csrPEM), message)
+}
+
+// EnrolProof is a proof of possession of csr's key for sensorID's
+// enrolment, signed at at.
+func EnrolProof(sensorID string, csr []byte, at time.Time) *fleet.EnrolmentProof {
+	return &fleet.EnrolmentProof{SignedAt: at, Signature: []byte(CSRSign(csr, fleet.EnrolmentMessage(sensorID, csr, at)))}
+}
+
 // Sign is the fake CA's "signature" of message by the key of serial.
 func Sign(serial string, message []byte) string {
 	h := sha256.Sum256(append([]byte(serial+"|"), message...))

@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"EnrollmentRefusalWritesNothing", testEnrollmentRefusalWritesNothing},
 		{"SensorCredential", testSensorCredential},
 		{"ReplaceCertificate", testReplaceCertificate},
+		{"EnrolmentResume", testEnrolmentResume},
 		{"UpdateSensorStatus", testUpdateSensorStatus},
 		{"CheckIn", testCheckIn},
 		{"CheckInConcurrent", testCheckInConcurrent},
@@ -635,6 +636,80 @@ func testReplaceCertificate(t *testing.T, s Store) {
 	is(t, "revoked", renew(serial, "aa03", fleet.NATSUser{UserPubKey: "U-late"}, "token late", t0.Add(20*time.Hour)), fleet.ErrRevoked)
 	ghost := fleet.RenewalRecord{SensorID: "ghost", ReplacesSerial: "cc00", Certificate: certificate("cc01"), SensorTokenHash: hash("g"), At: t0}
 	is(t, "unknown", s.RenewCertificate(ctx, ghost), fleet.ErrNotFound)
+}
+
+// testEnrolmentResume: an enrolment with a proof keeps the CSR's digest,
+// the proof's signedAt and its token with the certificate (ActiveEnrolment,
+// with the token's expiry and revocation); an answer sent again
+// (RenewCertificate with EnrolmentTokenHash) keeps them for the new
+// certificate; a plain renewal, an old agent's enrolment or another
+// sensor has none.
+func testEnrolmentResume(t *testing.T, s Store) {
+	ctx := context.Background()
+	tenant(t, s, "acme")
+	enrolled(t, s, "acme", "old", "dd01")
+	if _, err := s.ActiveEnrolment(ctx, "old"); !errors.Is(err, fleet.ErrNotFound) {
+		t.Errorf("ActiveEnrolment of an enrolment without a proof: %v, want ErrNotFound", err)
+	}
+	pending(t, s, "acme", "s1")
+	signedAt := t0.Add(time.Minute - time.Second).UTC()
+	is(t, "enrol with a proof", s.CompleteEnrollment(ctx, fleet.EnrollmentRecord{
+		SensorID: "s1", EnrollmentTokenHash: hash("enrol s1"), Certificate: certificate("ee01"),
+		SensorTokenHash: hash("sensor s1"), NATSUserPubKey: "Us1", NATSAccountPubKey: "Aacme",
+		State: fleet.StateOffline, At: t0.Add(time.Minute), CSRSHA256: hash("csr s1"), ProvenSignedAt: signedAt,
+	}), nil)
+	want := fleet.ActiveEnrolment{Serial: "ee01", TokenHash: hash("enrol s1"), CSRSHA256: hash("csr s1"),
+		ProvenSignedAt: signedAt, TokenExpiresAt: t0.Add(15 * time.Minute).UTC()}
+	if got, err := s.ActiveEnrolment(ctx, "s1"); err != nil || !cmp.Equal(want, got) {
+		t.Errorf("ActiveEnrolment = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := s.ActiveRenewal(ctx, "s1"); !errors.Is(err, fleet.ErrNotFound) {
+		t.Errorf("ActiveRenewal of an enrolment's certificate: %v, want ErrNotFound", err)
+	}
+	again := func(replaces, serial string, at time.Time) error {
+		c := certificate(serial)
+		return s.RenewCertificate(ctx, fleet.RenewalRecord{
+			SensorID: "s1", ReplacesSerial: replaces, Certificate: c, CSRSHA256: hash("csr s1"),
+			ProvenSignedAt: at.Add(-time.Second), EnrolmentTokenHash: hash("enrol s1"),
+			SensorTokenHash: hash("token " + serial), SensorTokenExpiresAt: c.NotAfter, At: at,
+		})
+	}
+	is(t, "answer again", again("ee01", "ee02", t0.Add(2*time.Minute)), nil)
+	want.Serial, want.ProvenSignedAt = "ee02", t0.Add(2*time.Minute-time.Second).UTC()
+	if got, err := s.ActiveEnrolment(ctx, "s1"); err != nil || !cmp.Equal(want, got) {
+		t.Errorf("ActiveEnrolment after the answer sent again = %+v, %v; want %+v", got, err, want)
+	}
+	// Of two answers for the same undelivered certificate one is stored.
+	is(t, "answer again for a replaced certificate", again("ee01", "ee03", t0.Add(3*time.Minute)), fleet.ErrInvalidToken)
+	if got, _ := s.Sensor(ctx, "s1"); got.Certificate.Serial != "ee02" {
+		t.Errorf("a refused answer changed the certificate to %s", got.Certificate.Serial)
+	}
+	// A renewal ends it.
+	c := certificate("ee04")
+	is(t, "renew", s.RenewCertificate(ctx, fleet.RenewalRecord{
+		SensorID: "s1", ReplacesSerial: "ee02", Certificate: c, CSRSHA256: hash("csr 4"), ProvenSerial: "ee02",
+		ProvenTokenHash: hash("token ee02"), ProvenSignedAt: t0.Add(4 * time.Minute), SensorTokenHash: hash("token ee04"),
+		SensorTokenExpiresAt: c.NotAfter, At: t0.Add(4 * time.Minute),
+	}), nil)
+	if _, err := s.ActiveEnrolment(ctx, "s1"); !errors.Is(err, fleet.ErrNotFound) {
+		t.Errorf("ActiveEnrolment after a renewal: %v, want ErrNotFound", err)
+	}
+	if _, err := s.ActiveEnrolment(ctx, "ghost"); !errors.Is(err, fleet.ErrNotFound) {
+		t.Errorf("ActiveEnrolment of an unknown sensor: %v, want ErrNotFound", err)
+	}
+	// A revoked sensor's token reads as revoked.
+	pending(t, s, "acme", "s2")
+	is(t, "enrol s2 with a proof", s.CompleteEnrollment(ctx, fleet.EnrollmentRecord{
+		SensorID: "s2", EnrollmentTokenHash: hash("enrol s2"), Certificate: certificate("ef01"),
+		SensorTokenHash: hash("sensor s2"), State: fleet.StateOffline, At: t0.Add(time.Minute),
+		CSRSHA256: hash("csr s2"), ProvenSignedAt: signedAt,
+	}), nil)
+	if _, err := s.RevokeSensor(ctx, "s2", "ops", t0.Add(5*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ActiveEnrolment(ctx, "s2"); err == nil && !got.TokenRevoked && got.Serial == "ef01" {
+		t.Errorf("ActiveEnrolment of a revoked sensor = %+v: token not revoked and certificate active", got)
+	}
 }
 
 // update applies one sensor's status through the batch method.
