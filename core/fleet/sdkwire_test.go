@@ -47,4 +47,3 @@ func TestEnrolmentMessageOfTheSDK(t *testing.T) {
 		t.Error("an enrolment's proof would serve as a renewal's")
 	}
 }
-

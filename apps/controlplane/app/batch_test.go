@@ -30,7 +30,7 @@ type nilCA struct{}
 func (nilCA) SignCSR(fleet.CertRequest) (fleet.IssuedCertificate, error) {
 	return fleet.IssuedCertificate{}, fleet.ErrInvalidCSR
 }
-func (nilCA) CACertificatePEM() []byte { return nil }
+func (nilCA) CACertificatePEM() []byte                         { return nil }
 func (nilCA) VerifyCSRPossession([]byte, []byte, []byte) error { return fleet.ErrInvalidProof }
 func (nilCA) VerifyPossession([]byte, []byte, []byte, time.Time) (fleet.CertIdentity, error) {
 	return fleet.CertIdentity{}, fleet.ErrInvalidProof
