@@ -18,12 +18,15 @@ import (
 )
 
 // answerDropper stands between the agent and the control plane and loses
-// the answers of the first few renewals: the control plane receives and
-// commits each one, then the agent's connection is cut before a byte of the
-// answer reaches it.
+// the answers of the first few renewals (or of the calls to route): the
+// control plane receives and commits each one, then the agent's connection
+// is cut before a byte of the answer reaches it.
 type answerDropper struct {
 	target *url.URL
 	proxy  *httputil.ReverseProxy
+	// route is the path suffix whose answers are lost ("" for
+	// /agent/renew).
+	route string
 
 	mu      sync.Mutex
 	drop    int      // renewals still to lose
@@ -32,7 +35,11 @@ type answerDropper struct {
 
 func (d *answerDropper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
-	lose := strings.HasSuffix(r.URL.Path, "/agent/renew") && d.drop > 0
+	route := d.route
+	if route == "" {
+		route = "/agent/renew"
+	}
+	lose := strings.HasSuffix(r.URL.Path, route) && d.drop > 0
 	if lose {
 		d.drop--
 	}
@@ -127,4 +134,65 @@ func TestRenewalSurvivesLostAnswers(t *testing.T) {
 	if v := p.sensor(id); v.State != "running" {
 		t.Errorf("sensor state %s after the renewals, want running", v.State)
 	}
+}
+
+// TestEnrolmentSurvivesLostAnswers: the control plane commits an enrolment
+// (certificate, the enrolment token used) and the answer never arrives,
+// twice. The agent sends the same request again (its key and CSR are kept
+// next to the redemption) with a fresh proof and is answered again: it
+// ends enrolled on the one active certificate and runs, where it used to
+// get invalid_token and stop for good.
+func TestEnrolmentSurvivesLostAnswers(t *testing.T) {
+	_, p := tenantPlane(t, provisionertest.Options{}, time.Hour)
+	target, err := url.Parse(p.Base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropper := &answerDropper{target: target, proxy: httputil.NewSingleHostReverseProxy(target), route: "/agent/enroll", drop: 2}
+	front := httptest.NewServer(dropper)
+	t.Cleanup(front.Close)
+
+	stateDir := filepath.Join(t.TempDir(), "sensor")
+	args := agentArgs(p, stateDir, "--claim-code", p.claimCode("edge-1"))
+	for i, a := range args {
+		if a == p.Base {
+			args[i] = front.URL + strings.TrimPrefix(p.Base, target.Scheme+"://"+target.Host)
+		}
+	}
+	a := startAgent(t, args...)
+	var id string
+	waitUntil(t, 30*time.Second, "the sensor online", func() bool {
+		for _, s := range p.sensors() {
+			if s.State == "online" && s.Certificate != nil {
+				id = s.ID
+			}
+		}
+		return id != ""
+	})
+	lost := dropper.lost()
+	if len(lost) != 2 {
+		t.Fatalf("%d enrolment answers lost, want 2", len(lost))
+	}
+	for _, status := range lost {
+		if status != "201 Created" {
+			t.Fatalf("the control plane answered a lost enrolment with %s, want 201 Created (committed)", status)
+		}
+	}
+	dir, err := sensorclient.OpenStateDir(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := dir.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := p.sensor(id).Certificate; c == nil || c.Serial != st.Serial {
+		t.Fatalf("the agent holds certificate %s, the control plane's active one is %+v", st.Serial, c)
+	}
+	if _, err := dir.LoadRedemption(); err == nil {
+		t.Error("the redemption is still on disk after the enrolment")
+	}
+	p.command(id, "start", "running")
+	from := a.log.len()
+	waitUntil(t, 20*time.Second, "events from the enrolled sensor", func() bool { return a.eventsSince(id, from) })
 }
