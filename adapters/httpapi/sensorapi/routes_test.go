@@ -29,7 +29,10 @@ func (f *fakeFleet) RedeemClaimCode(_ context.Context, code, _ string) (fleet.Re
 	return fleet.Redemption{SensorID: "s1", TenantID: "acme", EnrollmentToken: "tok", ExpiresAt: time.Unix(0, 0)}, nil
 }
 
-func (f *fakeFleet) EnrollProven(_ context.Context, id, token string, _ []byte, _ map[string]string, _ *fleet.EnrolmentProof) (fleet.Enrollment, error) {
+func (f *fakeFleet) EnrollProven(_ context.Context, id, token string, _ []byte, _ map[string]string, proof *fleet.EnrolmentProof) (fleet.Enrollment, error) {
+	if proof != nil {
+		token += " proof " + string(proof.Signature) + " " + proof.SignedAt.UTC().Format(time.RFC3339)
+	}
 	f.enrolled = append(f.enrolled, id+" "+token)
 	return fleet.Enrollment{SensorID: id, TenantID: "acme"}, nil
 }
@@ -112,6 +115,9 @@ func TestRoutesRefuseBeforeTheFleet(t *testing.T) {
 	if w := call(mux, "/api/sensors/s1/agent/renew", "Bearer tok", `{"csr":"x","proof":{"certificate":"c","signedAt":"2026-01-01T00:00:00Z","signature":"not base64!"}}`); w.Code != http.StatusBadRequest || !errors.Is(h.failed[1], fleet.ErrInvalidProof) {
 		t.Errorf("renew with a bad signature: %d, %v", w.Code, h.failed)
 	}
+	if w := call(mux, "/api/sensors/s1/agent/enroll", "Bearer tok", `{"csr":"x","proof":{"signedAt":"2026-01-01T00:00:00Z","signature":"not base64!"}}`); w.Code != http.StatusBadRequest || !errors.Is(h.failed[2], fleet.ErrInvalidProof) {
+		t.Errorf("enrol with a bad signature: %d, %v", w.Code, h.failed)
+	}
 	if w := call(mux, "/api/sensors/a.b/agent/renew", "Bearer tok", `{"csr":"x"}`); w.Code != http.StatusBadRequest {
 		t.Errorf("renew of a bad id: %d", w.Code)
 	}
@@ -122,6 +128,10 @@ func TestRoutesRefuseBeforeTheFleet(t *testing.T) {
 	// and its tenant named as the audited actor.
 	if w := call(mux, "/api/sensors/s1/agent/enroll", "Bearer tok", `{"csr":"x"}`); w.Code != http.StatusCreated || len(f.enrolled) != 1 || f.enrolled[0] != "s1 tok" {
 		t.Errorf("enrol with a token: %d, %v", w.Code, f.enrolled)
+	}
+	// The enrolment's proof reaches the fleet decoded.
+	if w := call(mux, "/api/sensors/s1/agent/enroll", "Bearer tok", `{"csr":"x","proof":{"signedAt":"2026-01-01T00:00:00Z","signature":"c2ln"}}`); w.Code != http.StatusCreated || len(f.enrolled) != 2 || f.enrolled[1] != "s1 tok proof sig 2026-01-01T00:00:00Z" {
+		t.Errorf("enrol with a proof: %d, %v", w.Code, f.enrolled)
 	}
 	if last := h.actors[len(h.actors)-1]; last != "sensor:s1 s1 acme" {
 		t.Errorf("audited actor %q, want sensor:s1 on s1 of acme", last)
