@@ -219,8 +219,8 @@ func (s *Enrolment) EnrollLabeled(ctx context.Context, sensorID, enrollmentToken
 
 // EnrollProven is EnrollLabeled with the agent's proof that it holds the
 // key of its CSR (nil: an old agent sent none). A proof that does not
-// verify, or is signed more than a few minutes from the server's clock, is
-// ErrInvalidProof and leaves the token usable.
+// verify is ErrInvalidProof and leaves the token usable; so is one sent
+// again signed more than a few minutes from the server's clock.
 //
 // An enrolment made with a proof keeps the CSR's digest and the proof's
 // signing time with the certificate. An agent whose answer was lost after
@@ -249,7 +249,10 @@ func (s *Enrolment) EnrollProven(ctx context.Context, sensorID, enrollmentToken 
 	var signedAt time.Time
 	if proof != nil {
 		signedAt = proof.SignedAt.UTC().Truncate(time.Microsecond)
-		if d := now.Sub(proof.SignedAt); d > maxProofAge || d < -maxProofAge {
+		// The clock bounds only a request sent again: a first enrolment's
+		// token is single-use anyway, and a sensor's clock is often not
+		// set yet then (an agent without a proof enrols whatever its clock).
+		if d := now.Sub(proof.SignedAt); lost != nil && (d > maxProofAge || d < -maxProofAge) {
 			return Enrollment{}, fmt.Errorf("%w: signed at %s, more than %s from the server's clock", ErrInvalidProof, proof.SignedAt.UTC().Format(time.RFC3339), maxProofAge)
 		}
 		if err := s.ca.VerifyCSRPossession(csrPEM, EnrolmentMessage(sensorID, csrPEM, proof.SignedAt), proof.Signature); err != nil {
