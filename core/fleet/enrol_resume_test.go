@@ -169,7 +169,9 @@ func TestEnrolmentProofIsChecked(t *testing.T) {
 	csr := []byte("csr-e")
 	_, err := f.svc.EnrollProven(f.ctx, r.SensorID, r.EnrollmentToken, csr, nil, f.enrolProof(r.SensorID, []byte("csr-other")))
 	wantErr(t, err, fleet.ErrInvalidProof)
-	skewed := func() *fleet.EnrolmentProof { return fleettest.EnrolProof(r.SensorID, csr, f.clock.Now().Add(time.Hour)) }
+	skewed := func() *fleet.EnrolmentProof {
+		return fleettest.EnrolProof(r.SensorID, csr, f.clock.Now().Add(time.Hour))
+	}
 	if _, err := f.svc.EnrollProven(f.ctx, r.SensorID, r.EnrollmentToken, csr, nil, skewed()); err != nil {
 		t.Fatalf("first enrolment from a sensor whose clock is an hour ahead: %v", err)
 	}
