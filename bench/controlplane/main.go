@@ -12,7 +12,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"flag"
@@ -38,6 +40,8 @@ import (
 	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/bench/benchenv"
 	"github.com/rxc-project/rxc/internal/pgtest"
+	"github.com/rxc-project/rxc/sdk/agentwire"
+	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
 type options struct {
@@ -48,6 +52,7 @@ type options struct {
 	statusTotal     int
 	out             string
 	retention       string
+	enrolProof      bool
 }
 
 func main() {
@@ -57,6 +62,7 @@ func main() {
 	flag.IntVar(&o.fanoutRounds, "fanout-rounds", 1, "times the fan-out is repeated to the same sensors; above 1 the median, spread and process CPU per round are reported too (one round on a shared 2-core machine swings with the load)")
 	flag.IntVar(&o.latencyRuns, "latency-runs", 300, "single commands timed from API call to sensor receipt")
 	flag.IntVar(&o.statusTotal, "status", 100000, "status messages published for the apply-rate measurement")
+	flag.BoolVar(&o.enrolProof, "enrol-proof", true, "enrol as agents do, with a proof of possession by the CSR's key (false: without, as agents before it)")
 	flag.StringVar(&o.out, "out", "docs/benchmarks-history.md", "append results here (empty: print only)")
 	flag.StringVar(&o.retention, "retention", "workqueue", "command stream retention: workqueue or limits")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the enrolment phase to this file, and one of the fan-out rounds to this file plus .fanout")
@@ -81,6 +87,8 @@ type plane struct {
 	base    string
 	metrics string
 	hc      *http.Client
+	// enrolProof: enrolments carry a proof of possession, as agents send.
+	enrolProof bool
 }
 
 func run(t *benchenv.T, o options) error {
@@ -94,6 +102,9 @@ func run(t *benchenv.T, o options) error {
 	prov := provisionertest.Start(t, provisionertest.Options{LogLevel: "error", CommandStreamRetention: o.retention})
 	natsURL = prov.NATSURL
 	p, err := startPlane(t, prov)
+	if p != nil {
+		p.enrolProof = o.enrolProof
+	}
 	if err != nil {
 		return err
 	}
@@ -283,10 +294,22 @@ func (p *plane) enrolAll(codes []string, conc int) ([]*sensor, []time.Duration, 
 			return err
 		}
 		csr := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+		req := agentwire.EnrollRequest{CSR: string(csr)}
+		if p.enrolProof {
+			// As agents do: a proof by the CSR's key, so that a lost answer
+			// can be asked for again (the control plane verifies it).
+			now := time.Now().UTC()
+			digest := sha256.Sum256(sensorclient.EnrolmentMessage(red.SensorID, csr, now))
+			sig, err := ecdsa.SignASN1(rand.Reader, key, digest[:])
+			if err != nil {
+				return err
+			}
+			req.Proof = &agentwire.EnrolProof{SignedAt: now, Signature: base64.StdEncoding.EncodeToString(sig)}
+		}
 		var enr struct {
 			NATS struct{ Creds, InboxPrefix, Stream, Consumer, StatusSubject string }
 		}
-		if err := p.call("POST", "/api/sensors/"+red.SensorID+"/agent/enroll", map[string]string{"csr": string(csr)}, red.EnrollmentToken, 201, &enr); err != nil {
+		if err := p.call("POST", "/api/sensors/"+red.SensorID+"/agent/enroll", req, red.EnrollmentToken, 201, &enr); err != nil {
 			return err
 		}
 		lat[i] = time.Since(t0)
