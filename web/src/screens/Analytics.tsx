@@ -4,7 +4,6 @@
 
 import { useEffect, useLayoutEffect, useRef, useState } from 'react';
 import type { RefObject } from 'react';
-import { useSearchParams } from 'react-router';
 import type { AddressCount, Overview } from '../api/types';
 import { snapshotOf, usePublishView } from '../analytics/snapshot';
 import { useSession } from '../auth/session';
@@ -14,6 +13,7 @@ import { SelectField } from '../components/SelectField';
 import { TenantSelect } from '../components/TenantSelect';
 import { Time } from '../components/Time';
 import { usePolling } from '../usePolling';
+import { useFilters } from '../useFilters';
 
 export const RANGES = [
   { id: '1h', label: 'Last hour', ms: 3600_000 },
@@ -36,11 +36,11 @@ export function rangeFor(id: string, now = Date.now()): { from: string; to: stri
 
 export function AnalyticsScreen() {
   const { api } = useSession();
-  const [params, setParams] = useSearchParams();
+  const filters = useFilters();
   const tenants = usePolling((_s) => api.listTenants(), [api], null);
-  const tenantId = params.get('tenantId') ?? '';
-  const range = params.get('range') ?? DEFAULT_RANGE;
-  const sensorId = params.get('sensorId') ?? '';
+  const tenantId = filters.get('tenantId');
+  const range = filters.get('range') || DEFAULT_RANGE;
+  const sensorId = filters.get('sensorId');
   const sensors = usePolling((signal) => (tenantId ? api.listSensors({ tenantId, limit: SENSOR_CHOICES }, signal) : Promise.resolve({ items: [] })), [api, tenantId], null);
   const overview = usePolling(
     (signal) => (tenantId ? api.analyticsOverview({ tenantId, ...rangeFor(range), sensorId: sensorId || undefined, limit: 10 }, signal) : Promise.resolve(null)),
@@ -49,11 +49,8 @@ export function AnalyticsScreen() {
   );
 
   function setParam(key: string, value: string) {
-    const next = new URLSearchParams(params);
-    if (value) next.set(key, value);
-    else next.delete(key);
-    if (key === 'tenantId') next.delete('sensorId');
-    setParams(next, { replace: true });
+    // Another tenant's sensor would not be in the new tenant's list.
+    filters.set(key === 'tenantId' ? { tenantId: value, sensorId: '' } : { [key]: value });
   }
 
   // Without a tenant in the URL, show the first one.

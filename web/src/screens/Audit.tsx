@@ -5,7 +5,6 @@
 
 import { useCallback, useEffect, useState } from 'react';
 import type { FormEvent } from 'react';
-import { useSearchParams } from 'react-router';
 import { AUDIT_ACTIONS } from '../api/types';
 import { useAccess, useSession } from '../auth/session';
 import { LoadMore } from '../components/LoadMore';
@@ -14,6 +13,7 @@ import { SelectField } from '../components/SelectField';
 import { TenantSelect } from '../components/TenantSelect';
 import { Time } from '../components/Time';
 import { useCursorList } from '../useCursorList';
+import { useFilters } from '../useFilters';
 import { usePolling } from '../usePolling';
 
 export const AUDIT_PAGE = 50;
@@ -21,10 +21,10 @@ export const AUDIT_PAGE = 50;
 export function AuditScreen() {
   const { api } = useSession();
   const { can } = useAccess();
-  const [params, setParams] = useSearchParams();
-  const tenantId = params.get('tenantId') ?? '';
-  const actor = params.get('actor') ?? '';
-  const action = params.get('action') ?? '';
+  const filters = useFilters();
+  const tenantId = filters.get('tenantId');
+  const actor = filters.get('actor');
+  const action = filters.get('action');
   const tenants = usePolling((_s) => api.listTenants(), [api], null);
   const [actorDraft, setActorDraft] = useState(actor);
   const load = useCallback(
@@ -36,10 +36,7 @@ export function AuditScreen() {
   useEffect(() => setActorDraft(actor), [actor]);
 
   function setFilter(key: string, value: string) {
-    const next = new URLSearchParams(params);
-    if (value) next.set(key, value);
-    else next.delete(key);
-    setParams(next, { replace: true });
+    filters.set({ [key]: value });
   }
 
   function applyActor(e: FormEvent) {
