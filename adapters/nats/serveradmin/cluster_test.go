@@ -38,6 +38,33 @@ var clusterSlot = make(chan struct{}, 1)
 func newCluster(e *env) *cluster {
 	clusterSlot <- struct{}{}
 	e.t.Cleanup(func() { <-clusterSlot }) // registered first, so it runs after the nodes are stopped
+	// A port freePort handed out can be taken by another test process
+	// before a node binds it: such a start is tried again on new ports.
+	for attempt := 1; ; attempt++ {
+		c, errs := tryCluster(e)
+		if len(errs) == 0 {
+			return c
+		}
+		busy := false
+		for _, err := range errs {
+			busy = busy || strings.Contains(err.Error(), "address already in use")
+		}
+		if !busy || attempt == 3 {
+			for _, err := range errs {
+				e.t.Error(err)
+			}
+			e.t.FailNow()
+		}
+		for _, n := range c.nodes {
+			n.Stop()
+		}
+		e.t.Logf("a cluster port was taken meanwhile (%v); starting again on new ports", errs)
+	}
+}
+
+// tryCluster starts three nodes on fresh ports; it returns their start
+// errors.
+func tryCluster(e *env) (*cluster, []error) {
 	c := &cluster{e: e}
 	var routePorts [3]int
 	for i := range c.nodes {
@@ -55,21 +82,24 @@ func newCluster(e *env) *cluster {
 	}
 	// A node's JetStream is healthy only once the cluster has a meta
 	// leader: start all three before waiting on any.
-	var wg sync.WaitGroup
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
 	for i := range c.nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := c.nodes[i].TryStart(); err != nil {
-				e.t.Errorf("nats-%d: %v", i+1, err)
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("nats-%d: %w", i+1, err))
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	if e.t.Failed() {
-		e.t.FailNow()
-	}
-	return c
+	return c, errs
 }
 
 // start runs node i again; it keeps its ports and JetStream store.
