@@ -71,19 +71,7 @@ func (c *Client) Placements() []provisioning.ConsumerNode {
 // or no answer came within deleteWait (its leader was the lost node and
 // no new one is elected yet). A single server (no cluster) loses none.
 func (c *Client) LostNodes(ctx context.Context) (lost []string, known bool, err error) {
-	var ci *jetstream.ClusterInfo
-	err = c.callWithin(ctx, adminConn, deleteWait, func(ctx context.Context, nc *nats.Conn) error {
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return err
-		}
-		st, err := js.Stream(ctx, c.cfg.Stream.Name)
-		if err != nil {
-			return err
-		}
-		ci = st.CachedInfo().Cluster
-		return nil
-	})
+	ci, err := c.streamCluster(ctx)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) {
 		return nil, false, nil
 	}
@@ -195,3 +183,23 @@ var offlineCodes = []jetstream.ErrorCode{10119, 10195, 10118, 10194}
 // answerWait bounds ConsumerNode: a live consumer answers well within it,
 // and every consumer of a lost node is asked once before it is recreated.
 const answerWait = 500 * time.Millisecond
+
+// streamCluster asks the command stream for its cluster state: one stream
+// info request, answered within deleteWait (a stream whose leader was lost
+// answers nothing until a new one is elected).
+func (c *Client) streamCluster(ctx context.Context) (*jetstream.ClusterInfo, error) {
+	var ci *jetstream.ClusterInfo
+	err := c.callWithin(ctx, adminConn, deleteWait, func(ctx context.Context, nc *nats.Conn) error {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		st, err := js.Stream(ctx, c.cfg.Stream.Name)
+		if err != nil {
+			return err
+		}
+		ci = st.CachedInfo().Cluster
+		return nil
+	})
+	return ci, err
+}

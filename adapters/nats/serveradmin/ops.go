@@ -375,19 +375,8 @@ func (c *Client) ConsumerNames(ctx context.Context) ([]string, error) {
 // of one request.
 func (c *Client) OfflineConsumers(ctx context.Context, full bool) ([]string, error) {
 	if !full {
-		var whole bool
-		err := c.callWithin(ctx, adminConn, deleteWait, func(ctx context.Context, nc *nats.Conn) error {
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
-			st, err := js.Stream(ctx, c.cfg.Stream.Name)
-			if err != nil {
-				return err
-			}
-			whole = !degraded(st.CachedInfo().Cluster)
-			return nil
-		})
+		ci, err := c.streamCluster(ctx)
+		whole := err == nil && !degraded(ci)
 		// A stream that does not answer within deleteWait (no leader yet
 		// after a loss) is looked at through the list, which the meta
 		// leader answers.
