@@ -127,13 +127,40 @@ func TestHistoryRetentionAcrossReplicas(t *testing.T) {
 // Retention settings that are neither 0 (keep forever) nor a number of
 // days from 1 to 36,500 stop the start with the variable's name.
 func TestRetentionConfigRefused(t *testing.T) {
-	for name, mutate := range map[string]func(*app.ServeConfig){
+	refusedAtStart(t, map[string]func(*app.ServeConfig){
 		"EVENTS_RETENTION_DAYS=-1":                  func(c *app.ServeConfig) { c.Events.RetentionDays = -1 },
 		"AUDIT_RETENTION_DAYS=36501":                func(c *app.ServeConfig) { c.AuditRetentionDays = 36501 },
 		"COMMAND_HISTORY_RETENTION_DAYS=-90":        func(c *app.ServeConfig) { c.CommandHistoryRetentionDays = -90 },
 		"CREDENTIAL_HISTORY_RETENTION_DAYS=-1":      func(c *app.ServeConfig) { c.CredentialHistoryRetentionDays = -1 },
 		"HISTORY_PRUNE_INTERVAL=-1m0s: must not be": func(c *app.ServeConfig) { c.HistoryPruneInterval = -time.Minute },
-	} {
+	})
+	// The positive control: 0 (keep forever) and the bounds start.
+	startPlane(t, &provisionertest.Stack{}, func(c *app.ServeConfig) {
+		c.Provisioner.Enabled, c.Messaging.Enabled = false, false
+		c.Events.RetentionDays, c.AuditRetentionDays, c.CommandHistoryRetentionDays, c.CredentialHistoryRetentionDays = 0, 36500, 1, 0
+	})
+}
+
+// TestRetentionConfigOverflowRefused (attack): the range check multiplied
+// the days into a time.Duration before comparing, so a number of days
+// past 106,751 wrapped around int64: 2^48+1 days read as exactly 1 day (a
+// whole number of days in range) and started, pruning a day-old history
+// where the operator asked for "practically forever". Every value past
+// 36,500 must stop the start, naming the variable.
+func TestRetentionConfigOverflowRefused(t *testing.T) {
+	const wrapsToOneDay = 1<<48 + 1 // (2^48+1)·86,400·10^9 ≡ 86,400·10^9 (mod 2^64)
+	refusedAtStart(t, map[string]func(*app.ServeConfig){
+		"COMMAND_HISTORY_RETENTION_DAYS=281474976710657": func(c *app.ServeConfig) { c.CommandHistoryRetentionDays = wrapsToOneDay },
+		"AUDIT_RETENTION_DAYS=106752":                    func(c *app.ServeConfig) { c.AuditRetentionDays = 106752 },
+	})
+}
+
+// refusedAtStart applies each mutation to a control plane's config (no
+// provisioner, no messaging) and wants NewServer to refuse it with an
+// error that contains the map key (the variable and its value).
+func refusedAtStart(t *testing.T, cases map[string]func(*app.ServeConfig)) {
+	t.Helper()
+	for name, mutate := range cases {
 		cfg := controlplanetest.Config(t, &provisionertest.Stack{})
 		cfg.Provisioner.Enabled, cfg.Messaging.Enabled = false, false
 		mutate(&cfg)
@@ -147,11 +174,6 @@ func TestRetentionConfigRefused(t *testing.T) {
 			t.Errorf("%s: error %q does not name it", name, err)
 		}
 	}
-	// The positive control: 0 (keep forever) and the bounds start.
-	startPlane(t, &provisionertest.Stack{}, func(c *app.ServeConfig) {
-		c.Provisioner.Enabled, c.Messaging.Enabled = false, false
-		c.Events.RetentionDays, c.AuditRetentionDays, c.CommandHistoryRetentionDays, c.CredentialHistoryRetentionDays = 0, 36500, 1, 0
-	})
 }
 
 // stopped runs srv with a context already ended, which closes what it
