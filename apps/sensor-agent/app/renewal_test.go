@@ -73,18 +73,17 @@ func (d *answerDropper) lost() []string {
 	return append([]string(nil), d.dropped...)
 }
 
-// TestRenewalSurvivesLostAnswers: the control plane commits a renewal (new
-// certificate, the old token revoked) and the answer never arrives, twice.
-// The agent sends the same request again from its journal and gets a
-// certificate for it: it is not taken for revoked, keeps streaming on the
-// new certificate, and renews normally afterwards.
-func TestRenewalSurvivesLostAnswers(t *testing.T) {
-	_, p := tenantPlane(t, provisionertest.Options{}, 9*time.Second)
+// agentBehindDropper starts an agent that enrols as edge-1 and reaches p
+// only through an answerDropper that loses the answers of the first two
+// calls to route ("" for /agent/renew). It returns the dropper, the agent
+// and the agent's state directory.
+func agentBehindDropper(t *testing.T, p *plane, route string) (*answerDropper, *agent, string) {
+	t.Helper()
 	target, err := url.Parse(p.Base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dropper := &answerDropper{target: target, proxy: httputil.NewSingleHostReverseProxy(target), drop: 2}
+	dropper := &answerDropper{target: target, proxy: httputil.NewSingleHostReverseProxy(target), route: route, drop: 2}
 	front := httptest.NewServer(dropper)
 	t.Cleanup(front.Close)
 
@@ -95,7 +94,17 @@ func TestRenewalSurvivesLostAnswers(t *testing.T) {
 			args[i] = front.URL + strings.TrimPrefix(p.Base, target.Scheme+"://"+target.Host)
 		}
 	}
-	a := startAgent(t, args...)
+	return dropper, startAgent(t, args...), stateDir
+}
+
+// TestRenewalSurvivesLostAnswers: the control plane commits a renewal (new
+// certificate, the old token revoked) and the answer never arrives, twice.
+// The agent sends the same request again from its journal and gets a
+// certificate for it: it is not taken for revoked, keeps streaming on the
+// new certificate, and renews normally afterwards.
+func TestRenewalSurvivesLostAnswers(t *testing.T) {
+	_, p := tenantPlane(t, provisionertest.Options{}, 9*time.Second)
+	dropper, a, stateDir := agentBehindDropper(t, p, "")
 
 	var id, first string
 	waitUntil(t, 30*time.Second, "the sensor online", func() bool {
@@ -144,22 +153,7 @@ func TestRenewalSurvivesLostAnswers(t *testing.T) {
 // get invalid_token and stop for good.
 func TestEnrolmentSurvivesLostAnswers(t *testing.T) {
 	_, p := tenantPlane(t, provisionertest.Options{}, time.Hour)
-	target, err := url.Parse(p.Base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dropper := &answerDropper{target: target, proxy: httputil.NewSingleHostReverseProxy(target), route: "/agent/enroll", drop: 2}
-	front := httptest.NewServer(dropper)
-	t.Cleanup(front.Close)
-
-	stateDir := filepath.Join(t.TempDir(), "sensor")
-	args := agentArgs(p, stateDir, "--claim-code", p.claimCode("edge-1"))
-	for i, a := range args {
-		if a == p.Base {
-			args[i] = front.URL + strings.TrimPrefix(p.Base, target.Scheme+"://"+target.Host)
-		}
-	}
-	a := startAgent(t, args...)
+	dropper, a, stateDir := agentBehindDropper(t, p, "/agent/enroll")
 	var id string
 	waitUntil(t, 30*time.Second, "the sensor online", func() bool {
 		for _, s := range p.sensors() {
