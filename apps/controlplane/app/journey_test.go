@@ -30,6 +30,7 @@ import (
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/internal/waitfor"
 	sensorpb "github.com/rxc-project/rxc/proto"
+	"github.com/rxc-project/rxc/sdk/agentwire"
 	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
@@ -123,47 +124,10 @@ func waitUntil(t *testing.T, limit time.Duration, what string, ok func() bool) {
 	waitfor.Until(t, limit, what, ok)
 }
 
-type enrollment struct {
-	SensorID      string    `json:"sensorId"`
-	TenantID      string    `json:"tenantId"`
-	Certificate   string    `json:"certificate"`
-	CACertificate string    `json:"caCertificate"`
-	Serial        string    `json:"serial"`
-	NotAfter      time.Time `json:"notAfter"`
-	SensorToken   string    `json:"sensorToken"`
-	NATS          struct {
-		URL            string `json:"url"`
-		Creds          string `json:"creds"`
-		Stream         string `json:"stream"`
-		Consumer       string `json:"consumer"`
-		JSAPIPrefix    string `json:"jsApiPrefix"`
-		InboxPrefix    string `json:"inboxPrefix"`
-		CommandSubject string `json:"commandSubject"`
-		StatusSubject  string `json:"statusSubject"`
-	} `json:"nats"`
-	GRPC struct {
-		Address string `json:"address"`
-	} `json:"grpc"`
-}
-
-type sensorView struct {
-	ID          string `json:"id"`
-	TenantID    string `json:"tenantId"`
-	State       string `json:"state"`
-	Certificate *struct {
-		Serial string `json:"serial"`
-	} `json:"certificate"`
-	LastCommand *struct {
-		CommandID      string     `json:"commandId"`
-		Action         string     `json:"action"`
-		AcknowledgedAt *time.Time `json:"acknowledgedAt"`
-	} `json:"lastCommand"`
-}
-
 // testSensor is what a sensor holds after enrolment.
 type testSensor struct {
 	key  *ecdsa.PrivateKey
-	enr  enrollment
+	enr  agentwire.EnrollResponse
 	cert tls.Certificate
 }
 
@@ -323,7 +287,7 @@ func TestSensorJourney(t *testing.T) {
 	if err := nc.Publish(s.enr.NATS.StatusSubject, report); err != nil {
 		t.Fatal(err)
 	}
-	var view sensorView
+	var view controlplanetest.SensorView
 	waitUntil(t, 10*time.Second, "API shows the sensor running", func() bool {
 		p.must("GET", "/api/sensors/"+s.enr.SensorID, nil, "", 200, &view)
 		return view.State == "running" && view.LastCommand != nil && view.LastCommand.AcknowledgedAt != nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/internal/natstest"
@@ -34,10 +35,10 @@ func TestAckV2Shape(t *testing.T) {
 	account(t, s, "acme")
 	account(t, s, "acme-eu")
 	own := sensorUser(t, s, "acme", "s1")
-	victims := []userResp{sensorUser(t, s, "acme", "s2"), sensorUser(t, s, "acme-eu", "s1")}
+	victims := []provisionerwire.UserResponse{sensorUser(t, s, "acme", "s2"), sensorUser(t, s, "acme-eu", "s1")}
 	_, admin := controlAdmin(t, s)
 	_, bjs := backend(t, s)
-	for _, u := range append([]userResp{own}, victims...) {
+	for _, u := range append([]provisionerwire.UserResponse{own}, victims...) {
 		for i := range 2 {
 			if _, err := bjs.Publish(ctx, u.CommandSubject, []byte(fmt.Sprintf("cmd-%d-of-%s", i, u.Consumer))); err != nil {
 				t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/adapters/seal"
@@ -90,7 +91,7 @@ func TestCredsHandedOutAreTheStoredUsers(t *testing.T) {
 	// Many requests for each of a few new sensors at once: the inserts
 	// race, and every loser minted a key of its own.
 	const sensors, n = 4, 32
-	got := make([]userResp, sensors*n)
+	got := make([]provisionerwire.UserResponse, sensors*n)
 	var wg sync.WaitGroup
 	for i := range got {
 		wg.Go(func() {
@@ -99,7 +100,7 @@ func TestCredsHandedOutAreTheStoredUsers(t *testing.T) {
 				t.Errorf("racing POST /users: %d %s", status, body)
 				return
 			}
-			got[i] = decode[userResp](t, status, body, 200, 201)
+			got[i] = decode[provisionerwire.UserResponse](t, status, body, 200, 201)
 		})
 	}
 	wg.Wait()
@@ -160,7 +161,7 @@ func TestAttackTamperedStoredUserJWTIsRefused(t *testing.T) {
 
 	tamper(other.UserJWT)
 	status, body = s.Post("/users", map[string]string{"tenantId": "acme", "sensorId": "victim"})
-	got := decode[userResp](t, status, body, 201)
+	got := decode[provisionerwire.UserResponse](t, status, body, 201)
 	if got.UserPubKey == victim.UserPubKey || got.UserJWT == other.UserJWT || strings.Contains(got.Creds, other.UserJWT) {
 		t.Fatalf("BROKEN: a stored JWT with another sensor's grants was handed out: user %s", got.UserPubKey)
 	}

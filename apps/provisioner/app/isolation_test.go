@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/core/provisioning"
@@ -227,8 +228,8 @@ func TestIsolationAttackSuite(t *testing.T) {
 // control admin's connections.
 type isolationWorld struct {
 	s         *provisionertest.Stack
-	users     map[string]userResp   // "tenant/sensor" → user
-	attackers map[string]*principal // "tenant/sensor" → its connection
+	users     map[string]provisionerwire.UserResponse // "tenant/sensor" → user
+	attackers map[string]*principal                   // "tenant/sensor" → its connection
 	backend   *principal
 	adminP    *principal
 	admin     jetstream.JetStream // ground truth
@@ -242,7 +243,7 @@ func secret(key string) string { return "secret-of-" + key }
 
 func newIsolationWorld(t *testing.T, ctx context.Context, retention string) *isolationWorld {
 	w := &isolationWorld{s: provisionertest.Start(t, provisionertest.Options{CommandStreamRetention: retention}),
-		users: map[string]userResp{}, attackers: map[string]*principal{}}
+		users: map[string]provisionerwire.UserResponse{}, attackers: map[string]*principal{}}
 	for _, tn := range []string{"acme", "acme-eu"} {
 		account(t, w.s, tn)
 		for _, sn := range []string{"s1", "s2"} {
@@ -263,7 +264,7 @@ func newIsolationWorld(t *testing.T, ctx context.Context, retention string) *iso
 		w.attackers[key] = newPrincipal(t, key, w.s.NATSURL, u.Creds, u.InboxPrefix)
 	}
 	status, body := w.s.Post("/backend-user", map[string]string{"name": "attack-backend"})
-	b := decode[backendResp](t, status, body, 200, 201)
+	b := decode[provisionerwire.BackendUserResponse](t, status, body, 200, 201)
 	w.backend = newPrincipal(t, "backend", w.s.NATSURL, b.Creds, "")
 	adminCreds, _ := controlAdmin(t, w.s)
 	w.adminP = newPrincipal(t, "control admin", w.s.NATSURL, adminCreds, "")
@@ -313,7 +314,7 @@ func (p *principal) try(t *testing.T, a attacks) {
 // sensorAttacks: sensor u (key) at every other sensor's consumer, ack
 // subjects, status and commands; at the event writer; at stream-wide and
 // account-wide APIs; and subscribing anything but its own inbox.
-func sensorAttacks(key string, u userResp, users map[string]userResp) attacks {
+func sensorAttacks(key string, u provisionerwire.UserResponse, users map[string]provisionerwire.UserResponse) attacks {
 	var a attacks
 	for vkey, v := range users {
 		if vkey == key {
@@ -362,7 +363,7 @@ func sensorAttacks(key string, u userResp, users map[string]userResp) attacks {
 
 // backendAttacks: the backend at every sensor's consumer and status, at
 // stream reads and consumer creation, and subscribing wide.
-func backendAttacks(users map[string]userResp) attacks {
+func backendAttacks(users map[string]provisionerwire.UserResponse) attacks {
 	var a attacks
 	for _, v := range users {
 		for _, subj := range ackAttacks(isoStream, v.Consumer, isoEvents, topology.EventWriter) {
@@ -381,7 +382,7 @@ func backendAttacks(users map[string]userResp) attacks {
 
 // adminAttacks: the control admin at the sensors' ack subjects, commands
 // and status, and subscribing to them.
-func adminAttacks(users map[string]userResp) attacks {
+func adminAttacks(users map[string]provisionerwire.UserResponse) attacks {
 	var a attacks
 	for _, v := range users {
 		for _, subj := range ackAttacks(isoStream, v.Consumer, isoStream, "x")[:3] {
@@ -751,7 +752,7 @@ func TestAttackRevokeTheProvisionersOwnUsers(t *testing.T) {
 	victim := sensorUser(t, s, "acme", "s1")
 	later := sensorUser(t, s, "acme", "s2")
 	status, body := s.Post("/backend-user", map[string]string{"name": "backend"})
-	be := decode[backendResp](t, status, body, 200, 201)
+	be := decode[provisionerwire.BackendUserResponse](t, status, body, 200, 201)
 
 	sysKeys := liveUserKeys(t, s, s.Operator.SystemAccount)
 	ctlKeys := liveUserKeys(t, s, s.Operator.ControlAccount)
@@ -815,7 +816,7 @@ func TestAttackRevokeTheProvisionersOwnUsers(t *testing.T) {
 	status, body = s.Post("/revoke", map[string]string{"accountId": be.AccountID, "userPubKey": be.UserPubKey})
 	decode[map[string]any](t, status, body, 200)
 	status, body = s.Post("/users", map[string]string{"tenantId": "acme", "sensorId": "s3"})
-	fresh := decode[userResp](t, status, body, 201)
+	fresh := decode[provisionerwire.UserResponse](t, status, body, 201)
 	if _, err := connectSensor(t, s, fresh); err != nil {
 		t.Fatalf("a sensor enrolled after the attempts cannot connect: %v", err)
 	}

@@ -15,32 +15,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/internal/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-
-type userResp struct {
-	TenantID       string `json:"tenantId"`
-	SensorID       string `json:"sensorId"`
-	AccountID      string `json:"accountId"`
-	UserPubKey     string `json:"userPubKey"`
-	UserJWT        string `json:"userJWT"`
-	Creds          string `json:"creds"`
-	Stream         string `json:"stream"`
-	Consumer       string `json:"consumer"`
-	JSAPIPrefix    string `json:"jsApiPrefix"`
-	InboxPrefix    string `json:"inboxPrefix"`
-	CommandSubject string `json:"commandSubject"`
-	StatusSubject  string `json:"statusSubject"`
-}
-
-type backendResp struct {
-	AccountID  string `json:"accountId"`
-	UserPubKey string `json:"userPubKey"`
-	Creds      string `json:"creds"`
-}
 
 func decode[T any](t *testing.T, status int, body []byte, want ...int) T {
 	t.Helper()
@@ -72,21 +52,21 @@ func account(t *testing.T, s *provisionertest.Stack, tenant string) {
 	decode[map[string]any](t, status, body, 200, 201)
 }
 
-func sensorUser(t *testing.T, s *provisionertest.Stack, tenant, sensor string) userResp {
+func sensorUser(t *testing.T, s *provisionertest.Stack, tenant, sensor string) provisionerwire.UserResponse {
 	t.Helper()
 	status, body := s.Post("/users", map[string]string{"tenantId": tenant, "sensorId": sensor})
-	return decode[userResp](t, status, body, 200, 201)
+	return decode[provisionerwire.UserResponse](t, status, body, 200, 201)
 }
 
 // sensorConn is a sensor connected the way a sensor agent connects (docs/provisioner.md, "Isolation model").
 type sensorConn struct {
 	nc   *nats.Conn
 	js   jetstream.JetStream
-	u    userResp
+	u    provisionerwire.UserResponse
 	errs chan error
 }
 
-func connectSensor(t *testing.T, s *provisionertest.Stack, u userResp) (*sensorConn, error) {
+func connectSensor(t *testing.T, s *provisionertest.Stack, u provisionerwire.UserResponse) (*sensorConn, error) {
 	t.Helper()
 	errs := make(chan error, 64)
 	nc, err := nats.Connect(s.NATSURL,
@@ -145,7 +125,7 @@ func mustSeed(t *testing.T, creds string) string {
 func backend(t *testing.T, s *provisionertest.Stack) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	status, body := s.Post("/backend-user", map[string]string{"name": "backend"})
-	b := decode[backendResp](t, status, body, 200, 201)
+	b := decode[provisionerwire.BackendUserResponse](t, status, body, 200, 201)
 	if b.AccountID != s.Operator.ControlAccount {
 		t.Fatalf("backend user in account %s, want CONTROL %s", b.AccountID, s.Operator.ControlAccount)
 	}
@@ -167,7 +147,7 @@ func TestSensorJourney(t *testing.T) {
 
 	account(t, s, "acme")
 	u := sensorUser(t, s, "acme", "s1")
-	want := userResp{
+	want := provisionerwire.UserResponse{
 		TenantID: "acme", SensorID: "s1", Stream: "RXC_CMD", Consumer: "cmd-acme-s1", JSAPIPrefix: "ctrl.API",
 		InboxPrefix: "_INBOX_acme_s1", CommandSubject: "rxc.acme.s1.cmd", StatusSubject: "rxc.acme.s1.status",
 	}
@@ -464,7 +444,7 @@ func TestRevocationDisconnectsAndRefuses(t *testing.T) {
 
 	// A repeated POST /users for the revoked sensor mints a new, working user.
 	status, body = s.Post("/users", map[string]string{"tenantId": "acme", "sensorId": "s1"})
-	fresh := decode[userResp](t, status, body, 201)
+	fresh := decode[provisionerwire.UserResponse](t, status, body, 201)
 	if fresh.UserPubKey == u1.UserPubKey {
 		t.Fatal("POST /users returned the revoked user")
 	}
@@ -477,7 +457,7 @@ func TestRestartKeepsAccountsAndUsers(t *testing.T) {
 	s := acmeStack(t)
 	before := sensorUser(t, s, "acme", "s1")
 	_, body := s.Post("/backend-user", map[string]string{})
-	bBefore := decode[backendResp](t, 200, body, 200)
+	bBefore := decode[provisionerwire.BackendUserResponse](t, 200, body, 200)
 	jwtBefore := getJWT(t, s.URL, before.AccountID)
 
 	s.StopServe()
@@ -485,12 +465,12 @@ func TestRestartKeepsAccountsAndUsers(t *testing.T) {
 	s.WaitNATSReady()
 
 	status, body := s.Post("/users", map[string]string{"tenantId": "acme", "sensorId": "s1"})
-	after := decode[userResp](t, status, body, 200)
+	after := decode[provisionerwire.UserResponse](t, status, body, 200)
 	if after != before {
 		t.Fatalf("user changed across restart:\nbefore %+v\nafter  %+v", before, after)
 	}
 	status, body = s.Post("/backend-user", map[string]string{})
-	if bAfter := decode[backendResp](t, status, body, 200); bAfter != bBefore {
+	if bAfter := decode[provisionerwire.BackendUserResponse](t, status, body, 200); bAfter != bBefore {
 		t.Fatalf("backend user changed across restart")
 	}
 	if got := getJWT(t, s.URL, before.AccountID); got != jwtBefore {
@@ -520,7 +500,7 @@ func TestResolverAnswersBeforeNATSAndUsersWaitForIt(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	u := decode[userResp](t, status, body, 200)
+	u := decode[provisionerwire.UserResponse](t, status, body, 200)
 	sc, err := connectSensor(t, s, u)
 	if err != nil {
 		t.Fatal(err)
@@ -583,7 +563,7 @@ func TestRestartAppliesChangedControlLimits(t *testing.T) {
 	s := acmeStack(t)
 	tenantBefore := getJWT(t, s.URL, sensorUser(t, s, "acme", "s1").AccountID)
 	status, body := s.Post("/backend-user", map[string]string{"name": "retired"})
-	retired := decode[backendResp](t, status, body, 200, 201)
+	retired := decode[provisionerwire.BackendUserResponse](t, status, body, 200, 201)
 	status, body = s.Post("/revoke", map[string]string{"accountId": retired.AccountID, "userPubKey": retired.UserPubKey})
 	decode[map[string]any](t, status, body, 200)
 	ctl := s.Operator.ControlAccount

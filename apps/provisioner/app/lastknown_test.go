@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/internal/natstest"
 	"github.com/rxc-project/rxc/internal/pgtest"
@@ -115,7 +116,7 @@ func TestResolverOutlivesDatabaseOutage(t *testing.T) {
 
 	s.StopNATS()
 	s.StartNATS()
-	for _, u := range []userResp{s1, g1} {
+	for _, u := range []provisionerwire.UserResponse{s1, g1} {
 		nc, err := connectCreds(t, s.NATSURL, u.Creds)
 		if err != nil {
 			t.Fatalf("sensor %s refused by a nats-server restarted during the outage: %v", u.SensorID, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/apps/provisioner/app"
 	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
@@ -72,7 +73,7 @@ func TestTwoReplicas(t *testing.T) {
 	}
 	// Through B, the same sensor is the same user.
 	status, _, body := s.Request("POST", "/users", map[string]string{"tenantId": "acme", "sensorId": "s1"})
-	first := decode[userResp](t, status, body, 200)
+	first := decode[provisionerwire.UserResponse](t, status, body, 200)
 	reqB, _ := http.NewRequest("GET", b+"/readyz", nil)
 	if resp, err := http.DefaultClient.Do(reqB); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("replica B /readyz: %v %v", resp.StatusCode, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/internal/natstest"
 )
@@ -32,7 +33,7 @@ func accountClaims(t *testing.T, s *provisionertest.Stack, pk string) (*jwt.Acco
 	return ac, len(tok)
 }
 
-func revoke(t *testing.T, s *provisionertest.Stack, u userResp) {
+func revoke(t *testing.T, s *provisionertest.Stack, u provisionerwire.UserResponse) {
 	t.Helper()
 	status, body := s.Post("/revoke", map[string]string{"accountId": u.AccountID, "userPubKey": u.UserPubKey})
 	decode[map[string]any](t, status, body, 200)
@@ -54,7 +55,7 @@ func TestRevocationListBoundOnARealServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var revoked []userResp
+	var revoked []provisionerwire.UserResponse
 	var acmeKey string
 	stars := 0
 	var lastStar int64
@@ -96,12 +97,12 @@ func TestRevocationListBoundOnARealServer(t *testing.T) {
 	s.StartNATS()
 	s.WaitNATSReady()
 
-	for _, u := range []userResp{renewed, fresh, other} {
+	for _, u := range []provisionerwire.UserResponse{renewed, fresh, other} {
 		if _, err := connectSensor(t, s, u); err != nil {
 			t.Errorf("never-revoked sensor %s/%s refused after the restart: %v", u.TenantID, u.SensorID, err)
 		}
 	}
-	for _, u := range []userResp{revoked[0], revoked[len(revoked)/2], revoked[len(revoked)-1]} {
+	for _, u := range []provisionerwire.UserResponse{revoked[0], revoked[len(revoked)/2], revoked[len(revoked)-1]} {
 		if _, err := connectSensor(t, s, u); err == nil {
 			t.Errorf("revoked sensor %s accepted after the restart", u.SensorID)
 		}
@@ -182,7 +183,7 @@ func TestRevokedSensorLeavesNoConsumer(t *testing.T) {
 	kept := sensorUser(t, s, "acme", "kept")
 	_, bjs := backend(t, s)
 	ctx := context.Background()
-	for _, u := range []userResp{gone, later, kept} {
+	for _, u := range []provisionerwire.UserResponse{gone, later, kept} {
 		for i := range 3 {
 			if _, err := bjs.Publish(ctx, u.CommandSubject, fmt.Appendf(nil, `{"n":%d}`, i)); err != nil {
 				t.Fatal(err)
@@ -202,7 +203,7 @@ func TestRevokedSensorLeavesNoConsumer(t *testing.T) {
 		}
 		return info.State.Subjects[subject]
 	}
-	consumerGone := func(u userResp, within time.Duration) {
+	consumerGone := func(u provisionerwire.UserResponse, within time.Duration) {
 		t.Helper()
 		deadline := time.Now().Add(within)
 		for {

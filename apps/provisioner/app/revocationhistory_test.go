@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 )
 
@@ -33,12 +34,12 @@ func TestRevocationHistoryOnTwoReplicas(t *testing.T) {
 	other.URL = replica(t, s)
 	account(t, s, "acme")
 	account(t, s, "beta")
-	var live []userResp
+	var live []provisionerwire.UserResponse
 	for i := range living {
 		live = append(live, sensorUser(t, s, "acme", fmt.Sprintf("live%d", i)))
 	}
 	beta := sensorUser(t, s, "beta", "b1")
-	issued := func(u userResp) time.Time {
+	issued := func(u provisionerwire.UserResponse) time.Time {
 		t.Helper()
 		uc, err := jwt.DecodeUserClaims(mustJWT(t, u.Creds))
 		if err != nil {
@@ -46,7 +47,7 @@ func TestRevocationHistoryOnTwoReplicas(t *testing.T) {
 		}
 		return time.Unix(uc.IssuedAt, 0)
 	}
-	var revoked []userResp
+	var revoked []provisionerwire.UserResponse
 	var revokedAt []time.Time // each revoked user's JWT's issue time
 	reissues := 0
 	var lastStar int64
@@ -86,7 +87,7 @@ func TestRevocationHistoryOnTwoReplicas(t *testing.T) {
 	}
 	// The live sensors were re-issued with the tenant: POST /users (on
 	// either replica) hands each a new user.
-	var renewed []userResp
+	var renewed []provisionerwire.UserResponse
 	for i, u := range live {
 		by := s
 		if i%2 == 1 {

@@ -27,6 +27,7 @@ import (
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/apps/rxc-dev/devstack"
 	"github.com/rxc-project/rxc/internal/waitfor"
+	"github.com/rxc-project/rxc/sdk/agentwire"
 )
 
 // stateDir is a fresh state folder PostgreSQL's user can reach when the
@@ -130,33 +131,21 @@ func waitUntil(t *testing.T, limit time.Duration, what string, ok func() bool) {
 	waitfor.Until(t, limit, what, ok)
 }
 
-type enrolment struct {
-	SensorID string `json:"sensorId"`
-	NATS     struct {
-		URL         string `json:"url"`
-		Creds       string `json:"creds"`
-		Stream      string `json:"stream"`
-		Consumer    string `json:"consumer"`
-		JSAPIPrefix string `json:"jsApiPrefix"`
-		InboxPrefix string `json:"inboxPrefix"`
-	} `json:"nats"`
-}
-
 // enrol does what a sensor agent does: redeem a claim code, enrol a CSR.
-func (c *client) enrol(tenantID string) enrolment {
+func (c *client) enrol(tenantID string) agentwire.EnrollResponse {
 	c.t.Helper()
 	var code struct{ Code string }
 	c.must("POST", "/api/tenants/"+tenantID+"/claim-codes", map[string]any{"ttlSeconds": 600, "sensorName": "edge-1"}, "", 201, &code)
 	var red struct{ SensorID, EnrollmentToken string }
 	c.must("POST", "/api/sensors/claim/redeem", map[string]string{"claimCode": code.Code, "hostname": "edge-1"}, "", 201, &red)
 	_, csr := x509catest.KeyCSR(c.t)
-	var enr enrolment
+	var enr agentwire.EnrollResponse
 	c.must("POST", "/api/sensors/"+red.SensorID+"/agent/enroll", map[string]string{"csr": string(csr)}, red.EnrollmentToken, 201, &enr)
 	return enr
 }
 
 // sensorConn connects to natsURL with the sensor's creds and its inbox.
-func sensorConn(t *testing.T, natsURL string, enr enrolment) *nats.Conn {
+func sensorConn(t *testing.T, natsURL string, enr agentwire.EnrollResponse) *nats.Conn {
 	t.Helper()
 	tok, err := jwt.ParseDecoratedJWT([]byte(enr.NATS.Creds))
 	if err != nil {

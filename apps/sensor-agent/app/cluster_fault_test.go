@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/rxc-project/rxc/apps/controlplane/controlplanetest"
 	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/internal/natstest"
 )
@@ -239,13 +240,13 @@ func provMetrics(t *testing.T, url string) map[string]string {
 
 // allSensors lists the tenant's sensors, every page (plane.sensors reads
 // the first, 50).
-func allSensors(cp *plane) []sensorView {
+func allSensors(cp *plane) []controlplanetest.SensorView {
 	cp.t.Helper()
-	var out []sensorView
+	var out []controlplanetest.SensorView
 	cursor := ""
 	for {
 		var page struct {
-			Items      []sensorView
+			Items      []controlplanetest.SensorView
 			NextCursor *string
 		}
 		path := "/api/sensors?limit=200&tenantId=" + tenantID

@@ -199,28 +199,16 @@ func (p *plane) claimCode(name string) string {
 	return code.Code
 }
 
-type sensorView struct {
-	ID          string `json:"id"`
-	State       string `json:"state"`
-	Certificate *struct {
-		Serial string `json:"serial"`
-	} `json:"certificate"`
-	LastCommand *struct {
-		CommandID      string     `json:"commandId"`
-		AcknowledgedAt *time.Time `json:"acknowledgedAt"`
-	} `json:"lastCommand"`
-}
-
-func (p *plane) sensors() []sensorView {
+func (p *plane) sensors() []controlplanetest.SensorView {
 	p.t.Helper()
-	var list struct{ Items []sensorView }
+	var list struct{ Items []controlplanetest.SensorView }
 	p.must("GET", "/api/sensors?tenantId="+tenantID, nil, 200, &list)
 	return list.Items
 }
 
-func (p *plane) sensor(id string) sensorView {
+func (p *plane) sensor(id string) controlplanetest.SensorView {
 	p.t.Helper()
-	var v sensorView
+	var v controlplanetest.SensorView
 	p.must("GET", "/api/sensors/"+id, nil, 200, &v)
 	return v
 }
