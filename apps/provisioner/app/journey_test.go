@@ -91,6 +91,28 @@ func connectSensor(t *testing.T, s *provisionertest.Stack, u provisionerwire.Use
 	return &sensorConn{nc: nc, js: js, u: u, errs: errs}, nil
 }
 
+// closedWithin waits until nats-server has closed c, failing the test with
+// failure after limit.
+func (c *sensorConn) closedWithin(t *testing.T, limit time.Duration, failure string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for c.nc.IsConnected() {
+		if time.Now().After(deadline) {
+			t.Fatal(failure)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sensorConnects wants u's credentials to connect to s's nats-server,
+// failing the test with what (the moment it names) where they do not.
+func sensorConnects(t *testing.T, s *provisionertest.Stack, u provisionerwire.UserResponse, what string) {
+	t.Helper()
+	if _, err := connectSensor(t, s, u); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
 func connectCreds(t *testing.T, url, creds string) (*nats.Conn, error) {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.UserJWTAndSeed(mustJWT(t, creds), mustSeed(t, creds)), nats.MaxReconnects(0))
@@ -283,6 +305,17 @@ func TestIsolation(t *testing.T) {
 		}
 	}
 
+	// subscribe is the action of subscribing sc to subject.
+	subscribe := func(subject string) func() error {
+		return func() error {
+			sub, err := sc.nc.SubscribeSync(subject)
+			if err != nil {
+				return err
+			}
+			defer sub.Unsubscribe()
+			return nil
+		}
+	}
 	cases := []struct {
 		name   string
 		action func() error
@@ -302,22 +335,8 @@ func TestIsolation(t *testing.T) {
 			_, err := sc.nc.Request("$JS.API.INFO", nil, time.Second)
 			return err
 		}},
-		{"read a sibling's inbox", func() error {
-			sub, err := sc.nc.SubscribeSync("_INBOX_t1_s2.>")
-			if err != nil {
-				return err
-			}
-			defer sub.Unsubscribe()
-			return nil
-		}},
-		{"read the shared inbox", func() error {
-			sub, err := sc.nc.SubscribeSync("_INBOX.>")
-			if err != nil {
-				return err
-			}
-			defer sub.Unsubscribe()
-			return nil
-		}},
+		{"read a sibling's inbox", subscribe("_INBOX_t1_s2.>")},
+		{"read the shared inbox", subscribe("_INBOX.>")},
 	}
 	for _, tc := range cases {
 		t.Run("sensor cannot "+tc.name, func(t *testing.T) { denied(t, tc.action) })
@@ -419,13 +438,7 @@ func TestRevocationDisconnectsAndRefuses(t *testing.T) {
 
 	status, body := s.Post("/revoke", map[string]string{"accountId": u1.AccountID, "userPubKey": u1.UserPubKey})
 	first := decode[map[string]any](t, status, body, 200)
-	deadline := time.Now().Add(5 * time.Second)
-	for c1.nc.IsConnected() {
-		if time.Now().After(deadline) {
-			t.Fatal("revoked sensor still connected 5s after POST /revoke")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	c1.closedWithin(t, 5*time.Second, "revoked sensor still connected 5s after POST /revoke")
 	if _, err := connectSensor(t, s, u1); err == nil {
 		t.Fatal("revoked creds accepted on reconnect")
 	}
@@ -448,9 +461,7 @@ func TestRevocationDisconnectsAndRefuses(t *testing.T) {
 	if fresh.UserPubKey == u1.UserPubKey {
 		t.Fatal("POST /users returned the revoked user")
 	}
-	if _, err := connectSensor(t, s, fresh); err != nil {
-		t.Fatalf("new user for a previously revoked sensor refused: %v", err)
-	}
+	sensorConnects(t, s, fresh, "new user for a previously revoked sensor refused")
 }
 
 func TestRestartKeepsAccountsAndUsers(t *testing.T) {
@@ -476,9 +487,7 @@ func TestRestartKeepsAccountsAndUsers(t *testing.T) {
 	if got := getJWT(t, s.URL, before.AccountID); got != jwtBefore {
 		t.Fatal("account JWT changed across restart")
 	}
-	if _, err := connectSensor(t, s, after); err != nil {
-		t.Fatalf("creds from before the restart no longer work: %v", err)
-	}
+	sensorConnects(t, s, after, "creds from before the restart no longer work")
 }
 
 func TestResolverAnswersBeforeNATSAndUsersWaitForIt(t *testing.T) {

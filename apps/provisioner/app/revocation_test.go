@@ -77,13 +77,7 @@ func TestRevocationListBoundOnARealServer(t *testing.T) {
 	}
 	// The live sensor's old credentials stopped working with the re-issue
 	// (nats-server closes the connection); POST /users hands it a new user.
-	deadline := time.Now().Add(5 * time.Second)
-	for lc.nc.IsConnected() {
-		if time.Now().After(deadline) {
-			t.Fatal("a re-issue left the old credentials connected")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	lc.closedWithin(t, 5*time.Second, "a re-issue left the old credentials connected")
 	if _, err := connectSensor(t, s, live); err == nil {
 		t.Fatal("credentials issued before the re-issue still connect")
 	}
@@ -93,9 +87,7 @@ func TestRevocationListBoundOnARealServer(t *testing.T) {
 	}
 	fresh := sensorUser(t, s, "acme", "fresh")
 
-	s.StopNATS()
-	s.StartNATS()
-	s.WaitNATSReady()
+	s.RestartNATS()
 
 	for _, u := range []provisionerwire.UserResponse{renewed, fresh, other} {
 		if _, err := connectSensor(t, s, u); err != nil {
@@ -164,13 +156,7 @@ func TestUndeliverableRevocationDelaysNoOtherAccount(t *testing.T) {
 	}
 	time.Sleep(6 * time.Second) // one background retry of "big" has run
 	revoke(t, s, victim)
-	deadline := time.Now().Add(5 * time.Second)
-	for vc.nc.IsConnected() {
-		if time.Now().After(deadline) {
-			t.Fatal("a revocation in another tenant waited for the undeliverable account")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	vc.closedWithin(t, 5*time.Second, "a revocation in another tenant waited for the undeliverable account")
 }
 
 // Revoking a sensor removes its consumer and pending commands within 10 s;

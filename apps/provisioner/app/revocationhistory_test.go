@@ -104,9 +104,7 @@ func TestRevocationHistoryOnTwoReplicas(t *testing.T) {
 	// lifetime (the other replica's revocation is pushed again after it,
 	// for a server that loaded the stale one): the restart comes after.
 	time.Sleep(s.Config.ResolverCacheTTL + time.Second)
-	s.StopNATS()
-	s.StartNATS()
-	s.WaitNATSReady()
+	s.RestartNATS()
 
 	for _, u := range append(renewed, beta) {
 		c, err := connectSensor(t, s, u)

@@ -3,7 +3,9 @@ package app_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -39,9 +41,7 @@ func serveAccountJWT(t *testing.T, s *provisionertest.Stack, pool *pgxpool.Pool,
 			t.Fatal("the resolver never answered the JWT put in the database")
 		}
 	}
-	s.StopNATS()
-	s.StartNATS()
-	s.WaitNATSReady()
+	s.RestartNATS()
 }
 
 func resolverJWT(t *testing.T, s *provisionertest.Stack, pk string) string {
@@ -130,6 +130,20 @@ func fragmentSigningKeys(t *testing.T, path string) []string {
 	return spec.SigningKeys
 }
 
+// signingKeyStack starts a provisioner that signs accounts with an
+// operator signing key (the identity key kept apart) and opens a pool on its
+// database.
+func signingKeyStack(t *testing.T) (*provisionertest.Stack, *pgxpool.Pool) {
+	t.Helper()
+	s := provisionertest.Start(t, provisionertest.Options{SigningKey: true})
+	pool, err := pgxpool.New(context.Background(), s.Config.PGDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return s, pool
+}
+
 // The operator's identity key stays offline: serve signs every account with
 // a signing key the operator JWT lists. Rotating that key (add the new one,
 // restart nats-servers, serve with the new one, which re-signs every
@@ -137,12 +151,7 @@ func fragmentSigningKeys(t *testing.T, path string) []string {
 // connected throughout, and afterwards nats-server refuses an account signed
 // by the removed key, and serve refuses to run with it.
 func TestOperatorSigningKeyRotation(t *testing.T) {
-	s := provisionertest.Start(t, provisionertest.Options{SigningKey: true})
-	pool, err := pgxpool.New(context.Background(), s.Config.PGDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	s, pool := signingKeyStack(t)
 	t.Setenv("PG_DSN", s.Config.PGDSN)
 	t.Setenv("ACCOUNT_SEED_ENCRYPTION_KEY", s.Config.AccountSeedEncryptionKey)
 
@@ -172,9 +181,7 @@ func TestOperatorSigningKeyRotation(t *testing.T) {
 	account(t, s, "acme")
 	u := sensorUser(t, s, "acme", "s1")
 	allIssuedBy(t, issuers(t, s, pool), s1)
-	if _, err := connectSensor(t, s, u); err != nil {
-		t.Fatalf("sensor of an account signed by the signing key: %v", err)
-	}
+	sensorConnects(t, s, u, "sensor of an account signed by the signing key")
 
 	// A signing key cannot change the signing keys; an unknown key is not
 	// removed; the only key in use is not removed while accounts use it.
@@ -217,12 +224,8 @@ func TestOperatorSigningKeyRotation(t *testing.T) {
 	if code, _, errs := runCLI("add-signing-key", "--identity-seed", offline, "--out", s2Path); code != 1 || !strings.Contains(errs, "exists") {
 		t.Fatalf("add-signing-key over an existing seed file: exit %d, %q", code, errs)
 	}
-	s.StopNATS()
-	s.StartNATS()
-	s.WaitNATSReady()
-	if _, err := connectSensor(t, s, u); err != nil {
-		t.Fatalf("during the overlap, sensor of an account signed by the old key: %v", err)
-	}
+	s.RestartNATS()
+	sensorConnects(t, s, u, "during the overlap, sensor of an account signed by the old key")
 
 	// 2. Serve with the new key: every account is re-signed at start.
 	s.StopServe()
@@ -230,9 +233,7 @@ func TestOperatorSigningKeyRotation(t *testing.T) {
 	s.StartServe()
 	s.WaitNATSReady()
 	allIssuedBy(t, issuers(t, s, pool), s2)
-	if _, err := connectSensor(t, s, u); err != nil {
-		t.Fatalf("sensor of an account re-signed by the new key: %v", err)
-	}
+	sensorConnects(t, s, u, "sensor of an account re-signed by the new key")
 
 	// 3. Remove the old key; nats-servers restart trusting the new one only.
 	if code, out, errs := runCLI("remove-signing-key", "--identity-seed", offline, "--key", s1, "--nats-config", s.NATSConfigPath); code != 0 || !strings.Contains(out, s1) {
@@ -241,12 +242,8 @@ func TestOperatorSigningKeyRotation(t *testing.T) {
 	if got := fragmentSigningKeys(t, s.NATSConfigPath); !slices.Equal(got, []string{s2}) {
 		t.Fatalf("fragment's signing keys %v, want [%s]", got, s2)
 	}
-	s.StopNATS()
-	s.StartNATS()
-	s.WaitNATSReady()
-	if _, err := connectSensor(t, s, u); err != nil {
-		t.Fatalf("after the rotation, sensor of an account signed by the new key: %v", err)
-	}
+	s.RestartNATS()
+	sensorConnects(t, s, u, "after the rotation, sensor of an account signed by the new key")
 	account(t, s, "globex")
 	if _, err := connectSensor(t, s, sensorUser(t, s, "globex", "g1")); err != nil {
 		t.Fatalf("sensor of a tenant created after the rotation: %v", err)
@@ -280,5 +277,84 @@ func TestOperatorSigningKeyRotation(t *testing.T) {
 			t.Fatal("serve started with a removed signing key")
 		}
 		t.Fatalf("serve with a removed signing key: %v", err)
+	}
+}
+
+// Attack: an account JWT signed by a key the operator does not list — a
+// fresh operator-type key, another operator's signing key, or one whose
+// issuer claim names the operator's signing key while another key signed
+// it — is put where the resolver reads (the database) for a tenant's
+// account. The resolver answers what the database holds, so the boundary
+// is nats-server: it must refuse the tenant's sensors while such a JWT is
+// served, and take them again once the genuine JWT is back (positive
+// control, each time). The removed-key case is TestOperatorSigningKeyRotation.
+func TestAttackAccountJWTNotSignedByTheOperator(t *testing.T) {
+	s, pool := signingKeyStack(t)
+	_, spec, err := jwtauthority.ParseOperator(s.Operator.JWT)
+	if err != nil || len(spec.SigningKeys) != 1 {
+		t.Fatalf("operator signing keys %v, %v", spec.SigningKeys, err)
+	}
+	listed := spec.SigningKeys[0]
+
+	account(t, s, "acme")
+	u := sensorUser(t, s, "acme", "s1")
+	genuine := resolverJWT(t, s, u.AccountID)
+	claims, err := jwt.DecodeAccountClaims(genuine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claims.Issuer != listed {
+		t.Fatalf("genuine account JWT issued by %s, want the signing key %s", claims.Issuer, listed)
+	}
+
+	sign := func(kp nkeys.KeyPair) string {
+		t.Helper()
+		c := *claims
+		tok, err := c.Encode(kp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	unlisted, _ := nkeys.CreateOperator()
+	_, otherSeed, _ := jwtauthority.NewSigningKey() // another operator's signing key
+	otherKP, err := nkeys.FromSeed(otherSeed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Issuer claim rewritten to the listed key, signature left the attacker's.
+	forgedIssuer := func() string {
+		parts := strings.Split(sign(unlisted), ".")
+		payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(payload, &m); err != nil {
+			t.Fatal(err)
+		}
+		m["iss"] = listed
+		payload, _ = json.Marshal(m)
+		parts[1] = base64.RawURLEncoding.EncodeToString(payload)
+		return strings.Join(parts, ".")
+	}()
+
+	serve := func(tok string) {
+		t.Helper()
+		serveAccountJWT(t, s, pool, u.AccountID, tok)
+	}
+	for name, tok := range map[string]string{
+		"a key the operator does not list":                         sign(unlisted),
+		"another operator's signing key":                           sign(otherKP),
+		"an issuer claim naming the listed key, signed by another": forgedIssuer,
+	} {
+		t.Run(name, func(t *testing.T) {
+			serve(tok)
+			if _, err := connectSensor(t, s, u); err == nil {
+				t.Fatal("BROKEN: nats-server took a sensor of an account whose JWT the operator's keys did not sign")
+			}
+			serve(genuine)
+			sensorConnects(t, s, u, "positive control: the genuine account JWT back")
+		})
 	}
 }

@@ -33,7 +33,5 @@ func TestSensorUserJWTExpiry(t *testing.T) {
 	if again.UserJWT != u.UserJWT || again.UserPubKey != u.UserPubKey {
 		t.Fatal("a repeated request within a minute got other credentials")
 	}
-	if _, err := connectSensor(t, s, again); err != nil {
-		t.Fatalf("sensor with an expiring JWT: %v", err)
-	}
+	sensorConnects(t, s, again, "sensor with an expiring JWT")
 }

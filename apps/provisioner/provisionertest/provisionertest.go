@@ -260,6 +260,15 @@ func (s *Stack) StopNATS() {
 	}
 }
 
+// RestartNATS stops nats-server (every node), starts it again and waits
+// until the provisioner is connected to it.
+func (s *Stack) RestartNATS() {
+	s.t.Helper()
+	s.StopNATS()
+	s.StartNATS()
+	s.WaitNATSReady()
+}
+
 // clusterNodes configures n nats-servers sharing dir (each its own
 // configuration file and store by name), every one including
 // init-operator's fragment and routed to the others.
