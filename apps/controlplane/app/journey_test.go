@@ -68,18 +68,12 @@ func (p *plane) stop() { p.Stop() }
 // do sends a JSON request with the operator's cookies; bearer is optional.
 func (p *plane) do(method, path string, body any, bearer string) (int, []byte) {
 	p.t.Helper()
-	status, out, err := p.client.Do(method, path, body, bearer)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return status, out
+	return p.client.Checked(p.t).Status(method, path, body, bearer)
 }
 
 func (p *plane) must(method, path string, body any, bearer string, want int, into any) {
 	p.t.Helper()
-	if err := p.client.Call(method, path, body, bearer, want, into); err != nil {
-		p.t.Fatal(err)
-	}
+	p.client.Checked(p.t).Must(method, path, body, bearer, want, into)
 }
 
 // login signs the seeded operator in.

@@ -177,14 +177,25 @@ func (p *Plane) Restart() {
 
 // Client talks JSON to the API and keeps cookies.
 type Client struct {
-	plane *Plane
-	HTTP  *http.Client
+	base func() string // the API's base URL, read at each request
+	HTTP *http.Client
 }
 
-// NewClient returns a client with its own cookie jar.
+// NewClient returns a client of this plane (wherever a restart puts it)
+// with its own cookie jar.
 func (p *Plane) NewClient() *Client {
+	return newClient(func() string { return p.Base })
+}
+
+// NewClient returns a client of the control plane API at base (a plane
+// this package did not start, such as rxc-dev's) with its own cookie jar.
+func NewClient(base string) *Client {
+	return newClient(func() string { return base })
+}
+
+func newClient(base func() string) *Client {
 	jar, _ := cookiejar.New(nil)
-	return &Client{plane: p, HTTP: &http.Client{Jar: jar, Timeout: 60 * time.Second,
+	return &Client{base: base, HTTP: &http.Client{Jar: jar, Timeout: 60 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}}
 }
 
@@ -215,7 +226,7 @@ func (c *Client) Send(method, path string, body any, bearer string, header http.
 		}
 		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequest(method, c.plane.Base+path, rd)
+	req, err := http.NewRequest(method, c.base()+path, rd)
 	if err != nil {
 		return Response{}, err
 	}
@@ -258,4 +269,34 @@ func (c *Client) Call(method, path string, body any, bearer string, want int, in
 // Login logs the client in as the bootstrap operator.
 func (c *Client) Login() error {
 	return c.Call(http.MethodPost, "/api/auth/login", map[string]string{"email": OperatorEmail, "password": OperatorPassword}, "", http.StatusNoContent, nil)
+}
+
+// Checked is a Client whose errors end the test: a request that fails, a
+// status other than the one wanted, an answer that does not decode.
+type Checked struct {
+	*Client
+	t pgtest.TB
+}
+
+// Checked returns c with its errors ending t.
+func (c *Client) Checked(t pgtest.TB) Checked { return Checked{Client: c, t: t} }
+
+// Status sends body as JSON (nil: no body) with an optional bearer token and
+// returns the status and body.
+func (c Checked) Status(method, path string, body any, bearer string) (int, []byte) {
+	c.t.Helper()
+	status, out, err := c.Do(method, path, body, bearer)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return status, out
+}
+
+// Must sends the request, wants status want and decodes the answer into
+// into (when not nil).
+func (c Checked) Must(method, path string, body any, bearer string, want int, into any) {
+	c.t.Helper()
+	if err := c.Call(method, path, body, bearer, want, into); err != nil {
+		c.t.Fatal(err)
+	}
 }

@@ -3,11 +3,9 @@ package devstack_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +23,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/openai/openaitest"
 	"github.com/rxc-project/rxc/adapters/x509ca/x509catest"
 	cpapp "github.com/rxc-project/rxc/apps/controlplane/app"
+	"github.com/rxc-project/rxc/apps/controlplane/controlplanetest"
 	"github.com/rxc-project/rxc/apps/rxc-dev/devstack"
 	"github.com/rxc-project/rxc/internal/waitfor"
 	"github.com/rxc-project/rxc/sdk/agentwire"
@@ -69,55 +68,15 @@ func stopStack(t *testing.T, s *devstack.Stack) {
 	}
 }
 
-// client is an operator's (or a sensor's) view of the control plane's API.
+// client is an operator's (or a sensor's) view of the control plane's API,
+// ending the test where a request fails.
 type client struct {
-	t    *testing.T
-	base string
-	http *http.Client
+	controlplanetest.Checked
+	t *testing.T
 }
 
 func newClient(t *testing.T, base string) *client {
-	jar, _ := cookiejar.New(nil)
-	return &client{t: t, base: base, http: &http.Client{Jar: jar, Timeout: 20 * time.Second}}
-}
-
-func (c *client) do(method, path string, body any, bearer string) (int, []byte) {
-	c.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		data, _ := json.Marshal(body)
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequest(method, c.base+path, rd)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, out
-}
-
-func (c *client) must(method, path string, body any, bearer string, want int, into any) {
-	c.t.Helper()
-	got, out := c.do(method, path, body, bearer)
-	if got != want {
-		c.t.Fatalf("%s %s: status %d, want %d: %s", method, path, got, want, out)
-	}
-	if into != nil {
-		if err := json.Unmarshal(out, into); err != nil {
-			c.t.Fatalf("%s %s: decode %s: %v", method, path, out, err)
-		}
-	}
+	return &client{Checked: controlplanetest.NewClient(base).Checked(t), t: t}
 }
 
 type tenant struct {
@@ -135,12 +94,12 @@ func waitUntil(t *testing.T, limit time.Duration, what string, ok func() bool) {
 func (c *client) enrol(tenantID string) agentwire.EnrollResponse {
 	c.t.Helper()
 	var code struct{ Code string }
-	c.must("POST", "/api/tenants/"+tenantID+"/claim-codes", map[string]any{"ttlSeconds": 600, "sensorName": "edge-1"}, "", 201, &code)
+	c.Must("POST", "/api/tenants/"+tenantID+"/claim-codes", map[string]any{"ttlSeconds": 600, "sensorName": "edge-1"}, "", 201, &code)
 	var red struct{ SensorID, EnrollmentToken string }
-	c.must("POST", "/api/sensors/claim/redeem", map[string]string{"claimCode": code.Code, "hostname": "edge-1"}, "", 201, &red)
+	c.Must("POST", "/api/sensors/claim/redeem", map[string]string{"claimCode": code.Code, "hostname": "edge-1"}, "", 201, &red)
 	_, csr := x509catest.KeyCSR(c.t)
 	var enr agentwire.EnrollResponse
-	c.must("POST", "/api/sensors/"+red.SensorID+"/agent/enroll", map[string]string{"csr": string(csr)}, red.EnrollmentToken, 201, &enr)
+	c.Must("POST", "/api/sensors/"+red.SensorID+"/agent/enroll", map[string]string{"csr": string(csr)}, red.EnrollmentToken, 201, &enr)
 	return enr
 }
 
@@ -206,10 +165,10 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 	}
 
 	api := newClient(t, info.APIBaseURL)
-	if got, _ := api.do("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": "wrong"}, ""); got != 401 {
+	if got, _ := api.Status("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": "wrong"}, ""); got != 401 {
 		t.Fatalf("login with a wrong password: status %d, want 401", got)
 	}
-	api.must("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": info.Password}, "", 204, nil)
+	api.Must("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": info.Password}, "", 204, nil)
 
 	// The seeded fleet is in its own tenant, visible through the API.
 	if info.SeedTenant != "fleet" || info.SeededSensors != 120 {
@@ -218,7 +177,7 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 	var seeded struct {
 		Items []struct{ ID, TenantID, State string }
 	}
-	api.must("GET", "/api/sensors?tenantId=fleet&limit=500", nil, "", 200, &seeded)
+	api.Must("GET", "/api/sensors?tenantId=fleet&limit=500", nil, "", 200, &seeded)
 	if len(seeded.Items) != 120 {
 		t.Fatalf("%d sensors in the seeded tenant, want 120", len(seeded.Items))
 	}
@@ -229,21 +188,21 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 		Model        string
 		Capabilities struct{ ThreatIntel bool }
 	}
-	api.must("GET", "/api/analytics/chat/status", nil, "", 200, &chat)
+	api.Must("GET", "/api/analytics/chat/status", nil, "", 200, &chat)
 	if !chat.Enabled || chat.Model != model.Model || !chat.Capabilities.ThreatIntel {
 		t.Fatalf("chat status %+v, want enabled with %s and threat intel", chat, model.Model)
 	}
 
 	// The demo tenant was provisioned during start; a new one is by the worker.
 	var demo tenant
-	api.must("GET", "/api/tenants/demo", nil, "", 200, &demo)
+	api.Must("GET", "/api/tenants/demo", nil, "", 200, &demo)
 	if demo.NATSStatus != "provisioned" {
 		t.Fatalf("demo tenant after start: %+v, want provisioned", demo)
 	}
 	var acme tenant
-	api.must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme"}, "", 201, &acme)
+	api.Must("POST", "/api/tenants", map[string]string{"id": "acme", "name": "Acme"}, "", 201, &acme)
 	waitUntil(t, 30*time.Second, "tenant acme provisioned", func() bool {
-		api.must("GET", "/api/tenants/acme", nil, "", 200, &acme)
+		api.Must("GET", "/api/tenants/acme", nil, "", 200, &acme)
 		return acme.NATSStatus == "provisioned" && acme.NATSAccountPubKey != ""
 	})
 	enr := api.enrol("acme")
@@ -280,13 +239,13 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 		t.Fatal("the sensor CA changed on resume")
 	}
 	api = newClient(t, info2.APIBaseURL)
-	api.must("POST", "/api/auth/login", map[string]string{"email": info2.Email, "password": info.Password}, "", 204, nil)
+	api.Must("POST", "/api/auth/login", map[string]string{"email": info2.Email, "password": info.Password}, "", 204, nil)
 	var acme2 tenant
-	api.must("GET", "/api/tenants/acme", nil, "", 200, &acme2)
+	api.Must("GET", "/api/tenants/acme", nil, "", 200, &acme2)
 	if acme2 != acme {
 		t.Fatalf("tenant after resume %+v, want %+v", acme2, acme)
 	}
-	api.must("GET", "/api/sensors/"+enr.SensorID, nil, "", 200, nil)
+	api.Must("GET", "/api/sensors/"+enr.SensorID, nil, "", 200, nil)
 
 	// The sensor's creds from the first run still work against the resumed
 	// nats-server (same operator, accounts resolved through the provisioner),
@@ -304,7 +263,7 @@ func TestStackResumesFromItsStateFolder(t *testing.T) {
 		t.Fatalf("consumer %s after resume: %v", enr.NATS.Consumer, err)
 	}
 	var cmd struct{ CommandID string }
-	api.must("POST", "/api/sensors/"+enr.SensorID+"/commands", map[string]string{"action": "start"}, "", 202, &cmd)
+	api.Must("POST", "/api/sensors/"+enr.SensorID+"/commands", map[string]string{"action": "start"}, "", 202, &cmd)
 	msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
 	if err != nil {
 		t.Fatalf("command after resume: %v", err)
@@ -364,7 +323,7 @@ type sensorItem struct {
 
 func listSensors(c *client, tenantID string) []sensorItem {
 	var list struct{ Items []sensorItem }
-	c.must("GET", "/api/sensors?tenantId="+tenantID, nil, "", 200, &list)
+	c.Must("GET", "/api/sensors?tenantId="+tenantID, nil, "", 200, &list)
 	return list.Items
 }
 
@@ -419,7 +378,7 @@ func TestStackRunsSimulatedSensorsBehindNginx(t *testing.T) {
 	checkConsole(t, info, false)
 
 	api := newClient(t, info.APIBaseURL)
-	api.must("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": info.Password}, "", 204, nil)
+	api.Must("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": info.Password}, "", 204, nil)
 	var before []sensorItem
 	waitUntil(t, 60*time.Second, "both sensors running without any operator command", func() bool {
 		before = listSensors(api, "demo")
@@ -431,22 +390,22 @@ func TestStackRunsSimulatedSensorsBehindNginx(t *testing.T) {
 		}
 		now := time.Now().UTC()
 		q := "tenantId=demo&from=" + now.Add(-time.Hour).Format(time.RFC3339) + "&to=" + now.Add(time.Minute).Format(time.RFC3339)
-		api.must("GET", "/api/analytics/overview?"+q, nil, "", 200, &ov)
+		api.Must("GET", "/api/analytics/overview?"+q, nil, "", 200, &ov)
 		return ov.Totals.Events > 0
 	})
 	// The operator stops one sensor; the next run must respect that.
 	stopped := before[0].ID
-	api.must("POST", "/api/sensors/"+stopped+"/commands", map[string]string{"action": "stop"}, "", 202, nil)
+	api.Must("POST", "/api/sensors/"+stopped+"/commands", map[string]string{"action": "stop"}, "", 202, nil)
 	waitUntil(t, 60*time.Second, "the stopped sensor stopped", func() bool {
 		var s sensorItem
-		api.must("GET", "/api/sensors/"+stopped, nil, "", 200, &s)
+		api.Must("GET", "/api/sensors/"+stopped, nil, "", 200, &s)
 		return s.State == "stopped"
 	})
 	stopStack(t, first)
 
 	again := startStack(t, cfg)
 	api = newClient(t, again.Info().APIBaseURL)
-	api.must("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": info.Password}, "", 204, nil)
+	api.Must("POST", "/api/auth/login", map[string]string{"email": info.Email, "password": info.Password}, "", 204, nil)
 	after := listSensors(api, "demo")
 	if len(after) != 2 {
 		t.Fatalf("sensors after resume %+v, want the same two", after)
@@ -459,19 +418,19 @@ func TestStackRunsSimulatedSensorsBehindNginx(t *testing.T) {
 	}
 	waitUntil(t, 60*time.Second, "the other sensor running again after the resume", func() bool {
 		var s sensorItem
-		api.must("GET", "/api/sensors/"+before[1].ID, nil, "", 200, &s)
+		api.Must("GET", "/api/sensors/"+before[1].ID, nil, "", 200, &s)
 		return s.State == "running"
 	})
 	var s sensorItem
-	api.must("GET", "/api/sensors/"+stopped, nil, "", 200, &s)
+	api.Must("GET", "/api/sensors/"+stopped, nil, "", 200, &s)
 	if s.State == "running" || s.LastCommand == nil || s.LastCommand.Action != "stop" {
 		t.Fatalf("the sensor the operator stopped is %q after the resume (last command %+v): the stack started it again", s.State, s.LastCommand)
 	}
 	var cmd struct{ CommandID string }
-	api.must("POST", "/api/sensors/"+stopped+"/commands", map[string]string{"action": "start"}, "", 202, &cmd)
+	api.Must("POST", "/api/sensors/"+stopped+"/commands", map[string]string{"action": "start"}, "", 202, &cmd)
 	waitUntil(t, 60*time.Second, "the resumed sensor running", func() bool {
 		var s sensorItem
-		api.must("GET", "/api/sensors/"+stopped, nil, "", 200, &s)
+		api.Must("GET", "/api/sensors/"+stopped, nil, "", 200, &s)
 		return s.State == "running"
 	})
 	stopStack(t, again)
