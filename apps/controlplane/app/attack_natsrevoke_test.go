@@ -3,8 +3,6 @@ package app_test
 import (
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Attack: with expiring sensor user JWTs a sensor holds several JWTs for
@@ -55,11 +53,7 @@ func TestAttackRevokedSensorKeepsNoNATSJWT(t *testing.T) {
 	if _, err := e.Renew(ctx, renewed); err == nil {
 		t.Fatal("BROKEN: a revoked sensor renewed")
 	}
-	pool, err := pgxpool.New(ctx, p.prov.Config.PGDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := p.prov.Pool()
 	var users, live int
 	var stored string
 	if err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE revoked_at IS NULL) FROM nats_users WHERE sensor_id = $1`, st.SensorID).Scan(&users, &live); err != nil {

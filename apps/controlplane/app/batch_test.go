@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
@@ -61,11 +60,7 @@ func TestCommandBatchSurvivesAReplicaStop(t *testing.T) {
 	real := p.enrol("acme")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	db, err := pgxpool.New(ctx, p.Config.PGDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := p.Pool()
 	if _, err := fleetseed.Seed(ctx, db, fleetseed.Spec{TenantID: "acme", Count: 600}); err != nil {
 		t.Fatal(err)
 	}
@@ -117,19 +112,7 @@ func TestCommandBatchSurvivesAReplicaStop(t *testing.T) {
 	}
 
 	// The real sensor gets its command (the stop of the claimed batch).
-	nc, err := natsConnect(real)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.NewWithAPIPrefix(nc, real.enr.NATS.JSAPIPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := js.Consumer(ctx, real.enr.NATS.Stream, real.enr.NATS.Consumer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cons := commandConsumer(t, ctx, real)
 	var want string
 	if err := db.QueryRow(ctx, `SELECT id FROM commands WHERE batch_id = $1 AND sensor_id = $2`, claimed.ID, real.enr.SensorID).Scan(&want); err != nil {
 		t.Fatal(err)

@@ -132,11 +132,7 @@ func TestEventsReachPostgresOnce(t *testing.T) {
 	a.caPEM = caPEM
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	db, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := provisionertest.OpenPool(t, dsn)
 
 	a.login()
 	for _, id := range []string{"acme", "globex"} {

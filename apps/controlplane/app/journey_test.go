@@ -190,6 +190,27 @@ func natsConnect(s *testSensor, opts ...nats.Option) (*nats.Conn, error) {
 	}, opts...)...)
 }
 
+// commandConsumer connects s to NATS with its enrolment's creds and
+// returns the connection (closed when the test ends) and s's command
+// consumer.
+func commandConsumer(t *testing.T, ctx context.Context, s *testSensor) (*nats.Conn, jetstream.Consumer) {
+	t.Helper()
+	nc, err := natsConnect(s)
+	if err != nil {
+		t.Fatalf("sensor NATS connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.NewWithAPIPrefix(nc, s.enr.NATS.JSAPIPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, s.enr.NATS.Stream, s.enr.NATS.Consumer)
+	if err != nil {
+		t.Fatalf("sensor consumer: %v", err)
+	}
+	return nc, cons
+}
+
 func TestSensorJourney(t *testing.T) {
 	prov := provisionertest.Start(t, provisionertest.Options{})
 	p := startPlane(t, prov)
@@ -224,19 +245,7 @@ func TestSensorJourney(t *testing.T) {
 	}
 
 	// It connects to NATS with the returned creds.
-	nc, err := natsConnect(s)
-	if err != nil {
-		t.Fatalf("sensor NATS connect: %v", err)
-	}
-	defer nc.Close()
-	js, err := jetstream.NewWithAPIPrefix(nc, s.enr.NATS.JSAPIPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := js.Consumer(ctx, s.enr.NATS.Stream, s.enr.NATS.Consumer)
-	if err != nil {
-		t.Fatalf("sensor consumer: %v", err)
-	}
+	nc, cons := commandConsumer(t, ctx, s)
 
 	// It calls Check over mTLS and streams events.
 	cc := p.grpcConn(s)

@@ -102,11 +102,7 @@ func TestRevocationAndRenewalReachEveryReplica(t *testing.T) {
 	a, b := replicas(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	db, err := pgxpool.New(ctx, a.Config.PGDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := a.Pool()
 	a.provisionedTenant("acme", "Acme")
 
 	// Revocation.

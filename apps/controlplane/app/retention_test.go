@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/rxc-project/rxc/adapters/postgres/pglock"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/apps/controlplane/controlplanetest"
@@ -38,11 +36,7 @@ func TestHistoryRetentionAcrossReplicas(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db, err := pgxpool.New(ctx, a.Config.PGDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := a.Pool()
 	unlock, err := pglock.Lock(ctx, db, retention.Lock, 5*time.Millisecond) // between the replicas' passes
 	if err != nil {
 		t.Fatalf("take the retention lock: %v", err)

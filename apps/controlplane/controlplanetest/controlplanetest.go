@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/rxc-project/rxc/adapters/x509ca"
 	"github.com/rxc-project/rxc/apps/controlplane/app"
 	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
@@ -174,6 +176,9 @@ func (p *Plane) Restart() {
 	p.Stop()
 	p.start()
 }
+
+// Pool opens a pool on the plane's database, closed when the test ends.
+func (p *Plane) Pool() *pgxpool.Pool { return provisionertest.OpenPool(p.t, p.Config.PGDSN) }
 
 // Client talks JSON to the API and keeps cookies.
 type Client struct {

@@ -46,14 +46,7 @@ func TestAckV2Shape(t *testing.T) {
 		}
 	}
 
-	sc, err := connectSensor(t, s, own)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := sc.js.Consumer(ctx, stream, own.Consumer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cons := ownConsumer(t, ctx, s, own)
 	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
-	"github.com/rxc-project/rxc/adapters/seal"
 	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/topology"
@@ -23,26 +22,21 @@ import (
 
 // storeOf opens the stack's own store: the seeds as the provisioner reads
 // them.
-func storeOf(t *testing.T, ctx context.Context, s *provisionertest.Stack) (*pgxpool.Pool, *provisionerstore.Store) {
+func storeOf(t *testing.T, s *provisionertest.Stack) (*pgxpool.Pool, *provisionerstore.Store) {
 	t.Helper()
-	pool, err := pgxpool.New(ctx, s.Config.PGDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	key, err := seal.ParseKey(s.Config.AccountSeedEncryptionKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer, err := seal.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := provisionerstore.New(provisionerstore.Config{Pool: pool, Sealer: sealer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pool, store
+	pool := s.Pool()
+	return pool, storeWith(t, pool, s.Config.AccountSeedEncryptionKey)
+}
+
+// acmeWithStore starts a provisioner with tenant acme's account and opens
+// its store; ctx ends with the test or after two minutes.
+func acmeWithStore(t *testing.T) (context.Context, *provisionertest.Stack, *pgxpool.Pool, *provisionerstore.Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	s := acmeStack(t)
+	pool, store := storeOf(t, s)
+	return ctx, s, pool, store
 }
 
 // storedCreds is the .creds file of the sensor's stored active user as
@@ -68,11 +62,7 @@ func storedCreds(t *testing.T, ctx context.Context, store *provisionerstore.Stor
 // hand out the winner's user, not the key they minted). Positive control:
 // the creds connect.
 func TestCredsHandedOutAreTheStoredUsers(t *testing.T) {
-	s := provisionertest.Start(t, provisionertest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	_, store := storeOf(t, ctx, s)
-	account(t, s, "acme")
+	ctx, s, _, store := acmeWithStore(t)
 
 	first := sensorUser(t, s, "acme", "s1")
 	u, want := storedCreds(t, ctx, store, "acme", "s1")
@@ -121,11 +111,7 @@ func TestCredsHandedOutAreTheStoredUsers(t *testing.T) {
 // outdated user: revoked and replaced by a new user whose creds match its
 // own JWT and seed. Positive control: the untampered user is handed out.
 func TestAttackTamperedStoredUserJWTIsRefused(t *testing.T) {
-	s := provisionertest.Start(t, provisionertest.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pool, store := storeOf(t, ctx, s)
-	account(t, s, "acme")
+	ctx, s, pool, store := acmeWithStore(t)
 	victim := sensorUser(t, s, "acme", "victim")
 	other := sensorUser(t, s, "acme", "other")
 	if again := sensorUser(t, s, "acme", "victim"); again.Creds != victim.Creds {

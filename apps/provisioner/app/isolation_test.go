@@ -156,7 +156,7 @@ func (p *principal) received(data string) bool {
 func controlAdmin(t *testing.T, s *provisionertest.Stack) (string, jetstream.JetStream) {
 	t.Helper()
 	ctx := context.Background()
-	_, store := storeOf(t, ctx, s)
+	_, store := storeOf(t, s)
 	ctl, err := store.Account(ctx, s.Operator.ControlAccount)
 	if err != nil {
 		t.Fatal(err)
@@ -509,6 +509,27 @@ func (w *isolationWorld) positiveControls(t *testing.T, ctx context.Context) {
 	pullOwn("backend", w.bjs, isoEvents, topology.EventWriter, secret("events"))
 }
 
+// consumerNameTaken wants POST /users for tenant/sensor refused with 409
+// consumer_name_taken.
+func consumerNameTaken(t *testing.T, s *provisionertest.Stack, tenant, sensor string) {
+	t.Helper()
+	status, body := s.Post("/users", map[string]string{"tenantId": tenant, "sensorId": sensor})
+	if status != 409 || !strings.Contains(string(body), `"consumer_name_taken"`) {
+		t.Fatalf("POST /users %s/%s = %d %s; want 409 consumer_name_taken", tenant, sensor, status, body)
+	}
+}
+
+// consumerFilter is the filter subject of the command stream's consumer
+// name, as the JetStream administrator reads it.
+func consumerFilter(t *testing.T, ctx context.Context, admin jetstream.JetStream, name string) string {
+	t.Helper()
+	c, err := admin.Consumer(ctx, topology.DefaultStream, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.CachedInfo().Config.FilterSubject
+}
+
 // TestConsumerNameCollision: acme/eu-s1 and acme-eu/s1 both spell
 // cmd-acme-eu-s1. The second pair is refused with 409 and nothing of the
 // first pair's changes: its consumer still filters its subject and its
@@ -523,16 +544,9 @@ func TestConsumerNameCollision(t *testing.T) {
 	_, admin := controlAdmin(t, s)
 
 	for range 2 { // a retry is refused the same way
-		status, body := s.Post("/users", map[string]string{"tenantId": "acme", "sensorId": "eu-s1"})
-		if status != 409 || !strings.Contains(string(body), `"consumer_name_taken"`) {
-			t.Fatalf("POST /users acme/eu-s1 = %d %s; want 409 consumer_name_taken", status, body)
-		}
+		consumerNameTaken(t, s, "acme", "eu-s1")
 	}
-	c, err := admin.Consumer(ctx, topology.DefaultStream, "cmd-acme-eu-s1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f := c.CachedInfo().Config.FilterSubject; f != "rxc.acme-eu.s1.cmd" {
+	if f := consumerFilter(t, ctx, admin, "cmd-acme-eu-s1"); f != "rxc.acme-eu.s1.cmd" {
 		t.Fatalf("consumer re-pointed to %q", f)
 	}
 	// The owner's repeated request still answers with its user.
@@ -547,14 +561,7 @@ func TestConsumerNameCollision(t *testing.T) {
 	if _, err := bjs.Publish(ctx, first.CommandSubject, []byte("for-acme-eu")); err != nil {
 		t.Fatal(err)
 	}
-	sc, err := connectSensor(t, s, first)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := sc.js.Consumer(ctx, topology.DefaultStream, first.Consumer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cons := ownConsumer(t, ctx, s, first)
 	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
 	if err != nil || string(msg.Data()) != "for-acme-eu" {
 		t.Fatalf("owner pulls %v, %v; want its own command", msg, err)
@@ -581,15 +588,8 @@ func TestNoRepointOfForeignConsumer(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	status, body := s.Post("/users", map[string]string{"tenantId": "acme", "sensorId": "s9"})
-	if status != 409 || !strings.Contains(string(body), `"consumer_name_taken"`) {
-		t.Fatalf("POST /users over a foreign consumer = %d %s; want 409 consumer_name_taken", status, body)
-	}
-	c, err := admin.Consumer(ctx, topology.DefaultStream, "cmd-acme-s9")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f := c.CachedInfo().Config.FilterSubject; f != "rxc.other.s9.cmd" {
+	consumerNameTaken(t, s, "acme", "s9") // over a foreign consumer
+	if f := consumerFilter(t, ctx, admin, "cmd-acme-s9"); f != "rxc.other.s9.cmd" {
 		t.Fatalf("foreign consumer re-pointed to %q", f)
 	}
 }
@@ -615,7 +615,7 @@ func TestUpgradeRevokesFirstReleaseUsers(t *testing.T) {
 
 	// Replace the attacker's user by one with the first release's grants,
 	// stored as its active user (as an upgrade finds it).
-	pool, store := storeOf(t, ctx, s)
+	pool, store := storeOf(t, s)
 	acct, err := store.TenantAccount(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
@@ -694,14 +694,7 @@ func TestUpgradeRevokesFirstReleaseUsers(t *testing.T) {
 		t.Fatal("the new user's grants still reach the victim's consumer")
 	}
 	// The victim still gets its command (redelivered after the theft).
-	sc, err := connectSensor(t, s, victim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := sc.js.Consumer(ctx, stream, victim.Consumer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cons := ownConsumer(t, ctx, s, victim)
 	msg, err := cons.Next(jetstream.FetchMaxWait(15 * time.Second))
 	if err != nil || string(msg.Data()) != "victim-secret" {
 		t.Fatalf("victim pulls %v, %v; want its command", msg, err)
@@ -760,7 +753,7 @@ func TestAttackRevokeTheProvisionersOwnUsers(t *testing.T) {
 		t.Fatalf("monitoring page shows SYS users %v and CONTROL users %v; want the provisioner's own", sysKeys, ctlKeys)
 	}
 	sysSeed := func() []byte {
-		_, store := storeOf(t, context.Background(), s)
+		_, store := storeOf(t, s)
 		a, err := store.Account(context.Background(), s.Operator.SystemAccount)
 		if err != nil {
 			t.Fatal(err)

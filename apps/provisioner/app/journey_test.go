@@ -104,6 +104,21 @@ func (c *sensorConn) closedWithin(t *testing.T, limit time.Duration, failure str
 	}
 }
 
+// ownConsumer connects u's sensor and binds its command consumer (the
+// stream and name POST /users gave it) through its JetStream API prefix.
+func ownConsumer(t *testing.T, ctx context.Context, s *provisionertest.Stack, u provisionerwire.UserResponse) (*sensorConn, jetstream.Consumer) {
+	t.Helper()
+	sc, err := connectSensor(t, s, u)
+	if err != nil {
+		t.Fatalf("sensor connect with creds from POST /users: %v", err)
+	}
+	cons, err := sc.js.Consumer(ctx, u.Stream, u.Consumer)
+	if err != nil {
+		t.Fatalf("sensor binds its consumer through %s: %v", u.JSAPIPrefix, err)
+	}
+	return sc, cons
+}
+
 // sensorConnects wants u's credentials to connect to s's nats-server,
 // failing the test with what (the moment it names) where they do not.
 func sensorConnects(t *testing.T, s *provisionertest.Stack, u provisionerwire.UserResponse, what string) {
@@ -200,14 +215,7 @@ func TestSensorJourney(t *testing.T) {
 		t.Fatalf("command stored in stream %q, want RXC_CMD", ack.Stream)
 	}
 
-	sc, err := connectSensor(t, s, u)
-	if err != nil {
-		t.Fatalf("sensor connect with creds from POST /users: %v", err)
-	}
-	cons, err := sc.js.Consumer(ctx, u.Stream, u.Consumer)
-	if err != nil {
-		t.Fatalf("sensor binds its consumer through %s: %v", u.JSAPIPrefix, err)
-	}
+	sc, cons := ownConsumer(t, ctx, s, u)
 	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
 	if err != nil {
 		t.Fatalf("sensor pull: %v", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/adapters/seal"
+	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/core/provisioning"
 )
 
@@ -62,11 +63,7 @@ func TestReseal(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, e.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := provisionertest.OpenPool(t, e.dsn)
 	oldStore := storeWith(t, pool, e.key)
 	op, err := oldStore.Operator(ctx)
 	if err != nil {

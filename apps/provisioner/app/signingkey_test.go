@@ -136,11 +136,7 @@ func fragmentSigningKeys(t *testing.T, path string) []string {
 func signingKeyStack(t *testing.T) (*provisionertest.Stack, *pgxpool.Pool) {
 	t.Helper()
 	s := provisionertest.Start(t, provisionertest.Options{SigningKey: true})
-	pool, err := pgxpool.New(context.Background(), s.Config.PGDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := s.Pool()
 	return s, pool
 }
 

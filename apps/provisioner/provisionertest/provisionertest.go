@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/jwt/v2"
 
 	"github.com/rxc-project/rxc/adapters/loopback"
@@ -346,6 +347,20 @@ func (s *Stack) Request(method, path string, body any) (int, http.Header, []byte
 	out, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, out
 }
+
+// OpenPool opens a pool on the database dsn, closed when the test ends.
+func OpenPool(t pgtest.TB, dsn string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Pool opens a pool on the stack's database, closed when the test ends.
+func (s *Stack) Pool() *pgxpool.Pool { return OpenPool(s.t, s.Config.PGDSN) }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t pgtest.TB) int {
