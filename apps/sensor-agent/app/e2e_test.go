@@ -604,16 +604,19 @@ func (p *plane) commandOf(sensorID, commandID string) commandView {
 	return commandView{}
 }
 
-// TestCommandResultsAreDurableAndExact: a command that reaches the agent
-// after its expiresAt is refused and shown refused (reason expired, never
-// acknowledged); a command the agent applies while the control plane's
-// PostgreSQL is down is shown applied once it is back, because the agent
-// repeats its results in every report, even after a restart in between.
-func TestCommandResultsAreDurableAndExact(t *testing.T) {
+// stoppedAgentOwnPostgres starts a provisioner and a control plane on a
+// PostgreSQL of its own, which the test may halt and resume (mutate, when
+// not nil, adjusts the plane's config first), sets the tenant up, enrols an agent on a fresh
+// state folder and stops it. It returns the plane, its PostgreSQL, the
+// stopped agent, its state folder and the sensor's id.
+func stoppedAgentOwnPostgres(t *testing.T, mutate func(*cpapp.ServeConfig)) (*plane, *pgtest.Cluster, *agent, string, string) {
+	t.Helper()
 	prov := provisionertest.Start(t, provisionertest.Options{})
 	cfg := agentPlaneConfig(t, prov)
 	cluster := ownPostgres(t, &cfg)
-	cfg.CommandTTL = 3 * time.Second
+	if mutate != nil {
+		mutate(&cfg)
+	}
 	p := startPlane(t, cfg)
 	p.setUpTenant()
 	stateDir := filepath.Join(t.TempDir(), "sensor")
@@ -621,6 +624,16 @@ func TestCommandResultsAreDurableAndExact(t *testing.T) {
 	if code := a.stop(t); code != 0 {
 		t.Fatalf("agent exit %d", code)
 	}
+	return p, cluster, a, stateDir, id
+}
+
+// TestCommandResultsAreDurableAndExact: a command that reaches the agent
+// after its expiresAt is refused and shown refused (reason expired, never
+// acknowledged); a command the agent applies while the control plane's
+// PostgreSQL is down is shown applied once it is back, because the agent
+// repeats its results in every report, even after a restart in between.
+func TestCommandResultsAreDurableAndExact(t *testing.T) {
+	p, cluster, a, stateDir, id := stoppedAgentOwnPostgres(t, func(c *cpapp.ServeConfig) { c.CommandTTL = 3 * time.Second })
 
 	// Expired on arrival: the agent is down until the command's 3 s are over.
 	var late struct{ CommandID, Status string }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/sdk/sensorclient"
 )
 
@@ -60,16 +59,7 @@ func received(runs []*agent) map[string]int {
 // 8 would stay "accepted" with no outcome.
 func TestOutageLosesNoOutcome(t *testing.T) {
 	outage := outageLength(t)
-	prov := provisionertest.Start(t, provisionertest.Options{})
-	cfg := agentPlaneConfig(t, prov)
-	cluster := ownPostgres(t, &cfg)
-	p := startPlane(t, cfg)
-	p.setUpTenant()
-	stateDir := filepath.Join(t.TempDir(), "sensor")
-	first, id := p.enrolAgent(stateDir)
-	if code := first.stop(t); code != 0 {
-		t.Fatalf("agent exit %d", code)
-	}
+	p, cluster, first, stateDir, id := stoppedAgentOwnPostgres(t, nil)
 
 	// The commands wait in the sensor's consumer while the agent is down.
 	cmds := make([]string, outageCommands)
