@@ -76,17 +76,24 @@ type TB interface {
 
 var _ TB = testing.TB(nil)
 
+// Pool opens a pool on the database dsn, closed when the test ends.
+func Pool(t TB, dsn string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // ControlPlanePool is a pool on a new database holding the control plane's
 // schema (its migrations applied), closed when the test ends.
 func ControlPlanePool(t TB) *pgxpool.Pool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := Pool(t, DSN(t))
 	if _, err := migrate.Apply(ctx, pool, "controlplane", migrations.ControlPlane); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}

@@ -132,7 +132,7 @@ func TestEventsReachPostgresOnce(t *testing.T) {
 	a.caPEM = caPEM
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	db := provisionertest.OpenPool(t, dsn)
+	db := pgtest.Pool(t, dsn)
 
 	a.login()
 	for _, id := range []string{"acme", "globex"} {

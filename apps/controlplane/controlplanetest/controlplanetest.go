@@ -178,7 +178,7 @@ func (p *Plane) Restart() {
 }
 
 // Pool opens a pool on the plane's database, closed when the test ends.
-func (p *Plane) Pool() *pgxpool.Pool { return provisionertest.OpenPool(p.t, p.Config.PGDSN) }
+func (p *Plane) Pool() *pgxpool.Pool { return pgtest.Pool(p.t, p.Config.PGDSN) }
 
 // Client talks JSON to the API and keeps cookies.
 type Client struct {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/adapters/seal"
-	"github.com/rxc-project/rxc/apps/provisioner/provisionertest"
 	"github.com/rxc-project/rxc/core/provisioning"
+	"github.com/rxc-project/rxc/internal/pgtest"
 )
 
 func newKey(t *testing.T) string {
@@ -63,7 +63,7 @@ func TestReseal(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool := provisionertest.OpenPool(t, e.dsn)
+	pool := pgtest.Pool(t, e.dsn)
 	oldStore := storeWith(t, pool, e.key)
 	op, err := oldStore.Operator(ctx)
 	if err != nil {

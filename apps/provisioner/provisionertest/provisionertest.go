@@ -348,19 +348,8 @@ func (s *Stack) Request(method, path string, body any) (int, http.Header, []byte
 	return resp.StatusCode, resp.Header, out
 }
 
-// OpenPool opens a pool on the database dsn, closed when the test ends.
-func OpenPool(t pgtest.TB, dsn string) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 // Pool opens a pool on the stack's database, closed when the test ends.
-func (s *Stack) Pool() *pgxpool.Pool { return OpenPool(s.t, s.Config.PGDSN) }
+func (s *Stack) Pool() *pgxpool.Pool { return pgtest.Pool(s.t, s.Config.PGDSN) }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t pgtest.TB) int {
