@@ -16,6 +16,22 @@ import (
 	"github.com/rxc-project/rxc/apps/internal/buildinfo"
 )
 
+// countsBy reads a gauge's values from a count query: each count under
+// the label values key makes of its key.
+func countsBy[K comparable](count func(context.Context) (map[K]int64, error), key func(K) string) func(context.Context) (map[string]float64, error) {
+	return func(ctx context.Context) (map[string]float64, error) {
+		counts, err := count(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]float64, len(counts))
+		for k, n := range counts {
+			out[key(k)] = float64(n)
+		}
+		return out, nil
+	}
+}
+
 // observed puts the access log and the request histogram around the API,
 // and returns the metrics listener's handler: client_golang's registry
 // (latency by route, Go and process metrics, build info, sensors by state,
@@ -31,30 +47,10 @@ func observed(api, legacy http.Handler, store *controlplanestore.Store, sensors 
 	)
 	m.Text(func(w io.Writer) { textMetrics(legacy, w) })
 	m.GaugeFunc("rxc_controlplane_sensors", "Sensors by lifecycle state, as PostgreSQL holds them.", []string{"state"}, 10*time.Second,
-		func(ctx context.Context) (map[string]float64, error) {
-			counts, err := store.SensorsByState(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out := make(map[string]float64, len(counts))
-			for state, n := range counts {
-				out[observe.Key(state)] = float64(n)
-			}
-			return out, nil
-		})
+		countsBy(store.SensorsByState, func(state string) string { return observe.Key(state) }))
 	m.GaugeFunc("rxc_controlplane_commands", "Commands by delivery status (pending, accepted, failed, expired) and the outcome the sensor reported (applied, refused, none).",
 		[]string{"status", "outcome"}, 10*time.Second,
-		func(ctx context.Context) (map[string]float64, error) {
-			counts, err := store.CommandsByOutcome(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out := make(map[string]float64, len(counts))
-			for k, n := range counts {
-				out[observe.Key(k[0], k[1])] = float64(n)
-			}
-			return out, nil
-		})
+		countsBy(store.CommandsByOutcome, func(k [2]string) string { return observe.Key(k[0], k[1]) }))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
 	return observe.Wrap(api, log, m), mux

@@ -107,6 +107,19 @@ func openRotator(ctx context.Context, cfg SigningKeyConfig, stderr io.Writer) (*
 	return nil, nil, err
 }
 
+// rotate runs one step of provisioning.KeyRotator (AddSigningKey or
+// RemoveSigningKey) with opts on a rotator wired by openRotator, closing
+// the store afterwards.
+func rotate(ctx context.Context, cfg SigningKeyConfig, opts SigningKeyOptions, stderr io.Writer,
+	step func(*provisioning.KeyRotator, context.Context, provisioning.SigningKeyRequest) (provisioning.SigningKeyResult, error)) (provisioning.SigningKeyResult, error) {
+	r, closeStore, err := openRotator(ctx, cfg, stderr)
+	if err != nil {
+		return provisioning.SigningKeyResult{}, err
+	}
+	defer closeStore()
+	return step(r, ctx, opts.request())
+}
+
 func (o SigningKeyOptions) request() provisioning.SigningKeyRequest {
 	return provisioning.SigningKeyRequest{
 		IdentitySeedPath: o.IdentitySeedPath, OutPath: o.OutPath, Key: o.Key, NATSConfigPath: o.NATSConfigPath, ResolverURL: o.ResolverURL,
@@ -118,12 +131,7 @@ func (o SigningKeyOptions) request() provisioning.SigningKeyRequest {
 // Accounts stay signed as they are until a provisioner serving with the new
 // key re-signs them at its start.
 func AddSigningKey(ctx context.Context, cfg SigningKeyConfig, opts SigningKeyOptions, stdout, stderr io.Writer) error {
-	r, closeStore, err := openRotator(ctx, cfg, stderr)
-	if err != nil {
-		return err
-	}
-	defer closeStore()
-	res, err := r.AddSigningKey(ctx, opts.request())
+	res, err := rotate(ctx, cfg, opts, stderr, (*provisioning.KeyRotator).AddSigningKey)
 	if err != nil {
 		return err
 	}
@@ -140,12 +148,7 @@ func AddSigningKey(ctx context.Context, cfg SigningKeyConfig, opts SigningKeyOpt
 // account JWT is signed by that key: nats-servers would refuse the account
 // once they run the new operator JWT.
 func RemoveSigningKey(ctx context.Context, cfg SigningKeyConfig, opts SigningKeyOptions, stdout, stderr io.Writer) error {
-	r, closeStore, err := openRotator(ctx, cfg, stderr)
-	if err != nil {
-		return err
-	}
-	defer closeStore()
-	res, err := r.RemoveSigningKey(ctx, opts.request())
+	res, err := rotate(ctx, cfg, opts, stderr, (*provisioning.KeyRotator).RemoveSigningKey)
 	if err != nil {
 		return err
 	}

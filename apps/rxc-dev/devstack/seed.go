@@ -18,14 +18,7 @@ const seedKeepAlive = 30 * time.Second
 // account, like any tenant), writes the fake sensors into the control
 // plane's database and keeps their live ones live until the stack stops.
 func (s *Stack) seedSensors(ctx context.Context, st *state, pg *postgres) error {
-	api, err := newAPIClient(s.info.APIBaseURL)
-	if err != nil {
-		return err
-	}
-	if err := api.login(ctx, OperatorEmail, st.password); err != nil {
-		return err
-	}
-	if err := api.ensureTenant(ctx, s.cfg.SeedTenant, "Seeded fleet"); err != nil {
+	if _, err := s.tenantAPI(ctx, st, s.cfg.SeedTenant, "Seeded fleet"); err != nil {
 		return err
 	}
 	pool, err := pgxpool.New(ctx, pg.dsn("controlplane"))

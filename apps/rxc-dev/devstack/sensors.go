@@ -26,14 +26,8 @@ import (
 // and runs the sensor agent on them. The agent keeps its own state in
 // STATE/sensors/agent, so a later start resumes the same sensors.
 func (s *Stack) startSensors(ctx context.Context, st *state, logs *logs) error {
-	api, err := newAPIClient(s.info.APIBaseURL)
+	api, err := s.tenantAPI(ctx, st, s.cfg.Tenant, "Demo")
 	if err != nil {
-		return err
-	}
-	if err := api.login(ctx, OperatorEmail, st.password); err != nil {
-		return err
-	}
-	if err := api.ensureTenant(ctx, s.cfg.Tenant, "Demo"); err != nil {
 		return err
 	}
 	s.say("tenant %q: NATS account provisioned", s.cfg.Tenant)
@@ -126,6 +120,22 @@ func readLines(p string) ([]string, error) {
 		}
 	}
 	return lines, sc.Err()
+}
+
+// tenantAPI signs the bootstrap operator in to the stack's API and makes
+// sure tenant id (named name) exists with its NATS account provisioned.
+func (s *Stack) tenantAPI(ctx context.Context, st *state, id, name string) (*apiClient, error) {
+	api, err := newAPIClient(s.info.APIBaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := api.login(ctx, OperatorEmail, st.password); err != nil {
+		return nil, err
+	}
+	if err := api.ensureTenant(ctx, id, name); err != nil {
+		return nil, err
+	}
+	return api, nil
 }
 
 // apiClient is the operator side of the control plane's HTTP API, as far as

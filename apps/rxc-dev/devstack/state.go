@@ -81,13 +81,24 @@ func (st *state) close() error {
 	return err
 }
 
-func (st *state) loadSecrets() error {
-	p := st.path("secrets.json")
-	data, err := readPrivate(p)
+// readOrCreate reads the private state file p. On the first start (no file
+// and no database yet) it calls create instead and says so. A file missing
+// while the state folder holds a database is an error: the database was
+// made with what the file held.
+func (st *state) readOrCreate(p string, create func() error) (data []byte, created bool, err error) {
+	data, err = readPrivate(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, perr := os.Stat(st.path("pg", "data", "PG_VERSION")); perr == nil {
-			return fmt.Errorf("%s is missing but %s holds a database: restore the file or delete the whole state folder", p, st.path("pg"))
+			return nil, false, fmt.Errorf("%s is missing but %s holds a database: restore the file or delete the whole state folder", p, st.path("pg"))
 		}
+		return nil, true, create()
+	}
+	return data, false, err
+}
+
+func (st *state) loadSecrets() error {
+	p := st.path("secrets.json")
+	data, created, err := st.readOrCreate(p, func() error {
 		st.secrets = secrets{
 			AccountSeedEncryptionKey:    randomToken(32),
 			ProvisionerSharedSecret:     randomToken(24),
@@ -96,8 +107,8 @@ func (st *state) loadSecrets() error {
 		}
 		out, _ := json.MarshalIndent(st.secrets, "", "  ")
 		return writePrivate(p, append(out, '\n'))
-	}
-	if err != nil {
+	})
+	if err != nil || created {
 		return err
 	}
 	if err := json.Unmarshal(data, &st.secrets); err != nil {
@@ -124,16 +135,13 @@ func (st *state) loadSecrets() error {
 // the file with a new password on the first start.
 func (st *state) loadPassword() error {
 	p := st.path("operator.txt")
-	data, err := readPrivate(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		if _, perr := os.Stat(st.path("pg", "data", "PG_VERSION")); perr == nil {
-			// The operator exists with a password only this file knew.
-			return fmt.Errorf("%s is missing but %s holds a database: restore the file or delete the whole state folder", p, st.path("pg"))
-		}
+	// Missing beside a database, the operator exists with a password only
+	// this file knew.
+	data, created, err := st.readOrCreate(p, func() error {
 		st.password = randomToken(15)
 		return writePrivate(p, fmt.Appendf(nil, "email: %s\npassword: %s\n", OperatorEmail, st.password))
-	}
-	if err != nil {
+	})
+	if err != nil || created {
 		return err
 	}
 	sc := bufio.NewScanner(strings.NewReader(string(data)))
