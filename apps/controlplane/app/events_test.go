@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -177,14 +176,7 @@ func TestEventsReachPostgresOnce(t *testing.T) {
 
 	// While no control plane runs, 100 more events sit in the stream and a
 	// writer commits them but dies before its ack (it naks instead).
-	code, body := prov.Post("/backend-user", map[string]string{"name": "controlplane"})
-	if code != 200 && code != 201 {
-		t.Fatalf("backend user: %d %s", code, body)
-	}
-	var backend struct{ Creds string }
-	if err := json.Unmarshal(body, &backend); err != nil {
-		t.Fatal(err)
-	}
+	backend := prov.BackendUser("controlplane")
 	nc, err := eventlog.New(eventlog.Config{URL: prov.NATSURL, Creds: func(context.Context) (string, error) { return backend.Creds, nil }})
 	if err != nil {
 		t.Fatal(err)

@@ -78,13 +78,10 @@ func TestBackupAndRestore(t *testing.T) {
 	if code, _, errs := runCLI("init-operator"); code != 0 {
 		t.Fatal(errs)
 	}
-	clearServeEnv(t)
-	for k, v := range map[string]string{
+	setServeEnv(t, map[string]string{
 		"PG_DSN": restored, "OPERATOR_SEED_PATH": other.seed, "ACCOUNT_SEED_ENCRYPTION_KEY": e.key,
 		"BACKEND_SHARED_SECRET": "restore-secret-0123456789", "LISTEN_ADDR": "127.0.0.1:0", "NATS_URL": "nats://127.0.0.1:1",
-	} {
-		t.Setenv(k, v)
-	}
+	})
 	if code, _, errs := runCLI("serve"); code != 1 || errs == "" {
 		t.Fatalf("serve with another operator's seed on the backup: %d %s", code, errs)
 	}

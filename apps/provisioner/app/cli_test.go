@@ -252,16 +252,13 @@ type cliServe struct {
 // other serve variable cleared) until stop or the test's end.
 func startServe(t *testing.T, env map[string]string) *cliServe {
 	t.Helper()
-	clearServeEnv(t)
 	port, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	setServeEnv(t, env)
 	t.Setenv("LISTEN_ADDR", addr)
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	s := &cliServe{base: "http://" + addr, logs: &logbuf.Buffer{}, done: make(chan int, 1), stop: cancel}

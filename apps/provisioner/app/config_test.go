@@ -74,11 +74,15 @@ func fieldsByEnv(v reflect.Value, out map[string]reflect.Value) map[string]refle
 	return out
 }
 
-// clearServeEnv unsets every variable serve reads (restored after the test).
-func clearServeEnv(t *testing.T) {
+// setServeEnv unsets every variable serve reads, then sets env (all
+// restored after the test).
+func setServeEnv(t *testing.T, env map[string]string) {
 	for name := range fieldsByEnv(reflect.ValueOf(app.ServeConfig{}), map[string]reflect.Value{}) {
 		t.Setenv(name, "")
 		os.Unsetenv(name)
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
 	}
 }
 
@@ -98,10 +102,7 @@ func TestConfigurationIsTheSpecifications(t *testing.T) {
 	required := validRequired(t)
 	load := func(t *testing.T, set map[string]string) (map[string]reflect.Value, error) {
 		t.Helper()
-		clearServeEnv(t)
-		for k, v := range set {
-			t.Setenv(k, v)
-		}
+		setServeEnv(t, set)
 		cfg, err := app.LoadServeConfig()
 		return fieldsByEnv(reflect.ValueOf(cfg), map[string]reflect.Value{}), err
 	}
@@ -223,10 +224,7 @@ func TestSharedSecretAlias(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clearServeEnv(t)
-			for k, v := range required {
-				t.Setenv(k, v)
-			}
+			setServeEnv(t, required)
 			os.Unsetenv("BACKEND_SHARED_SECRET")
 			if tt.backend != "" {
 				t.Setenv("BACKEND_SHARED_SECRET", tt.backend)
@@ -263,10 +261,7 @@ func TestWorkQueueWarnConsumersSetting(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clearServeEnv(t)
-			for k, v := range validRequired(t) {
-				t.Setenv(k, v)
-			}
+			setServeEnv(t, validRequired(t))
 			if tt.value != "" {
 				t.Setenv("COMMAND_STREAM_WORKQUEUE_WARN_CONSUMERS", tt.value)
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/provisionerwire"
 	"github.com/rxc-project/rxc/adapters/loopback"
 	"github.com/rxc-project/rxc/apps/provisioner/app"
 	"github.com/rxc-project/rxc/core/provisioning"
@@ -317,6 +318,21 @@ func (s *Stack) Post(path string, body any) (int, []byte) {
 	s.t.Helper()
 	status, _, out := s.Request(http.MethodPost, path, body)
 	return status, out
+}
+
+// BackendUser asks POST /backend-user for the backend user name (made
+// now or made before) and returns the answer, its .creds included.
+func (s *Stack) BackendUser(name string) provisionerwire.BackendUserResponse {
+	s.t.Helper()
+	status, body := s.Post("/backend-user", provisionerwire.BackendUserRequest{Name: name})
+	if status != http.StatusOK && status != http.StatusCreated {
+		s.t.Fatalf("POST /backend-user: %d %s", status, body)
+	}
+	var u provisionerwire.BackendUserResponse
+	if err := json.Unmarshal(body, &u); err != nil {
+		s.t.Fatalf("POST /backend-user: %v", err)
+	}
+	return u
 }
 
 // Request sends a request to the provisioner, with the shared secret and

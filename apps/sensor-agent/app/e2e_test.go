@@ -299,14 +299,7 @@ func agentArgs(p *plane, stateDir string, extra ...string) []string {
 // control plane's backend user would, bypassing the API's checks.
 func publishRaw(t *testing.T, prov *provisionertest.Stack, sensorID string, payload []byte) {
 	t.Helper()
-	status, body := prov.Post("/backend-user", map[string]string{"name": "agent-test"})
-	if status != 200 && status != 201 {
-		t.Fatalf("backend user: %d %s", status, body)
-	}
-	var bu struct{ Creds string }
-	if err := json.Unmarshal(body, &bu); err != nil {
-		t.Fatal(err)
-	}
+	bu := prov.BackendUser("agent-test")
 	tok, _ := jwt.ParseDecoratedJWT([]byte(bu.Creds))
 	kp, _ := jwt.ParseDecoratedNKey([]byte(bu.Creds))
 	seed, _ := kp.Seed()
