@@ -172,11 +172,7 @@ func (a *API) pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 
 func (a *API) listTenants(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	ts, err := a.fleet.ListTenants(r.Context())
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeItems(w, visible(p, ts, func(t fleet.Tenant) string { return t.ID }), tenantOut)
+	replyItems(a, w, r, visible(p, ts, func(t fleet.Tenant) string { return t.ID }), err, tenantOut)
 }
 
 type createTenantRequest struct {
@@ -189,8 +185,7 @@ func (a *API) createTenant(w http.ResponseWriter, r *http.Request, p operators.P
 		return
 	}
 	var req createTenantRequest
-	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-		problem.Write(w, r, p)
+	if !decodeBody(w, r, MaxBodyBytes, &req) {
 		return
 	}
 	if err := ids.Validate(req.ID); err != nil {
@@ -202,15 +197,7 @@ func (a *API) createTenant(w http.ResponseWriter, r *http.Request, p operators.P
 		n.tenant = req.ID
 	}
 	t, created, err := a.fleet.CreateTenant(r.Context(), req.ID, req.Name)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	problem.WriteJSON(w, status, tenantOut(t))
+	reply(a, w, r, statusIfCreated(created, http.StatusCreated), t, err, tenantOut)
 }
 
 func (a *API) getTenant(w http.ResponseWriter, r *http.Request, p operators.Principal) {
@@ -219,11 +206,7 @@ func (a *API) getTenant(w http.ResponseWriter, r *http.Request, p operators.Prin
 		return
 	}
 	t, err := a.fleet.Tenant(r.Context(), id)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	problem.WriteJSON(w, http.StatusOK, tenantOut(t))
+	reply(a, w, r, http.StatusOK, t, err, tenantOut)
 }
 
 type issueClaimCodeRequest struct {
@@ -243,8 +226,7 @@ func (a *API) issueClaimCode(w http.ResponseWriter, r *http.Request, p operators
 	var req issueClaimCodeRequest
 	// The body is optional: no body means the defaults.
 	if r.ContentLength != 0 {
-		if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-			problem.Write(w, r, p)
+		if !decodeBody(w, r, MaxBodyBytes, &req) {
 			return
 		}
 	}
@@ -268,11 +250,7 @@ func (a *API) listClaimCodes(w http.ResponseWriter, r *http.Request, p operators
 		return
 	}
 	cs, err := a.fleet.ListClaimCodes(r.Context(), id)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeItems(w, cs, claimCodeOut)
+	replyItems(a, w, r, cs, err, claimCodeOut)
 }
 
 func (a *API) revokeClaimCode(w http.ResponseWriter, r *http.Request, p operators.Principal) {
@@ -288,11 +266,7 @@ func (a *API) revokeClaimCode(w http.ResponseWriter, r *http.Request, p operator
 	if !a.allow(w, r, p, operators.PermOperate, c.TenantID, claimCodeNotFound(id)) {
 		return
 	}
-	if err := a.fleet.RevokeClaimCode(r.Context(), id); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	a.replyNoContent(w, r, a.fleet.RevokeClaimCode(r.Context(), id))
 }
 
 func (a *API) getSensor(w http.ResponseWriter, r *http.Request, p operators.Principal) {
@@ -327,8 +301,7 @@ func (a *API) issueCommand(w http.ResponseWriter, r *http.Request, p operators.P
 	}
 	id := sensor.ID
 	var req commandRequest
-	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-		problem.Write(w, r, p)
+	if !decodeBody(w, r, MaxBodyBytes, &req) {
 		return
 	}
 	action, err := actionOf(req.Action)
@@ -348,12 +321,8 @@ func (a *API) issueCommand(w http.ResponseWriter, r *http.Request, p operators.P
 		return
 	}
 	w.Header().Set("Location", "/api/sensors/"+id+"/commands/"+c.ID)
-	status := http.StatusAccepted
-	if !created {
-		// A repeat of an earlier request: nothing new was done.
-		status = http.StatusOK
-	}
-	problem.WriteJSON(w, status, commandOut(c))
+	// A repeat of an earlier request (not created) did nothing new: 200.
+	problem.WriteJSON(w, statusIfCreated(created, http.StatusAccepted), commandOut(c))
 }
 
 // commandPage is one page of a sensor's command history; nextCursor is
@@ -441,11 +410,7 @@ func (a *API) revokeSensor(w http.ResponseWriter, r *http.Request, p operators.P
 		return
 	}
 	s, err := a.fleet.Sensor(r.Context(), id)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	problem.WriteJSON(w, http.StatusOK, sensorOut(s))
+	reply(a, w, r, http.StatusOK, s, err, sensorOut)
 }
 
 type chatStatusJSON struct {
