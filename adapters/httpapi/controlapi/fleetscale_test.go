@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,21 +23,30 @@ type listedSensor struct {
 	AgentVersion, Address     *string
 }
 
-type listPage struct {
-	Items      []listedSensor
+// pageOf is one page of a paged listing (GET /api/sensors, GET
+// /api/commands/batches).
+type pageOf[T any] struct {
+	Items      []T
 	NextCursor *string
 }
 
-func (w *rbacWorld) list(t *testing.T, who, query string) (listPage, response) {
+func (w *rbacWorld) list(t *testing.T, who, query string) (pageOf[listedSensor], response) {
 	t.Helper()
-	res := w.as(who, request{method: "GET", path: "/api/sensors?" + query})
-	var p listPage
+	return getAs[pageOf[listedSensor]](t, w, who, "/api/sensors?"+query)
+}
+
+// getAs asks GET path as who and decodes a 200's body into a T (the zero
+// T for any other answer).
+func getAs[T any](t *testing.T, w *rbacWorld, who, path string) (T, response) {
+	t.Helper()
+	res := w.as(who, request{method: "GET", path: path})
+	var v T
 	if res.status == http.StatusOK {
-		if err := json.Unmarshal(res.body, &p); err != nil {
+		if err := json.Unmarshal(res.body, &v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return p, res
+	return v, res
 }
 
 // listAll follows nextCursor to the end.
@@ -374,14 +382,7 @@ func (w *rbacWorld) batch(t *testing.T, who, body, key string) (batchAnswer, res
 
 func (w *rbacWorld) batchStatus(t *testing.T, who, id string) (batchAnswer, response) {
 	t.Helper()
-	res := w.as(who, request{method: "GET", path: "/api/commands/batches/" + id})
-	var b batchAnswer
-	if res.status == http.StatusOK {
-		if err := json.Unmarshal(res.body, &b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return b, res
+	return getAs[batchAnswer](t, w, who, "/api/commands/batches/"+id)
 }
 
 // checkBatchRule holds an answer to the Batch schema's rule: the statuses
@@ -590,24 +591,18 @@ func TestCommandBatchIdempotency(t *testing.T) {
 	}
 
 	// Concurrent identical requests leave one batch and one command per sensor.
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		seen = map[string]int{}
-		code = map[int]int{}
-	)
-	for range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b, res := w.batch(t, "operator", body, "key-2")
-			mu.Lock()
-			defer mu.Unlock()
-			seen[b.BatchID]++
-			code[res.status]++
-		}()
+	type answer struct {
+		b   batchAnswer
+		res response
 	}
-	wg.Wait()
+	seen, code := map[string]int{}, map[int]int{}
+	for _, a := range atOnce(10, func(int) answer {
+		b, res := w.batch(t, "operator", body, "key-2")
+		return answer{b, res}
+	}) {
+		seen[a.b.BatchID]++
+		code[a.res.status]++
+	}
 	if len(seen) != 1 || code[http.StatusAccepted] != 1 || code[http.StatusOK] != 9 {
 		t.Fatalf("concurrent identical batches: ids %v, statuses %v; want one batch, one 202 and nine 200", seen, code)
 	}
@@ -621,21 +616,9 @@ func TestCommandBatchIdempotency(t *testing.T) {
 	}
 }
 
-type batchListPage struct {
-	Items      []batchAnswer
-	NextCursor *string
-}
-
-func (w *rbacWorld) batches(t *testing.T, who, query string) (batchListPage, response) {
+func (w *rbacWorld) batches(t *testing.T, who, query string) (pageOf[batchAnswer], response) {
 	t.Helper()
-	res := w.as(who, request{method: "GET", path: "/api/commands/batches?" + query})
-	var p batchListPage
-	if res.status == http.StatusOK {
-		if err := json.Unmarshal(res.body, &p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return p, res
+	return getAs[pageOf[batchAnswer]](t, w, who, "/api/commands/batches?"+query)
 }
 
 // TestBatchListing: past batches newest first, paged by cursor, each

@@ -56,22 +56,23 @@ func FuzzRedeem(f *testing.F) {
 	})
 }
 
-func FuzzEnroll(f *testing.F) {
+// fuzzAgentRoute fuzzes one of a sensor's own routes (enroll, renew) with
+// the token of an acme sensor that sensor brought as far as the route
+// needs, seeded with a good CSR and badCSR.
+func fuzzAgentRoute(f *testing.F, route string, sensor func(e *env, tenant string) (id, token string), badCSR string) {
 	e := fuzzEnv(f)
 	e.createTenant("acme")
-	id, token := e.redeem("acme")
-	fuzzSensorRoute(f, e, "/api/sensors/"+id+"/agent/enroll", token, []string{
+	id, token := sensor(e, "acme")
+	fuzzSensorRoute(f, e, "/api/sensors/"+id+"/agent/"+route, token, []string{
 		jsonString(f, map[string]string{"csr": newCSR(f)}),
-		`{"csr":"-----BEGIN CERTIFICATE REQUEST-----\n-----END CERTIFICATE REQUEST-----"}`,
+		badCSR,
 	})
 }
 
+func FuzzEnroll(f *testing.F) {
+	fuzzAgentRoute(f, "enroll", (*env).redeem, `{"csr":"-----BEGIN CERTIFICATE REQUEST-----\n-----END CERTIFICATE REQUEST-----"}`)
+}
+
 func FuzzRenew(f *testing.F) {
-	e := fuzzEnv(f)
-	e.createTenant("acme")
-	id, token := e.enroll("acme")
-	fuzzSensorRoute(f, e, "/api/sensors/"+id+"/agent/renew", token, []string{
-		jsonString(f, map[string]string{"csr": newCSR(f)}),
-		`{"csr":"-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----"}`,
-	})
+	fuzzAgentRoute(f, "renew", (*env).enroll, `{"csr":"-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----"}`)
 }
