@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/sensorapi"
+	"github.com/rxc-project/rxc/adapters/httpapi/statusrec"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/operators"
 	"github.com/rxc-project/rxc/sdk/logkey"
@@ -123,15 +124,15 @@ func (a *API) audited(action string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		n := &auditNote{target: r.PathValue("id")}
 		r = r.WithContext(context.WithValue(r.Context(), noteKey{}, n))
-		rec, ok := w.(*statusRecorder)
+		rec, ok := w.(*statusrec.Recorder)
 		if !ok {
-			rec = &statusRecorder{ResponseWriter: w}
+			rec = &statusrec.Recorder{ResponseWriter: w}
 		}
 		h(rec, r)
 		if a.audit == nil || (n.principal == nil && n.actor == "") {
 			return
 		}
-		status := rec.code()
+		status := rec.Code()
 		e := audit.Entry{
 			Action: action, Source: clientKey(r, a.trustProxy), TenantID: n.tenant, Target: n.target,
 			Status: status, Outcome: outcomeOf(status), Detail: n.detail,
