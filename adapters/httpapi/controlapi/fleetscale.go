@@ -127,7 +127,7 @@ type batchFilterJSON struct {
 }
 
 type createBatchRequest struct {
-	Action    string           `json:"action"`
+	commandRequest
 	SensorIDs []string         `json:"sensorIds"`
 	Filter    *batchFilterJSON `json:"filter"`
 }
@@ -177,12 +177,8 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 		return
 	}
 	var req createBatchRequest
-	if !decodeBody(w, r, MaxBatchBodyBytes, &req) {
-		return
-	}
-	action, err := actionOf(req.Action)
-	if err != nil {
-		a.fail(w, r, err)
+	action, ok := a.decodeCommand(w, r, MaxBatchBodyBytes, &req)
+	if !ok {
 		return
 	}
 	if (req.Filter == nil) == (req.SensorIDs == nil) {
@@ -207,10 +203,7 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 		}
 		br.Filter = &m
 	}
-	if !a.messaging {
-		// Refused before anything is recorded: with messaging off no
-		// command could ever leave.
-		a.fail(w, r, fleet.ErrMessagingDisabled)
+	if !a.messagingOn(w, r) {
 		return
 	}
 	if dry := r.URL.Query().Get("dryRun"); dry != "" {

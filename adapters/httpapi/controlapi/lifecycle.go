@@ -126,11 +126,8 @@ func (a *API) decommissionSensor(w http.ResponseWriter, r *http.Request, p opera
 // who see the tenant 403, the rest 404); 409 tenant_has_sensors while a
 // sensor is not decommissioned.
 func (a *API) deleteTenant(w http.ResponseWriter, r *http.Request, p operators.Principal) {
-	id, ok := a.pathID(w, r)
-	if !ok {
-		return
-	}
-	if !a.allow(w, r, p, operators.PermView, id, tenantNotFound(id)) || !a.allow(w, r, p, operators.PermAdmin, "", nil) {
+	id, ok := a.tenantFor(w, r, p, operators.PermView)
+	if !ok || !a.allow(w, r, p, operators.PermAdmin, "", nil) {
 		return
 	}
 	a.replyNoContent(w, r, a.fleet.DeleteTenant(r.Context(), id, p.Actor()))
