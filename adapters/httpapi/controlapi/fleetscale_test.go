@@ -394,6 +394,15 @@ func checkBatchRule(t *testing.T, what string, b batchAnswer) {
 	}
 }
 
+// enrollSensors enrols n sensors of tenant and returns their ids.
+func (w *rbacWorld) enrollSensors(tenant string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i], _ = w.e.enroll(tenant)
+	}
+	return out
+}
+
 func (w *rbacWorld) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
 	var n int
@@ -406,11 +415,7 @@ func (w *rbacWorld) count(t *testing.T, sql string, args ...any) int {
 func TestCommandBatches(t *testing.T) {
 	w := newRBACWorld(t)
 	ctx := context.Background()
-	var acme []string
-	for range 4 {
-		id, _ := w.e.enroll("acme")
-		acme = append(acme, id)
-	}
+	acme := w.enrollSensors("acme", 4)
 	revoked, _ := w.e.enroll("acme")
 	w.as("admin", request{method: "POST", path: "/api/sensors/" + revoked + "/revoke"}).expectStatus(t, "revoke", http.StatusOK)
 	notEnrolled, _ := w.e.redeem("acme")
@@ -550,11 +555,7 @@ func TestCommandBatches(t *testing.T) {
 
 func TestCommandBatchIdempotency(t *testing.T) {
 	w := newRBACWorld(t)
-	var acme []string
-	for range 3 {
-		id, _ := w.e.enroll("acme")
-		acme = append(acme, id)
-	}
+	acme := w.enrollSensors("acme", 3)
 	body := `{"action":"start","sensorIds":["` + strings.Join(acme, `","`) + `"]}`
 	first, res := w.batch(t, "operator", body, "key-1")
 	res.expectStatus(t, "first", http.StatusAccepted)
@@ -625,11 +626,7 @@ func (w *rbacWorld) batches(t *testing.T, who, query string) (pageOf[batchAnswer
 // obeying the batch rule, and never another tenant's.
 func TestBatchListing(t *testing.T) {
 	w := newRBACWorld(t)
-	var acme []string
-	for range 2 {
-		id, _ := w.e.enroll("acme")
-		acme = append(acme, id)
-	}
+	acme := w.enrollSensors("acme", 2)
 	var made []string
 	for i := range 3 {
 		b, res := w.batch(t, "operator", `{"action":"stop","sensorIds":["`+acme[i%2]+`"]}`, "")
