@@ -2,12 +2,12 @@ package controlapi_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
+	"github.com/rxc-project/rxc/adapters/httpapi/edgetest"
 )
 
 // fuzzSensorRoute feeds arbitrary bodies to one public sensor route: the
@@ -26,17 +26,8 @@ func fuzzSensorRoute(f *testing.F, e *env, path, token string, seeds []string) {
 		}
 		rec := httptest.NewRecorder()
 		e.api.ServeHTTP(rec, req)
-		if rec.Code >= 500 {
-			t.Fatalf("POST %s %q: %d %s", path, body, rec.Code, rec.Body)
-		}
-		var doc map[string]any
-		if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
-			t.Fatalf("POST %s %q: answer is not a JSON object: %q", path, body, rec.Body)
-		}
-		if rec.Code >= 400 {
-			if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" || doc["code"] == nil || doc["code"] == "" {
-				t.Fatalf("POST %s %q: %d is not a problem document: %s %s", path, body, rec.Code, ct, rec.Body)
-			}
+		if err := edgetest.CheckAnswer(rec); err != nil {
+			t.Fatalf("POST %s %q: %v", path, body, err)
 		}
 	})
 }
