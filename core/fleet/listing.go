@@ -201,7 +201,7 @@ func (s *Service) ListSensors(ctx context.Context, l SensorListing) (SensorPage,
 	}
 	items, next, err := keysetPage(l.Cursor, l.Sort, bindingOf(l.Sort, m), limit, func(after *SensorKey, n int) ([]Sensor, error) {
 		if m.Tenants != nil && len(m.Tenants) == 0 {
-			return []Sensor{}, nil
+			return []Sensor{}, nil // an empty scope sees nothing; no store read
 		}
 		items, err := s.store.ListSensors(ctx, SensorQuery{SensorMatch: m, Sort: l.Sort, After: after, Limit: n})
 		if err != nil {
