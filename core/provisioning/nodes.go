@@ -137,16 +137,12 @@ func (s *Service) RecreateLostNodeConsumers(ctx context.Context, workers int, pr
 			return r, err
 		}
 		for _, c := range claims {
-			sensor := topology.Sensor{Stream: s.stream, TenantID: c.TenantID, SensorID: c.SensorID}
+			sensor := s.sensor(c.TenantID, c.SensorID)
 			if sensor.Consumer() != c.Consumer {
 				continue // a name of another stream or release: not ours to move
 			}
 			todo = append(todo, sensor)
 		}
-	}
-	r.OnLost = len(todo)
-	if progress != nil {
-		progress(r)
 	}
 	err = s.recover(ctx, todo, lost, workers, loc, rc, ns, &r, progress)
 	return r, err
@@ -154,10 +150,15 @@ func (s *Service) RecreateLostNodeConsumers(ctx context.Context, workers int, pr
 
 // recover re-checks and recreates todo, workers at a time (see
 // RecreateLostNodeConsumers); lost names the nodes whose answer does not
-// count as live. Without loc nothing is asked first; without ns nothing is
-// recorded.
+// count as live. It counts todo in r.OnLost and reports that (progress,
+// when set) before the first consumer. Without loc nothing is asked first;
+// without ns nothing is recorded.
 func (s *Service) recover(ctx context.Context, todo []topology.Sensor, lost []string, workers int,
 	loc ConsumerLocator, rc ConsumerRecreator, ns ConsumerNodeStore, r *NodeRecovery, progress func(NodeRecovery)) error {
+	r.OnLost = len(todo)
+	if progress != nil {
+		progress(*r)
+	}
 	if workers < 1 {
 		workers = 1
 	}
