@@ -1100,36 +1100,17 @@ func (s *Service) RepairConsumersReporting(ctx context.Context, workers int, mis
 	}
 	r := ConsumerRepair{Missing: len(lacking)}
 	missing(r.Missing)
-	if workers < 1 {
-		workers = 1
-	}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	work := make(chan topology.Sensor)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for sensor := range work {
-				err := s.consumers.EnsureConsumer(ctx, sensor)
-				mu.Lock()
-				if err == nil {
-					r.Repaired++
-					missing(r.Missing - r.Repaired)
-				} else if r.Err == nil {
-					r.Err = fmt.Errorf("consumer %s: %w", sensor.Consumer(), err)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, sensor := range lacking {
-		if ctx.Err() != nil {
-			break
+	eachSensor(ctx, lacking, workers, func(sensor topology.Sensor) {
+		err := s.consumers.EnsureConsumer(ctx, sensor)
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			r.Repaired++
+			missing(r.Missing - r.Repaired)
+		} else if r.Err == nil {
+			r.Err = fmt.Errorf("consumer %s: %w", sensor.Consumer(), err)
 		}
-		work <- sensor
-	}
-	close(work)
-	wg.Wait()
+	})
 	return r, nil
 }
