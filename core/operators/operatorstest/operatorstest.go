@@ -588,23 +588,7 @@ func testPruneAPITokens(t *testing.T, s operators.Store) {
 			}
 		}
 	}
-	var removed []int
-	for range 5 {
-		n, err := s.PruneAPITokens(ctx, cut, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		removed = append(removed, n)
-		if n < 2 {
-			break
-		}
-	}
-	if diff := cmp.Diff([]int{2, 1}, removed); diff != "" {
-		t.Errorf("removed per call, limit 2 (-want +got):\n%s", diff)
-	}
-	if n, err := s.PruneAPITokens(ctx, cut, 2); err != nil || n != 0 {
-		t.Errorf("second pass = %d, %v; want nothing", n, err)
-	}
+	contracttest.Prune(t, 2, []int{2, 1}, func(limit int) (int, error) { return s.PruneAPITokens(ctx, cut, limit) })
 	list, err := s.ListAPITokens(ctx, "")
 	if err != nil {
 		t.Fatal(err)
