@@ -62,25 +62,15 @@ var helps = map[string]appenv.Command{
 
 // Run dispatches a subcommand and returns the process exit code.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd, code, done := appenv.Dispatch("controlplane", usage, helps, args, stdout, stderr)
-	if done {
-		return code
-	}
-	args[0] = cmd
-	var err error
-	switch args[0] {
-	case "serve":
-		err = serve(ctx, stderr)
-	case "migrate":
-		err = appenv.Migrate(ctx, stdout, stderr, applyMigrations)
-	case "init-ca":
-		err = initCA(args[1:], stdout, stderr)
-	case "rotate-ca":
-		err = rotateCA(args[1:], stdout, stderr)
-	case "create-operator":
-		err = createOperator(ctx, args[1:], stdin, stdout, stderr)
-	default: // healthcheck, version
-		return appenv.ServiceTail[healthConfig](ctx, "controlplane", args[0], "/readyz", stdout, stderr)
-	}
-	return appenv.Exit("controlplane", err, stderr)
+	return appenv.RunService[healthConfig](ctx, "controlplane", usage, "/readyz", helps, map[string]appenv.Runner{
+		"serve": func(ctx context.Context, _ []string) error { return serve(ctx, stderr) },
+		"migrate": func(ctx context.Context, _ []string) error {
+			return appenv.Migrate(ctx, stdout, stderr, applyMigrations)
+		},
+		"init-ca":   func(_ context.Context, args []string) error { return initCA(args, stdout, stderr) },
+		"rotate-ca": func(_ context.Context, args []string) error { return rotateCA(args, stdout, stderr) },
+		"create-operator": func(ctx context.Context, args []string) error {
+			return createOperator(ctx, args, stdin, stdout, stderr)
+		},
+	}, args, stdout, stderr)
 }

@@ -86,6 +86,25 @@ func Drain(log *slog.Logger, timeout time.Duration, servers ...Drainer) {
 	}
 }
 
+// Runner runs a subcommand with the arguments after its name.
+type Runner func(ctx context.Context, args []string) error
+
+// RunService is a service binary's Run: Dispatch over commands, then the
+// command's runner and Exit with what it returned; `healthcheck` and
+// `version`, which commands lists and runners does not, are ServiceTail's,
+// with C and healthPath. It returns the process exit code.
+func RunService[C Listener](ctx context.Context, binary, usage, healthPath string, commands map[string]Command, runners map[string]Runner, args []string, stdout, stderr io.Writer) int {
+	cmd, code, done := Dispatch(binary, usage, commands, args, stdout, stderr)
+	if done {
+		return code
+	}
+	run, ok := runners[cmd]
+	if !ok {
+		return ServiceTail[C](ctx, binary, cmd, healthPath, stdout, stderr)
+	}
+	return Exit(binary, run(ctx, args[1:]), stderr)
+}
+
 // Listener is a service's configuration for `healthcheck`: the address it
 // listens on (LISTEN_ADDR, with the service's default).
 type Listener interface{ ListenAddress() string }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"net/http"
@@ -108,5 +109,52 @@ func TestServiceTail(t *testing.T) {
 	}
 	if code := ServiceTail[tailConfig](context.Background(), "svc", "version", "/healthz", &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "svc ") {
 		t.Errorf("version = %d, %q; want 0 and the name first", code, stdout.String())
+	}
+}
+
+// RunService runs the dispatched command's runner with the arguments after
+// its name and exits with what it returned (0, 1 naming the binary, 2 for a
+// usage error); healthcheck and version, which have no runner, are
+// ServiceTail's; what Dispatch answers itself runs nothing.
+func TestRunService(t *testing.T) {
+	var got []string
+	commands := map[string]Command{
+		"ok":      {Text: "usage: svc ok [args]", Flags: func() *flag.FlagSet { return flag.NewFlagSet("ok", flag.ContinueOnError) }},
+		"fails":   {Text: "usage: svc fails"},
+		"misused": {Text: "usage: svc misused"},
+		"version": {Text: "usage: svc version"},
+	}
+	runners := map[string]Runner{
+		"ok": func(_ context.Context, args []string) error {
+			got = append(got, "ok "+strings.Join(args, " "))
+			return nil
+		},
+		"fails":   func(context.Context, []string) error { got = append(got, "fails"); return errors.New("broke") },
+		"misused": func(context.Context, []string) error { got = append(got, "misused"); return ErrUsage },
+	}
+	tests := []struct {
+		args    []string
+		code    int
+		ran     string
+		out, er string
+	}{
+		{[]string{"ok", "a", "b"}, 0, "ok a b", "", ""},
+		{[]string{"fails"}, 1, "fails", "", "svc: broke"},
+		{[]string{"misused"}, 2, "misused", "", ""},
+		{[]string{"version"}, 0, "", "svc ", ""},
+		{[]string{"--version"}, 0, "", "svc ", ""},
+		{[]string{"bogus"}, 2, "", "", `unknown command "bogus"`},
+		{nil, 2, "", "", "USAGE"},
+	}
+	for _, tc := range tests {
+		got = nil
+		var stdout, stderr bytes.Buffer
+		code := RunService[tailConfig](context.Background(), "svc", "USAGE", "/healthz", commands, runners, tc.args, &stdout, &stderr)
+		if code != tc.code || strings.Join(got, ";") != tc.ran {
+			t.Errorf("RunService(%q) = %d, ran %q; want %d, ran %q", tc.args, code, got, tc.code, tc.ran)
+		}
+		if !strings.HasPrefix(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.er) {
+			t.Errorf("RunService(%q): stdout %q, stderr %q; want %q first and %q in", tc.args, stdout.String(), stderr.String(), tc.out, tc.er)
+		}
 	}
 }

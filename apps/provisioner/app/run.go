@@ -59,25 +59,19 @@ var helps = map[string]appenv.Command{
 
 // Run dispatches a subcommand and returns the process exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	cmd, code, done := appenv.Dispatch("provisioner", usage, helps, args, stdout, stderr)
-	if done {
-		return code
+	signingKey := func(cmd string) appenv.Runner {
+		return func(ctx context.Context, args []string) error {
+			return signingKeyCommand(ctx, cmd, args, stdout, stderr)
+		}
 	}
-	args[0] = cmd
-	var err error
-	switch args[0] {
-	case "init-operator":
-		err = initOperator(ctx, args[1:], stdout, stderr)
-	case "add-signing-key", "remove-signing-key":
-		err = signingKeyCommand(ctx, args[0], args[1:], stdout, stderr)
-	case "serve":
-		err = serve(ctx, stderr)
-	case "migrate":
-		err = appenv.Migrate(ctx, stdout, stderr, applyMigrations)
-	case "reseal":
-		err = reseal(ctx, stdout, stderr)
-	default: // healthcheck, version
-		return appenv.ServiceTail[healthConfig](ctx, "provisioner", args[0], "/healthz", stdout, stderr)
-	}
-	return appenv.Exit("provisioner", err, stderr)
+	return appenv.RunService[healthConfig](ctx, "provisioner", usage, "/healthz", helps, map[string]appenv.Runner{
+		"init-operator":      func(ctx context.Context, args []string) error { return initOperator(ctx, args, stdout, stderr) },
+		"add-signing-key":    signingKey("add-signing-key"),
+		"remove-signing-key": signingKey("remove-signing-key"),
+		"serve":              func(ctx context.Context, _ []string) error { return serve(ctx, stderr) },
+		"migrate": func(ctx context.Context, _ []string) error {
+			return appenv.Migrate(ctx, stdout, stderr, applyMigrations)
+		},
+		"reseal": func(ctx context.Context, _ []string) error { return reseal(ctx, stdout, stderr) },
+	}, args, stdout, stderr)
 }
