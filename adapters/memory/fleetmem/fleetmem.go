@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/memory/hashed"
+	"github.com/rxc-project/rxc/adapters/memory/locked"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -171,15 +172,11 @@ func (s *Store) listTenants(keep func(fleet.Tenant) bool) []fleet.Tenant {
 
 // SetTenantAccount implements fleet.TenantProvisioningStore.
 func (s *Store) SetTenantAccount(_ context.Context, tenantID, accountPubKey string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.tenants[tenantID]
-	if !ok {
-		return fleet.ErrNotFound
-	}
-	t.NATSAccountPubKey, t.NATSStatus = accountPubKey, fleet.NATSProvisioned
-	s.tenants[tenantID] = t
-	return nil
+	return locked.Update(&s.mu, s.tenants, tenantID, fleet.ErrNotFound, func(t fleet.Tenant) error {
+		t.NATSAccountPubKey, t.NATSStatus = accountPubKey, fleet.NATSProvisioned
+		s.tenants[tenantID] = t
+		return nil
+	})
 }
 
 func claimHash(c *claim) []byte { return c.hash }
@@ -219,31 +216,20 @@ func (s *Store) ClaimCodes(_ context.Context, tenantID string) ([]fleet.ClaimCod
 
 // ClaimCode implements fleet.ClaimStore.
 func (s *Store) ClaimCode(_ context.Context, id string) (fleet.ClaimCode, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.claims {
-		if c.ID == id {
-			return c.ClaimCode, nil
-		}
-	}
-	return fleet.ClaimCode{}, fleet.ErrNotFound
+	return locked.Get(&s.mu, s.claims, id, fleet.ErrNotFound, func(c *claim) fleet.ClaimCode { return c.ClaimCode })
 }
 
 // RevokeClaimCode implements fleet.ClaimStore.
 func (s *Store) RevokeClaimCode(_ context.Context, id string, at time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.claims[id]
-	if !ok {
-		return fleet.ErrNotFound
-	}
-	if !c.UsedAt.IsZero() {
-		return fleet.ErrConflict
-	}
-	if c.RevokedAt.IsZero() {
-		c.RevokedAt = at
-	}
-	return nil
+	return locked.Update(&s.mu, s.claims, id, fleet.ErrNotFound, func(c *claim) error {
+		if !c.UsedAt.IsZero() {
+			return fleet.ErrConflict
+		}
+		if c.RevokedAt.IsZero() {
+			c.RevokedAt = at
+		}
+		return nil
+	})
 }
 
 // Redeem implements fleet.RedeemStore.
@@ -491,13 +477,7 @@ func (s *Store) replaceCertificate(sensorID string, c fleet.IssuedCertificate, a
 
 // Sensor implements fleet.SensorStore.
 func (s *Store) Sensor(_ context.Context, id string) (fleet.Sensor, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sn, ok := s.sensors[id]
-	if !ok {
-		return fleet.Sensor{}, fleet.ErrNotFound
-	}
-	return s.view(sn), nil
+	return locked.Get(&s.mu, s.sensors, id, fleet.ErrNotFound, s.view)
 }
 
 func (s *Store) view(sn *sensor) fleet.Sensor {
@@ -619,14 +599,10 @@ func (s *Store) MarkSilent(_ context.Context, seenBefore time.Time, from []fleet
 
 // RevokeSensor implements fleet.RevokeStore.
 func (s *Store) RevokeSensor(_ context.Context, sensorID, _ string, at time.Time) (fleet.Sensor, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sn, ok := s.sensors[sensorID]
-	if !ok {
-		return fleet.Sensor{}, fleet.ErrNotFound
-	}
-	s.revoke(sn, at)
-	return s.view(sn), nil
+	return locked.Get(&s.mu, s.sensors, sensorID, fleet.ErrNotFound, func(sn *sensor) fleet.Sensor {
+		s.revoke(sn, at)
+		return s.view(sn)
+	})
 }
 
 // revoke revokes sn (s.mu held).
@@ -650,18 +626,14 @@ func (s *Store) revoke(sn *sensor, at time.Time) {
 
 // EditSensor implements fleet.LifecycleStore.
 func (s *Store) EditSensor(_ context.Context, sensorID string, edit func(fleet.Sensor) (fleet.SensorEdit, error)) (fleet.Sensor, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sn, ok := s.sensors[sensorID]
-	if !ok {
-		return fleet.Sensor{}, fleet.ErrNotFound
-	}
-	e, err := edit(s.view(sn))
-	if err != nil {
-		return fleet.Sensor{}, err
-	}
-	sn.Name, sn.Labels = e.Name, maps.Clone(e.Labels)
-	return s.view(sn), nil
+	return locked.Apply(&s.mu, s.sensors, sensorID, fleet.ErrNotFound, func(sn *sensor) (fleet.Sensor, error) {
+		e, err := edit(s.view(sn))
+		if err != nil {
+			return fleet.Sensor{}, err
+		}
+		sn.Name, sn.Labels = e.Name, maps.Clone(e.Labels)
+		return s.view(sn), nil
+	})
 }
 
 // DecommissionSensor implements fleet.LifecycleStore.
@@ -714,33 +686,31 @@ func (s *Store) CreateCommand(_ context.Context, c fleet.Command) (fleet.Command
 
 // AcceptCommand implements fleet.CommandStore.
 func (s *Store) AcceptCommand(_ context.Context, id string, seq uint64, at time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.commands[id]
-	if !ok {
-		return fleet.ErrNotFound
-	}
-	if c.Status == fleet.CommandPending || c.Status == fleet.CommandAccepted {
-		if c.AcceptedAt.IsZero() {
-			c.AcceptedAt, c.StreamSeq = at, seq
+	return locked.Update(&s.mu, s.commands, id, fleet.ErrNotFound, func(c *fleet.Command) error {
+		if c.Status == fleet.CommandPending || c.Status == fleet.CommandAccepted {
+			if c.AcceptedAt.IsZero() {
+				c.AcceptedAt, c.StreamSeq = at, seq
+			}
+			c.Status = fleet.CommandAccepted
 		}
-		c.Status = fleet.CommandAccepted
-	}
-	return nil
+		return nil
+	})
 }
 
 // FailCommand implements fleet.CommandStore.
 func (s *Store) FailCommand(_ context.Context, id string, at time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.commands[id]
-	if !ok {
-		return fleet.ErrNotFound
-	}
+	return locked.Update(&s.mu, s.commands, id, fleet.ErrNotFound, func(c *fleet.Command) error {
+		failCommand(c, at)
+		return nil
+	})
+}
+
+// failCommand marks c failed at at unless it was sent or acknowledged
+// (s.mu held).
+func failCommand(c *fleet.Command, at time.Time) {
 	if c.Status == fleet.CommandPending && c.AcknowledgedAt.IsZero() {
 		c.Status, c.FailedAt = fleet.CommandFailed, at
 	}
-	return nil
 }
 
 // PendingCommands implements fleet.CommandStore.

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/memory/locked"
 	"github.com/rxc-project/rxc/core/provisioning"
 )
 
@@ -130,13 +131,12 @@ func (s *Store) putAccount(a provisioning.Account, now time.Time) provisioning.A
 
 // Account returns the account with the public key, of any kind.
 func (s *Store) Account(_ context.Context, pubKey string) (provisioning.Account, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.accounts[pubKey]
-	if !ok {
-		return provisioning.Account{}, fmt.Errorf("account %s: %w", pubKey, provisioning.ErrNotFound)
-	}
-	return copyAccount(a.Account), nil
+	return locked.Get(&s.mu, s.accounts, pubKey, errNoAccount(pubKey), func(a *account) provisioning.Account { return copyAccount(a.Account) })
+}
+
+// errNoAccount is the error for an account that is not stored.
+func errNoAccount(pubKey string) error {
+	return fmt.Errorf("account %s: %w", pubKey, provisioning.ErrNotFound)
 }
 
 // TenantAccount returns the tenant's account.
@@ -203,16 +203,12 @@ func (s *Store) list(keep func(*account) bool, by func(*account) time.Time) []pr
 // MarkPushed records that jwt reached NATS, unless the account's JWT has
 // changed since (then the newer JWT still awaits its push).
 func (s *Store) MarkPushed(_ context.Context, pubKey, jwt string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.accounts[pubKey]
-	if !ok {
-		return fmt.Errorf("account %s: %w", pubKey, provisioning.ErrNotFound)
-	}
-	if a.JWT == jwt {
-		a.pushed = true
-	}
-	return nil
+	return locked.Update(&s.mu, s.accounts, pubKey, errNoAccount(pubKey), func(a *account) error {
+		if a.JWT == jwt {
+			a.pushed = true
+		}
+		return nil
+	})
 }
 
 // ActiveSensorUser returns the sensor's unrevoked user.
@@ -259,7 +255,7 @@ func (s *Store) CreateUser(_ context.Context, u provisioning.User) (provisioning
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.accounts[u.AccountPubKey]; !ok {
-		return provisioning.User{}, false, fmt.Errorf("account %s: %w", u.AccountPubKey, provisioning.ErrNotFound)
+		return provisioning.User{}, false, errNoAccount(u.AccountPubKey)
 	}
 	if u.Kind == provisioning.UserSensor {
 		if pk, ok := s.active[[2]string{u.TenantID, u.SensorID}]; ok && sameIdentity(s.users[pk], u) {
@@ -345,7 +341,7 @@ func (s *Store) Reissue(_ context.Context, all provisioning.Revocation, rs []pro
 func (s *Store) revokeLocked(accountPubKey string, rs []provisioning.Revocation, all *provisioning.Revocation, dropThrough time.Time, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) ([]provisioning.Revocation, provisioning.Account, int, error) {
 	a, ok := s.accounts[accountPubKey]
 	if !ok {
-		return nil, provisioning.Account{}, 0, fmt.Errorf("account %s: %w", accountPubKey, provisioning.ErrNotFound)
+		return nil, provisioning.Account{}, 0, errNoAccount(accountPubKey)
 	}
 	now := time.Now()
 	byUser := map[string]revEntry{}
@@ -451,14 +447,10 @@ func (s *Store) retireLocked(tenantID, sensorID string) {
 
 // User returns the user with the key, without its seed.
 func (s *Store) User(_ context.Context, pubKey string) (provisioning.User, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ok := s.users[pubKey]
-	if !ok {
-		return provisioning.User{}, fmt.Errorf("user %s: %w", pubKey, provisioning.ErrNotFound)
-	}
-	u.Seed = nil
-	return u, nil
+	return locked.Get(&s.mu, s.users, pubKey, fmt.Errorf("user %s: %w", pubKey, provisioning.ErrNotFound), func(u provisioning.User) provisioning.User {
+		u.Seed = nil
+		return u
+	})
 }
 
 // RetiredClaims lists retired claims whose pair has no active user.
@@ -572,7 +564,7 @@ func (s *Store) Resign(_ context.Context, pubKey string, resign func(provisionin
 	defer s.mu.Unlock()
 	a, ok := s.accounts[pubKey]
 	if !ok {
-		return provisioning.Account{}, false, fmt.Errorf("account %s: %w", pubKey, provisioning.ErrNotFound)
+		return provisioning.Account{}, false, errNoAccount(pubKey)
 	}
 	jwt, err := resign(copyAccount(a.Account), s.revocationList(pubKey, provisioning.Revocation{}))
 	if err != nil {
