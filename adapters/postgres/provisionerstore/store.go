@@ -500,21 +500,10 @@ func (s *Store) User(ctx context.Context, pubKey string) (provisioning.User, err
 
 // RetiredClaims lists retired claims whose pair has no active user.
 func (s *Store) RetiredClaims(ctx context.Context) ([]provisioning.ConsumerClaim, error) {
-	rows, err := s.pool.Query(ctx, `SELECT c.consumer, c.tenant_id, c.sensor_id FROM nats_consumer_names c
+	return s.consumerClaims(ctx, "list retired claims", `SELECT c.consumer, c.tenant_id, c.sensor_id FROM nats_consumer_names c
 		WHERE c.retired_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM nats_users u WHERE u.kind = 'sensor' AND u.revoked_at IS NULL
 			AND u.tenant_id = c.tenant_id AND u.sensor_id = c.sensor_id)
 		ORDER BY c.consumer COLLATE "C"`)
-	if err != nil {
-		return nil, fmt.Errorf("provisionerstore: list retired claims: %w", err)
-	}
-	claims, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (provisioning.ConsumerClaim, error) {
-		var c provisioning.ConsumerClaim
-		return c, row.Scan(&c.Consumer, &c.TenantID, &c.SensorID)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("provisionerstore: list retired claims: %w", err)
-	}
-	return claims, nil
 }
 
 // ClaimConsumer records that consumer belongs to (tenantID, sensorID)
@@ -620,16 +609,22 @@ func (s *Store) ClaimSensor(ctx context.Context, consumer, tenantID, sensorID st
 
 // ConsumerClaims lists every claimed consumer name and its owner.
 func (s *Store) ConsumerClaims(ctx context.Context) ([]provisioning.ConsumerClaim, error) {
-	rows, err := s.pool.Query(ctx, `SELECT consumer, tenant_id, sensor_id FROM nats_consumer_names`)
+	return s.consumerClaims(ctx, "list consumer claims", `SELECT consumer, tenant_id, sensor_id FROM nats_consumer_names`)
+}
+
+// consumerClaims runs sql, a query of (consumer, tenant_id, sensor_id)
+// rows, and collects the claims; what names the list in its errors.
+func (s *Store) consumerClaims(ctx context.Context, what, sql string, args ...any) ([]provisioning.ConsumerClaim, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("provisionerstore: list consumer claims: %w", err)
+		return nil, fmt.Errorf("provisionerstore: %s: %w", what, err)
 	}
 	claims, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (provisioning.ConsumerClaim, error) {
 		var c provisioning.ConsumerClaim
 		return c, row.Scan(&c.Consumer, &c.TenantID, &c.SensorID)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("provisionerstore: list consumer claims: %w", err)
+		return nil, fmt.Errorf("provisionerstore: %s: %w", what, err)
 	}
 	return claims, nil
 }
