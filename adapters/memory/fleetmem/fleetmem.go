@@ -153,21 +153,9 @@ func (s *Store) PendingTenants(context.Context) ([]fleet.Tenant, error) {
 }
 
 func (s *Store) listTenants(keep func(fleet.Tenant) bool) []fleet.Tenant {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []fleet.Tenant
-	for _, t := range s.tenants {
-		if keep(t) && !s.deleted[t.ID] {
-			out = append(out, t)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out
+	return locked.List(&s.mu, s.tenants, func(t fleet.Tenant) bool { return keep(t) && !s.deleted[t.ID] },
+		func(t fleet.Tenant) fleet.Tenant { return t },
+		locked.OldestFirst(func(t fleet.Tenant) time.Time { return t.CreatedAt }, func(t fleet.Tenant) string { return t.ID }))
 }
 
 // SetTenantAccount implements fleet.TenantProvisioningStore.
@@ -197,21 +185,9 @@ func (s *Store) CreateClaimCode(_ context.Context, c fleet.ClaimCode, codeHash [
 
 // ClaimCodes implements fleet.ClaimStore.
 func (s *Store) ClaimCodes(_ context.Context, tenantID string) ([]fleet.ClaimCode, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []fleet.ClaimCode
-	for _, c := range s.claims {
-		if c.TenantID == tenantID {
-			out = append(out, c.ClaimCode)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.After(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out, nil
+	return locked.List(&s.mu, s.claims, func(c *claim) bool { return c.TenantID == tenantID },
+		func(c *claim) fleet.ClaimCode { return c.ClaimCode },
+		locked.NewestFirst(func(c fleet.ClaimCode) time.Time { return c.CreatedAt }, func(c fleet.ClaimCode) string { return c.ID })), nil
 }
 
 // ClaimCode implements fleet.ClaimStore.
@@ -500,21 +476,11 @@ func (s *Store) view(sn *sensor) fleet.Sensor {
 
 // Sensors implements fleet.SensorStore.
 func (s *Store) Sensors(_ context.Context, f fleet.SensorFilter) ([]fleet.Sensor, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []fleet.Sensor
-	for _, sn := range s.sensors {
-		if (f.TenantID == "" || sn.TenantID == f.TenantID) && (f.State == "" || sn.State == f.State) {
-			out = append(out, s.view(sn))
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out, nil
+	return locked.List(&s.mu, s.sensors,
+		func(sn *sensor) bool {
+			return (f.TenantID == "" || sn.TenantID == f.TenantID) && (f.State == "" || sn.State == f.State)
+		},
+		s.view, locked.OldestFirst(func(sn fleet.Sensor) time.Time { return sn.CreatedAt }, func(sn fleet.Sensor) string { return sn.ID })), nil
 }
 
 // UpdateSensorStatuses implements fleet.StatusStore.
@@ -715,20 +681,12 @@ func failCommand(c *fleet.Command, at time.Time) {
 
 // PendingCommands implements fleet.CommandStore.
 func (s *Store) PendingCommands(_ context.Context, since time.Time, limit int) ([]fleet.Command, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []fleet.Command
-	for _, c := range s.commands {
-		if c.Status == fleet.CommandPending && !c.FirstSentAt.IsZero() && !c.FirstSentAt.Before(since) {
-			out = append(out, *c)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].FirstSentAt.Equal(out[j].FirstSentAt) {
-			return out[i].FirstSentAt.Before(out[j].FirstSentAt)
-		}
-		return out[i].ID < out[j].ID
-	})
+	out := locked.List(&s.mu, s.commands,
+		func(c *fleet.Command) bool {
+			return c.Status == fleet.CommandPending && !c.FirstSentAt.IsZero() && !c.FirstSentAt.Before(since)
+		},
+		func(c *fleet.Command) fleet.Command { return *c },
+		locked.OldestFirst(func(c fleet.Command) time.Time { return c.FirstSentAt }, func(c fleet.Command) string { return c.ID }))
 	if len(out) > limit {
 		out = out[:limit]
 	}

@@ -2,8 +2,10 @@ package locked_test
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rxc-project/rxc/adapters/memory/locked"
 )
@@ -85,5 +87,48 @@ func TestPrune(t *testing.T) {
 	}
 	if n := locked.Prune(&mu, m, 0, func(int) bool { return true }); n != 0 || len(m) != 5 {
 		t.Fatalf("Prune(limit 0) deleted %d; want none", n)
+	}
+}
+
+type rec struct {
+	id string
+	at time.Time
+}
+
+func TestListOrders(t *testing.T) {
+	var mu lockSpy
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := map[string]rec{
+		"b": {"b", t0}, "a": {"a", t0}, "c": {"c", t0.Add(time.Second)},
+		// The same instant in another zone is the same time.
+		"d": {"d", t0.In(time.FixedZone("x", 3600))}, "skip": {"skip", t0},
+	}
+	at := func(r rec) time.Time { return r.at }
+	id := func(r rec) string { return r.id }
+	keep := func(r rec) bool {
+		if !mu.held {
+			t.Error("List called back without the lock")
+		}
+		return r.id != "skip"
+	}
+	ids := func(rs []rec) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.id)
+		}
+		return out
+	}
+	view := func(r rec) rec { return r }
+	if got := ids(locked.List(&mu, m, keep, view, locked.OldestFirst(at, id))); !slices.Equal(got, []string{"a", "b", "d", "c"}) {
+		t.Errorf("oldest first: %v", got)
+	}
+	if got := ids(locked.List(&mu, m, keep, view, locked.NewestFirst(at, id))); !slices.Equal(got, []string{"c", "a", "b", "d"}) {
+		t.Errorf("newest first: %v", got)
+	}
+	if got := locked.List(&mu, m, func(rec) bool { return false }, view, locked.OldestFirst(at, id)); got != nil {
+		t.Errorf("nothing kept: %v, want nil", got)
+	}
+	if mu.held {
+		t.Fatal("the lock is still held")
 	}
 }

@@ -286,21 +286,9 @@ func (s *Store) APITokenByID(_ context.Context, id string) (operators.APIToken, 
 
 // ListAPITokens implements operators.TokenStore: newest first, then by id.
 func (s *Store) ListAPITokens(_ context.Context, operatorID string) ([]operators.APIToken, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []operators.APIToken
-	for _, t := range s.tokens {
-		if operatorID == "" || t.OperatorID == operatorID {
-			out = append(out, viewToken(t.APIToken))
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.After(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out, nil
+	return locked.List(&s.mu, s.tokens, func(t *token) bool { return operatorID == "" || t.OperatorID == operatorID },
+		func(t *token) operators.APIToken { return viewToken(t.APIToken) },
+		locked.NewestFirst(func(t operators.APIToken) time.Time { return t.CreatedAt }, func(t operators.APIToken) string { return t.ID })), nil
 }
 
 // RevokeAPIToken implements operators.TokenStore.

@@ -6,7 +6,6 @@ package provisionmem
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -172,32 +171,18 @@ func (s *Store) CreateTenantAccount(_ context.Context, a provisioning.Account) (
 
 // ListAccounts returns every account, oldest first.
 func (s *Store) ListAccounts(context.Context) ([]provisioning.Account, error) {
-	return s.list(func(*account) bool { return true }, func(a *account) time.Time { return a.CreatedAt }), nil
+	return s.list(func(*account) bool { return true }, func(a provisioning.Account) time.Time { return a.CreatedAt }), nil
 }
 
 // UnpushedAccounts returns the accounts whose current JWT has not been
 // pushed, least recently changed first.
 func (s *Store) UnpushedAccounts(context.Context) ([]provisioning.Account, error) {
-	return s.list(func(a *account) bool { return !a.pushed }, func(a *account) time.Time { return a.UpdatedAt }), nil
+	return s.list(func(a *account) bool { return !a.pushed }, func(a provisioning.Account) time.Time { return a.UpdatedAt }), nil
 }
 
-func (s *Store) list(keep func(*account) bool, by func(*account) time.Time) []provisioning.Account {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var sel []*account
-	for _, a := range s.accounts {
-		if keep(a) {
-			sel = append(sel, a)
-		}
-	}
-	slices.SortFunc(sel, func(x, y *account) int {
-		return cmp.Or(by(x).Compare(by(y)), strings.Compare(x.PubKey, y.PubKey))
-	})
-	var out []provisioning.Account
-	for _, a := range sel {
-		out = append(out, copyAccount(a.Account))
-	}
-	return out
+func (s *Store) list(keep func(*account) bool, by func(provisioning.Account) time.Time) []provisioning.Account {
+	return locked.List(&s.mu, s.accounts, keep, func(a *account) provisioning.Account { return copyAccount(a.Account) },
+		locked.OldestFirst(by, func(a provisioning.Account) string { return a.PubKey }))
 }
 
 // MarkPushed records that jwt reached NATS, unless the account's JWT has
@@ -539,23 +524,13 @@ func (s *Store) ActiveUserCounts(context.Context) (map[provisioning.UserKind]int
 
 // ActiveUsers lists every unrevoked user without its seed, oldest first.
 func (s *Store) ActiveUsers(context.Context) ([]provisioning.User, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []provisioning.User
-	for _, u := range s.users {
-		if u.RevokedAt.IsZero() {
+	return locked.List(&s.mu, s.users, func(u provisioning.User) bool { return u.RevokedAt.IsZero() },
+		func(u provisioning.User) provisioning.User {
 			u = copyUser(u)
 			u.Seed = nil
-			out = append(out, u)
-		}
-	}
-	slices.SortFunc(out, func(x, y provisioning.User) int {
-		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(x.PubKey, y.PubKey)
-	})
-	return out, nil
+			return u
+		},
+		locked.OldestFirst(func(u provisioning.User) time.Time { return u.CreatedAt }, func(u provisioning.User) string { return u.PubKey })), nil
 }
 
 // Resign lets resign replace the account's JWT while the store is locked.
