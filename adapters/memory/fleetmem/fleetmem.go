@@ -290,19 +290,13 @@ func (s *Store) CompleteEnrollment(_ context.Context, e fleet.EnrollmentRecord) 
 	if t.SensorID != e.SensorID || t.Kind != fleet.TokenEnrollment || t.used || t.revoked || !t.ExpiresAt.After(e.At) {
 		return fleet.ErrInvalidToken
 	}
-	if _, ok := s.certs[e.Certificate.Serial]; ok {
-		return fleet.ErrConflict
-	}
-	if s.tokenIndex(e.SensorTokenHash) >= 0 {
-		return fleet.ErrConflict
+	if err := s.unused(e.Certificate.Serial, e.SensorTokenHash); err != nil {
+		return err
 	}
 	t.used, t.usedAt = true, e.At
 	s.replaceCertificate(e.SensorID, e.Certificate, e.At)
 	if e.CSRSHA256 != nil {
-		s.certs[e.Certificate.Serial].enrolment = &fleet.ActiveEnrolment{
-			Serial: e.Certificate.Serial, TokenHash: bytes.Clone(e.EnrollmentTokenHash), CSRSHA256: bytes.Clone(e.CSRSHA256),
-			ProvenSignedAt: e.ProvenSignedAt.UTC().Truncate(time.Microsecond),
-		}
+		s.certs[e.Certificate.Serial].enrolment = activeEnrolment(e.Certificate.Serial, e.EnrollmentTokenHash, e.CSRSHA256, e.ProvenSignedAt)
 	}
 	s.rotateToken(e.SensorID, e.SensorTokenHash, e.SensorTokenExpiresAt, e.At)
 	sn.State, sn.NATSUserPubKey, sn.NATSAccountPubKey = e.State, e.NATSUserPubKey, e.NATSAccountPubKey
@@ -310,6 +304,25 @@ func (s *Store) CompleteEnrollment(_ context.Context, e fleet.EnrollmentRecord) 
 		sn.Labels = maps.Clone(e.Labels)
 	}
 	return nil
+}
+
+// unused is fleet.ErrConflict when a certificate with the serial or a
+// token with the hash is stored already: the PostgreSQL store's unique
+// keys (s.mu held).
+func (s *Store) unused(serial string, tokenHash []byte) error {
+	if _, ok := s.certs[serial]; ok || s.tokenIndex(tokenHash) >= 0 {
+		return fleet.ErrConflict
+	}
+	return nil
+}
+
+// activeEnrolment is what a certificate's enrolment proved, as the
+// PostgreSQL store reads it back (times to the microsecond, in UTC).
+func activeEnrolment(serial string, tokenHash, csrSHA256 []byte, signedAt time.Time) *fleet.ActiveEnrolment {
+	return &fleet.ActiveEnrolment{
+		Serial: serial, TokenHash: bytes.Clone(tokenHash), CSRSHA256: bytes.Clone(csrSHA256),
+		ProvenSignedAt: signedAt.UTC().Truncate(time.Microsecond),
+	}
 }
 
 // RenewCertificate implements fleet.EnrollStore.
@@ -323,11 +336,8 @@ func (s *Store) RenewCertificate(_ context.Context, r fleet.RenewalRecord) error
 	if c, ok := s.certs[r.ReplacesSerial]; !ok || !c.active || c.sensorID != r.SensorID {
 		return fleet.ErrInvalidToken
 	}
-	if _, ok := s.certs[r.Certificate.Serial]; ok {
-		return fleet.ErrConflict
-	}
-	if s.tokenIndex(r.SensorTokenHash) >= 0 {
-		return fleet.ErrConflict
+	if err := s.unused(r.Certificate.Serial, r.SensorTokenHash); err != nil {
+		return err
 	}
 	if r.NATS.UserPubKey != "" {
 		sn.NATSUserPubKey, sn.NATSAccountPubKey = r.NATS.UserPubKey, r.NATS.AccountPubKey
@@ -341,10 +351,7 @@ func (s *Store) RenewCertificate(_ context.Context, r fleet.RenewalRecord) error
 		}
 	}
 	if r.EnrolmentTokenHash != nil {
-		s.certs[r.Certificate.Serial].enrolment = &fleet.ActiveEnrolment{
-			Serial: r.Certificate.Serial, TokenHash: bytes.Clone(r.EnrolmentTokenHash), CSRSHA256: bytes.Clone(r.CSRSHA256),
-			ProvenSignedAt: r.ProvenSignedAt.UTC().Truncate(time.Microsecond),
-		}
+		s.certs[r.Certificate.Serial].enrolment = activeEnrolment(r.Certificate.Serial, r.EnrolmentTokenHash, r.CSRSHA256, r.ProvenSignedAt)
 	}
 	s.rotateToken(r.SensorID, r.SensorTokenHash, r.SensorTokenExpiresAt, r.At)
 	// Keep the latest three superseded certificates.
