@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/adapters/postgres/pgstoretest"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -264,16 +265,11 @@ func (l *credentialListener) drain(t *testing.T, quiet time.Duration) []string {
 // tables dumps every row enrolment may touch, in a stable order.
 func (f *fixture) tables(t *testing.T) string {
 	t.Helper()
-	var dump string
-	err := f.pool.QueryRow(f.ctx, `SELECT concat_ws(E'\n--\n',
+	return pgstoretest.Value[string](f.ctx, t, f.pool, `SELECT concat_ws(E'\n--\n',
 		(SELECT string_agg(r::text, E'\n' ORDER BY r::text) FROM sensors r),
 		(SELECT string_agg(r::text, E'\n' ORDER BY r::text) FROM sensor_tokens r),
 		(SELECT string_agg(r::text, E'\n' ORDER BY r::text) FROM sensor_certificates r),
-		(SELECT string_agg(r::text, E'\n' ORDER BY r::text) FROM tenants r))`).Scan(&dump)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dump
+		(SELECT string_agg(r::text, E'\n' ORDER BY r::text) FROM tenants r))`)
 }
 
 // Attack: every way the enrolment statement can be refused (a guessed

@@ -103,11 +103,7 @@ func replicaStore(t testing.TB, pool *pgxpool.Pool) *controlplanestore.Store {
 
 func (f *fixture) count(t testing.TB, query string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := f.pool.QueryRow(f.ctx, query, args...).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return pgstoretest.Value[int](f.ctx, t, f.pool, query, args...)
 }
 
 func wantErr(t testing.TB, err, want error) {

@@ -99,29 +99,11 @@ func TestApplyIsIdempotentAndIncremental(t *testing.T) {
 		if diff := cmp.Diff(st.want, got); diff != "" {
 			t.Errorf("%s: applied mismatch (-want +got):\n%s", st.name, diff)
 		}
-		var n int
-		if err := pool.QueryRow(ctx(t), "SELECT count(*) FROM a").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n != st.wantA {
+		if n := pgstoretest.Value[int](ctx(t), t, pool, "SELECT count(*) FROM a"); n != st.wantA {
 			t.Errorf("%s: table a has %d rows, want %d (a file ran twice or not at all)", st.name, n, st.wantA)
 		}
 	}
-	var recorded []string
-	rows, err := pool.Query(ctx(t), "SELECT component || ':' || version || ':' || name FROM schema_migrations ORDER BY version")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		recorded = append(recorded, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	recorded := pgstoretest.Column[string](ctx(t), t, pool, "SELECT component || ':' || version || ':' || name FROM schema_migrations ORDER BY version")
 	want := []string{"svc:1:001_create.sql", "svc:2:002_fill.sql", "svc:3:003_more.sql"}
 	if diff := cmp.Diff(want, recorded); diff != "" {
 		t.Errorf("schema_migrations mismatch (-want +got):\n%s", diff)
