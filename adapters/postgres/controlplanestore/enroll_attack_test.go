@@ -231,6 +231,17 @@ type credentialListener struct {
 	conn *pgx.Conn
 }
 
+// twoReplicas is a fixture with tenant acme provisioned, another
+// replica's store on its database (its own pool) and a listener on the
+// credentials channel.
+func twoReplicas(t *testing.T) (*fixture, *controlplanestore.Store, *credentialListener) {
+	t.Helper()
+	f := newFixture(t)
+	other := replicaStore(t, f.pool)
+	f.provisionedTenant(t, "acme")
+	return f, other, listenCredentials(t, f)
+}
+
 func listenCredentials(t *testing.T, f *fixture) *credentialListener {
 	t.Helper()
 	conn, err := pgx.ConnectConfig(f.ctx, f.pool.Config().ConnConfig.Copy())
@@ -354,10 +365,7 @@ func TestAttackEnrolmentRefusalsWriteAndAnnounceNothing(t *testing.T) {
 // other attempt is told invalid_token.
 func TestAttackEnrolmentStatementRaceAcrossTwoPools(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	other := replicaStore(t, f.pool)
-	f.provisionedTenant(t, "acme")
-	l := listenCredentials(t, f)
+	f, other, l := twoReplicas(t)
 	for round := range 5 {
 		red := f.redeemed(t, "acme")
 		const n = 12
@@ -417,10 +425,7 @@ func TestAttackEnrolmentStatementRaceAcrossTwoPools(t *testing.T) {
 // announces nothing and stores nothing).
 func TestAttackEnrolmentStatementRacingRevocationAcrossTwoPools(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	other := replicaStore(t, f.pool)
-	f.provisionedTenant(t, "acme")
-	l := listenCredentials(t, f)
+	f, other, l := twoReplicas(t)
 	won := map[bool]int{}
 	for round := range 16 {
 		red := f.redeemed(t, "acme")
