@@ -792,11 +792,18 @@ func (r *accountRow) dest() []any {
 }
 
 func (s *Store) scanAccount(row pgx.Row) (provisioning.Account, error) {
-	var r accountRow
-	if err := row.Scan(r.dest()...); err != nil {
-		return provisioning.Account{}, err
+	return scanOpen(row, (*accountRow).dest, s.openAccount)
+}
+
+// scanOpen scans row into a new R through its dest and completes it with
+// open.
+func scanOpen[R, T any](row pgx.Row, dest func(*R) []any, open func(*R) (T, error)) (T, error) {
+	var r R
+	if err := row.Scan(dest(&r)...); err != nil {
+		var zero T
+		return zero, err
 	}
-	return s.openAccount(&r)
+	return open(&r)
 }
 
 // openAccount completes a scanned account, opening its sealed seed.
@@ -826,11 +833,7 @@ func (r *userRow) dest() []any {
 }
 
 func (s *Store) scanUser(row pgx.Row) (provisioning.User, error) {
-	var r userRow
-	if err := row.Scan(r.dest()...); err != nil {
-		return provisioning.User{}, err
-	}
-	return s.openUser(&r)
+	return scanOpen(row, (*userRow).dest, s.openUser)
 }
 
 // openUser completes a scanned user, opening its sealed seed.
