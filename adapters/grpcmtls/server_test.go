@@ -169,6 +169,14 @@ type option func(*grpcmtls.Config)
 
 func withSink(s grpcmtls.EventSink) option { return func(c *grpcmtls.Config) { c.Events = s } }
 
+// startSinking is start with opts whose accepted events go to the returned
+// sink.
+func startSinking(t testing.TB, opts ...option) (*fixture, chanSink) {
+	t.Helper()
+	sink := make(chanSink, 16)
+	return start(t, append([]option{withSink(sink)}, opts...)...), sink
+}
+
 func start(t testing.TB, opts ...option) *fixture {
 	t.Helper()
 	ca, dir := x509catest.New(t, x509ca.InitOptions{DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}, x509ca.Config{})
@@ -337,8 +345,7 @@ func check(ctx context.Context, conn *grpc.ClientConn) (*sensorpb.CheckResponse,
 
 func TestSensorChecksAndStreams(t *testing.T) {
 	t.Parallel()
-	sink := make(chanSink, 16)
-	f := start(t, withSink(sink))
+	f, sink := startSinking(t)
 	cert, id := f.enrol(t, "acme", "s1", true)
 	conn := f.sensor(t, cert)
 	ctx := testCtx(t)
@@ -576,12 +583,9 @@ func TestResumedSessionAfterRevocationIsRefused(t *testing.T) {
 
 func TestTerminateEndsLiveStreams(t *testing.T) {
 	t.Parallel()
-	sink := make(chanSink, 16)
-	f := start(t, withSink(sink))
-	victimCert, _ := f.enrol(t, "acme", "s1", true)
-	bystanderCert, _ := f.enrol(t, "acme", "s2", true)
-	victim := openStream(t, f, sink, victimCert, "v1")
-	bystander := openStream(t, f, sink, bystanderCert, "b1")
+	f, sink := startSinking(t)
+	victim, _ := f.openSensor(t, sink, "acme", "s1", "v1")
+	bystander, _ := f.openSensor(t, sink, "acme", "s2", "b1")
 	if st := f.srv.Stats(); st.EventStreams != 2 || st.Connections != 2 {
 		t.Fatalf("stats with two open streams: %+v, want 2 streams on 2 connections", st)
 	}
@@ -779,6 +783,33 @@ func openStream(t *testing.T, f *fixture, sink chanSink, cert tls.Certificate, i
 	return stream
 }
 
+// oneStream starts a server with opts whose events go to the returned
+// sink, enrols sensor acme/s1 and opens its event stream (event "e1").
+func oneStream(t *testing.T, opts ...option) (*fixture, chanSink, sensorpb.SensorEventStreamService_StreamEventsClient, grpcmtls.Identity) {
+	t.Helper()
+	f, sink := startSinking(t, opts...)
+	stream, id := f.openSensor(t, sink, "acme", "s1", "e1")
+	return f, sink, stream, id
+}
+
+// openSensor enrols tenantID/sensorID with an active certificate and opens
+// its event stream (openStream, first event first).
+func (f *fixture) openSensor(t *testing.T, sink chanSink, tenantID, sensorID, first string) (sensorpb.SensorEventStreamService_StreamEventsClient, grpcmtls.Identity) {
+	t.Helper()
+	cert, id := f.enrol(t, tenantID, sensorID, true)
+	return openStream(t, f, sink, cert, first), id
+}
+
+// revokedEnds revokes id's certificate and wants the server to end its
+// stream with PermissionDenied.
+func revokedEnds(t *testing.T, f *fixture, id grpcmtls.Identity, stream sensorpb.SensorEventStreamService_StreamEventsClient) {
+	t.Helper()
+	f.auth.revoke(id.Serial)
+	if st := ended(t, stream); st.Code() != codes.PermissionDenied {
+		t.Errorf("stream of a revoked sensor ended with %v, want PermissionDenied", st)
+	}
+}
+
 // ended waits for the server to end stream and returns its status.
 func ended(t *testing.T, stream sensorpb.SensorEventStreamService_StreamEventsClient) *status.Status {
 	t.Helper()
@@ -790,16 +821,11 @@ func ended(t *testing.T, stream sensorpb.SensorEventStreamService_StreamEventsCl
 // on the sensor's new certificate and other sensors' streams go on.
 func TestRecheckEndsRevokedAndSupersededStreams(t *testing.T) {
 	t.Parallel()
-	sink := make(chanSink, 16)
-	f := start(t, withSink(sink))
-	oldCert, oldID := f.enrol(t, "acme", "s1", true)
-	newCert, _ := f.enrol(t, "acme", "s1", true)
-	revokedCert, revokedID := f.enrol(t, "acme", "s2", true)
-	bystanderCert, _ := f.enrol(t, "acme", "s3", true)
-	onOld := openStream(t, f, sink, oldCert, "o1")
-	onNew := openStream(t, f, sink, newCert, "n1")
-	revoked := openStream(t, f, sink, revokedCert, "r1")
-	bystander := openStream(t, f, sink, bystanderCert, "b1")
+	f, sink := startSinking(t)
+	onOld, oldID := f.openSensor(t, sink, "acme", "s1", "o1")
+	onNew, _ := f.openSensor(t, sink, "acme", "s1", "n1") // a second certificate of s1
+	revoked, revokedID := f.openSensor(t, sink, "acme", "s2", "r1")
+	bystander, _ := f.openSensor(t, sink, "acme", "s3", "b1")
 
 	f.auth.supersede(oldID.Serial)
 	f.auth.revoke(revokedID.Serial)
@@ -832,25 +858,16 @@ func TestRecheckEndsRevokedAndSupersededStreams(t *testing.T) {
 // within its re-check interval that its sensor was revoked.
 func TestStreamsRecheckOnTheirOwn(t *testing.T) {
 	t.Parallel()
-	sink := make(chanSink, 16)
-	f := start(t, withSink(sink), func(c *grpcmtls.Config) { c.RecheckInterval = 200 * time.Millisecond })
-	cert, id := f.enrol(t, "acme", "s1", true)
-	stream := openStream(t, f, sink, cert, "e1")
-	f.auth.revoke(id.Serial)
+	f, _, stream, id := oneStream(t, func(c *grpcmtls.Config) { c.RecheckInterval = 200 * time.Millisecond })
 	// The test context (a minute) bounds the wait; the interval is 200 ms.
-	if st := ended(t, stream); st.Code() != codes.PermissionDenied {
-		t.Errorf("stream of a revoked sensor ended with %v, want PermissionDenied", st)
-	}
+	revokedEnds(t, f, id, stream)
 }
 
 // A stream re-checks again and again (a timer re-armed after each check),
 // not just once: a revocation after several passed checks still ends it.
 func TestStreamsRecheckRepeatedly(t *testing.T) {
 	t.Parallel()
-	sink := make(chanSink, 16)
-	f := start(t, withSink(sink), func(c *grpcmtls.Config) { c.RecheckInterval = 50 * time.Millisecond })
-	cert, id := f.enrol(t, "acme", "s1", true)
-	stream := openStream(t, f, sink, cert, "e1")
+	f, _, stream, id := oneStream(t, func(c *grpcmtls.Config) { c.RecheckInterval = 50 * time.Millisecond })
 	base := f.auth.callCount()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		n := f.auth.callCount() - base
@@ -861,20 +878,14 @@ func TestStreamsRecheckRepeatedly(t *testing.T) {
 			t.Fatalf("only %d re-checks of the open stream in 30 s at a 50 ms interval", n)
 		}
 	}
-	f.auth.revoke(id.Serial)
-	if st := ended(t, stream); st.Code() != codes.PermissionDenied {
-		t.Errorf("stream of a revoked sensor ended with %v, want PermissionDenied", st)
-	}
+	revokedEnds(t, f, id, stream)
 }
 
 // TestRecheckKeepsStreamsWhenTheCheckFails: a database outage during the
 // re-check is no reason to end a stream.
 func TestRecheckKeepsStreamsWhenTheCheckFails(t *testing.T) {
 	t.Parallel()
-	sink := make(chanSink, 16)
-	f := start(t, withSink(sink))
-	cert, _ := f.enrol(t, "acme", "s1", true)
-	stream := openStream(t, f, sink, cert, "e1")
+	f, sink, stream, _ := oneStream(t)
 	f.auth.fail(errDatabaseDown)
 	f.srv.RecheckAll(testCtx(t))
 	f.auth.fail(nil)

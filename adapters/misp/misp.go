@@ -13,10 +13,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/outbound"
 	"github.com/rxc-project/rxc/core/analytics"
 )
 
@@ -56,9 +55,9 @@ var _ analytics.ThreatIntel = (*Client)(nil)
 
 // New checks cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(cfg.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return nil, errors.New("misp: URL must be an http(s) URL without credentials")
+	base, err := outbound.BaseURL("misp: URL", cfg.URL)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Key == "" {
 		return nil, errors.New("misp: key is required")
@@ -77,7 +76,7 @@ func New(cfg Config) (*Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsCfg
 	return &Client{
-		url: strings.TrimRight(cfg.URL, "/"), key: cfg.Key, timeout: cfg.Timeout, limit: cfg.Limit,
+		url: base, key: cfg.Key, timeout: cfg.Timeout, limit: cfg.Limit,
 		http: &http.Client{Transport: tr, Timeout: cfg.Timeout},
 	}, nil
 }
@@ -118,11 +117,7 @@ func (c *Client) Lookup(ctx context.Context, indicator string) ([]analytics.Inte
 	req.Header.Set("Content-Type", "application/json")
 	res, err := c.http.Do(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("misp: search: %w", err)
+		return nil, fmt.Errorf("misp: search: %w", outbound.Cause(err))
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {

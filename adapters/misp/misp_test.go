@@ -18,13 +18,20 @@ const key = "misp-key-0123456789"
 
 var scanner = misptest.Attribute{Value: "198.51.100.7", Type: "ip-src", Category: "Network activity", EventInfo: "Mass scanning campaign"}
 
-func TestLookupHitAndMiss(t *testing.T) {
-	t.Parallel()
-	srv := misptest.New(t, key, scanner)
-	c, err := misp.New(misp.Config{URL: srv.URL, Key: key})
+// newClient is misp.New of cfg, which must succeed.
+func newClient(t *testing.T, cfg misp.Config) *misp.Client {
+	t.Helper()
+	c, err := misp.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+func TestLookupHitAndMiss(t *testing.T) {
+	t.Parallel()
+	srv := misptest.New(t, key, scanner)
+	c := newClient(t, misp.Config{URL: srv.URL, Key: key})
 	got, err := c.Lookup(context.Background(), "198.51.100.7")
 	if err != nil {
 		t.Fatal(err)
@@ -45,11 +52,8 @@ func TestWrongKeyIsAnErrorWithoutTheKey(t *testing.T) {
 	t.Parallel()
 	srv := misptest.New(t, key, scanner)
 	wrong := "misp-wrong-key-must-not-leak"
-	c, err := misp.New(misp.Config{URL: srv.URL, Key: wrong})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Lookup(context.Background(), "198.51.100.7")
+	c := newClient(t, misp.Config{URL: srv.URL, Key: wrong})
+	_, err := c.Lookup(context.Background(), "198.51.100.7")
 	if err == nil || strings.Contains(err.Error(), wrong) {
 		t.Fatalf("wrong key: %v", err)
 	}
@@ -59,11 +63,8 @@ func TestLookupTimesOut(t *testing.T) {
 	t.Parallel()
 	srv := misptest.New(t, key, scanner)
 	srv.SetHang(true)
-	c, err := misp.New(misp.Config{URL: srv.URL, Key: key, Timeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Lookup(context.Background(), "198.51.100.7")
+	c := newClient(t, misp.Config{URL: srv.URL, Key: key, Timeout: 50 * time.Millisecond})
+	_, err := c.Lookup(context.Background(), "198.51.100.7")
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("hanging MISP: %v; want a deadline error", err)
 	}
@@ -72,20 +73,14 @@ func TestLookupTimesOut(t *testing.T) {
 func TestTLSVerification(t *testing.T) {
 	t.Parallel()
 	srv := misptest.NewTLS(t, key, scanner)
-	strict, err := misp.New(misp.Config{URL: srv.URL, Key: key})
-	if err != nil {
-		t.Fatal(err)
-	}
+	strict := newClient(t, misp.Config{URL: srv.URL, Key: key})
 	if _, err := strict.Lookup(context.Background(), "198.51.100.7"); err == nil {
 		t.Fatal("a self-signed certificate was accepted without INSECURE_SKIP_VERIFY")
 	}
 	if len(srv.Searched()) != 0 {
 		t.Fatal("the key reached a server whose certificate failed verification")
 	}
-	lax, err := misp.New(misp.Config{URL: srv.URL, Key: key, InsecureSkipVerify: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lax := newClient(t, misp.Config{URL: srv.URL, Key: key, InsecureSkipVerify: true})
 	if got, err := lax.Lookup(context.Background(), "198.51.100.7"); err != nil || len(got) != 1 {
 		t.Fatalf("with InsecureSkipVerify: %v, %v", got, err)
 	}

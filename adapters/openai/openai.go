@@ -15,10 +15,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/outbound"
 	"github.com/rxc-project/rxc/core/analytics"
 )
 
@@ -50,9 +50,9 @@ var _ analytics.ModelProvider = (*Client)(nil)
 
 // New checks cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(cfg.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return nil, errors.New("openai: base URL must be an http(s) URL without credentials")
+	base, err := outbound.BaseURL("openai: base URL", cfg.BaseURL)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 60 * time.Second
@@ -60,7 +60,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
 	}
-	return &Client{base: strings.TrimRight(cfg.BaseURL, "/"), key: cfg.APIKey, timeout: cfg.Timeout, http: cfg.HTTPClient}, nil
+	return &Client{base: base, key: cfg.APIKey, timeout: cfg.Timeout, http: cfg.HTTPClient}, nil
 }
 
 // Error is a refusal by the model server.
@@ -194,23 +194,13 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, accep
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("openai: %s %s: %w", method, path, unwrapURL(err))
+		return nil, fmt.Errorf("openai: %s %s: %w", method, path, outbound.Cause(err))
 	}
 	if res.StatusCode/100 != 2 {
 		defer res.Body.Close()
 		return nil, c.refusal(res)
 	}
 	return res, nil
-}
-
-// unwrapURL drops url.Error's quoting of the whole URL: the base URL is
-// configuration the log may show, but nothing else should ride along.
-func unwrapURL(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }
 
 // refusal reads an OpenAI-style {"error": {"message": …}} body, bounded.

@@ -51,18 +51,26 @@ func tlsServer(t *testing.T, cfg *tls.Config) string {
 func dial(addr string, caPEM []byte, cert tls.Certificate) (*x509.Certificate, error) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr,
-		&tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool, Certificates: []tls.Certificate{cert}, ServerName: "localhost"})
+	state, err := exchange(addr, &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool, Certificates: []tls.Certificate{cert}, ServerName: "localhost"})
 	if err != nil {
 		return nil, err
+	}
+	return state.PeerCertificates[0], nil
+}
+
+// exchange dials addr with cfg and reads the server's "ok": the
+// connection's state once the handshake is done, and the error of either
+// side (with the state so far when the read fails).
+func exchange(addr string, cfg *tls.Config) (tls.ConnectionState, error) {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		return tls.ConnectionState{}, err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 2)
-	if _, err := conn.Read(buf); err != nil {
-		return nil, err
-	}
-	return conn.ConnectionState().PeerCertificates[0], nil
+	_, err = conn.Read(buf)
+	return conn.ConnectionState(), err
 }
 
 func sensorTLSCert(t *testing.T, ca *x509ca.CA) (tls.Certificate, *x509.Certificate) {

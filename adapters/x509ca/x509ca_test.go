@@ -56,14 +56,23 @@ func must[T any](v T, err error) T {
 
 var testInit = x509ca.InitOptions{DNSNames: []string{"localhost", "cp.example.test"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
 
+// initCA initialises a CA with testInit in a fresh directory and returns
+// that directory and Init's result.
+func initCA(t testing.TB) (string, x509ca.InitResult) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "ca")
+	res, err := x509ca.Init(dir, testInit)
+	if err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	return dir, res
+}
+
 // newCA initialises a CA in a fresh directory and loads it with clock now
 // (time.Now when nil).
 func newCA(t testing.TB, now func() time.Time) (*x509ca.CA, string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "ca")
-	if _, err := x509ca.Init(dir, testInit); err != nil {
-		t.Fatalf("Init: %v", err)
-	}
+	dir, _ := initCA(t)
 	ca, err := x509ca.Load(x509ca.Config{Dir: dir, Now: now})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -204,11 +213,7 @@ func TestInitCreatesCAAndServerCertificate(t *testing.T) {
 
 func TestInitReusesExistingCA(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "ca")
-	first, err := x509ca.Init(dir, testInit)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, first := initCA(t)
 	read := func(p string) []byte {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -365,10 +370,7 @@ func TestLoadRefusesExposedOrMismatchedKeys(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			dir := filepath.Join(t.TempDir(), "ca")
-			if _, err := x509ca.Init(dir, testInit); err != nil {
-				t.Fatal(err)
-			}
+			dir, _ := initCA(t)
 			tt.setup(t, dir)
 			_, err := x509ca.Load(x509ca.Config{Dir: dir})
 			if err == nil {
@@ -383,11 +385,7 @@ func TestLoadRefusesExposedOrMismatchedKeys(t *testing.T) {
 
 func TestLoadExplicitPaths(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "ca")
-	res, err := x509ca.Init(dir, testInit)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, res := initCA(t)
 	ca, err := x509ca.Load(x509ca.Config{CACertPath: res.CACertPath, CAKeyPath: res.CAKeyPath, ServerCertPath: res.ServerCertPath, ServerKeyPath: res.ServerKeyPath})
 	if err != nil {
 		t.Fatalf("Load: %v", err)

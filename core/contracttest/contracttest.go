@@ -5,7 +5,10 @@
 // way.
 package contracttest
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // Cases are a suite's contracts in order: each its name and the check it
 // runs on a fresh S. The elements are written unkeyed, {"Name", check}.
@@ -25,5 +28,29 @@ func Run[S any](t *testing.T, fresh func(t *testing.T) S, cases Cases[S]) {
 			t.Parallel()
 			c.Fn(t, fresh(t))
 		})
+	}
+}
+
+// Prune checks a store's batched prune: called with limit until a call
+// removes fewer than limit, it removes want per call, and a second pass
+// removes nothing.
+func Prune(t *testing.T, limit int, want []int, prune func(limit int) (int, error)) {
+	t.Helper()
+	var removed []int
+	for range len(want) + 1 {
+		n, err := prune(limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		removed = append(removed, n)
+		if n < limit {
+			break
+		}
+	}
+	if !slices.Equal(want, removed) {
+		t.Errorf("removed per call, limit %d = %v, want %v", limit, removed, want)
+	}
+	if n, err := prune(limit); err != nil || n != 0 {
+		t.Errorf("second pass = %d, %v; want nothing", n, err)
 	}
 }

@@ -238,37 +238,59 @@ func (s *signalStore) Write(ctx context.Context, evs []events.Event) (events.Wri
 	return n, err
 }
 
-func TestWriterRunWritesEveryBatchOnce(t *testing.T) {
-	t.Parallel()
-	src := make(chanSource)
-	store := &signalStore{newStore(t, eventmem.Config{}), make(chan int, 10)}
-	w, _ := events.NewWriter(events.WriterConfig{Source: src, Store: store})
+// runningWriter is a Writer running on a chanSource into a signalStore.
+type runningWriter struct {
+	src   chanSource
+	store *signalStore
+	w     *events.Writer
+	stop  func() // ends Run and waits for it
+}
+
+// startWriter runs a Writer with cfg on a fresh chanSource and
+// signalStore until stop.
+func startWriter(t *testing.T, cfg events.WriterConfig) *runningWriter {
+	t.Helper()
+	r := &runningWriter{src: make(chanSource), store: &signalStore{newStore(t, eventmem.Config{}), make(chan int, 10)}}
+	cfg.Source, cfg.Store = r.src, r.store
+	r.w, _ = events.NewWriter(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
-	go func() { w.Run(ctx); close(stopped) }()
+	go func() { r.w.Run(ctx); close(stopped) }()
+	r.stop = func() { cancel(); <-stopped }
+	return r
+}
+
+// written waits for n writes, failing after 10s.
+func (r *runningWriter) written(t *testing.T, n int, what string) {
+	t.Helper()
+	for range n {
+		select {
+		case <-r.store.done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s not written within 10s", what)
+		}
+	}
+}
+
+func TestWriterRunWritesEveryBatchOnce(t *testing.T) {
+	t.Parallel()
+	r := startWriter(t, events.WriterConfig{})
 	var batches []*memBatch
 	for i := range 3 {
 		ev := valid()
 		ev.TenantID, ev.SensorID, ev.ID = "acme", "s1", fmt.Sprintf("e%d", i)
 		b := &memBatch{evs: []events.Event{ev}}
 		batches = append(batches, b)
-		src <- b
+		r.src <- b
 	}
-	for range 3 {
-		select {
-		case <-store.done:
-		case <-time.After(10 * time.Second):
-			t.Fatal("batches not written within 10s")
-		}
-	}
-	cancel()
-	<-stopped
+	r.written(t, 3, "batches")
+	r.stop()
 	for i, b := range batches {
 		if b.acked != 1 || b.nak != 0 {
 			t.Errorf("batch %d acked %d, nak %d; want 1, 0", i, b.acked, b.nak)
 		}
 	}
-	if got := w.Stats().Written; got != 3 {
+	if got := r.w.Stats().Written; got != 3 {
 		t.Errorf("written %d, want 3", got)
 	}
 }
@@ -277,35 +299,25 @@ func TestWriterRunWritesEveryBatchOnce(t *testing.T) {
 // wait) are neither failures nor batches, and are acked with a deadline.
 func TestWriterIdleIsNoFailure(t *testing.T) {
 	t.Parallel()
-	src := make(chanSource)
-	store := &signalStore{newStore(t, eventmem.Config{}), make(chan int, 10)}
-	w, _ := events.NewWriter(events.WriterConfig{Source: src, Store: store, RetryDelay: time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { w.Run(ctx); close(stopped) }()
+	r := startWriter(t, events.WriterConfig{RetryDelay: time.Millisecond})
 	var idle []*memBatch
 	for range 5 {
 		b := &memBatch{}
 		idle = append(idle, b)
-		src <- b
+		r.src <- b
 	}
 	// One real batch after the idle ones proves the writer went past them.
 	ev := valid()
 	ev.TenantID, ev.SensorID, ev.ID = "acme", "s1", "after-idle"
-	src <- &memBatch{evs: []events.Event{ev}}
-	select {
-	case <-store.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("batch after the idle fetches not written within 10s")
-	}
-	cancel()
-	<-stopped
+	r.src <- &memBatch{evs: []events.Event{ev}}
+	r.written(t, 1, "batch after the idle fetches")
+	r.stop()
 	for i, b := range idle {
 		if b.acked != 1 {
 			t.Errorf("idle batch %d acked %d times, want 1", i, b.acked)
 		}
 	}
-	if st := w.Stats(); st.Failures != 0 || st.Batches != 1 {
+	if st := r.w.Stats(); st.Failures != 0 || st.Batches != 1 {
 		t.Errorf("stats %+v, want no failures and 1 batch", st)
 	}
 }

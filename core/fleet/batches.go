@@ -570,36 +570,26 @@ type BatchPage struct {
 // ListBatches returns one page of the batches the reader may see, newest
 // first. Its cursors are bound to the scope like the sensor listing's.
 func (s *Commands) ListBatches(ctx context.Context, l BatchListing) (BatchPage, error) {
-	if l.Limit == 0 {
-		l.Limit = DefaultBatchPage
-	}
-	if l.Limit < 1 || l.Limit > MaxBatchPage {
-		return BatchPage{}, fmt.Errorf("%w: limit must lie between 1 and %d", ErrInvalidLimit, MaxBatchPage)
+	limit, err := pageLimit(l.Limit, DefaultBatchPage, MaxBatchPage)
+	if err != nil {
+		return BatchPage{}, err
 	}
 	m, err := checkMatch(SensorMatch{Tenants: l.Tenants})
 	if err != nil {
 		return BatchPage{}, err
 	}
-	q := BatchQuery{Tenants: m.Tenants, OperatorID: l.OperatorID, Limit: l.Limit + 1}
 	binding := bindingOf("batches", SensorMatch{Tenants: m.Tenants, Q: l.OperatorID})
-	if l.Cursor != "" {
-		k, err := decodeSensorCursor(l.Cursor, SortCreatedAtDesc, binding)
+	items, next, err := keysetPage(l.Cursor, SortCreatedAtDesc, binding, limit, func(after *SensorKey, n int) ([]Batch, error) {
+		items, err := s.store.ListBatches(ctx, BatchQuery{Tenants: m.Tenants, OperatorID: l.OperatorID, After: after, Limit: n})
 		if err != nil {
-			return BatchPage{}, err
+			return nil, fmt.Errorf("list batches: %w", err)
 		}
-		q.After = &k
-	}
-	items, err := s.store.ListBatches(ctx, q)
+		return items, nil
+	}, func(b Batch) SensorKey { return SensorKey{Time: b.CreatedAt, ID: b.ID} })
 	if err != nil {
-		return BatchPage{}, fmt.Errorf("list batches: %w", err)
+		return BatchPage{}, err
 	}
-	page := BatchPage{Items: items}
-	if len(items) > l.Limit {
-		page.Items = items[:l.Limit]
-		last := page.Items[l.Limit-1]
-		page.NextCursor = encodeSensorCursor(SortCreatedAtDesc, binding, SensorKey{Time: last.CreatedAt, ID: last.ID})
-	}
-	return page, nil
+	return BatchPage{Items: items, NextCursor: next}, nil
 }
 
 // BatchVisible reports whether a reader of scope tenants (nil: every

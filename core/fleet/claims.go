@@ -73,7 +73,7 @@ func (s *Claims) IssueClaimCode(ctx context.Context, tenantID string, ttl time.D
 	if err := validateLabel("issuer", issuedBy, maxIssuer); err != nil {
 		return ClaimCode{}, "", err
 	}
-	if _, err := readTenant(ctx, s.store, tenantID); err != nil {
+	if _, err := readValid(ctx, "tenant id", tenantID, s.store.Tenant); err != nil {
 		return ClaimCode{}, "", fmt.Errorf("issue claim code: %w", err)
 	}
 	code, err := NewClaimCode()
@@ -99,7 +99,7 @@ func (s *Claims) IssueClaimCode(ctx context.Context, tenantID string, ttl time.D
 
 // ListClaimCodes returns a tenant's claim codes (never the codes themselves).
 func (s *Claims) ListClaimCodes(ctx context.Context, tenantID string) ([]ClaimCode, error) {
-	if _, err := readTenant(ctx, s.store, tenantID); err != nil {
+	if _, err := readValid(ctx, "tenant id", tenantID, s.store.Tenant); err != nil {
 		return nil, err
 	}
 	return s.store.ClaimCodes(ctx, tenantID)

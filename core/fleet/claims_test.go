@@ -143,8 +143,8 @@ func TestRedeemRejectsUnusableCodesUniformly(t *testing.T) {
 func TestRevokeClaimCode(t *testing.T) {
 	t.Parallel()
 	f := acmeFixture(t)
-	c, code, _ := f.svc.IssueClaimCode(f.ctx, "acme", 0, "", "ops")
-	usedC, usedCode, _ := f.svc.IssueClaimCode(f.ctx, "acme", 0, "", "ops")
+	c, code := f.issuedCode(t, "acme")
+	usedC, usedCode := f.issuedCode(t, "acme")
 	if _, err := f.svc.RedeemClaimCode(f.ctx, usedCode, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -173,10 +173,7 @@ func TestRevokeClaimCode(t *testing.T) {
 func TestRedeemConcurrentlyExactlyOnce(t *testing.T) {
 	t.Parallel()
 	f := acmeFixture(t)
-	_, code, err := f.svc.IssueClaimCode(f.ctx, "acme", 0, "", "ops")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, code := f.issuedCode(t, "acme")
 	successes, others := race(50, fleet.ErrInvalidClaimCode, func() (bool, error) {
 		_, err := f.svc.RedeemClaimCode(f.ctx, code, "h")
 		return err == nil, err

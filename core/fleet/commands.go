@@ -125,7 +125,7 @@ func (s *Commands) IssueCommand(ctx context.Context, sensorID string, action Act
 	if err := validateIdempotencyKey(idempotencyKey); err != nil {
 		return Command{}, false, err
 	}
-	sensor, err := readSensor(ctx, s.store, sensorID)
+	sensor, err := readValid(ctx, "sensor id", sensorID, s.store.Sensor)
 	if err != nil {
 		return Command{}, false, err
 	}
@@ -268,7 +268,7 @@ func (s *Commands) recordRepublished(ctx context.Context, cmds []Command, result
 
 // SensorCommands pages a sensor's command history, newest first.
 func (s *Commands) SensorCommands(ctx context.Context, sensorID string, after CommandCursor, limit int) ([]Command, error) {
-	if _, err := readSensor(ctx, s.store, sensorID); err != nil {
+	if _, err := readValid(ctx, "sensor id", sensorID, s.store.Sensor); err != nil {
 		return nil, err
 	}
 	if limit < 1 || limit > MaxCommandPage {

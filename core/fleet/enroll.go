@@ -354,23 +354,39 @@ func (s *Enrolment) answerAgain(ctx context.Context, sensor Sensor, lost *Active
 // key). Anything else is ErrInvalidToken, as before; a revoked sensor is
 // ErrRevoked. The returned sensor is the live one.
 func (s *Enrolment) enrolmentResumable(ctx context.Context, sensorID, token string, csrPEM []byte) (Sensor, *ActiveEnrolment, error) {
+	return lostAnswer(ctx, s, sensorID, s.store.ActiveEnrolment, func(sensor Sensor, last ActiveEnrolment) bool {
+		return last.Serial == sensor.Certificate.Serial && !last.TokenRevoked && s.now().Before(last.TokenExpiresAt) &&
+			tokenMatches(token, last.TokenHash) && sameCSR(csrPEM, last.CSRSHA256)
+	})
+}
+
+// lostAnswer reads the live sensor (liveSensor's refusals) and the record
+// read keeps of the answer it may have lost, and returns both when
+// matches recognises the request in that record. No record, or one that
+// does not match, is ErrInvalidToken.
+func lostAnswer[R any](ctx context.Context, s *Enrolment, sensorID string, read func(context.Context, string) (R, error), matches func(Sensor, R) bool) (Sensor, *R, error) {
 	sensor, err := s.liveSensor(ctx, sensorID)
 	if err != nil {
 		return Sensor{}, nil, err
 	}
-	last, err := s.store.ActiveEnrolment(ctx, sensorID)
+	last, err := read(ctx, sensorID)
 	if errIsNotFound(err) {
 		return Sensor{}, nil, ErrInvalidToken
 	}
 	if err != nil {
 		return Sensor{}, nil, err
 	}
-	csrHash := sha256.Sum256(csrPEM)
-	if last.Serial != sensor.Certificate.Serial || last.TokenRevoked || !s.now().Before(last.TokenExpiresAt) ||
-		!tokenMatches(token, last.TokenHash) || subtle.ConstantTimeCompare(csrHash[:], last.CSRSHA256) != 1 {
+	if !matches(sensor, last) {
 		return Sensor{}, nil, ErrInvalidToken
 	}
 	return sensor, &last, nil
+}
+
+// sameCSR reports, in constant time, whether csrPEM is byte for byte the
+// CSR whose SHA-256 a record keeps.
+func sameCSR(csrPEM, sum []byte) bool {
+	h := sha256.Sum256(csrPEM)
+	return subtle.ConstantTimeCompare(h[:], sum) == 1
 }
 
 // NATSUser names a sensor's NATS user; the zero value names none.
@@ -527,23 +543,9 @@ func (s *Enrolment) Renew(ctx context.Context, sensorID, sensorToken string, csr
 // checks the proof is by the key it proved). Anything else is
 // ErrInvalidToken, as before. The returned sensor is the live one.
 func (s *Enrolment) resumable(ctx context.Context, sensorID, token string, csrPEM []byte) (Sensor, *ActiveRenewal, error) {
-	sensor, err := s.liveSensor(ctx, sensorID)
-	if err != nil {
-		return Sensor{}, nil, err
-	}
-	last, err := s.store.ActiveRenewal(ctx, sensorID)
-	if errIsNotFound(err) {
-		return Sensor{}, nil, ErrInvalidToken
-	}
-	if err != nil {
-		return Sensor{}, nil, err
-	}
-	csrHash := sha256.Sum256(csrPEM)
-	if last.Serial != sensor.Certificate.Serial || !tokenMatches(token, last.ProvenTokenHash) ||
-		subtle.ConstantTimeCompare(csrHash[:], last.CSRSHA256) != 1 {
-		return Sensor{}, nil, ErrInvalidToken
-	}
-	return sensor, &last, nil
+	return lostAnswer(ctx, s, sensorID, s.store.ActiveRenewal, func(sensor Sensor, last ActiveRenewal) bool {
+		return last.Serial == sensor.Certificate.Serial && tokenMatches(token, last.ProvenTokenHash) && sameCSR(csrPEM, last.CSRSHA256)
+	})
 }
 
 // authenticate checks a sensor's bearer token of the given kind, reading

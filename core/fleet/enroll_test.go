@@ -60,14 +60,7 @@ func TestEnrollRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	// "late" is created after the reconcile cycle, so it has no NATS account.
-	_, lateCode, err := f.svc.IssueClaimCode(f.ctx, "late", 0, "", "ops")
-	if err != nil {
-		t.Fatal(err)
-	}
-	late, err := f.svc.RedeemClaimCode(f.ctx, lateCode, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	late := f.redeemed(t, "late")
 	ok := f.redeemed(t, "acme")
 	expiring := f.redeemed(t, "acme")
 	otherSensor := f.redeemed(t, "acme")

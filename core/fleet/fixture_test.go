@@ -58,6 +58,11 @@ func (f *fixture) provisionedTenant(t testing.TB, id string) fleet.Tenant {
 	return f.fleet.ProvisionedTenant(t, id)
 }
 
+// issuedCode issues a claim code in tenantID: its record and the code.
+func (f *fixture) issuedCode(t testing.TB, tenantID string) (fleet.ClaimCode, string) {
+	return f.fleet.IssuedCode(t, tenantID)
+}
+
 // redeemed issues a claim code in tenantID and redeems it.
 func (f *fixture) redeemed(t testing.TB, tenantID string) fleet.Redemption {
 	return f.fleet.Redeemed(t, tenantID)

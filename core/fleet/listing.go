@@ -191,38 +191,66 @@ func (s *Service) ListSensors(ctx context.Context, l SensorListing) (SensorPage,
 	if !l.Sort.Valid() {
 		return SensorPage{}, fmt.Errorf("%w: %q (use one of %s)", ErrInvalidSort, l.Sort, sortNames())
 	}
-	if l.Limit == 0 {
-		l.Limit = DefaultSensorPage
-	}
-	if l.Limit < 1 || l.Limit > MaxSensorPage {
-		return SensorPage{}, fmt.Errorf("%w: limit must lie between 1 and %d", ErrInvalidLimit, MaxSensorPage)
+	limit, err := pageLimit(l.Limit, DefaultSensorPage, MaxSensorPage)
+	if err != nil {
+		return SensorPage{}, err
 	}
 	m, err := checkMatch(l.SensorMatch)
 	if err != nil {
 		return SensorPage{}, err
 	}
-	q := SensorQuery{SensorMatch: m, Sort: l.Sort, Limit: l.Limit + 1}
-	binding := bindingOf(l.Sort, m)
-	if l.Cursor != "" {
-		k, err := decodeSensorCursor(l.Cursor, l.Sort, binding)
-		if err != nil {
-			return SensorPage{}, err
+	items, next, err := keysetPage(l.Cursor, l.Sort, bindingOf(l.Sort, m), limit, func(after *SensorKey, n int) ([]Sensor, error) {
+		if m.Tenants != nil && len(m.Tenants) == 0 {
+			return []Sensor{}, nil // an empty scope sees nothing; no store read
 		}
-		q.After = &k
-	}
-	if m.Tenants != nil && len(m.Tenants) == 0 {
-		return SensorPage{Items: []Sensor{}}, nil
-	}
-	items, err := s.store.ListSensors(ctx, q)
+		items, err := s.store.ListSensors(ctx, SensorQuery{SensorMatch: m, Sort: l.Sort, After: after, Limit: n})
+		if err != nil {
+			return nil, fmt.Errorf("list sensors: %w", err)
+		}
+		return items, nil
+	}, func(sn Sensor) SensorKey { return KeyOf(l.Sort, sn) })
 	if err != nil {
-		return SensorPage{}, fmt.Errorf("list sensors: %w", err)
+		return SensorPage{}, err
 	}
-	page := SensorPage{Items: items}
-	if len(items) > l.Limit {
-		page.Items = items[:l.Limit]
-		page.NextCursor = encodeSensorCursor(l.Sort, binding, KeyOf(l.Sort, page.Items[l.Limit-1]))
+	return SensorPage{Items: items, NextCursor: next}, nil
+}
+
+// pageLimit is a listing's page size: def for 0, else limit, which must
+// lie between 1 and most.
+func pageLimit(limit, def, most int) (int, error) {
+	if limit == 0 {
+		limit = def
 	}
-	return page, nil
+	if limit < 1 || limit > most {
+		return 0, fmt.Errorf("%w: limit must lie between 1 and %d", ErrInvalidLimit, most)
+	}
+	return limit, nil
+}
+
+// keysetPage reads one page of a listing in sort order: it decodes cursor
+// (refused unless issued for sort and binding), lists one more than limit
+// strictly after its position, and returns the first limit items with the
+// cursor of the item that ends them ("" on the last page).
+func keysetPage[T any](cursor string, sort SensorSort, binding string, limit int,
+	list func(after *SensorKey, n int) ([]T, error), key func(T) SensorKey,
+) (items []T, next string, err error) {
+	var after *SensorKey
+	if cursor != "" {
+		k, err := decodeSensorCursor(cursor, sort, binding)
+		if err != nil {
+			return nil, "", err
+		}
+		after = &k
+	}
+	items, err = list(after, limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(items) > limit {
+		items = items[:limit]
+		next = encodeSensorCursor(sort, binding, key(items[limit-1]))
+	}
+	return items, next, nil
 }
 
 // SensorSummary counts the sensors of the tenants in scope (nil: every

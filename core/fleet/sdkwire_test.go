@@ -15,35 +15,41 @@ import (
 // both ends to one text without either module linking the other.
 var sdkTestdata = filepath.Join("..", "..", "sdk", "sensorclient", "testdata")
 
+// The sensor, CSR and signing time the SDK's golden messages are made of.
+var (
+	sdkSensor = "s-1"
+	sdkCSR    = []byte("-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n")
+	sdkAt     = time.Date(2026, 11, 21, 9, 0, 0, 123456789, time.FixedZone("x", 3600))
+)
+
+// sdkSigns checks that the bytes the agent signs, in the SDK's testdata
+// file, are what message gives the control plane to verify, and returns
+// them.
+func sdkSigns(t *testing.T, file string, message func(sensorID string, csrPEM []byte, signedAt time.Time) []byte) []byte {
+	t.Helper()
+	signed, err := os.ReadFile(filepath.Join(sdkTestdata, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := message(sdkSensor, sdkCSR, sdkAt); !bytes.Equal(signed, got) {
+		t.Errorf("agent signs %q, control plane verifies %q", signed, got)
+	}
+	return signed
+}
+
 // TestRenewalMessageOfTheSDK: the agent signs (sdk/sensorclient's
 // TestRenewalMessageGolden) exactly what the control plane verifies.
 func TestRenewalMessageOfTheSDK(t *testing.T) {
 	t.Parallel()
-	at := time.Date(2026, 11, 21, 9, 0, 0, 123456789, time.FixedZone("x", 3600))
-	csr := []byte("-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n")
-	signed, err := os.ReadFile(filepath.Join(sdkTestdata, "renewal-message.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := fleet.RenewalMessage("s-1", csr, at); !bytes.Equal(signed, got) {
-		t.Errorf("agent signs %q, control plane verifies %q", signed, got)
-	}
+	sdkSigns(t, "renewal-message.txt", fleet.RenewalMessage)
 }
 
 // TestEnrolmentMessageOfTheSDK: the agent signs (sdk/sensorclient's
 // TestEnrolmentMessageGolden) exactly what the control plane verifies.
 func TestEnrolmentMessageOfTheSDK(t *testing.T) {
 	t.Parallel()
-	at := time.Date(2026, 11, 21, 9, 0, 0, 123456789, time.FixedZone("x", 3600))
-	csr := []byte("-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n")
-	signed, err := os.ReadFile(filepath.Join(sdkTestdata, "enrolment-message.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := fleet.EnrolmentMessage("s-1", csr, at); !bytes.Equal(signed, got) {
-		t.Errorf("agent signs %q, control plane verifies %q", signed, got)
-	}
-	if bytes.Equal(fleet.RenewalMessage("s-1", csr, at), signed) {
+	signed := sdkSigns(t, "enrolment-message.txt", fleet.EnrolmentMessage)
+	if bytes.Equal(fleet.RenewalMessage(sdkSensor, sdkCSR, sdkAt), signed) {
 		t.Error("an enrolment's proof would serve as a renewal's")
 	}
 }

@@ -62,7 +62,7 @@ type StatusStore interface {
 
 // Sensor returns one sensor.
 func (s *Service) Sensor(ctx context.Context, id string) (Sensor, error) {
-	return readSensor(ctx, s.store, id)
+	return readValid(ctx, "sensor id", id, s.store.Sensor)
 }
 
 // SensorReader reads one sensor with its active certificate and last
@@ -70,14 +70,6 @@ func (s *Service) Sensor(ctx context.Context, id string) (Sensor, error) {
 // take it instead of the whole SensorStore.
 type SensorReader interface {
 	Sensor(ctx context.Context, id string) (Sensor, error)
-}
-
-// readSensor validates id and reads the sensor.
-func readSensor(ctx context.Context, r SensorReader, id string) (Sensor, error) {
-	if err := validateID("sensor id", id); err != nil {
-		return Sensor{}, err
-	}
-	return r.Sensor(ctx, id)
 }
 
 // Sensors lists sensors, optionally of one tenant and in one state.

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -241,4 +242,14 @@ func validateID(what, id string) error {
 		return fmt.Errorf("%w: %s: %w", ErrInvalidInput, what, err)
 	}
 	return nil
+}
+
+// readValid validates id (validateID, naming it what) and only then reads
+// the record it names.
+func readValid[T any](ctx context.Context, what, id string, read func(context.Context, string) (T, error)) (T, error) {
+	if err := validateID(what, id); err != nil {
+		var zero T
+		return zero, err
+	}
+	return read(ctx, id)
 }

@@ -104,20 +104,12 @@ func (s *Tenants) CreateTenant(ctx context.Context, id, name string) (Tenant, bo
 
 // Tenant returns one tenant.
 func (s *Tenants) Tenant(ctx context.Context, id string) (Tenant, error) {
-	return readTenant(ctx, s.store, id)
+	return readValid(ctx, "tenant id", id, s.store.Tenant)
 }
 
 // TenantReader reads one tenant (TenantStore's Tenant).
 type TenantReader interface {
 	Tenant(ctx context.Context, id string) (Tenant, error)
-}
-
-// readTenant validates id and reads the tenant.
-func readTenant(ctx context.Context, r TenantReader, id string) (Tenant, error) {
-	if err := validateID("tenant id", id); err != nil {
-		return Tenant{}, err
-	}
-	return r.Tenant(ctx, id)
 }
 
 // ListTenants returns every tenant, oldest first.

@@ -184,14 +184,12 @@ func TestPasswordChange(t *testing.T) {
 func TestPasswordChangeGuessesAreThrottled(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.operator(t, "admin@example.com", operators.RoleAdmin)
-	bob := f.operator(t, "bob@example.com", operators.RoleOperator, "acme")
-	bobP, _ := f.login(t, "bob@example.com")
+	_, bob, _ := f.staff(t, operators.RoleViewer)
 	for i := range operators.DefaultThrottle.AccountFailures {
-		wantErr(t, "guess", f.svc.ResetPassword(f.ctx, bobP, bob.ID, "guess "+string(rune('a'+i))+" wrong", "a much better passphrase"), operators.ErrWrongPassword)
+		wantErr(t, "guess", f.svc.ResetPassword(f.ctx, bob.p, bob.op.ID, "guess "+string(rune('a'+i))+" wrong", "a much better passphrase"), operators.ErrWrongPassword)
 	}
 	before := f.hasher.Verifies()
-	err := f.svc.ResetPassword(f.ctx, bobP, bob.ID, password, "a much better passphrase")
+	err := f.svc.ResetPassword(f.ctx, bob.p, bob.op.ID, password, "a much better passphrase")
 	var throttled *operators.ThrottledError
 	if !errors.As(err, &throttled) || throttled.RetryAfter <= 0 {
 		t.Fatalf("change after %d wrong guesses: %v; want held back", operators.DefaultThrottle.AccountFailures, err)
@@ -205,7 +203,7 @@ func TestPasswordChangeGuessesAreThrottled(t *testing.T) {
 		t.Errorf("login while the account is held back: %v", err)
 	}
 	f.clock.Advance(throttled.RetryAfter)
-	if err := f.svc.ResetPassword(f.ctx, bobP, bob.ID, password, "a much better passphrase"); err != nil {
+	if err := f.svc.ResetPassword(f.ctx, bob.p, bob.op.ID, password, "a much better passphrase"); err != nil {
 		t.Errorf("change once the hold ended: %v", err)
 	}
 }

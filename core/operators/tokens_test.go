@@ -82,28 +82,26 @@ func TestAPITokenGrantAndScope(t *testing.T) {
 func TestAPITokenForAnotherOperator(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.operator(t, "admin@example.com", operators.RoleAdmin)
-	carol := f.operator(t, "carol@example.com", operators.RoleViewer, "acme")
-	admin, _ := f.login(t, "admin@example.com")
+	admin, _, carol := f.staff(t, operators.RoleViewer)
 
-	rec, token, err := f.svc.CreateAPIToken(f.ctx, admin, operators.NewAPIToken{OperatorID: carol.ID, Name: "for carol", Role: operators.RoleViewer, Tenants: []string{"acme"}})
+	rec, token, err := f.svc.CreateAPIToken(f.ctx, admin.p, operators.NewAPIToken{OperatorID: carol.op.ID, Name: "for carol", Role: operators.RoleViewer, Tenants: []string{"acme"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.OperatorID != carol.ID || rec.CreatedBy != "admin@example.com" {
+	if rec.OperatorID != carol.op.ID || rec.CreatedBy != "admin@example.com" {
 		t.Errorf("token record %+v", rec)
 	}
-	if p, err := f.svc.AuthenticateToken(f.ctx, token); err != nil || p.Operator.ID != carol.ID {
+	if p, err := f.svc.AuthenticateToken(f.ctx, token); err != nil || p.Operator.ID != carol.op.ID {
 		t.Errorf("token acts as %+v, %v; want carol", p.Operator, err)
 	}
 	// Even an admin cannot hand an operator more than the operator holds.
 	for name, n := range map[string]operators.NewAPIToken{
-		"a role above the owner's":  {OperatorID: carol.ID, Name: "x", Role: operators.RoleOperator, Tenants: []string{"acme"}},
-		"a tenant the owner lacks":  {OperatorID: carol.ID, Name: "x", Role: operators.RoleViewer, Tenants: []string{"beta"}},
-		"admin for a non-admin":     {OperatorID: carol.ID, Name: "x", Role: operators.RoleAdmin},
+		"a role above the owner's":  {OperatorID: carol.op.ID, Name: "x", Role: operators.RoleOperator, Tenants: []string{"acme"}},
+		"a tenant the owner lacks":  {OperatorID: carol.op.ID, Name: "x", Role: operators.RoleViewer, Tenants: []string{"beta"}},
+		"admin for a non-admin":     {OperatorID: carol.op.ID, Name: "x", Role: operators.RoleAdmin},
 		"unknown owner (not found)": {OperatorID: "op-nobody", Name: "x", Role: operators.RoleViewer},
 	} {
-		_, _, err := f.svc.CreateAPIToken(f.ctx, admin, n)
+		_, _, err := f.svc.CreateAPIToken(f.ctx, admin.p, n)
 		want := operators.ErrForbidden
 		if strings.Contains(name, "not found") {
 			want = operators.ErrNotFound
@@ -112,20 +110,18 @@ func TestAPITokenForAnotherOperator(t *testing.T) {
 	}
 	// A disabled owner gets no new token.
 	disabled := true
-	if _, err := f.svc.UpdateOperator(f.ctx, admin, carol.ID, operators.Update{Disabled: &disabled}); err != nil {
+	if _, err := f.svc.UpdateOperator(f.ctx, admin.p, carol.op.ID, operators.Update{Disabled: &disabled}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = f.svc.CreateAPIToken(f.ctx, admin, operators.NewAPIToken{OperatorID: carol.ID, Name: "x", Role: operators.RoleViewer, Tenants: []string{"acme"}})
+	_, _, err = f.svc.CreateAPIToken(f.ctx, admin.p, operators.NewAPIToken{OperatorID: carol.op.ID, Name: "x", Role: operators.RoleViewer, Tenants: []string{"acme"}})
 	wantErr(t, "token for a disabled operator", err, operators.ErrInvalidInput)
 }
 
 func TestAPITokenPresentedWrongly(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.operator(t, "admin@example.com", operators.RoleAdmin)
-	f.operator(t, "bob@example.com", operators.RoleOperator, "acme")
-	bob, session := f.login(t, "bob@example.com")
-	_, token, err := f.svc.CreateAPIToken(f.ctx, bob, operators.NewAPIToken{Name: "ci", Role: operators.RoleOperator, Tenants: []string{"acme"}, TTL: 2 * time.Hour})
+	_, bob, _ := f.staff(t, operators.RoleViewer)
+	_, token, err := f.svc.CreateAPIToken(f.ctx, bob.p, operators.NewAPIToken{Name: "ci", Role: operators.RoleOperator, Tenants: []string{"acme"}, TTL: 2 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +134,8 @@ func TestAPITokenPresentedWrongly(t *testing.T) {
 		"one character changed":       flipLast(token),
 		"truncated":                   token[:len(token)-4],
 		"extended":                    token + "A",
-		"the session token":           session,
-		"the prefix and a session":    operators.TokenPrefix + session,
+		"the session token":           bob.session,
+		"the prefix and a session":    operators.TokenPrefix + bob.session,
 		"over-long (bounded hashing)": operators.TokenPrefix + strings.Repeat("A", 1<<16),
 	} {
 		_, err := f.svc.AuthenticateToken(f.ctx, presented)
@@ -162,39 +158,34 @@ func TestAPITokenPresentedWrongly(t *testing.T) {
 func TestAPITokenRevocation(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.operator(t, "admin@example.com", operators.RoleAdmin)
-	f.operator(t, "bob@example.com", operators.RoleOperator, "acme")
-	f.operator(t, "mallory@example.com", operators.RoleOperator, "acme")
-	admin, _ := f.login(t, "admin@example.com")
-	bob, _ := f.login(t, "bob@example.com")
-	mallory, _ := f.login(t, "mallory@example.com")
-	rec, token, err := f.svc.CreateAPIToken(f.ctx, bob, operators.NewAPIToken{Name: "ci", Role: operators.RoleViewer, Tenants: []string{"acme"}})
+	admin, bob, mallory := f.staff(t, operators.RoleOperator) // mallory: another operator of acme
+	rec, token, err := f.svc.CreateAPIToken(f.ctx, bob.p, operators.NewAPIToken{Name: "ci", Role: operators.RoleViewer, Tenants: []string{"acme"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// Another operator of the same tenant can neither list nor revoke it;
 	// to them it does not exist.
-	_, err = f.svc.ListAPITokens(f.ctx, mallory, bob.Operator.ID)
+	_, err = f.svc.ListAPITokens(f.ctx, mallory.p, bob.op.ID)
 	wantErr(t, "list another operator's tokens", err, operators.ErrForbidden)
-	_, err = f.svc.ListAPITokens(f.ctx, mallory, "")
+	_, err = f.svc.ListAPITokens(f.ctx, mallory.p, "")
 	wantErr(t, "list everyone's tokens", err, operators.ErrForbidden)
-	_, err = f.svc.RevokeAPIToken(f.ctx, mallory, rec.ID)
+	_, err = f.svc.RevokeAPIToken(f.ctx, mallory.p, rec.ID)
 	wantErr(t, "revoke another operator's token", err, operators.ErrNotFound)
 	if _, err := f.svc.AuthenticateToken(f.ctx, token); err != nil {
 		t.Fatalf("token after a refused revocation: %v", err)
 	}
 	// The owner lists it; an admin lists everyone's.
-	if list, err := f.svc.ListAPITokens(f.ctx, bob, bob.Operator.ID); err != nil || len(list) != 1 || list[0].ID != rec.ID {
+	if list, err := f.svc.ListAPITokens(f.ctx, bob.p, bob.op.ID); err != nil || len(list) != 1 || list[0].ID != rec.ID {
 		t.Errorf("owner's list = %+v, %v", list, err)
 	}
-	if list, err := f.svc.ListAPITokens(f.ctx, admin, ""); err != nil || len(list) != 1 {
+	if list, err := f.svc.ListAPITokens(f.ctx, admin.p, ""); err != nil || len(list) != 1 {
 		t.Errorf("admin's list = %+v, %v", list, err)
 	}
 
 	// The owner revokes it: refused from then on, replayed or not.
 	f.clock.Advance(time.Minute)
-	revoked, err := f.svc.RevokeAPIToken(f.ctx, bob, rec.ID)
+	revoked, err := f.svc.RevokeAPIToken(f.ctx, bob.p, rec.ID)
 	if err != nil || !revoked.RevokedAt.Equal(f.clock.Now()) {
 		t.Fatalf("RevokeAPIToken = %+v, %v", revoked, err)
 	}
@@ -204,11 +195,11 @@ func TestAPITokenRevocation(t *testing.T) {
 	}
 	// A second revocation keeps the first time.
 	f.clock.Advance(time.Minute)
-	again, err := f.svc.RevokeAPIToken(f.ctx, admin, rec.ID)
+	again, err := f.svc.RevokeAPIToken(f.ctx, admin.p, rec.ID)
 	if err != nil || !again.RevokedAt.Equal(revoked.RevokedAt) {
 		t.Errorf("second revocation = %+v, %v; want the first time kept", again, err)
 	}
-	_, err = f.svc.RevokeAPIToken(f.ctx, admin, "tok-unknown")
+	_, err = f.svc.RevokeAPIToken(f.ctx, admin.p, "tok-unknown")
 	wantErr(t, "revoke an unknown token", err, operators.ErrNotFound)
 }
 

@@ -84,21 +84,21 @@ type InitConfig struct {
 // Initializer runs init-operator: it creates the operator key, the SYS
 // and CONTROL accounts and the nats-server configuration fragment.
 type Initializer struct {
+	seedTools
 	store OperatorRecords
-	auth  OperatorAuthority
-	files SeedFiles
 	now   Clock
 }
 
 // NewInitializer checks cfg.
 func NewInitializer(cfg InitConfig) (*Initializer, error) {
-	if cfg.Store == nil || cfg.Authority == nil || cfg.Files == nil {
-		return nil, errors.New("provisioning: init-operator needs a store, an operator authority and seed files")
+	tools, err := newSeedTools("init-operator", cfg.Store != nil, cfg.Authority, cfg.Files)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Initializer{store: cfg.Store, auth: cfg.Authority, files: cfg.Files, now: cfg.Clock}, nil
+	return &Initializer{seedTools: tools, store: cfg.Store, now: cfg.Clock}, nil
 }
 
 // InitRequest is what init-operator is asked for.
@@ -140,11 +140,8 @@ func (in *Initializer) InitOperator(ctx context.Context, req InitRequest) (InitR
 	if err != nil {
 		return InitResult{}, err
 	}
-	if req.NATSConfigPath != "" {
-		frag := in.auth.ServerConfig(res.Operator, req.ResolverURL)
-		if err := in.files.WriteConfig(req.NATSConfigPath, frag); err != nil {
-			return res, fmt.Errorf("--nats-config: %w", err)
-		}
+	if err := in.writeFragment(req.NATSConfigPath, res.Operator, req.ResolverURL); err != nil {
+		return res, fmt.Errorf("--nats-config: %w", err)
 	}
 	return res, nil
 }

@@ -53,15 +53,22 @@ func (f *initFixture) run(t *testing.T, req provisioning.InitRequest) (provision
 	return f.init.InitOperator(context.Background(), req)
 }
 
+// mustRun is a run that has to succeed.
+func (f *initFixture) mustRun(t *testing.T, req provisioning.InitRequest) provisioning.InitResult {
+	t.Helper()
+	res, err := f.run(t, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // A first run creates the operator and its SYS and CONTROL accounts, puts
 // the identity seed where serve reads it, and writes the fragment.
 func TestInitOperatorCreates(t *testing.T) {
 	f := newInitFixture(t)
 	req := initRequest()
-	res, err := f.run(t, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := f.mustRun(t, req)
 	if !res.Created {
 		t.Error("Created = false on a first run")
 	}
@@ -125,10 +132,7 @@ func TestInitOperatorWithSigningKey(t *testing.T) {
 	f := newInitFixture(t)
 	req := initRequest()
 	req.IdentitySeedPath = "/offline/identity.nk"
-	res, err := f.run(t, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := f.mustRun(t, req)
 	identity, _ := f.files.Get(req.IdentitySeedPath)
 	signing, _ := f.files.Get(req.SeedPath)
 	if string(identity) != "seed:"+res.Operator.PubKey {
@@ -158,16 +162,10 @@ func TestInitOperatorWithSigningKey(t *testing.T) {
 func TestInitOperatorRerunKeepsOperator(t *testing.T) {
 	f := newInitFixture(t)
 	req := initRequest()
-	first, err := f.run(t, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := f.mustRun(t, req)
 	seed, _ := f.files.Get(req.SeedPath)
 	req.ResolverURL = "http://elsewhere:8080/jwt/v1/accounts/"
-	second, err := f.run(t, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	second := f.mustRun(t, req)
 	if second.Created {
 		t.Error("Created = true on a second run")
 	}
@@ -194,21 +192,15 @@ func TestInitOperatorRefuses(t *testing.T) {
 			f.files.Put(req.SeedPath, []byte("seed:O1"))
 		}, "exists but the store has no operator"},
 		{"operator without its seed file", func(t *testing.T, f *initFixture, req provisioning.InitRequest) {
-			if _, err := f.run(t, req); err != nil {
-				t.Fatal(err)
-			}
+			f.mustRun(t, req)
 			f.files.Discard(req.SeedPath)
 		}, "the seed file /keys/operator.nk is missing"},
 		{"seed file of another operator", func(t *testing.T, f *initFixture, req provisioning.InitRequest) {
-			if _, err := f.run(t, req); err != nil {
-				t.Fatal(err)
-			}
+			f.mustRun(t, req)
 			f.files.Put(req.SeedPath, []byte("seed:O-another"))
 		}, "refusing to continue"},
 		{"seed file that does not decode", func(t *testing.T, f *initFixture, req provisioning.InitRequest) {
-			if _, err := f.run(t, req); err != nil {
-				t.Fatal(err)
-			}
+			f.mustRun(t, req)
 			f.files.Put(req.SeedPath, []byte("garbage"))
 		}, "operator seed file /keys/operator.nk: not a seed"},
 		{"seed file unreadable", func(t *testing.T, f *initFixture, req provisioning.InitRequest) {

@@ -137,16 +137,12 @@ func (s *Service) RecreateLostNodeConsumers(ctx context.Context, workers int, pr
 			return r, err
 		}
 		for _, c := range claims {
-			sensor := topology.Sensor{Stream: s.stream, TenantID: c.TenantID, SensorID: c.SensorID}
+			sensor := s.sensor(c.TenantID, c.SensorID)
 			if sensor.Consumer() != c.Consumer {
 				continue // a name of another stream or release: not ours to move
 			}
 			todo = append(todo, sensor)
 		}
-	}
-	r.OnLost = len(todo)
-	if progress != nil {
-		progress(r)
 	}
 	err = s.recover(ctx, todo, lost, workers, loc, rc, ns, &r, progress)
 	return r, err
@@ -154,16 +150,17 @@ func (s *Service) RecreateLostNodeConsumers(ctx context.Context, workers int, pr
 
 // recover re-checks and recreates todo, workers at a time (see
 // RecreateLostNodeConsumers); lost names the nodes whose answer does not
-// count as live. Without loc nothing is asked first; without ns nothing is
-// recorded.
+// count as live. It counts todo in r.OnLost and reports that (progress,
+// when set) before the first consumer. Without loc nothing is asked first;
+// without ns nothing is recorded.
 func (s *Service) recover(ctx context.Context, todo []topology.Sensor, lost []string, workers int,
 	loc ConsumerLocator, rc ConsumerRecreator, ns ConsumerNodeStore, r *NodeRecovery, progress func(NodeRecovery)) error {
-	if workers < 1 {
-		workers = 1
+	r.OnLost = len(todo)
+	if progress != nil {
+		progress(*r)
 	}
 	var (
 		mu   sync.Mutex
-		wg   sync.WaitGroup
 		errs []error
 	)
 	fail := func(err error) {
@@ -184,51 +181,63 @@ func (s *Service) recover(ctx context.Context, todo []topology.Sensor, lost []st
 			progress(*r)
 		}
 	}
-	work := make(chan topology.Sensor)
-	for range workers {
-		wg.Go(func() {
-			for sensor := range work {
-				// Asked first: a consumer that answers from a live node
-				// is not recreated (its record was stale, or a leader
-				// moved), only recorded anew.
-				if loc != nil {
-					if node, err := loc.ConsumerNode(ctx, sensor); err == nil && node != "" && !slices.Contains(lost, node) {
-						if ns != nil {
-							if err := ns.SetConsumerNodes(ctx, []ConsumerNode{{sensor.Consumer(), node}}); err != nil {
-								fail(err)
-							}
-						}
-						done(true, false)
-						continue
-					}
-				}
-				// A sensor revoked since the pass read the records keeps
-				// its consumer removed.
-				if _, err := s.store.ActiveSensorUser(ctx, sensor.TenantID, sensor.SensorID); errors.Is(err, ErrNotFound) {
-					done(false, false)
-					continue
-				} else if err != nil {
-					fail(err)
-					continue
-				}
-				node, err := rc.RecreateConsumer(ctx, sensor)
-				if err != nil {
-					fail(fmt.Errorf("%w: recreate consumer %s: %v", ErrNATSUnavailable, sensor.Consumer(), err))
-					continue
-				}
-				// A revocation between the check above and the create
-				// removed the consumer before it was created again:
-				// checked once more, and removed (retire makes the
-				// cleanup due if that fails).
-				if err := s.retire(ctx, sensor); err != nil {
-					fail(err)
-				}
-				if node != "" && ns != nil {
+	eachSensor(ctx, todo, workers, func(sensor topology.Sensor) {
+		// Asked first: a consumer that answers from a live node is not
+		// recreated (its record was stale, or a leader moved), only
+		// recorded anew.
+		if loc != nil {
+			if node, err := loc.ConsumerNode(ctx, sensor); err == nil && node != "" && !slices.Contains(lost, node) {
+				if ns != nil {
 					if err := ns.SetConsumerNodes(ctx, []ConsumerNode{{sensor.Consumer(), node}}); err != nil {
 						fail(err)
 					}
 				}
-				done(false, true)
+				done(true, false)
+				return
+			}
+		}
+		// A sensor revoked since the pass read the records keeps its
+		// consumer removed.
+		if _, err := s.store.ActiveSensorUser(ctx, sensor.TenantID, sensor.SensorID); errors.Is(err, ErrNotFound) {
+			done(false, false)
+			return
+		} else if err != nil {
+			fail(err)
+			return
+		}
+		node, err := rc.RecreateConsumer(ctx, sensor)
+		if err != nil {
+			fail(fmt.Errorf("%w: recreate consumer %s: %v", ErrNATSUnavailable, sensor.Consumer(), err))
+			return
+		}
+		// A revocation between the check above and the create removed
+		// the consumer before it was created again: checked once more,
+		// and removed (retire makes the cleanup due if that fails).
+		if err := s.retire(ctx, sensor); err != nil {
+			fail(err)
+		}
+		if node != "" && ns != nil {
+			if err := ns.SetConsumerNodes(ctx, []ConsumerNode{{sensor.Consumer(), node}}); err != nil {
+				fail(err)
+			}
+		}
+		done(false, true)
+	})
+	return errors.Join(errs...)
+}
+
+// eachSensor runs do for every sensor of todo, workers at a time (at least
+// one), and stops handing out sensors once ctx is done.
+func eachSensor(ctx context.Context, todo []topology.Sensor, workers int, do func(topology.Sensor)) {
+	if workers < 1 {
+		workers = 1
+	}
+	var wg sync.WaitGroup
+	work := make(chan topology.Sensor)
+	for range workers {
+		wg.Go(func() {
+			for sensor := range work {
+				do(sensor)
 			}
 		})
 	}
@@ -240,5 +249,4 @@ func (s *Service) recover(ctx context.Context, todo []topology.Sensor, lost []st
 	}
 	close(work)
 	wg.Wait()
-	return errors.Join(errs...)
 }

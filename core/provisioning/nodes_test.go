@@ -140,6 +140,20 @@ func consumerOf(tenant, sensor string) string {
 	return topology.Sensor{Stream: topology.DefaultStream, TenantID: tenant, SensorID: sensor}.Consumer()
 }
 
+// newNodeFixture is a fixture whose consumers live on a nodeCluster, with
+// n sensors of acme (s-0, s-1, …) holding active users, returned in order.
+func newNodeFixture(t *testing.T, n int) (*fixture, *nodeCluster, []provisioning.SensorUser) {
+	t.Helper()
+	nc := newNodeCluster()
+	f := newFixture(t, func(c *provisioning.Config) { c.Consumers = nc })
+	f.tenant(t, "acme")
+	users := make([]provisioning.SensorUser, n)
+	for i := range n {
+		users[i] = f.sensorUser(t, "acme", fmt.Sprintf("s-%d", i))
+	}
+	return f, nc, users
+}
+
 func sortedNames(claims []provisioning.ConsumerClaim) []string {
 	var out []string
 	for _, c := range claims {
@@ -156,14 +170,7 @@ func sortedNames(claims []provisioning.ConsumerClaim) []string {
 // left alone; nothing lists every consumer; the progress the pass reports
 // ends at its result.
 func TestRecreateLostNodeConsumers(t *testing.T) {
-	nc := newNodeCluster()
-	f := newFixture(t, func(c *provisioning.Config) { c.Consumers = nc })
-	acct := f.tenant(t, "acme")
-	users := map[string]provisioning.SensorUser{}
-	for i := range 9 {
-		id := fmt.Sprintf("s-%d", i)
-		users[id] = f.sensorUser(t, "acme", id)
-	}
+	f, nc, users := newNodeFixture(t, 9)
 	if n, err := f.svc.RecordConsumerNodes(f.ctx); err != nil || n != 9 {
 		t.Fatalf("RecordConsumerNodes = %d, %v; want 9", n, err)
 	}
@@ -173,7 +180,7 @@ func TestRecreateLostNodeConsumers(t *testing.T) {
 		t.Fatalf("recorded on n1: %v, %v; want 3 (placed in turn)", onN1, err)
 	}
 	// s-0 is revoked; s-3's leader moved to n2 unrecorded (a stale record).
-	if _, _, err := f.svc.Revoke(f.ctx, acct.PubKey, users["s-0"].User.PubKey); err != nil {
+	if _, _, err := f.svc.Revoke(f.ctx, users[0].User.AccountPubKey, users[0].User.PubKey); err != nil {
 		t.Fatal(err)
 	}
 	nc.mu.Lock()
@@ -233,12 +240,7 @@ func TestRecreateLostNodeConsumers(t *testing.T) {
 // recreated. A stream info failure is ErrNATSUnavailable; a recreation
 // that fails is reported and the others go on.
 func TestRecreateLostNodeConsumersQuietAndFailing(t *testing.T) {
-	nc := newNodeCluster()
-	f := newFixture(t, func(c *provisioning.Config) { c.Consumers = nc })
-	f.tenant(t, "acme")
-	for i := range 6 {
-		f.sensorUser(t, "acme", fmt.Sprintf("s-%d", i))
-	}
+	f, nc, _ := newNodeFixture(t, 6)
 	if r, err := f.svc.RecreateLostNodeConsumers(f.ctx, 2, nil); err != nil || !r.Known || r.OnLost != 0 || len(nc.asked) != 0 {
 		t.Errorf("whole cluster: %+v, %v, asked %v", r, err, nc.asked)
 	}
@@ -267,12 +269,7 @@ func TestRecreateLostNodeConsumersQuietAndFailing(t *testing.T) {
 // node listed missing but that answers is recorded, not recreated; one no
 // live node holds is recreated.
 func TestRecreateOfflineConsumersAsksFirst(t *testing.T) {
-	nc := newNodeCluster()
-	f := newFixture(t, func(c *provisioning.Config) { c.Consumers = nc })
-	f.tenant(t, "acme")
-	for i := range 3 {
-		f.sensorUser(t, "acme", fmt.Sprintf("s-%d", i))
-	}
+	f, nc, _ := newNodeFixture(t, 3)
 	// Never recorded (an earlier release): the node-loss pass cannot know
 	// them, the fallback can.
 	nc.Placements()

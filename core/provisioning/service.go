@@ -238,6 +238,12 @@ type SensorUser struct {
 	Sensor topology.Sensor
 }
 
+// sensor is the sensor tenantID/sensorID on the service's command stream
+// (its consumer name and permissions).
+func (s *Service) sensor(tenantID, sensorID string) topology.Sensor {
+	return topology.Sensor{Stream: s.stream, TenantID: tenantID, SensorID: sensorID}
+}
+
 // EnsureSensorUser returns the sensor's active user, minting one if there is
 // none (or only revoked ones), and makes sure its durable consumer exists.
 // With a SensorUserTTL the JWT handed out expires that long from now: an
@@ -249,7 +255,7 @@ func (s *Service) EnsureSensorUser(ctx context.Context, tenantID, sensorID strin
 	if err := ids.ValidateSensor(tenantID, sensorID); err != nil {
 		return SensorUser{}, false, err
 	}
-	sensor := topology.Sensor{Stream: s.stream, TenantID: tenantID, SensorID: sensorID}
+	sensor := s.sensor(tenantID, sensorID)
 	// The consumer name is claimed before anything is minted: a pair that
 	// spells another pair's name gets nothing, not even a user. One store
 	// call reads the account, claims the name and reads the active user.
@@ -470,7 +476,7 @@ func (s *Service) Revoke(ctx context.Context, accountPubKey, userPubKey string) 
 		r = s.revocationOf(u, r.RevokedAt)
 		if u.Kind == UserSensor {
 			r.RetireSensor = true
-			sensor = &topology.Sensor{Stream: s.stream, TenantID: u.TenantID, SensorID: u.SensorID}
+			sensor = new(s.sensor(u.TenantID, u.SensorID))
 		}
 	}
 	rev, acct, err := s.revoke(ctx, r)
@@ -766,7 +772,7 @@ func (s *Service) RevokeOutdatedUsers(ctx context.Context) ([]User, error) {
 func (s *Service) current(u User, backend topology.Permissions, owner map[string]ConsumerClaim) bool {
 	want := backend
 	if u.Kind == UserSensor {
-		sensor := topology.Sensor{Stream: s.stream, TenantID: u.TenantID, SensorID: u.SensorID}
+		sensor := s.sensor(u.TenantID, u.SensorID)
 		if c, ok := owner[sensor.Consumer()]; ok && (c.TenantID != u.TenantID || c.SensorID != u.SensorID) {
 			return false
 		}
@@ -961,7 +967,7 @@ func (s *Service) RemoveRetiredConsumers(ctx context.Context) (int, error) {
 	n := 0
 	var errs []error
 	for _, c := range retired {
-		sensor := topology.Sensor{Stream: s.stream, TenantID: c.TenantID, SensorID: c.SensorID}
+		sensor := s.sensor(c.TenantID, c.SensorID)
 		if c.Consumer != sensor.Consumer() || !have[c.Consumer] {
 			continue
 		}
@@ -1030,15 +1036,11 @@ func (s *Service) RecreateOfflineConsumersReporting(ctx context.Context, full bo
 		if u.Kind != UserSensor {
 			continue
 		}
-		sensor := topology.Sensor{Stream: s.stream, TenantID: u.TenantID, SensorID: u.SensorID}
+		sensor := s.sensor(u.TenantID, u.SensorID)
 		if offline[sensor.Consumer()] {
 			delete(offline, sensor.Consumer()) // a sensor with two active users: once
 			todo = append(todo, sensor)
 		}
-	}
-	r.OnLost = len(todo)
-	if progress != nil {
-		progress(r)
 	}
 	err = s.recover(ctx, todo, nil, workers, loc, rc, ns, &r, progress)
 	return r, err
@@ -1091,43 +1093,24 @@ func (s *Service) RepairConsumersReporting(ctx context.Context, workers int, mis
 		if u.Kind != UserSensor {
 			continue
 		}
-		sensor := topology.Sensor{Stream: s.stream, TenantID: u.TenantID, SensorID: u.SensorID}
+		sensor := s.sensor(u.TenantID, u.SensorID)
 		if !have[sensor.Consumer()] {
 			lacking = append(lacking, sensor)
 		}
 	}
 	r := ConsumerRepair{Missing: len(lacking)}
 	missing(r.Missing)
-	if workers < 1 {
-		workers = 1
-	}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	work := make(chan topology.Sensor)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for sensor := range work {
-				err := s.consumers.EnsureConsumer(ctx, sensor)
-				mu.Lock()
-				if err == nil {
-					r.Repaired++
-					missing(r.Missing - r.Repaired)
-				} else if r.Err == nil {
-					r.Err = fmt.Errorf("consumer %s: %w", sensor.Consumer(), err)
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, sensor := range lacking {
-		if ctx.Err() != nil {
-			break
+	eachSensor(ctx, lacking, workers, func(sensor topology.Sensor) {
+		err := s.consumers.EnsureConsumer(ctx, sensor)
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			r.Repaired++
+			missing(r.Missing - r.Repaired)
+		} else if r.Err == nil {
+			r.Err = fmt.Errorf("consumer %s: %w", sensor.Consumer(), err)
 		}
-		work <- sensor
-	}
-	close(work)
-	wg.Wait()
+	})
 	return r, nil
 }

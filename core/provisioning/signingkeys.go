@@ -36,17 +36,42 @@ type KeyRotationConfig struct {
 // identity key, lists the keys that may sign accounts. The identity seed is
 // kept offline and brought to these two use cases only.
 type KeyRotator struct {
+	seedTools
 	store SigningKeyRecords
-	auth  OperatorAuthority
-	files SeedFiles
 }
 
 // NewKeyRotator checks cfg.
 func NewKeyRotator(cfg KeyRotationConfig) (*KeyRotator, error) {
-	if cfg.Store == nil || cfg.Authority == nil || cfg.Files == nil {
-		return nil, errors.New("provisioning: signing-key rotation needs a store, an operator authority and seed files")
+	tools, err := newSeedTools("signing-key rotation", cfg.Store != nil, cfg.Authority, cfg.Files)
+	if err != nil {
+		return nil, err
 	}
-	return &KeyRotator{store: cfg.Store, auth: cfg.Authority, files: cfg.Files}, nil
+	return &KeyRotator{seedTools: tools, store: cfg.Store}, nil
+}
+
+// seedTools is what the use cases run with the operator's seeds at hand
+// (init-operator, signing-key rotation) hold besides their store: the
+// authority that signs with the seeds and the files that keep them.
+type seedTools struct {
+	auth  OperatorAuthority
+	files SeedFiles
+}
+
+// newSeedTools checks that use has its store, authority and seed files.
+func newSeedTools(use string, hasStore bool, auth OperatorAuthority, files SeedFiles) (seedTools, error) {
+	if !hasStore || auth == nil || files == nil {
+		return seedTools{}, fmt.Errorf("provisioning: %s needs a store, an operator authority and seed files", use)
+	}
+	return seedTools{auth: auth, files: files}, nil
+}
+
+// writeFragment writes op's nats-server configuration fragment, naming
+// resolverURL, to path; without a path it writes nothing.
+func (st seedTools) writeFragment(path string, op Operator, resolverURL string) error {
+	if path == "" {
+		return nil
+	}
+	return st.files.WriteConfig(path, st.auth.ServerConfig(op, resolverURL))
 }
 
 // SigningKeyRequest is what add-signing-key and remove-signing-key are
@@ -131,12 +156,10 @@ func (r *KeyRotator) replace(ctx context.Context, o rotation, keys []string, req
 	if err := r.store.ReplaceOperatorJWT(ctx, o.op.PubKey, o.op.JWT, tok); err != nil {
 		return err
 	}
-	if req.NATSConfigPath != "" {
-		op := o.op
-		op.JWT = tok
-		if err := r.files.WriteConfig(req.NATSConfigPath, r.auth.ServerConfig(op, resolverURL)); err != nil {
-			return fmt.Errorf("operator JWT stored, but --nats-config: %w (run init-operator --nats-config to write it)", err)
-		}
+	op := o.op
+	op.JWT = tok
+	if err := r.writeFragment(req.NATSConfigPath, op, resolverURL); err != nil {
+		return fmt.Errorf("operator JWT stored, but --nats-config: %w (run init-operator --nats-config to write it)", err)
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/operators"
-	"github.com/rxc-project/rxc/sdk/problem"
 )
 
 // The JSON of GET /api/analytics/overview. Lists are never null.
@@ -103,11 +102,7 @@ func (a *API) overview(w http.ResponseWriter, r *http.Request, p operators.Princ
 		return
 	}
 	ov, err := a.analytics.Overview(r.Context(), q)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	problem.WriteJSON(w, http.StatusOK, overviewOut(ov))
+	reply(a, w, r, http.StatusOK, ov, err, overviewOut)
 }
 
 func overviewQuery(r *http.Request) (analytics.Query, error) {

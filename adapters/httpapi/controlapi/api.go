@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/sensorapi"
+	"github.com/rxc-project/rxc/adapters/httpapi/statusrec"
 	"github.com/rxc-project/rxc/adapters/oidcsignin"
 	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/core/audit"
@@ -340,7 +341,7 @@ func (a *API) MetricsHandler() http.Handler {
 // request metrics and logs around the routes.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := a.clock()
-	rec := &statusRecorder{ResponseWriter: w}
+	rec := &statusrec.Recorder{ResponseWriter: w}
 	h := rec.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -353,12 +354,12 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(v)
 			}
 			a.log.Error("handler panicked", "route", route, "panic", v)
-			if rec.status == 0 {
+			if !rec.Wrote() {
 				problem.Write(rec, r, internalProblem())
 			}
 		}
-		a.requestMetrics.add(route, rec.code())
-		a.log.Debug("request", "method", r.Method, "route", route, "status", rec.code(), "duration", a.clock().Sub(start))
+		a.requestMetrics.add(route, rec.Code())
+		a.log.Debug("request", "method", r.Method, "route", route, "status", rec.Code(), "duration", a.clock().Sub(start))
 	}()
 
 	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
@@ -390,35 +391,6 @@ func (a *API) unrouted(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	problem.Write(w, r, problem.For(problem.CodeRouteNotFound, "no such route"))
-}
-
-// statusRecorder remembers the status a handler wrote, for metrics.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-func (s *statusRecorder) code() int {
-	if s.status == 0 {
-		return http.StatusOK
-	}
-	return s.status
 }
 
 // canonicalOrigin returns scheme://host[:port] in lower case, or false when

@@ -2,38 +2,14 @@ package controlapi_test
 
 import (
 	"crypto/ecdsa"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rxc-project/rxc/core/fleet"
 )
-
-// enrolBody is an enrolment request for csr with a proof by its key,
-// signed at at.
-func enrolBody(t testing.TB, key *ecdsa.PrivateKey, sensorID, csr string, at time.Time) string {
-	t.Helper()
-	digest := sha256.Sum256(fleet.EnrolmentMessage(sensorID, []byte(csr), at))
-	sig, err := ecdsa.SignASN1(rand.Reader, key, digest[:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := json.Marshal(map[string]any{"csr": csr, "proof": map[string]any{
-		"signedAt": at, "signature": base64.StdEncoding.EncodeToString(sig)}})
-	return string(data)
-}
-
-func enrolRequest(sensorID, token, body string) request {
-	return request{method: "POST", path: "/api/sensors/" + sensorID + "/agent/enroll", body: body,
-		header: map[string]string{"Authorization": "Bearer " + token}}
-}
 
 // provenSensor redeems a claim code and enrols with a proof; it returns
 // the sensor, its enrolment token, key and CSR, and the answer.
@@ -151,22 +127,12 @@ func TestAttackEnrolmentReAsksRacing(t *testing.T) {
 	id, token, key, csr, _ := e.provenSensor(t)
 	e.clock.Advance(time.Second)
 	const n = 6
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		statuses = map[int]int{}
-	)
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := e.do(enrolRequest(id, token, enrolBody(t, key, id, csr, e.clock.Now())))
-			mu.Lock()
-			statuses[res.status]++
-			mu.Unlock()
-		}()
+	statuses := map[int]int{}
+	for _, res := range atOnce(n, func(int) response {
+		return e.do(enrolRequest(id, token, enrolBody(t, key, id, csr, e.clock.Now())))
+	}) {
+		statuses[res.status]++
 	}
-	wg.Wait()
 	if statuses[http.StatusCreated] != 1 || statuses[http.StatusCreated]+statuses[http.StatusConflict]+statuses[http.StatusUnauthorized] != n {
 		t.Fatalf("answers %v, want one 201 and the rest 409 or 401", statuses)
 	}

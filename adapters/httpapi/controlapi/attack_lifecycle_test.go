@@ -19,25 +19,15 @@ func TestAttackLabelsPastTheLimitByConcurrentPatches(t *testing.T) {
 	w := newRBACWorld(t)
 	id, _ := w.e.enroll("acme")
 	const n = fleet.MaxLabels + 8
-	codes := make(chan int, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := w.patch("operator", id, fmt.Sprintf(`{"labels":{"k%02d":"v"}}`, i), "application/merge-patch+json")
-			if res.status != http.StatusOK && res.problemCode() != "invalid_labels" {
-				t.Errorf("patch %d: %d %s", i, res.status, res.body)
-			}
-			codes <- res.status
-		}()
-	}
-	wg.Wait()
-	close(codes)
+	patches := atOnce(n, func(i int) response {
+		return w.patch("operator", id, fmt.Sprintf(`{"labels":{"k%02d":"v"}}`, i), "application/merge-patch+json")
+	})
 	ok := 0
-	for c := range codes {
-		if c == http.StatusOK {
+	for i, res := range patches {
+		if res.status == http.StatusOK {
 			ok++
+		} else if res.problemCode() != "invalid_labels" {
+			t.Errorf("patch %d: %d %s", i, res.status, res.body)
 		}
 	}
 	v := w.sensorView(t, id)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/sensorapi"
+	"github.com/rxc-project/rxc/adapters/httpapi/statusrec"
 	"github.com/rxc-project/rxc/core/audit"
 	"github.com/rxc-project/rxc/core/operators"
 	"github.com/rxc-project/rxc/sdk/logkey"
@@ -123,15 +124,15 @@ func (a *API) audited(action string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		n := &auditNote{target: r.PathValue("id")}
 		r = r.WithContext(context.WithValue(r.Context(), noteKey{}, n))
-		rec, ok := w.(*statusRecorder)
+		rec, ok := w.(*statusrec.Recorder)
 		if !ok {
-			rec = &statusRecorder{ResponseWriter: w}
+			rec = &statusrec.Recorder{ResponseWriter: w}
 		}
 		h(rec, r)
 		if a.audit == nil || (n.principal == nil && n.actor == "") {
 			return
 		}
-		status := rec.code()
+		status := rec.Code()
 		e := audit.Entry{
 			Action: action, Source: clientKey(r, a.trustProxy), TenantID: n.tenant, Target: n.target,
 			Status: status, Outcome: outcomeOf(status), Detail: n.detail,
@@ -177,8 +178,7 @@ type loginRequest struct {
 
 func (a *API) login(w http.ResponseWriter, r *http.Request) {
 	var req loginRequest
-	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-		problem.Write(w, r, p)
+	if !decodeBody(w, r, MaxBodyBytes, &req) {
 		return
 	}
 	if n := noteOf(r); n != nil {
@@ -279,11 +279,9 @@ type totpEnrolmentResponse struct {
 func (a *API) beginTOTP(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	setTarget(r, p.Operator.ID)
 	en, err := a.operators.BeginTOTP(r.Context(), p)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	problem.WriteJSON(w, http.StatusCreated, totpEnrolmentResponse{Secret: en.Secret, OTPAuthURL: en.OTPAuthURL})
+	reply(a, w, r, http.StatusCreated, en, err, func(en operators.TOTPEnrolment) totpEnrolmentResponse {
+		return totpEnrolmentResponse{Secret: en.Secret, OTPAuthURL: en.OTPAuthURL}
+	})
 }
 
 type totpConfirmRequest struct {
@@ -301,25 +299,16 @@ type recoveryCodesResponse struct {
 func (a *API) confirmTOTP(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	setTarget(r, p.Operator.ID)
 	var req totpConfirmRequest
-	if pr := problem.DecodeJSON(w, r, MaxBodyBytes, &req); pr != nil {
-		problem.Write(w, r, pr)
+	if !decodeBody(w, r, MaxBodyBytes, &req) {
 		return
 	}
 	codes, err := a.operators.ConfirmTOTP(r.Context(), p, req.Code, req.CurrentCode)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	problem.WriteJSON(w, http.StatusOK, recoveryCodesResponse{RecoveryCodes: codes})
+	reply(a, w, r, http.StatusOK, codes, err, func(c []string) recoveryCodesResponse { return recoveryCodesResponse{RecoveryCodes: c} })
 }
 
 // resetSecondFactor removes an operator's TOTP (admins; a lost device).
 func (a *API) resetSecondFactor(w http.ResponseWriter, r *http.Request, p operators.Principal) {
-	if err := a.operators.ResetSecondFactor(r.Context(), p, r.PathValue("id")); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	a.replyNoContent(w, r, a.operators.ResetSecondFactor(r.Context(), p, r.PathValue("id")))
 }
 
 type authSettings struct {
@@ -334,18 +323,13 @@ func authSettingsOut(s operators.AuthSettings) authSettings {
 
 func (a *API) getAuthSettings(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	set, err := a.operators.AuthSettings(r.Context(), p)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	problem.WriteJSON(w, http.StatusOK, authSettingsOut(set))
+	reply(a, w, r, http.StatusOK, set, err, authSettingsOut)
 }
 
 // patchAuthSettings changes the settings named in the body.
 func (a *API) patchAuthSettings(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	var req authSettings
-	if pr := problem.DecodeJSON(w, r, MaxBodyBytes, &req); pr != nil {
-		problem.Write(w, r, pr)
+	if !decodeBody(w, r, MaxBodyBytes, &req) {
 		return
 	}
 	set, err := a.operators.AuthSettings(r.Context(), p)
@@ -366,11 +350,8 @@ func (a *API) patchAuthSettings(w http.ResponseWriter, r *http.Request, p operat
 		a.fail(w, r, err)
 		return
 	}
-	if set, err = a.operators.AuthSettings(r.Context(), p); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	problem.WriteJSON(w, http.StatusOK, authSettingsOut(set))
+	set, err = a.operators.AuthSettings(r.Context(), p)
+	reply(a, w, r, http.StatusOK, set, err, authSettingsOut)
 }
 
 func nonNil(s []string) []string {

@@ -81,8 +81,7 @@ func (a *API) askChat(w http.ResponseWriter, r *http.Request, p operators.Princi
 		return
 	}
 	var req chatRequest
-	if bad := problem.DecodeJSON(w, r, MaxBodyBytes, &req); bad != nil {
-		problem.Write(w, r, bad)
+	if !decodeBody(w, r, MaxBodyBytes, &req) {
 		return
 	}
 	snap, bad := decodeSnapshot(req.Snapshot)

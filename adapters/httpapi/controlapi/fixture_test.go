@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -324,18 +325,37 @@ func newCSR(t testing.TB) string {
 	return csr
 }
 
+// enrolBody is an enrolment request for csr with a proof by its key,
+// signed at at.
+func enrolBody(t testing.TB, key *ecdsa.PrivateKey, sensorID, csr string, at time.Time) string {
+	t.Helper()
+	return provenBody(t, key, fleet.EnrolmentMessage(sensorID, []byte(csr), at), csr, at, map[string]any{})
+}
+
 // renewBody is a renewal request for csr proven with key, the key of
 // certPEM, signed at at.
 func renewBody(t testing.TB, key *ecdsa.PrivateKey, certPEM, sensorID, csr string, at time.Time) string {
 	t.Helper()
-	digest := sha256.Sum256(fleet.RenewalMessage(sensorID, []byte(csr), at))
+	return provenBody(t, key, fleet.RenewalMessage(sensorID, []byte(csr), at), csr, at, map[string]any{"certificate": certPEM})
+}
+
+// provenBody is a request body for csr with a proof: message signed by
+// key at at, beside the other members of proof.
+func provenBody(t testing.TB, key *ecdsa.PrivateKey, message []byte, csr string, at time.Time, proof map[string]any) string {
+	t.Helper()
+	digest := sha256.Sum256(message)
 	sig, err := ecdsa.SignASN1(rand.Reader, key, digest[:])
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, _ := json.Marshal(map[string]any{"csr": csr, "proof": map[string]any{
-		"certificate": certPEM, "signedAt": at, "signature": base64.StdEncoding.EncodeToString(sig)}})
-	return string(data)
+	proof["signedAt"], proof["signature"] = at, base64.StdEncoding.EncodeToString(sig)
+	return jsonString(t, map[string]any{"csr": csr, "proof": proof})
+}
+
+// enrolRequest is sensorID's enrolment with the bearer token.
+func enrolRequest(sensorID, token, body string) request {
+	return request{method: "POST", path: "/api/sensors/" + sensorID + "/agent/enroll", body: body,
+		header: map[string]string{"Authorization": "Bearer " + token}}
 }
 
 // newKeyCSR is x509catest.KeyCSR with the request as a string, as the
@@ -371,11 +391,8 @@ func (e *env) createTenant(id string) {
 // claimCode issues a claim code for the tenant and returns id and code.
 func (e *env) claimCode(tenantID, body string) (id, code string) {
 	e.t.Helper()
-	res := e.do(request{method: "POST", path: "/api/tenants/" + tenantID + "/claim-codes", body: body, operator: true})
 	var out struct{ ID, Code string }
-	if res.status != http.StatusCreated || json.Unmarshal(res.body, &out) != nil {
-		e.t.Fatalf("issue claim code: %d %s", res.status, res.body)
-	}
+	e.created("issue claim code", request{method: "POST", path: "/api/tenants/" + tenantID + "/claim-codes", body: body, operator: true}, &out)
 	return out.ID, out.Code
 }
 
@@ -384,11 +401,8 @@ func (e *env) claimCode(tenantID, body string) (id, code string) {
 func (e *env) redeem(tenantID string) (sensorID, token string) {
 	e.t.Helper()
 	_, code := e.claimCode(tenantID, "")
-	res := e.do(request{method: "POST", path: "/api/sensors/claim/redeem", body: fmt.Sprintf(`{"claimCode":%q}`, code)})
 	var out struct{ SensorID, EnrollmentToken string }
-	if res.status != http.StatusCreated || json.Unmarshal(res.body, &out) != nil {
-		e.t.Fatalf("redeem: %d %s", res.status, res.body)
-	}
+	e.created("redeem", request{method: "POST", path: "/api/sensors/claim/redeem", body: fmt.Sprintf(`{"claimCode":%q}`, code)}, &out)
 	return out.SensorID, out.EnrollmentToken
 }
 
@@ -396,13 +410,30 @@ func (e *env) redeem(tenantID string) (sensorID, token string) {
 func (e *env) enroll(tenantID string) (sensorID, sensorToken string) {
 	e.t.Helper()
 	id, token := e.redeem(tenantID)
-	res := e.do(request{method: "POST", path: "/api/sensors/" + id + "/agent/enroll", body: jsonString(e.t, map[string]string{"csr": newCSR(e.t)}),
-		header: map[string]string{"Authorization": "Bearer " + token}})
 	var out struct{ SensorToken string }
-	if res.status != http.StatusCreated || json.Unmarshal(res.body, &out) != nil {
-		e.t.Fatalf("enroll: %d %s", res.status, res.body)
-	}
+	e.created("enroll", enrolRequest(id, token, jsonString(e.t, map[string]string{"csr": newCSR(e.t)})), &out)
 	return id, out.SensorToken
+}
+
+// created sends rq, expects 201 Created and decodes the body into out.
+func (e *env) created(what string, rq request, out any) {
+	e.t.Helper()
+	res := e.do(rq)
+	if res.status != http.StatusCreated || json.Unmarshal(res.body, out) != nil {
+		e.t.Fatalf("%s: %d %s", what, res.status, res.body)
+	}
+}
+
+// atOnce runs f(0) … f(n-1) concurrently and returns their results in
+// order, once all have returned.
+func atOnce[T any](n int, f func(i int) T) []T {
+	out := make([]T, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { out[i] = f(i) })
+	}
+	wg.Wait()
+	return out
 }
 
 // bodyOf builds a JSON body of exactly n bytes.

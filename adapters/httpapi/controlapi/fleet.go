@@ -172,11 +172,7 @@ func (a *API) pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 
 func (a *API) listTenants(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	ts, err := a.fleet.ListTenants(r.Context())
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeItems(w, visible(p, ts, func(t fleet.Tenant) string { return t.ID }), tenantOut)
+	replyItems(a, w, r, visible(p, ts, func(t fleet.Tenant) string { return t.ID }), err, tenantOut)
 }
 
 type createTenantRequest struct {
@@ -189,8 +185,7 @@ func (a *API) createTenant(w http.ResponseWriter, r *http.Request, p operators.P
 		return
 	}
 	var req createTenantRequest
-	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-		problem.Write(w, r, p)
+	if !decodeBody(w, r, MaxBodyBytes, &req) {
 		return
 	}
 	if err := ids.Validate(req.ID); err != nil {
@@ -202,28 +197,16 @@ func (a *API) createTenant(w http.ResponseWriter, r *http.Request, p operators.P
 		n.tenant = req.ID
 	}
 	t, created, err := a.fleet.CreateTenant(r.Context(), req.ID, req.Name)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	problem.WriteJSON(w, status, tenantOut(t))
+	reply(a, w, r, statusIfCreated(created, http.StatusCreated), t, err, tenantOut)
 }
 
 func (a *API) getTenant(w http.ResponseWriter, r *http.Request, p operators.Principal) {
-	id, ok := a.pathID(w, r)
-	if !ok || !a.allow(w, r, p, operators.PermView, id, tenantNotFound(id)) {
+	id, ok := a.tenantFor(w, r, p, operators.PermView)
+	if !ok {
 		return
 	}
 	t, err := a.fleet.Tenant(r.Context(), id)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	problem.WriteJSON(w, http.StatusOK, tenantOut(t))
+	reply(a, w, r, http.StatusOK, t, err, tenantOut)
 }
 
 type issueClaimCodeRequest struct {
@@ -236,15 +219,14 @@ type issueClaimCodeRequest struct {
 const maxTTLSeconds = 10 * 365 * 24 * 3600
 
 func (a *API) issueClaimCode(w http.ResponseWriter, r *http.Request, p operators.Principal) {
-	id, ok := a.pathID(w, r)
-	if !ok || !a.allow(w, r, p, operators.PermOperate, id, tenantNotFound(id)) {
+	id, ok := a.tenantFor(w, r, p, operators.PermOperate)
+	if !ok {
 		return
 	}
 	var req issueClaimCodeRequest
 	// The body is optional: no body means the defaults.
 	if r.ContentLength != 0 {
-		if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-			problem.Write(w, r, p)
+		if !decodeBody(w, r, MaxBodyBytes, &req) {
 			return
 		}
 	}
@@ -263,16 +245,12 @@ func (a *API) issueClaimCode(w http.ResponseWriter, r *http.Request, p operators
 }
 
 func (a *API) listClaimCodes(w http.ResponseWriter, r *http.Request, p operators.Principal) {
-	id, ok := a.pathID(w, r)
-	if !ok || !a.allow(w, r, p, operators.PermView, id, tenantNotFound(id)) {
+	id, ok := a.tenantFor(w, r, p, operators.PermView)
+	if !ok {
 		return
 	}
 	cs, err := a.fleet.ListClaimCodes(r.Context(), id)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeItems(w, cs, claimCodeOut)
+	replyItems(a, w, r, cs, err, claimCodeOut)
 }
 
 func (a *API) revokeClaimCode(w http.ResponseWriter, r *http.Request, p operators.Principal) {
@@ -288,11 +266,7 @@ func (a *API) revokeClaimCode(w http.ResponseWriter, r *http.Request, p operator
 	if !a.allow(w, r, p, operators.PermOperate, c.TenantID, claimCodeNotFound(id)) {
 		return
 	}
-	if err := a.fleet.RevokeClaimCode(r.Context(), id); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	a.replyNoContent(w, r, a.fleet.RevokeClaimCode(r.Context(), id))
 }
 
 func (a *API) getSensor(w http.ResponseWriter, r *http.Request, p operators.Principal) {
@@ -303,9 +277,13 @@ func (a *API) getSensor(w http.ResponseWriter, r *http.Request, p operators.Prin
 	problem.WriteJSON(w, http.StatusOK, sensorOut(s))
 }
 
+// commandRequest is the body of a sensor's command, and what a batch of
+// commands (createBatchRequest) has in common with it.
 type commandRequest struct {
 	Action string `json:"action"`
 }
+
+func (c commandRequest) actionName() string { return c.Action }
 
 // actionOf is the command action a request names: start or stop.
 func actionOf(s string) (fleet.Action, error) {
@@ -313,6 +291,30 @@ func actionOf(s string) (fleet.Action, error) {
 		return a, nil
 	}
 	return "", fmt.Errorf("%w: action %q (want start or stop)", fleet.ErrInvalidInput, s)
+}
+
+// decodeCommand reads a command's or a batch's body (at most limit bytes)
+// into req and returns the action it names; on failure it has answered.
+func (a *API) decodeCommand(w http.ResponseWriter, r *http.Request, limit int64, req interface{ actionName() string }) (fleet.Action, bool) {
+	if !decodeBody(w, r, limit, req) {
+		return "", false
+	}
+	action, err := actionOf(req.actionName())
+	if err != nil {
+		a.fail(w, r, err)
+		return "", false
+	}
+	return action, true
+}
+
+// messagingOn refuses a command while messaging is off, before anything
+// is recorded: no command could ever leave.
+func (a *API) messagingOn(w http.ResponseWriter, r *http.Request) bool {
+	if !a.messaging {
+		a.fail(w, r, fleet.ErrMessagingDisabled)
+		return false
+	}
+	return true
 }
 
 // IdempotencyKeyHeader names the header that makes command creation
@@ -327,19 +329,8 @@ func (a *API) issueCommand(w http.ResponseWriter, r *http.Request, p operators.P
 	}
 	id := sensor.ID
 	var req commandRequest
-	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-		problem.Write(w, r, p)
-		return
-	}
-	action, err := actionOf(req.Action)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	if !a.messaging {
-		// Refused before anything is recorded: with messaging off no
-		// command could ever leave.
-		a.fail(w, r, fleet.ErrMessagingDisabled)
+	action, ok := a.decodeCommand(w, r, MaxBodyBytes, &req)
+	if !ok || !a.messagingOn(w, r) {
 		return
 	}
 	c, created, err := a.fleet.IssueCommand(r.Context(), id, action, p.Actor(), r.Header.Get(IdempotencyKeyHeader))
@@ -348,12 +339,8 @@ func (a *API) issueCommand(w http.ResponseWriter, r *http.Request, p operators.P
 		return
 	}
 	w.Header().Set("Location", "/api/sensors/"+id+"/commands/"+c.ID)
-	status := http.StatusAccepted
-	if !created {
-		// A repeat of an earlier request: nothing new was done.
-		status = http.StatusOK
-	}
-	problem.WriteJSON(w, status, commandOut(c))
+	// A repeat of an earlier request (not created) did nothing new: 200.
+	problem.WriteJSON(w, statusIfCreated(created, http.StatusAccepted), commandOut(c))
 }
 
 // commandPage is one page of a sensor's command history; nextCursor is
@@ -435,17 +422,12 @@ func (a *API) revokeSensor(w http.ResponseWriter, r *http.Request, p operators.P
 	if !ok {
 		return
 	}
-	id := sensor.ID
-	if err := a.fleet.RevokeSensor(r.Context(), id, p.Actor()); err != nil {
+	if err := a.fleet.RevokeSensor(r.Context(), sensor.ID, p.Actor()); err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	s, err := a.fleet.Sensor(r.Context(), id)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	problem.WriteJSON(w, http.StatusOK, sensorOut(s))
+	s, err := a.fleet.Sensor(r.Context(), sensor.ID)
+	reply(a, w, r, http.StatusOK, s, err, sensorOut)
 }
 
 type chatStatusJSON struct {
@@ -458,6 +440,17 @@ type chatCapabilityJSON struct {
 	ThreatIntel          bool `json:"threatIntel"`
 	HistoricalEnrichment bool `json:"historicalEnrichment"`
 	Playbooks            bool `json:"playbooks"`
+}
+
+// tenantFor reads the {id} tenant and checks perm on it: a tenant the
+// principal does not see is not found (whether it exists is the route's
+// to ask).
+func (a *API) tenantFor(w http.ResponseWriter, r *http.Request, p operators.Principal, perm operators.Permission) (string, bool) {
+	id, ok := a.pathID(w, r)
+	if !ok || !a.allow(w, r, p, perm, id, tenantNotFound(id)) {
+		return "", false
+	}
+	return id, true
 }
 
 // sensorFor resolves the {id} sensor and checks perm on its tenant: a

@@ -27,14 +27,20 @@ type page[J any] struct {
 }
 
 // writePage answers a paged listing in the caller's scope (scopeOf, for
-// ?tenantId): list reads one page for those tenants, render turns each item
-// into its JSON.
-func writePage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p operators.Principal, list func(tenants []string) ([]T, string, error), render func(T) J) {
-	scope, ok := a.scopeOf(w, r, p, r.URL.Query().Get("tenantId"), operators.PermView)
+// ?tenantId) with the ?limit it asks (pageLimit; at most max): list reads
+// one page for those tenants, render turns each item into its JSON.
+func writePage[T, J any](a *API, w http.ResponseWriter, r *http.Request, p operators.Principal, max int, list func(tenants []string, limit int) ([]T, string, error), render func(T) J) {
+	q := r.URL.Query()
+	limit, err := pageLimit(q, max)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	scope, ok := a.scopeOf(w, r, p, q.Get("tenantId"), operators.PermView)
 	if !ok {
 		return
 	}
-	items, next, err := list(scope)
+	items, next, err := list(scope, limit)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -83,12 +89,8 @@ func (a *API) listSensors(w http.ResponseWriter, r *http.Request, p operators.Pr
 		a.fail(w, r, err)
 		return
 	}
-	if l.Limit, err = pageLimit(q, fleet.MaxSensorPage); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writePage(a, w, r, p, func(tenants []string) ([]fleet.Sensor, string, error) {
-		l.Tenants = tenants
+	writePage(a, w, r, p, fleet.MaxSensorPage, func(tenants []string, limit int) ([]fleet.Sensor, string, error) {
+		l.Tenants, l.Limit = tenants, limit
 		pg, err := a.fleet.ListSensors(r.Context(), l)
 		return pg.Items, pg.NextCursor, err
 	}, sensorOut)
@@ -125,7 +127,7 @@ type batchFilterJSON struct {
 }
 
 type createBatchRequest struct {
-	Action    string           `json:"action"`
+	commandRequest
 	SensorIDs []string         `json:"sensorIds"`
 	Filter    *batchFilterJSON `json:"filter"`
 }
@@ -175,13 +177,8 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 		return
 	}
 	var req createBatchRequest
-	if pr := problem.DecodeJSON(w, r, MaxBatchBodyBytes, &req); pr != nil {
-		problem.Write(w, r, pr)
-		return
-	}
-	action, err := actionOf(req.Action)
-	if err != nil {
-		a.fail(w, r, err)
+	action, ok := a.decodeCommand(w, r, MaxBatchBodyBytes, &req)
+	if !ok {
 		return
 	}
 	if (req.Filter == nil) == (req.SensorIDs == nil) {
@@ -206,10 +203,7 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 		}
 		br.Filter = &m
 	}
-	if !a.messaging {
-		// Refused before anything is recorded: with messaging off no
-		// command could ever leave.
-		a.fail(w, r, fleet.ErrMessagingDisabled)
+	if !a.messagingOn(w, r) {
 		return
 	}
 	if dry := r.URL.Query().Get("dryRun"); dry != "" {
@@ -237,11 +231,7 @@ func (a *API) createBatch(w http.ResponseWriter, r *http.Request, p operators.Pr
 		n.tenant = b.TenantIDs[0]
 	}
 	w.Header().Set("Location", "/api/commands/batches/"+b.ID)
-	status := http.StatusAccepted
-	if !created {
-		status = http.StatusOK
-	}
-	problem.WriteJSON(w, status, batchOut(b))
+	problem.WriteJSON(w, statusIfCreated(created, http.StatusAccepted), batchOut(b))
 }
 
 // batchPreviewJSON answers POST /api/commands?dryRun=true: what the batch
@@ -256,15 +246,9 @@ type batchPreviewJSON struct {
 // listBatches lists the batches the caller may read, newest first: those
 // whose every tenant is in scope, and their own that touched none.
 func (a *API) listBatches(w http.ResponseWriter, r *http.Request, p operators.Principal) {
-	q := r.URL.Query()
-	l := fleet.BatchListing{OperatorID: p.Operator.ID, Cursor: q.Get("cursor")}
-	var err error
-	if l.Limit, err = pageLimit(q, fleet.MaxBatchPage); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writePage(a, w, r, p, func(tenants []string) ([]fleet.Batch, string, error) {
-		l.Tenants = tenants
+	l := fleet.BatchListing{OperatorID: p.Operator.ID, Cursor: r.URL.Query().Get("cursor")}
+	writePage(a, w, r, p, fleet.MaxBatchPage, func(tenants []string, limit int) ([]fleet.Batch, string, error) {
+		l.Tenants, l.Limit = tenants, limit
 		pg, err := a.fleet.ListBatches(r.Context(), l)
 		return pg.Items, pg.NextCursor, err
 	}, batchOut)

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,21 +23,30 @@ type listedSensor struct {
 	AgentVersion, Address     *string
 }
 
-type listPage struct {
-	Items      []listedSensor
+// pageOf is one page of a paged listing (GET /api/sensors, GET
+// /api/commands/batches).
+type pageOf[T any] struct {
+	Items      []T
 	NextCursor *string
 }
 
-func (w *rbacWorld) list(t *testing.T, who, query string) (listPage, response) {
+func (w *rbacWorld) list(t *testing.T, who, query string) (pageOf[listedSensor], response) {
 	t.Helper()
-	res := w.as(who, request{method: "GET", path: "/api/sensors?" + query})
-	var p listPage
+	return getAs[pageOf[listedSensor]](t, w, who, "/api/sensors?"+query)
+}
+
+// getAs asks GET path as who and decodes a 200's body into a T (the zero
+// T for any other answer).
+func getAs[T any](t *testing.T, w *rbacWorld, who, path string) (T, response) {
+	t.Helper()
+	res := w.as(who, request{method: "GET", path: path})
+	var v T
 	if res.status == http.StatusOK {
-		if err := json.Unmarshal(res.body, &p); err != nil {
+		if err := json.Unmarshal(res.body, &v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return p, res
+	return v, res
 }
 
 // listAll follows nextCursor to the end.
@@ -374,14 +382,7 @@ func (w *rbacWorld) batch(t *testing.T, who, body, key string) (batchAnswer, res
 
 func (w *rbacWorld) batchStatus(t *testing.T, who, id string) (batchAnswer, response) {
 	t.Helper()
-	res := w.as(who, request{method: "GET", path: "/api/commands/batches/" + id})
-	var b batchAnswer
-	if res.status == http.StatusOK {
-		if err := json.Unmarshal(res.body, &b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return b, res
+	return getAs[batchAnswer](t, w, who, "/api/commands/batches/"+id)
 }
 
 // checkBatchRule holds an answer to the Batch schema's rule: the statuses
@@ -391,6 +392,15 @@ func checkBatchRule(t *testing.T, what string, b batchAnswer) {
 	if b.Pending+b.Accepted+b.Failed+b.Expired != b.Total || b.Done != (b.Pending == 0) {
 		t.Errorf("%s breaks the batch rule: %+v", what, b)
 	}
+}
+
+// enrollSensors enrols n sensors of tenant and returns their ids.
+func (w *rbacWorld) enrollSensors(tenant string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i], _ = w.e.enroll(tenant)
+	}
+	return out
 }
 
 func (w *rbacWorld) count(t *testing.T, sql string, args ...any) int {
@@ -405,11 +415,7 @@ func (w *rbacWorld) count(t *testing.T, sql string, args ...any) int {
 func TestCommandBatches(t *testing.T) {
 	w := newRBACWorld(t)
 	ctx := context.Background()
-	var acme []string
-	for range 4 {
-		id, _ := w.e.enroll("acme")
-		acme = append(acme, id)
-	}
+	acme := w.enrollSensors("acme", 4)
 	revoked, _ := w.e.enroll("acme")
 	w.as("admin", request{method: "POST", path: "/api/sensors/" + revoked + "/revoke"}).expectStatus(t, "revoke", http.StatusOK)
 	notEnrolled, _ := w.e.redeem("acme")
@@ -549,11 +555,7 @@ func TestCommandBatches(t *testing.T) {
 
 func TestCommandBatchIdempotency(t *testing.T) {
 	w := newRBACWorld(t)
-	var acme []string
-	for range 3 {
-		id, _ := w.e.enroll("acme")
-		acme = append(acme, id)
-	}
+	acme := w.enrollSensors("acme", 3)
 	body := `{"action":"start","sensorIds":["` + strings.Join(acme, `","`) + `"]}`
 	first, res := w.batch(t, "operator", body, "key-1")
 	res.expectStatus(t, "first", http.StatusAccepted)
@@ -590,24 +592,18 @@ func TestCommandBatchIdempotency(t *testing.T) {
 	}
 
 	// Concurrent identical requests leave one batch and one command per sensor.
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		seen = map[string]int{}
-		code = map[int]int{}
-	)
-	for range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b, res := w.batch(t, "operator", body, "key-2")
-			mu.Lock()
-			defer mu.Unlock()
-			seen[b.BatchID]++
-			code[res.status]++
-		}()
+	type answer struct {
+		b   batchAnswer
+		res response
 	}
-	wg.Wait()
+	seen, code := map[string]int{}, map[int]int{}
+	for _, a := range atOnce(10, func(int) answer {
+		b, res := w.batch(t, "operator", body, "key-2")
+		return answer{b, res}
+	}) {
+		seen[a.b.BatchID]++
+		code[a.res.status]++
+	}
 	if len(seen) != 1 || code[http.StatusAccepted] != 1 || code[http.StatusOK] != 9 {
 		t.Fatalf("concurrent identical batches: ids %v, statuses %v; want one batch, one 202 and nine 200", seen, code)
 	}
@@ -621,32 +617,16 @@ func TestCommandBatchIdempotency(t *testing.T) {
 	}
 }
 
-type batchListPage struct {
-	Items      []batchAnswer
-	NextCursor *string
-}
-
-func (w *rbacWorld) batches(t *testing.T, who, query string) (batchListPage, response) {
+func (w *rbacWorld) batches(t *testing.T, who, query string) (pageOf[batchAnswer], response) {
 	t.Helper()
-	res := w.as(who, request{method: "GET", path: "/api/commands/batches?" + query})
-	var p batchListPage
-	if res.status == http.StatusOK {
-		if err := json.Unmarshal(res.body, &p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return p, res
+	return getAs[pageOf[batchAnswer]](t, w, who, "/api/commands/batches?"+query)
 }
 
 // TestBatchListing: past batches newest first, paged by cursor, each
 // obeying the batch rule, and never another tenant's.
 func TestBatchListing(t *testing.T) {
 	w := newRBACWorld(t)
-	var acme []string
-	for range 2 {
-		id, _ := w.e.enroll("acme")
-		acme = append(acme, id)
-	}
+	acme := w.enrollSensors("acme", 2)
 	var made []string
 	for i := range 3 {
 		b, res := w.batch(t, "operator", `{"action":"stop","sensorIds":["`+acme[i%2]+`"]}`, "")

@@ -2,12 +2,12 @@ package controlapi_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/rxc-project/rxc/adapters/httpapi/controlapi"
+	"github.com/rxc-project/rxc/adapters/httpapi/edgetest"
 )
 
 // fuzzSensorRoute feeds arbitrary bodies to one public sensor route: the
@@ -26,17 +26,8 @@ func fuzzSensorRoute(f *testing.F, e *env, path, token string, seeds []string) {
 		}
 		rec := httptest.NewRecorder()
 		e.api.ServeHTTP(rec, req)
-		if rec.Code >= 500 {
-			t.Fatalf("POST %s %q: %d %s", path, body, rec.Code, rec.Body)
-		}
-		var doc map[string]any
-		if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
-			t.Fatalf("POST %s %q: answer is not a JSON object: %q", path, body, rec.Body)
-		}
-		if rec.Code >= 400 {
-			if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" || doc["code"] == nil || doc["code"] == "" {
-				t.Fatalf("POST %s %q: %d is not a problem document: %s %s", path, body, rec.Code, ct, rec.Body)
-			}
+		if err := edgetest.CheckAnswer(rec); err != nil {
+			t.Fatalf("POST %s %q: %v", path, body, err)
 		}
 	})
 }
@@ -56,22 +47,23 @@ func FuzzRedeem(f *testing.F) {
 	})
 }
 
-func FuzzEnroll(f *testing.F) {
+// fuzzAgentRoute fuzzes one of a sensor's own routes (enroll, renew) with
+// the token of an acme sensor that sensor brought as far as the route
+// needs, seeded with a good CSR and badCSR.
+func fuzzAgentRoute(f *testing.F, route string, sensor func(e *env, tenant string) (id, token string), badCSR string) {
 	e := fuzzEnv(f)
 	e.createTenant("acme")
-	id, token := e.redeem("acme")
-	fuzzSensorRoute(f, e, "/api/sensors/"+id+"/agent/enroll", token, []string{
+	id, token := sensor(e, "acme")
+	fuzzSensorRoute(f, e, "/api/sensors/"+id+"/agent/"+route, token, []string{
 		jsonString(f, map[string]string{"csr": newCSR(f)}),
-		`{"csr":"-----BEGIN CERTIFICATE REQUEST-----\n-----END CERTIFICATE REQUEST-----"}`,
+		badCSR,
 	})
 }
 
+func FuzzEnroll(f *testing.F) {
+	fuzzAgentRoute(f, "enroll", (*env).redeem, `{"csr":"-----BEGIN CERTIFICATE REQUEST-----\n-----END CERTIFICATE REQUEST-----"}`)
+}
+
 func FuzzRenew(f *testing.F) {
-	e := fuzzEnv(f)
-	e.createTenant("acme")
-	id, token := e.enroll("acme")
-	fuzzSensorRoute(f, e, "/api/sensors/"+id+"/agent/renew", token, []string{
-		jsonString(f, map[string]string{"csr": newCSR(f)}),
-		`{"csr":"-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----"}`,
-	})
+	fuzzAgentRoute(f, "renew", (*env).enroll, `{"csr":"-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----"}`)
 }

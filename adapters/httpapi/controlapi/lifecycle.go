@@ -66,8 +66,7 @@ func (a *API) patchSensor(w http.ResponseWriter, r *http.Request, p operators.Pr
 		r.Header.Set("Content-Type", "application/json")
 	}
 	var doc map[string]json.RawMessage
-	if pr := problem.DecodeJSON(w, r, MaxBodyBytes, &doc); pr != nil {
-		problem.Write(w, r, pr)
+	if !decodeBody(w, r, MaxBodyBytes, &doc) {
 		return
 	}
 	patch, err := parseSensorPatch(doc)
@@ -76,11 +75,7 @@ func (a *API) patchSensor(w http.ResponseWriter, r *http.Request, p operators.Pr
 		return
 	}
 	s, err := a.fleet.PatchSensor(r.Context(), sensor.ID, patch)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	problem.WriteJSON(w, http.StatusOK, sensorOut(s))
+	reply(a, w, r, http.StatusOK, s, err, sensorOut)
 }
 
 // parseSensorPatch reads a merge patch document: an object of name (a
@@ -123,27 +118,17 @@ func (a *API) decommissionSensor(w http.ResponseWriter, r *http.Request, p opera
 	if !ok {
 		return
 	}
-	if _, err := a.fleet.DecommissionSensor(r.Context(), sensor.ID, p.Actor()); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	_, err := a.fleet.DecommissionSensor(r.Context(), sensor.ID, p.Actor())
+	a.replyNoContent(w, r, err)
 }
 
 // deleteTenant deletes a tenant without live sensors: admins only (others
 // who see the tenant 403, the rest 404); 409 tenant_has_sensors while a
 // sensor is not decommissioned.
 func (a *API) deleteTenant(w http.ResponseWriter, r *http.Request, p operators.Principal) {
-	id, ok := a.pathID(w, r)
-	if !ok {
+	id, ok := a.tenantFor(w, r, p, operators.PermView)
+	if !ok || !a.allow(w, r, p, operators.PermAdmin, "", nil) {
 		return
 	}
-	if !a.allow(w, r, p, operators.PermView, id, tenantNotFound(id)) || !a.allow(w, r, p, operators.PermAdmin, "", nil) {
-		return
-	}
-	if err := a.fleet.DeleteTenant(r.Context(), id, p.Actor()); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	a.replyNoContent(w, r, a.fleet.DeleteTenant(r.Context(), id, p.Actor()))
 }

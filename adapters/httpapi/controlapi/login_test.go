@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -205,25 +204,16 @@ func TestConcurrentWrongLoginsStayBounded(t *testing.T) {
 		}
 	}()
 	const n = 200
-	statuses := make([]int, n)
-	retry := make([]string, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res := v.do(request{method: "POST", path: "/api/auth/login", body: loginBody(fmt.Sprintf("user%d@example.com", i), "not the password"),
-				header: map[string]string{"X-Forwarded-For": fmt.Sprintf("198.51.100.%d, 203.0.113.%d", i%250, i%250)}})
-			statuses[i], retry[i] = res.status, res.header.Get("Retry-After")
-		}()
-	}
-	wg.Wait()
+	logins := atOnce(n, func(i int) response {
+		return v.do(request{method: "POST", path: "/api/auth/login", body: loginBody(fmt.Sprintf("user%d@example.com", i), "not the password"),
+			header: map[string]string{"X-Forwarded-For": fmt.Sprintf("198.51.100.%d, 203.0.113.%d", i%250, i%250)}})
+	})
 	close(stop)
 	<-sampled
 	count := map[int]int{}
-	for i, s := range statuses {
-		count[s]++
-		if s == http.StatusServiceUnavailable && retry[i] == "" {
+	for _, res := range logins {
+		count[res.status]++
+		if res.status == http.StatusServiceUnavailable && res.header.Get("Retry-After") == "" {
 			t.Errorf("503 without Retry-After")
 		}
 	}

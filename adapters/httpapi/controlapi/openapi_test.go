@@ -104,37 +104,53 @@ func TestOpenAPIExamplesValidate(t *testing.T) {
 	t.Parallel()
 	v, tree := openAPIValidator(t)
 	n := 0
-	for path, item := range tree["paths"].(map[string]any) {
-		for method, op := range item.(map[string]any) {
-			opm, ok := op.(map[string]any)
-			if !ok || method == "parameters" {
-				continue
-			}
-			rb, _ := opm["requestBody"].(map[string]any)
-			if ref, ok := rb["$ref"].(string); ok {
-				name := strings.TrimPrefix(ref, "#/components/requestBodies/")
-				rb = tree["components"].(map[string]any)["requestBodies"].(map[string]any)[name].(map[string]any)
-			}
-			content, _ := rb["content"].(map[string]any)
-			media, _ := content["application/json"].(map[string]any)
-			ex, ok := media["example"]
-			if !ok {
-				continue
-			}
-			body, _ := json.Marshal(ex)
-			concrete := strings.NewReplacer("{id}", "acme").Replace(path)
-			req, _ := http.NewRequest(strings.ToUpper(method), "http://localhost"+concrete, bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Authorization", "Bearer rxc_example")
-			if ok, errs := v.ValidateHttpRequest(req); !ok {
-				t.Errorf("%s %s example %s: %v", strings.ToUpper(method), path, body, describe(errs))
-			}
-			n++
+	for _, op := range operations(tree) {
+		rb, _ := op.spec["requestBody"].(map[string]any)
+		if ref, ok := rb["$ref"].(string); ok {
+			name := strings.TrimPrefix(ref, "#/components/requestBodies/")
+			rb = tree["components"].(map[string]any)["requestBodies"].(map[string]any)[name].(map[string]any)
 		}
+		content, _ := rb["content"].(map[string]any)
+		media, _ := content["application/json"].(map[string]any)
+		ex, ok := media["example"]
+		if !ok {
+			continue
+		}
+		body, _ := json.Marshal(ex)
+		concrete := strings.NewReplacer("{id}", "acme").Replace(op.path)
+		req, _ := http.NewRequest(strings.ToUpper(op.method), "http://localhost"+concrete, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer rxc_example")
+		if ok, errs := v.ValidateHttpRequest(req); !ok {
+			t.Errorf("%s %s example %s: %v", strings.ToUpper(op.method), op.path, body, describe(errs))
+		}
+		n++
 	}
 	if n < 10 {
 		t.Fatalf("only %d examples found", n)
 	}
+}
+
+// operation is one operation of the OpenAPI description.
+type operation struct {
+	path, method string // method in lower case, as the description writes it
+	spec         map[string]any
+}
+
+// operations lists the description's operations (a path's shared
+// parameters are none).
+func operations(tree map[string]any) []operation {
+	var out []operation
+	for path, item := range tree["paths"].(map[string]any) {
+		for method, op := range item.(map[string]any) {
+			spec, ok := op.(map[string]any)
+			if !ok || method == "parameters" {
+				continue
+			}
+			out = append(out, operation{path: path, method: method, spec: spec})
+		}
+	}
+	return out
 }
 
 func describe[E interface{ Error() string }](errs []E) string {
@@ -241,30 +257,24 @@ func TestRealTrafficMatchesOpenAPI(t *testing.T) {
 	_, tree := openAPIValidator(t)
 	ids := map[string]string{"/api/tenants/{id}": "acme", "/api/sensors/{id}": w.sensor["globex"]}
 	var got415, got413 int
-	for path, item := range tree["paths"].(map[string]any) {
-		for method, op := range item.(map[string]any) {
-			o, isOp := op.(map[string]any)
-			if !isOp {
-				continue // the path's parameters
+	for _, op := range operations(tree) {
+		if _, ok := op.spec["requestBody"]; !ok {
+			continue
+		}
+		id := "no-such-id"
+		for prefix, v := range ids {
+			if strings.HasPrefix(op.path, prefix) {
+				id = v
 			}
-			if _, ok := o["requestBody"]; !ok {
-				continue
-			}
-			id := "no-such-id"
-			for prefix, v := range ids {
-				if strings.HasPrefix(path, prefix) {
-					id = v
-				}
-			}
-			p := strings.ReplaceAll(path, "{id}", id)
-			m := strings.ToUpper(method)
-			if r := e.do(request{method: m, path: p, operator: true, body: "plain text", header: map[string]string{"Content-Type": "text/plain"}}); r.status == http.StatusUnsupportedMediaType {
-				got415++
-			}
-			big := `{"name":"` + strings.Repeat("a", controlapi.MaxBatchBodyBytes+1) + `"}`
-			if r := e.do(request{method: m, path: p, operator: true, body: big}); r.status == http.StatusRequestEntityTooLarge {
-				got413++
-			}
+		}
+		p := strings.ReplaceAll(op.path, "{id}", id)
+		m := strings.ToUpper(op.method)
+		if r := e.do(request{method: m, path: p, operator: true, body: "plain text", header: map[string]string{"Content-Type": "text/plain"}}); r.status == http.StatusUnsupportedMediaType {
+			got415++
+		}
+		big := `{"name":"` + strings.Repeat("a", controlapi.MaxBatchBodyBytes+1) + `"}`
+		if r := e.do(request{method: m, path: p, operator: true, body: big}); r.status == http.StatusRequestEntityTooLarge {
+			got413++
 		}
 	}
 	if got415 < 10 || got413 < 10 {
@@ -281,25 +291,18 @@ func TestOpenAPIOperationsHaveIDs(t *testing.T) {
 	_, tree := openAPIValidator(t)
 	seen := map[string]string{}
 	camel := regexp.MustCompile(`^[a-z][A-Za-z0-9]+$`)
-	n := 0
-	for path, item := range tree["paths"].(map[string]any) {
-		for method, op := range item.(map[string]any) {
-			o, ok := op.(map[string]any)
-			if !ok || method == "parameters" {
-				continue
-			}
-			n++
-			id, _ := o["operationId"].(string)
-			switch {
-			case !camel.MatchString(id):
-				t.Errorf("%s %s: operationId %q, want lowerCamelCase", method, path, id)
-			case seen[id] != "":
-				t.Errorf("%s %s: operationId %q is also %s's", method, path, id, seen[id])
-			}
-			seen[id] = method + " " + path
+	ops := operations(tree)
+	for _, op := range ops {
+		id, _ := op.spec["operationId"].(string)
+		switch {
+		case !camel.MatchString(id):
+			t.Errorf("%s %s: operationId %q, want lowerCamelCase", op.method, op.path, id)
+		case seen[id] != "":
+			t.Errorf("%s %s: operationId %q is also %s's", op.method, op.path, id, seen[id])
 		}
+		seen[id] = op.method + " " + op.path
 	}
-	if n < 30 {
+	if n := len(ops); n < 30 {
 		t.Fatalf("only %d operations found; the check would pass vacuously", n)
 	}
 }

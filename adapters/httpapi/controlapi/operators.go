@@ -30,23 +30,9 @@ func operatorOut(o operators.Operator) operatorJSON {
 		Disabled: !o.Enabled(), DisabledAt: nullable.Time(o.DisabledAt), CreatedAt: o.CreatedAt.UTC(), SecondFactor: o.SecondFactor}
 }
 
-// operatorID answers 400 unless {id} looks like an operator id.
-func (a *API) operatorID(w http.ResponseWriter, r *http.Request) (string, bool) {
-	id := r.PathValue("id")
-	if err := ids.Validate(id); err != nil {
-		a.fail(w, r, err)
-		return "", false
-	}
-	return id, true
-}
-
 func (a *API) listOperators(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	os, err := a.operators.ListOperators(r.Context(), p)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeItems(w, os, operatorOut)
+	replyItems(a, w, r, os, err, operatorOut)
 }
 
 type createOperatorRequest struct {
@@ -58,8 +44,7 @@ type createOperatorRequest struct {
 
 func (a *API) createOperator(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	var req createOperatorRequest
-	if bad := problem.DecodeJSON(w, r, MaxBodyBytes, &req); bad != nil {
-		problem.Write(w, r, bad)
+	if !decodeBody(w, r, MaxBodyBytes, &req) {
 		return
 	}
 	o, err := a.operators.AddOperator(r.Context(), p, operators.NewOperator{Email: req.Email, Password: req.Password, Role: operators.Role(req.Role), Tenants: req.Tenants})
@@ -72,16 +57,12 @@ func (a *API) createOperator(w http.ResponseWriter, r *http.Request, p operators
 }
 
 func (a *API) getOperator(w http.ResponseWriter, r *http.Request, p operators.Principal) {
-	id, ok := a.operatorID(w, r)
+	id, ok := a.pathID(w, r)
 	if !ok {
 		return
 	}
 	o, err := a.operators.Operator(r.Context(), p, id)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	problem.WriteJSON(w, http.StatusOK, operatorOut(o))
+	reply(a, w, r, http.StatusOK, o, err, operatorOut)
 }
 
 type updateOperatorRequest struct {
@@ -91,13 +72,12 @@ type updateOperatorRequest struct {
 }
 
 func (a *API) updateOperator(w http.ResponseWriter, r *http.Request, p operators.Principal) {
-	id, ok := a.operatorID(w, r)
+	id, ok := a.pathID(w, r)
 	if !ok {
 		return
 	}
 	var req updateOperatorRequest
-	if bad := problem.DecodeJSON(w, r, MaxBodyBytes, &req); bad != nil {
-		problem.Write(w, r, bad)
+	if !decodeBody(w, r, MaxBodyBytes, &req) {
 		return
 	}
 	u := operators.Update{Tenants: req.Tenants, Disabled: req.Disabled}
@@ -106,11 +86,7 @@ func (a *API) updateOperator(w http.ResponseWriter, r *http.Request, p operators
 		u.Role = &role
 	}
 	o, err := a.operators.UpdateOperator(r.Context(), p, id, u)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	problem.WriteJSON(w, http.StatusOK, operatorOut(o))
+	reply(a, w, r, http.StatusOK, o, err, operatorOut)
 }
 
 type passwordRequest struct {
@@ -120,20 +96,15 @@ type passwordRequest struct {
 }
 
 func (a *API) resetPassword(w http.ResponseWriter, r *http.Request, p operators.Principal) {
-	id, ok := a.operatorID(w, r)
+	id, ok := a.pathID(w, r)
 	if !ok {
 		return
 	}
 	var req passwordRequest
-	if bad := problem.DecodeJSON(w, r, MaxBodyBytes, &req); bad != nil {
-		problem.Write(w, r, bad)
+	if !decodeBody(w, r, MaxBodyBytes, &req) {
 		return
 	}
-	if err := a.operators.ResetPassword(r.Context(), p, id, req.CurrentPassword, req.Password); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	a.replyNoContent(w, r, a.operators.ResetPassword(r.Context(), p, id, req.CurrentPassword, req.Password))
 }
 
 type signOutResponse struct {
@@ -141,16 +112,12 @@ type signOutResponse struct {
 }
 
 func (a *API) signOutEverywhere(w http.ResponseWriter, r *http.Request, p operators.Principal) {
-	id, ok := a.operatorID(w, r)
+	id, ok := a.pathID(w, r)
 	if !ok {
 		return
 	}
 	n, err := a.operators.SignOutEverywhere(r.Context(), p, id)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	problem.WriteJSON(w, http.StatusOK, signOutResponse{Sessions: n})
+	reply(a, w, r, http.StatusOK, n, err, func(n int) signOutResponse { return signOutResponse{Sessions: n} })
 }
 
 type tokenJSON struct {
@@ -176,11 +143,7 @@ func (a *API) listTokens(w http.ResponseWriter, r *http.Request, p operators.Pri
 		owner = q.Get("operatorId")
 	}
 	ts, err := a.operators.ListAPITokens(r.Context(), p, owner)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeItems(w, ts, tokenOut)
+	replyItems(a, w, r, ts, err, tokenOut)
 }
 
 type createTokenRequest struct {
@@ -198,8 +161,7 @@ type createdTokenJSON struct {
 
 func (a *API) createToken(w http.ResponseWriter, r *http.Request, p operators.Principal) {
 	var req createTokenRequest
-	if bad := problem.DecodeJSON(w, r, MaxBodyBytes, &req); bad != nil {
-		problem.Write(w, r, bad)
+	if !decodeBody(w, r, MaxBodyBytes, &req) {
 		return
 	}
 	if req.TTLSeconds < 0 || req.TTLSeconds > int64(operators.MaxTokenTTL/time.Second) {
@@ -220,16 +182,12 @@ func (a *API) createToken(w http.ResponseWriter, r *http.Request, p operators.Pr
 }
 
 func (a *API) revokeToken(w http.ResponseWriter, r *http.Request, p operators.Principal) {
-	id, ok := a.operatorID(w, r)
+	id, ok := a.pathID(w, r)
 	if !ok {
 		return
 	}
 	t, err := a.operators.RevokeAPIToken(r.Context(), p, id)
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	problem.WriteJSON(w, http.StatusOK, tokenOut(t))
+	reply(a, w, r, http.StatusOK, t, err, tokenOut)
 }
 
 type auditJSON struct {

@@ -124,16 +124,12 @@ func TestRequireAdminSecondFactorOverHTTP(t *testing.T) {
 	e := withSecondFactors(t, newEnv(t, options{}), false)
 	e.enrolTOTP(t, e.session)
 
+	secondID := e.createAdmin(t, "second@example.com")
 	res := e.do(request{method: "POST", path: "/api/operators", session: e.session,
-		body: `{"email":"second@example.com","password":"another long passphrase","role":"admin","tenants":[]}`})
-	res.expect(t, "create a second admin", http.StatusCreated, "")
-	secondID := str(t, res.object(t), "id")
-	res = e.do(request{method: "POST", path: "/api/operators", session: e.session,
 		body: `{"email":"viewer@example.com","password":"viewer long passphrase","role":"viewer","tenants":[]}`})
 	res.expect(t, "create a viewer", http.StatusCreated, "")
 
-	e.do(request{method: "PATCH", path: "/api/auth/settings", session: e.session, body: `{"requireAdminSecondFactor":true}`}).
-		expect(t, "require a second factor for admins", http.StatusOK, "")
+	e.requireAdminSecondFactor(t)
 	if got := e.do(request{method: "GET", path: "/api/auth/settings", session: e.session}).object(t)["requireAdminSecondFactor"]; got != true {
 		t.Errorf("settings read back %v", got)
 	}
@@ -142,17 +138,10 @@ func TestRequireAdminSecondFactorOverHTTP(t *testing.T) {
 		expect(t, "a viewer changes the settings", http.StatusForbidden, "forbidden")
 	e.do(request{method: "GET", path: "/api/tenants", session: viewer}).expect(t, "a viewer is not limited", http.StatusOK, "")
 
-	second := e.loginAs("second@example.com", "another long passphrase")
-	for _, rq := range []request{
-		{method: "GET", path: "/api/tenants"},
-		{method: "GET", path: "/api/operators"},
-		{method: "POST", path: "/api/tenants", body: `{"id":"sneaky","name":"Sneaky"}`},
-		{method: "PATCH", path: "/api/auth/settings", body: `{"requireAdminSecondFactor":false}`},
-		{method: "POST", path: "/api/tokens", body: `{"name":"x","role":"admin","tenants":[]}`},
-	} {
-		rq.session = second
-		e.do(rq).expect(t, "admin without a factor: "+rq.method+" "+rq.path, http.StatusForbidden, "second_factor_required")
-	}
+	second := e.loginAs("second@example.com", secondAdminPassword)
+	e.do(request{method: "GET", path: "/api/tenants", session: second}).
+		expect(t, "admin without a factor: GET /api/tenants", http.StatusForbidden, "second_factor_required")
+	e.expectEnrolmentOnly(t, "admin without a factor", func(rq *request) { rq.session = second })
 	if me := e.do(request{method: "GET", path: "/api/auth/me", session: second}).object(t); me["secondFactorRequired"] != true {
 		t.Errorf("me of an enrolment-only session: %v", me)
 	}
@@ -167,5 +156,113 @@ func TestRequireAdminSecondFactorOverHTTP(t *testing.T) {
 		expect(t, "after the reset, enrolment only again", http.StatusForbidden, "second_factor_required")
 	if o, err := e.store.OperatorByID(context.Background(), secondID); err != nil || o.SecondFactor {
 		t.Errorf("stored operator after the reset: %+v, %v", o, err)
+	}
+}
+
+// TestAttackAdminTokenMintedBeforeSecondFactorRequirement: an admin
+// without a second factor mints an admin API token (allowed while the
+// setting is off: a password alone opens the session). Once the deployment
+// requires a second factor for admins, that token must not act as an admin
+// either, or a stolen password used earlier keeps full admin through the
+// token while every session of the same account is held to enrolment.
+func TestAttackAdminTokenMintedBeforeSecondFactorRequirement(t *testing.T) {
+	t.Parallel()
+	e := withSecondFactors(t, newEnv(t, options{}), false)
+	e.enrolTOTP(t, e.session)
+	e.createAdmin(t, "nofactor@example.com")
+	second := e.loginAs("nofactor@example.com", secondAdminPassword)
+	res := e.do(request{method: "POST", path: "/api/tokens", session: second, body: `{"name":"script","role":"admin","tenants":[]}`})
+	res.expect(t, "admin token minted with the password alone", http.StatusCreated, "")
+	bearer := map[string]string{"Authorization": "Bearer " + str(t, res.object(t), "token")}
+
+	e.requireAdminSecondFactor(t)
+	e.do(request{method: "GET", path: "/api/tenants", session: second}).
+		expect(t, "the session of the admin without a factor", http.StatusForbidden, "second_factor_required")
+	e.expectEnrolmentOnly(t, "token of an admin without a factor", func(rq *request) { rq.header = bearer })
+}
+
+// twoReplicas serves two control planes over one database, each with its
+// own operators service sealing with the same key, as two replicas behind
+// a load balancer are.
+func twoReplicas(t *testing.T) (*env, *env) {
+	t.Helper()
+	base := newEnv(t, options{})
+	cfg := operators.Config{Hasher: fastHasher(t), Sealer: newSealer(t), MaxConcurrentHashes: 16}
+	replica := func() *env { return base.withOperators(t, cfg) }
+	return replica(), replica()
+}
+
+// TestAttackSecondFactorReplayAcrossReplicas: the same TOTP code, and the
+// same recovery code, sent at once to two replicas signs in exactly once.
+func TestAttackSecondFactorReplayAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	r1, r2 := twoReplicas(t)
+	secret, recovery := r1.enrolTOTP(t, r1.session)
+	r1.clock.Advance(30 * time.Second)
+	code, err := operators.TOTPCode(secret, r1.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	race := func(what, field, value string) {
+		t.Helper()
+		// Fewer than the pair threshold (5), so no refusal is a throttle.
+		const n = 4
+		logins := atOnce(n, func(i int) response {
+			r := r1
+			if i%2 == 1 {
+				r = r2
+			}
+			return r.do(request{method: "POST", path: "/api/auth/login", body: totpLogin(operatorEmail, operatorPassword, field, value)})
+		})
+		ok := 0
+		for _, res := range logins {
+			switch {
+			case res.status == http.StatusNoContent:
+				ok++
+			case res.status == http.StatusUnauthorized && res.problemCode() == "invalid_second_factor":
+			default:
+				t.Errorf("%s: %d %s", what, res.status, res.body)
+			}
+		}
+		if ok != 1 {
+			t.Errorf("%s sent %d times at once to two replicas signed in %d times, want once", what, n, ok)
+		}
+	}
+	race("one TOTP code", "totp", code)
+	r1.clock.Advance(2 * time.Hour) // the failures above are forgotten
+	race("one recovery code", "recoveryCode", recovery[0])
+}
+
+// secondAdminPassword is the password of the admins createAdmin adds.
+const secondAdminPassword = "another long passphrase"
+
+// createAdmin adds an admin (no second factor) and returns its id.
+func (e *env) createAdmin(t *testing.T, email string) string {
+	t.Helper()
+	res := e.do(request{method: "POST", path: "/api/operators", session: e.session,
+		body: fmt.Sprintf(`{"email":%q,"password":%q,"role":"admin","tenants":[]}`, email, secondAdminPassword)})
+	res.expect(t, "create a second admin", http.StatusCreated, "")
+	return str(t, res.object(t), "id")
+}
+
+// requireAdminSecondFactor turns the deployment's requirement on.
+func (e *env) requireAdminSecondFactor(t *testing.T) {
+	t.Helper()
+	e.do(request{method: "PATCH", path: "/api/auth/settings", session: e.session, body: `{"requireAdminSecondFactor":true}`}).
+		expect(t, "require a second factor for admins", http.StatusOK, "")
+}
+
+// expectEnrolmentOnly checks that admin routes, sent with the credentials
+// auth sets, are refused 403 second_factor_required.
+func (e *env) expectEnrolmentOnly(t *testing.T, who string, auth func(*request)) {
+	t.Helper()
+	for _, rq := range []request{
+		{method: "GET", path: "/api/operators"},
+		{method: "POST", path: "/api/tenants", body: `{"id":"sneaky","name":"Sneaky"}`},
+		{method: "PATCH", path: "/api/auth/settings", body: `{"requireAdminSecondFactor":false}`},
+		{method: "POST", path: "/api/tokens", body: `{"name":"x","role":"admin","tenants":[]}`},
+	} {
+		auth(&rq)
+		e.do(rq).expect(t, who+": "+rq.method+" "+rq.path, http.StatusForbidden, "second_factor_required")
 	}
 }

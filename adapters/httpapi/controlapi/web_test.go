@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -167,17 +166,11 @@ func TestConcurrentTenantCreation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{})
 	const n = 20
-	statuses := make([]int, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			statuses[i] = e.do(request{method: "POST", path: "/api/tenants", body: `{"id":"acme","name":"Acme"}`, operator: true}).status
-		})
-	}
-	wg.Wait()
 	count := map[int]int{}
-	for _, s := range statuses {
-		count[s]++
+	for _, res := range atOnce(n, func(int) response {
+		return e.do(request{method: "POST", path: "/api/tenants", body: `{"id":"acme","name":"Acme"}`, operator: true})
+	}) {
+		count[res.status]++
 	}
 	if diff := cmp.Diff(map[int]int{http.StatusCreated: 1, http.StatusOK: n - 1}, count); diff != "" {
 		t.Errorf("statuses (-want +got):\n%s", diff)

@@ -25,6 +25,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/rxc-project/rxc/adapters/httpapi/statusrec"
 )
 
 // Metrics is one service's registry.
@@ -221,11 +223,11 @@ func WrapWith(next http.Handler, log *slog.Logger, o Options) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := recorders.Get().(*recorder)
-		*rec = recorder{ResponseWriter: w}
+		*rec = recorder{statusrec.Recorder{ResponseWriter: w}}
 		defer func() { // a handler's panic is logged too
 			defer func() { *rec = recorder{}; recorders.Put(rec) }()
 			d := time.Since(start)
-			code := rec.code()
+			code := rec.Code()
 			if o.Observe != nil {
 				o.Observe(r, code, d)
 			}
@@ -245,7 +247,7 @@ func WrapWith(next http.Handler, log *slog.Logger, o Options) http.Handler {
 			}
 			log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 				slog.String("method", r.Method), slog.String("route", routeOf(r)), slog.String("path", r.URL.Path),
-				slog.Int("status", code), slog.Int64("bytes", rec.bytes),
+				slog.Int("status", code), slog.Int64("bytes", rec.Bytes()),
 				slog.Float64("duration_ms", float64(d.Microseconds())/1000), slog.String("peer", host))
 		}()
 		next.ServeHTTP(rec, r)
@@ -292,48 +294,8 @@ var recorders = sync.Pool{New: func() any { return new(recorder) }}
 
 // recorder notes the status and size of an answer.
 type recorder struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
+	statusrec.Recorder
 }
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(p []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	n, err := r.ResponseWriter.Write(p)
-	r.bytes += int64(n)
-	return n, err
-}
-
-// WriteString passes strings through without a copy (io.WriteString on
-// the recorder would otherwise convert each body to a new byte slice).
-func (r *recorder) WriteString(s string) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	n, err := io.WriteString(r.ResponseWriter, s)
-	r.bytes += int64(n)
-	return n, err
-}
-
-func (r *recorder) code() int {
-	if r.status == 0 {
-		return http.StatusOK
-	}
-	return r.status
-}
-
-// Unwrap lets http.ResponseController reach the connection (flush,
-// deadlines).
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // Flush passes flushes through for streamed answers.
 func (r *recorder) Flush() {

@@ -361,8 +361,7 @@ func etagMatches(header, etag string) bool {
 
 func (a *API) createAccount(w http.ResponseWriter, r *http.Request) {
 	var req wire.AccountRequest
-	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-		problem.Write(w, r, p)
+	if !decodeBody(w, r, &req) {
 		return
 	}
 	acct, created, err := a.svc.EnsureTenantAccount(r.Context(), req.TenantID, req.Name)
@@ -378,8 +377,7 @@ func (a *API) createAccount(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) createUser(w http.ResponseWriter, r *http.Request) {
 	var req wire.UserRequest
-	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-		problem.Write(w, r, p)
+	if !decodeBody(w, r, &req) {
 		return
 	}
 	su, created, err := a.svc.EnsureSensorUser(r.Context(), req.TenantID, req.SensorID)
@@ -402,8 +400,7 @@ func (a *API) createUser(w http.ResponseWriter, r *http.Request) {
 func (a *API) createBackendUser(w http.ResponseWriter, r *http.Request) {
 	var req wire.BackendUserRequest
 	if r.ContentLength != 0 {
-		if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-			problem.Write(w, r, p)
+		if !decodeBody(w, r, &req) {
 			return
 		}
 	}
@@ -422,8 +419,7 @@ func (a *API) createBackendUser(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 	var req wire.RevokeRequest
-	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-		problem.Write(w, r, p)
+	if !decodeBody(w, r, &req) {
 		return
 	}
 	if !nkeys.IsValidPublicAccountKey(req.AccountID) {
@@ -441,6 +437,16 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	a.log.Info("user revoked", "account", rev.AccountPubKey, "user", rev.UserPubKey, "revokedAt", rev.RevokedAt)
 	problem.WriteJSON(w, http.StatusOK, wire.RevokeResponse{AccountID: acct.PubKey, UserPubKey: rev.UserPubKey, RevokedAt: rev.RevokedAt, AccountJWT: acct.JWT})
+}
+
+// decodeBody reads the request's JSON body (at most MaxBodyBytes) into v;
+// on failure it has answered the problem and returns false.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if p := problem.DecodeJSON(w, r, MaxBodyBytes, v); p != nil {
+		problem.Write(w, r, p)
+		return false
+	}
+	return true
 }
 
 func status(created bool) int {

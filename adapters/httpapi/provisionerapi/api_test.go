@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/httpapi/edgetest"
 	"github.com/rxc-project/rxc/adapters/httpapi/provisionerapi"
 	"github.com/rxc-project/rxc/adapters/memory/provisionmem"
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
@@ -103,17 +104,8 @@ func FuzzWriteRoutes(f *testing.F) {
 		req.Header.Set("X-Backend-Shared-Secret", secret)
 		rec := httptest.NewRecorder()
 		api.ServeHTTP(rec, req)
-		if rec.Code >= 500 {
-			t.Fatalf("POST %s %q: status %d: %s", path, body, rec.Code, rec.Body)
-		}
-		var doc map[string]any
-		if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
-			t.Fatalf("POST %s %q: body is not JSON: %q", path, body, rec.Body)
-		}
-		if rec.Code >= 400 {
-			if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" || doc["code"] == "" {
-				t.Fatalf("POST %s %q: error %d without a problem document: %s %s", path, body, rec.Code, ct, rec.Body)
-			}
+		if err := edgetest.CheckAnswer(rec); err != nil {
+			t.Fatalf("POST %s %q: %v", path, body, err)
 		}
 	})
 }

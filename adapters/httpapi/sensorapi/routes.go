@@ -129,8 +129,9 @@ func (a *Routes) redeem(w http.ResponseWriter, r *http.Request) {
 }
 
 // sensorRequest reads what enrol and renew share: the sensor id, the bearer
-// token and the CSR. On failure it has answered.
-func (a *Routes) sensorRequest(w http.ResponseWriter, r *http.Request) (id, token string, req agentwire.EnrollRequest, ok bool) {
+// token and the body (an agentwire.EnrollRequest or RenewRequest). On
+// failure it has answered.
+func sensorRequest[T any](a *Routes, w http.ResponseWriter, r *http.Request) (id, token string, req T, ok bool) {
 	if id, ok = a.sensorCaller(w, r); !ok {
 		return "", "", req, false
 	}
@@ -146,16 +147,26 @@ func (a *Routes) sensorRequest(w http.ResponseWriter, r *http.Request) (id, toke
 	return id, token, req, true
 }
 
+// proofSignature decodes a proof's base64 signature; on failure it has
+// answered.
+func (a *Routes) proofSignature(w http.ResponseWriter, r *http.Request, s string) ([]byte, bool) {
+	sig, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		a.host.FailSensor(w, r, fmt.Errorf("%w: signature is not base64", fleet.ErrInvalidProof))
+		return nil, false
+	}
+	return sig, true
+}
+
 func (a *Routes) enroll(w http.ResponseWriter, r *http.Request) {
-	id, token, req, ok := a.sensorRequest(w, r)
+	id, token, req, ok := sensorRequest[agentwire.EnrollRequest](a, w, r)
 	if !ok {
 		return
 	}
 	var proof *fleet.EnrolmentProof
 	if req.Proof != nil {
-		sig, err := base64.StdEncoding.DecodeString(req.Proof.Signature)
-		if err != nil {
-			a.host.FailSensor(w, r, fmt.Errorf("%w: signature is not base64", fleet.ErrInvalidProof))
+		sig, ok := a.proofSignature(w, r, req.Proof.Signature)
+		if !ok {
 			return
 		}
 		proof = &fleet.EnrolmentProof{SignedAt: req.Proof.SignedAt, Signature: sig}
@@ -191,25 +202,14 @@ func (a *Routes) natsJSON(n *fleet.NATSCredentials) *agentwire.NATS {
 }
 
 func (a *Routes) renew(w http.ResponseWriter, r *http.Request) {
-	id, ok := a.sensorCaller(w, r)
+	id, token, req, ok := sensorRequest[agentwire.RenewRequest](a, w, r)
 	if !ok {
-		return
-	}
-	token, ok := Bearer(r)
-	if !ok {
-		a.host.FailSensor(w, r, fleet.ErrInvalidToken)
-		return
-	}
-	var req agentwire.RenewRequest
-	if p := problem.DecodeJSON(w, r, MaxBodyBytes, &req); p != nil {
-		a.host.Fail(w, r, p)
 		return
 	}
 	var proof *fleet.PossessionProof
 	if req.Proof != nil {
-		sig, err := base64.StdEncoding.DecodeString(req.Proof.Signature)
-		if err != nil {
-			a.host.FailSensor(w, r, fmt.Errorf("%w: signature is not base64", fleet.ErrInvalidProof))
+		sig, ok := a.proofSignature(w, r, req.Proof.Signature)
+		if !ok {
 			return
 		}
 		proof = &fleet.PossessionProof{CertificatePEM: []byte(req.Proof.Certificate), SignedAt: req.Proof.SignedAt, Signature: sig}

@@ -35,18 +35,19 @@ type Server struct {
 // New starts a plain-HTTP fake; NewTLS one with a self-signed certificate.
 func New(t testing.TB, key string, attrs ...Attribute) *Server {
 	t.Helper()
-	s := &Server{Key: key, attrs: attrs, release: make(chan struct{})}
-	hs := httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(func() { s.Release(); hs.Close() })
-	s.URL = hs.URL
-	return s
+	return start(t, httptest.NewServer, key, attrs)
 }
 
 // NewTLS is New over TLS with httptest's self-signed certificate.
 func NewTLS(t testing.TB, key string, attrs ...Attribute) *Server {
 	t.Helper()
+	return start(t, httptest.NewTLSServer, key, attrs)
+}
+
+// start serves the fake with listen (httptest.NewServer or NewTLSServer).
+func start(t testing.TB, listen func(http.Handler) *httptest.Server, key string, attrs []Attribute) *Server {
 	s := &Server{Key: key, attrs: attrs, release: make(chan struct{})}
-	hs := httptest.NewTLSServer(http.HandlerFunc(s.serve))
+	hs := listen(http.HandlerFunc(s.serve))
 	t.Cleanup(func() { s.Release(); hs.Close() })
 	s.URL = hs.URL
 	return s

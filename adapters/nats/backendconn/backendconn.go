@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/sdk/backoff"
 	"github.com/rxc-project/rxc/sdk/logkey"
 )
@@ -40,6 +41,26 @@ type Config struct {
 	// DrainTimeout is nats.go's drain timeout; zero keeps its default.
 	DrainTimeout time.Duration
 	Logger       *slog.Logger
+}
+
+// CheckTarget checks what a client of a CONTROL-account stream needs
+// before it connects: a URL, a credentials source, and a stream name (def
+// when stream is empty) that is an id. It returns the stream name; pkg
+// prefixes its errors.
+func CheckTarget(pkg, url string, creds func(ctx context.Context) (string, error), stream, def string) (string, error) {
+	if url == "" {
+		return "", errors.New(pkg + ": URL is required")
+	}
+	if creds == nil {
+		return "", errors.New(pkg + ": a credentials source is required")
+	}
+	if stream == "" {
+		stream = def
+	}
+	if err := ids.Validate(stream); err != nil {
+		return "", fmt.Errorf("%s: stream name: %w", pkg, err)
+	}
+	return stream, nil
 }
 
 // Session uses one connection. It must return once closed is closed (nats.go

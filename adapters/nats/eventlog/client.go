@@ -16,7 +16,6 @@ package eventlog
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -26,7 +25,6 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/nats/backendconn"
 	"github.com/rxc-project/rxc/core/events"
-	"github.com/rxc-project/rxc/core/ids"
 	"github.com/rxc-project/rxc/core/topology"
 	"github.com/rxc-project/rxc/sdk/logkey"
 )
@@ -80,17 +78,9 @@ type Client struct {
 
 // New checks cfg and returns a Client that is not yet connected.
 func New(cfg Config) (*Client, error) {
-	if cfg.URL == "" {
-		return nil, errors.New("eventlog: URL is required")
-	}
-	if cfg.Creds == nil {
-		return nil, errors.New("eventlog: a credentials source is required")
-	}
-	if cfg.Stream == "" {
-		cfg.Stream = topology.DefaultEventStream
-	}
-	if err := ids.Validate(cfg.Stream); err != nil {
-		return nil, fmt.Errorf("eventlog: stream name: %w", err)
+	var err error
+	if cfg.Stream, err = backendconn.CheckTarget("eventlog", cfg.URL, cfg.Creds, cfg.Stream, topology.DefaultEventStream); err != nil {
+		return nil, err
 	}
 	if cfg.MaxPending < 0 || cfg.AckTimeout < 0 || cfg.FetchWait < 0 || cfg.ReconnectWait < 0 {
 		return nil, errors.New("eventlog: negative setting")

@@ -121,11 +121,7 @@ func TestServerAcceptsRenderedConfig(t *testing.T) {
 		{PubKey: k.sysPub, Name: "SYS", Kind: provisioning.KindSystem},
 		{PubKey: k.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl},
 	} {
-		tok, err := s.SignAccount(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.jwts[spec.PubKey] = tok
+		res.jwts[spec.PubKey] = signed(t, s, spec)
 	}
 	hs := httptest.NewServer(res)
 	t.Cleanup(hs.Close)
@@ -219,11 +215,7 @@ func TestRevocationCoversJWTsSignedByAFasterClock(t *testing.T) {
 		{PubKey: k.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl,
 			Revocations: []provisioning.Revocation{{AccountPubKey: k.ctlPub, UserPubKey: revoked.PubKey, RevokedAt: revokedAt}}},
 	} {
-		tok, err := s.SignAccount(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.jwts[spec.PubKey] = tok
+		res.jwts[spec.PubKey] = signed(t, s, spec)
 	}
 	// What the store holds and what the JWT says stay one revocation.
 	if revs, err := s.AccountRevocations(res.jwts[k.ctlPub]); err != nil || len(revs) != 1 || !revs[0].RevokedAt.Equal(revokedAt) {

@@ -35,32 +35,29 @@ func newKeys(t *testing.T) keys {
 	if k.opPub, k.opSeed, err = jwtauthority.NewOperatorKey(); err != nil {
 		t.Fatal(err)
 	}
-	if k.sysPub, k.sysSeed, err = accountKey(); err != nil {
-		t.Fatal(err)
-	}
-	if k.ctlPub, k.ctlSeed, err = accountKey(); err != nil {
-		t.Fatal(err)
-	}
+	k.sysPub, k.sysSeed = accountKey(t)
+	k.ctlPub, k.ctlSeed = accountKey(t)
 	return k
 }
 
-func accountKey() (string, []byte, error) {
-	kp, err := nkeys.CreateAccount()
-	if err != nil {
-		return "", nil, err
-	}
-	pub, _ := kp.PublicKey()
-	seed, _ := kp.Seed()
-	return pub, seed, nil
-}
-
-func userKey(t *testing.T) string {
+// newKey is a new key pair made by create (nkeys.CreateAccount, …): its
+// public key and seed.
+func newKey(t *testing.T, create func() (nkeys.KeyPair, error)) (pub string, seed []byte) {
 	t.Helper()
-	kp, err := nkeys.CreateUser()
+	kp, err := create()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, _ := kp.PublicKey()
+	pub, _ = kp.PublicKey()
+	seed, _ = kp.Seed()
+	return pub, seed
+}
+
+func accountKey(t *testing.T) (string, []byte) { t.Helper(); return newKey(t, nkeys.CreateAccount) }
+
+func userKey(t *testing.T) string {
+	t.Helper()
+	pub, _ := newKey(t, nkeys.CreateUser)
 	return pub
 }
 
@@ -76,6 +73,24 @@ func newSigner(t *testing.T, k keys) *jwtauthority.Signer {
 		t.Fatalf("New: %v", err)
 	}
 	return s
+}
+
+// newKeysAndSigner is newKeys and a signer of those keys (newSigner): the
+// set-up most tests share.
+func newKeysAndSigner(t *testing.T) (keys, *jwtauthority.Signer) {
+	t.Helper()
+	k := newKeys(t)
+	return k, newSigner(t, k)
+}
+
+// signed is s.SignAccount(spec), which must succeed.
+func signed(t *testing.T, s *jwtauthority.Signer, spec provisioning.AccountSpec) string {
+	t.Helper()
+	tok, err := s.SignAccount(spec)
+	if err != nil {
+		t.Fatalf("SignAccount: %v", err)
+	}
+	return tok
 }
 
 // accountView is what the tests assert of a decoded account JWT.
@@ -114,9 +129,8 @@ var bySubject = []cmp.Option{
 
 func TestSignAccount(t *testing.T) {
 	t.Parallel()
-	k := newKeys(t)
-	s := newSigner(t, k)
-	tenantPub, _, _ := accountKey()
+	k, s := newKeysAndSigner(t)
+	tenantPub, _ := accountKey(t)
 	u1, u2 := userKey(t), userKey(t)
 	t1 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	t2 := t1.Add(time.Hour)
@@ -182,10 +196,7 @@ func TestSignAccount(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tok, err := s.SignAccount(tc.spec)
-			if err != nil {
-				t.Fatalf("SignAccount: %v", err)
-			}
+			tok := signed(t, s, tc.spec)
 			if diff := cmp.Diff(tc.want, view(t, tok), bySubject...); diff != "" {
 				t.Errorf("account JWT mismatch (-want +got):\n%s", diff)
 			}
@@ -197,12 +208,8 @@ func TestSignAccount(t *testing.T) {
 // permissions sensors get and the subjects the accounts expose cannot drift.
 func TestSignAccountFollowsTopology(t *testing.T) {
 	t.Parallel()
-	k := newKeys(t)
-	s := newSigner(t, k)
-	ctl, err := s.SignAccount(provisioning.AccountSpec{PubKey: k.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, s := newKeysAndSigner(t)
+	ctl := signed(t, s, provisioning.AccountSpec{PubKey: k.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl})
 	var gotExports []string
 	for _, e := range view(t, ctl).Exports {
 		gotExports = append(gotExports, string(e.Subject))
@@ -218,14 +225,13 @@ func TestSignAccountFollowsTopology(t *testing.T) {
 
 func TestSignAccountRefuses(t *testing.T) {
 	t.Parallel()
-	k := newKeys(t)
-	s := newSigner(t, k)
+	k, s := newKeysAndSigner(t)
 	noControl, err := jwtauthority.New(jwtauthority.Config{OperatorSeed: k.opSeed, Stream: "RXC_CMD", ControlJetStream: unlimited})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tenantPub, _, _ := accountKey()
-	otherPub, _, _ := accountKey()
+	tenantPub, _ := accountKey(t)
+	otherPub, _ := accountKey(t)
 	u := userKey(t)
 	now := time.Now()
 	tests := []struct {
@@ -267,16 +273,13 @@ func TestWithControlAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tenantPub, _, _ := accountKey()
+	tenantPub, _ := accountKey(t)
 	spec := provisioning.AccountSpec{PubKey: tenantPub, Name: "acme", Kind: provisioning.KindTenant, TenantID: "acme"}
 	withCtl, err := base.WithControlAccount(k.ctlPub)
 	if err != nil {
 		t.Fatalf("WithControlAccount: %v", err)
 	}
-	tok, err := withCtl.SignAccount(spec)
-	if err != nil {
-		t.Fatalf("SignAccount: %v", err)
-	}
+	tok := signed(t, withCtl, spec)
 	for _, im := range view(t, tok).Imports {
 		if im.Account != k.ctlPub {
 			t.Errorf("import %q from %s, want %s", im.Name, im.Account, k.ctlPub)
@@ -349,9 +352,8 @@ func decodeUser(t *testing.T, tok string) (*jwt.UserClaims, userView) {
 
 func TestMintUser(t *testing.T) {
 	t.Parallel()
-	k := newKeys(t)
-	s := newSigner(t, k)
-	tenantPub, tenantSeed, _ := accountKey()
+	k, s := newKeysAndSigner(t)
+	tenantPub, tenantSeed := accountKey(t)
 	sensor := topology.Sensor{Stream: "RXC_CMD", TenantID: "acme", SensorID: "s-1"}
 	tests := []struct {
 		name string
@@ -431,8 +433,7 @@ func TestMintUser(t *testing.T) {
 
 func TestMintUserRefuses(t *testing.T) {
 	t.Parallel()
-	k := newKeys(t)
-	s := newSigner(t, k)
+	k, s := newKeysAndSigner(t)
 	perms := topology.BackendPermissions()
 	tests := []struct {
 		name string
@@ -460,12 +461,8 @@ func TestMintUserRefuses(t *testing.T) {
 
 func TestCredsRefuses(t *testing.T) {
 	t.Parallel()
-	k := newKeys(t)
-	s := newSigner(t, k)
-	acct, err := s.SignAccount(provisioning.AccountSpec{PubKey: k.sysPub, Name: "SYS", Kind: provisioning.KindSystem})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, s := newKeysAndSigner(t)
+	acct := signed(t, s, provisioning.AccountSpec{PubKey: k.sysPub, Name: "SYS", Kind: provisioning.KindSystem})
 	perms := topology.BackendPermissions()
 	a, err := s.MintUser(provisioning.UserSpec{AccountSeed: k.ctlSeed, Name: "a", Permissions: perms})
 	if err != nil {
@@ -623,13 +620,9 @@ func TestErrorsNeverCarrySeeds(t *testing.T) {
 
 func TestHasPermissions(t *testing.T) {
 	t.Parallel()
-	k := newKeys(t)
-	s := newSigner(t, k)
+	_, s := newKeysAndSigner(t)
 	perms := topology.Sensor{Stream: "RXC_CMD", TenantID: "acme", SensorID: "s1"}.Permissions()
-	tenantPub, tenantSeed, err := accountKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tenantPub, tenantSeed := accountKey(t)
 	m, err := s.MintUser(provisioning.UserSpec{AccountPubKey: tenantPub, AccountSeed: tenantSeed, Name: "s1", Permissions: perms})
 	if err != nil {
 		t.Fatal(err)
@@ -665,12 +658,8 @@ func TestHasPermissions(t *testing.T) {
 // (no responses) is outdated.
 func TestBackendUserAnswersRequests(t *testing.T) {
 	t.Parallel()
-	k := newKeys(t)
-	s := newSigner(t, k)
-	acctPub, acctSeed, err := accountKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := newKeysAndSigner(t)
+	acctPub, acctSeed := accountKey(t)
 	backend := topology.BackendPermissions()
 	m, err := s.MintUser(provisioning.UserSpec{AccountPubKey: acctPub, AccountSeed: acctSeed, Name: "backend", Permissions: backend})
 	if err != nil {
@@ -702,23 +691,11 @@ func TestBackendUserAnswersRequests(t *testing.T) {
 
 func TestAccountMatches(t *testing.T) {
 	t.Parallel()
-	k := newKeys(t)
-	s := newSigner(t, k)
-	tenantPub, _, err := accountKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, s := newKeysAndSigner(t)
+	tenantPub, _ := accountKey(t)
 	revoked := provisioning.Revocation{AccountPubKey: k.ctlPub, UserPubKey: userKey(t), RevokedAt: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
 	control := provisioning.AccountSpec{PubKey: k.ctlPub, Name: "CONTROL", Kind: provisioning.KindControl, Revocations: []provisioning.Revocation{revoked}}
 	tenant := provisioning.AccountSpec{PubKey: tenantPub, Name: "acme", Kind: provisioning.KindTenant, TenantID: "acme"}
-	sign := func(s *jwtauthority.Signer, spec provisioning.AccountSpec) string {
-		t.Helper()
-		tok, err := s.SignAccount(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tok
-	}
 	other := func(mut func(*jwtauthority.Config)) *jwtauthority.Signer {
 		t.Helper()
 		cfg := jwtauthority.Config{
@@ -747,15 +724,15 @@ func TestAccountMatches(t *testing.T) {
 		spec provisioning.AccountSpec
 		want bool
 	}{
-		{"control, signed now", sign(s, control), control, true},
-		{"tenant, signed now", sign(s, tenant), tenant, true},
-		{"control limits changed since", sign(other(func(c *jwtauthority.Config) { c.ControlJetStream.DiskStorage = 1 << 31 }), control), control, false},
-		{"command stream renamed since (exports)", sign(other(func(c *jwtauthority.Config) { c.Stream = "OLD_CMD" }), control), control, false},
-		{"command stream renamed since (imports)", sign(other(func(c *jwtauthority.Config) { c.Stream = "OLD_CMD" }), tenant), tenant, false},
-		{"a revocation missing", sign(s, noRevocation), control, false},
-		{"a revocation at another time", sign(s, laterRevocation), control, false},
-		{"another tenant's claims", sign(s, renamed), tenant, false},
-		{"signed by another operator", sign(other(func(c *jwtauthority.Config) { c.OperatorSeed = otherOp.opSeed }), control), control, false},
+		{"control, signed now", signed(t, s, control), control, true},
+		{"tenant, signed now", signed(t, s, tenant), tenant, true},
+		{"control limits changed since", signed(t, other(func(c *jwtauthority.Config) { c.ControlJetStream.DiskStorage = 1 << 31 }), control), control, false},
+		{"command stream renamed since (exports)", signed(t, other(func(c *jwtauthority.Config) { c.Stream = "OLD_CMD" }), control), control, false},
+		{"command stream renamed since (imports)", signed(t, other(func(c *jwtauthority.Config) { c.Stream = "OLD_CMD" }), tenant), tenant, false},
+		{"a revocation missing", signed(t, s, noRevocation), control, false},
+		{"a revocation at another time", signed(t, s, laterRevocation), control, false},
+		{"another tenant's claims", signed(t, s, renamed), tenant, false},
+		{"signed by another operator", signed(t, other(func(c *jwtauthority.Config) { c.OperatorSeed = otherOp.opSeed }), control), control, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -766,7 +743,7 @@ func TestAccountMatches(t *testing.T) {
 		})
 	}
 	// Signed twice a second apart, the same claims still match.
-	first := sign(s, control)
+	first := signed(t, s, control)
 	time.Sleep(1100 * time.Millisecond)
 	if ok, err := s.AccountMatches(first, control); err != nil || !ok {
 		t.Fatalf("AccountMatches of a JWT signed a second earlier = %v, %v; want true", ok, err)
@@ -774,7 +751,7 @@ func TestAccountMatches(t *testing.T) {
 	if ok, err := s.AccountMatches("not a jwt", control); ok || err != nil {
 		t.Fatalf("AccountMatches of garbage = %v, %v; want false so a re-sign repairs it", ok, err)
 	}
-	tampered := sign(s, control)
+	tampered := signed(t, s, control)
 	if strings.HasSuffix(tampered, "AAAA") {
 		tampered = tampered[:len(tampered)-4] + "BBBB"
 	} else {
@@ -784,20 +761,20 @@ func TestAccountMatches(t *testing.T) {
 		t.Fatalf("AccountMatches of a JWT with a broken signature = %v, %v; want false", ok, err)
 	}
 
-	revs, err := s.AccountRevocations(sign(s, control))
+	revs, err := s.AccountRevocations(signed(t, s, control))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(control.Revocations, revs); diff != "" {
 		t.Errorf("AccountRevocations (-want +got):\n%s", diff)
 	}
-	if revs, err := s.AccountRevocations(sign(s, tenant)); err != nil || len(revs) != 0 {
+	if revs, err := s.AccountRevocations(signed(t, s, tenant)); err != nil || len(revs) != 0 {
 		t.Errorf("AccountRevocations of an account without any = %v, %v", revs, err)
 	}
 	if _, err := s.AccountRevocations("not a jwt"); err == nil {
 		t.Fatal("AccountRevocations decoded garbage")
 	}
-	if _, err := s.AccountMatches(sign(s, control), provisioning.AccountSpec{PubKey: "nope", Kind: provisioning.KindControl}); err == nil {
+	if _, err := s.AccountMatches(signed(t, s, control), provisioning.AccountSpec{PubKey: "nope", Kind: provisioning.KindControl}); err == nil {
 		t.Fatal("an invalid spec was compared")
 	}
 }
@@ -814,7 +791,7 @@ func TestOperatorSigningKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sysPub, _, _ := accountKey()
+	sysPub, _ := accountKey(t)
 	tok, err := jwtauthority.SignOperatorSpec(idSeed, jwtauthority.OperatorSpec{Name: "OP", SystemAccount: sysPub, AccountServerURL: "http://p:8080/jwt/v1/accounts/", SigningKeys: []string{sk}})
 	if err != nil {
 		t.Fatal(err)
@@ -854,22 +831,15 @@ func TestOperatorSigningKeys(t *testing.T) {
 // without the margin single-user entries carry (it would refuse every new
 // user for that long), and reads back unchanged.
 func TestAllUsersRevocationCarriesNoMargin(t *testing.T) {
-	k := newKeys(t)
-	s := newSigner(t, k)
-	acct, _, err := accountKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, s := newKeysAndSigner(t)
+	acct, _ := accountKey(t)
 	at := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
 	one := userKey(t)
 	spec := provisioning.AccountSpec{PubKey: acct, Name: "acme", Kind: provisioning.KindTenant, TenantID: "acme", Revocations: []provisioning.Revocation{
 		{AccountPubKey: acct, UserPubKey: provisioning.AllUsers, RevokedAt: at},
 		{AccountPubKey: acct, UserPubKey: one, RevokedAt: at.Add(time.Minute)},
 	}}
-	tok, err := s.SignAccount(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := signed(t, s, spec)
 	ac, err := jwt.DecodeAccountClaims(tok)
 	if err != nil {
 		t.Fatal(err)

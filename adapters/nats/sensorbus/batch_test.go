@@ -29,9 +29,7 @@ func commandsFor(n int, prefix string) []fleet.Command {
 // called unsent, and the stream holds each command once.
 func TestPublishCommandsPipelined(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	url := w.start(-1)
-	admin := w.admin(url)
+	w, url, admin := running(t, -1)
 	c := newClient(t, url, static(w.backendCreds()))
 	startReady(t, c)
 	ctx := t.Context()
@@ -86,9 +84,7 @@ func TestPublishCommandsPipelined(t *testing.T) {
 // answer ErrNotPublished for every command, and nothing is stored.
 func TestPublishCommandsNotStoredAreSaidSo(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	url := w.start(-1)
-	admin := w.admin(url)
+	w, url, admin := running(t, -1)
 	wrong := newClient(t, url, static(w.backendCreds()), func(cfg *sensorbus.Config) { cfg.Stream = "OTHER" })
 	startReady(t, wrong)
 	for i, r := range wrong.PublishCommands(t.Context(), commandsFor(20, "refused"), 8) {
@@ -121,9 +117,7 @@ func TestPublishCommandsNotStoredAreSaidSo(t *testing.T) {
 // as duplicates, nothing stored twice.
 func TestPublishCommandsToAHungServer(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	url := w.start(-1)
-	admin := w.admin(url)
+	w, url, admin := running(t, -1)
 	fr := newFreezer(t, strings.TrimPrefix(url, "nats://"))
 	c := newClient(t, fr.url(), static(w.backendCreds()), func(cfg *sensorbus.Config) { cfg.PublishTimeout = time.Second })
 	startReady(t, c)

@@ -122,17 +122,9 @@ type Client struct {
 
 // New checks cfg and returns a Client that is not yet connected.
 func New(cfg Config) (*Client, error) {
-	if cfg.URL == "" {
-		return nil, errors.New("sensorbus: URL is required")
-	}
-	if cfg.Creds == nil {
-		return nil, errors.New("sensorbus: a credentials source is required")
-	}
-	if cfg.Stream == "" {
-		cfg.Stream = topology.DefaultStream
-	}
-	if err := ids.Validate(cfg.Stream); err != nil {
-		return nil, fmt.Errorf("sensorbus: stream name: %w", err)
+	var err error
+	if cfg.Stream, err = backendconn.CheckTarget("sensorbus", cfg.URL, cfg.Creds, cfg.Stream, topology.DefaultStream); err != nil {
+		return nil, err
 	}
 	if cfg.QueueGroup == "" {
 		cfg.QueueGroup = DefaultQueueGroup

@@ -94,10 +94,8 @@ func (r *recorder) len() int { return len(r.all()) }
 
 func TestCommandLandsInStreamOnceAndReachesTheSensor(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	url := w.start(-1)
 	s1 := sensorT1("s1")
-	admin := w.admin(url, s1)
+	w, url, admin := running(t, -1, s1)
 	c := newClient(t, url, static(w.backendCreds()))
 	startReady(t, c)
 	ctx := t.Context()
@@ -368,9 +366,7 @@ func TestPublishWhileDisconnectedFailsPromptly(t *testing.T) {
 		{
 			name: "server went away",
 			setup: func(t *testing.T) *sensorbus.Client {
-				w := newWorld(t)
-				url := w.start(-1)
-				w.admin(url)
+				w, url, _ := running(t, -1)
 				c := newClient(t, url, static(w.backendCreds()), func(cfg *sensorbus.Config) { cfg.PublishTimeout = publishTimeout })
 				startReady(t, c)
 				w.stop()
@@ -431,10 +427,8 @@ func TestReconnectRestoresStatusSubscription(t *testing.T) {
 
 func TestRevokedCredentialsAreReplaced(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	url := w.start(-1)
 	s1 := sensorT1("s1")
-	w.admin(url, s1)
+	w, url, _ := running(t, -1, s1)
 	first, second := w.backendCreds(), w.backendCreds()
 	var calls atomic.Int64
 	c := newClient(t, url, func(context.Context) (string, error) {

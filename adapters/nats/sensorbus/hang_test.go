@@ -101,10 +101,8 @@ func (f *freezer) unfreeze() {
 // the same id is acknowledged as a duplicate of that one.
 func TestHungServer(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	url := w.start(-1)
 	s1 := sensorT1("s1")
-	admin := w.admin(url, s1)
+	w, url, admin := running(t, -1, s1)
 	fr := newFreezer(t, strings.TrimPrefix(url, "nats://"))
 	c := newClient(t, fr.url(), static(w.backendCreds()), func(cfg *sensorbus.Config) { cfg.PublishTimeout = time.Second })
 	startReady(t, c)

@@ -285,3 +285,14 @@ func sensorT1(id string) topology.Sensor {
 }
 
 func urlFor(port int) string { return fmt.Sprintf("nats://127.0.0.1:%d", port) }
+
+// running is a world whose server is started on port (-1: any free one)
+// with the command stream and the consumers of sensors in place: the
+// set-up most tests share. It returns the world, the server's URL and the
+// CONTROL admin's JetStream.
+func running(t *testing.T, port int, sensors ...topology.Sensor) (*world, string, jetstream.JetStream) {
+	t.Helper()
+	w := newWorld(t)
+	url := w.start(port)
+	return w, url, w.admin(url, sensors...)
+}

@@ -142,9 +142,7 @@ func (e *env) admin(url string) jetstream.JetStream {
 
 func TestEnsureStream(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	srv := e.start(0)
-	adm := e.admin(srv.URL())
+	e, srv, adm := running(t)
 	c := e.client(e.config(srv.URL()))
 	want := streamView{
 		Subjects: []string{"rxc.*.*.cmd"}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage,
@@ -181,9 +179,7 @@ func TestEnsureStream(t *testing.T) {
 // sensor) while the sensor's consumer does not deliver it again.
 func TestLimitsRetention(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	srv := e.start(0)
-	adm := e.admin(srv.URL())
+	e, srv, adm := running(t)
 	cfg := e.config(srv.URL())
 	cfg.Stream.Retention, cfg.Stream.MaxMsgsPerSubject = serveradmin.RetentionLimits, 3
 	c := e.client(cfg)
@@ -231,9 +227,7 @@ func TestLimitsRetention(t *testing.T) {
 
 func TestEnsureStreamReportsRefusedChange(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	srv := e.start(0)
-	adm := e.admin(srv.URL())
+	e, srv, adm := running(t)
 	if _, err := adm.CreateStream(context.Background(), jetstream.StreamConfig{
 		Name: stream, Subjects: []string{topology.CommandWildcard}, Storage: jetstream.MemoryStorage,
 	}); err != nil {
@@ -252,9 +246,7 @@ func TestEnsureStreamReportsRefusedChange(t *testing.T) {
 
 func TestEnsureConsumer(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	srv := e.start(0)
-	adm := e.admin(srv.URL())
+	e, srv, adm := running(t)
 	c := e.client(e.config(srv.URL()))
 	s := topology.Sensor{Stream: stream, TenantID: "acme", SensorID: "s-1"}
 
@@ -308,9 +300,7 @@ func TestEnsureConsumer(t *testing.T) {
 
 func TestEnsureConsumerRecreatesMissingStream(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	srv := e.start(0)
-	adm := e.admin(srv.URL())
+	e, srv, adm := running(t)
 	c := e.client(e.config(srv.URL()))
 	eventually(t, 5*time.Second, "stream created on connect", func() bool { _, err := streamOf(t, adm); return err == nil })
 	// The server removes the stream's files after answering the delete;
@@ -369,11 +359,9 @@ func sensorConn(t *testing.T, url string, s topology.Sensor, u provisioning.Mint
 
 func TestSensorPullsAndAcksOwnCommands(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	srv := e.start(0)
+	e, srv, adm := running(t)
 	url := srv.URL()
 	c := e.client(e.config(url))
-	adm := e.admin(url)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 

@@ -102,6 +102,17 @@ func tryCluster(e *env) (*cluster, []error) {
 	return c, errs
 }
 
+// startCluster is an env, a three-node cluster for it, and a context that
+// bounds the test to within (cancelled when the test ends).
+func startCluster(t *testing.T, within time.Duration) (*env, *cluster, context.Context) {
+	t.Helper()
+	e := newEnv(t)
+	cl := newCluster(e)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	t.Cleanup(cancel)
+	return e, cl, ctx
+}
+
 // start runs node i again; it keeps its ports and JetStream store.
 func (c *cluster) start(i int) { c.nodes[i].Start() }
 
@@ -145,6 +156,15 @@ func (c *cluster) ensureStream(ctx context.Context, ops *serveradmin.Client) jet
 	adm := c.e.admin(c.urls())
 	eventually(t, 15*time.Second, "three current stream replicas", func() bool { return streamHealthy(ctx, adm, 3) })
 	return adm
+}
+
+// shippedConfig is the client's configuration for the cluster shape
+// deploy/ ships (issue 21): a limits-retention stream of three replicas,
+// each sensor's consumer of one.
+func (c *cluster) shippedConfig() serveradmin.Config {
+	cfg := c.e.config(c.urls())
+	cfg.Stream.Replicas, cfg.Stream.ConsumerReplicas, cfg.Stream.Retention = 3, 1, serveradmin.RetentionLimits
+	return cfg
 }
 
 // publisher is the control plane's command publisher on the cluster
@@ -235,13 +255,9 @@ func streamHealthy(ctx context.Context, adm jetstream.JetStream, replicas int) b
 // returns no command is lost or delivered twice.
 func TestClusterCommandsSurviveANodeOutage(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	cl := newCluster(e)
-	urls := cl.urls()
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	defer cancel()
+	e, cl, ctx := startCluster(t, 45*time.Second)
 
-	cfg := e.config(urls)
+	cfg := e.config(cl.urls())
 	cfg.Stream.Replicas = 3
 	ops := e.client(cfg)
 	adm := cl.ensureStream(ctx, ops)
@@ -350,15 +366,9 @@ func consumerNode(ctx context.Context, adm jetstream.JetStream, name string) str
 // consumer and gets the next command once.
 func TestClusterR1ConsumersSurviveANodeLoss(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	cl := newCluster(e)
-	urls := cl.urls()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	e, cl, ctx := startCluster(t, 90*time.Second)
 
-	cfg := e.config(urls)
-	cfg.Stream.Replicas, cfg.Stream.ConsumerReplicas, cfg.Stream.Retention = 3, 1, serveradmin.RetentionLimits
-	ops := e.client(cfg)
+	ops := e.client(cl.shippedConfig())
 	adm := cl.ensureStream(ctx, ops)
 
 	tPub, tSeed := e.tenant("acme")
@@ -538,17 +548,9 @@ func TestClusterR1ConsumersSurviveANodeLoss(t *testing.T) {
 // RXC_NATS_SERVER_BIN the node is SIGKILLed; in process it is shut down.
 func TestClusterLostNodesNamesAKilledStreamLeader(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	cl := newCluster(e)
-	urls := cl.urls()
-	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
-	defer cancel()
-	cfg := e.config(urls)
-	cfg.Stream.Replicas, cfg.Stream.ConsumerReplicas, cfg.Stream.Retention = 3, 1, serveradmin.RetentionLimits
-	ops := e.client(cfg)
-	eventually(t, 15*time.Second, "EnsureStream with 3 replicas", func() bool { return ops.EnsureStream(ctx) == nil })
-	adm := e.admin(urls)
-	eventually(t, 15*time.Second, "three current stream replicas", func() bool { return streamHealthy(ctx, adm, 3) })
+	e, cl, ctx := startCluster(t, 180*time.Second)
+	ops := e.client(cl.shippedConfig())
+	adm := cl.ensureStream(ctx, ops)
 	if lost, known, err := ops.LostNodes(ctx); err != nil || !known || len(lost) != 0 {
 		t.Fatalf("LostNodes of the whole cluster = %v, %v, %v; want none known", lost, known, err)
 	}
@@ -589,13 +591,9 @@ func TestClusterLostNodesNamesAKilledStreamLeader(t *testing.T) {
 // stay gone; every sensor then receives new commands on its new consumer.
 func TestClusterUpgradeFromWorkQueue(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	cl := newCluster(e)
-	urls := cl.urls()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	e, cl, ctx := startCluster(t, 3*time.Minute)
 
-	oldCfg := e.config(urls)
+	oldCfg := e.config(cl.urls())
 	oldCfg.Stream.Replicas, oldCfg.Stream.Retention = 3, serveradmin.RetentionWorkQueue
 	old := e.client(oldCfg)
 	adm := cl.ensureStream(ctx, old)
@@ -639,8 +637,7 @@ func TestClusterUpgradeFromWorkQueue(t *testing.T) {
 	// Two replicas start with the new settings at once, sharing the lock the
 	// provisioner takes in PostgreSQL (here a channel): one upgrades, the
 	// other waits and finds the work done.
-	newCfg := e.config(urls)
-	newCfg.Stream.Replicas, newCfg.Stream.ConsumerReplicas, newCfg.Stream.Retention = 3, 1, serveradmin.RetentionLimits
+	newCfg := cl.shippedConfig()
 	turn := make(chan struct{}, 1)
 	var held atomic.Int32
 	newCfg.UpgradeLock = func(ctx context.Context) (func(), error) {

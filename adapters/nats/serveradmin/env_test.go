@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rxc-project/rxc/adapters/loopback"
 	"github.com/rxc-project/rxc/adapters/nats/jwtauthority"
@@ -180,3 +181,12 @@ func freePort(t *testing.T) int {
 
 // logBuffer collects log output for assertions; safe for concurrent use.
 type logBuffer = logbuf.Buffer
+
+// running is an env with one server started and a CONTROL admin connected
+// to it: the set-up most single-server tests share.
+func running(t *testing.T) (*env, *natstest.Server, jetstream.JetStream) {
+	t.Helper()
+	e := newEnv(t)
+	srv := e.start(0)
+	return e, srv, e.admin(srv.URL())
+}

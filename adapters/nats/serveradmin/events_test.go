@@ -17,9 +17,7 @@ import (
 
 func TestEnsureEventStream(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	srv := e.start(0)
-	adm := e.admin(srv.URL())
+	e, srv, adm := running(t)
 	cfg := e.config(srv.URL())
 	cfg.Events = serveradmin.EventStreamConfig{Name: topology.DefaultEventStream, MaxAge: 72 * time.Hour, MaxBytes: 4096}
 	ops := e.client(cfg)

@@ -74,10 +74,9 @@ func TestConsumerLimitRefusalIsDistinct(t *testing.T) {
 // consumers per stream: the 1,001st sensor gets its consumer.
 func TestDefaultConsumerLimitLiftsServerCap(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	url := e.start(0).URL()
+	e, srv, adm := running(t)
+	url := srv.URL()
 	c := e.client(e.config(url))
-	adm := e.admin(url)
 	ctx := context.Background()
 	const n = 1001
 	var failed atomic.Int32
@@ -119,9 +118,8 @@ func TestDefaultConsumerLimitLiftsServerCap(t *testing.T) {
 // nats-server 2.15+: the check at connect says so loudly.
 func TestConsumerLimitCheckReportsServerCap(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	url := e.start(0).URL()
-	adm := e.admin(url)
+	e, srv, adm := running(t)
+	url := srv.URL()
 	if _, err := adm.CreateStream(context.Background(), jetstream.StreamConfig{
 		Name: stream, Subjects: []string{topology.CommandWildcard}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage,
 	}); err != nil {
@@ -152,9 +150,8 @@ func TestConsumerLimitCheckReportsServerCap(t *testing.T) {
 // (2.15+); older servers keep the stream's limit and the rest is updated.
 func TestEnsureStreamRaisesConsumerLimit(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	url := e.start(0).URL()
-	adm := e.admin(url)
+	e, srv, adm := running(t)
+	url := srv.URL()
 	ctx := context.Background()
 	cfg := e.config(url)
 	cfg.Stream.MaxConsumers = 5

@@ -91,19 +91,11 @@ func (c *Client) jetStream(ctx context.Context, fn func(ctx context.Context, js 
 // stream) are returned as errors; the stream is then left as it is.
 func (c *Client) EnsureStream(ctx context.Context) error {
 	s := c.cfg.Stream
-	cfg := jetstream.StreamConfig{
-		Name:        s.Name,
-		Description: "RXC sensor commands",
-		Subjects:    []string{topology.CommandWildcard},
-		Retention:   jetstream.WorkQueuePolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.Replicas,
-		MaxAge:      s.MaxAge,
-		Duplicates:  s.Duplicates,
-		// Without a limit of its own nats-server 2.15+ caps the stream at
-		// 1,000 consumers, that is sensors.
-		MaxConsumers: s.MaxConsumers,
-	}
+	cfg := fileStream(s.Name, "RXC sensor commands", topology.CommandWildcard, s.Replicas, s.MaxAge, s.Duplicates)
+	cfg.Retention = jetstream.WorkQueuePolicy
+	// Without a limit of its own nats-server 2.15+ caps the stream at
+	// 1,000 consumers, that is sensors.
+	cfg.MaxConsumers = s.MaxConsumers
 	switch s.Retention {
 	case RetentionLimits:
 		cfg.Retention, cfg.MaxMsgsPerSubject = jetstream.LimitsPolicy, s.MaxMsgsPerSubject
@@ -142,6 +134,21 @@ func (c *Client) EnsureStream(ctx context.Context) error {
 	return nil
 }
 
+// fileStream is what the command and the event stream have in common: file
+// storage, the subjects of one wildcard, and the configured replicas, max
+// age and duplicate window.
+func fileStream(name, description, wildcard string, replicas int, maxAge, duplicates time.Duration) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        name,
+		Description: description,
+		Subjects:    []string{wildcard},
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+		MaxAge:      maxAge,
+		Duplicates:  duplicates,
+	}
+}
+
 // nc is the version of the server js talks to.
 func nc(js jetstream.JetStream) string {
 	if conn := js.Conn(); conn != nil {
@@ -164,18 +171,8 @@ func (c *Client) EnsureEventStream(ctx context.Context) error {
 	if maxBytes == 0 {
 		maxBytes = -1
 	}
-	scfg := jetstream.StreamConfig{
-		Name:        e.Name,
-		Description: "RXC sensor events",
-		Subjects:    []string{topology.EventWildcard},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Discard:     jetstream.DiscardNew,
-		Replicas:    e.Replicas,
-		MaxAge:      e.MaxAge,
-		MaxBytes:    maxBytes,
-		Duplicates:  e.Duplicates,
-	}
+	scfg := fileStream(e.Name, "RXC sensor events", topology.EventWildcard, e.Replicas, e.MaxAge, e.Duplicates)
+	scfg.Retention, scfg.Discard, scfg.MaxBytes = jetstream.LimitsPolicy, jetstream.DiscardNew, maxBytes
 	ccfg := jetstream.ConsumerConfig{
 		Durable:       topology.EventWriter,
 		Description:   "loads events into PostgreSQL; shared by the control plane's replicas",

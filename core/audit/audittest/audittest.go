@@ -163,23 +163,7 @@ func testRetention(t *testing.T, s Store) {
 		}
 	}
 	before := list(t, s, audit.Filter{})
-	var removed []int
-	for range 10 {
-		n, err := s.PruneAudit(ctx, cut, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		removed = append(removed, n)
-		if n < 2 {
-			break
-		}
-	}
-	if diff := cmp.Diff([]int{2, 2, 1}, removed); diff != "" {
-		t.Errorf("removed per call, limit 2 (-want +got):\n%s", diff)
-	}
-	if n, err := s.PruneAudit(ctx, cut, 2); err != nil || n != 0 {
-		t.Errorf("second pass = %d, %v; want nothing", n, err)
-	}
+	contracttest.Prune(t, 2, []int{2, 2, 1}, func(limit int) (int, error) { return s.PruneAudit(ctx, cut, limit) })
 	got := list(t, s, audit.Filter{})
 	if diff := cmp.Diff(before[:3], got); diff != "" {
 		t.Errorf("entries after pruning (-want +got):\n%s", diff)

@@ -34,13 +34,6 @@ func testListBatches(t *testing.T, s Store) {
 	mk("b4", "op-2", t0.Add(2*time.Second), nil, nil) // same time as b3: the id breaks the tie
 	mk("b5", "op-1", t0.Add(3*time.Second), nil, nil)
 
-	ids := func(bs []fleet.Batch) []string {
-		out := []string{}
-		for _, b := range bs {
-			out = append(out, b.ID)
-		}
-		return out
-	}
 	for _, tc := range []struct {
 		name string
 		q    fleet.BatchQuery
@@ -58,7 +51,7 @@ func testListBatches(t *testing.T, s Store) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if diff := cmp.Diff(tc.want, ids(got)); diff != "" {
+		if diff := cmp.Diff(tc.want, idsOf(got, batchID)); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
 		}
 	}

@@ -64,13 +64,21 @@ func (f *Fleet) ProvisionedTenant(t testing.TB, id string) fleet.Tenant {
 	return tenant
 }
 
-// Redeemed issues a claim code in tenantID and redeems it.
-func (f *Fleet) Redeemed(t testing.TB, tenantID string) fleet.Redemption {
+// IssuedCode issues a claim code of the default lifetime, for no sensor
+// name, in tenantID: its record and the code.
+func (f *Fleet) IssuedCode(t testing.TB, tenantID string) (fleet.ClaimCode, string) {
 	t.Helper()
-	_, code, err := f.Svc.IssueClaimCode(f.Ctx, tenantID, 0, "", "ops@example.com")
+	c, code, err := f.Svc.IssueClaimCode(f.Ctx, tenantID, 0, "", "ops@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, code
+}
+
+// Redeemed issues a claim code in tenantID and redeems it.
+func (f *Fleet) Redeemed(t testing.TB, tenantID string) fleet.Redemption {
+	t.Helper()
+	_, code := f.IssuedCode(t, tenantID)
 	r, err := f.Svc.RedeemClaimCode(f.Ctx, code, "sensor-host")
 	if err != nil {
 		t.Fatal(err)

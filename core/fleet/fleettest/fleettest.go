@@ -130,6 +130,29 @@ func enrolled(t *testing.T, s Store, tenantID, sensorID, serial string) fleet.Se
 	return sn
 }
 
+// idsOf lists the ids of xs in their order, [] for none; id reads one.
+func idsOf[T any](xs []T, id func(T) string) []string {
+	out := []string{}
+	for _, x := range xs {
+		out = append(out, id(x))
+	}
+	return out
+}
+
+// sortedIDs is idsOf in sorted order.
+func sortedIDs[T any](xs []T, id func(T) string) []string {
+	out := idsOf(xs, id)
+	slices.Sort(out)
+	return out
+}
+
+// What idsOf reads of each record.
+func sensorID(sn fleet.Sensor) string       { return sn.ID }
+func targetID(sn fleet.SensorTarget) string { return sn.ID }
+func commandID(c fleet.Command) string      { return c.ID }
+func batchID(b fleet.Batch) string          { return b.ID }
+func claimCodeID(c fleet.ClaimCode) string  { return c.ID }
+
 func is(t *testing.T, what string, err, want error) {
 	t.Helper()
 	if want == nil && err != nil || want != nil && !errors.Is(err, want) {
@@ -1121,11 +1144,7 @@ func testCommands(t *testing.T, s Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []string
-	for _, p := range pending {
-		ids = append(ids, p.ID)
-	}
-	if diff := cmp.Diff([]string{"cmd-3", "cmd-4"}, ids); diff != "" {
+	if diff := cmp.Diff([]string{"cmd-3", "cmd-4"}, idsOf(pending, commandID)); diff != "" {
 		t.Errorf("pending (-want +got):\n%s", diff)
 	}
 	n, err := s.ExpireCommands(ctx, t0.Add(12*time.Minute+time.Second))
@@ -1170,11 +1189,7 @@ func testSensorFilter(t *testing.T, s Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := []string{}
-		for _, sn := range list {
-			out = append(out, sn.ID)
-		}
-		return out
+		return idsOf(list, sensorID)
 	}
 	tests := []struct {
 		name string

@@ -3,7 +3,6 @@ package fleettest
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -173,12 +172,7 @@ func testHistoryRetention(t *testing.T, s Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []string
-		for _, c := range page {
-			out = append(out, c.ID)
-		}
-		slices.Sort(out)
-		return out
+		return sortedIDs(page, commandID)
 	}
 	for sensor, want := range map[string][]string{
 		"s1": {"b-live-s1", "c-last", "c-pending"},
@@ -198,11 +192,7 @@ func testHistoryRetention(t *testing.T, s Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var listed []string
-	for _, b := range bs {
-		listed = append(listed, b.ID)
-	}
-	if diff := cmp.Diff([]string{"b-recent", "b-live", "b-last"}, listed); diff != "" {
+	if diff := cmp.Diff([]string{"b-recent", "b-live", "b-last"}, idsOf(bs, batchID)); diff != "" {
 		t.Errorf("batches after pruning (-want +got):\n%s", diff)
 	}
 	if b, err := s.Batch(ctx, "b-live"); err != nil || b.Total != 2 || b.Counts.Pending != 1 || b.Counts.Failed != 1 {
@@ -232,12 +222,7 @@ func testHistoryRetention(t *testing.T, s Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var left []string
-	for _, c := range codes {
-		left = append(left, c.ID)
-	}
-	slices.Sort(left)
-	if diff := cmp.Diff([]string{"cc-live", "cc-revoked-recent"}, left); diff != "" {
+	if diff := cmp.Diff([]string{"cc-live", "cc-revoked-recent"}, sortedIDs(codes, claimCodeID)); diff != "" {
 		t.Errorf("claim codes after pruning (-want +got):\n%s", diff)
 	}
 	if _, err := s.Redeem(ctx, fleet.RedeemRecord{CodeHash: hash("code cc-live"), SensorID: "s9", Hostname: "s9",

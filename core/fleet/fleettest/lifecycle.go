@@ -3,7 +3,6 @@ package fleettest
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -69,14 +68,6 @@ func testLabels(t *testing.T, s Store) {
 		t.Fatal(err)
 	}
 
-	ids := func(ss []fleet.Sensor) []string {
-		out := []string{}
-		for _, x := range ss {
-			out = append(out, x.ID)
-		}
-		slices.Sort(out)
-		return out
-	}
 	for _, tc := range []struct {
 		name string
 		m    fleet.SensorMatch
@@ -93,19 +84,14 @@ func testLabels(t *testing.T, s Store) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if diff := cmp.Diff(tc.want, ids(page)); diff != "" {
+		if diff := cmp.Diff(tc.want, sortedIDs(page, sensorID)); diff != "" {
 			t.Errorf("list %s (-want +got):\n%s", tc.name, diff)
 		}
 		targets, err := s.MatchSensors(ctx, tc.m, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tids := []string{}
-		for _, x := range targets {
-			tids = append(tids, x.ID)
-		}
-		slices.Sort(tids)
-		if diff := cmp.Diff(tc.want, tids); diff != "" {
+		if diff := cmp.Diff(tc.want, sortedIDs(targets, targetID)); diff != "" {
 			t.Errorf("batch targets %s (-want +got):\n%s", tc.name, diff)
 		}
 	}
@@ -154,12 +140,7 @@ func testDecommission(t *testing.T, s Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := []string{}
-		for _, x := range page {
-			out = append(out, x.ID)
-		}
-		slices.Sort(out)
-		return out
+		return sortedIDs(page, sensorID)
 	}
 	if diff := cmp.Diff([]string{"s2"}, list(fleet.SensorMatch{})); diff != "" {
 		t.Errorf("list (-want +got):\n%s", diff)

@@ -118,11 +118,7 @@ func expected(all []fleet.Sensor, m fleet.SensorMatch, sort fleet.SensorSort) []
 		}
 		return c
 	})
-	out := []string{}
-	for _, sn := range sel {
-		out = append(out, sn.ID)
-	}
-	return out
+	return idsOf(sel, sensorID)
 }
 
 // pageAll follows the store's pages of size limit to the end.

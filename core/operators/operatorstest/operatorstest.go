@@ -42,6 +42,22 @@ func Run(t *testing.T, newStore func(t *testing.T) operators.Store) {
 
 var t0 = time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
 
+// tokenIDs answers the ids of the tokens a list returned, in its order,
+// stopping the test at the list's error.
+func tokenIDs(t *testing.T) func([]operators.APIToken, error) []string {
+	return func(list []operators.APIToken, err error) []string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, k := range list {
+			out = append(out, k.ID)
+		}
+		return out
+	}
+}
+
 func hash(s string) []byte {
 	sum := sha256.Sum256([]byte(s))
 	return sum[:]
@@ -309,17 +325,7 @@ func testAPITokens(t *testing.T, s operators.Store) {
 	_, err = s.APITokenByID(ctx, "tok-9")
 	is(t, "unknown id", err, operators.ErrNotFound)
 
-	ids := func(list []operators.APIToken, err error) []string {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, k := range list {
-			out = append(out, k.ID)
-		}
-		return out
-	}
+	ids := tokenIDs(t)
 	if diff := cmp.Diff([]string{"tok-0", "tok-2", "tok-1"}, ids(s.ListAPITokens(ctx, "op-b"))); diff != "" {
 		t.Errorf("ListAPITokens(op-b), newest first then by id (-want +got):\n%s", diff)
 	}
@@ -588,32 +594,9 @@ func testPruneAPITokens(t *testing.T, s operators.Store) {
 			}
 		}
 	}
-	var removed []int
-	for range 5 {
-		n, err := s.PruneAPITokens(ctx, cut, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		removed = append(removed, n)
-		if n < 2 {
-			break
-		}
-	}
-	if diff := cmp.Diff([]int{2, 1}, removed); diff != "" {
-		t.Errorf("removed per call, limit 2 (-want +got):\n%s", diff)
-	}
-	if n, err := s.PruneAPITokens(ctx, cut, 2); err != nil || n != 0 {
-		t.Errorf("second pass = %d, %v; want nothing", n, err)
-	}
-	list, err := s.ListAPITokens(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var left []string
-	for _, k := range list {
-		left = append(left, k.ID)
-	}
-	if diff := cmp.Diff([]string{"live", "revoked-recent"}, left); diff != "" {
+	contracttest.Prune(t, 2, []int{2, 1}, func(limit int) (int, error) { return s.PruneAPITokens(ctx, cut, limit) })
+	ids := tokenIDs(t)
+	if diff := cmp.Diff([]string{"live", "revoked-recent"}, ids(s.ListAPITokens(ctx, ""))); diff != "" {
 		t.Errorf("tokens after pruning (-want +got):\n%s", diff)
 	}
 	if _, _, err := s.APITokenByHash(ctx, hash("live")); err != nil {

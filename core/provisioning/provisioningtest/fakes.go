@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -336,12 +337,7 @@ func (c *Consumers) EnsureConsumer(_ context.Context, s topology.Sensor) error {
 func (c *Consumers) ConsumerNames(context.Context) ([]string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []string
-	for n := range c.names {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out, nil
+	return slices.Sorted(maps.Keys(c.names)), nil
 }
 
 // LastKnown is a provisioning.LastKnown in a map: the newest JWT (by

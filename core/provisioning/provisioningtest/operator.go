@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -186,12 +187,7 @@ func (f *Files) Get(path string) ([]byte, bool) {
 func (f *Files) Names() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var names []string
-	for n := range f.files {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(f.files))
 }
 
 // Exists implements provisioning.SeedFiles.

@@ -5,11 +5,8 @@ package storetest
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -65,44 +62,7 @@ func testCreateTenantAccount(t *testing.T, s Store) {
 }
 
 func testCreateTenantAccountConcurrent(t *testing.T, s Store) {
-	const n = 100
-	var (
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
-		results = make([]provisioning.Account, n)
-		created = make([]bool, n)
-		errs    = make([]error, n)
-		inputs  = make([]provisioning.Account, n)
-	)
-	for i := range n {
-		inputs[i] = tenantAccount("acme")
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			results[i], created[i], errs[i] = s.CreateTenantAccount(context.Background(), inputs[i])
-		}()
-	}
-	close(start)
-	wg.Wait()
-	winner := -1
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("call %d: %v", i, errs[i])
-		}
-		if created[i] {
-			if winner >= 0 {
-				t.Fatalf("calls %d and %d both report created", winner, i)
-			}
-			winner = i
-		}
-	}
-	if winner < 0 {
-		t.Fatal("no call reports created")
-	}
-	for i := range n {
-		diff(t, fmt.Sprintf("call %d result", i), inputs[winner], results[i])
-	}
+	createRace(t, "CreateTenantAccount", 100, func() provisioning.Account { return tenantAccount("acme") }, s.CreateTenantAccount)
 	all, err := s.ListAccounts(ctx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -273,14 +233,7 @@ func testResign(t *testing.T, s Store) {
 	if got.JWT != "refreshed-jwt" || got.PubKey != acct.PubKey || !bytes.Equal(got.Seed, acct.Seed) {
 		t.Errorf("Resign returned %+v, want %s with the new JWT and its seed", got, acct.PubKey)
 	}
-	stored, err := s.Account(ctx(t), acct.PubKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	diff(t, "stored account after Resign", got, stored)
-	if !stored.UpdatedAt.After(revoked.UpdatedAt) {
-		t.Errorf("UpdatedAt = %v, want later than %v", stored.UpdatedAt, revoked.UpdatedAt)
-	}
+	wantStored(t, s, "Resign", got, revoked.UpdatedAt)
 	unpushed, err := s.UnpushedAccounts(ctx(t))
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,18 @@ import (
 	"github.com/rxc-project/rxc/core/provisioning"
 )
 
+// wantClaims checks that the store's consumer-name claims are want (in
+// the order of their names).
+func wantClaims(t *testing.T, s Store, want []provisioning.ConsumerClaim) {
+	t.Helper()
+	claims, err := s.ConsumerClaims(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(claims, func(a, b provisioning.ConsumerClaim) int { return strings.Compare(a.Consumer, b.Consumer) })
+	diff(t, "claims", want, claims)
+}
+
 func testClaimConsumer(t *testing.T, s Store) {
 	c := ctx(t)
 	if err := s.ClaimConsumer(c, "cmd-acme-eu-s1", "acme", "eu-s1"); err != nil {
@@ -26,15 +38,10 @@ func testClaimConsumer(t *testing.T, s Store) {
 	if err := s.ClaimConsumer(c, "cmd-acme-eu-s2", "acme-eu", "s2"); err != nil {
 		t.Errorf("unrelated claim: %v", err)
 	}
-	claims, err := s.ConsumerClaims(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.SortFunc(claims, func(a, b provisioning.ConsumerClaim) int { return strings.Compare(a.Consumer, b.Consumer) })
-	diff(t, "claims", []provisioning.ConsumerClaim{
+	wantClaims(t, s, []provisioning.ConsumerClaim{
 		{Consumer: "cmd-acme-eu-s1", TenantID: "acme", SensorID: "eu-s1"},
 		{Consumer: "cmd-acme-eu-s2", TenantID: "acme-eu", SensorID: "s2"},
-	}, claims)
+	})
 }
 
 // raceForOneName has 2×20 callers claim the consumer name cmd-acme-eu-s1
@@ -127,11 +134,7 @@ func testClaimSensor(t *testing.T, s Store) {
 	createAccount(t, s, "acme-eu")
 	_, err = s.ClaimSensor(c, "cmd-acme-eu-s1", "acme-eu", "s1")
 	wantErr(t, "claim of acme/eu-s1's name by acme-eu/s1", err, provisioning.ErrConsumerNameTaken)
-	claims, err := s.ConsumerClaims(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	diff(t, "claims", []provisioning.ConsumerClaim{{Consumer: "cmd-acme-eu-s1", TenantID: "acme", SensorID: "eu-s1"}}, claims)
+	wantClaims(t, s, []provisioning.ConsumerClaim{{Consumer: "cmd-acme-eu-s1", TenantID: "acme", SensorID: "eu-s1"}})
 }
 
 // testClaimSensorConcurrent races the two pairs that spell one name
@@ -194,15 +197,10 @@ func testClaimSensorAcrossTenants(t *testing.T, s Store) {
 
 	_, err := s.ClaimSensor(c, "cmd-initech-s1", "initech", "s1")
 	wantErr(t, "claim of initech/s1 (no account)", err, provisioning.ErrNotFound)
-	claims, err := s.ConsumerClaims(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.SortFunc(claims, func(a, b provisioning.ConsumerClaim) int { return strings.Compare(a.Consumer, b.Consumer) })
-	diff(t, "claims", []provisioning.ConsumerClaim{
+	wantClaims(t, s, []provisioning.ConsumerClaim{
 		{Consumer: "cmd-acme-s1", TenantID: "acme", SensorID: "s1"},
 		{Consumer: "cmd-globex-s1", TenantID: "globex", SensorID: "s1"},
-	}, claims)
+	})
 }
 
 // testClaimSensorConcurrentOnePair: many claims of one sensor at once (an

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,14 +39,7 @@ func testRevokeSensorUser(t *testing.T, s Store) {
 	if gotAcct.PubKey != acct.PubKey || !bytes.Equal(gotAcct.Seed, acct.Seed) || !gotAcct.CreatedAt.Equal(acct.CreatedAt) {
 		t.Errorf("returned account = %+v, want %s with its seed and creation time", gotAcct, acct.PubKey)
 	}
-	stored, err := s.Account(ctx(t), acct.PubKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	diff(t, "stored account after Revoke", gotAcct, stored)
-	if !stored.UpdatedAt.After(acct.UpdatedAt) {
-		t.Errorf("UpdatedAt = %v, want later than %v", stored.UpdatedAt, acct.UpdatedAt)
-	}
+	wantStored(t, s, "Revoke", gotAcct, acct.UpdatedAt)
 
 	if _, err := s.ActiveSensorUser(ctx(t), "acme", "sensor-1"); !errors.Is(err, provisioning.ErrNotFound) {
 		t.Errorf("ActiveSensorUser of a revoked user: err = %v, want ErrNotFound", err)
@@ -190,20 +182,14 @@ func testRevokeOtherAccount(t *testing.T, s Store) {
 func testRevokeConcurrent(t *testing.T, s Store) {
 	acct := createAccount(t, s, "acme")
 	const n = 10
-	var wg sync.WaitGroup
-	start := make(chan struct{})
 	errs := make([]error, n)
+	users := make([]provisioning.User, n)
 	for i := range n {
-		u := createUser(t, s, sensorUser(acct, fmt.Sprintf("sensor-%d", i)))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			_, _, errs[i] = s.Revoke(context.Background(), provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: u.PubKey, RevokedAt: t0}, (&resignRecorder{}).resign)
-		}()
+		users[i] = createUser(t, s, sensorUser(acct, fmt.Sprintf("sensor-%d", i)))
 	}
-	close(start)
-	wg.Wait()
+	atOnce(n, func(i int) {
+		_, _, errs[i] = s.Revoke(context.Background(), provisioning.Revocation{AccountPubKey: acct.PubKey, UserPubKey: users[i].PubKey, RevokedAt: t0}, (&resignRecorder{}).resign)
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("Revoke %d: %v", i, err)

@@ -174,6 +174,73 @@ func createUser(t *testing.T, s Store, u provisioning.User) provisioning.User {
 	return got
 }
 
+// atOnce runs call(i) for every i below n, each in its own goroutine, all
+// released together, and waits for them.
+func atOnce(n int, call func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			call(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
+// createRace makes n creates at once, of the inputs build returns, and
+// checks that every call succeeds, exactly one reports created and every
+// call returns that winner's input. It returns the winner's input.
+func createRace[T any](t *testing.T, what string, n int, build func() T, create func(context.Context, T) (T, bool, error)) T {
+	t.Helper()
+	var (
+		inputs  = make([]T, n)
+		results = make([]T, n)
+		created = make([]bool, n)
+		errs    = make([]error, n)
+	)
+	for i := range n {
+		inputs[i] = build()
+	}
+	atOnce(n, func(i int) {
+		results[i], created[i], errs[i] = create(context.Background(), inputs[i])
+	})
+	winner := -1
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("%s: call %d: %v", what, i, errs[i])
+		}
+		if created[i] {
+			if winner >= 0 {
+				t.Fatalf("%s: calls %d and %d both report created", what, winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("%s: no call reports created", what)
+	}
+	for i := range n {
+		diff(t, fmt.Sprintf("%s: call %d result", what, i), inputs[winner], results[i])
+	}
+	return inputs[winner]
+}
+
+// wantStored checks that the store holds got, the account a change
+// returned, and that its UpdatedAt moved past before.
+func wantStored(t *testing.T, s Store, what string, got provisioning.Account, before time.Time) {
+	t.Helper()
+	stored, err := s.Account(ctx(t), got.PubKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff(t, "stored account after "+what, got, stored)
+	if !stored.UpdatedAt.After(before) {
+		t.Errorf("%s: UpdatedAt = %v, want later than %v", what, stored.UpdatedAt, before)
+	}
+}
+
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)

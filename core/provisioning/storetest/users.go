@@ -4,10 +4,7 @@ package storetest
 // re-signed JWTs and the active users.
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -81,49 +78,12 @@ func testCreateUserConcurrent(t *testing.T, s Store) {
 			func() (provisioning.User, error) { return s.ActiveBackendUser(ctx(t), "backend") }},
 	}
 	for _, tc := range tests {
-		const n = 100
-		var (
-			wg      sync.WaitGroup
-			start   = make(chan struct{})
-			inputs  = make([]provisioning.User, n)
-			results = make([]provisioning.User, n)
-			created = make([]bool, n)
-			errs    = make([]error, n)
-		)
-		for i := range n {
-			inputs[i] = tc.build()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				results[i], created[i], errs[i] = s.CreateUser(context.Background(), inputs[i])
-			}()
-		}
-		close(start)
-		wg.Wait()
-		winner := -1
-		for i := range n {
-			if errs[i] != nil {
-				t.Fatalf("%s: call %d: %v", tc.name, i, errs[i])
-			}
-			if created[i] {
-				if winner >= 0 {
-					t.Fatalf("%s: calls %d and %d both report created", tc.name, winner, i)
-				}
-				winner = i
-			}
-		}
-		if winner < 0 {
-			t.Fatalf("%s: no call reports created", tc.name)
-		}
-		for i := range n {
-			diff(t, fmt.Sprintf("%s: call %d result", tc.name, i), inputs[winner], results[i])
-		}
+		winner := createRace(t, tc.name, 100, tc.build, s.CreateUser)
 		got, err := tc.find()
 		if err != nil {
 			t.Fatal(err)
 		}
-		diff(t, tc.name+": active user", inputs[winner], got)
+		diff(t, tc.name+": active user", winner, got)
 	}
 }
 

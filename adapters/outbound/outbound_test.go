@@ -1,0 +1,47 @@
+package outbound_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/rxc-project/rxc/adapters/outbound"
+)
+
+func TestBaseURL(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{ // want "": refused
+		"https://misp.example":             "https://misp.example",
+		"http://127.0.0.1:8080/v1//":       "http://127.0.0.1:8080/v1",
+		"":                                 "",
+		"misp.example":                     "",
+		"file:///etc/passwd":               "",
+		"ftp://misp.example":               "",
+		"https://":                         "",
+		"https://user:secret@misp.example": "",
+		"https://misp.example/%zz":         "",
+	} {
+		got, err := outbound.BaseURL("misp: URL", raw)
+		if (err == nil) != (want != "") || got != want {
+			t.Errorf("BaseURL(%q) = %q, %v; want %q", raw, got, err, want)
+		}
+		if err != nil && (err.Error() != "misp: URL must be an http(s) URL without credentials" || strings.Contains(err.Error(), "secret")) {
+			t.Errorf("BaseURL(%q) error %q", raw, err)
+		}
+	}
+}
+
+func TestCause(t *testing.T) {
+	t.Parallel()
+	wrapped := fmt.Errorf("search: %w", &url.Error{Op: "Post", URL: "https://misp.example/attributes/restSearch?value=198.51.100.7", Err: io.ErrUnexpectedEOF})
+	if got := outbound.Cause(wrapped); got != io.ErrUnexpectedEOF {
+		t.Errorf("Cause(url.Error) = %v, want the error it wraps", got)
+	}
+	plain := errors.New("plain")
+	if got := outbound.Cause(plain); got != plain {
+		t.Errorf("Cause(plain) = %v, want it unchanged", got)
+	}
+}
