@@ -234,8 +234,8 @@ func (s *Store) ActiveBackendUser(_ context.Context, name string) (provisioning.
 // CreateUser stores u unless an active user with the same identity exists
 // (same account and sensor, or same backend name), which it returns instead.
 func (s *Store) CreateUser(_ context.Context, u provisioning.User) (provisioning.User, bool, error) {
-	if err := checkUser(u); err != nil {
-		return provisioning.User{}, false, err
+	if err := provisioning.CheckUser(u); err != nil {
+		return provisioning.User{}, false, fmt.Errorf("provisionmem: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -264,20 +264,6 @@ func (s *Store) CreateUser(_ context.Context, u provisioning.User) (provisioning
 		s.active[[2]string{u.TenantID, u.SensorID}] = u.PubKey
 	}
 	return copyUser(u), true, nil
-}
-
-func checkUser(u provisioning.User) error {
-	switch {
-	case u.PubKey == "" || u.AccountPubKey == "":
-		return errors.New("provisionmem: a user needs a public key and an account")
-	case u.Kind == provisioning.UserSensor && (u.TenantID == "" || u.SensorID == ""):
-		return errors.New("provisionmem: a sensor user needs a tenant id and a sensor id")
-	case u.Kind == provisioning.UserBackend && u.Name == "":
-		return errors.New("provisionmem: a backend user needs a name")
-	case u.Kind != provisioning.UserSensor && u.Kind != provisioning.UserBackend:
-		return fmt.Errorf("provisionmem: unknown user kind %q", u.Kind)
-	}
-	return nil
 }
 
 // sameIdentity mirrors the PostgreSQL store's partial unique indexes.

@@ -263,8 +263,8 @@ func (s *Store) ActiveBackendUser(ctx context.Context, name string) (provisionin
 // CreateUser stores u unless an active user with the same identity exists
 // (same account and sensor, or same backend name), which it returns instead.
 func (s *Store) CreateUser(ctx context.Context, u provisioning.User) (provisioning.User, bool, error) {
-	if err := checkUser(u); err != nil {
-		return provisioning.User{}, false, err
+	if err := provisioning.CheckUser(u); err != nil {
+		return provisioning.User{}, false, fmt.Errorf("provisionerstore: %w", err)
 	}
 	sealed, err := s.sealer.Seal(u.Seed, []byte(u.PubKey))
 	if err != nil {
@@ -303,20 +303,6 @@ func (s *Store) activeUserLike(ctx context.Context, u provisioning.User) (provis
 	}
 	return s.scanUser(s.pool.QueryRow(ctx, `SELECT `+userCols+` FROM nats_users
 		WHERE kind = 'backend' AND name = $1 AND revoked_at IS NULL`, u.Name))
-}
-
-func checkUser(u provisioning.User) error {
-	switch {
-	case u.PubKey == "" || u.AccountPubKey == "":
-		return errors.New("provisionerstore: a user needs a public key and an account")
-	case u.Kind == provisioning.UserSensor && (u.TenantID == "" || u.SensorID == ""):
-		return errors.New("provisionerstore: a sensor user needs a tenant id and a sensor id")
-	case u.Kind == provisioning.UserBackend && u.Name == "":
-		return errors.New("provisionerstore: a backend user needs a name")
-	case u.Kind != provisioning.UserSensor && u.Kind != provisioning.UserBackend:
-		return fmt.Errorf("provisionerstore: unknown user kind %q", u.Kind)
-	}
-	return nil
 }
 
 // Revoke records the revocation (keeping the earliest time), marks the user
