@@ -54,3 +54,20 @@ func Prune(t *testing.T, limit int, want []int, prune func(limit int) (int, erro
 		t.Errorf("second pass = %d, %v; want nothing", n, err)
 	}
 }
+
+// Keys lists key(x) for every x in xs, in xs's order; nil when xs is
+// empty, so a comparison with a nil want holds.
+func Keys[T any](xs []T, key func(T) string) []string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, key(x))
+	}
+	return out
+}
+
+// SortedKeys is Keys in sorted order.
+func SortedKeys[T any](xs []T, key func(T) string) []string {
+	out := Keys(xs, key)
+	slices.Sort(out)
+	return out
+}
