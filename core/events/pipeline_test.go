@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rxc-project/rxc/adapters/memory/eventmem"
+	"github.com/rxc-project/rxc/adapters/memory/memtest"
 	"github.com/rxc-project/rxc/core/events"
 )
 
@@ -124,11 +125,7 @@ type memSource struct{ batches []*memBatch }
 // passes the same contract suite (eventstest.Run) as the PostgreSQL store.
 func newStore(t *testing.T, cfg eventmem.Config) *eventmem.Store {
 	t.Helper()
-	s, err := eventmem.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return memtest.Store(t, eventmem.New, cfg)
 }
 
 // failAfterCommit makes the next Write store its rows and still report an

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/memory/memtest"
 	"github.com/rxc-project/rxc/adapters/memory/operatormem"
 	"github.com/rxc-project/rxc/core/clocktest"
 	"github.com/rxc-project/rxc/core/operators"
@@ -30,17 +31,14 @@ const password = "correct horse battery"
 
 func newFixture(t testing.TB, configure ...func(*operators.Config)) *fixture {
 	t.Helper()
-	store, err := operatormem.New(operatormem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := memtest.Store(t, operatormem.New, operatormem.Config{})
 	f := &fixture{ctx: context.Background(), store: store, hasher: &operatorstest.Hasher{}, clock: clocktest.New(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))}
 	cfg := operators.Config{Store: store, Hasher: f.hasher, Clock: f.clock.Now}
 	for _, c := range configure {
 		c(&cfg)
 	}
-	f.svc, err = operators.New(cfg)
-	if err != nil {
+	var err error
+	if f.svc, err = operators.New(cfg); err != nil {
 		t.Fatal(err)
 	}
 	return f

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/memory/memtest"
 	"github.com/rxc-project/rxc/adapters/memory/provisionmem"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/provisioning/provisioningtest"
@@ -30,10 +31,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, configure ...func(*provisioning.Config)) *fixture {
 	t.Helper()
-	store, err := provisionmem.New(provisionmem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := memtest.Store(t, provisionmem.New, provisionmem.Config{})
 	f := &fixture{
 		ctx: context.Background(), store: store, signer: &provisioningtest.Signer{}, pusher: &provisioningtest.Pusher{},
 		consumers: &provisioningtest.Consumers{}, now: time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC),
@@ -57,8 +55,8 @@ func newFixture(t *testing.T, configure ...func(*provisioning.Config)) *fixture 
 	for _, c := range configure {
 		c(&cfg)
 	}
-	f.svc, err = provisioning.New(cfg)
-	if err != nil {
+	var err error
+	if f.svc, err = provisioning.New(cfg); err != nil {
 		t.Fatal(err)
 	}
 	return f
