@@ -10,6 +10,7 @@ import (
 	"github.com/rxc-project/rxc/adapters/memory/memtest"
 	"github.com/rxc-project/rxc/adapters/memory/operatormem"
 	"github.com/rxc-project/rxc/core/clocktest"
+	"github.com/rxc-project/rxc/core/contracttest"
 	"github.com/rxc-project/rxc/core/operators"
 	"github.com/rxc-project/rxc/core/operators/operatorstest"
 )
@@ -33,14 +34,7 @@ func newFixture(t testing.TB, configure ...func(*operators.Config)) *fixture {
 	t.Helper()
 	store := memtest.Store(t, operatormem.New, operatormem.Config{})
 	f := &fixture{ctx: context.Background(), store: store, hasher: &operatorstest.Hasher{}, clock: clocktest.New(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))}
-	cfg := operators.Config{Store: store, Hasher: f.hasher, Clock: f.clock.Now}
-	for _, c := range configure {
-		c(&cfg)
-	}
-	var err error
-	if f.svc, err = operators.New(cfg); err != nil {
-		t.Fatal(err)
-	}
+	f.svc = contracttest.Configured(t, operators.New, operators.Config{Store: store, Hasher: f.hasher, Clock: f.clock.Now}, configure...)
 	return f
 }
 

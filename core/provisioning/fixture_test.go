@@ -8,6 +8,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/memory/memtest"
 	"github.com/rxc-project/rxc/adapters/memory/provisionmem"
+	"github.com/rxc-project/rxc/core/contracttest"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/provisioning/provisioningtest"
 	"github.com/rxc-project/rxc/core/topology"
@@ -48,17 +49,10 @@ func newFixture(t *testing.T, configure ...func(*provisioning.Config)) *fixture 
 	if err := store.InitOperator(f.ctx, f.op, accts[0], accts[1]); err != nil {
 		t.Fatal(err)
 	}
-	cfg := provisioning.Config{
+	f.svc = contracttest.Configured(t, provisioning.New, provisioning.Config{
 		Store: store, Signer: f.signer, Claims: f.signer, Pusher: f.pusher, Consumers: f.consumers,
 		Stream: topology.DefaultStream, Clock: func() time.Time { return f.now },
-	}
-	for _, c := range configure {
-		c(&cfg)
-	}
-	var err error
-	if f.svc, err = provisioning.New(cfg); err != nil {
-		t.Fatal(err)
-	}
+	}, configure...)
 	return f
 }
 
