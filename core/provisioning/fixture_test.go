@@ -49,11 +49,25 @@ func newFixture(t *testing.T, configure ...func(*provisioning.Config)) *fixture 
 	if err := store.InitOperator(f.ctx, f.op, accts[0], accts[1]); err != nil {
 		t.Fatal(err)
 	}
-	f.svc = contracttest.Configured(t, provisioning.New, provisioning.Config{
-		Store: store, Signer: f.signer, Claims: f.signer, Pusher: f.pusher, Consumers: f.consumers,
-		Stream: topology.DefaultStream, Clock: func() time.Time { return f.now },
-	}, configure...)
+	f.svc = contracttest.Configured(t, provisioning.New, f.config(), configure...)
 	return f
+}
+
+// config is the Service's configuration on the fixture's store, fakes and
+// clock, before a test's changes.
+func (f *fixture) config() provisioning.Config {
+	return provisioning.Config{
+		Store: f.store, Signer: f.signer, Claims: f.signer, Pusher: f.pusher, Consumers: f.consumers,
+		Stream: topology.DefaultStream, Clock: func() time.Time { return f.now },
+	}
+}
+
+// another is a second Service on the fixture's store, fakes and clock,
+// with changes: another replica, or the provisioner restarted with other
+// settings.
+func (f *fixture) another(t *testing.T, changes ...func(*provisioning.Config)) *provisioning.Service {
+	t.Helper()
+	return contracttest.Configured(t, provisioning.New, f.config(), changes...)
 }
 
 func (f *fixture) tenant(t *testing.T, id string) provisioning.Account {
