@@ -34,8 +34,21 @@ func newFixture(t testing.TB, configure ...func(*operators.Config)) *fixture {
 	t.Helper()
 	store := memtest.Store(t, operatormem.New, operatormem.Config{})
 	f := &fixture{ctx: context.Background(), store: store, hasher: &operatorstest.Hasher{}, clock: clocktest.New(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))}
-	f.svc = contracttest.Configured(t, operators.New, operators.Config{Store: store, Hasher: f.hasher, Clock: f.clock.Now}, configure...)
+	f.svc = contracttest.Configured(t, operators.New, f.config(), configure...)
 	return f
+}
+
+// config is the Service's configuration on the fixture's store, hasher and
+// clock, before a test's changes.
+func (f *fixture) config() operators.Config {
+	return operators.Config{Store: f.store, Hasher: f.hasher, Clock: f.clock.Now}
+}
+
+// another is a second Service on the fixture's store, hasher and clock,
+// with changes.
+func (f *fixture) another(t testing.TB, changes ...func(*operators.Config)) *operators.Service {
+	t.Helper()
+	return contracttest.Configured(t, operators.New, f.config(), changes...)
 }
 
 // hashOf is the hasher's hash of pw.
