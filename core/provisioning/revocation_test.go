@@ -9,7 +9,6 @@ import (
 
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/provisioning/provisioningtest"
-	"github.com/rxc-project/rxc/core/topology"
 )
 
 // Only what may be revoked is: any key of a tenant account and the CONTROL
@@ -179,7 +178,7 @@ func TestRevocationListIsBounded(t *testing.T) {
 	}
 	// The re-issue keeps the sensor's consumer: it is not a revocation of
 	// the sensor.
-	if !f.consumers.Has((topology.Sensor{Stream: topology.DefaultStream, TenantID: "acme", SensorID: "keep"}).Consumer()) {
+	if !f.consumers.Has(consumerOf("acme", "keep")) {
 		t.Error("the re-issue removed a live sensor's consumer")
 	}
 }
