@@ -75,6 +75,16 @@ func (f *fixture) loggedIn(t testing.TB, email string, role operators.Role, tena
 	return p
 }
 
+// apiToken creates the API token n as p: its record and the token.
+func (f *fixture) apiToken(t testing.TB, p operators.Principal, n operators.NewAPIToken) (operators.APIToken, string) {
+	t.Helper()
+	rec, token, err := f.svc.CreateAPIToken(f.ctx, p, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec, token
+}
+
 // member is an operator of a test, logged in.
 type member struct {
 	op      operators.Operator
