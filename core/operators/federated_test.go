@@ -65,8 +65,7 @@ func TestGroupMapResolve(t *testing.T) {
 func newRootFixture(t *testing.T) (*fixture, operators.Principal) {
 	t.Helper()
 	f := newFixture(t)
-	f.operator(t, "root@example.com", operators.RoleAdmin)
-	root, _ := f.login(t, "root@example.com")
+	root := f.loggedIn(t, "root@example.com", operators.RoleAdmin)
 	return f, root
 }
 
