@@ -98,8 +98,7 @@ func status(state fleet.State, at time.Time, commandID string) fleet.StatusRepor
 
 func TestHandleStatus(t *testing.T) {
 	t.Parallel()
-	f := acmeFixture(t)
-	f.provisionedTenant(t, "other")
+	f := acmeFixture(t, "other")
 	r, _ := f.enrolled(t, "acme")
 	cmd := f.issued(t, r.SensorID, fleet.ActionStart)
 	t0 := f.clock.Now()
@@ -338,8 +337,7 @@ func TestHandleStatusBatch(t *testing.T) {
 // apply in order, refusals touch nothing.
 func TestCheckInsBatch(t *testing.T) {
 	t.Parallel()
-	f := acmeFixture(t)
-	f.provisionedTenant(t, "other")
+	f := acmeFixture(t, "other")
 	a, ae := f.enrolled(t, "acme")
 	b, be := f.enrolled(t, "acme")
 	revoked, re := f.enrolled(t, "acme")
