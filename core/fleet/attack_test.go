@@ -71,10 +71,19 @@ func TestAttackCheckInForAnotherTenantsSensor(t *testing.T) {
 	victim, ve := f.enrolled(t, "acme")
 	_, me := f.enrolled(t, "acme")
 	serial := ve.Certificate.Serial
-	wantErr(t, f.svc.CheckIn(f.ctx, "beta", victim.SensorID, serial, fleet.Contact{AgentVersion: "evil"}), fleet.ErrNotFound)
-	wantErr(t, f.svc.CheckIn(f.ctx, "acme.*", victim.SensorID, serial, fleet.Contact{}), fleet.ErrNotFound)
-	wantErr(t, f.svc.CheckIn(f.ctx, "acme", victim.SensorID, me.Certificate.Serial, fleet.Contact{AgentVersion: "evil"}), fleet.ErrInvalidToken)
-	wantErr(t, f.svc.CheckIn(f.ctx, "acme", victim.SensorID, "", fleet.Contact{AgentVersion: "evil"}), fleet.ErrInvalidToken)
+	for name, tc := range map[string]struct {
+		tenant, serial string
+		want           error
+	}{
+		"another tenant's name":        {"beta", serial, fleet.ErrNotFound},
+		"a wildcard for the tenant":    {"acme.*", serial, fleet.ErrNotFound},
+		"another sensor's certificate": {"acme", me.Certificate.Serial, fleet.ErrInvalidToken},
+		"no certificate":               {"acme", "", fleet.ErrInvalidToken},
+	} {
+		t.Run(name, func(t *testing.T) {
+			wantErr(t, f.svc.CheckIn(f.ctx, tc.tenant, victim.SensorID, tc.serial, fleet.Contact{AgentVersion: "evil"}), tc.want)
+		})
+	}
 	if s := f.sensor(t, victim.SensorID); s.State != fleet.StateOffline || !s.LastSeenAt.IsZero() || s.AgentVersion != "" {
 		t.Errorf("victim after foreign health checks: %+v", s)
 	}
