@@ -153,6 +153,14 @@ func (f *fixture) issued(t testing.TB, sensorID string, a fleet.Action) fleet.Co
 	return c
 }
 
+// commanded is a freshly enrolled sensor of acme with a command (action a,
+// issued by "ops") to it.
+func (f *fixture) commanded(t testing.TB, a fleet.Action) (fleet.Redemption, fleet.Command) {
+	t.Helper()
+	r, _ := f.enrolled(t, "acme")
+	return r, f.issued(t, r.SensorID, a)
+}
+
 // revoke revokes the sensor as "ops", which must succeed.
 func (f *fixture) revoke(t testing.TB, sensorID string) {
 	t.Helper()
