@@ -13,23 +13,26 @@ import (
 
 func TestBaseURL(t *testing.T) {
 	t.Parallel()
-	for raw, want := range map[string]string{ // want "": refused
-		"https://misp.example":             "https://misp.example",
-		"http://127.0.0.1:8080/v1//":       "http://127.0.0.1:8080/v1",
-		"":                                 "",
-		"misp.example":                     "",
-		"file:///etc/passwd":               "",
-		"ftp://misp.example":               "",
-		"https://":                         "",
-		"https://user:secret@misp.example": "",
-		"https://misp.example/%zz":         "",
+	for _, tt := range []struct {
+		raw, want string
+		ok        bool
+	}{
+		{"https://misp.example", "https://misp.example", true},
+		{"http://127.0.0.1:8080/v1//", "http://127.0.0.1:8080/v1", true},
+		{"", "", false},
+		{"misp.example", "", false},
+		{"file:///etc/passwd", "", false},
+		{"ftp://misp.example", "", false},
+		{"https://", "", false},
+		{"https://user:secret@misp.example", "", false},
+		{"https://misp.example/%zz", "", false},
 	} {
-		got, err := outbound.BaseURL("misp: URL", raw)
-		if (err == nil) != (want != "") || got != want {
-			t.Errorf("BaseURL(%q) = %q, %v; want %q", raw, got, err, want)
+		got, err := outbound.BaseURL("misp: URL", tt.raw)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("BaseURL(%q) = %q, %v; want %q, ok %v", tt.raw, got, err, tt.want, tt.ok)
 		}
 		if err != nil && (err.Error() != "misp: URL must be an http(s) URL without credentials" || strings.Contains(err.Error(), "secret")) {
-			t.Errorf("BaseURL(%q) error %q", raw, err)
+			t.Errorf("BaseURL(%q) error %q", tt.raw, err)
 		}
 	}
 }

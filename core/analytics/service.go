@@ -1,6 +1,7 @@
 package analytics
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,21 +69,11 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ModelTimeout < 0 || cfg.EnrichmentTimeout < 0 || cfg.StatusTTL < 0 || cfg.PingTimeout < 0 || cfg.QueryTimeout < 0 {
 		return nil, errors.New("analytics: negative timeout")
 	}
-	if cfg.ModelTimeout == 0 {
-		cfg.ModelTimeout = DefaultModelTimeout
-	}
-	if cfg.EnrichmentTimeout == 0 {
-		cfg.EnrichmentTimeout = DefaultEnrichmentTimeout
-	}
-	if cfg.PingTimeout == 0 {
-		cfg.PingTimeout = DefaultPingTimeout
-	}
-	if cfg.QueryTimeout == 0 {
-		cfg.QueryTimeout = DefaultQueryTimeout
-	}
-	if cfg.StatusTTL == 0 {
-		cfg.StatusTTL = DefaultStatusTTL
-	}
+	cfg.ModelTimeout = cmp.Or(cfg.ModelTimeout, DefaultModelTimeout)
+	cfg.EnrichmentTimeout = cmp.Or(cfg.EnrichmentTimeout, DefaultEnrichmentTimeout)
+	cfg.PingTimeout = cmp.Or(cfg.PingTimeout, DefaultPingTimeout)
+	cfg.QueryTimeout = cmp.Or(cfg.QueryTimeout, DefaultQueryTimeout)
+	cfg.StatusTTL = cmp.Or(cfg.StatusTTL, DefaultStatusTTL)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rxc-project/rxc/adapters/memory/eventmem"
+	"github.com/rxc-project/rxc/adapters/memory/memtest"
 	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/core/analytics/analyticstest"
 )
@@ -21,10 +22,7 @@ import (
 
 func seeded(t *testing.T) *eventmem.Store {
 	t.Helper()
-	s, err := eventmem.New(eventmem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := memtest.Store(t, eventmem.New, eventmem.Config{})
 	analyticstest.Fleet(t, s)
 	return s
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/memory/auditmem"
+	"github.com/rxc-project/rxc/adapters/memory/memtest"
 	"github.com/rxc-project/rxc/core/audit"
 )
 
@@ -32,11 +33,7 @@ func newService(t *testing.T, store audit.Store) (*audit.Service, *bytes.Buffer)
 
 func memStore(t *testing.T) *auditmem.Store {
 	t.Helper()
-	s, err := auditmem.New(auditmem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return memtest.Store(t, auditmem.New, auditmem.Config{})
 }
 
 func TestRecordStampsStoresAndLogs(t *testing.T) {

@@ -2,7 +2,8 @@
 // (fleettest, operatorstest, audittest, eventstest, storetest,
 // analyticstest): every case as a parallel subtest on a fresh store, so
 // each implementation (PostgreSQL, in-memory) runs the same cases the same
-// way.
+// way. It also holds the few helpers those suites and core's use-case
+// tests share.
 package contracttest
 
 import (
@@ -53,4 +54,36 @@ func Prune(t *testing.T, limit int, want []int, prune func(limit int) (int, erro
 	if n, err := prune(limit); err != nil || n != 0 {
 		t.Errorf("second pass = %d, %v; want nothing", n, err)
 	}
+}
+
+// Keys lists key(x) for every x in xs, in xs's order; nil when xs is
+// empty, so a comparison with a nil want holds.
+func Keys[T any](xs []T, key func(T) string) []string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, key(x))
+	}
+	return out
+}
+
+// SortedKeys is Keys in sorted order.
+func SortedKeys[T any](xs []T, key func(T) string) []string {
+	out := Keys(xs, key)
+	slices.Sort(out)
+	return out
+}
+
+// Configured builds a fixture's service: it applies each of the test's
+// changes to cfg in order, then builds with build, failing t when that
+// fails.
+func Configured[C, S any](t testing.TB, build func(C) (S, error), cfg C, changes ...func(*C)) S {
+	t.Helper()
+	for _, change := range changes {
+		change(&cfg)
+	}
+	s, err := build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rxc-project/rxc/adapters/memory/eventmem"
+	"github.com/rxc-project/rxc/adapters/memory/memtest"
 	"github.com/rxc-project/rxc/core/events"
 )
 
@@ -124,11 +125,7 @@ type memSource struct{ batches []*memBatch }
 // passes the same contract suite (eventstest.Run) as the PostgreSQL store.
 func newStore(t *testing.T, cfg eventmem.Config) *eventmem.Store {
 	t.Helper()
-	s, err := eventmem.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return memtest.Store(t, eventmem.New, cfg)
 }
 
 // failAfterCommit makes the next Write store its rows and still report an
@@ -147,17 +144,30 @@ func (m *failAfterCommit) Write(ctx context.Context, evs []events.Event) (events
 	return res, err
 }
 
-func TestWriterRedeliveryIsStoredOnce(t *testing.T) {
-	t.Parallel()
+// s1Event is a valid event of acme's sensor s1 with id.
+func s1Event(id string) events.Event {
 	ev := valid()
-	ev.TenantID, ev.SensorID = "acme", "s1"
-	first := &memBatch{evs: []events.Event{ev}}
-	again := &memBatch{evs: []events.Event{ev}}
-	store := &failAfterCommit{Store: newStore(t, eventmem.Config{}), fail: true}
-	w, err := events.NewWriter(events.WriterConfig{Source: &memSource{batches: []*memBatch{first, again}}, Store: store})
+	ev.TenantID, ev.SensorID, ev.ID = "acme", "s1", id
+	return ev
+}
+
+// stepping is a Writer over batches into store, for tests that Step it.
+func stepping(t *testing.T, store events.Store, batches ...*memBatch) *events.Writer {
+	t.Helper()
+	w, err := events.NewWriter(events.WriterConfig{Source: &memSource{batches: batches}, Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w
+}
+
+func TestWriterRedeliveryIsStoredOnce(t *testing.T) {
+	t.Parallel()
+	ev := s1Event(valid().ID)
+	first := &memBatch{evs: []events.Event{ev}}
+	again := &memBatch{evs: []events.Event{ev}}
+	store := &failAfterCommit{Store: newStore(t, eventmem.Config{}), fail: true}
+	w := stepping(t, store, first, again)
 	if _, err := w.Step(context.Background()); err == nil {
 		t.Fatal("Step with a failing store: nil error")
 	}
@@ -196,13 +206,11 @@ func TestWriterSkipsAnEventTheStoreRefuses(t *testing.T) {
 	t.Parallel()
 	var evs []events.Event
 	for _, id := range []string{"a", "bad", "c"} {
-		ev := valid()
-		ev.TenantID, ev.SensorID, ev.ID = "acme", "s1", id
-		evs = append(evs, ev)
+		evs = append(evs, s1Event(id))
 	}
 	b := &memBatch{evs: evs}
 	store := &pickyStore{newStore(t, eventmem.Config{})}
-	w, _ := events.NewWriter(events.WriterConfig{Source: &memSource{batches: []*memBatch{b}}, Store: store})
+	w := stepping(t, store, b)
 	if _, err := w.Step(context.Background()); err != nil {
 		t.Fatalf("Step: %v", err)
 	}
@@ -252,7 +260,10 @@ func startWriter(t *testing.T, cfg events.WriterConfig) *runningWriter {
 	t.Helper()
 	r := &runningWriter{src: make(chanSource), store: &signalStore{newStore(t, eventmem.Config{}), make(chan int, 10)}}
 	cfg.Source, cfg.Store = r.src, r.store
-	r.w, _ = events.NewWriter(cfg)
+	var err error
+	if r.w, err = events.NewWriter(cfg); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { r.w.Run(ctx); close(stopped) }()
@@ -277,9 +288,7 @@ func TestWriterRunWritesEveryBatchOnce(t *testing.T) {
 	r := startWriter(t, events.WriterConfig{})
 	var batches []*memBatch
 	for i := range 3 {
-		ev := valid()
-		ev.TenantID, ev.SensorID, ev.ID = "acme", "s1", fmt.Sprintf("e%d", i)
-		b := &memBatch{evs: []events.Event{ev}}
+		b := &memBatch{evs: []events.Event{s1Event(fmt.Sprintf("e%d", i))}}
 		batches = append(batches, b)
 		r.src <- b
 	}
@@ -307,9 +316,7 @@ func TestWriterIdleIsNoFailure(t *testing.T) {
 		r.src <- b
 	}
 	// One real batch after the idle ones proves the writer went past them.
-	ev := valid()
-	ev.TenantID, ev.SensorID, ev.ID = "acme", "s1", "after-idle"
-	r.src <- &memBatch{evs: []events.Event{ev}}
+	r.src <- &memBatch{evs: []events.Event{s1Event("after-idle")}}
 	r.written(t, 1, "batch after the idle fetches")
 	r.stop()
 	for i, b := range idle {
@@ -326,14 +333,13 @@ func TestWriterIdleIsNoFailure(t *testing.T) {
 // revoked are not counted as duplicates.
 func TestWriterCountsRevokedApart(t *testing.T) {
 	t.Parallel()
-	ev := valid()
-	ev.TenantID, ev.SensorID = "acme", "s1"
+	ev := s1Event(valid().ID)
 	b := &memBatch{evs: []events.Event{ev, ev}}
 	// s1 was revoked before the events were received.
 	revoked := newStore(t, eventmem.Config{RevokedAt: func(tenant, sensor string) (time.Time, bool) {
 		return ev.ReceivedAt.Add(-time.Second), tenant == "acme" && sensor == "s1"
 	}})
-	w, _ := events.NewWriter(events.WriterConfig{Source: &memSource{batches: []*memBatch{b}}, Store: revoked})
+	w := stepping(t, revoked, b)
 	if _, err := w.Step(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -89,12 +90,8 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	if cfg.BatchSize < 0 || cfg.RetryDelay < 0 {
 		return nil, errors.New("events: negative writer batch size or retry delay")
 	}
-	if cfg.BatchSize == 0 {
-		cfg.BatchSize = 2000
-	}
-	if cfg.RetryDelay == 0 {
-		cfg.RetryDelay = time.Second
-	}
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 2000)
+	cfg.RetryDelay = cmp.Or(cfg.RetryDelay, time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -1,7 +1,6 @@
 package fleet_test
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -17,8 +16,7 @@ import (
 
 func TestAttackEnrolWithAnotherTenantsToken(t *testing.T) {
 	t.Parallel()
-	f := acmeFixture(t)
-	f.provisionedTenant(t, "beta")
+	f := acmeFixture(t, "beta")
 	victim := f.redeemed(t, "acme")
 	mine := f.redeemed(t, "beta")
 	_, err := f.svc.Enroll(f.ctx, victim.SensorID, mine.EnrollmentToken, []byte("csr"))
@@ -43,29 +41,17 @@ func TestAttackEnrolWithAnotherTenantsToken(t *testing.T) {
 
 func TestAttackRenewWithAnotherTenantsMaterial(t *testing.T) {
 	t.Parallel()
-	f := acmeFixture(t)
-	f.provisionedTenant(t, "beta")
+	f := acmeFixture(t, "beta")
 	victim, ve := f.enrolled(t, "acme")
 	_, me := f.enrolled(t, "beta")
 	f.clock.Advance(2 * fleet.DefaultMinRenewInterval)
 	csr := []byte("csr")
-	for name, tc := range map[string]struct {
-		token string
-		proof *fleet.PossessionProof
-		want  error
-	}{
-		"my token, my proof":     {me.SensorToken, f.proof(me.Certificate.CertificatePEM, victim.SensorID, csr), fleet.ErrInvalidToken},
-		"my token, no proof":     {me.SensorToken, nil, fleet.ErrInvalidToken},
-		"stolen token, my proof": {ve.SensorToken, f.proof(me.Certificate.CertificatePEM, victim.SensorID, csr), fleet.ErrInvalidProof},
-	} {
-		_, err := f.svc.Renew(f.ctx, victim.SensorID, tc.token, csr, tc.proof)
-		if !errors.Is(err, tc.want) {
-			t.Errorf("%s: %v, want %v", name, err, tc.want)
-		}
-	}
-	if got := f.sensor(t, victim.SensorID).Certificate.Serial; got != ve.Certificate.Serial {
-		t.Errorf("a refused renewal replaced the victim's certificate (%s → %s)", ve.Certificate.Serial, got)
-	}
+	// A refused renewal leaves the victim's certificate.
+	f.refusedRenewals(t, victim.SensorID, ve.Certificate.Serial, map[string]renewal{
+		"my token, my proof":     {me.SensorToken, csr, f.proof(me.Certificate.CertificatePEM, victim.SensorID, csr), fleet.ErrInvalidToken},
+		"my token, no proof":     {me.SensorToken, csr, nil, fleet.ErrInvalidToken},
+		"stolen token, my proof": {ve.SensorToken, csr, f.proof(me.Certificate.CertificatePEM, victim.SensorID, csr), fleet.ErrInvalidProof},
+	})
 	// My certificate is no good for the victim at the gRPC edge either.
 	wantErr(t, f.svc.AuthorizeSensor(f.ctx, "acme", victim.SensorID, me.Certificate.Serial), fleet.ErrInvalidToken)
 	wantErr(t, f.svc.AuthorizeSensor(f.ctx, "beta", victim.SensorID, ve.Certificate.Serial), fleet.ErrNotFound)
@@ -81,15 +67,23 @@ func TestAttackRenewWithAnotherTenantsMaterial(t *testing.T) {
 // records anything.
 func TestAttackCheckInForAnotherTenantsSensor(t *testing.T) {
 	t.Parallel()
-	f := acmeFixture(t)
-	f.provisionedTenant(t, "beta")
+	f := acmeFixture(t, "beta")
 	victim, ve := f.enrolled(t, "acme")
 	_, me := f.enrolled(t, "acme")
 	serial := ve.Certificate.Serial
-	wantErr(t, f.svc.CheckIn(f.ctx, "beta", victim.SensorID, serial, fleet.Contact{AgentVersion: "evil"}), fleet.ErrNotFound)
-	wantErr(t, f.svc.CheckIn(f.ctx, "acme.*", victim.SensorID, serial, fleet.Contact{}), fleet.ErrNotFound)
-	wantErr(t, f.svc.CheckIn(f.ctx, "acme", victim.SensorID, me.Certificate.Serial, fleet.Contact{AgentVersion: "evil"}), fleet.ErrInvalidToken)
-	wantErr(t, f.svc.CheckIn(f.ctx, "acme", victim.SensorID, "", fleet.Contact{AgentVersion: "evil"}), fleet.ErrInvalidToken)
+	for name, tc := range map[string]struct {
+		tenant, serial string
+		want           error
+	}{
+		"another tenant's name":        {"beta", serial, fleet.ErrNotFound},
+		"a wildcard for the tenant":    {"acme.*", serial, fleet.ErrNotFound},
+		"another sensor's certificate": {"acme", me.Certificate.Serial, fleet.ErrInvalidToken},
+		"no certificate":               {"acme", "", fleet.ErrInvalidToken},
+	} {
+		t.Run(name, func(t *testing.T) {
+			wantErr(t, f.svc.CheckIn(f.ctx, tc.tenant, victim.SensorID, tc.serial, fleet.Contact{AgentVersion: "evil"}), tc.want)
+		})
+	}
 	if s := f.sensor(t, victim.SensorID); s.State != fleet.StateOffline || !s.LastSeenAt.IsZero() || s.AgentVersion != "" {
 		t.Errorf("victim after foreign health checks: %+v", s)
 	}
@@ -107,8 +101,7 @@ func TestAttackCheckInForAnotherTenantsSensor(t *testing.T) {
 // cursor from a wider scope is refused rather than widening a narrower one.
 func TestListingStaysInScope(t *testing.T) {
 	t.Parallel()
-	f := acmeFixture(t)
-	f.provisionedTenant(t, "beta")
+	f := acmeFixture(t, "beta")
 	for range 3 {
 		f.enrolled(t, "acme")
 		f.enrolled(t, "beta")

@@ -20,9 +20,7 @@ type batchFleet struct {
 
 func newBatchFleet(t *testing.T) *batchFleet {
 	t.Helper()
-	f := &batchFleet{fixture: newFixture(t)}
-	f.provisionedTenant(t, "acme")
-	f.provisionedTenant(t, "beta")
+	f := &batchFleet{fixture: acmeFixture(t, "beta")}
 	r1, _ := f.enrolled(t, "acme")
 	r2, _ := f.enrolled(t, "acme")
 	rv, _ := f.enrolled(t, "acme")

@@ -25,6 +25,14 @@ func (f *fixture) enrolProven(t *testing.T, r fleet.Redemption, csr []byte) flee
 	return e
 }
 
+// provenSensor is a sensor of acme enrolled with a proof by csr's key:
+// its redemption (whose token a re-ask sends again) and its enrolment.
+func (f *fixture) provenSensor(t *testing.T, csr []byte) (fleet.Redemption, fleet.Enrollment) {
+	t.Helper()
+	r := f.redeemed(t, "acme")
+	return r, f.enrolProven(t, r, csr)
+}
+
 // An enrolment whose answer never reached the agent (the control plane
 // committed it, the connection dropped) leaves the agent with a used token.
 // The agent sends the same request again (it keeps its key and CSR) with a
@@ -110,14 +118,10 @@ func TestEnrolmentWhoseAnswerWasLostIsAnsweredAgain(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := f.svc.EnrollProven(f.ctx, tc.sensor, tc.token, tc.csr, nil, tc.proof)
 			wantErr(t, err, tc.want)
-			if got := f.sensor(t, r.SensorID).Certificate.Serial; got != again.Certificate.Serial {
-				t.Errorf("refused request changed the active certificate to %s", got)
-			}
+			f.keptCertificate(t, r.SensorID, again.Certificate.Serial, "the refused request")
 		})
 	}
-	if got := f.sensor(t, oldAgent.SensorID).Certificate.Serial; got != oldEnrolment.Certificate.Serial {
-		t.Errorf("the old agent's certificate changed to %s", got)
-	}
+	f.keptCertificate(t, oldAgent.SensorID, oldEnrolment.Certificate.Serial, "the refused requests, the old agent's sensor")
 
 	// Once the agent renews with what it received, the enrolment is over.
 	f.clock.Advance(2 * fleet.DefaultMinRenewInterval)
@@ -138,8 +142,7 @@ func TestEnrolmentAnsweredAgainOnlyWhileTheTokenAndSensorLive(t *testing.T) {
 	t.Parallel()
 	f := acmeFixture(t)
 	csr := []byte("csr-e")
-	r := f.redeemed(t, "acme")
-	f.enrolProven(t, r, csr)
+	r, _ := f.provenSensor(t, csr)
 	// Before the token's expiry: answered (the control).
 	f.clock.Advance(fleet.DefaultEnrollmentTokenTTL - time.Minute)
 	if _, err := f.svc.EnrollProven(f.ctx, r.SensorID, r.EnrollmentToken, csr, nil, f.enrolProof(r.SensorID, csr)); err != nil {
@@ -149,8 +152,7 @@ func TestEnrolmentAnsweredAgainOnlyWhileTheTokenAndSensorLive(t *testing.T) {
 	_, err := f.svc.EnrollProven(f.ctx, r.SensorID, r.EnrollmentToken, csr, nil, f.enrolProof(r.SensorID, csr))
 	wantErr(t, err, fleet.ErrInvalidToken)
 
-	rv := f.redeemed(t, "acme")
-	e := f.enrolProven(t, rv, csr)
+	rv, e := f.provenSensor(t, csr)
 	f.clock.Advance(time.Second)
 	f.revoke(t, rv.SensorID)
 	_, err = f.svc.EnrollProven(f.ctx, rv.SensorID, rv.EnrollmentToken, csr, nil, f.enrolProof(rv.SensorID, csr))
@@ -186,8 +188,7 @@ func TestEnrolmentReAsksRacing(t *testing.T) {
 	t.Parallel()
 	f := acmeFixture(t)
 	csr := []byte("csr-e")
-	r := f.redeemed(t, "acme")
-	f.enrolProven(t, r, csr)
+	r, _ := f.provenSensor(t, csr)
 	f.clock.Advance(time.Second)
 	wins, unexpected := race(8, fleet.ErrInvalidToken, func() (bool, error) {
 		_, err := f.svc.EnrollProven(f.ctx, r.SensorID, r.EnrollmentToken, csr, nil, f.enrolProof(r.SensorID, csr))

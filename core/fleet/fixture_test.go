@@ -45,11 +45,14 @@ func newFixture(t testing.TB, configure ...func(*fleet.Config)) *fixture {
 }
 
 // acmeFixture is a fixture with tenant "acme" created and given its NATS
-// account, where most tests start.
-func acmeFixture(t testing.TB) *fixture {
+// account, where most tests start, and then each of the tenants others
+// (another tenant's sensors and names, for the attacks across tenants).
+func acmeFixture(t testing.TB, others ...string) *fixture {
 	t.Helper()
 	f := newFixture(t)
-	f.provisionedTenant(t, "acme")
+	for _, id := range append([]string{"acme"}, others...) {
+		f.provisionedTenant(t, id)
+	}
 	return f
 }
 
@@ -78,6 +81,36 @@ func (f *fixture) sensor(t testing.TB, id string) fleet.Sensor { return f.fleet.
 // proof is a proof of possession of certPEM's key for renewing csr, signed now.
 func (f *fixture) proof(certPEM []byte, sensorID string, csr []byte) *fleet.PossessionProof {
 	return fleettest.Proof(certPEM, sensorID, csr, f.clock.Now())
+}
+
+// renewal is a Renew request of a refusal table and the error it must get.
+type renewal struct {
+	token string
+	csr   []byte
+	proof *fleet.PossessionProof
+	want  error
+}
+
+// refusedRenewals sends each renewal for sensorID, a subtest each: each is
+// refused with its error and leaves the active certificate serial.
+func (f *fixture) refusedRenewals(t *testing.T, sensorID, serial string, cases map[string]renewal) {
+	t.Helper()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := f.svc.Renew(f.ctx, sensorID, tc.token, tc.csr, tc.proof)
+			wantErr(t, err, tc.want)
+			f.keptCertificate(t, sensorID, serial, "the refused request")
+		})
+	}
+}
+
+// keptCertificate checks that sensorID's active certificate is serial
+// after what.
+func (f *fixture) keptCertificate(t testing.TB, sensorID, serial, what string) {
+	t.Helper()
+	if got := f.sensor(t, sensorID).Certificate.Serial; got != serial {
+		t.Errorf("after %s the active certificate is %s, want %s", what, got, serial)
+	}
 }
 
 // sensorCount is how many sensors the store holds, in every tenant and state.
@@ -118,6 +151,14 @@ func (f *fixture) issued(t testing.TB, sensorID string, a fleet.Action) fleet.Co
 		t.Fatal(err)
 	}
 	return c
+}
+
+// commanded is a freshly enrolled sensor of acme with a command (action a,
+// issued by "ops") to it.
+func (f *fixture) commanded(t testing.TB, a fleet.Action) (fleet.Redemption, fleet.Command) {
+	t.Helper()
+	r, _ := f.enrolled(t, "acme")
+	return r, f.issued(t, r.SensorID, a)
 }
 
 // revoke revokes the sensor as "ops", which must succeed.

@@ -98,10 +98,8 @@ func status(state fleet.State, at time.Time, commandID string) fleet.StatusRepor
 
 func TestHandleStatus(t *testing.T) {
 	t.Parallel()
-	f := acmeFixture(t)
-	f.provisionedTenant(t, "other")
-	r, _ := f.enrolled(t, "acme")
-	cmd := f.issued(t, r.SensorID, fleet.ActionStart)
+	f := acmeFixture(t, "other")
+	r, cmd := f.commanded(t, fleet.ActionStart)
 	t0 := f.clock.Now()
 
 	steps := []struct {
@@ -150,9 +148,8 @@ func TestHandleStatus(t *testing.T) {
 func TestStatusDoesNotAcknowledgeAnotherSensorsCommand(t *testing.T) {
 	t.Parallel()
 	f := acmeFixture(t)
-	a, _ := f.enrolled(t, "acme")
+	a, cmd := f.commanded(t, fleet.ActionStop)
 	b, _ := f.enrolled(t, "acme")
-	cmd := f.issued(t, a.SensorID, fleet.ActionStop)
 	if err := f.svc.HandleStatus(f.ctx, "acme", b.SensorID, status(fleet.StateStopped, f.clock.Now(), cmd.ID)); err != nil {
 		t.Fatal(err)
 	}
@@ -298,10 +295,8 @@ func FuzzHandleStatus(f *testing.F) {
 func TestHandleStatusBatch(t *testing.T) {
 	t.Parallel()
 	f := acmeFixture(t)
-	a, _ := f.enrolled(t, "acme")
-	b, _ := f.enrolled(t, "acme")
-	cmdA := f.issued(t, a.SensorID, fleet.ActionStart)
-	cmdB := f.issued(t, b.SensorID, fleet.ActionStop)
+	a, cmdA := f.commanded(t, fleet.ActionStart)
+	b, cmdB := f.commanded(t, fleet.ActionStop)
 	t0 := f.clock.Now()
 	msg := func(id string, r fleet.StatusReport) fleet.StatusUpdate {
 		return fleet.StatusUpdate{Sensor: fleet.SensorRef{TenantID: "acme", SensorID: id}, Report: r}
@@ -338,8 +333,7 @@ func TestHandleStatusBatch(t *testing.T) {
 // apply in order, refusals touch nothing.
 func TestCheckInsBatch(t *testing.T) {
 	t.Parallel()
-	f := acmeFixture(t)
-	f.provisionedTenant(t, "other")
+	f := acmeFixture(t, "other")
 	a, ae := f.enrolled(t, "acme")
 	b, be := f.enrolled(t, "acme")
 	revoked, re := f.enrolled(t, "acme")
@@ -461,11 +455,9 @@ func applied(id string, at time.Time) fleet.CommandResult {
 func TestStatusResultsConfirmed(t *testing.T) {
 	t.Parallel()
 	f := acmeFixture(t)
-	a, _ := f.enrolled(t, "acme")
-	b, _ := f.enrolled(t, "acme")
+	a, cmdA := f.commanded(t, fleet.ActionStart)
+	b, cmdB := f.commanded(t, fleet.ActionStop)
 	gone, _ := f.enrolled(t, "acme")
-	cmdA := f.issued(t, a.SensorID, fleet.ActionStart)
-	cmdB := f.issued(t, b.SensorID, fleet.ActionStop)
 	f.revoke(t, gone.SensorID)
 	var got []fleet.ResultsConfirmation
 	confirm := func(c fleet.ResultsConfirmation) { got = append(got, c) }

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/memory/memtest"
 	"github.com/rxc-project/rxc/adapters/memory/operatormem"
 	"github.com/rxc-project/rxc/core/clocktest"
+	"github.com/rxc-project/rxc/core/contracttest"
 	"github.com/rxc-project/rxc/core/operators"
 	"github.com/rxc-project/rxc/core/operators/operatorstest"
 )
@@ -30,20 +32,23 @@ const password = "correct horse battery"
 
 func newFixture(t testing.TB, configure ...func(*operators.Config)) *fixture {
 	t.Helper()
-	store, err := operatormem.New(operatormem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := memtest.Store(t, operatormem.New, operatormem.Config{})
 	f := &fixture{ctx: context.Background(), store: store, hasher: &operatorstest.Hasher{}, clock: clocktest.New(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))}
-	cfg := operators.Config{Store: store, Hasher: f.hasher, Clock: f.clock.Now}
-	for _, c := range configure {
-		c(&cfg)
-	}
-	f.svc, err = operators.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.svc = contracttest.Configured(t, operators.New, f.config(), configure...)
 	return f
+}
+
+// config is the Service's configuration on the fixture's store, hasher and
+// clock, before a test's changes.
+func (f *fixture) config() operators.Config {
+	return operators.Config{Store: f.store, Hasher: f.hasher, Clock: f.clock.Now}
+}
+
+// another is a second Service on the fixture's store, hasher and clock,
+// with changes.
+func (f *fixture) another(t testing.TB, changes ...func(*operators.Config)) *operators.Service {
+	t.Helper()
+	return contracttest.Configured(t, operators.New, f.config(), changes...)
 }
 
 // hashOf is the hasher's hash of pw.
@@ -68,6 +73,16 @@ func (f *fixture) loggedIn(t testing.TB, email string, role operators.Role, tena
 	f.operator(t, email, role, tenants...)
 	p, _ := f.login(t, email)
 	return p
+}
+
+// apiToken creates the API token n as p: its record and the token.
+func (f *fixture) apiToken(t testing.TB, p operators.Principal, n operators.NewAPIToken) (operators.APIToken, string) {
+	t.Helper()
+	rec, token, err := f.svc.CreateAPIToken(f.ctx, p, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec, token
 }
 
 // member is an operator of a test, logged in.

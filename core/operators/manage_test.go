@@ -340,17 +340,14 @@ func TestLoginsBeyondTheHashingBoundAreBusy(t *testing.T) {
 	f := newFixture(t, func(c *operators.Config) { c.MaxConcurrentHashes = 1 })
 	f.operator(t, "alice@example.com", operators.RoleAdmin)
 	// Swap in the gated hasher after the operator exists.
-	f2, err := operators.New(operators.Config{Store: f.store, Hasher: gate.wrap(f.hasher), Clock: f.clock.Now, MaxConcurrentHashes: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f2 := f.another(t, func(c *operators.Config) { c.Hasher, c.MaxConcurrentHashes = gate.wrap(f.hasher), 1 })
 	done := make(chan error, 1)
 	go func() {
 		_, _, _, err := f2.Login(f.ctx, "alice@example.com", password, "192.0.2.1")
 		done <- err
 	}()
 	<-gate.entered // the first login holds the only slot
-	_, _, _, err = f2.Login(f.ctx, "alice@example.com", password, "192.0.2.2")
+	_, _, _, err := f2.Login(f.ctx, "alice@example.com", password, "192.0.2.2")
 	wantErr(t, "second login while the slot is taken", err, operators.ErrBusy)
 	close(gate.release)
 	if err := <-done; err != nil {

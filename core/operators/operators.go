@@ -7,6 +7,7 @@
 package operators
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -187,9 +188,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SessionTTL < 0 {
 		return nil, errors.New("operators: negative session lifetime")
 	}
-	if cfg.SessionTTL == 0 {
-		cfg.SessionTTL = DefaultSessionTTL
-	}
+	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, DefaultSessionTTL)
 	if cfg.MaxConcurrentHashes <= 0 {
 		cfg.MaxConcurrentHashes = DefaultMaxConcurrentHashes
 	}
@@ -199,9 +198,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	if cfg.Issuer == "" {
-		cfg.Issuer = "RXC"
-	}
+	cfg.Issuer = cmp.Or(cfg.Issuer, "RXC")
 	var pad [tokenBytes]byte
 	if _, err := rand.Read(pad[:]); err != nil {
 		return nil, err

@@ -157,16 +157,14 @@ func TestTOTPRefusals(t *testing.T) {
 	t.Parallel()
 	t.Run("no sealing key", func(t *testing.T) {
 		f := newFixture(t)
-		f.operator(t, "ada@example.com", operators.RoleViewer, "acme")
-		p, _ := f.login(t, "ada@example.com")
+		p := f.loggedIn(t, "ada@example.com", operators.RoleViewer, "acme")
 		if _, err := f.svc.BeginTOTP(f.ctx, p); !errors.Is(err, operators.ErrSecondFactorUnavailable) {
 			t.Errorf("BeginTOTP without a sealer: %v", err)
 		}
 	})
 	t.Run("an API token cannot enrol", func(t *testing.T) {
 		f := newFixture(t, withSealer(t))
-		f.operator(t, "ada@example.com", operators.RoleViewer, "acme")
-		p, _ := f.login(t, "ada@example.com")
+		p := f.loggedIn(t, "ada@example.com", operators.RoleViewer, "acme")
 		p.TokenID = "tok-1"
 		if _, err := f.svc.BeginTOTP(f.ctx, p); !errors.Is(err, operators.ErrForbidden) {
 			t.Errorf("BeginTOTP with a token: %v", err)
@@ -177,8 +175,7 @@ func TestTOTPRefusals(t *testing.T) {
 	})
 	t.Run("confirm without an enrolment", func(t *testing.T) {
 		f := newFixture(t, withSealer(t))
-		f.operator(t, "ada@example.com", operators.RoleViewer, "acme")
-		p, _ := f.login(t, "ada@example.com")
+		p := f.loggedIn(t, "ada@example.com", operators.RoleViewer, "acme")
 		if _, err := f.svc.ConfirmTOTP(f.ctx, p, "123456", ""); !errors.Is(err, operators.ErrInvalidInput) {
 			t.Errorf("ConfirmTOTP with nothing pending: %v", err)
 		}

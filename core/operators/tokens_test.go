@@ -22,10 +22,7 @@ func TestAPITokenGrantAndScope(t *testing.T) {
 	f.operator(t, "admin@example.com", operators.RoleAdmin)
 	bob := f.loggedIn(t, "bob@example.com", operators.RoleOperator, "acme", "beta")
 
-	rec, token, err := f.svc.CreateAPIToken(f.ctx, bob, operators.NewAPIToken{Name: " ci ", Role: operators.RoleViewer, Tenants: []string{"beta", "acme", "acme"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, token := f.apiToken(t, bob, operators.NewAPIToken{Name: " ci ", Role: operators.RoleViewer, Tenants: []string{"beta", "acme", "acme"}})
 	want := operators.APIToken{
 		ID: rec.ID, OperatorID: bob.Operator.ID, Name: "ci", Role: operators.RoleViewer, Tenants: []string{"acme", "beta"},
 		CreatedBy: "bob@example.com", CreatedAt: f.clock.Now(), ExpiresAt: f.clock.Now().Add(operators.DefaultTokenTTL),
@@ -84,10 +81,7 @@ func TestAPITokenForAnotherOperator(t *testing.T) {
 	f := newFixture(t)
 	admin, _, carol := f.staff(t, operators.RoleViewer)
 
-	rec, token, err := f.svc.CreateAPIToken(f.ctx, admin.p, operators.NewAPIToken{OperatorID: carol.op.ID, Name: "for carol", Role: operators.RoleViewer, Tenants: []string{"acme"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, token := f.apiToken(t, admin.p, operators.NewAPIToken{OperatorID: carol.op.ID, Name: "for carol", Role: operators.RoleViewer, Tenants: []string{"acme"}})
 	if rec.OperatorID != carol.op.ID || rec.CreatedBy != "admin@example.com" {
 		t.Errorf("token record %+v", rec)
 	}
@@ -113,7 +107,7 @@ func TestAPITokenForAnotherOperator(t *testing.T) {
 	if _, err := f.svc.UpdateOperator(f.ctx, admin.p, carol.op.ID, operators.Update{Disabled: &disabled}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = f.svc.CreateAPIToken(f.ctx, admin.p, operators.NewAPIToken{OperatorID: carol.op.ID, Name: "x", Role: operators.RoleViewer, Tenants: []string{"acme"}})
+	_, _, err := f.svc.CreateAPIToken(f.ctx, admin.p, operators.NewAPIToken{OperatorID: carol.op.ID, Name: "x", Role: operators.RoleViewer, Tenants: []string{"acme"}})
 	wantErr(t, "token for a disabled operator", err, operators.ErrInvalidInput)
 }
 
@@ -121,10 +115,7 @@ func TestAPITokenPresentedWrongly(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	_, bob, _ := f.staff(t, operators.RoleViewer)
-	_, token, err := f.svc.CreateAPIToken(f.ctx, bob.p, operators.NewAPIToken{Name: "ci", Role: operators.RoleOperator, Tenants: []string{"acme"}, TTL: 2 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, token := f.apiToken(t, bob.p, operators.NewAPIToken{Name: "ci", Role: operators.RoleOperator, Tenants: []string{"acme"}, TTL: 2 * time.Hour})
 	if _, err := f.svc.AuthenticateToken(f.ctx, token); err != nil {
 		t.Fatalf("control: the token as issued: %v", err)
 	}
@@ -142,7 +133,7 @@ func TestAPITokenPresentedWrongly(t *testing.T) {
 		wantErr(t, name, err, operators.ErrUnauthenticated)
 	}
 	// And an API token is no session.
-	_, err = f.svc.Authenticate(f.ctx, token)
+	_, err := f.svc.Authenticate(f.ctx, token)
 	wantErr(t, "API token as a session", err, operators.ErrUnauthenticated)
 
 	// Expiry: valid to the last instant, refused from ExpiresAt on.
@@ -159,14 +150,11 @@ func TestAPITokenRevocation(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	admin, bob, mallory := f.staff(t, operators.RoleOperator) // mallory: another operator of acme
-	rec, token, err := f.svc.CreateAPIToken(f.ctx, bob.p, operators.NewAPIToken{Name: "ci", Role: operators.RoleViewer, Tenants: []string{"acme"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, token := f.apiToken(t, bob.p, operators.NewAPIToken{Name: "ci", Role: operators.RoleViewer, Tenants: []string{"acme"}})
 
 	// Another operator of the same tenant can neither list nor revoke it;
 	// to them it does not exist.
-	_, err = f.svc.ListAPITokens(f.ctx, mallory.p, bob.op.ID)
+	_, err := f.svc.ListAPITokens(f.ctx, mallory.p, bob.op.ID)
 	wantErr(t, "list another operator's tokens", err, operators.ErrForbidden)
 	_, err = f.svc.ListAPITokens(f.ctx, mallory.p, "")
 	wantErr(t, "list everyone's tokens", err, operators.ErrForbidden)
@@ -212,10 +200,7 @@ func TestAPITokenFollowsItsOperator(t *testing.T) {
 	bob := f.operator(t, "bob@example.com", operators.RoleOperator, "acme", "beta")
 	admin, _ := f.login(t, "admin@example.com")
 	bobP, _ := f.login(t, "bob@example.com")
-	_, token, err := f.svc.CreateAPIToken(f.ctx, bobP, operators.NewAPIToken{Name: "ci", Role: operators.RoleOperator, Tenants: []string{"acme", "beta"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, token := f.apiToken(t, bobP, operators.NewAPIToken{Name: "ci", Role: operators.RoleOperator, Tenants: []string{"acme", "beta"}})
 	scope := func() operators.Principal {
 		t.Helper()
 		p, err := f.svc.AuthenticateToken(f.ctx, token)
@@ -244,7 +229,7 @@ func TestAPITokenFollowsItsOperator(t *testing.T) {
 	if _, err := f.svc.UpdateOperator(f.ctx, admin, bob.ID, operators.Update{Disabled: &disabled}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.svc.AuthenticateToken(f.ctx, token)
+	_, err := f.svc.AuthenticateToken(f.ctx, token)
 	wantErr(t, "token of a disabled operator", err, operators.ErrUnauthenticated)
 	enabled := false
 	if _, err := f.svc.UpdateOperator(f.ctx, admin, bob.ID, operators.Update{Disabled: &enabled}); err != nil {

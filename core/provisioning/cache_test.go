@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/core/provisioning"
-	"github.com/rxc-project/rxc/core/topology"
 )
 
 // The resolver cache serves an account's JWT for at most its TTL after
@@ -23,16 +22,11 @@ func TestResolverCacheRefreshesAheadAndServesOtherReplicasChanges(t *testing.T) 
 	clock.Store(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC).UnixNano())
 	at := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
 	advance := func(d time.Duration) { clock.Add(int64(d)) }
-	f := newFixture(t, func(c *provisioning.Config) { c.ResolverCacheTTL, c.Clock = ttl, at })
+	cached := func(c *provisioning.Config) { c.ResolverCacheTTL, c.Clock = ttl, at }
+	f := newFixture(t, cached)
 	// Replica B: another Service on the same store, as a second
 	// provisioner on the same PostgreSQL.
-	b, err := provisioning.New(provisioning.Config{
-		Store: f.store, Signer: f.signer, Claims: f.signer, Pusher: f.pusher, Consumers: f.consumers,
-		Stream: topology.DefaultStream, ResolverCacheTTL: ttl, Clock: at,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := f.another(t, cached)
 	acme := f.tenant(t, "acme") // cached by replica A when it wrote it
 	beta := f.tenant(t, "beta")
 	su := f.sensorUser(t, "acme", "s1")

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/memory/memtest"
 	"github.com/rxc-project/rxc/adapters/memory/provisionmem"
+	"github.com/rxc-project/rxc/core/contracttest"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/provisioning/provisioningtest"
 	"github.com/rxc-project/rxc/core/topology"
@@ -30,10 +32,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, configure ...func(*provisioning.Config)) *fixture {
 	t.Helper()
-	store, err := provisionmem.New(provisionmem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := memtest.Store(t, provisionmem.New, provisionmem.Config{})
 	f := &fixture{
 		ctx: context.Background(), store: store, signer: &provisioningtest.Signer{}, pusher: &provisioningtest.Pusher{},
 		consumers: &provisioningtest.Consumers{}, now: time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC),
@@ -50,18 +49,25 @@ func newFixture(t *testing.T, configure ...func(*provisioning.Config)) *fixture 
 	if err := store.InitOperator(f.ctx, f.op, accts[0], accts[1]); err != nil {
 		t.Fatal(err)
 	}
-	cfg := provisioning.Config{
-		Store: store, Signer: f.signer, Claims: f.signer, Pusher: f.pusher, Consumers: f.consumers,
+	f.svc = contracttest.Configured(t, provisioning.New, f.config(), configure...)
+	return f
+}
+
+// config is the Service's configuration on the fixture's store, fakes and
+// clock, before a test's changes.
+func (f *fixture) config() provisioning.Config {
+	return provisioning.Config{
+		Store: f.store, Signer: f.signer, Claims: f.signer, Pusher: f.pusher, Consumers: f.consumers,
 		Stream: topology.DefaultStream, Clock: func() time.Time { return f.now },
 	}
-	for _, c := range configure {
-		c(&cfg)
-	}
-	f.svc, err = provisioning.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+}
+
+// another is a second Service on the fixture's store, fakes and clock,
+// with changes: another replica, or the provisioner restarted with other
+// settings.
+func (f *fixture) another(t *testing.T, changes ...func(*provisioning.Config)) *provisioning.Service {
+	t.Helper()
+	return contracttest.Configured(t, provisioning.New, f.config(), changes...)
 }
 
 func (f *fixture) tenant(t *testing.T, id string) provisioning.Account {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/rxc-project/rxc/adapters/memory/memtest"
 	"github.com/rxc-project/rxc/adapters/memory/provisionmem"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/provisioning/provisioningtest"
@@ -26,12 +27,10 @@ type initFixture struct {
 
 func newInitFixture(t *testing.T) *initFixture {
 	t.Helper()
-	store, err := provisionmem.New(provisionmem.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := memtest.Store(t, provisionmem.New, provisionmem.Config{})
 	f := &initFixture{store: store, auth: &provisioningtest.Authority{}, files: &provisioningtest.Files{},
 		now: time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)}
+	var err error
 	f.init, err = provisioning.NewInitializer(provisioning.InitConfig{
 		Store: store, Authority: f.auth, Files: f.files, Clock: func() time.Time { return f.now },
 	})

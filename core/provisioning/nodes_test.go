@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rxc-project/rxc/core/contracttest"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/provisioning/provisioningtest"
 	"github.com/rxc-project/rxc/core/topology"
@@ -155,12 +156,7 @@ func newNodeFixture(t *testing.T, n int) (*fixture, *nodeCluster, []provisioning
 }
 
 func sortedNames(claims []provisioning.ConsumerClaim) []string {
-	var out []string
-	for _, c := range claims {
-		out = append(out, c.Consumer)
-	}
-	slices.Sort(out)
-	return out
+	return contracttest.SortedKeys(claims, func(c provisioning.ConsumerClaim) string { return c.Consumer })
 }
 
 // A node loss repaired from the recorded nodes: exactly the active sensors'

@@ -50,8 +50,8 @@ func TestRecreateOfflineConsumers(t *testing.T) {
 	if _, _, err := f.svc.Revoke(f.ctx, acct.PubKey, revoked.User.PubKey); err != nil {
 		t.Fatal(err)
 	}
-	lostName := topology.Sensor{Stream: topology.DefaultStream, TenantID: "acme", SensorID: "s-1"}.Consumer()
-	revokedName := topology.Sensor{Stream: topology.DefaultStream, TenantID: "acme", SensorID: "s-3"}.Consumer()
+	lostName := consumerOf("acme", "s-1")
+	revokedName := consumerOf("acme", "s-3")
 	rc.offline = []string{lostName, revokedName, "by-hand"}
 
 	n, err := f.svc.RecreateOfflineConsumers(f.ctx, true, 4)
@@ -121,13 +121,13 @@ func TestRecreateOfflineConsumersSkipsSensorsRevokedDuringThePass(t *testing.T) 
 		}
 	}
 	for id := range users {
-		rc.offline = append(rc.offline, topology.Sensor{Stream: topology.DefaultStream, TenantID: "acme", SensorID: id}.Consumer())
+		rc.offline = append(rc.offline, consumerOf("acme", id))
 	}
 	n, err := f.svc.RecreateOfflineConsumers(f.ctx, true, 1)
 	if err != nil || n != 1 {
 		t.Fatalf("RecreateOfflineConsumers = %d, %v; want 1", n, err)
 	}
-	gone := topology.Sensor{Stream: topology.DefaultStream, TenantID: "acme", SensorID: revoked}.Consumer()
+	gone := consumerOf("acme", revoked)
 	if slices.Contains(rc.recreated, gone) || len(rc.recreated) != 1 {
 		t.Fatalf("recreated %v; the consumer of %s, revoked during the pass, must not come back", rc.recreated, revoked)
 	}

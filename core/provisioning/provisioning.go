@@ -192,6 +192,23 @@ func CheckOperator(op Operator, sys, control Account) (Account, Account, error) 
 	return sys, control, err
 }
 
+// CheckUser makes sure u is complete enough to store: a public key and an
+// account, and by its kind a tenant and sensor id or a name. A store calls
+// it before it records a user and prefixes the error with its own name.
+func CheckUser(u User) error {
+	switch {
+	case u.PubKey == "" || u.AccountPubKey == "":
+		return errors.New("a user needs a public key and an account")
+	case u.Kind == UserSensor && (u.TenantID == "" || u.SensorID == ""):
+		return errors.New("a sensor user needs a tenant id and a sensor id")
+	case u.Kind == UserBackend && u.Name == "":
+		return errors.New("a backend user needs a name")
+	case u.Kind != UserSensor && u.Kind != UserBackend:
+		return fmt.Errorf("unknown user kind %q", u.Kind)
+	}
+	return nil
+}
+
 func withKind(a Account, k AccountKind) (Account, error) {
 	if a.Kind != "" && a.Kind != k {
 		return a, fmt.Errorf("%w: account %s has kind %q, want %q", ErrInvalidOperator, a.PubKey, a.Kind, k)

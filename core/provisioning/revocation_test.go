@@ -9,7 +9,6 @@ import (
 
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/provisioning/provisioningtest"
-	"github.com/rxc-project/rxc/core/topology"
 )
 
 // Only what may be revoked is: any key of a tenant account and the CONTROL
@@ -179,7 +178,7 @@ func TestRevocationListIsBounded(t *testing.T) {
 	}
 	// The re-issue keeps the sensor's consumer: it is not a revocation of
 	// the sensor.
-	if !f.consumers.Has((topology.Sensor{Stream: topology.DefaultStream, TenantID: "acme", SensorID: "keep"}).Consumer()) {
+	if !f.consumers.Has(consumerOf("acme", "keep")) {
 		t.Error("the re-issue removed a live sensor's consumer")
 	}
 }
@@ -343,13 +342,7 @@ func TestLoweredBoundReissuesAtStart(t *testing.T) {
 	if a, _ := f.store.Account(f.ctx, acme.PubKey); len(a.JWT) <= bound {
 		t.Fatalf("JWT %d bytes before the restart; the test needs more than %d", len(a.JWT), bound)
 	}
-	svc, err := provisioning.New(provisioning.Config{
-		Store: f.store, Signer: f.signer, Claims: f.signer, Pusher: f.pusher, Consumers: f.consumers,
-		Stream: topology.DefaultStream, Clock: func() time.Time { return f.now }, AccountJWTMaxBytes: bound,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := f.another(t, func(c *provisioning.Config) { c.AccountJWTMaxBytes = bound })
 	resigned, err := svc.RefreshAccounts(f.ctx)
 	if err != nil || !slices.Contains(resigned, acme.PubKey) {
 		t.Fatalf("RefreshAccounts = %v, %v; want acme re-issued", resigned, err)
@@ -369,13 +362,7 @@ func TestRevocationOfAKeyOnceWithoutExpiryStays(t *testing.T) {
 	f := newFixture(t)
 	acme := f.tenant(t, "acme")
 	first := f.sensorUser(t, "acme", "s1") // no expiry
-	svc, err := provisioning.New(provisioning.Config{
-		Store: f.store, Signer: f.signer, Claims: f.signer, Pusher: f.pusher, Consumers: f.consumers,
-		Stream: topology.DefaultStream, Clock: func() time.Time { return f.now }, SensorUserTTL: ttl,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := f.another(t, func(c *provisioning.Config) { c.SensorUserTTL = ttl })
 	renewed, _, err := svc.EnsureSensorUser(f.ctx, "acme", "s1")
 	if err != nil || renewed.User.PubKey != first.User.PubKey {
 		t.Fatalf("renewal = %+v, %v; want the same key signed again", renewed.User, err)

@@ -1,6 +1,7 @@
 package provisioning
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,12 +100,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SensorUserTTL < 0 {
 		return nil, errors.New("provisioning: negative sensor user lifetime")
 	}
-	if cfg.EventStream == "" {
-		cfg.EventStream = topology.DefaultEventStream
-	}
-	if cfg.AccountJWTMaxBytes == 0 {
-		cfg.AccountJWTMaxBytes = DefaultAccountJWTMaxBytes
-	}
+	cfg.EventStream = cmp.Or(cfg.EventStream, topology.DefaultEventStream)
+	cfg.AccountJWTMaxBytes = cmp.Or(cfg.AccountJWTMaxBytes, DefaultAccountJWTMaxBytes)
 	if err := ids.Validate(cfg.EventStream); err != nil {
 		return nil, fmt.Errorf("provisioning: event stream name: %w", err)
 	}

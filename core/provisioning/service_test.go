@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -363,20 +364,11 @@ func TestBackendUser(t *testing.T) {
 // does in an outage.
 type downStore struct {
 	provisioning.Store
-	mu   sync.Mutex
-	down bool
-}
-
-func (d *downStore) set(down bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.down = down
+	down atomic.Bool
 }
 
 func (d *downStore) failing() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.down {
+	if d.down.Load() {
 		return errors.New("connection refused")
 	}
 	return nil
@@ -424,7 +416,7 @@ func TestResolverThroughAStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	store.set(true)
+	store.down.Store(true)
 	if got, err := f.svc.SystemAccountJWT(f.ctx); err != nil || got != sys {
 		t.Errorf("system account during the outage = %v; want the last known JWT", err)
 	}
@@ -435,7 +427,7 @@ func TestResolverThroughAStoreOutage(t *testing.T) {
 	if _, err := f.svc.AccountJWT(f.ctx, "A-never-seen"); err == nil {
 		t.Error("an account never seen was answered during the outage")
 	}
-	store.set(false)
+	store.down.Store(false)
 	if _, err := f.svc.AccountJWT(f.ctx, "A-never-seen"); !errors.Is(err, provisioning.ErrNotFound) {
 		t.Errorf("unknown account after the outage: %v", err)
 	}

@@ -4,15 +4,12 @@ import (
 	"testing"
 
 	"github.com/rxc-project/rxc/adapters/memory/auditmem"
+	"github.com/rxc-project/rxc/adapters/memory/memtest"
 	"github.com/rxc-project/rxc/core/audit/audittest"
 )
 
 func TestContract(t *testing.T) {
 	audittest.Run(t, func(t *testing.T) audittest.Store {
-		s, err := auditmem.New(auditmem.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return memtest.Store(t, auditmem.New, auditmem.Config{})
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/memory/locked"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -145,13 +146,7 @@ func (s *Store) BatchByKey(_ context.Context, operatorID, key string) (fleet.Bat
 
 // Batch implements fleet.BatchStore.
 func (s *Store) Batch(_ context.Context, id string) (fleet.Batch, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.batches[id]
-	if !ok {
-		return fleet.Batch{}, fleet.ErrNotFound
-	}
-	return s.counted(*b), nil
+	return locked.Get(&s.mu, s.batches, id, fleet.ErrNotFound, func(b *fleet.Batch) fleet.Batch { return s.counted(*b) })
 }
 
 // counted returns b with its counts (s.mu held).
@@ -260,8 +255,8 @@ func (s *Store) FailCommands(_ context.Context, ids []string, at time.Time) erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range ids {
-		if c, ok := s.commands[id]; ok && c.Status == fleet.CommandPending && c.AcknowledgedAt.IsZero() {
-			c.Status, c.FailedAt = fleet.CommandFailed, at
+		if c, ok := s.commands[id]; ok {
+			failCommand(c, at)
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/memory/hashed"
+	"github.com/rxc-project/rxc/adapters/memory/locked"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -152,34 +153,18 @@ func (s *Store) PendingTenants(context.Context) ([]fleet.Tenant, error) {
 }
 
 func (s *Store) listTenants(keep func(fleet.Tenant) bool) []fleet.Tenant {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []fleet.Tenant
-	for _, t := range s.tenants {
-		if keep(t) && !s.deleted[t.ID] {
-			out = append(out, t)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out
+	return locked.List(&s.mu, s.tenants, func(t fleet.Tenant) bool { return keep(t) && !s.deleted[t.ID] },
+		func(t fleet.Tenant) fleet.Tenant { return t },
+		locked.OldestFirst(func(t fleet.Tenant) time.Time { return t.CreatedAt }, func(t fleet.Tenant) string { return t.ID }))
 }
 
 // SetTenantAccount implements fleet.TenantProvisioningStore.
 func (s *Store) SetTenantAccount(_ context.Context, tenantID, accountPubKey string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.tenants[tenantID]
-	if !ok {
-		return fleet.ErrNotFound
-	}
-	t.NATSAccountPubKey, t.NATSStatus = accountPubKey, fleet.NATSProvisioned
-	s.tenants[tenantID] = t
-	return nil
+	return locked.Update(&s.mu, s.tenants, tenantID, fleet.ErrNotFound, func(t fleet.Tenant) error {
+		t.NATSAccountPubKey, t.NATSStatus = accountPubKey, fleet.NATSProvisioned
+		s.tenants[tenantID] = t
+		return nil
+	})
 }
 
 func claimHash(c *claim) []byte { return c.hash }
@@ -200,50 +185,27 @@ func (s *Store) CreateClaimCode(_ context.Context, c fleet.ClaimCode, codeHash [
 
 // ClaimCodes implements fleet.ClaimStore.
 func (s *Store) ClaimCodes(_ context.Context, tenantID string) ([]fleet.ClaimCode, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []fleet.ClaimCode
-	for _, c := range s.claims {
-		if c.TenantID == tenantID {
-			out = append(out, c.ClaimCode)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.After(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out, nil
+	return locked.List(&s.mu, s.claims, func(c *claim) bool { return c.TenantID == tenantID },
+		func(c *claim) fleet.ClaimCode { return c.ClaimCode },
+		locked.NewestFirst(func(c fleet.ClaimCode) time.Time { return c.CreatedAt }, func(c fleet.ClaimCode) string { return c.ID })), nil
 }
 
 // ClaimCode implements fleet.ClaimStore.
 func (s *Store) ClaimCode(_ context.Context, id string) (fleet.ClaimCode, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, c := range s.claims {
-		if c.ID == id {
-			return c.ClaimCode, nil
-		}
-	}
-	return fleet.ClaimCode{}, fleet.ErrNotFound
+	return locked.Get(&s.mu, s.claims, id, fleet.ErrNotFound, func(c *claim) fleet.ClaimCode { return c.ClaimCode })
 }
 
 // RevokeClaimCode implements fleet.ClaimStore.
 func (s *Store) RevokeClaimCode(_ context.Context, id string, at time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.claims[id]
-	if !ok {
-		return fleet.ErrNotFound
-	}
-	if !c.UsedAt.IsZero() {
-		return fleet.ErrConflict
-	}
-	if c.RevokedAt.IsZero() {
-		c.RevokedAt = at
-	}
-	return nil
+	return locked.Update(&s.mu, s.claims, id, fleet.ErrNotFound, func(c *claim) error {
+		if !c.UsedAt.IsZero() {
+			return fleet.ErrConflict
+		}
+		if c.RevokedAt.IsZero() {
+			c.RevokedAt = at
+		}
+		return nil
+	})
 }
 
 // Redeem implements fleet.RedeemStore.
@@ -328,19 +290,13 @@ func (s *Store) CompleteEnrollment(_ context.Context, e fleet.EnrollmentRecord) 
 	if t.SensorID != e.SensorID || t.Kind != fleet.TokenEnrollment || t.used || t.revoked || !t.ExpiresAt.After(e.At) {
 		return fleet.ErrInvalidToken
 	}
-	if _, ok := s.certs[e.Certificate.Serial]; ok {
-		return fleet.ErrConflict
-	}
-	if s.tokenIndex(e.SensorTokenHash) >= 0 {
-		return fleet.ErrConflict
+	if err := s.unused(e.Certificate.Serial, e.SensorTokenHash); err != nil {
+		return err
 	}
 	t.used, t.usedAt = true, e.At
 	s.replaceCertificate(e.SensorID, e.Certificate, e.At)
 	if e.CSRSHA256 != nil {
-		s.certs[e.Certificate.Serial].enrolment = &fleet.ActiveEnrolment{
-			Serial: e.Certificate.Serial, TokenHash: bytes.Clone(e.EnrollmentTokenHash), CSRSHA256: bytes.Clone(e.CSRSHA256),
-			ProvenSignedAt: e.ProvenSignedAt.UTC().Truncate(time.Microsecond),
-		}
+		s.certs[e.Certificate.Serial].enrolment = activeEnrolment(e.Certificate.Serial, e.EnrollmentTokenHash, e.CSRSHA256, e.ProvenSignedAt)
 	}
 	s.rotateToken(e.SensorID, e.SensorTokenHash, e.SensorTokenExpiresAt, e.At)
 	sn.State, sn.NATSUserPubKey, sn.NATSAccountPubKey = e.State, e.NATSUserPubKey, e.NATSAccountPubKey
@@ -348,6 +304,25 @@ func (s *Store) CompleteEnrollment(_ context.Context, e fleet.EnrollmentRecord) 
 		sn.Labels = maps.Clone(e.Labels)
 	}
 	return nil
+}
+
+// unused is fleet.ErrConflict when a certificate with the serial or a
+// token with the hash is stored already: the PostgreSQL store's unique
+// keys (s.mu held).
+func (s *Store) unused(serial string, tokenHash []byte) error {
+	if _, ok := s.certs[serial]; ok || s.tokenIndex(tokenHash) >= 0 {
+		return fleet.ErrConflict
+	}
+	return nil
+}
+
+// activeEnrolment is what a certificate's enrolment proved, as the
+// PostgreSQL store reads it back (times to the microsecond, in UTC).
+func activeEnrolment(serial string, tokenHash, csrSHA256 []byte, signedAt time.Time) *fleet.ActiveEnrolment {
+	return &fleet.ActiveEnrolment{
+		Serial: serial, TokenHash: bytes.Clone(tokenHash), CSRSHA256: bytes.Clone(csrSHA256),
+		ProvenSignedAt: signedAt.UTC().Truncate(time.Microsecond),
+	}
 }
 
 // RenewCertificate implements fleet.EnrollStore.
@@ -361,11 +336,8 @@ func (s *Store) RenewCertificate(_ context.Context, r fleet.RenewalRecord) error
 	if c, ok := s.certs[r.ReplacesSerial]; !ok || !c.active || c.sensorID != r.SensorID {
 		return fleet.ErrInvalidToken
 	}
-	if _, ok := s.certs[r.Certificate.Serial]; ok {
-		return fleet.ErrConflict
-	}
-	if s.tokenIndex(r.SensorTokenHash) >= 0 {
-		return fleet.ErrConflict
+	if err := s.unused(r.Certificate.Serial, r.SensorTokenHash); err != nil {
+		return err
 	}
 	if r.NATS.UserPubKey != "" {
 		sn.NATSUserPubKey, sn.NATSAccountPubKey = r.NATS.UserPubKey, r.NATS.AccountPubKey
@@ -379,10 +351,7 @@ func (s *Store) RenewCertificate(_ context.Context, r fleet.RenewalRecord) error
 		}
 	}
 	if r.EnrolmentTokenHash != nil {
-		s.certs[r.Certificate.Serial].enrolment = &fleet.ActiveEnrolment{
-			Serial: r.Certificate.Serial, TokenHash: bytes.Clone(r.EnrolmentTokenHash), CSRSHA256: bytes.Clone(r.CSRSHA256),
-			ProvenSignedAt: r.ProvenSignedAt.UTC().Truncate(time.Microsecond),
-		}
+		s.certs[r.Certificate.Serial].enrolment = activeEnrolment(r.Certificate.Serial, r.EnrolmentTokenHash, r.CSRSHA256, r.ProvenSignedAt)
 	}
 	s.rotateToken(r.SensorID, r.SensorTokenHash, r.SensorTokenExpiresAt, r.At)
 	// Keep the latest three superseded certificates.
@@ -491,13 +460,7 @@ func (s *Store) replaceCertificate(sensorID string, c fleet.IssuedCertificate, a
 
 // Sensor implements fleet.SensorStore.
 func (s *Store) Sensor(_ context.Context, id string) (fleet.Sensor, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sn, ok := s.sensors[id]
-	if !ok {
-		return fleet.Sensor{}, fleet.ErrNotFound
-	}
-	return s.view(sn), nil
+	return locked.Get(&s.mu, s.sensors, id, fleet.ErrNotFound, s.view)
 }
 
 func (s *Store) view(sn *sensor) fleet.Sensor {
@@ -520,21 +483,11 @@ func (s *Store) view(sn *sensor) fleet.Sensor {
 
 // Sensors implements fleet.SensorStore.
 func (s *Store) Sensors(_ context.Context, f fleet.SensorFilter) ([]fleet.Sensor, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []fleet.Sensor
-	for _, sn := range s.sensors {
-		if (f.TenantID == "" || sn.TenantID == f.TenantID) && (f.State == "" || sn.State == f.State) {
-			out = append(out, s.view(sn))
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out, nil
+	return locked.List(&s.mu, s.sensors,
+		func(sn *sensor) bool {
+			return (f.TenantID == "" || sn.TenantID == f.TenantID) && (f.State == "" || sn.State == f.State)
+		},
+		s.view, locked.OldestFirst(func(sn fleet.Sensor) time.Time { return sn.CreatedAt }, func(sn fleet.Sensor) string { return sn.ID })), nil
 }
 
 // UpdateSensorStatuses implements fleet.StatusStore.
@@ -619,14 +572,10 @@ func (s *Store) MarkSilent(_ context.Context, seenBefore time.Time, from []fleet
 
 // RevokeSensor implements fleet.RevokeStore.
 func (s *Store) RevokeSensor(_ context.Context, sensorID, _ string, at time.Time) (fleet.Sensor, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sn, ok := s.sensors[sensorID]
-	if !ok {
-		return fleet.Sensor{}, fleet.ErrNotFound
-	}
-	s.revoke(sn, at)
-	return s.view(sn), nil
+	return locked.Get(&s.mu, s.sensors, sensorID, fleet.ErrNotFound, func(sn *sensor) fleet.Sensor {
+		s.revoke(sn, at)
+		return s.view(sn)
+	})
 }
 
 // revoke revokes sn (s.mu held).
@@ -650,18 +599,14 @@ func (s *Store) revoke(sn *sensor, at time.Time) {
 
 // EditSensor implements fleet.LifecycleStore.
 func (s *Store) EditSensor(_ context.Context, sensorID string, edit func(fleet.Sensor) (fleet.SensorEdit, error)) (fleet.Sensor, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sn, ok := s.sensors[sensorID]
-	if !ok {
-		return fleet.Sensor{}, fleet.ErrNotFound
-	}
-	e, err := edit(s.view(sn))
-	if err != nil {
-		return fleet.Sensor{}, err
-	}
-	sn.Name, sn.Labels = e.Name, maps.Clone(e.Labels)
-	return s.view(sn), nil
+	return locked.Apply(&s.mu, s.sensors, sensorID, fleet.ErrNotFound, func(sn *sensor) (fleet.Sensor, error) {
+		e, err := edit(s.view(sn))
+		if err != nil {
+			return fleet.Sensor{}, err
+		}
+		sn.Name, sn.Labels = e.Name, maps.Clone(e.Labels)
+		return s.view(sn), nil
+	})
 }
 
 // DecommissionSensor implements fleet.LifecycleStore.
@@ -714,51 +659,41 @@ func (s *Store) CreateCommand(_ context.Context, c fleet.Command) (fleet.Command
 
 // AcceptCommand implements fleet.CommandStore.
 func (s *Store) AcceptCommand(_ context.Context, id string, seq uint64, at time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.commands[id]
-	if !ok {
-		return fleet.ErrNotFound
-	}
-	if c.Status == fleet.CommandPending || c.Status == fleet.CommandAccepted {
-		if c.AcceptedAt.IsZero() {
-			c.AcceptedAt, c.StreamSeq = at, seq
+	return locked.Update(&s.mu, s.commands, id, fleet.ErrNotFound, func(c *fleet.Command) error {
+		if c.Status == fleet.CommandPending || c.Status == fleet.CommandAccepted {
+			if c.AcceptedAt.IsZero() {
+				c.AcceptedAt, c.StreamSeq = at, seq
+			}
+			c.Status = fleet.CommandAccepted
 		}
-		c.Status = fleet.CommandAccepted
-	}
-	return nil
+		return nil
+	})
 }
 
 // FailCommand implements fleet.CommandStore.
 func (s *Store) FailCommand(_ context.Context, id string, at time.Time) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.commands[id]
-	if !ok {
-		return fleet.ErrNotFound
-	}
+	return locked.Update(&s.mu, s.commands, id, fleet.ErrNotFound, func(c *fleet.Command) error {
+		failCommand(c, at)
+		return nil
+	})
+}
+
+// failCommand marks c failed at at unless it was sent or acknowledged
+// (s.mu held).
+func failCommand(c *fleet.Command, at time.Time) {
 	if c.Status == fleet.CommandPending && c.AcknowledgedAt.IsZero() {
 		c.Status, c.FailedAt = fleet.CommandFailed, at
 	}
-	return nil
 }
 
 // PendingCommands implements fleet.CommandStore.
 func (s *Store) PendingCommands(_ context.Context, since time.Time, limit int) ([]fleet.Command, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []fleet.Command
-	for _, c := range s.commands {
-		if c.Status == fleet.CommandPending && !c.FirstSentAt.IsZero() && !c.FirstSentAt.Before(since) {
-			out = append(out, *c)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].FirstSentAt.Equal(out[j].FirstSentAt) {
-			return out[i].FirstSentAt.Before(out[j].FirstSentAt)
-		}
-		return out[i].ID < out[j].ID
-	})
+	out := locked.List(&s.mu, s.commands,
+		func(c *fleet.Command) bool {
+			return c.Status == fleet.CommandPending && !c.FirstSentAt.IsZero() && !c.FirstSentAt.Before(since)
+		},
+		func(c *fleet.Command) fleet.Command { return *c },
+		locked.OldestFirst(func(c fleet.Command) time.Time { return c.FirstSentAt }, func(c fleet.Command) string { return c.ID }))
 	if len(out) > limit {
 		out = out[:limit]
 	}

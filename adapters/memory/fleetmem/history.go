@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/memory/locked"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -91,14 +92,5 @@ func (s *Store) PruneTokens(_ context.Context, before time.Time, limit int) (int
 
 // PruneClaimCodes implements fleet.HistoryStore.
 func (s *Store) PruneClaimCodes(_ context.Context, before time.Time, limit int) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for id, c := range s.claims {
-		if n < limit && fleet.ClaimCodeEnded(c.ClaimCode).Before(before) {
-			delete(s.claims, id)
-			n++
-		}
-	}
-	return n, nil
+	return locked.Prune(&s.mu, s.claims, limit, func(c *claim) bool { return fleet.ClaimCodeEnded(c.ClaimCode).Before(before) }), nil
 }

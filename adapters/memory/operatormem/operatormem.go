@@ -9,12 +9,14 @@ package operatormem
 import (
 	"bytes"
 	"context"
+	"math"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/memory/hashed"
+	"github.com/rxc-project/rxc/adapters/memory/locked"
 	"github.com/rxc-project/rxc/core/operators"
 )
 
@@ -123,13 +125,7 @@ func (s *Store) OperatorByEmail(_ context.Context, email string) (operators.Oper
 
 // OperatorByID implements operators.Store.
 func (s *Store) OperatorByID(_ context.Context, id string) (operators.Operator, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, ok := s.operators[id]
-	if !ok {
-		return operators.Operator{}, operators.ErrNotFound
-	}
-	return view(o.Operator), nil
+	return locked.Get(&s.mu, s.operators, id, operators.ErrNotFound, func(o *operator) operators.Operator { return view(o.Operator) })
 }
 
 // ListOperators implements operators.Store.
@@ -147,12 +143,14 @@ func (s *Store) ListOperators(context.Context) ([]operators.Operator, error) {
 // UpdateOperator implements operators.Store: the change and the check that
 // an enabled admin remains happen under the store's lock.
 func (s *Store) UpdateOperator(_ context.Context, id string, change func(*operators.Operator) error) (operators.Operator, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, ok := s.operators[id]
-	if !ok {
-		return operators.Operator{}, operators.ErrNotFound
-	}
+	return locked.Apply(&s.mu, s.operators, id, operators.ErrNotFound, func(o *operator) (operators.Operator, error) {
+		return s.updateOperator(id, o, change)
+	})
+}
+
+// updateOperator is UpdateOperator on o, the operator stored under id (s.mu
+// held).
+func (s *Store) updateOperator(id string, o *operator, change func(*operators.Operator) error) (operators.Operator, error) {
 	next := view(o.Operator)
 	if err := change(&next); err != nil {
 		return operators.Operator{}, err
@@ -182,16 +180,12 @@ func (s *Store) UpdateOperator(_ context.Context, id string, change func(*operat
 
 // SetPassword implements operators.Store.
 func (s *Store) SetPassword(_ context.Context, id, passwordHash string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, ok := s.operators[id]
-	if !ok {
-		return operators.ErrNotFound
-	}
-	o.passwordHash = passwordHash
-	o.External = passwordHash == operators.ExternalPasswordHash
-	s.deleteSessions(id)
-	return nil
+	return locked.Update(&s.mu, s.operators, id, operators.ErrNotFound, func(o *operator) error {
+		o.passwordHash = passwordHash
+		o.External = passwordHash == operators.ExternalPasswordHash
+		s.deleteSessions(id)
+		return nil
+	})
 }
 
 // CreateSession implements operators.SessionStore.
@@ -252,16 +246,7 @@ func (s *Store) DeleteOperatorSessions(_ context.Context, operatorID string) (in
 
 // DeleteExpiredSessions implements operators.SessionStore.
 func (s *Store) DeleteExpiredSessions(_ context.Context, now time.Time) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for k, sess := range s.sessions {
-		if !sess.ExpiresAt.After(now) {
-			delete(s.sessions, k)
-			n++
-		}
-	}
-	return n, nil
+	return locked.Prune(&s.mu, s.sessions, math.MaxInt, func(sess operators.Session) bool { return !sess.ExpiresAt.After(now) }), nil
 }
 
 func tokenHash(t *token) []byte { return t.hash }
@@ -296,46 +281,24 @@ func (s *Store) APITokenByHash(_ context.Context, hash []byte) (operators.APITok
 
 // APITokenByID implements operators.TokenStore.
 func (s *Store) APITokenByID(_ context.Context, id string) (operators.APIToken, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.tokens[id]
-	if !ok {
-		return operators.APIToken{}, operators.ErrNotFound
-	}
-	return viewToken(t.APIToken), nil
+	return locked.Get(&s.mu, s.tokens, id, operators.ErrNotFound, func(t *token) operators.APIToken { return viewToken(t.APIToken) })
 }
 
 // ListAPITokens implements operators.TokenStore: newest first, then by id.
 func (s *Store) ListAPITokens(_ context.Context, operatorID string) ([]operators.APIToken, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []operators.APIToken
-	for _, t := range s.tokens {
-		if operatorID == "" || t.OperatorID == operatorID {
-			out = append(out, viewToken(t.APIToken))
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.After(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out, nil
+	return locked.List(&s.mu, s.tokens, func(t *token) bool { return operatorID == "" || t.OperatorID == operatorID },
+		func(t *token) operators.APIToken { return viewToken(t.APIToken) },
+		locked.NewestFirst(func(t operators.APIToken) time.Time { return t.CreatedAt }, func(t operators.APIToken) string { return t.ID })), nil
 }
 
 // RevokeAPIToken implements operators.TokenStore.
 func (s *Store) RevokeAPIToken(_ context.Context, id string, at time.Time) (operators.APIToken, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.tokens[id]
-	if !ok {
-		return operators.APIToken{}, operators.ErrNotFound
-	}
-	if t.RevokedAt.IsZero() {
-		t.RevokedAt = utc(at)
-	}
-	return viewToken(t.APIToken), nil
+	return locked.Get(&s.mu, s.tokens, id, operators.ErrNotFound, func(t *token) operators.APIToken {
+		if t.RevokedAt.IsZero() {
+			t.RevokedAt = utc(at)
+		}
+		return viewToken(t.APIToken)
+	})
 }
 
 // LoginLockedUntil implements operators.ThrottleStore.
@@ -383,16 +346,7 @@ func (s *Store) ResetLoginFailures(_ context.Context, key string) error {
 
 // PurgeLoginFailures implements operators.ThrottleStore.
 func (s *Store) PurgeLoginFailures(_ context.Context, before time.Time) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for k, f := range s.failures {
-		if f.last.Before(before) && f.until.Before(before) {
-			delete(s.failures, k)
-			n++
-		}
-	}
-	return n, nil
+	return locked.Prune(&s.mu, s.failures, math.MaxInt, func(f *failures) bool { return f.last.Before(before) && f.until.Before(before) }), nil
 }
 
 // utc is t in UTC, as the PostgreSQL store reads times back; the zero time
@@ -406,14 +360,5 @@ func utc(t time.Time) time.Time {
 
 // PruneAPITokens implements operators.APITokenPruner.
 func (s *Store) PruneAPITokens(_ context.Context, before time.Time, limit int) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for id, t := range s.tokens {
-		if n < limit && operators.APITokenEnded(t.APIToken).Before(before) {
-			delete(s.tokens, id)
-			n++
-		}
-	}
-	return n, nil
+	return locked.Prune(&s.mu, s.tokens, limit, func(t *token) bool { return operators.APITokenEnded(t.APIToken).Before(before) }), nil
 }

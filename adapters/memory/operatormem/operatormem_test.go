@@ -3,6 +3,7 @@ package operatormem_test
 import (
 	"testing"
 
+	"github.com/rxc-project/rxc/adapters/memory/memtest"
 	"github.com/rxc-project/rxc/adapters/memory/operatormem"
 	"github.com/rxc-project/rxc/core/operators"
 	"github.com/rxc-project/rxc/core/operators/operatorstest"
@@ -10,10 +11,6 @@ import (
 
 func TestContract(t *testing.T) {
 	operatorstest.Run(t, func(t *testing.T) operators.Store {
-		s, err := operatormem.New(operatormem.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return memtest.Store(t, operatormem.New, operatormem.Config{})
 	})
 }

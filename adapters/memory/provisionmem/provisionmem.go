@@ -6,7 +6,6 @@ package provisionmem
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rxc-project/rxc/adapters/memory/locked"
 	"github.com/rxc-project/rxc/core/provisioning"
 )
 
@@ -130,13 +130,12 @@ func (s *Store) putAccount(a provisioning.Account, now time.Time) provisioning.A
 
 // Account returns the account with the public key, of any kind.
 func (s *Store) Account(_ context.Context, pubKey string) (provisioning.Account, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.accounts[pubKey]
-	if !ok {
-		return provisioning.Account{}, fmt.Errorf("account %s: %w", pubKey, provisioning.ErrNotFound)
-	}
-	return copyAccount(a.Account), nil
+	return locked.Get(&s.mu, s.accounts, pubKey, errNoAccount(pubKey), func(a *account) provisioning.Account { return copyAccount(a.Account) })
+}
+
+// errNoAccount is the error for an account that is not stored.
+func errNoAccount(pubKey string) error {
+	return fmt.Errorf("account %s: %w", pubKey, provisioning.ErrNotFound)
 }
 
 // TenantAccount returns the tenant's account.
@@ -172,47 +171,29 @@ func (s *Store) CreateTenantAccount(_ context.Context, a provisioning.Account) (
 
 // ListAccounts returns every account, oldest first.
 func (s *Store) ListAccounts(context.Context) ([]provisioning.Account, error) {
-	return s.list(func(*account) bool { return true }, func(a *account) time.Time { return a.CreatedAt }), nil
+	return s.list(func(*account) bool { return true }, func(a provisioning.Account) time.Time { return a.CreatedAt }), nil
 }
 
 // UnpushedAccounts returns the accounts whose current JWT has not been
 // pushed, least recently changed first.
 func (s *Store) UnpushedAccounts(context.Context) ([]provisioning.Account, error) {
-	return s.list(func(a *account) bool { return !a.pushed }, func(a *account) time.Time { return a.UpdatedAt }), nil
+	return s.list(func(a *account) bool { return !a.pushed }, func(a provisioning.Account) time.Time { return a.UpdatedAt }), nil
 }
 
-func (s *Store) list(keep func(*account) bool, by func(*account) time.Time) []provisioning.Account {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var sel []*account
-	for _, a := range s.accounts {
-		if keep(a) {
-			sel = append(sel, a)
-		}
-	}
-	slices.SortFunc(sel, func(x, y *account) int {
-		return cmp.Or(by(x).Compare(by(y)), strings.Compare(x.PubKey, y.PubKey))
-	})
-	var out []provisioning.Account
-	for _, a := range sel {
-		out = append(out, copyAccount(a.Account))
-	}
-	return out
+func (s *Store) list(keep func(*account) bool, by func(provisioning.Account) time.Time) []provisioning.Account {
+	return locked.List(&s.mu, s.accounts, keep, func(a *account) provisioning.Account { return copyAccount(a.Account) },
+		locked.OldestFirst(by, func(a provisioning.Account) string { return a.PubKey }))
 }
 
 // MarkPushed records that jwt reached NATS, unless the account's JWT has
 // changed since (then the newer JWT still awaits its push).
 func (s *Store) MarkPushed(_ context.Context, pubKey, jwt string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.accounts[pubKey]
-	if !ok {
-		return fmt.Errorf("account %s: %w", pubKey, provisioning.ErrNotFound)
-	}
-	if a.JWT == jwt {
-		a.pushed = true
-	}
-	return nil
+	return locked.Update(&s.mu, s.accounts, pubKey, errNoAccount(pubKey), func(a *account) error {
+		if a.JWT == jwt {
+			a.pushed = true
+		}
+		return nil
+	})
 }
 
 // ActiveSensorUser returns the sensor's unrevoked user.
@@ -253,13 +234,13 @@ func (s *Store) ActiveBackendUser(_ context.Context, name string) (provisioning.
 // CreateUser stores u unless an active user with the same identity exists
 // (same account and sensor, or same backend name), which it returns instead.
 func (s *Store) CreateUser(_ context.Context, u provisioning.User) (provisioning.User, bool, error) {
-	if err := checkUser(u); err != nil {
-		return provisioning.User{}, false, err
+	if err := provisioning.CheckUser(u); err != nil {
+		return provisioning.User{}, false, fmt.Errorf("provisionmem: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.accounts[u.AccountPubKey]; !ok {
-		return provisioning.User{}, false, fmt.Errorf("account %s: %w", u.AccountPubKey, provisioning.ErrNotFound)
+		return provisioning.User{}, false, errNoAccount(u.AccountPubKey)
 	}
 	if u.Kind == provisioning.UserSensor {
 		if pk, ok := s.active[[2]string{u.TenantID, u.SensorID}]; ok && sameIdentity(s.users[pk], u) {
@@ -283,20 +264,6 @@ func (s *Store) CreateUser(_ context.Context, u provisioning.User) (provisioning
 		s.active[[2]string{u.TenantID, u.SensorID}] = u.PubKey
 	}
 	return copyUser(u), true, nil
-}
-
-func checkUser(u provisioning.User) error {
-	switch {
-	case u.PubKey == "" || u.AccountPubKey == "":
-		return errors.New("provisionmem: a user needs a public key and an account")
-	case u.Kind == provisioning.UserSensor && (u.TenantID == "" || u.SensorID == ""):
-		return errors.New("provisionmem: a sensor user needs a tenant id and a sensor id")
-	case u.Kind == provisioning.UserBackend && u.Name == "":
-		return errors.New("provisionmem: a backend user needs a name")
-	case u.Kind != provisioning.UserSensor && u.Kind != provisioning.UserBackend:
-		return fmt.Errorf("provisionmem: unknown user kind %q", u.Kind)
-	}
-	return nil
 }
 
 // sameIdentity mirrors the PostgreSQL store's partial unique indexes.
@@ -345,7 +312,7 @@ func (s *Store) Reissue(_ context.Context, all provisioning.Revocation, rs []pro
 func (s *Store) revokeLocked(accountPubKey string, rs []provisioning.Revocation, all *provisioning.Revocation, dropThrough time.Time, resign func(provisioning.Account, []provisioning.Revocation) (string, error)) ([]provisioning.Revocation, provisioning.Account, int, error) {
 	a, ok := s.accounts[accountPubKey]
 	if !ok {
-		return nil, provisioning.Account{}, 0, fmt.Errorf("account %s: %w", accountPubKey, provisioning.ErrNotFound)
+		return nil, provisioning.Account{}, 0, errNoAccount(accountPubKey)
 	}
 	now := time.Now()
 	byUser := map[string]revEntry{}
@@ -451,14 +418,10 @@ func (s *Store) retireLocked(tenantID, sensorID string) {
 
 // User returns the user with the key, without its seed.
 func (s *Store) User(_ context.Context, pubKey string) (provisioning.User, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ok := s.users[pubKey]
-	if !ok {
-		return provisioning.User{}, fmt.Errorf("user %s: %w", pubKey, provisioning.ErrNotFound)
-	}
-	u.Seed = nil
-	return u, nil
+	return locked.Get(&s.mu, s.users, pubKey, fmt.Errorf("user %s: %w", pubKey, provisioning.ErrNotFound), func(u provisioning.User) provisioning.User {
+		u.Seed = nil
+		return u
+	})
 }
 
 // RetiredClaims lists retired claims whose pair has no active user.
@@ -547,23 +510,13 @@ func (s *Store) ActiveUserCounts(context.Context) (map[provisioning.UserKind]int
 
 // ActiveUsers lists every unrevoked user without its seed, oldest first.
 func (s *Store) ActiveUsers(context.Context) ([]provisioning.User, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []provisioning.User
-	for _, u := range s.users {
-		if u.RevokedAt.IsZero() {
+	return locked.List(&s.mu, s.users, func(u provisioning.User) bool { return u.RevokedAt.IsZero() },
+		func(u provisioning.User) provisioning.User {
 			u = copyUser(u)
 			u.Seed = nil
-			out = append(out, u)
-		}
-	}
-	slices.SortFunc(out, func(x, y provisioning.User) int {
-		if c := x.CreatedAt.Compare(y.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(x.PubKey, y.PubKey)
-	})
-	return out, nil
+			return u
+		},
+		locked.OldestFirst(func(u provisioning.User) time.Time { return u.CreatedAt }, func(u provisioning.User) string { return u.PubKey })), nil
 }
 
 // Resign lets resign replace the account's JWT while the store is locked.
@@ -572,7 +525,7 @@ func (s *Store) Resign(_ context.Context, pubKey string, resign func(provisionin
 	defer s.mu.Unlock()
 	a, ok := s.accounts[pubKey]
 	if !ok {
-		return provisioning.Account{}, false, fmt.Errorf("account %s: %w", pubKey, provisioning.ErrNotFound)
+		return provisioning.Account{}, false, errNoAccount(pubKey)
 	}
 	jwt, err := resign(copyAccount(a.Account), s.revocationList(pubKey, provisioning.Revocation{}))
 	if err != nil {

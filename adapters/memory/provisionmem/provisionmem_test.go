@@ -3,6 +3,7 @@ package provisionmem_test
 import (
 	"testing"
 
+	"github.com/rxc-project/rxc/adapters/memory/memtest"
 	"github.com/rxc-project/rxc/adapters/memory/provisionmem"
 	"github.com/rxc-project/rxc/core/provisioning"
 	"github.com/rxc-project/rxc/core/provisioning/storetest"
@@ -12,10 +13,6 @@ var _ provisioning.Store = (*provisionmem.Store)(nil)
 
 func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Store {
-		s, err := provisionmem.New(provisionmem.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return memtest.Store(t, provisionmem.New, provisionmem.Config{})
 	})
 }

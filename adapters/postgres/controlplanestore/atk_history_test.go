@@ -6,10 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
 )
 
 // TestPruneBatchesWalksPinnedBatchesOncePerPass (attack, fixed): an old
@@ -56,18 +52,7 @@ func TestPruneBatchesWalksPinnedBatchesOncePerPass(t *testing.T) {
 	}
 	batch("bx-recent", "x", time.Now().UTC())
 
-	counter := &statementCounter{}
-	cfg := pool.Config()
-	cfg.ConnConfig.Tracer = counter
-	traced, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(traced.Close)
-	store, err := controlplanestore.New(controlplanestore.Config{Pool: traced})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, counter := tracedStore(t, pool)
 	// One pass, as core/retention drains it.
 	cut := time.Now().Add(-90 * 24 * time.Hour)
 	counter.record(true)

@@ -34,6 +34,17 @@ func (r *realFleet) now() time.Time { return time.Now().Add(time.Duration(r.ahea
 // are issued for 48 h).
 func (r *realFleet) advance(d time.Duration) { r.ahead.Add(int64(d)) }
 
+// dueForRenewal is an acmeRealFleet with a sensor of acme enrolled whose
+// certificate is due for renewal, and a new key's CSR to renew it with.
+func dueForRenewal(t *testing.T) (*realFleet, held, []byte) {
+	t.Helper()
+	r := acmeRealFleet(t)
+	s := r.enrolReal(t, "acme")
+	r.advance(2 * time.Minute)
+	_, csr := newKeyCSR(t)
+	return r, s, csr
+}
+
 // acmeRealFleet is a realFleet with tenant "acme" provisioned.
 func acmeRealFleet(t *testing.T) *realFleet {
 	t.Helper()
@@ -132,11 +143,7 @@ func (r *realFleet) activeSerial(t *testing.T, id string) string {
 // itself, asking again with a fresh proof, is answered.
 func TestAttackRenewalReplayOfACapturedRequest(t *testing.T) {
 	t.Parallel()
-	r := acmeRealFleet(t)
-	s := r.enrolReal(t, "acme")
-	r.advance(2 * time.Minute)
-
-	_, csr := newKeyCSR(t)
+	r, s, csr := dueForRenewal(t)
 	captured := r.proof(t, s, s.id, csr)
 	answered, err := r.svc.Renew(r.ctx, s.id, s.token, csr, captured)
 	if err != nil {
@@ -296,10 +303,7 @@ func TestAttackRenewalResumeOfASupersededChain(t *testing.T) {
 // control: before the revocation the same request was answered.
 func TestAttackRenewalResumeAfterRevocation(t *testing.T) {
 	t.Parallel()
-	r := acmeRealFleet(t)
-	s := r.enrolReal(t, "acme")
-	r.advance(2 * time.Minute)
-	_, csr := newKeyCSR(t)
+	r, s, csr := dueForRenewal(t)
 	if _, err := r.svc.Renew(r.ctx, s.id, s.token, csr, r.proof(t, s, s.id, csr)); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/adapters/postgres/pgstoretest"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/fleet/fleettest"
 )
@@ -44,6 +45,16 @@ func (c *statementCounter) record(on bool) []string {
 	return out
 }
 
+// tracedStore is a store on pool's database, on its own pool, whose
+// statements counter records once it is on (counter.record(true)).
+func tracedStore(t testing.TB, pool *pgxpool.Pool) (*controlplanestore.Store, *statementCounter) {
+	t.Helper()
+	counter := &statementCounter{}
+	cfg := pool.Config()
+	cfg.ConnConfig.Tracer = counter
+	return storeOn(t, pgstoretest.Pool(t, cfg)), counter
+}
+
 // TestIssueCommandStatementCost is a cost guard on the fan-out's hot path
 // that does not depend on the machine: one command to one sensor (the
 // fleet service on this store, as POST /api/sensors/{id}/commands runs it)
@@ -56,19 +67,7 @@ func TestIssueCommandStatementCost(t *testing.T) {
 	// sensor's last command, commit) and its acceptance.
 	const commandStatements = 6
 
-	pool := newPool(t)
-	counter := &statementCounter{}
-	cfg := pool.Config()
-	cfg.ConnConfig.Tracer = counter
-	traced, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(traced.Close)
-	store, err := controlplanestore.New(controlplanestore.Config{Pool: traced})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, counter := tracedStore(t, newPool(t))
 	fl := fleettest.NewFleet(t, store, store)
 	fl.ProvisionedTenant(t, "acme")
 	var sensors []string

@@ -62,12 +62,8 @@ func (s *Store) CreateCommand(ctx context.Context, c fleet.Command) (fleet.Comma
 			}
 			return nil
 		}
-		tag, err = tx.Exec(ctx, `UPDATE sensors SET last_command_id = $2 WHERE id = $1`, c.SensorID, c.ID)
-		if err != nil {
+		if err := changeOne(ctx, tx, fleet.ErrNotFound, `UPDATE sensors SET last_command_id = $2 WHERE id = $1`, c.SensorID, c.ID); err != nil {
 			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return fleet.ErrNotFound
 		}
 		out, created = c, true
 		out.Status, out.FirstSentAt = fleet.CommandPending, c.IssuedAt
@@ -123,13 +119,9 @@ func (s *Store) PendingCommands(ctx context.Context, since time.Time, limit int)
 
 // ExpireCommands implements fleet.CommandStore.
 func (s *Store) ExpireCommands(ctx context.Context, before time.Time) (int, error) {
-	tag, err := s.pool.Exec(ctx, `
+	return rowsChanged(ctx, s.pool, `
 		UPDATE commands SET status = 'expired'
 		WHERE status IN ('pending', 'accepted') AND acknowledged_at IS NULL AND expires_at < $1`, before)
-	if err != nil {
-		return 0, err
-	}
-	return int(tag.RowsAffected()), nil
 }
 
 // SensorCommands implements fleet.CommandStore.

@@ -31,9 +31,5 @@ func TestAuditContract(t *testing.T) {
 // newStore is a store on a fresh database.
 func newStore(t *testing.T) *controlplanestore.Store {
 	t.Helper()
-	s, err := controlplanestore.New(controlplanestore.Config{Pool: newPool(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return storeOn(t, newPool(t))
 }

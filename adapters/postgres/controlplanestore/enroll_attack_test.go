@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
+	"github.com/rxc-project/rxc/adapters/postgres/pgstoretest"
 	"github.com/rxc-project/rxc/core/fleet"
 )
 
@@ -230,6 +231,17 @@ type credentialListener struct {
 	conn *pgx.Conn
 }
 
+// twoReplicas is a fixture with tenant acme provisioned, another
+// replica's store on its database (its own pool) and a listener on the
+// credentials channel.
+func twoReplicas(t *testing.T) (*fixture, *controlplanestore.Store, *credentialListener) {
+	t.Helper()
+	f := newFixture(t)
+	other := replicaStore(t, f.pool)
+	f.provisionedTenant(t, "acme")
+	return f, other, listenCredentials(t, f)
+}
+
 func listenCredentials(t *testing.T, f *fixture) *credentialListener {
 	t.Helper()
 	conn, err := pgx.ConnectConfig(f.ctx, f.pool.Config().ConnConfig.Copy())
@@ -264,16 +276,11 @@ func (l *credentialListener) drain(t *testing.T, quiet time.Duration) []string {
 // tables dumps every row enrolment may touch, in a stable order.
 func (f *fixture) tables(t *testing.T) string {
 	t.Helper()
-	var dump string
-	err := f.pool.QueryRow(f.ctx, `SELECT concat_ws(E'\n--\n',
+	return pgstoretest.Value[string](f.ctx, t, f.pool, `SELECT concat_ws(E'\n--\n',
 		(SELECT string_agg(r::text, E'\n' ORDER BY r::text) FROM sensors r),
 		(SELECT string_agg(r::text, E'\n' ORDER BY r::text) FROM sensor_tokens r),
 		(SELECT string_agg(r::text, E'\n' ORDER BY r::text) FROM sensor_certificates r),
-		(SELECT string_agg(r::text, E'\n' ORDER BY r::text) FROM tenants r))`).Scan(&dump)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dump
+		(SELECT string_agg(r::text, E'\n' ORDER BY r::text) FROM tenants r))`)
 }
 
 // Attack: every way the enrolment statement can be refused (a guessed
@@ -358,10 +365,7 @@ func TestAttackEnrolmentRefusalsWriteAndAnnounceNothing(t *testing.T) {
 // other attempt is told invalid_token.
 func TestAttackEnrolmentStatementRaceAcrossTwoPools(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	other := replicaStore(t, f.pool)
-	f.provisionedTenant(t, "acme")
-	l := listenCredentials(t, f)
+	f, other, l := twoReplicas(t)
 	for round := range 5 {
 		red := f.redeemed(t, "acme")
 		const n = 12
@@ -421,10 +425,7 @@ func TestAttackEnrolmentStatementRaceAcrossTwoPools(t *testing.T) {
 // announces nothing and stores nothing).
 func TestAttackEnrolmentStatementRacingRevocationAcrossTwoPools(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	other := replicaStore(t, f.pool)
-	f.provisionedTenant(t, "acme")
-	l := listenCredentials(t, f)
+	f, other, l := twoReplicas(t)
 	won := map[bool]int{}
 	for round := range 16 {
 		red := f.redeemed(t, "acme")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
+	"github.com/rxc-project/rxc/adapters/postgres/pgstoretest"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/fleet/fleettest"
 	"github.com/rxc-project/rxc/internal/pgtest"
@@ -39,30 +40,32 @@ type fixture struct {
 // newPool gives a migrated, empty control-plane database.
 func newPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = 12
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := migrate.Apply(ctx, pool, "controlplane", migrations.ControlPlane); err != nil {
+	pool := pgstoretest.Pool(t, cfg)
+	if _, err := migrate.Apply(context.Background(), pool, "controlplane", migrations.ControlPlane); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	return pool
 }
 
-func newFixture(t testing.TB, configure ...func(*fleet.Config)) *fixture {
+// storeOn is a control-plane store on pool.
+func storeOn(t testing.TB, pool *pgxpool.Pool) *controlplanestore.Store {
 	t.Helper()
-	pool := newPool(t)
 	store, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return store
+}
+
+func newFixture(t testing.TB, configure ...func(*fleet.Config)) *fixture {
+	t.Helper()
+	pool := newPool(t)
+	store := storeOn(t, pool)
 	fl := fleettest.NewFleet(t, store, store, configure...)
 	return &fixture{
 		fleet: fl, ctx: fl.Ctx, pool: pool, store: store, svc: fl.Svc, clock: fl.Clock,
@@ -95,25 +98,12 @@ func (f *fixture) sensor(t testing.TB, id string) fleet.Sensor { return f.fleet.
 // its own connection pool, as a second replica has.
 func replicaStore(t testing.TB, pool *pgxpool.Pool) *controlplanestore.Store {
 	t.Helper()
-	own, err := pgxpool.NewWithConfig(context.Background(), pool.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(own.Close)
-	store, err := controlplanestore.New(controlplanestore.Config{Pool: own})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store
+	return storeOn(t, pgstoretest.Pool(t, pool.Config()))
 }
 
 func (f *fixture) count(t testing.TB, query string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := f.pool.QueryRow(f.ctx, query, args...).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return pgstoretest.Value[int](f.ctx, t, f.pool, query, args...)
 }
 
 func wantErr(t testing.TB, err, want error) {

@@ -36,16 +36,12 @@ const commandPrunableSQL = `
 // PruneCommands implements fleet.HistoryStore: finished old commands
 // outside any batch, oldest first.
 func (s *Store) PruneCommands(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, `
+	return rowsChanged(ctx, s.pool, `
 		DELETE FROM commands WHERE id IN (
 			SELECT c.id FROM commands c
 			WHERE c.batch_id IS NULL AND`+commandPrunableSQL+`
 			ORDER BY c.issued_at LIMIT $2
 			FOR UPDATE SKIP LOCKED)`, before, limit)
-	if err != nil {
-		return 0, err
-	}
-	return int(tag.RowsAffected()), nil
 }
 
 // PruneBatches implements fleet.HistoryStore. It walks the batches created
@@ -166,51 +162,33 @@ func (s *Store) pruneBatch(ctx context.Context, id string, before time.Time) (n 
 
 // PruneTokens implements fleet.HistoryStore (sensor_tokens_ended_idx).
 func (s *Store) PruneTokens(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, `
-		DELETE FROM sensor_tokens WHERE token_hash IN (
-			SELECT token_hash FROM sensor_tokens WHERE LEAST(used_at, revoked_at, expires_at) < $1
-			ORDER BY LEAST(used_at, revoked_at, expires_at) LIMIT $2
-			FOR UPDATE SKIP LOCKED)`, before, limit)
-	if err != nil {
-		return 0, err
-	}
-	return int(tag.RowsAffected()), nil
+	return s.pruneEnded(ctx, "sensor_tokens", "token_hash", "LEAST(used_at, revoked_at, expires_at)", before, limit)
 }
 
 // PruneClaimCodes implements fleet.HistoryStore (claim_codes_ended_idx).
 func (s *Store) PruneClaimCodes(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, `
-		DELETE FROM claim_codes WHERE id IN (
-			SELECT id FROM claim_codes WHERE LEAST(used_at, revoked_at, expires_at) < $1
-			ORDER BY LEAST(used_at, revoked_at, expires_at) LIMIT $2
-			FOR UPDATE SKIP LOCKED)`, before, limit)
-	if err != nil {
-		return 0, err
-	}
-	return int(tag.RowsAffected()), nil
+	return s.pruneEnded(ctx, "claim_codes", "id", "LEAST(used_at, revoked_at, expires_at)", before, limit)
 }
 
 // PruneAudit implements audit.Pruner (audit_log_at_idx).
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, `
-		DELETE FROM audit_log WHERE id IN (
-			SELECT id FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2
-			FOR UPDATE SKIP LOCKED)`, before, limit)
-	if err != nil {
-		return 0, err
-	}
-	return int(tag.RowsAffected()), nil
+	return s.pruneEnded(ctx, "audit_log", "id", "at", before, limit)
 }
 
 // PruneAPITokens implements operators.APITokenPruner (api_tokens_ended_idx).
 func (s *Store) PruneAPITokens(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, `
-		DELETE FROM api_tokens WHERE id IN (
-			SELECT id FROM api_tokens WHERE LEAST(revoked_at, expires_at) < $1
-			ORDER BY LEAST(revoked_at, expires_at) LIMIT $2
+	return s.pruneEnded(ctx, "api_tokens", "id", "LEAST(revoked_at, expires_at)", before, limit)
+}
+
+// pruneEnded deletes at most limit rows of table (keyed by key) whose end,
+// the SQL expression ended, is before before, the earliest ended first,
+// passing over rows another transaction holds. ended is written as the
+// table's index on it is, so that the index serves the search. table, key
+// and ended are constants of this package, never input.
+func (s *Store) pruneEnded(ctx context.Context, table, key, ended string, before time.Time, limit int) (int, error) {
+	return rowsChanged(ctx, s.pool, `
+		DELETE FROM `+table+` WHERE `+key+` IN (
+			SELECT `+key+` FROM `+table+` WHERE `+ended+` < $1
+			ORDER BY `+ended+` LIMIT $2
 			FOR UPDATE SKIP LOCKED)`, before, limit)
-	if err != nil {
-		return 0, err
-	}
-	return int(tag.RowsAffected()), nil
 }

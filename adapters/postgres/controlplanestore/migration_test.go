@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/rxc-project/rxc/adapters/postgres/controlplanestore"
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
+	"github.com/rxc-project/rxc/adapters/postgres/pgstoretest"
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/migrations"
 )
@@ -37,20 +37,38 @@ func upTo(t *testing.T, version string) fs.FS {
 	return out
 }
 
+// seededBefore is a fresh database with the control plane's schema before
+// version holding the rows the seed statements write; migrateAll applies
+// the rest.
+func seededBefore(t *testing.T, version string, seed ...string) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	pool := pgstoretest.Open(t, pgtest.DSN(t))
+	if _, err := migrate.Apply(ctx, pool, "controlplane", upTo(t, version)); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range seed {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return pool
+}
+
+// migrateAll applies the control plane's migrations not yet applied.
+func migrateAll(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	if _, err := migrate.Apply(context.Background(), pool, "controlplane", migrations.ControlPlane); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestMigration005KeepsEachSensorsLastCommand: commands recorded before
 // 005 keep their sensor's last command (the one last_command_id named,
 // whatever the issue times say), and a command recorded after comes last.
 func TestMigration005KeepsEachSensorsLastCommand(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if _, err := migrate.Apply(ctx, pool, "controlplane", upTo(t, "005")); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
+	pool := seededBefore(t, "005",
 		`INSERT INTO tenants (id, name, created_at) VALUES ('acme', 'Acme', now())`,
 		`INSERT INTO sensors (id, tenant_id, name, state, created_at) VALUES ('s1', 'acme', 's1', 'running', now()), ('s2', 'acme', 's2', 'running', now())`,
 		// s1's last command is c1b although c1a was issued later (clocks of
@@ -62,18 +80,9 @@ func TestMigration005KeepsEachSensorsLastCommand(t *testing.T) {
 			('c2b', 'acme', 's2', 'start', now() - interval '1 minute', 'ops', now() + interval '1 hour', 'accepted')`,
 		`UPDATE sensors SET last_command_id = 'c1b' WHERE id = 's1'`,
 		`UPDATE sensors SET last_command_id = 'c2a' WHERE id = 's2'`,
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	if _, err := migrate.Apply(ctx, pool, "controlplane", migrations.ControlPlane); err != nil {
-		t.Fatal(err)
-	}
-	store, err := controlplanestore.New(controlplanestore.Config{Pool: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
+	)
+	migrateAll(t, pool)
+	store := storeOn(t, pool)
 	for id, want := range map[string]string{"s1": "c1b", "s2": "c2a"} {
 		s, err := store.Sensor(ctx, id)
 		if err != nil || s.LastCommand == nil || s.LastCommand.ID != want {
@@ -100,27 +109,13 @@ func TestMigration005KeepsEachSensorsLastCommand(t *testing.T) {
 // the store still records its commands.
 func TestMigration013ChecksSensorAndTenantAsAPair(t *testing.T) {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if _, err := migrate.Apply(ctx, pool, "controlplane", upTo(t, "013")); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
+	pool := seededBefore(t, "013",
 		`INSERT INTO tenants (id, name, created_at) VALUES ('acme', 'Acme', now()), ('umbrella', 'Umbrella', now())`,
 		`INSERT INTO sensors (id, tenant_id, name, state, created_at) VALUES ('s1', 'acme', 's1', 'running', now()), ('u1', 'umbrella', 'u1', 'running', now())`,
 		`INSERT INTO commands (id, tenant_id, sensor_id, action, issued_at, issued_by, expires_at, status, first_sent_at) VALUES
 			('old', 'acme', 's1', 'start', now(), 'ops', now() + interval '1 hour', 'accepted', now())`,
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	if _, err := migrate.Apply(ctx, pool, "controlplane", migrations.ControlPlane); err != nil {
-		t.Fatal(err)
-	}
+	)
+	migrateAll(t, pool)
 	var n int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM commands WHERE id = 'old'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("the command from before 013: %d rows, %v", n, err)

@@ -121,14 +121,10 @@ func (s *Store) UpdateOperator(ctx context.Context, id string, change func(*oper
 // SetPassword implements operators.Store.
 func (s *Store) SetPassword(ctx context.Context, id, passwordHash string) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE operators SET password_hash = $2 WHERE id = $1`, id, passwordHash)
-		if err != nil {
+		if err := changeOne(ctx, tx, operators.ErrNotFound, `UPDATE operators SET password_hash = $2 WHERE id = $1`, id, passwordHash); err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return operators.ErrNotFound
-		}
-		_, err = tx.Exec(ctx, `DELETE FROM operator_sessions WHERE operator_id = $1`, id)
+		_, err := tx.Exec(ctx, `DELETE FROM operator_sessions WHERE operator_id = $1`, id)
 		return err
 	})
 }
@@ -158,20 +154,12 @@ func (s *Store) DeleteSession(ctx context.Context, tokenHash []byte) error {
 
 // DeleteOperatorSessions implements operators.SessionStore.
 func (s *Store) DeleteOperatorSessions(ctx context.Context, operatorID string) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM operator_sessions WHERE operator_id = $1`, operatorID)
-	if err != nil {
-		return 0, err
-	}
-	return int(tag.RowsAffected()), nil
+	return rowsChanged(ctx, s.pool, `DELETE FROM operator_sessions WHERE operator_id = $1`, operatorID)
 }
 
 // DeleteExpiredSessions implements operators.SessionStore.
 func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM operator_sessions WHERE expires_at <= $1`, now)
-	if err != nil {
-		return 0, err
-	}
-	return int(tag.RowsAffected()), nil
+	return rowsChanged(ctx, s.pool, `DELETE FROM operator_sessions WHERE expires_at <= $1`, now)
 }
 
 const tokenCols = `k.id, k.operator_id, k.name, k.role, k.tenants, k.created_by, k.created_at, k.expires_at, k.revoked_at`
@@ -292,11 +280,7 @@ func (s *Store) ResetLoginFailures(ctx context.Context, key string) error {
 
 // PurgeLoginFailures implements operators.ThrottleStore.
 func (s *Store) PurgeLoginFailures(ctx context.Context, before time.Time) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM login_failures WHERE last_failure < $1 AND locked_until < $1`, before)
-	if err != nil {
-		return 0, err
-	}
-	return int(tag.RowsAffected()), nil
+	return rowsChanged(ctx, s.pool, `DELETE FROM login_failures WHERE last_failure < $1 AND locked_until < $1`, before)
 }
 
 // AppendAudit implements audit.Store.

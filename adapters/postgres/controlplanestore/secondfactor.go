@@ -12,14 +12,7 @@ import (
 
 // SetPendingTOTP implements operators.SecondFactorStore.
 func (s *Store) SetPendingTOTP(ctx context.Context, operatorID string, sealed []byte) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE operators SET totp_pending = $2 WHERE id = $1`, operatorID, sealed)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return operators.ErrNotFound
-	}
-	return nil
+	return changeOne(ctx, s.pool, operators.ErrNotFound, `UPDATE operators SET totp_pending = $2 WHERE id = $1`, operatorID, sealed)
 }
 
 // TOTP implements operators.SecondFactorStore.
@@ -38,19 +31,15 @@ func (s *Store) TOTP(ctx context.Context, operatorID string) (operators.TOTPReco
 // recovery codes are replaced in the same transaction.
 func (s *Store) EnableTOTP(ctx context.Context, operatorID string, pending []byte, step int64, recoveryHashes [][]byte) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
+		if err := changeOne(ctx, tx, operators.ErrConflict, `
 			UPDATE operators SET totp_secret = totp_pending, totp_pending = NULL, totp_enabled_at = now(), totp_last_step = $3
-			WHERE id = $1 AND totp_pending = $2`, operatorID, pending, step)
-		if err != nil {
+			WHERE id = $1 AND totp_pending = $2`, operatorID, pending, step); err != nil {
 			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return operators.ErrConflict
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM operator_recovery_codes WHERE operator_id = $1`, operatorID); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO operator_recovery_codes (operator_id, code_hash) SELECT $1, unnest($2::bytea[])`, operatorID, recoveryHashes)
+		_, err := tx.Exec(ctx, `INSERT INTO operator_recovery_codes (operator_id, code_hash) SELECT $1, unnest($2::bytea[])`, operatorID, recoveryHashes)
 		return err
 	})
 }
@@ -58,42 +47,24 @@ func (s *Store) EnableTOTP(ctx context.Context, operatorID string, pending []byt
 // UseTOTPStep implements operators.SecondFactorStore: one conditional
 // update, so two replicas accepting the same code at once cannot both win.
 func (s *Store) UseTOTPStep(ctx context.Context, operatorID string, step int64) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE operators SET totp_last_step = $2 WHERE id = $1 AND totp_last_step < $2`, operatorID, step)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return operators.ErrReplayed
-	}
-	return nil
+	return changeOne(ctx, s.pool, operators.ErrReplayed, `UPDATE operators SET totp_last_step = $2 WHERE id = $1 AND totp_last_step < $2`, operatorID, step)
 }
 
 // UseRecoveryCode implements operators.SecondFactorStore.
 func (s *Store) UseRecoveryCode(ctx context.Context, operatorID string, hash []byte, at time.Time) error {
-	tag, err := s.pool.Exec(ctx, `
+	return changeOne(ctx, s.pool, operators.ErrNotFound, `
 		UPDATE operator_recovery_codes SET used_at = $3
 		WHERE operator_id = $1 AND code_hash = $2 AND used_at IS NULL`, operatorID, hash, at)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return operators.ErrNotFound
-	}
-	return nil
 }
 
 // DisableTOTP implements operators.SecondFactorStore.
 func (s *Store) DisableTOTP(ctx context.Context, operatorID string) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
-			UPDATE operators SET totp_secret = NULL, totp_pending = NULL, totp_enabled_at = NULL WHERE id = $1`, operatorID)
-		if err != nil {
+		if err := changeOne(ctx, tx, operators.ErrNotFound, `
+			UPDATE operators SET totp_secret = NULL, totp_pending = NULL, totp_enabled_at = NULL WHERE id = $1`, operatorID); err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return operators.ErrNotFound
-		}
-		_, err = tx.Exec(ctx, `DELETE FROM operator_recovery_codes WHERE operator_id = $1`, operatorID)
+		_, err := tx.Exec(ctx, `DELETE FROM operator_recovery_codes WHERE operator_id = $1`, operatorID)
 		return err
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rxc-project/rxc/adapters/passwords"
+	"github.com/rxc-project/rxc/adapters/postgres/pgstoretest"
 	"github.com/rxc-project/rxc/core/fleet"
 	"github.com/rxc-project/rxc/core/operators"
 )
@@ -23,18 +24,7 @@ func TestClaimCodesAreStoredOnlyAsHashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	normal, _ := fleet.NormalizeClaimCode(code)
-	var rows []string
-	r, err := f.pool.Query(f.ctx, `SELECT c::text FROM claim_codes c`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r.Next() {
-		var s string
-		if err := r.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		rows = append(rows, s)
-	}
+	rows := pgstoretest.Column[string](f.ctx, t, f.pool, `SELECT c::text FROM claim_codes c`)
 	if len(rows) != 1 {
 		t.Fatalf("%d rows, want 1", len(rows))
 	}
@@ -97,10 +87,7 @@ func TestOperatorSecretsAreStoredOnlyAsHashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stored string
-	if err := f.pool.QueryRow(f.ctx, `SELECT password_hash FROM operators WHERE id = $1`, op.ID).Scan(&stored); err != nil {
-		t.Fatal(err)
-	}
+	stored := pgstoretest.Value[string](f.ctx, t, f.pool, `SELECT password_hash FROM operators WHERE id = $1`, op.ID)
 	if !strings.HasPrefix(stored, "$argon2id$v=19$") || strings.Contains(stored, password) {
 		t.Errorf("stored password hash %q", stored)
 	}

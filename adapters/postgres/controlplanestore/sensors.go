@@ -269,14 +269,10 @@ func (s *Store) MarkSilent(ctx context.Context, seenBefore time.Time, from []fle
 	for i, st := range from {
 		states[i] = string(st)
 	}
-	tag, err := s.pool.Exec(ctx, `
+	return rowsChanged(ctx, s.pool, `
 		UPDATE sensors SET state = $3
 		WHERE state = ANY($2) AND (last_seen_at IS NULL OR last_seen_at < $1)`,
 		seenBefore, states, string(to))
-	if err != nil {
-		return 0, err
-	}
-	return int(tag.RowsAffected()), nil
 }
 
 // RevokeSensor implements fleet.RevokeStore.
@@ -296,14 +292,10 @@ func (s *Store) RevokeSensor(ctx context.Context, sensorID, by string, at time.T
 // revokeTx revokes a sensor within tx: state, certificates, tokens, and
 // the notification that ends its streams on every replica once tx commits.
 func revokeTx(ctx context.Context, tx pgx.Tx, sensorID, by string, at time.Time) error {
-	tag, err := tx.Exec(ctx, `
+	if err := changeOne(ctx, tx, fleet.ErrNotFound, `
 		UPDATE sensors SET state = 'revoked', revoked_at = COALESCE(revoked_at, $2), revoked_by = COALESCE(revoked_by, $3)
-		WHERE id = $1`, sensorID, at, by)
-	if err != nil {
+		WHERE id = $1`, sensorID, at, by); err != nil {
 		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return fleet.ErrNotFound
 	}
 	if _, err := tx.Exec(ctx, `UPDATE sensor_certificates SET active = false WHERE sensor_id = $1 AND active`, sensorID); err != nil {
 		return err

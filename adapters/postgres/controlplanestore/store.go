@@ -8,6 +8,7 @@
 package controlplanestore
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -52,6 +53,30 @@ func classify(err, notFound, conflict error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation {
 		return errors.Join(conflict, err)
+	}
+	return err
+}
+
+// execer runs a statement: the pool, or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// rowsChanged runs sql on db and answers how many rows it changed.
+func rowsChanged(ctx context.Context, db execer, sql string, args ...any) (int, error) {
+	tag, err := db.Exec(ctx, sql, args...)
+	if err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// changeOne runs sql on db and answers none when it changed no row: the
+// row it names is missing (or not in the state the statement requires).
+func changeOne(ctx context.Context, db execer, none error, sql string, args ...any) error {
+	n, err := rowsChanged(ctx, db, sql, args...)
+	if err == nil && n == 0 {
+		return none
 	}
 	return err
 }

@@ -95,14 +95,7 @@ func (s *Store) DeleteTenant(ctx context.Context, id, by string, at time.Time) e
 
 // SetTenantAccount implements fleet.TenantProvisioningStore.
 func (s *Store) SetTenantAccount(ctx context.Context, tenantID, accountPubKey string) error {
-	tag, err := s.pool.Exec(ctx, `
+	return changeOne(ctx, s.pool, fleet.ErrNotFound, `
 		UPDATE tenants SET nats_account_pub_key = $2, nats_status = 'provisioned' WHERE id = $1`,
 		tenantID, accountPubKey)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return fleet.ErrNotFound
-	}
-	return nil
 }

@@ -14,21 +14,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
+	"github.com/rxc-project/rxc/adapters/postgres/pgstoretest"
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/migrations"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-
-func newPool(t *testing.T, dsn string) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatalf("pgxpool.New: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -82,7 +73,7 @@ func TestList(t *testing.T) {
 
 func TestApplyIsIdempotentAndIncremental(t *testing.T) {
 	t.Parallel()
-	pool := newPool(t, pgtest.DSN(t))
+	pool := pgstoretest.Open(t, pgtest.DSN(t))
 	files := fstest.MapFS{
 		"001_create.sql": file("CREATE TABLE a (id int PRIMARY KEY);\nCREATE TABLE b (id int PRIMARY KEY);"),
 		"002_fill.sql":   file("INSERT INTO a VALUES (1); INSERT INTO a VALUES (2);"),
@@ -108,29 +99,11 @@ func TestApplyIsIdempotentAndIncremental(t *testing.T) {
 		if diff := cmp.Diff(st.want, got); diff != "" {
 			t.Errorf("%s: applied mismatch (-want +got):\n%s", st.name, diff)
 		}
-		var n int
-		if err := pool.QueryRow(ctx(t), "SELECT count(*) FROM a").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n != st.wantA {
+		if n := pgstoretest.Value[int](ctx(t), t, pool, "SELECT count(*) FROM a"); n != st.wantA {
 			t.Errorf("%s: table a has %d rows, want %d (a file ran twice or not at all)", st.name, n, st.wantA)
 		}
 	}
-	var recorded []string
-	rows, err := pool.Query(ctx(t), "SELECT component || ':' || version || ':' || name FROM schema_migrations ORDER BY version")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		recorded = append(recorded, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	recorded := pgstoretest.Column[string](ctx(t), t, pool, "SELECT component || ':' || version || ':' || name FROM schema_migrations ORDER BY version")
 	want := []string{"svc:1:001_create.sql", "svc:2:002_fill.sql", "svc:3:003_more.sql"}
 	if diff := cmp.Diff(want, recorded); diff != "" {
 		t.Errorf("schema_migrations mismatch (-want +got):\n%s", diff)
@@ -139,7 +112,7 @@ func TestApplyIsIdempotentAndIncremental(t *testing.T) {
 
 func TestApplyComponentsAreIndependent(t *testing.T) {
 	t.Parallel()
-	pool := newPool(t, pgtest.DSN(t))
+	pool := pgstoretest.Open(t, pgtest.DSN(t))
 	one := fstest.MapFS{"001_one.sql": file("CREATE TABLE one (id int);")}
 	two := fstest.MapFS{"001_two.sql": file("CREATE TABLE two (id int);")}
 	for _, c := range []struct {
@@ -163,7 +136,7 @@ func TestApplyComponentsAreIndependent(t *testing.T) {
 
 func TestApplyRollsBackAFailingFile(t *testing.T) {
 	t.Parallel()
-	pool := newPool(t, pgtest.DSN(t))
+	pool := pgstoretest.Open(t, pgtest.DSN(t))
 	files := fstest.MapFS{
 		"001_ok.sql":  file("CREATE TABLE ok (id int);"),
 		"002_bad.sql": file("CREATE TABLE half (id int); SELECT no_such_function();"),
@@ -206,7 +179,7 @@ func TestApplyConcurrentRunners(t *testing.T) {
 	const runners = 6
 	pools := make([]*pgxpool.Pool, runners)
 	for i := range pools {
-		pools[i] = newPool(t, dsn)
+		pools[i] = pgstoretest.Open(t, dsn)
 	}
 	var (
 		wg    sync.WaitGroup
@@ -242,7 +215,7 @@ func TestApplyConcurrentRunners(t *testing.T) {
 
 func TestApplyProvisionerSchema(t *testing.T) {
 	t.Parallel()
-	pool := newPool(t, pgtest.DSN(t))
+	pool := pgstoretest.Open(t, pgtest.DSN(t))
 	got, err := migrate.Apply(ctx(t), pool, "provisioner", migrations.Provisioner)
 	if err != nil {
 		t.Fatalf("Apply: %v", err)

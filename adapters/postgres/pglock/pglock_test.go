@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rxc-project/rxc/adapters/postgres/pglock"
+	"github.com/rxc-project/rxc/adapters/postgres/pgstoretest"
 	"github.com/rxc-project/rxc/internal/pgtest"
 )
 
@@ -20,15 +20,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 func TestLockAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
-	pool := func() *pgxpool.Pool {
-		p, err := pgxpool.New(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		return p
-	}
-	a, b := pool(), pool()
+	a, b := pgstoretest.Open(t, dsn), pgstoretest.Open(t, dsn)
 
 	unlock, ok, err := pglock.TryLock(ctx, a, "job")
 	if err != nil || !ok {

@@ -22,10 +22,8 @@ import (
 // it fails on both counts.
 func TestAttackRevocationListsRacingReplicasAndHand(t *testing.T) {
 	t.Parallel()
-	pool := migratedPool(t)
-	sealer := newSealer(t)
-	replicas := []*provisionerstore.Store{newStore(t, pool, sealer), newStore(t, pool, sealer)}
-	populate(t, replicas[0])
+	pool, _, a, b := replicaPair(t)
+	replicas := []*provisionerstore.Store{a, b}
 	at := time.Now().UTC().Truncate(time.Second)
 
 	var (

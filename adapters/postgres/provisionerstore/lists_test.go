@@ -9,10 +9,22 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
+	"github.com/rxc-project/rxc/adapters/seal"
 	"github.com/rxc-project/rxc/core/provisioning"
 )
+
+// replicaPair is two provisioner replicas' stores on one fresh database,
+// the first populated, with the pool and sealer to make more.
+func replicaPair(t *testing.T) (pool *pgxpool.Pool, sealer *seal.Sealer, a, b *provisionerstore.Store) {
+	t.Helper()
+	pool, sealer = migratedPool(t), newSealer(t)
+	a, b = newStore(t, pool, sealer), newStore(t, pool, sealer)
+	populate(t, a)
+	return pool, sealer, a, b
+}
 
 // Each store keeps the revocation list it last read or wrote in memory and
 // does not read it again while the account's revocations_gen has not moved.
@@ -23,10 +35,7 @@ import (
 // that holds nothing reads from the table.
 func TestRevocationListsStayRightAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	pool := migratedPool(t)
-	sealer := newSealer(t)
-	a, b := newStore(t, pool, sealer), newStore(t, pool, sealer)
-	populate(t, a)
+	pool, sealer, a, b := replicaPair(t)
 	key := func(i int) string { return fmt.Sprintf("U%055d", i) }
 	at := time.Now().UTC().Truncate(time.Second)
 	var given []provisioning.Revocation
@@ -144,10 +153,7 @@ func TestRevocationListsStayRightAcrossReplicas(t *testing.T) {
 // shows again a generation this store saw with other contents.
 func TestRevocationListsAfterARestore(t *testing.T) {
 	t.Parallel()
-	pool := migratedPool(t)
-	sealer := newSealer(t)
-	a, b := newStore(t, pool, sealer), newStore(t, pool, sealer)
-	populate(t, a)
+	pool, _, a, b := replicaPair(t)
 	at := time.Now().UTC().Truncate(time.Second)
 	var given []string
 	resign := func(_ provisioning.Account, all []provisioning.Revocation) (string, error) {

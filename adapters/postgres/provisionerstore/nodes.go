@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/rxc-project/rxc/adapters/postgres/pglock"
 	"github.com/rxc-project/rxc/core/provisioning"
 )
@@ -44,21 +42,10 @@ func (s *Store) SetConsumerNodes(ctx context.Context, nodes []provisioning.Consu
 // ConsumersOnNode lists the claims of the active sensors whose consumer was
 // last seen on node, by name.
 func (s *Store) ConsumersOnNode(ctx context.Context, node string) ([]provisioning.ConsumerClaim, error) {
-	rows, err := s.pool.Query(ctx, `SELECT c.consumer, c.tenant_id, c.sensor_id FROM nats_consumer_names c
+	return s.consumerClaims(ctx, "consumers on node "+node, `SELECT c.consumer, c.tenant_id, c.sensor_id FROM nats_consumer_names c
 		WHERE c.node = $1 AND c.retired_at IS NULL AND EXISTS (SELECT 1 FROM nats_users u WHERE u.kind = 'sensor'
 			AND u.revoked_at IS NULL AND u.tenant_id = c.tenant_id AND u.sensor_id = c.sensor_id)
 		ORDER BY c.consumer COLLATE "C"`, node)
-	if err != nil {
-		return nil, fmt.Errorf("provisionerstore: consumers on node %s: %w", node, err)
-	}
-	claims, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (provisioning.ConsumerClaim, error) {
-		var c provisioning.ConsumerClaim
-		return c, row.Scan(&c.Consumer, &c.TenantID, &c.SensorID)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("provisionerstore: consumers on node %s: %w", node, err)
-	}
-	return claims, nil
 }
 
 // TryLock takes the lock called name if no other replica holds it (ok

@@ -263,8 +263,8 @@ func (s *Store) ActiveBackendUser(ctx context.Context, name string) (provisionin
 // CreateUser stores u unless an active user with the same identity exists
 // (same account and sensor, or same backend name), which it returns instead.
 func (s *Store) CreateUser(ctx context.Context, u provisioning.User) (provisioning.User, bool, error) {
-	if err := checkUser(u); err != nil {
-		return provisioning.User{}, false, err
+	if err := provisioning.CheckUser(u); err != nil {
+		return provisioning.User{}, false, fmt.Errorf("provisionerstore: %w", err)
 	}
 	sealed, err := s.sealer.Seal(u.Seed, []byte(u.PubKey))
 	if err != nil {
@@ -303,20 +303,6 @@ func (s *Store) activeUserLike(ctx context.Context, u provisioning.User) (provis
 	}
 	return s.scanUser(s.pool.QueryRow(ctx, `SELECT `+userCols+` FROM nats_users
 		WHERE kind = 'backend' AND name = $1 AND revoked_at IS NULL`, u.Name))
-}
-
-func checkUser(u provisioning.User) error {
-	switch {
-	case u.PubKey == "" || u.AccountPubKey == "":
-		return errors.New("provisionerstore: a user needs a public key and an account")
-	case u.Kind == provisioning.UserSensor && (u.TenantID == "" || u.SensorID == ""):
-		return errors.New("provisionerstore: a sensor user needs a tenant id and a sensor id")
-	case u.Kind == provisioning.UserBackend && u.Name == "":
-		return errors.New("provisionerstore: a backend user needs a name")
-	case u.Kind != provisioning.UserSensor && u.Kind != provisioning.UserBackend:
-		return fmt.Errorf("provisionerstore: unknown user kind %q", u.Kind)
-	}
-	return nil
 }
 
 // Revoke records the revocation (keeping the earliest time), marks the user
@@ -500,21 +486,10 @@ func (s *Store) User(ctx context.Context, pubKey string) (provisioning.User, err
 
 // RetiredClaims lists retired claims whose pair has no active user.
 func (s *Store) RetiredClaims(ctx context.Context) ([]provisioning.ConsumerClaim, error) {
-	rows, err := s.pool.Query(ctx, `SELECT c.consumer, c.tenant_id, c.sensor_id FROM nats_consumer_names c
+	return s.consumerClaims(ctx, "list retired claims", `SELECT c.consumer, c.tenant_id, c.sensor_id FROM nats_consumer_names c
 		WHERE c.retired_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM nats_users u WHERE u.kind = 'sensor' AND u.revoked_at IS NULL
 			AND u.tenant_id = c.tenant_id AND u.sensor_id = c.sensor_id)
 		ORDER BY c.consumer COLLATE "C"`)
-	if err != nil {
-		return nil, fmt.Errorf("provisionerstore: list retired claims: %w", err)
-	}
-	claims, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (provisioning.ConsumerClaim, error) {
-		var c provisioning.ConsumerClaim
-		return c, row.Scan(&c.Consumer, &c.TenantID, &c.SensorID)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("provisionerstore: list retired claims: %w", err)
-	}
-	return claims, nil
 }
 
 // ClaimConsumer records that consumer belongs to (tenantID, sensorID)
@@ -620,16 +595,22 @@ func (s *Store) ClaimSensor(ctx context.Context, consumer, tenantID, sensorID st
 
 // ConsumerClaims lists every claimed consumer name and its owner.
 func (s *Store) ConsumerClaims(ctx context.Context) ([]provisioning.ConsumerClaim, error) {
-	rows, err := s.pool.Query(ctx, `SELECT consumer, tenant_id, sensor_id FROM nats_consumer_names`)
+	return s.consumerClaims(ctx, "list consumer claims", `SELECT consumer, tenant_id, sensor_id FROM nats_consumer_names`)
+}
+
+// consumerClaims runs sql, a query of (consumer, tenant_id, sensor_id)
+// rows, and collects the claims; what names the list in its errors.
+func (s *Store) consumerClaims(ctx context.Context, what, sql string, args ...any) ([]provisioning.ConsumerClaim, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("provisionerstore: list consumer claims: %w", err)
+		return nil, fmt.Errorf("provisionerstore: %s: %w", what, err)
 	}
 	claims, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (provisioning.ConsumerClaim, error) {
 		var c provisioning.ConsumerClaim
 		return c, row.Scan(&c.Consumer, &c.TenantID, &c.SensorID)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("provisionerstore: list consumer claims: %w", err)
+		return nil, fmt.Errorf("provisionerstore: %s: %w", what, err)
 	}
 	return claims, nil
 }
@@ -797,11 +778,18 @@ func (r *accountRow) dest() []any {
 }
 
 func (s *Store) scanAccount(row pgx.Row) (provisioning.Account, error) {
-	var r accountRow
-	if err := row.Scan(r.dest()...); err != nil {
-		return provisioning.Account{}, err
+	return scanOpen(row, (*accountRow).dest, s.openAccount)
+}
+
+// scanOpen scans row into a new R through its dest and completes it with
+// open.
+func scanOpen[R, T any](row pgx.Row, dest func(*R) []any, open func(*R) (T, error)) (T, error) {
+	var r R
+	if err := row.Scan(dest(&r)...); err != nil {
+		var zero T
+		return zero, err
 	}
-	return s.openAccount(&r)
+	return open(&r)
 }
 
 // openAccount completes a scanned account, opening its sealed seed.
@@ -831,11 +819,7 @@ func (r *userRow) dest() []any {
 }
 
 func (s *Store) scanUser(row pgx.Row) (provisioning.User, error) {
-	var r userRow
-	if err := row.Scan(r.dest()...); err != nil {
-		return provisioning.User{}, err
-	}
-	return s.openUser(&r)
+	return scanOpen(row, (*userRow).dest, s.openUser)
 }
 
 // openUser completes a scanned user, opening its sealed seed.

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
+	"github.com/rxc-project/rxc/adapters/postgres/pgstoretest"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/adapters/seal"
 	"github.com/rxc-project/rxc/core/provisioning"
@@ -48,16 +49,6 @@ func newSealer(t *testing.T) *seal.Sealer {
 	return s
 }
 
-func newPool(t *testing.T, dsn string) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 func newStore(t *testing.T, pool *pgxpool.Pool, sealer *seal.Sealer) *provisionerstore.Store {
 	t.Helper()
 	s, err := provisionerstore.New(provisionerstore.Config{Pool: pool, Sealer: sealer})
@@ -70,7 +61,7 @@ func newStore(t *testing.T, pool *pgxpool.Pool, sealer *seal.Sealer) *provisione
 // migratedPool returns a pool on a fresh database with the provisioner schema.
 func migratedPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool := newPool(t, pgtest.DSN(t))
+	pool := pgstoretest.Open(t, pgtest.DSN(t))
 	if _, err := migrate.Apply(ctx(t), pool, "provisioner", migrations.Provisioner); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
@@ -276,7 +267,7 @@ func TestPlainSQLThenMigrate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dsn := pgtest.DSN(t)
-			pool := newPool(t, dsn)
+			pool := pgstoretest.Open(t, dsn)
 			tc.apply(t, dsn, pool)
 			// Twice by hand is harmless too.
 			tc.apply(t, dsn, pool)
@@ -373,7 +364,7 @@ func TestConcurrentCreatesLeaveOneRow(t *testing.T) {
 func TestConsumerNamesMigrationFromFirstRelease(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	pool := newPool(t, dsn)
+	pool := pgstoretest.Open(t, dsn)
 	text, err := os.ReadFile(filepath.Join("..", "..", "..", "migrations", "001_init.sql"))
 	if err != nil {
 		t.Fatal(err)

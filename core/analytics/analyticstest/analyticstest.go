@@ -16,28 +16,35 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/rxc-project/rxc/core/analytics"
+	"github.com/rxc-project/rxc/core/contracttest"
 	"github.com/rxc-project/rxc/core/events"
 )
 
 // Run runs the suite; newStores returns, per subtest, an empty store to
 // write events to and the analytics store reading the same events.
 func Run(t *testing.T, newStores func(t *testing.T) (events.Store, analytics.EventStore)) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, w events.Store, r analytics.EventStore)
-	}{
-		{"Overview", testOverview},
-		{"OverviewOfOneSensorWithALimit", testOverviewSensorLimit},
-		{"OverviewOfATenantWithoutEvents", testOverviewEmpty},
-		{"History", testHistory},
+	fresh := func(t *testing.T) stores {
+		w, r := newStores(t)
+		return stores{w, r}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			w, r := newStores(t)
-			tt.fn(t, w, r)
-		})
-	}
+	contracttest.Run(t, fresh, contracttest.Cases[stores]{
+		{"Overview", both(testOverview)},
+		{"OverviewOfOneSensorWithALimit", both(testOverviewSensorLimit)},
+		{"OverviewOfATenantWithoutEvents", both(testOverviewEmpty)},
+		{"History", both(testHistory)},
+	})
+}
+
+// stores are a case's two views of one set of events: the store written
+// to and the analytics store reading it.
+type stores struct {
+	w events.Store
+	r analytics.EventStore
+}
+
+// both makes a case of check, which takes the two stores apart.
+func both(check func(t *testing.T, w events.Store, r analytics.EventStore)) func(*testing.T, stores) {
+	return func(t *testing.T, s stores) { check(t, s.w, s.r) }
 }
 
 // Base is the start of the hour the seeded events fall in.

@@ -49,11 +49,7 @@ func list(t *testing.T, s audit.Store, f audit.Filter) []audit.Entry {
 }
 
 func actions(es []audit.Entry) []string {
-	var out []string
-	for _, e := range es {
-		out = append(out, e.Action)
-	}
-	return out
+	return contracttest.Keys(es, func(e audit.Entry) string { return e.Action })
 }
 
 func testRoundTrip(t *testing.T, s audit.Store) {

@@ -1,7 +1,6 @@
 package fleettest
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -13,11 +12,7 @@ import (
 // testListBatches: newest first, paged strictly after a position, each
 // with its counts, and only the batches the reader's scope covers.
 func testListBatches(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
-	tenant(t, s, "globex")
-	enrolled(t, s, "acme", "s1", "f1")
-	enrolled(t, s, "globex", "g1", "f2")
+	ctx := seed(t, s, []string{"acme", "globex"}, sensorIn{"acme", "s1", "f1"}, sensorIn{"globex", "g1", "f2"})
 	mk := func(id, op string, at time.Time, tenants []string, cmds []fleet.Command) {
 		t.Helper()
 		b := batchOf(id, "", hash(id), cmds)

@@ -130,6 +130,23 @@ func enrolled(t *testing.T, s Store, tenantID, sensorID, serial string) fleet.Se
 	return sn
 }
 
+// sensorIn names a sensor to enrol: its tenant, id and certificate serial.
+type sensorIn struct{ tenant, id, serial string }
+
+// seed is the set-up most cases start from: it creates the tenants in
+// order (tenant), then enrols the sensors in order (enrolled), and returns
+// the context the case goes on with.
+func seed(t *testing.T, s Store, tenants []string, sensors ...sensorIn) context.Context {
+	t.Helper()
+	for _, id := range tenants {
+		tenant(t, s, id)
+	}
+	for _, sn := range sensors {
+		enrolled(t, s, sn.tenant, sn.id, sn.serial)
+	}
+	return context.Background()
+}
+
 // idsOf lists the ids of xs in their order, [] for none; id reads one.
 func idsOf[T any](xs []T, id func(T) string) []string {
 	out := []string{}
@@ -221,9 +238,7 @@ func testCreateTenantConcurrent(t *testing.T, s Store) {
 }
 
 func testTenantProvisioning(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "a")
-	tenant(t, s, "b")
+	ctx := seed(t, s, []string{"a", "b"})
 	if err := s.SetTenantAccount(ctx, "a", "AKEY"); err != nil {
 		t.Fatal(err)
 	}
@@ -239,8 +254,7 @@ func testTenantProvisioning(t *testing.T, s Store) {
 }
 
 func testClaimCodes(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
+	ctx := seed(t, s, []string{"acme"})
 	older := fleet.ClaimCode{ID: "c1", TenantID: "acme", SensorName: "n", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour), CreatedBy: "ops"}
 	newer := older
 	newer.ID, newer.CreatedAt = "c2", t0.Add(time.Second)
@@ -278,8 +292,7 @@ func testClaimCodes(t *testing.T, s Store) {
 }
 
 func testRedeem(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
+	ctx := seed(t, s, []string{"acme"})
 	code(t, s, "acme", "named", "edge-1")
 	code(t, s, "acme", "unnamed", "")
 	code(t, s, "acme", "bare", "")
@@ -339,8 +352,7 @@ func testRedeemConcurrent(t *testing.T, s Store) {
 }
 
 func testEnrollment(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
+	ctx := seed(t, s, []string{"acme"})
 	pending(t, s, "acme", "s1")
 	rec := fleet.EnrollmentRecord{
 		SensorID: "s1", EnrollmentTokenHash: hash("enrol s1"), Certificate: certificate("aa01"),
@@ -419,9 +431,7 @@ func testEnrollment(t *testing.T, s Store) {
 // was. A sensor token (its own or another's) is no enrolment token.
 // Positive control: the same record with fresh material enrols.
 func testEnrollmentRefusalWritesNothing(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
-	tenant(t, s, "globex")
+	ctx := seed(t, s, []string{"acme", "globex"})
 	holder := enrolled(t, s, "globex", "g1", "aa01")
 	before := pending(t, s, "acme", "s1")
 	rec := fleet.EnrollmentRecord{
@@ -503,8 +513,7 @@ func oneWins(t *testing.T, what string, n int, loser error, call func(i int) err
 }
 
 func testEnrollmentConcurrent(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
+	ctx := seed(t, s, []string{"acme"})
 	pending(t, s, "acme", "s1")
 	oneWins(t, "CompleteEnrollment", 20, fleet.ErrInvalidToken, func(i int) error {
 		return s.CompleteEnrollment(ctx, fleet.EnrollmentRecord{
@@ -531,9 +540,7 @@ func testEnrollmentConcurrent(t *testing.T, s Store) {
 // used or replaced, none of another sensor), and its own tenant's NATS
 // status.
 func testSensorCredential(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
-	tenant(t, s, "globex")
+	ctx := seed(t, s, []string{"acme", "globex"})
 	if err := s.SetTenantAccount(ctx, "globex", "AGLOBEX"); err != nil {
 		t.Fatal(err)
 	}
@@ -581,10 +588,7 @@ func testSensorCredential(t *testing.T, s Store) {
 }
 
 func testReplaceCertificate(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
-	enrolled(t, s, "acme", "s1", "aa01")
-	enrolled(t, s, "acme", "s2", "bb01")
+	ctx := seed(t, s, []string{"acme"}, sensorIn{"acme", "s1", "aa01"}, sensorIn{"acme", "s2", "bb01"})
 	renew := func(replaces, serial string, user fleet.NATSUser, token string, at time.Time) error {
 		c := certificate(serial)
 		c.NotAfter = at.Add(300 * time.Hour)
@@ -668,9 +672,7 @@ func testReplaceCertificate(t *testing.T, s Store) {
 // certificate; a plain renewal, an old agent's enrolment or another
 // sensor has none.
 func testEnrolmentResume(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
-	enrolled(t, s, "acme", "old", "dd01")
+	ctx := seed(t, s, []string{"acme"}, sensorIn{"acme", "old", "dd01"})
 	if _, err := s.ActiveEnrolment(ctx, "old"); !errors.Is(err, fleet.ErrNotFound) {
 		t.Errorf("ActiveEnrolment of an enrolment without a proof: %v, want ErrNotFound", err)
 	}
@@ -745,11 +747,7 @@ func update(s Store, tenantID, sensorID string, apply func(fleet.SensorStatus) (
 }
 
 func testUpdateSensorStatus(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
-	tenant(t, s, "other")
-	enrolled(t, s, "acme", "s1", "aa01")
-	enrolled(t, s, "acme", "s2", "bb01")
+	ctx := seed(t, s, []string{"acme", "other"}, sensorIn{"acme", "s1", "aa01"}, sensorIn{"acme", "s2", "bb01"})
 	mine := fleet.Command{ID: "cmd-1", TenantID: "acme", SensorID: "s1", Action: fleet.ActionStart, IssuedAt: t0, IssuedBy: "ops", ExpiresAt: t0.Add(10 * time.Minute)}
 	theirs := mine
 	theirs.ID, theirs.SensorID = "cmd-2", "s2"
@@ -838,14 +836,9 @@ func checkIn(tenantID, sensorID, serial, version, addr string) fleet.SensorCheck
 }
 
 func testCheckIn(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
-	tenant(t, s, "other")
-	enrolled(t, s, "acme", "s1", "aa01")
-	enrolled(t, s, "acme", "s2", "bb01")
-	enrolled(t, s, "acme", "gone", "cc01")
-	enrolled(t, s, "acme", "renewed", "dd01")
-	enrolled(t, s, "other", "theirs", "ee01")
+	ctx := seed(t, s, []string{"acme", "other"},
+		sensorIn{"acme", "s1", "aa01"}, sensorIn{"acme", "s2", "bb01"}, sensorIn{"acme", "gone", "cc01"},
+		sensorIn{"acme", "renewed", "dd01"}, sensorIn{"other", "theirs", "ee01"})
 	pending(t, s, "acme", "pend")
 	if _, err := s.RevokeSensor(ctx, "gone", "ops", t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
@@ -964,8 +957,7 @@ func testCheckIn(t *testing.T, s Store) {
 // (several replicas): no deadlock, no error, and after the revocation
 // committed no check-in of the sensor is authorised.
 func testCheckInConcurrent(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
+	ctx := seed(t, s, []string{"acme"})
 	const n = 20
 	var ins []fleet.SensorCheckIn
 	var refs []fleet.SensorRef
@@ -1024,8 +1016,7 @@ func testCheckInConcurrent(t *testing.T, s Store) {
 }
 
 func testMarkSilent(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
+	ctx := seed(t, s, []string{"acme"})
 	set := func(id string, state fleet.State, seen time.Time) {
 		enrolled(t, s, "acme", id, fmt.Sprintf("%x", id))
 		_, err := update(s, "acme", id, func(fleet.SensorStatus) (fleet.SensorStatus, bool) {
@@ -1056,9 +1047,7 @@ func testMarkSilent(t *testing.T, s Store) {
 }
 
 func testRevokeSensor(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
-	enrolled(t, s, "acme", "s1", "aa01")
+	ctx := seed(t, s, []string{"acme"}, sensorIn{"acme", "s1", "aa01"})
 	got, err := s.RevokeSensor(ctx, "s1", "ops", t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -1077,10 +1066,7 @@ func testRevokeSensor(t *testing.T, s Store) {
 }
 
 func testCommands(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
-	enrolled(t, s, "acme", "s1", "aa01")
-	enrolled(t, s, "acme", "s2", "bb01")
+	ctx := seed(t, s, []string{"acme"}, sensorIn{"acme", "s1", "aa01"}, sensorIn{"acme", "s2", "bb01"})
 	c := fleet.Command{ID: "cmd-1", TenantID: "acme", SensorID: "s1", Action: fleet.ActionStop, IssuedAt: t0, IssuedBy: "ops", ExpiresAt: t0.Add(10 * time.Minute), IdempotencyKey: "key-1"}
 	got, created, err := s.CreateCommand(ctx, c)
 	want := c
@@ -1178,10 +1164,7 @@ func testCommands(t *testing.T, s Store) {
 }
 
 func testSensorFilter(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "a")
-	tenant(t, s, "b")
-	enrolled(t, s, "a", "a1", "a1")
+	ctx := seed(t, s, []string{"a", "b"}, sensorIn{"a", "a1", "a1"})
 	pending(t, s, "a", "a2")
 	enrolled(t, s, "b", "b1", "b1")
 	ids := func(f fleet.SensorFilter) []string {

@@ -17,14 +17,136 @@ import (
 // the recent and everything live stay (pending commands, a batch with an
 // unfinished command, each sensor's last and named command and the batch
 // holding it, live tokens, unredeemed unexpired codes); a second pass
-// removes nothing; and the listings answer truthfully afterwards.
+// removes nothing; and the listings answer truthfully afterwards. Each
+// check of what stays is a subtest on the one pruned history.
 func testHistoryRetention(t *testing.T, s Store) {
-	ctx := context.Background()
-	cut := t0.Add(90 * 24 * time.Hour)
-	tenant(t, s, "acme")
-	for i, id := range []string{"s1", "s2", "s3"} {
-		enrolled(t, s, "acme", id, []string{"a1", "a2", "a3"}[i])
+	ctx, cut := pastHistory(t, s)
+	// commands: c-failed, c-expired, c-applied, c2-old; batches: b-done
+	// (2 commands) and b-empty; tokens: 3 used enrolment tokens, p1's
+	// expired one, s2's replaced sensor token; codes: 5 redeemed, 2 ended.
+	if got, want := prunePass(t, s, ctx, cut), [5]int{4, 2, 5, 7, 2}; got != want {
+		t.Errorf("first pass removed [commands batches tokens codes batch-commands] %v, want %v", got, want)
 	}
+	if got := prunePass(t, s, ctx, cut); got != [5]int{} {
+		t.Errorf("second pass removed %v, want nothing", got)
+	}
+
+	// What stays answers as before.
+	t.Run("commands", func(t *testing.T) {
+		for sensor, want := range map[string][]string{
+			"s1": {"b-live-s1", "c-last", "c-pending"},
+			"s2": {"b-live-s2", "c2-recent"},
+			"s3": {"b-last-s3", "c3-named"},
+		} {
+			page, err := s.SensorCommands(ctx, sensor, fleet.CommandCursor{}, 50)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, sortedIDs(page, commandID)); diff != "" {
+				t.Errorf("%s's commands after pruning (-want +got):\n%s", sensor, diff)
+			}
+		}
+	})
+	t.Run("last commands", func(t *testing.T) {
+		for sensor, want := range map[string]string{"s1": "c-last", "s2": "c2-recent", "s3": "b-last-s3"} {
+			if sn, err := s.Sensor(ctx, sensor); err != nil || sn.LastCommand == nil || sn.LastCommand.ID != want {
+				t.Errorf("%s's last command %+v, %v; want %s", sensor, sn.LastCommand, err, want)
+			}
+		}
+	})
+	t.Run("batches", func(t *testing.T) {
+		bs, err := s.ListBatches(ctx, fleet.BatchQuery{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"b-recent", "b-live", "b-last"}, idsOf(bs, batchID)); diff != "" {
+			t.Errorf("batches after pruning (-want +got):\n%s", diff)
+		}
+		if b, err := s.Batch(ctx, "b-live"); err != nil || b.Total != 2 || b.Counts.Pending != 1 || b.Counts.Failed != 1 {
+			t.Errorf("b-live = %+v, %v; want 1 pending and 1 failed of 2", b, err)
+		}
+		if _, err := s.Batch(ctx, "b-done"); !errors.Is(err, fleet.ErrNotFound) {
+			t.Errorf("b-done after pruning: %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("tokens", func(t *testing.T) {
+		for _, tc := range []struct {
+			sensor string
+			kind   fleet.TokenKind
+			hash   []byte
+		}{
+			{"s1", fleet.TokenSensor, hash("token b1")}, {"s2", fleet.TokenSensor, hash("token b2")},
+			{"s3", fleet.TokenSensor, hash("sensor s3")}, {"p2", fleet.TokenEnrollment, hash("enrol p2")},
+		} {
+			if tok, err := s.LiveToken(ctx, tc.sensor, tc.kind); err != nil || !cmp.Equal(tok.Hash, tc.hash) {
+				t.Errorf("%s's live %s token = %x, %v; want %x", tc.sensor, tc.kind, tok.Hash, err, tc.hash)
+			}
+		}
+		// A renewal's answer sent again is recognised by the active
+		// certificate's record, which pruning leaves alone.
+		if r, err := s.ActiveRenewal(ctx, "s2"); err != nil || !cmp.Equal(r.ProvenTokenHash, hash("sensor s2")) {
+			t.Errorf("s2's active renewal after pruning = %+v, %v", r, err)
+		}
+	})
+	t.Run("claim codes", func(t *testing.T) {
+		codes, err := s.ClaimCodes(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"cc-live", "cc-revoked-recent"}, sortedIDs(codes, claimCodeID)); diff != "" {
+			t.Errorf("claim codes after pruning (-want +got):\n%s", diff)
+		}
+		if _, err := s.Redeem(ctx, fleet.RedeemRecord{CodeHash: hash("code cc-live"), SensorID: "s9", Hostname: "s9",
+			TokenHash: hash("enrol s9"), TokenExpiresAt: cut.Add(2 * time.Hour), At: cut.Add(time.Minute)}); err != nil {
+			t.Errorf("redeem the live code after pruning: %v", err)
+		}
+	})
+}
+
+// prunePass prunes the history at cut in steps of at most 2, each kind
+// until a step removes fewer than 2, and answers how many of [commands
+// batches tokens codes batch-commands] it removed.
+func prunePass(t *testing.T, s Store, ctx context.Context, cut time.Time) [5]int {
+	t.Helper()
+	steps := func(what string, fn func() (int, error)) int {
+		t.Helper()
+		total := 0
+		for range 100 {
+			n, err := fn()
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if n > 2 {
+				t.Fatalf("%s removed %d in one step, limit 2", what, n)
+			}
+			total += n
+			if n < 2 {
+				return total
+			}
+		}
+		t.Fatalf("%s never finished", what)
+		return 0
+	}
+	var removed [5]int
+	removed[0] = steps("commands", func() (int, error) { return s.PruneCommands(ctx, cut, 2) })
+	removed[1] = steps("batches", func() (int, error) {
+		b, c, err := s.PruneBatches(ctx, cut, 2)
+		removed[4] += c
+		return b, err
+	})
+	removed[2] = steps("tokens", func() (int, error) { return s.PruneTokens(ctx, cut, 2) })
+	removed[3] = steps("claim codes", func() (int, error) { return s.PruneClaimCodes(ctx, cut, 2) })
+	return removed
+}
+
+// pastHistory is testHistoryRetention's set-up: tenant acme with sensors
+// s1–s3, their commands and batches, tokens and claim codes, old and
+// recent, finished and live, around the cut-off it answers.
+func pastHistory(t *testing.T, s Store) (context.Context, time.Time) {
+	t.Helper()
+	ctx := seed(t, s, []string{"acme"},
+		sensorIn{"acme", "s1", "a1"}, sensorIn{"acme", "s2", "a2"}, sensorIn{"acme", "s3", "a3"})
+	cut := t0.Add(90 * 24 * time.Hour)
 	single := func(id, sensor string, issued, expires time.Time) {
 		t.Helper()
 		c := fleet.Command{ID: id, TenantID: "acme", SensorID: sensor, Action: fleet.ActionStop, IssuedAt: issued, IssuedBy: "ops", ExpiresAt: expires}
@@ -118,115 +240,5 @@ func testHistoryRetention(t *testing.T, s Store) {
 	claim("cc-live", cut.Add(time.Hour))
 	claim("cc-revoked-recent", cut.Add(2*time.Hour))
 	is(t, "revoke code", s.RevokeClaimCode(ctx, "cc-revoked-recent", cut.Add(time.Minute)), nil)
-
-	// Pruning at the cut-off, in steps of at most 2.
-	steps := func(what string, fn func() (int, error)) int {
-		t.Helper()
-		total := 0
-		for range 100 {
-			n, err := fn()
-			if err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-			if n > 2 {
-				t.Fatalf("%s removed %d in one step, limit 2", what, n)
-			}
-			total += n
-			if n < 2 {
-				return total
-			}
-		}
-		t.Fatalf("%s never finished", what)
-		return 0
-	}
-	var batchCmds int
-	pass := func() [5]int {
-		t.Helper()
-		return [5]int{
-			steps("commands", func() (int, error) { return s.PruneCommands(ctx, cut, 2) }),
-			steps("batches", func() (int, error) {
-				b, c, err := s.PruneBatches(ctx, cut, 2)
-				batchCmds += c
-				return b, err
-			}),
-			steps("tokens", func() (int, error) { return s.PruneTokens(ctx, cut, 2) }),
-			steps("claim codes", func() (int, error) { return s.PruneClaimCodes(ctx, cut, 2) }),
-			batchCmds,
-		}
-	}
-	// commands: c-failed, c-expired, c-applied, c2-old; batches: b-done
-	// (2 commands) and b-empty; tokens: 3 used enrolment tokens, p1's
-	// expired one, s2's replaced sensor token; codes: 5 redeemed, 2 ended.
-	if got, want := pass(), [5]int{4, 2, 5, 7, 2}; got != want {
-		t.Errorf("first pass removed [commands batches tokens codes batch-commands] %v, want %v", got, want)
-	}
-	batchCmds = 0
-	if got := pass(); got != [5]int{} {
-		t.Errorf("second pass removed %v, want nothing", got)
-	}
-
-	// What stays answers as before.
-	commandIDs := func(sensor string) []string {
-		t.Helper()
-		page, err := s.SensorCommands(ctx, sensor, fleet.CommandCursor{}, 50)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sortedIDs(page, commandID)
-	}
-	for sensor, want := range map[string][]string{
-		"s1": {"b-live-s1", "c-last", "c-pending"},
-		"s2": {"b-live-s2", "c2-recent"},
-		"s3": {"b-last-s3", "c3-named"},
-	} {
-		if diff := cmp.Diff(want, commandIDs(sensor)); diff != "" {
-			t.Errorf("%s's commands after pruning (-want +got):\n%s", sensor, diff)
-		}
-	}
-	for sensor, want := range map[string]string{"s1": "c-last", "s2": "c2-recent", "s3": "b-last-s3"} {
-		if sn, err := s.Sensor(ctx, sensor); err != nil || sn.LastCommand == nil || sn.LastCommand.ID != want {
-			t.Errorf("%s's last command %+v, %v; want %s", sensor, sn.LastCommand, err, want)
-		}
-	}
-	bs, err := s.ListBatches(ctx, fleet.BatchQuery{Limit: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"b-recent", "b-live", "b-last"}, idsOf(bs, batchID)); diff != "" {
-		t.Errorf("batches after pruning (-want +got):\n%s", diff)
-	}
-	if b, err := s.Batch(ctx, "b-live"); err != nil || b.Total != 2 || b.Counts.Pending != 1 || b.Counts.Failed != 1 {
-		t.Errorf("b-live = %+v, %v; want 1 pending and 1 failed of 2", b, err)
-	}
-	if _, err := s.Batch(ctx, "b-done"); !errors.Is(err, fleet.ErrNotFound) {
-		t.Errorf("b-done after pruning: %v, want ErrNotFound", err)
-	}
-	for _, tc := range []struct {
-		sensor string
-		kind   fleet.TokenKind
-		hash   []byte
-	}{
-		{"s1", fleet.TokenSensor, hash("token b1")}, {"s2", fleet.TokenSensor, hash("token b2")},
-		{"s3", fleet.TokenSensor, hash("sensor s3")}, {"p2", fleet.TokenEnrollment, hash("enrol p2")},
-	} {
-		if tok, err := s.LiveToken(ctx, tc.sensor, tc.kind); err != nil || !cmp.Equal(tok.Hash, tc.hash) {
-			t.Errorf("%s's live %s token = %x, %v; want %x", tc.sensor, tc.kind, tok.Hash, err, tc.hash)
-		}
-	}
-	// A renewal's answer sent again is recognised by the active
-	// certificate's record, which pruning leaves alone.
-	if r, err := s.ActiveRenewal(ctx, "s2"); err != nil || !cmp.Equal(r.ProvenTokenHash, hash("sensor s2")) {
-		t.Errorf("s2's active renewal after pruning = %+v, %v", r, err)
-	}
-	codes, err := s.ClaimCodes(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"cc-live", "cc-revoked-recent"}, sortedIDs(codes, claimCodeID)); diff != "" {
-		t.Errorf("claim codes after pruning (-want +got):\n%s", diff)
-	}
-	if _, err := s.Redeem(ctx, fleet.RedeemRecord{CodeHash: hash("code cc-live"), SensorID: "s9", Hostname: "s9",
-		TokenHash: hash("enrol s9"), TokenExpiresAt: cut.Add(2 * time.Hour), At: cut.Add(time.Minute)}); err != nil {
-		t.Errorf("redeem the live code after pruning: %v", err)
-	}
+	return ctx, cut
 }

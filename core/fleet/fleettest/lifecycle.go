@@ -1,7 +1,6 @@
 package fleettest
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -14,9 +13,7 @@ import (
 // testLabels: labels declared at enrolment, edited under the row lock,
 // matched by the listing, batch targets and counts (all given labels).
 func testLabels(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
-	tenant(t, s, "beta")
+	ctx := seed(t, s, []string{"acme", "beta"})
 	pending(t, s, "acme", "s1")
 	if err := s.CompleteEnrollment(ctx, fleet.EnrollmentRecord{
 		SensorID: "s1", EnrollmentTokenHash: hash("enrol s1"), Certificate: certificate("e1"),
@@ -101,10 +98,7 @@ func testLabels(t *testing.T, s Store) {
 // of lists, targets and counts unless asked for; a second call changes
 // nothing and says so.
 func testDecommission(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
-	enrolled(t, s, "acme", "s1", "d1")
-	enrolled(t, s, "acme", "s2", "d2")
+	ctx := seed(t, s, []string{"acme"}, sensorIn{"acme", "s1", "d1"}, sensorIn{"acme", "s2", "d2"})
 	pending(t, s, "acme", "p1")
 	cmd := fleet.Command{ID: "c1", TenantID: "acme", SensorID: "s1", Action: fleet.ActionStop, IssuedAt: t0, IssuedBy: "ops",
 		ExpiresAt: t0.Add(10 * time.Minute), Status: fleet.CommandPending, FirstSentAt: t0}
@@ -163,10 +157,7 @@ func testDecommission(t *testing.T, s Store) {
 // testDeleteTenant: refused while a sensor is not decommissioned (nothing
 // changes), then hidden, its unused codes revoked, its id never reused.
 func testDeleteTenant(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
-	tenant(t, s, "beta")
-	enrolled(t, s, "acme", "s1", "a7")
+	ctx := seed(t, s, []string{"acme", "beta"}, sensorIn{"acme", "s1", "a7"})
 	pending(t, s, "acme", "p1")
 	code(t, s, "acme", "unused", "")
 	err := s.DeleteTenant(ctx, "acme", "ops", t0)

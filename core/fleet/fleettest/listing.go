@@ -247,8 +247,7 @@ func batchCommands(batch string, sensors ...string) []fleet.Command {
 }
 
 func testBatches(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
+	ctx := seed(t, s, []string{"acme"})
 	for i, id := range []string{"s1", "s2", "s3", "s4"} {
 		enrolled(t, s, "acme", id, fmt.Sprintf("f%d", i))
 	}
@@ -373,8 +372,7 @@ func testBatches(t *testing.T, s Store) {
 // testBatchConcurrent: identical requests at once leave one batch, and
 // concurrent claims never hand out a command twice.
 func testBatchConcurrent(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
+	ctx := seed(t, s, []string{"acme"})
 	var sensors []string
 	for i := range 20 {
 		id := fmt.Sprintf("s%02d", i)

@@ -1,7 +1,6 @@
 package fleettest
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -16,10 +15,7 @@ import (
 // another sensor's report on it changes nothing, and a command with an
 // outcome never expires.
 func testCommandOutcomes(t *testing.T, s Store) {
-	ctx := context.Background()
-	tenant(t, s, "acme")
-	enrolled(t, s, "acme", "s1", "aa01")
-	enrolled(t, s, "acme", "s2", "bb01")
+	ctx := seed(t, s, []string{"acme"}, sensorIn{"acme", "s1", "aa01"}, sensorIn{"acme", "s2", "bb01"})
 	for i, id := range []string{"late", "reported"} {
 		c := fleet.Command{ID: id, TenantID: "acme", SensorID: "s1", Action: fleet.ActionStop, IssuedAt: t0.Add(time.Duration(i) * time.Second), IssuedBy: "ops", ExpiresAt: t0.Add(10 * time.Minute)}
 		if _, _, err := s.CreateCommand(ctx, c); err != nil {

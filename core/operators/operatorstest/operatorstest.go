@@ -50,11 +50,7 @@ func tokenIDs(t *testing.T) func([]operators.APIToken, error) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []string
-		for _, k := range list {
-			out = append(out, k.ID)
-		}
-		return out
+		return contracttest.Keys(list, func(k operators.APIToken) string { return k.ID })
 	}
 }
 

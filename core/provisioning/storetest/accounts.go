@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rxc-project/rxc/core/contracttest"
 	"github.com/rxc-project/rxc/core/provisioning"
 )
 
@@ -112,12 +113,7 @@ func testSeedsRoundTrip(t *testing.T, s Store) {
 }
 
 func pubKeys(as []provisioning.Account) []string {
-	var ks []string
-	for _, a := range as {
-		ks = append(ks, a.PubKey)
-	}
-	slices.Sort(ks)
-	return ks
+	return contracttest.SortedKeys(as, func(a provisioning.Account) string { return a.PubKey })
 }
 
 func sorted(ks ...string) []string {
