@@ -1,7 +1,6 @@
 package provisioning_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/rxc-project/rxc/core/provisioning"
@@ -37,7 +36,7 @@ func TestCheckUser(t *testing.T) {
 			switch {
 			case c.want == "" && err != nil:
 				t.Errorf("CheckUser = %v, want nil", err)
-			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			case c.want != "" && (err == nil || err.Error() != c.want):
 				t.Errorf("CheckUser = %v, want %q", err, c.want)
 			}
 		})

@@ -1,5 +1,6 @@
-// Package memtest holds what the in-memory stores' tests share: the
-// per-test store factory the core contract suites take.
+// Package memtest holds what tests on the in-memory stores share: the
+// per-test store factory that the core contract suites and core's use-case
+// fixtures take.
 package memtest
 
 import "testing"

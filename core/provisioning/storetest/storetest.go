@@ -56,6 +56,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"CreateBackendUser", testCreateBackendUser},
 		{"CreateUserConcurrent", testCreateUserConcurrent},
 		{"CreateUserUnknownAccount", testCreateUserUnknownAccount},
+		{"CreateUserRefusesIncomplete", testCreateUserRefusesIncomplete},
 		{"UsersNotFound", testUsersNotFound},
 		{"RevokeSensorUser", testRevokeSensorUser},
 		{"ReplaceUserJWT", testReplaceUserJWT},

@@ -5,6 +5,7 @@ package storetest
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +94,54 @@ func testCreateUserUnknownAccount(t *testing.T, s Store) {
 	wantErr(t, "CreateUser in an unknown account", err, provisioning.ErrNotFound)
 	_, err = s.ActiveSensorUser(ctx(t), "ghost", "sensor-1")
 	wantErr(t, "ActiveSensorUser after the refused create", err, provisioning.ErrNotFound)
+}
+
+// testCreateUserRefusesIncomplete: a user record provisioning.CheckUser
+// refuses is not stored, and the store's error is CheckUser's text after
+// its own prefix ("provisionmem: …", "provisionerstore: …"). The accounts
+// exist, so CheckUser is the only refusal. Positive control: the complete
+// users are then created.
+func testCreateUserRefusesIncomplete(t *testing.T, s Store) {
+	f := initOperator(t, s)
+	acct := createAccount(t, s, "acme")
+	before, err := s.ActiveUsers(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sensor, backend := sensorUser(acct, "sensor-1"), backendUser(f.control, "backend")
+	for _, tc := range []struct {
+		name   string
+		user   provisioning.User
+		change func(*provisioning.User)
+	}{
+		{"sensor without a public key", sensor, func(u *provisioning.User) { u.PubKey = "" }},
+		{"backend without an account", backend, func(u *provisioning.User) { u.AccountPubKey = "" }},
+		{"sensor without a tenant", sensor, func(u *provisioning.User) { u.TenantID = "" }},
+		{"sensor without a sensor id", sensor, func(u *provisioning.User) { u.SensorID = "" }},
+		{"backend without a name", backend, func(u *provisioning.User) { u.Name = "" }},
+		{"no kind", backend, func(u *provisioning.User) { u.Kind = "" }},
+		{"unknown kind", sensor, func(u *provisioning.User) { u.Kind = "admin" }},
+	} {
+		u := tc.user
+		tc.change(&u)
+		want := provisioning.CheckUser(u)
+		if want == nil {
+			t.Fatalf("%s: CheckUser lets it through; the case tests nothing", tc.name)
+		}
+		_, created, err := s.CreateUser(ctx(t), u)
+		if err == nil || created || !strings.HasSuffix(err.Error(), ": "+want.Error()) {
+			t.Errorf("%s: CreateUser = created %v, err %v; want refused with %q", tc.name, created, err, want)
+		}
+	}
+	after, err := s.ActiveUsers(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Errorf("refused users were stored: %d active users before, %d after", len(before), len(after))
+	}
+	createUser(t, s, sensor)
+	createUser(t, s, backend)
 }
 
 func testUsersNotFound(t *testing.T, s Store) {
