@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/adapters/postgres/analyticsstore"
-	"github.com/rxc-project/rxc/adapters/postgres/pgstoretest"
 	"github.com/rxc-project/rxc/core/analytics"
 	"github.com/rxc-project/rxc/internal/pgtest"
 )
@@ -19,7 +18,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 func newStore(t *testing.T) (*analyticsstore.Store, *pgxpool.Pool) {
 	t.Helper()
-	pool := pgstoretest.Open(t, pgtest.DSN(t))
+	pool := pgtest.Pool(t, pgtest.DSN(t))
 	s, err := analyticsstore.New(analyticsstore.Config{Pool: pool})
 	if err != nil {
 		t.Fatal(err)

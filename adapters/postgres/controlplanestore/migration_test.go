@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
-	"github.com/rxc-project/rxc/adapters/postgres/pgstoretest"
 	"github.com/rxc-project/rxc/internal/pgtest"
 	"github.com/rxc-project/rxc/migrations"
 )
@@ -43,7 +42,7 @@ func upTo(t *testing.T, version string) fs.FS {
 func seededBefore(t *testing.T, version string, seed ...string) *pgxpool.Pool {
 	t.Helper()
 	ctx := context.Background()
-	pool := pgstoretest.Open(t, pgtest.DSN(t))
+	pool := pgtest.Pool(t, pgtest.DSN(t))
 	if _, err := migrate.Apply(ctx, pool, "controlplane", upTo(t, version)); err != nil {
 		t.Fatal(err)
 	}

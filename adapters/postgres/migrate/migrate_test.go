@@ -73,7 +73,7 @@ func TestList(t *testing.T) {
 
 func TestApplyIsIdempotentAndIncremental(t *testing.T) {
 	t.Parallel()
-	pool := pgstoretest.Open(t, pgtest.DSN(t))
+	pool := pgtest.Pool(t, pgtest.DSN(t))
 	files := fstest.MapFS{
 		"001_create.sql": file("CREATE TABLE a (id int PRIMARY KEY);\nCREATE TABLE b (id int PRIMARY KEY);"),
 		"002_fill.sql":   file("INSERT INTO a VALUES (1); INSERT INTO a VALUES (2);"),
@@ -112,7 +112,7 @@ func TestApplyIsIdempotentAndIncremental(t *testing.T) {
 
 func TestApplyComponentsAreIndependent(t *testing.T) {
 	t.Parallel()
-	pool := pgstoretest.Open(t, pgtest.DSN(t))
+	pool := pgtest.Pool(t, pgtest.DSN(t))
 	one := fstest.MapFS{"001_one.sql": file("CREATE TABLE one (id int);")}
 	two := fstest.MapFS{"001_two.sql": file("CREATE TABLE two (id int);")}
 	for _, c := range []struct {
@@ -136,7 +136,7 @@ func TestApplyComponentsAreIndependent(t *testing.T) {
 
 func TestApplyRollsBackAFailingFile(t *testing.T) {
 	t.Parallel()
-	pool := pgstoretest.Open(t, pgtest.DSN(t))
+	pool := pgtest.Pool(t, pgtest.DSN(t))
 	files := fstest.MapFS{
 		"001_ok.sql":  file("CREATE TABLE ok (id int);"),
 		"002_bad.sql": file("CREATE TABLE half (id int); SELECT no_such_function();"),
@@ -179,7 +179,7 @@ func TestApplyConcurrentRunners(t *testing.T) {
 	const runners = 6
 	pools := make([]*pgxpool.Pool, runners)
 	for i := range pools {
-		pools[i] = pgstoretest.Open(t, dsn)
+		pools[i] = pgtest.Pool(t, dsn)
 	}
 	var (
 		wg    sync.WaitGroup
@@ -215,7 +215,7 @@ func TestApplyConcurrentRunners(t *testing.T) {
 
 func TestApplyProvisionerSchema(t *testing.T) {
 	t.Parallel()
-	pool := pgstoretest.Open(t, pgtest.DSN(t))
+	pool := pgtest.Pool(t, pgtest.DSN(t))
 	got, err := migrate.Apply(ctx(t), pool, "provisioner", migrations.Provisioner)
 	if err != nil {
 		t.Fatalf("Apply: %v", err)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rxc-project/rxc/adapters/postgres/pglock"
-	"github.com/rxc-project/rxc/adapters/postgres/pgstoretest"
 	"github.com/rxc-project/rxc/internal/pgtest"
 )
 
@@ -20,7 +19,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 func TestLockAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
-	a, b := pgstoretest.Open(t, dsn), pgstoretest.Open(t, dsn)
+	a, b := pgtest.Pool(t, dsn), pgtest.Pool(t, dsn)
 
 	unlock, ok, err := pglock.TryLock(ctx, a, "job")
 	if err != nil || !ok {

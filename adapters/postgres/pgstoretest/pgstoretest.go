@@ -1,7 +1,8 @@
-// Package pgstoretest holds what the PostgreSQL adapters' tests share:
-// connection pools on the test database (internal/pgtest) that close when
-// the test ends, and reading what a query returns straight from the
-// database, to check what a store wrote.
+// Package pgstoretest holds what the PostgreSQL adapters' tests share
+// beside internal/pgtest (which opens a pool on a connection string): a
+// pool from a parsed configuration that closes when the test ends, and
+// reading what a query returns straight from the database, to check what
+// a store wrote.
 package pgstoretest
 
 import (
@@ -22,16 +23,6 @@ func Pool(t testing.TB, cfg *pgxpool.Config) *pgxpool.Pool {
 	}
 	t.Cleanup(pool.Close)
 	return pool
-}
-
-// Open is Pool on the connection string dsn.
-func Open(t testing.TB, dsn string) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatalf("pgxpool: %v", err)
-	}
-	return Pool(t, cfg)
 }
 
 // Column runs sql on pool and returns its rows' one column, failing t on

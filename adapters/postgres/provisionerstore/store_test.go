@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rxc-project/rxc/adapters/postgres/migrate"
-	"github.com/rxc-project/rxc/adapters/postgres/pgstoretest"
 	"github.com/rxc-project/rxc/adapters/postgres/provisionerstore"
 	"github.com/rxc-project/rxc/adapters/seal"
 	"github.com/rxc-project/rxc/core/provisioning"
@@ -61,7 +60,7 @@ func newStore(t *testing.T, pool *pgxpool.Pool, sealer *seal.Sealer) *provisione
 // migratedPool returns a pool on a fresh database with the provisioner schema.
 func migratedPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool := pgstoretest.Open(t, pgtest.DSN(t))
+	pool := pgtest.Pool(t, pgtest.DSN(t))
 	if _, err := migrate.Apply(ctx(t), pool, "provisioner", migrations.Provisioner); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
@@ -267,7 +266,7 @@ func TestPlainSQLThenMigrate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dsn := pgtest.DSN(t)
-			pool := pgstoretest.Open(t, dsn)
+			pool := pgtest.Pool(t, dsn)
 			tc.apply(t, dsn, pool)
 			// Twice by hand is harmless too.
 			tc.apply(t, dsn, pool)
@@ -364,7 +363,7 @@ func TestConcurrentCreatesLeaveOneRow(t *testing.T) {
 func TestConsumerNamesMigrationFromFirstRelease(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	pool := pgstoretest.Open(t, dsn)
+	pool := pgtest.Pool(t, dsn)
 	text, err := os.ReadFile(filepath.Join("..", "..", "..", "migrations", "001_init.sql"))
 	if err != nil {
 		t.Fatal(err)
