@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +180,80 @@ func TestOutdatedUserIsReplaced(t *testing.T) {
 	ctlAfter, _ := store.Account(ctx, op.ControlAccount)
 	if !strings.Contains(ctlAfter.JWT, ".") || ctlAfter.JWT == ctl.JWT {
 		t.Fatal("the CONTROL account JWT was not re-signed with the revocation")
+	}
+}
+
+// The answers of POST /users and POST /backend-user carry the names
+// docs/provisioner.md ("HTTP API") lists, spelled out here and not read
+// through provisionerwire: a renamed tag there changes this server and its
+// Go client together, so only a test that spells the names sees the change
+// on the wire. provisionerclient's test pins the fields the control plane
+// reads; this pins every field, the ones only the apps' tests read
+// (tenantId, sensorId, userJWT; the backend user's accountId, userPubKey)
+// included.
+func TestWriteAnswersKeepTheirJSONNames(t *testing.T) {
+	api, store, _ := newAPIWith(t)
+	op, err := store.Operator(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(path, body string, want int) map[string]any {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Backend-Shared-Secret", secret)
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Fatalf("POST %s: %d %s, want %d", path, rec.Code, rec.Body, want)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	names := func(path string, got map[string]any, want ...string) {
+		t.Helper()
+		var keys []string
+		for k := range got {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		slices.Sort(want)
+		if !slices.Equal(keys, want) {
+			t.Errorf("POST %s answers the names %v, want %v", path, keys, want)
+		}
+	}
+	str := func(got map[string]any, name string) string {
+		t.Helper()
+		s, _ := got[name].(string)
+		if s == "" {
+			t.Errorf("%q is %v, want a non-empty string", name, got[name])
+		}
+		return s
+	}
+
+	account := post("/accounts", `{"tenantId":"acme","name":"Acme"}`, http.StatusCreated)
+	u := post("/users", `{"tenantId":"acme","sensorId":"s1"}`, http.StatusCreated)
+	names("/users", u, "tenantId", "sensorId", "accountId", "userPubKey", "userJWT", "creds", "stream", "consumer",
+		"jsApiPrefix", "inboxPrefix", "commandSubject", "statusSubject")
+	if str(u, "tenantId") != "acme" || str(u, "sensorId") != "s1" || str(u, "accountId") != account["accountPubKey"] {
+		t.Errorf("POST /users names another sensor or account: %v", u)
+	}
+	if jwt := str(u, "userJWT"); !strings.Contains(str(u, "creds"), jwt) || !strings.HasPrefix(str(u, "userPubKey"), "U") {
+		t.Errorf("POST /users: userJWT %q not in creds, or userPubKey %q not a user key", jwt, u["userPubKey"])
+	}
+	for _, name := range []string{"stream", "consumer", "jsApiPrefix", "inboxPrefix", "commandSubject", "statusSubject"} {
+		str(u, name)
+	}
+
+	b := post("/backend-user", `{"name":"backend"}`, http.StatusCreated)
+	names("/backend-user", b, "name", "accountId", "userPubKey", "userJWT", "creds")
+	if str(b, "name") != "backend" || str(b, "accountId") != op.ControlAccount {
+		t.Errorf("POST /backend-user names another user or account: %v", b)
+	}
+	if jwt := str(b, "userJWT"); !strings.Contains(str(b, "creds"), jwt) || !strings.HasPrefix(str(b, "userPubKey"), "U") {
+		t.Errorf("POST /backend-user: userJWT %q not in creds, or userPubKey %q not a user key", jwt, b["userPubKey"])
 	}
 }
