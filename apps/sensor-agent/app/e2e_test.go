@@ -626,7 +626,7 @@ func stoppedAgentOwnPostgres(t *testing.T, mutate func(*cpapp.ServeConfig)) (*pl
 // PostgreSQL is down is shown applied once it is back, because the agent
 // repeats its results in every report, even after a restart in between.
 func TestCommandResultsAreDurableAndExact(t *testing.T) {
-	p, cluster, a, stateDir, id := stoppedAgentOwnPostgres(t, func(c *cpapp.ServeConfig) { c.CommandTTL = 3 * time.Second })
+	p, cluster, _, stateDir, id := stoppedAgentOwnPostgres(t, func(c *cpapp.ServeConfig) { c.CommandTTL = 3 * time.Second })
 
 	// Expired on arrival: the agent is down until the command's 3 s are over.
 	var late struct{ CommandID, Status string }
@@ -635,7 +635,7 @@ func TestCommandResultsAreDurableAndExact(t *testing.T) {
 		t.Fatalf("command status %q, want accepted", late.Status)
 	}
 	time.Sleep(4 * time.Second) // lets the command expire: the condition under test
-	a = startAgent(t, agentArgs(p, stateDir)...)
+	a := startAgent(t, agentArgs(p, stateDir)...)
 	waitUntil(t, 30*time.Second, "the late command shown refused", func() bool {
 		return p.commandOf(id, late.CommandID).Outcome != nil
 	})
