@@ -572,9 +572,9 @@ func (s *Store) MarkSilent(_ context.Context, seenBefore time.Time, from []fleet
 
 // RevokeSensor implements fleet.RevokeStore.
 func (s *Store) RevokeSensor(_ context.Context, sensorID, _ string, at time.Time) (fleet.Sensor, error) {
-	return locked.Get(&s.mu, s.sensors, sensorID, fleet.ErrNotFound, func(sn *sensor) fleet.Sensor {
+	return locked.Apply(&s.mu, s.sensors, sensorID, fleet.ErrNotFound, func(sn *sensor) (fleet.Sensor, error) {
 		s.revoke(sn, at)
-		return s.view(sn)
+		return s.view(sn), nil
 	})
 }
 

@@ -16,7 +16,8 @@ import (
 )
 
 // Get returns view(m[key]) with mu held, or the zero T and notFound when m
-// has no record with the key.
+// has no record with the key. view only reads; a change goes through Update
+// or Apply.
 func Get[K comparable, V, T any](mu sync.Locker, m map[K]V, key K, notFound error, view func(V) T) (T, error) {
 	return Apply(mu, m, key, notFound, func(v V) (T, error) { return view(v), nil })
 }

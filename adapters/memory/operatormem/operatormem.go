@@ -293,11 +293,11 @@ func (s *Store) ListAPITokens(_ context.Context, operatorID string) ([]operators
 
 // RevokeAPIToken implements operators.TokenStore.
 func (s *Store) RevokeAPIToken(_ context.Context, id string, at time.Time) (operators.APIToken, error) {
-	return locked.Get(&s.mu, s.tokens, id, operators.ErrNotFound, func(t *token) operators.APIToken {
+	return locked.Apply(&s.mu, s.tokens, id, operators.ErrNotFound, func(t *token) (operators.APIToken, error) {
 		if t.RevokedAt.IsZero() {
 			t.RevokedAt = utc(at)
 		}
-		return viewToken(t.APIToken)
+		return viewToken(t.APIToken), nil
 	})
 }
 
