@@ -162,33 +162,44 @@ func (s *Store) pruneBatch(ctx context.Context, id string, before time.Time) (n 
 
 // PruneTokens implements fleet.HistoryStore (sensor_tokens_ended_idx).
 func (s *Store) PruneTokens(ctx context.Context, before time.Time, limit int) (int, error) {
-	return s.pruneEnded(ctx, "sensor_tokens", "token_hash", "LEAST(used_at, revoked_at, expires_at)", before, limit)
+	return rowsChanged(ctx, s.pool, endedSensorTokens.sql, before, limit)
 }
 
 // PruneClaimCodes implements fleet.HistoryStore (claim_codes_ended_idx).
 func (s *Store) PruneClaimCodes(ctx context.Context, before time.Time, limit int) (int, error) {
-	return s.pruneEnded(ctx, "claim_codes", "id", "LEAST(used_at, revoked_at, expires_at)", before, limit)
+	return rowsChanged(ctx, s.pool, endedClaimCodes.sql, before, limit)
 }
 
 // PruneAudit implements audit.Pruner (audit_log_at_idx).
 func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
-	return s.pruneEnded(ctx, "audit_log", "id", "at", before, limit)
+	return rowsChanged(ctx, s.pool, endedAudit.sql, before, limit)
 }
 
 // PruneAPITokens implements operators.APITokenPruner (api_tokens_ended_idx).
 func (s *Store) PruneAPITokens(ctx context.Context, before time.Time, limit int) (int, error) {
-	return s.pruneEnded(ctx, "api_tokens", "id", "LEAST(revoked_at, expires_at)", before, limit)
+	return rowsChanged(ctx, s.pool, endedAPITokens.sql, before, limit)
 }
 
-// pruneEnded deletes at most limit rows of table (keyed by key) whose end,
-// the SQL expression ended, is before before, the earliest ended first,
-// passing over rows another transaction holds. ended is written as the
-// table's index on it is, so that the index serves the search. table, key
-// and ended are constants of this package, never input.
-func (s *Store) pruneEnded(ctx context.Context, table, key, ended string, before time.Time, limit int) (int, error) {
-	return rowsChanged(ctx, s.pool, `
-		DELETE FROM `+table+` WHERE `+key+` IN (
-			SELECT `+key+` FROM `+table+` WHERE `+ended+` < $1
-			ORDER BY `+ended+` LIMIT $2
-			FOR UPDATE SKIP LOCKED)`, before, limit)
+// The tables whose rows are pruned once they have ended, each with its key
+// and the SQL expression of a row's end, written as the table's index on it
+// is so that the index serves the search.
+var (
+	endedSensorTokens = endedRows("sensor_tokens", "token_hash", "LEAST(used_at, revoked_at, expires_at)")
+	endedClaimCodes   = endedRows("claim_codes", "id", "LEAST(used_at, revoked_at, expires_at)")
+	endedAudit        = endedRows("audit_log", "id", "at")
+	endedAPITokens    = endedRows("api_tokens", "id", "LEAST(revoked_at, expires_at)")
+)
+
+// pruneStatement is the statement that deletes at most $2 rows of one
+// table whose end is before $1, the earliest ended first, passing over
+// rows another transaction holds. Only endedRows makes one, from the
+// package's own table names, so no input reaches its text.
+type pruneStatement struct{ sql string }
+
+func endedRows(table, key, end string) pruneStatement {
+	return pruneStatement{sql: `
+		DELETE FROM ` + table + ` WHERE ` + key + ` IN (
+			SELECT ` + key + ` FROM ` + table + ` WHERE ` + end + ` < $1
+			ORDER BY ` + end + ` LIMIT $2
+			FOR UPDATE SKIP LOCKED)`}
 }
