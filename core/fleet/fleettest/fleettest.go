@@ -147,20 +147,15 @@ func seed(t *testing.T, s Store, tenants []string, sensors ...sensorIn) context.
 	return context.Background()
 }
 
-// idsOf lists the ids of xs in their order, [] for none; id reads one.
+// idsOf lists the ids of xs in their order (contracttest.Keys), [] for
+// none: the fleet suite's wants spell an empty list as []string{}.
 func idsOf[T any](xs []T, id func(T) string) []string {
-	out := []string{}
-	for _, x := range xs {
-		out = append(out, id(x))
-	}
-	return out
+	return append([]string{}, contracttest.Keys(xs, id)...)
 }
 
 // sortedIDs is idsOf in sorted order.
 func sortedIDs[T any](xs []T, id func(T) string) []string {
-	out := idsOf(xs, id)
-	slices.Sort(out)
-	return out
+	return append([]string{}, contracttest.SortedKeys(xs, id)...)
 }
 
 // What idsOf reads of each record.
